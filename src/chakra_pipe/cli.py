@@ -1,0 +1,69 @@
+"""The ``chakra-pipe`` command: one sub-command per verb, no logic of its own.
+
+Each stage package exposes ``register(subparsers)`` in its ``cli`` module; handlers import their
+heavy dependencies lazily so ``chakra-pipe --help`` and Snakemake ``shell:`` jobs start fast.
+Errors derived from :class:`chakra_pipe.errors.ChakraPipeError` print one line and set the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+from .errors import EXIT_INPUT, ChakraPipeError
+
+# Stage command modules, in the order their verbs appear in ``--help``.
+COMMAND_MODULES = (
+    "chakra_pipe.et.cli",
+    "chakra_pipe.validate.cli",
+    "chakra_pipe.generate.cli",
+    "chakra_pipe.capture.cli",
+    "chakra_pipe.link.cli",
+    "chakra_pipe.convert.cli",
+    "chakra_pipe.sim.cli",
+    "chakra_pipe.replay.cli",
+    "chakra_pipe.report.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chakra-pipe",
+        description="Chakra execution traces: generate, capture, link, convert, validate, simulate, replay, report.")
+    parser.add_argument("--version", action="version", version=f"chakra-pipe {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if not exc.name or not (name + ".").startswith(exc.name + "."):
+                raise
+            continue  # stage not built yet
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ChakraPipeError as exc:
+        print(f"chakra-pipe {args.command}: error: {exc.line()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"chakra-pipe {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except (OSError, ValueError) as exc:
+        # Last line of defence: an environment or input problem we did not classify still gets
+        # one readable line and the input exit code instead of a traceback.
+        print(f"chakra-pipe {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Error classes and the exit codes every ``chakra-pipe`` verb shares.
+
+Exit codes (documented in the README): 0 ok; 1 findings or failed checks; 2 unreadable or invalid
+input or configuration; 3 a trace that cannot finish (deadlock, unmatched communication).
+A message is one line, ``file: where: what``, so users can grep logs and editors can jump to it.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_INPUT = 2
+EXIT_STUCK = 3
+
+
+class ChakraPipeError(Exception):
+    """Base class; ``exit_code`` is what the CLI returns."""
+
+    exit_code = EXIT_INPUT
+
+    def __init__(self, what: str, file: str | None = None, where: str | None = None):
+        self.file, self.where, self.what = file, where, what
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        parts = [p for p in (self.file, self.where) if p]
+        return ": ".join([*map(str, parts), self.what])
+
+
+class TraceFormatError(ChakraPipeError):
+    """An ``.et`` file that cannot be decoded (``where`` is the byte offset)."""
+
+
+class ConfigError(ChakraPipeError):
+    """A configuration file or value that is missing, malformed or out of range."""
+
+
+class InputError(ChakraPipeError):
+    """Any other unusable input (missing file, wrong JSON shape, bad argument value)."""
+
+
+class FindingsError(ChakraPipeError):
+    """Checks ran and found problems (validate, compare)."""
+
+    exit_code = EXIT_FINDINGS
+
+
+class StuckError(ChakraPipeError):
+    """A simulation or replay that cannot finish; ``stuck`` maps rank to the blocked node ids."""
+
+    exit_code = EXIT_STUCK
+
+    def __init__(self, what: str, stuck: dict[int, list[int]] | None = None, file: str | None = None):
+        self.stuck = stuck or {}
+        super().__init__(what, file=file)

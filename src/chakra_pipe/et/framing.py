@@ -1,0 +1,265 @@
+"""``.et`` framing: ``varint32(length)`` + message, GlobalMetadata first, then Nodes.
+
+Readers detect gzip by its magic bytes; writers gzip only when the file name ends in ``.gz``
+(ASTRA-sim cannot read gzip). Every decoding error names the file and the byte offset of the
+record, so a corrupt trace never surfaces as a traceback or a silent partial read.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO
+
+from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from ..atomic import atomic_open
+from ..errors import InputError, TraceFormatError
+from . import schema
+
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_LENGTH_BYTES = 5  # ASTRA-sim's reader accepts at most a 5-byte varint32 length prefix
+_CHUNK = 1 << 20
+
+
+def open_binary(path: str | os.PathLike) -> IO[bytes]:
+    """Open a trace for reading, transparently decompressing gzip (detected by magic bytes)."""
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise InputError(f"cannot open: {exc.strerror}", file=str(path)) from None
+    if f.peek(2)[:2] == GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=f, mode="rb")
+    return f
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """The whole decompressed content of a trace file."""
+    with open_binary(path) as f:
+        try:
+            return f.read()
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TraceFormatError(f"corrupt gzip stream: {exc}", file=str(path)) from None
+
+
+def encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One framed message: ``offset`` of its length prefix, payload ``start`` and ``length``."""
+
+    offset: int
+    start: int
+    length: int
+
+
+def scan_records(buf: bytes, file: str = "<bytes>") -> tuple[list[int], list[int]]:
+    """Payload starts and lengths of every record in ``buf`` (metadata first).
+
+    Refuses a length prefix longer than 5 bytes, a length beyond the end of the data and a
+    zero-length *node* record (Chakra's Python reader stops there while its C++ reader invents an
+    all-default node; the two disagree, so neither reading is safe). A zero-length first record is
+    an empty GlobalMetadata and reads fine.
+    """
+    starts: list[int] = []
+    lengths: list[int] = []
+    pos, n = 0, len(buf)
+    while pos < n:
+        offset = pos
+        b = buf[pos]
+        pos += 1
+        if b < 0x80:
+            length = b
+        else:
+            length, shift = b & 0x7F, 7
+            while True:
+                if pos >= n:
+                    raise TraceFormatError("truncated length prefix", file=file, where=f"byte {offset}")
+                if pos - offset >= MAX_LENGTH_BYTES:
+                    raise TraceFormatError("length prefix longer than 5 bytes (not a Chakra trace?)",
+                                           file=file, where=f"byte {offset}")
+                b = buf[pos]
+                pos += 1
+                length |= (b & 0x7F) << shift
+                shift += 7
+                if b < 0x80:
+                    break
+        if length > n - pos:
+            raise TraceFormatError(f"record length {length} exceeds the {n - pos} bytes left (truncated file?)",
+                                   file=file, where=f"byte {offset}")
+        if length == 0 and starts:
+            raise TraceFormatError("zero-length node record (Chakra's Python and C++ readers disagree on it)",
+                                   file=file, where=f"byte {offset}")
+        starts.append(pos)
+        lengths.append(length)
+        pos += length
+    if not starts:
+        raise TraceFormatError("empty file: no GlobalMetadata record", file=file, where="byte 0")
+    return starts, lengths
+
+
+def _check_known(msg, file: str, offset: int, what: str) -> None:
+    """Reject unknown fields: Chakra never writes them, so they mean a foreign or legacy file."""
+    unknown = UnknownFieldSet(msg)
+    if len(unknown):
+        raise TraceFormatError(
+            f"{what} has unknown field {unknown[0].field_number} (not a Chakra trace, or a pre-2023 proto2 trace)",
+            file=file, where=f"byte {offset}")
+
+
+def parse_metadata(payload: bytes, file: str = "<bytes>", offset: int = 0):
+    try:
+        md = schema.GlobalMetadata.FromString(payload)
+    except DecodeError as exc:
+        raise TraceFormatError(f"GlobalMetadata does not parse: {exc}", file=file, where=f"byte {offset}") from None
+    _check_known(md, file, offset, "GlobalMetadata")
+    for attr in md.attr:
+        _check_known(attr, file, offset, "GlobalMetadata attribute")
+    return md
+
+
+def parse_node(payload: bytes, file: str = "<bytes>", offset: int = 0):
+    """Decode one Node record strictly (protobuf errors and unknown fields are format errors)."""
+    try:
+        node = schema.Node.FromString(payload)
+    except DecodeError as exc:
+        raise TraceFormatError(f"node record does not parse: {exc}", file=file, where=f"byte {offset}") from None
+    _check_known(node, file, offset, "node")
+    for attr in node.attr:
+        _check_known(attr, file, offset, f"node {node.id} attribute")
+    return node
+
+
+class _Stream:
+    """Buffered reader of framed records from a (possibly gzip) binary stream, in bounded memory."""
+
+    def __init__(self, f: IO[bytes], file: str):
+        self.f, self.file = f, file
+        self.buf = b""
+        self.pos = 0      # position inside buf
+        self.base = 0     # file offset of buf[0]
+        self.eof = False
+
+    def _fill(self, need: int) -> bool:
+        while len(self.buf) - self.pos < need and not self.eof:
+            try:
+                chunk = self.f.read(max(_CHUNK, need))
+            except (OSError, EOFError, zlib.error) as exc:
+                raise TraceFormatError(f"corrupt gzip stream: {exc}", file=self.file) from None
+            if not chunk:
+                self.eof = True
+                break
+            self.base += self.pos
+            self.buf = self.buf[self.pos:] + chunk
+            self.pos = 0
+        return len(self.buf) - self.pos >= need
+
+    def records(self) -> Iterator[tuple[int, bytes]]:
+        first = True
+        while self._fill(1):
+            offset = self.base + self.pos
+            length, shift, nbytes = 0, 0, 0
+            while True:
+                if not self._fill(1):
+                    raise TraceFormatError("truncated length prefix", file=self.file, where=f"byte {offset}")
+                b = self.buf[self.pos]
+                self.pos += 1
+                nbytes += 1
+                length |= (b & 0x7F) << shift
+                shift += 7
+                if b < 0x80:
+                    break
+                if nbytes >= MAX_LENGTH_BYTES:
+                    raise TraceFormatError("length prefix longer than 5 bytes (not a Chakra trace?)",
+                                           file=self.file, where=f"byte {offset}")
+            if length == 0 and not first:
+                raise TraceFormatError("zero-length node record (Chakra's Python and C++ readers disagree on it)",
+                                       file=self.file, where=f"byte {offset}")
+            if not self._fill(length):
+                left = len(self.buf) - self.pos
+                raise TraceFormatError(f"record length {length} exceeds the {left} bytes left (truncated file?)",
+                                       file=self.file, where=f"byte {offset}")
+            payload = self.buf[self.pos:self.pos + length]
+            self.pos += length
+            first = False
+            yield offset, payload
+        if first:
+            raise TraceFormatError("empty file: no GlobalMetadata record", file=self.file, where="byte 0")
+
+
+class TraceReader:
+    """Streaming reader: ``metadata`` first, then ``for offset, node in reader`` in bounded memory."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = str(path)
+        self._f = open_binary(path)
+        self._records = _Stream(self._f, self.path).records()
+        offset, payload = next(self._records)
+        self.metadata = parse_metadata(payload, self.path, offset)
+
+    def __iter__(self) -> Iterator[tuple[int, object]]:
+        for offset, payload in self._records:
+            yield offset, parse_node(payload, self.path, offset)
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> TraceReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def iter_nodes(path: str | os.PathLike) -> Iterator[object]:
+    """Nodes of a trace one at a time (GlobalMetadata is read and skipped)."""
+    with TraceReader(path) as reader:
+        for _, node in reader:
+            yield node
+
+
+def read_trace(path: str | os.PathLike):
+    """``(metadata, [nodes])`` with every record decoded strictly."""
+    with TraceReader(path) as reader:
+        return reader.metadata, [node for _, node in reader]
+
+
+def frame(message_bytes: bytes) -> bytes:
+    return encode_varint(len(message_bytes)) + message_bytes
+
+
+def write_trace(path: str | os.PathLike, metadata, nodes: Iterable) -> int:
+    """Write GlobalMetadata and Nodes atomically; gzip when the name ends in ``.gz``.
+
+    Serialization is the protobuf runtime's canonical form, which is byte-identical to
+    Chakra's Python writer (ascending field numbers, packed repeats, explicit oneof values).
+    Returns the number of nodes written.
+    """
+    count = 0
+    with atomic_open(path, "wb") as out:
+        out.write(frame(metadata.SerializeToString()))
+        pending: list[bytes] = []
+        for node in nodes:
+            data = node.SerializeToString()
+            if not data:
+                raise InputError("refusing to write an all-default node: it would be a zero-length record "
+                                 "that Chakra's readers disagree on", file=str(path), where=f"node #{count}")
+            pending.append(encode_varint(len(data)))
+            pending.append(data)
+            count += 1
+            if len(pending) >= 8192:
+                out.write(b"".join(pending))
+                pending.clear()
+        out.write(b"".join(pending))
+    return count

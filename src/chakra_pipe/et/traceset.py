@@ -1,0 +1,104 @@
+"""Rank sets: ``PREFIX.0.et … PREFIX.{N-1}.et`` addressed by their prefix, as ASTRA-sim does.
+
+A set may carry its communicator groups in ``PREFIX.comm_groups.json`` (ASTRA-sim's
+``{"<id>": [npu, …]}`` format), written by our generators and converters beside the rank files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from .graph import TraceGraph, load_graph
+
+COMM_GROUPS_SUFFIX = ".comm_groups.json"
+
+
+def rank_files(prefix: str | os.PathLike) -> list[Path]:
+    """The rank files of a prefix in rank order; errors on a missing prefix or a gap in the ranks."""
+    prefix = str(prefix)
+    folder = Path(prefix).parent
+    stem = Path(prefix).name
+    pattern = re.compile(re.escape(stem) + r"\.(\d+)\.et$")
+    try:
+        found = {int(m.group(1)): folder / name for name in os.listdir(folder or ".")
+                 if (m := pattern.match(name))}
+    except OSError as exc:
+        raise InputError(f"cannot list trace folder: {exc.strerror}", file=prefix) from None
+    if not found:
+        raise InputError(f"no rank files {stem}.<rank>.et found in {folder}", file=prefix)
+    missing = sorted(set(range(max(found) + 1)) - set(found))
+    if missing:
+        raise InputError(f"rank set has gaps: missing {stem}.{missing[0]}.et"
+                         + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""), file=prefix)
+    return [found[r] for r in range(len(found))]
+
+
+def resolve(trace_or_prefix: str | os.PathLike) -> list[Path]:
+    """A single ``.et`` file (one rank) or the rank files of a prefix."""
+    path = Path(trace_or_prefix)
+    if path.is_file():
+        return [path]
+    return rank_files(trace_or_prefix)
+
+
+def load_comm_groups(path: str | os.PathLike) -> dict[int, list[int]]:
+    """Parse an ASTRA-sim comm-group JSON: ``{"<id>": [npu, …]}`` with integer ids > 0."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg}", file=str(path), where=f"line {exc.lineno}") from None
+    if not isinstance(raw, dict):
+        raise InputError("expected an object {\"<group id>\": [npu, ...]}", file=str(path))
+    groups: dict[int, list[int]] = {}
+    for key, members in raw.items():
+        if not (isinstance(key, str) and key.strip().isdigit() and int(key) > 0):
+            raise InputError(f"group id {key!r} is not an integer > 0", file=str(path), where=f"key {key!r}")
+        if not (isinstance(members, list) and members and all(isinstance(m, int) and not isinstance(m, bool)
+                                                               and m >= 0 for m in members)):
+            raise InputError("members must be a non-empty list of NPU ids", file=str(path), where=f"key {key!r}")
+        if len(set(members)) != len(members):
+            raise InputError("an NPU is listed twice", file=str(path), where=f"key {key!r}")
+        groups[int(key)] = list(members)
+    return groups
+
+
+@dataclass
+class TraceSet:
+    """All ranks of one workload, loaded once and shared by every consumer."""
+
+    prefix: str
+    files: list[Path]
+    ranks: list[TraceGraph]
+    comm_groups: dict[int, list[int]] | None = None
+    comm_groups_file: Path | None = None
+
+    @classmethod
+    def load(cls, trace_or_prefix: str | os.PathLike, comm_groups: str | os.PathLike | None = None) -> TraceSet:
+        files = resolve(trace_or_prefix)
+        ranks = [load_graph(f) for f in files]
+        cg_path = Path(comm_groups) if comm_groups else Path(str(trace_or_prefix) + COMM_GROUPS_SUFFIX)
+        groups = None
+        if comm_groups or cg_path.is_file():
+            groups = load_comm_groups(cg_path)
+        return cls(str(trace_or_prefix), files, ranks, groups, cg_path if groups is not None else None)
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def sha256(self) -> str:
+        """Digest of the rank files' bytes in rank order (plus the comm-group file): provenance."""
+        h = hashlib.sha256()
+        for f in [*self.files, *([self.comm_groups_file] if self.comm_groups_file else [])]:
+            h.update(f.name.encode() + b"\0")
+            with open(f, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+        return h.hexdigest()
