@@ -1,0 +1,63 @@
+"""``validate``, ``info`` and ``visualize`` verbs (heavy imports happen inside the handlers)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import EXIT_FINDINGS, EXIT_OK
+
+
+def register(sub) -> None:
+    p = sub.add_parser("validate", help="check a trace or rank set against the Chakra/ASTRA-sim rules",
+                       description="Check one .et file or a rank set PREFIX.<r>.et. Exit 0 without errors, "
+                                   "1 with errors, 2 when the input cannot be read.")
+    p.add_argument("trace", metavar="TRACE_OR_PREFIX")
+    p.add_argument("--comm-group-configuration", metavar="CG.json",
+                   help="ASTRA-sim communicator-group JSON (default: PREFIX.comm_groups.json when present)")
+    p.add_argument("--strict", action="store_true",
+                   help="ASTRA-sim target: dangling ctrl_deps are errors, not warnings")
+    p.add_argument("--json", metavar="OUT", help="write every finding to this JSON file")
+    p.set_defaults(func=_validate)
+
+    p = sub.add_parser("info", help="node, dependency, communication and critical-path statistics")
+    p.add_argument("trace", metavar="TRACE_OR_PREFIX")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=_info)
+
+    p = sub.add_parser("visualize", help="export the dependency graph as Graphviz dot or GraphML")
+    p.add_argument("trace", metavar="IN.et")
+    p.add_argument("out", metavar="OUT.{dot,graphml}")
+    p.set_defaults(func=_visualize)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from ..atomic import write_json
+    from .validator import validate_set
+
+    report = validate_set(args.trace, strict=args.strict, comm_groups=args.comm_group_configuration)
+    if args.json:
+        write_json(args.json, report.to_json())
+    for line in report.lines():
+        print(line)
+    return EXIT_FINDINGS if report.errors else EXIT_OK
+
+
+def _info(args: argparse.Namespace) -> int:
+    from .info import format_info, trace_info
+
+    infos = trace_info(args.trace)
+    if args.json:
+        json.dump({"files": infos}, sys.stdout, indent=2)
+        print()
+    else:
+        print("\n".join(format_info(i) for i in infos))
+    return EXIT_OK
+
+
+def _visualize(args: argparse.Namespace) -> int:
+    from .visualize import visualize
+
+    visualize(args.trace, args.out)
+    return EXIT_OK

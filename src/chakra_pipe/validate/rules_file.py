@@ -1,0 +1,351 @@
+"""Per-file rules (chakra-format.md §9, items 1–22): what makes one rank's ``.et`` unusable.
+
+Rules run on the :class:`TraceGraph` columns with numpy; Python loops touch only offending nodes,
+communication nodes and METADATA nodes. Rules whose findings can repeat on most nodes of a large
+trace for one root cause (a non-canonical attribute kind, zero durations) report once per file
+with the count and the first ids; rules that point at one broken node report per node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..et import schema
+from ..et.attrs import CANONICAL_KINDS, INT_KINDS, KIND_NUMBER, NUMBER_KIND
+from ..et.framing import GZIP_MAGIC
+from ..et.graph import TraceGraph
+from .findings import ERROR, WARNING, Finding
+from .graphalgo import find_cycle, issue_order, resolved_parents
+
+SHOW_IDS = 10  # ids quoted in one message
+WORLD_GROUPS = ("", "0")  # pg_name values that mean "all ranks" in ASTRA-sim
+INT_KIND_NUMBERS = sorted(KIND_NUMBER[k] for k in INT_KINDS)
+_INT_NUMBERS = frozenset(INT_KIND_NUMBERS)
+_STRING = KIND_NUMBER["string_val"]
+_BOOL_LIST = KIND_NUMBER["bool_list"]
+# Collectives ASTRA-sim accepts but does not simulate (chakra-format.md §9 item 16).
+_REPLAYED = {schema.BROADCAST}
+_UNSUPPORTED = {schema.REDUCE, schema.GATHER, schema.SCATTER, schema.REDUCE_SCATTER_BLOCK, schema.BARRIER}
+# Attributes a communication node needs, by node type (items 15 and 17).
+COMM_REQUIRED = {
+    schema.COMM_COLL_NODE: ("comm_type", "comm_size"),
+    schema.COMM_SEND_NODE: ("comm_dst", "comm_tag", "comm_size"),
+    schema.COMM_RECV_NODE: ("comm_src", "comm_tag", "comm_size"),
+}
+
+_LINKS_NOTE = (" (a warning here: this file's ctrl_deps also name absent ids, so they are parent-op links "
+               "to repair, not usable dependencies; see dangling-ctrl-dep)")
+
+
+def id_list(ids: Iterable[int], total: int | None = None) -> str:
+    """``"1, 2, 3"`` or ``"1, 2, … (N in all)"`` — messages stay one short line."""
+    ids = [int(i) for i in ids]
+    total = len(ids) if total is None else total
+    head = ", ".join(map(str, ids[:SHOW_IDS]))
+    return head if total <= SHOW_IDS else f"{head}, … ({total} in all)"
+
+
+@dataclass
+class FileResult:
+    """Findings of one file plus what the cross-rank rules reuse."""
+
+    findings: list[Finding]
+    issue_order: np.ndarray          # record indices in (approximate) issue order
+    metadata_groups: dict[str, list[int]] = field(default_factory=dict)  # pg_name -> ranks ([] = all)
+
+
+class FileChecker:
+    """Runs every per-file rule on one loaded graph."""
+
+    def __init__(self, graph: TraceGraph, file: str, rank: int | None, strict: bool,
+                 comm_group_names: Iterable[str] = ()):
+        self.g, self.file, self.rank, self.strict = graph, file, rank, strict
+        self.comm_group_names = set(comm_group_names)
+        self.findings: list[Finding] = []
+        # Ctrl lists naming absent ids are parent-op links from a converter (legacy and upstream
+        # PyTorch converters), not dependencies any simulator can load: the dangling ids are
+        # reported per node (E with --strict) and other ctrl-list defects of such a file
+        # (self-links, repeats, cycles through ctrl) are downgraded to warnings.
+        self.ctrl_usable = not (graph.dep_indices("ctrl")[1] < 0).any()
+        self.metadata_nodes: dict[int, object] = {}
+        self.metadata_groups: dict[str, list[int]] = {}
+
+    def add(self, index: int | None, rule: str, severity: str, message: str) -> None:
+        node = int(self.g.ids[index]) if index is not None else None
+        self.findings.append(Finding(self.file, node, rule, severity, message))
+
+    def run(self) -> FileResult:
+        self.decode_strictly()
+        self.check_header()
+        self.check_ids()
+        self.check_types()
+        self.check_dependency_lists()
+        order = self.check_cycles_and_roots()
+        self.check_times()
+        self.check_attribute_kinds()
+        self.check_comm_nodes()
+        self.check_memory_and_roofline()
+        self.check_metadata_nodes()
+        self.check_pg_names()
+        return FileResult(self.findings, order, self.metadata_groups)
+
+    # -- framing and header (items 1–5) ------------------------------------------------------
+    def decode_strictly(self) -> None:
+        """Decode every record with the protobuf runtime once (the bulk loader is lenient by design).
+
+        A record that does not parse raises ``TraceFormatError`` with its byte offset (exit 2);
+        METADATA nodes are kept because their ``inputs`` are checked later.
+        """
+        node = self.g.node
+        types = self.g.types.tolist()
+        for i in range(len(self.g)):
+            decoded = node(i)
+            if types[i] == schema.METADATA_NODE:
+                self.metadata_nodes[i] = decoded
+
+    def check_header(self) -> None:
+        md = self.g.metadata
+        if not md.version and not any(a.name == "schema" for a in md.attr):
+            self.add(None, "metadata-version", WARNING,
+                     "GlobalMetadata has an empty version and no schema attribute (producer unknown)")
+        try:
+            with open(self.g.path, "rb") as f:
+                gz = f.read(2) == GZIP_MAGIC
+        except OSError:
+            gz = False
+        if gz:
+            self.add(None, "gzip", WARNING, "gzip-compressed: ASTRA-sim's feeder reads plain files only")
+
+    # -- nodes and graph (items 6–13) --------------------------------------------------------
+    def check_ids(self) -> None:
+        ids = self.g.ids
+        uniq, first, counts = np.unique(ids, return_index=True, return_counts=True)
+        for k in np.nonzero(counts > 1)[0]:
+            records = np.nonzero(ids == uniq[k])[0]
+            self.add(int(first[k]), "duplicate-id", ERROR,
+                     f"id used by {counts[k]} records (#{id_list(records)} in file order); ids must be unique")
+
+    def check_types(self) -> None:
+        types = self.g.types
+        for i in np.nonzero((types < 0) | (types > schema.COMM_COLL_NODE))[0]:
+            self.add(int(i), "node-type", ERROR, f"type {self.g.node(int(i)).type} is outside NodeType 0..7")
+        invalid = np.nonzero(types == schema.INVALID_NODE)[0]
+        if len(invalid):
+            self.add(int(invalid[0]), "invalid-node", WARNING,
+                     f"{len(invalid)} INVALID_NODE nodes (simulators skip them): {id_list(self.g.ids[invalid])}")
+
+    def check_dependency_lists(self) -> None:
+        g = self.g
+        for which, lists_name in (("data", "data_deps"), ("ctrl", "ctrl_deps")):
+            ptr, parent = g.dep_indices(which)
+            dep_ids = g.data_ids if which == "data" else g.ctrl_ids
+            child = np.repeat(np.arange(len(g), dtype=np.int64), np.diff(ptr))
+            dangling = parent < 0
+            if dangling.any():
+                severity = ERROR if which == "data" or self.strict else WARNING
+                why = ("every simulator waits for it forever" if which == "data" else
+                       "ASTRA-sim refuses the file: 'not found in index'")
+                for i, missing in _group_by_child(child[dangling], dep_ids[dangling]):
+                    self.add(i, f"dangling-{which}-dep", severity,
+                             f"{lists_name} names ids absent from the file: {id_list(missing)} ({why})")
+            severity, note = ERROR, ""
+            if which == "ctrl" and not self.ctrl_usable:
+                severity, note = WARNING, _LINKS_NOTE
+            selfdep = dep_ids == g.ids[child]
+            for i, _ in _group_by_child(child[selfdep], dep_ids[selfdep]):
+                self.add(i, "self-dep", severity, f"{lists_name} names the node itself (it can never issue){note}")
+            order = np.lexsort((dep_ids, child))
+            c, d = child[order], dep_ids[order]
+            dup = np.nonzero((c[1:] == c[:-1]) & (d[1:] == d[:-1]))[0] + 1
+            for i, ids in _group_by_child(c[dup], d[dup]):
+                self.add(i, "duplicate-dep", severity,
+                         f"{lists_name} repeats {id_list(np.unique(ids))} (Chakra's C++ feeder frees one "
+                         f"occurrence per parent and stalls){note}")
+
+    def check_cycles_and_roots(self) -> np.ndarray:
+        """Items 11–12; returns an issue order for the cross-rank collective sequences."""
+        g = self.g
+        if len(g) == 0:
+            self.add(None, "no-root", ERROR, "the file has no nodes (ASTRA-sim finds no dependency-free node)")
+            return np.zeros(0, dtype=np.int64)
+        data = resolved_parents(g, ("data",))
+        order, stuck = issue_order(data, g.ids)
+        if stuck.any():
+            self._cycle("cycle-data", ERROR, "data_deps", data, stuck, "")
+        both = resolved_parents(g, ("data", "ctrl"))
+        order_both, stuck_both = issue_order(both, g.ids)
+        if stuck_both.any() and not stuck.any():
+            if not self.ctrl_usable:
+                self._cycle("cycle-ctrl", WARNING, "data_deps ∪ ctrl_deps", both, stuck_both, _LINKS_NOTE)
+            else:
+                self._cycle("cycle-ctrl", ERROR, "data_deps ∪ ctrl_deps", both, stuck_both,
+                            " (ASTRA-sim enforces both lists and would never finish)")
+        # Dependency-free: no data deps and no ctrl dep that resolves (dangling ctrl ids are their
+        # own finding, and with them ctrl lists are parent-op links rather than dependencies).
+        ctrl_ptr, ctrl_parent = g.dep_indices("ctrl")
+        ctrl_child = np.repeat(np.arange(len(g), dtype=np.int64), np.diff(ctrl_ptr))
+        existing_ctrl = np.bincount(ctrl_child[ctrl_parent >= 0], minlength=len(g))
+        free = (np.diff(g.data_ptr) == 0) & (existing_ctrl == 0)
+        if not free.any():
+            self.add(None, "no-root", ERROR,
+                     "no dependency-free node (ASTRA-sim aborts: 'No dependancy free nodes found')")
+        if not stuck_both.any():
+            return np.asarray(order_both, dtype=np.int64)
+        rest = np.nonzero(stuck)[0] if stuck.any() else np.zeros(0, dtype=np.int64)
+        return np.concatenate([np.asarray(order, dtype=np.int64), rest[np.argsort(g.ids[rest], kind="stable")]])
+
+    def _cycle(self, rule: str, severity: str, over: str, parents, stuck, note: str) -> None:
+        cycle = find_cycle(parents, stuck)
+        ids = [int(self.g.ids[i]) for i in cycle]
+        shown = " -> ".join(map(str, ids[:SHOW_IDS] + ids[:1])) if len(ids) <= SHOW_IDS else \
+            " -> ".join(map(str, ids[:SHOW_IDS])) + f" -> … ({len(ids)} nodes) -> {ids[0]}"
+        self.add(cycle[0], rule, severity,
+                 f"cycle over {over}: {shown}; {int(stuck.sum())} nodes can never issue{note}")
+
+    def check_times(self) -> None:
+        g = self.g
+        if len(g) and not g.start_time_micros.any():
+            self.add(None, "start-time-zero", WARNING,
+                     "start_time_micros is 0 on every node (no producer sets it; nothing can be ordered by it)")
+        zero = np.nonzero((g.types == schema.COMP_NODE) & (g.duration_micros == 0))[0]
+        if len(zero):
+            self.add(int(zero[0]), "zero-duration", WARNING,
+                     f"{len(zero)} COMP nodes have duration_micros = 0 (replayed as 1 ns): {id_list(g.ids[zero])}")
+
+    # -- attributes (items 14–22) ------------------------------------------------------------
+    def check_attribute_kinds(self) -> None:
+        g = self.g
+        for name, kinds in g.attr_kind.items():
+            canonical = KIND_NUMBER[CANONICAL_KINDS[name]]
+            wrong = (kinds != 0) & (kinds != canonical)
+            if not wrong.any():
+                continue
+            if name in ("involved_dim", "pg_name"):
+                want = "a bool_list (ASTRA-sim rejects anything else)" if name == "involved_dim" else "a string"
+                for i in np.nonzero(wrong)[0]:
+                    self.add(int(i), name.replace("_", "-"), ERROR,
+                             f"{name} is {NUMBER_KIND[int(kinds[i])]}; it must be {want}")
+                continue
+            for k in np.unique(kinds[wrong]):
+                where = np.nonzero(kinds == k)[0]
+                self.add(int(where[0]), "attr-kind", WARNING,
+                         f"{name} stored as {NUMBER_KIND[int(k)]} on {len(where)} nodes ({id_list(g.ids[where])}); "
+                         f"canonical kind is {CANONICAL_KINDS[name]} (Chakra's C++ feeder reads others as 0)")
+
+    def _int_present(self, name: str) -> np.ndarray:
+        return np.isin(self.g.attr_kind[name], INT_KIND_NUMBERS)
+
+    def check_comm_nodes(self) -> None:
+        """Items 15–18: one finding per communication node listing all of its problems."""
+        g = self.g
+        comm = np.nonzero(np.isin(g.types, list(COMM_REQUIRED)))[0]
+        if not len(comm):
+            return
+        cpu = g.is_cpu_op
+        kinds = {name: g.attr_kind[name] for name in ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag")}
+        values = {name: g.int_attr(name, 0) for name in kinds}
+        types = g.types
+        for i in comm.tolist():
+            t = int(types[i])
+            problems = []
+            if cpu[i]:
+                problems.append("is_cpu_op is true (ASTRA-sim throws on CPU-side communication)")
+            for name in COMM_REQUIRED[t]:
+                k = int(kinds[name][i])
+                if k == 0:
+                    problems.append(f"{name} missing")
+                elif k not in _INT_NUMBERS:
+                    problems.append(f"{name} is {NUMBER_KIND[k]}, not an integer")
+            ok = lambda name: int(kinds[name][i]) in _INT_NUMBERS  # noqa: E731
+            if t == schema.COMM_COLL_NODE and ok("comm_type") and not 0 <= values["comm_type"][i] <= 9:
+                problems.append(f"comm_type {values['comm_type'][i]} is outside CollectiveCommType 0..9")
+            if ok("comm_size") and values["comm_size"][i] < 0:
+                problems.append(f"comm_size {values['comm_size'][i]} is negative")
+            if (t == schema.COMM_SEND_NODE and self.rank is not None and ok("comm_src")
+                    and values["comm_src"][i] != self.rank):
+                problems.append(f"comm_src {values['comm_src'][i]} is not this file's rank {self.rank}")
+            if problems:
+                self.add(i, "comm-node", ERROR, f"{schema.NODE_TYPE_NAMES[t]} {g.name(i)!r}: " + "; ".join(problems))
+            elif t == schema.COMM_COLL_NODE and int(values["comm_type"][i]) in _REPLAYED | _UNSUPPORTED:
+                ct = int(values["comm_type"][i])
+                what = ("is replayed from duration_micros, not simulated" if ct in _REPLAYED
+                        else "is not simulated (runtime error 'Unsupported collective comm type')")
+                self.add(i, "comm-type-unsupported", WARNING, f"{schema.COMM_TYPE_NAMES[ct]} {what} by ASTRA-sim")
+
+    def check_memory_and_roofline(self) -> None:
+        g = self.g
+        mem = np.isin(g.types, [schema.MEM_LOAD_NODE, schema.MEM_STORE_NODE])
+        size_ok = self._int_present("tensor_size")
+        for i in np.nonzero(mem & ~size_ok)[0]:
+            k = int(g.attr_kind["tensor_size"][i])
+            state = "missing" if k == 0 else f"{NUMBER_KIND[k]}, not an integer"
+            self.add(int(i), "mem-node", ERROR,
+                     f"{schema.NODE_TYPE_NAMES[int(g.types[i])]} needs tensor_size (bytes); it is {state}")
+        roof = (g.types == schema.COMP_NODE) & g.has("num_ops") & (g.int_attr("tensor_size", 0) <= 0)
+        where = np.nonzero(roof)[0]
+        if len(where):
+            self.add(int(where[0]), "roofline-inputs", WARNING,
+                     f"{len(where)} COMP nodes carry num_ops without a positive tensor_size (roofline skips "
+                     f"them as 0 ns): {id_list(g.ids[where])}")
+
+    def check_metadata_nodes(self) -> None:
+        """Item 22: METADATA ``inputs.values`` must be ``['<json>']`` holding the process-group list."""
+        for i, node in self.metadata_nodes.items():
+            values = node.inputs.values if node.HasField("inputs") else ""
+            groups, problem = parse_process_groups(values)
+            if problem:
+                self.add(i, "metadata-pg", ERROR, f"METADATA inputs.values {problem}")
+                continue
+            for name, ranks in groups.items():
+                self.metadata_groups.setdefault(name, ranks)
+
+    def check_pg_names(self) -> None:
+        known = self.comm_group_names | set(self.metadata_groups)
+        for i, name in sorted(self.g.pg_name.items()):
+            if name in WORLD_GROUPS or name in known:
+                continue
+            listed = ", ".join(sorted(known, key=lambda s: (len(s), s))) or "none"
+            self.add(i, "pg-name", ERROR, f"pg_name {name!r} names no communicator group (known: {listed})")
+
+
+def parse_process_groups(values: str) -> tuple[dict[str, list[int]], str]:
+    """``({pg_name: ranks}, "")`` from a METADATA ``inputs.values``, or ``({}, problem)``.
+
+    ASTRA-sim strips two characters from each end (the ``['`` and ``']`` of a one-element Python
+    list repr) and JSON-parses the rest, so that exact shape is required.
+    """
+    shown = values if len(values) <= 60 else values[:57] + "..."
+    if not (len(values) >= 4 and values.startswith("['") and values.endswith("']")):
+        return {}, f"is {shown!r}; ASTRA-sim needs \"['<json>']\""
+    try:
+        table = json.loads(values[2:-2])
+    except json.JSONDecodeError as exc:
+        return {}, f"does not hold JSON after stripping ['…']: {exc.msg} at character {exc.pos}"
+    if not isinstance(table, list):
+        return {}, "JSON is not a list of process groups"
+    groups: dict[str, list[int]] = {}
+    for k, entry in enumerate(table):
+        if not isinstance(entry, dict) or not isinstance(entry.get("pg_name"), str):
+            return {}, f"process group #{k} has no string pg_name"
+        ranks = entry.get("ranks")
+        if not (isinstance(ranks, list) and all(isinstance(r, int) and not isinstance(r, bool) and r >= 0
+                                                for r in ranks)):
+            return {}, f"process group {entry['pg_name']!r} has no list of non-negative integer ranks"
+        groups.setdefault(entry["pg_name"], list(ranks))
+    return groups, ""
+
+
+def _group_by_child(child: np.ndarray, values: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:
+    """``(child index, its values)`` for each distinct child, in ascending child order."""
+    if not len(child):
+        return
+    order = np.argsort(child, kind="stable")
+    c, v = child[order], values[order]
+    starts = np.nonzero(np.r_[True, c[1:] != c[:-1]])[0]
+    ends = np.r_[starts[1:], len(c)]
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        yield int(c[s]), v[s:e]

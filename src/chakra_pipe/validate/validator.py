@@ -1,0 +1,69 @@
+"""Validation entry points used by the CLI, by other stages and by tests.
+
+``validate_trace`` checks one file; ``validate_set`` checks a rank set (per-file rules on every rank,
+then the cross-rank rules). Unreadable input — framing or decode errors, missing files, gaps in the
+rank numbering — raises the et layer's ``TraceFormatError``/``InputError`` (exit 2) instead of
+becoming a finding: there is nothing meaningful to validate past the first undecodable byte.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from ..et.graph import TraceGraph, load_graph
+from ..et.traceset import TraceSet, load_comm_groups
+from .findings import Finding, Report
+from .rules_file import FileChecker, FileResult
+from .rules_set import RankView, check_collectives, check_point_to_point
+
+CommGroups = dict[int, list[int]] | str | os.PathLike | None
+_RANK_SUFFIX = re.compile(r"\.(\d+)\.et(\.gz)?$")
+
+
+def _groups(comm_groups: CommGroups) -> dict[int, list[int]] | None:
+    if comm_groups is None or isinstance(comm_groups, dict):
+        return comm_groups
+    return load_comm_groups(comm_groups)
+
+
+def rank_of(path: str | os.PathLike) -> int | None:
+    """The rank encoded in a ``<prefix>.<rank>.et`` name (None for other names)."""
+    m = _RANK_SUFFIX.search(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def _check_file(graph: TraceGraph, file: str, rank: int | None, strict: bool,
+                groups: dict[int, list[int]] | None) -> FileResult:
+    names = [str(k) for k in groups] if groups else []
+    return FileChecker(graph, file, rank, strict, names).run()
+
+
+def validate_trace(path: str | os.PathLike, strict: bool = False, comm_groups: CommGroups = None) -> list[Finding]:
+    """Per-file findings for one ``.et`` file (rank taken from a ``<prefix>.<rank>.et`` name)."""
+    groups = _groups(comm_groups)
+    return _check_file(load_graph(path), str(path), rank_of(path), strict, groups).findings
+
+
+def validate_set(prefix: str | os.PathLike, strict: bool = False, comm_groups: CommGroups = None) -> Report:
+    """Validate a rank set ``PREFIX.<r>.et`` (or a single ``.et`` file: per-file rules only).
+
+    ``comm_groups`` is a parsed ``{id: [npus]}`` mapping or the path of an ASTRA-sim comm-group
+    JSON; without it a ``PREFIX.comm_groups.json`` beside the rank files is used when present.
+    """
+    if Path(prefix).is_file():
+        return Report([str(prefix)], validate_trace(prefix, strict, comm_groups))
+    if isinstance(comm_groups, dict):
+        ts = TraceSet.load(prefix)
+        groups, groups_file = comm_groups, "<comm groups>"
+    else:
+        ts = TraceSet.load(prefix, comm_groups)
+        groups = ts.comm_groups
+        groups_file = str(ts.comm_groups_file) if ts.comm_groups_file else str(prefix)
+    files = [str(f) for f in ts.files]
+    views = [RankView(r, files[r], g, _check_file(g, files[r], r, strict, groups)) for r, g in enumerate(ts.ranks)]
+    findings = [f for v in views for f in v.result.findings]
+    findings += check_collectives(views, groups, groups_file)
+    findings += check_point_to_point(views)
+    return Report(files, findings)
