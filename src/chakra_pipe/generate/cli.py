@@ -1,0 +1,75 @@
+"""``chakra-pipe generate collective|llm``: synthetic rank sets for the simulator and replay."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    gen = sub.add_parser("generate", help="write synthetic Chakra rank sets (collectives, LLM training steps)",
+                         description="Write synthetic Chakra rank sets PREFIX.<rank>.et.")
+    verbs = gen.add_subparsers(dest="generate_command", metavar="KIND", required=True)
+
+    p = verbs.add_parser("collective", help="one collective per rank, laid out like ASTRA-sim's microbenchmarks")
+    p.add_argument("--type", required=True, dest="collective",
+                   choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"])
+    p.add_argument("--npus", required=True, type=int)
+    p.add_argument("--size", required=True,
+                   help="comm_size: bytes or 64KiB/1MiB/1MB (MB = 1,048,576 as ASTRA-sim uses); "
+                        "all_gather: per-rank input")
+    p.add_argument("--iterations", type=int, default=1, help="collectives per rank, chained (default 1)")
+    p.add_argument("--out", required=True, help="output prefix: writes PREFIX.<rank>.et")
+    p.set_defaults(func=_collective)
+
+    p = verbs.add_parser("llm", help="one Megatron-style training step (TP, 1F1B PP, DP, EP)")
+    from .models import DTYPE_BYTES, PRESETS
+    p.add_argument("--model", required=True, choices=sorted(PRESETS))
+    for key, text in (("layers", "transformer layers"), ("hidden", "hidden size"), ("heads", "attention heads"),
+                      ("ffn", "MLP inner size (per expert)"), ("vocab", "vocabulary size"),
+                      ("experts", "MoE experts (0 = dense)"), ("seq", "sequence length")):
+        p.add_argument(f"--{key}", type=int, help=f"{text} (overrides the preset)")
+    p.add_argument("--dp", type=int, default=1, help="data-parallel degree (default 1)")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
+    p.add_argument("--pp", type=int, default=1, help="pipeline stages (default 1)")
+    p.add_argument("--ep", type=int, default=1, help="expert-parallel degree, divides dp (default 1)")
+    p.add_argument("--microbatches", type=int, help="microbatches per step (default: pp)")
+    p.add_argument("--global-batch", type=int, help="sequences per step (default: dp × microbatches)")
+    p.add_argument("--dtype", default="bf16", choices=sorted(DTYPE_BYTES))
+    p.add_argument("--zero", type=int, default=0, choices=[0, 1],
+                   help="1: gradient reduce-scatter + parameter all-gather instead of all-reduce")
+    p.add_argument("--peak-tflops", type=float, default=989.0, help="device peak, TFLOP/s (default 989, H100)")
+    p.add_argument("--mem-bw", type=float, default=3350.0, help="device memory bandwidth, GB/s (default 3350)")
+    p.add_argument("--bucket-mb", type=float, default=25.0, help="gradient bucket cap, MiB (default 25)")
+    p.add_argument("--no-metadata-node", action="store_true",
+                   help="omit the per-rank process-group METADATA node (groups stay in PREFIX.comm_groups.json)")
+    p.add_argument("--out", required=True, help="output prefix: writes PREFIX.<rank>.et and PREFIX.comm_groups.json")
+    p.set_defaults(func=_llm)
+
+
+def _collective(args: argparse.Namespace) -> int:
+    from .collective import CollectiveSpec, generate_collective
+    from .sizes import parse_size
+
+    spec = CollectiveSpec(args.collective, args.npus, parse_size(args.size), args.iterations)
+    paths = generate_collective(spec, args.out)
+    print(f"wrote {len(paths)} rank files {args.out}.<0..{len(paths) - 1}>.et ({spec.name})")
+    return 0
+
+
+def _llm(args: argparse.Namespace) -> int:
+    from .layout import Layout
+    from .llm import TrainingSpec, generate_llm
+    from .models import resolve_model
+
+    model = resolve_model(args.model, layers=args.layers, hidden=args.hidden, heads=args.heads, ffn=args.ffn,
+                          vocab=args.vocab, experts=args.experts, seq=args.seq)
+    layout = Layout(dp=args.dp, tp=args.tp, pp=args.pp, ep=args.ep, moe=model.moe)
+    microbatches = args.microbatches if args.microbatches is not None else args.pp
+    global_batch = args.global_batch if args.global_batch is not None else args.dp * microbatches
+    spec = TrainingSpec(layout, microbatches=microbatches, global_batch=global_batch, dtype=args.dtype,
+                        zero=args.zero, peak_tflops=args.peak_tflops, mem_bw_gbps=args.mem_bw,
+                        bucket_mb=args.bucket_mb, metadata_node=not args.no_metadata_node)
+    result = generate_llm(model, spec, args.out)
+    print(f"wrote {len(result.files)} rank files {args.out}.<rank>.et and {result.comm_groups_file}: "
+          f"{result.nodes} nodes, {result.bytes} bytes, {result.flops:.6g} FLOPs")
+    return 0
