@@ -19,11 +19,13 @@ from typing import IO, Any
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "wb", *, gzip_output: bool | None = None) -> Iterator[IO]:
-    """Open a temporary file next to ``path``; on success fsync and rename it over ``path``.
+    """Open a temporary file next to ``path``; on success rename it over ``path``.
 
     ``mode`` is ``"wb"`` or ``"w"`` (UTF-8, ``\\n`` newlines). ``gzip_output`` defaults to "the
     name ends in ``.gz``"; gzip headers carry no name or time so output is byte-reproducible.
-    On an exception the temporary file is removed and ``path`` is left untouched.
+    On an exception the temporary file is removed and ``path`` is left untouched. (No fsync: the
+    promise is "never a half-written file after a crash or kill", which rename gives; surviving
+    power loss is the file system's job and would cost every small output a disk flush.)
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -42,8 +44,6 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb", *, gzip_output: bool 
                 text.detach()
             if gzip_output:
                 stream.close()
-            raw.flush()
-            os.fsync(raw.fileno())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -46,7 +46,32 @@ def read_bytes(path: str | os.PathLike) -> bytes:
             raise TraceFormatError(f"corrupt gzip stream: {exc}", file=str(path)) from None
 
 
+def read_padded(path: str | os.PathLike, pad: int):
+    """``(array, size)``: the decompressed file in a uint8 numpy array with ``pad`` zero bytes after.
+
+    Plain files are read straight into the array (no intermediate ``bytes`` copy); the padding
+    lets vectorised decoders read a few bytes past any position without bounds checks.
+    """
+    import numpy as np
+
+    with open_binary(path) as f:
+        if isinstance(f, gzip.GzipFile):
+            data = read_bytes(path)
+            arr = np.zeros(len(data) + pad, dtype=np.uint8)
+            arr[:len(data)] = np.frombuffer(data, dtype=np.uint8)
+            return arr, len(data)
+        size = os.fstat(f.fileno()).st_size
+        arr = np.zeros(size + pad, dtype=np.uint8)
+        got = f.readinto(memoryview(arr)[:size])
+        return arr, got
+
+
+_SMALL_VARINTS = [bytes((i,)) for i in range(128)]
+
+
 def encode_varint(value: int) -> bytes:
+    if value < 128:
+        return _SMALL_VARINTS[value]
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -64,7 +89,27 @@ class Record:
     length: int
 
 
+def _first_record_hint(head: bytes) -> str:
+    """Why a file whose very first record is broken is probably not a Chakra trace at all."""
+    head = bytes(head[:8])
+    if head[:1] in (b"{", b"["):
+        return " (not a Chakra trace: the file starts like JSON text)"
+    if head[:4] == b"\x89PNG" or head[:4] == b"%PDF" or head[:2] == b"PK":
+        return " (not a Chakra trace: the file is an image/document/archive)"
+    return " (not a Chakra trace?)"
+
+
 def scan_records(buf: bytes, file: str = "<bytes>") -> tuple[list[int], list[int]]:
+    """Payload starts and lengths of every record in ``buf`` (metadata first); see :func:`_scan`."""
+    try:
+        return _scan(buf, file)
+    except TraceFormatError as exc:
+        if exc.where == "byte 0":
+            raise TraceFormatError(exc.what + _first_record_hint(buf), file=file, where="byte 0") from None
+        raise
+
+
+def _scan(buf: bytes, file: str) -> tuple[list[int], list[int]]:
     """Payload starts and lengths of every record in ``buf`` (metadata first).
 
     Refuses a length prefix longer than 5 bytes, a length beyond the end of the data and a
@@ -78,10 +123,14 @@ def scan_records(buf: bytes, file: str = "<bytes>") -> tuple[list[int], list[int
     while pos < n:
         offset = pos
         b = buf[pos]
-        pos += 1
         if b < 0x80:
             length = b
+            pos += 1
+        elif pos + 1 < n and buf[pos + 1] < 0x80:  # the common 2-byte prefix, without a loop
+            length = (b & 0x7F) | (buf[pos + 1] << 7)
+            pos += 2
         else:
+            pos += 1
             length, shift = b & 0x7F, 7
             while True:
                 if pos >= n:
@@ -122,7 +171,8 @@ def parse_metadata(payload: bytes, file: str = "<bytes>", offset: int = 0):
     try:
         md = schema.GlobalMetadata.FromString(payload)
     except DecodeError as exc:
-        raise TraceFormatError(f"GlobalMetadata does not parse: {exc}", file=file, where=f"byte {offset}") from None
+        raise TraceFormatError(f"GlobalMetadata does not parse: {exc} (not a Chakra trace?)",
+                               file=file, where=f"byte {offset}") from None
     _check_known(md, file, offset, "GlobalMetadata")
     for attr in md.attr:
         _check_known(attr, file, offset, "GlobalMetadata attribute")
@@ -204,9 +254,25 @@ class TraceReader:
     def __init__(self, path: str | os.PathLike):
         self.path = str(path)
         self._f = open_binary(path)
-        self._records = _Stream(self._f, self.path).records()
-        offset, payload = next(self._records)
-        self.metadata = parse_metadata(payload, self.path, offset)
+        try:
+            stream = _Stream(self._f, self.path)
+            stream._fill(8)
+            self._head = stream.buf[:8]
+            self._records = stream.records()
+            offset, payload = self._first()
+            self.metadata = parse_metadata(payload, self.path, offset)
+        except BaseException:
+            self._f.close()
+            raise
+
+    def _first(self):
+        try:
+            return next(self._records)
+        except TraceFormatError as exc:
+            if exc.where == "byte 0":
+                raise TraceFormatError(exc.what + _first_record_hint(self._head), file=self.path,
+                                       where="byte 0") from None
+            raise
 
     def __iter__(self) -> Iterator[tuple[int, object]]:
         for offset, payload in self._records:
@@ -250,15 +316,16 @@ def write_trace(path: str | os.PathLike, metadata, nodes: Iterable) -> int:
     with atomic_open(path, "wb") as out:
         out.write(frame(metadata.SerializeToString()))
         pending: list[bytes] = []
+        append, varint = pending.append, encode_varint
         for node in nodes:
             data = node.SerializeToString()
             if not data:
                 raise InputError("refusing to write an all-default node: it would be a zero-length record "
                                  "that Chakra's readers disagree on", file=str(path), where=f"node #{count}")
-            pending.append(encode_varint(len(data)))
-            pending.append(data)
+            append(varint(len(data)))
+            append(data)
             count += 1
-            if len(pending) >= 8192:
+            if len(pending) >= 16384:
                 out.write(b"".join(pending))
                 pending.clear()
         out.write(b"".join(pending))

@@ -1,0 +1,165 @@
+"""The compact graph must equal the protobuf runtime's reading of any file, canonical or not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chakra_pipe.et import TraceSet, attrs, graph_from_bytes, load_graph, read_trace, schema
+from chakra_pipe.et.framing import encode_varint
+from chakra_pipe.et.graph import INT_ATTRS
+from chakra_pipe.errors import InputError
+
+
+def frame_all(md, node_payloads: list[bytes]) -> bytes:
+    out = [encode_varint(len(md.SerializeToString())), md.SerializeToString()]
+    for p in node_payloads:
+        out += [encode_varint(len(p)), p]
+    return b"".join(out)
+
+
+def expected_columns(nodes):
+    return {
+        "ids": [n.id for n in nodes], "types": [n.type for n in nodes],
+        "dur": [n.duration_micros for n in nodes], "start": [n.start_time_micros for n in nodes],
+        "names": [n.name for n in nodes],
+        "data": [list(n.data_deps) for n in nodes], "ctrl": [list(n.ctrl_deps) for n in nodes],
+        **{a: [attrs.get_int(n, a, 0) if _int_kind(n, a) else 0 for n in nodes] for a in INT_ATTRS},
+        "pg": {i: attrs.get_attr(n, "pg_name") for i, n in enumerate(nodes)
+               if _last_kind(n, "pg_name") == "string_val"},
+    }
+
+
+def _last_kind(node, name):
+    for a in reversed(node.attr):
+        if a.name == name:
+            return a.WhichOneof("value")
+    return None
+
+
+def _int_kind(node, name):
+    return _last_kind(node, name) in attrs.INT_KINDS
+
+
+def assert_graph_matches(g, nodes):
+    exp = expected_columns(nodes)
+    assert g.ids.tolist() == exp["ids"]
+    assert g.types.tolist() == exp["types"]
+    assert g.duration_micros.tolist() == exp["dur"]
+    assert g.start_time_micros.tolist() == exp["start"]
+    assert [g.name(i) for i in range(len(g))] == exp["names"]
+    assert [g.data_deps(i).tolist() for i in range(len(g))] == exp["data"]
+    assert [g.ctrl_deps(i).tolist() for i in range(len(g))] == exp["ctrl"]
+    for a in INT_ATTRS:
+        assert g.int_attr(a).tolist() == exp[a], a
+    assert g.pg_name == exp["pg"]
+
+
+def test_fixture_graph_statistics(fixtures_dir):
+    g = load_graph(fixtures_dir / "chakra" / "chakra.0.et")
+    md, nodes = read_trace(fixtures_dir / "chakra" / "chakra.0.et")
+    assert_graph_matches(g, nodes)
+    # Figures measured on the fixture (chakra-format.md §8.1).
+    assert len(g) == 3664 and len(g.data_ids) == 181_878
+    assert np.bincount(g.types, minlength=8)[[4, 7]].tolist() == [3643, 21]
+    assert int(g.is_cpu_op.sum()) == 2448
+    ptr, parents = g.dep_indices("ctrl")
+    assert int((parents < 0).sum()) == 1277
+    assert sorted(g.involved_dim) == sorted(np.flatnonzero(g.has("involved_dim")).tolist())
+    assert len(g.involved_dim) == 7 and all(v == [True] for v in g.involved_dim.values())
+
+
+def test_microbenchmark_rank_set(fixtures_dir):
+    ts = TraceSet.load(fixtures_dir / "astra-sim/workload/microbenchmarks/all_gather/8npus_1MB/all_gather")
+    assert len(ts) == 8 and ts.comm_groups is None
+    for rank, g in enumerate(ts.ranks):
+        assert g.ids.tolist() == [rank]
+        assert g.int_attr("comm_type").tolist() == [schema.ALL_GATHER]
+        assert g.int_attr("comm_size").tolist() == [1_048_576]
+        assert g.attr_kind["comm_size"].tolist() == [9]  # int64_val
+    assert len(ts.sha256()) == 64
+
+
+def test_rank_set_gaps_and_bad_comm_groups(tmp_path):
+    md = schema.GlobalMetadata(version="0.0.4")
+    from chakra_pipe.et import write_trace
+
+    for r in (0, 1, 3):
+        write_trace(tmp_path / f"w.{r}.et", md, [schema.Node(id=1, type=4)])
+    with pytest.raises(InputError, match=r"missing w\.2\.et"):
+        TraceSet.load(tmp_path / "w")
+    with pytest.raises(InputError, match="no rank files"):
+        TraceSet.load(tmp_path / "nothing")
+    (tmp_path / "w.2.et").write_bytes((tmp_path / "w.0.et").read_bytes())
+    (tmp_path / "w.comm_groups.json").write_text('{"0": [0, 1]}')
+    with pytest.raises(InputError, match="group id '0'"):
+        TraceSet.load(tmp_path / "w")
+    (tmp_path / "w.comm_groups.json").write_text('{"1": [0, 1], "2": [2, 3]}')
+    assert TraceSet.load(tmp_path / "w").comm_groups == {1: [0, 1], 2: [2, 3]}
+
+
+# -- property: random nodes, any attribute kind, serialized canonically -------------------------
+_KIND_VALUES = {
+    "bool_val": st.booleans(), "int64_val": st.integers(-(2**63), 2**63 - 1),
+    "int32_val": st.integers(-(2**31), 2**31 - 1), "uint32_val": st.integers(0, 2**32 - 1),
+    "uint64_val": st.integers(0, 2**63 - 1), "sint32_val": st.integers(-(2**31), 2**31 - 1),
+    "sint64_val": st.integers(-(2**63), 2**63 - 1), "fixed32_val": st.integers(0, 2**32 - 1),
+    "fixed64_val": st.integers(0, 2**63 - 1), "sfixed32_val": st.integers(-(2**31), 2**31 - 1),
+    "sfixed64_val": st.integers(-(2**63), 2**63 - 1), "double_val": st.floats(allow_nan=False),
+    "string_val": st.text(max_size=5),
+}
+_NAMES = list(INT_ATTRS) + ["pg_name", "involved_dim", "rf_id", "x" * 20, "tid"]
+
+
+@st.composite
+def nodes_strategy(draw):
+    n = draw(st.integers(1, 12))
+    ids = draw(st.lists(st.integers(0, 2**64 - 1), min_size=n, max_size=n))
+    nodes = []
+    for i in range(n):
+        node = schema.Node(id=ids[i], name=draw(st.text(max_size=8)), type=draw(st.integers(0, 7)),
+                           duration_micros=draw(st.integers(0, 2**64 - 1)),
+                           start_time_micros=draw(st.integers(0, 2**40)))
+        node.data_deps.extend(draw(st.lists(st.integers(0, 2**64 - 1), max_size=6)))
+        node.ctrl_deps.extend(draw(st.lists(st.integers(0, 300), max_size=3)))
+        if draw(st.booleans()):
+            node.inputs.values = draw(st.text(max_size=4))
+        for _ in range(draw(st.integers(0, 5))):
+            name = draw(st.sampled_from(_NAMES))
+            kind = draw(st.sampled_from(sorted(_KIND_VALUES)))
+            attrs.set_attr(node, name, draw(_KIND_VALUES[kind]), kind=kind)
+            if draw(st.integers(0, 9)) == 0:
+                node.attr[-1].doc_string = "doc"
+        if node.SerializeToString():
+            nodes.append(node)
+    return nodes
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes_strategy())
+def test_compact_graph_equals_protobuf_reading(nodes):
+    md = schema.GlobalMetadata(version="1.0.0")
+    data = frame_all(md, [n.SerializeToString() for n in nodes])
+    assert_graph_matches(graph_from_bytes(data), nodes)
+
+
+def test_non_canonical_layouts_fall_back_exactly():
+    """Hand-made wire layouts no Chakra writer emits but protobuf accepts: out-of-order fields,
+    unpacked repeats, a repeated scalar (last wins), an attribute with fields reversed."""
+    def tag(f, wt):
+        return encode_varint(f << 3 | wt)
+
+    attr = tag(9, 0) + encode_varint(42) + tag(1, 2) + encode_varint(9) + b"comm_size"
+    odd = (tag(3, 0) + b"\x07" + tag(1, 0) + b"\x05" + tag(5, 0) + b"\x01" + tag(5, 0) + b"\x02"
+           + tag(7, 0) + b"\x03" + tag(7, 0) + b"\x09" + tag(10, 2) + encode_varint(len(attr)) + attr
+           + tag(2, 2) + b"\x01z")
+    md = schema.GlobalMetadata()
+    normal = schema.Node(id=1, type=4, duration_micros=4)
+    data = frame_all(md, [normal.SerializeToString(), odd])
+    g = graph_from_bytes(data)
+    parsed = schema.Node.FromString(odd)
+    assert list(parsed.data_deps) == [1, 2] and parsed.duration_micros == 9
+    assert_graph_matches(g, [normal, parsed])
+    assert g.int_attr("comm_size").tolist() == [0, 42]
