@@ -1,0 +1,208 @@
+"""A campaign: workloads x hardware grid points, split into shards, written down as ``plan.json``.
+
+The Snakefile builds a :class:`Campaign` from the (schema-validated) config to know which jobs exist;
+one job writes the same campaign to ``plan.json``, and every shard, aggregate and report job reads
+that file instead of re-parsing the config, so a job sees exactly the grid the DAG was planned from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..atomic import write_json
+from ..errors import ConfigError, InputError
+from .grid import Point, expand
+
+PLAN_VERSION = 1
+MODES = ("auto", "always", "never")
+
+
+@dataclass
+class Workload:
+    """One trace set of the campaign and the grid points it is simulated on."""
+
+    name: str
+    kind: str  # collective | llm | capture | trace
+    npus: int
+    spec: dict[str, Any]
+    prefix: str  # rank files are PREFIX.<r>.et
+    replay: bool
+    shards: list[list[str]] = field(default_factory=list)  # point ids per shard
+    baseline: str | None = None
+
+    def generate_args(self) -> str:
+        """Arguments of ``chakra-pipe generate`` for a generated workload (empty for others)."""
+        s = self.spec
+        if self.kind == "collective":
+            args = ["collective", "--type", s["type"], "--npus", s["npus"], "--size", s["size"]]
+        elif self.kind == "llm":
+            args = ["llm", "--model", s["model"], "--layers", s.get("layers", 2), "--dp", s.get("dp", 1),
+                    "--tp", s.get("tp", 1), "--pp", s.get("pp", 1)]
+            if s.get("ep"):
+                args += ["--ep", s["ep"]]
+        else:
+            return ""
+        return shlex.join(str(a) for a in args)
+
+
+@dataclass
+class Campaign:
+    name: str
+    tracedir: str
+    outdir: str
+    shard_size: int
+    workloads: dict[str, Workload]
+    points: dict[str, Point]
+    baseline: list[str]
+    replay_iterations: int
+    config_sha256: str
+    notes: list[str] = field(default_factory=list)
+
+    # ---- paths (one place, so rules, jobs and reports agree) ----
+    @property
+    def report_dir(self) -> str:
+        return f"{self.outdir}/{self.name}"
+
+    @property
+    def plan_path(self) -> str:
+        return f"{self.report_dir}/data/plan.json"
+
+    def shard_path(self, workload: str, shard: int) -> str:
+        return f"{self.report_dir}/data/shards/{workload}/{shard:04d}.csv"
+
+    def replay_path(self, workload: str) -> str:
+        return f"{self.report_dir}/data/replay/{workload}.json"
+
+    def capture_dir(self, workload: str) -> str:
+        return f"{self.tracedir}/{self.name}/{workload}/capture"
+
+    def shard_files(self) -> list[str]:
+        return [self.shard_path(w.name, i) for w in self.workloads.values() for i in range(len(w.shards))]
+
+    def replayed(self) -> list[str]:
+        return [w.name for w in self.workloads.values() if w.replay]
+
+    def of_kind(self, *kinds: str) -> list[str]:
+        return [w.name for w in self.workloads.values() if w.kind in kinds]
+
+    # ---- building ----
+    @classmethod
+    def from_config(cls, config: dict[str, Any], root: str | Path = ".",
+                    torch_available: bool | None = None) -> Campaign:
+        """Resolve workloads, grid points, shards and baselines; errors name the config key."""
+        root = Path(root)
+        if torch_available is None:
+            torch_available = importlib.util.find_spec("torch") is not None
+        name = config.get("campaign", "default")
+        points_list = expand(config.get("hardware", {}).get("platforms", {}), root)
+        points = {p.id: p for p in points_list}
+        baseline = config.get("hardware", {}).get("baseline") or []
+        baseline = [baseline] if isinstance(baseline, str) else list(baseline)
+        for i, b in enumerate(baseline):
+            if b not in points:
+                raise ConfigError(f"baseline point '{b}' is not a grid point", file="config",
+                                  where=f"hardware.baseline[{i}]")
+        notes: list[str] = []
+        capture, replay = config.get("capture", "auto"), config.get("replay", "auto")
+        if capture == "auto" and not torch_available:
+            notes.append("capture skipped: PyTorch is not installed (capture: auto)")
+        if replay == "auto" and not torch_available:
+            notes.append("replay skipped: PyTorch is not installed (replay: auto)")
+        do_capture = capture == "always" or (capture == "auto" and torch_available)
+        do_replay = replay == "always" or (replay == "auto" and torch_available)
+        tracedir = config.get("tracedir", "traces")
+        shard_size = int(config.get("shard_size", 50))
+        workloads: dict[str, Workload] = {}
+        for wname, spec in (config.get("workloads") or {}).items():
+            kind = spec["kind"]
+            if kind == "capture" and not do_capture:
+                continue
+            workloads[wname] = _workload(wname, spec, tracedir, name, do_replay)
+        for w in workloads.values():
+            allowed = w.spec.get("platforms")
+            ids = [p.id for p in points_list if p.npus == w.npus and (not allowed or p.platform in allowed)]
+            if not ids:
+                raise ConfigError(f"no hardware grid point has {w.npus} NPUs"
+                                  + (f" on platforms {allowed}" if allowed else ""),
+                                  file="config", where=f"workloads.{w.name}")
+            w.shards = [ids[i:i + shard_size] for i in range(0, len(ids), shard_size)]
+            w.baseline = next((b for b in baseline if b in ids), None)
+        digest = hashlib.sha256(json.dumps({"config": config, "points": [p.to_json() for p in points_list]},
+                                           sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        return cls(name=name, tracedir=tracedir, outdir=config.get("outdir", "reports"), shard_size=shard_size,
+                   workloads=workloads, points=points, baseline=baseline,
+                   replay_iterations=int(config.get("replay_iterations", 2)), config_sha256=digest, notes=notes)
+
+    # ---- plan.json ----
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "plan_version": PLAN_VERSION, "campaign": self.name, "package_version": __version__,
+            "config_sha256": self.config_sha256, "tracedir": self.tracedir, "outdir": self.outdir,
+            "shard_size": self.shard_size, "baseline": self.baseline,
+            "replay_iterations": self.replay_iterations, "notes": self.notes,
+            "workloads": {w.name: {"kind": w.kind, "npus": w.npus, "spec": w.spec, "prefix": w.prefix,
+                                   "replay": w.replay, "shards": w.shards, "baseline": w.baseline}
+                          for w in self.workloads.values()},
+            "points": [p.to_json() for p in self.points.values()],
+        }
+
+    def write(self, path: str | Path | None = None) -> None:
+        write_json(path or self.plan_path, self.to_json(), indent=1)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Campaign:
+        """Read a ``plan.json`` written by :meth:`write`."""
+        try:
+            d = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InputError(f"cannot read plan: {exc.strerror}", file=str(path)) from None
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON: {exc.msg}", file=str(path), where=f"line {exc.lineno}") from None
+        if not isinstance(d, dict) or d.get("plan_version") != PLAN_VERSION:
+            raise InputError(f"not a chakra-pipe plan (plan_version {PLAN_VERSION} expected)", file=str(path))
+        try:
+            workloads = {n: Workload(name=n, kind=w["kind"], npus=w["npus"], spec=w["spec"], prefix=w["prefix"],
+                                     replay=w["replay"], shards=w["shards"], baseline=w["baseline"])
+                         for n, w in d["workloads"].items()}
+            points = {p["id"]: Point.from_json(p) for p in d["points"]}
+            return cls(name=d["campaign"], tracedir=d["tracedir"], outdir=d["outdir"], shard_size=d["shard_size"],
+                       workloads=workloads, points=points, baseline=d["baseline"],
+                       replay_iterations=d["replay_iterations"], config_sha256=d["config_sha256"], notes=d["notes"])
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"plan is missing or mistypes field {exc}", file=str(path)) from None
+
+    def workload(self, name: str) -> Workload:
+        if name not in self.workloads:
+            raise InputError(f"workload '{name}' is not in the plan (have: {', '.join(self.workloads)})")
+        return self.workloads[name]
+
+
+def _workload(name: str, spec: dict[str, Any], tracedir: str, campaign: str, do_replay: bool) -> Workload:
+    kind = spec["kind"]
+    where = f"workloads.{name}"
+    if kind == "collective":
+        n = spec["npus"]
+    elif kind == "llm":
+        n = spec.get("dp", 1) * spec.get("tp", 1) * spec.get("pp", 1)
+    elif kind == "capture":
+        n = spec.get("ranks", 2)
+    elif kind == "trace":
+        n = spec["npus"]
+    else:
+        raise ConfigError(f"unknown workload kind '{kind}'", file="config", where=f"{where}.kind")
+    prefix = spec["prefix"] if kind == "trace" else f"{tracedir}/{campaign}/{name}/et/{name}"
+    replay = do_replay and bool(spec.get("replay", kind == "capture"))
+    return Workload(name=name, kind=kind, npus=int(n), spec=dict(spec), prefix=prefix, replay=replay)
+
+
+def name_pattern(names: list[str]) -> str:
+    """A wildcard regex matching exactly these workload names (never matching when empty)."""
+    return "|".join(re.escape(n) for n in names) if names else "(?!x)x"
