@@ -1,0 +1,1 @@
+"""Capture PyTorch training runs: host execution trace + Kineto trace per rank (torch optional)."""

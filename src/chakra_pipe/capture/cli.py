@@ -1,0 +1,34 @@
+"""``chakra-pipe capture``: record a multi-rank PyTorch run (torch imported inside the handler)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("capture", help="record host ET + Kineto traces of an N-rank PyTorch run",
+                       description="Spawn N ranks (gloo on CPU, nccl on GPUs), run warm-up and profiled steps, "
+                                   "write DIR/rank{r}.host_et.json.gz, DIR/rank{r}.kineto.json.gz, DIR/capture.json.")
+    p.add_argument("--model", required=True,
+                   help="mlp | resnet-tiny | gpt-tiny | path/to/script.py defining train_step(rank, world_size)")
+    p.add_argument("--ranks", type=int, default=2, help="number of ranks (processes)")
+    p.add_argument("--steps", type=int, default=1, help="profiled steps (after one profiler warm-up step)")
+    p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.set_defaults(func=_capture)
+
+
+def _capture(args) -> int:
+    from ..errors import InputError
+
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise InputError("capture needs PyTorch: pip install 'chakra-pipe[torch]'") from None
+    from .runner import CaptureConfig, run_capture
+
+    path = run_capture(CaptureConfig(model=args.model, ranks=args.ranks, steps=args.steps,
+                                     backend=args.backend, out=args.out))
+    print(f"capture: wrote {path}")
+    return 0

@@ -1,0 +1,1 @@
+"""Convert traces into Chakra rank sets: PyTorch host/linked traces (``pytorch``) and ASTRA-sim text (``text``)."""

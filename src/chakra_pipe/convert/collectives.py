@@ -1,0 +1,187 @@
+"""Recognise communication in PyTorch host traces: what kind, how many bytes, which peer and group.
+
+Two sources (pytorch-traces.md §2.4, §7): NCCL process groups write ``record_param_comms`` nodes
+(attrs from schema 1.1.0, positional inputs before); gloo writes none, so the dispatcher op
+``c10d::<op>`` is the authoritative record and its tensors/scalars give size, root and peer.
+Sizes follow ASTRA-sim's ``comm_size`` semantics (astra-sim-semantics.md §6.1): all-gather is the
+per-rank input, reduce-scatter and all-to-all the full input buffer.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..et import schema
+from ..link.hostet import attr
+
+# kind: (Chakra node type, comm_type or -1 for p2p)
+_COLL = schema.COMM_COLL_NODE
+KINDS: dict[str, tuple[int, int]] = {
+    "all_reduce": (_COLL, schema.ALL_REDUCE), "reduce": (_COLL, schema.REDUCE),
+    "all_gather": (_COLL, schema.ALL_GATHER), "gather": (_COLL, schema.GATHER),
+    "scatter": (_COLL, schema.SCATTER), "broadcast": (_COLL, schema.BROADCAST),
+    "all_to_all": (_COLL, schema.ALL_TO_ALL), "reduce_scatter": (_COLL, schema.REDUCE_SCATTER),
+    "barrier": (_COLL, schema.BARRIER),
+    "send": (schema.COMM_SEND_NODE, -1), "recv": (schema.COMM_RECV_NODE, -1),
+}
+
+
+@dataclass(frozen=True)
+class C10dOp:
+    """Where a ``c10d::`` op keeps its size tensor, root/peer and tag among its positional inputs."""
+
+    kind: str
+    size_input: int
+    peer_input: int = -1
+    tag_input: int = -1
+    gloo_name: str = ""
+
+
+# Schemas from torch/csrc/distributed/c10d/Ops.cpp; size is the per-rank input per §6.1.
+C10D_OPS: dict[str, C10dOp] = {
+    "allreduce_": C10dOp("all_reduce", 0, gloo_name="gloo:all_reduce"),
+    "allreduce_coalesced_": C10dOp("all_reduce", 0, gloo_name="gloo:all_reduce"),
+    "allgather_": C10dOp("all_gather", 1, gloo_name="gloo:all_gather"),
+    "_allgather_base_": C10dOp("all_gather", 1, gloo_name="gloo:all_gather"),
+    "allgather_into_tensor_coalesced_": C10dOp("all_gather", 1, gloo_name="gloo:all_gather"),
+    "reduce_scatter_": C10dOp("reduce_scatter", 1, gloo_name="gloo:all_reduce"),
+    "_reduce_scatter_base_": C10dOp("reduce_scatter", 1, gloo_name="gloo:all_reduce"),
+    "reduce_scatter_tensor_coalesced_": C10dOp("reduce_scatter", 1, gloo_name="gloo:all_reduce"),
+    "alltoall_": C10dOp("all_to_all", 1, gloo_name="gloo:all_to_all"),
+    "alltoall_base_": C10dOp("all_to_all", 1, gloo_name="gloo:all_to_all"),
+    "broadcast_": C10dOp("broadcast", 0, peer_input=2, gloo_name="gloo:broadcast"),
+    "reduce_": C10dOp("reduce", 0, peer_input=3, gloo_name="gloo:reduce"),
+    "gather_": C10dOp("gather", 1, peer_input=3, gloo_name="gloo:gather"),
+    "scatter_": C10dOp("scatter", 0, peer_input=3, gloo_name="gloo:scatter"),
+    "barrier": C10dOp("barrier", -1, gloo_name="gloo:barrier"),
+    "send": C10dOp("send", 0, peer_input=2, tag_input=3, gloo_name="gloo:send"),
+    "recv_": C10dOp("recv", 0, peer_input=2, tag_input=3, gloo_name="gloo:recv"),
+}
+
+# record_param_comms collective names, normalised (lower case, no '_'), matched by prefix in order.
+_NCCL_PREFIXES = (("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
+                  ("alltoall", "all_to_all"), ("broadcast", "broadcast"), ("reduce", "reduce"),
+                  ("gather", "gather"), ("scatter", "scatter"), ("barrier", "barrier"),
+                  ("send", "send"), ("recv", "recv"))
+DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
+               "bfloat16": 2, "long": 8, "int64": 8, "int": 4, "int32": 4, "short": 2, "int16": 2,
+               "char": 1, "int8": 1, "byte": 1, "uint8": 1, "bool": 1}
+
+
+@dataclass
+class Comm:
+    """A recognised communication op, before it is placed in the graph."""
+
+    kind: str
+    size: int
+    pg_name: str = ""
+    peer: int = -1  # group-local root (collectives) or peer (p2p); -1 when not recorded
+    tag: int = 0
+    gloo_name: str = ""  # the worker-thread range that carries the real transfer time (gloo)
+    peer_global: bool = False  # True when ``peer`` is already a global rank
+    blocking: bool = False  # recorded asyncOp=False: the caller waited for the transfer
+
+    @property
+    def node_type(self) -> int:
+        return KINDS[self.kind][0]
+
+    @property
+    def comm_type(self) -> int:
+        return KINDS[self.kind][1]
+
+
+def normalise_collective(name: str) -> str | None:
+    """Our kind for a NCCL/Kineto collective name (``allreduce``, ``all_gather``, ``_allgather_base``…)."""
+    key = name.lower().replace("_", "").replace("-", "")
+    for prefix, kind in _NCCL_PREFIXES:
+        if key.startswith(prefix):
+            return kind
+    return None
+
+
+def _is_tensor(value: Any) -> bool:
+    return (isinstance(value, list) and len(value) >= 5 and all(isinstance(v, int) for v in value[:5]))
+
+
+def tensor_bytes(value: Any) -> int:
+    """Bytes of a tensor 6-tuple or of (nested) lists of them: Σ numel × itemsize."""
+    if _is_tensor(value):
+        return value[3] * value[4]
+    if isinstance(value, list):
+        return sum(tensor_bytes(v) for v in value)
+    return 0
+
+
+def _int_input(values: list, index: int) -> int | None:
+    if 0 <= index < len(values):
+        v = values[index]
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
+
+
+def from_c10d(node: dict[str, Any]) -> Comm | None:
+    """A ``c10d::<op>`` node as a Comm (gloo path), or None for ops we do not model."""
+    name = node["name"]
+    if not name.startswith("c10d::"):
+        return None
+    spec = C10D_OPS.get(name[len("c10d::"):])
+    if spec is None:
+        return None
+    values = node["inputs"].get("values") or []
+    size = tensor_bytes(values[spec.size_input]) if 0 <= spec.size_input < len(values) else 0
+    peer = _int_input(values, spec.peer_input)
+    tag = _int_input(values, spec.tag_input)
+    types = node["inputs"].get("types") or []
+    async_op = next((v for v, t in zip(values, types) if t == "Bool"), None)
+    return Comm(spec.kind, size, peer=-1 if peer is None else peer, tag=tag or 0, gloo_name=spec.gloo_name,
+                blocking=async_op is False or spec.kind in ("send", "recv"))
+
+
+def from_record_param_comms(node: dict[str, Any]) -> Comm | None:
+    """A NCCL ``record_param_comms`` node as a Comm; None for ``wait`` and unknown names."""
+    if node["name"] != "record_param_comms":
+        return None
+    values = node["inputs"].get("values") or []
+    cname = attr(node, "collective_name")
+    if not isinstance(cname, str) and len(values) > 4 and isinstance(values[4], str):
+        cname = values[4]
+    kind = normalise_collective(cname) if isinstance(cname, str) else None
+    if kind is None:
+        return None
+    nelems, dtype = attr(node, "in_msg_nelems"), attr(node, "dtype")
+    if isinstance(nelems, int) and isinstance(dtype, str) and dtype.lower() in DTYPE_BYTES:
+        size = nelems * DTYPE_BYTES[dtype.lower()]
+    else:
+        size = tensor_bytes(values[0]) if values else 0
+    pg = attr(node, "pg_name")
+    if not isinstance(pg, str) and len(values) > 2 and isinstance(values[2], list) and values[2] \
+            and isinstance(values[2][0], str):
+        pg = values[2][0]
+    peer = _int_input(values, 3)
+    start, stride = attr(node, "global_rank_start"), attr(node, "global_rank_stride")
+    mapped = peer is not None and isinstance(start, int) and isinstance(stride, int) and stride > 0
+    return Comm(kind, size, pg_name=pg if isinstance(pg, str) else "",
+                peer=-1 if peer is None else (start + peer * stride if mapped else peer), peer_global=mapped)
+
+
+def process_group_json(groups: list[dict[str, Any]]) -> str:
+    """The process-group table as ASTRA-sim's METADATA handler parses it (no quote, no backslash)."""
+    text = json.dumps(groups, separators=(", ", ": "), ensure_ascii=True)
+    return text if "'" not in text and "\\" not in text else ""
+
+
+def kernel_kind(name: str) -> str | None:
+    """Collective kind of a NCCL kernel name (``ncclDevKernel_AllReduce_Sum_f32_RING_LL``), if any.
+
+    Only used for kernels no ``record_param_comms`` claims (older traces); SendRecv kernels carry
+    no direction, so they are left to their host record.
+    """
+    key = name.lower().replace("_", "").replace("-", "")
+    for prefix in ("nccldevkernel", "ncclkernel"):
+        if key.startswith(prefix):
+            rest = key[len(prefix):]
+            return None if rest.startswith("sendrecv") else normalise_collective(rest)
+    return None

@@ -1,0 +1,360 @@
+"""Convert a PyTorch host ET or linked ET+ (one rank) into Chakra nodes.
+
+Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch-traces.md §6.4):
+* gloo collectives (``c10d::*``) and NCCL ``record_param_comms`` without device kernels become COMM
+  nodes (upstream: COMP only); their implementation subtree (``nccl:*``/``gloo:*`` ranges, copies)
+  is folded into them, and a gloo op lasts as long as its ``gloo:*`` worker range, not the enqueue;
+* p2p nodes get ``comm_src``/``comm_dst``/``comm_tag``; every comm node gets ``pg_name``;
+* ``start_time_micros`` from Kineto ``ts``; ``Optimizer.step`` keeps its duration;
+* dependencies: one chain per host thread in call (pre-)order, GPU ops after their launching op and
+  after the previous op of their stream; ctrl deps only to nodes that are in the file. Every edge
+  points to a smaller id (host ids are assigned at op entry, GPU ids follow in time order), so the
+  graph is acyclic by construction;
+* the process root and thread roots are not emitted (they have no time of their own).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..capture.plan import DEFAULT_PG, PG_LABEL_PREFIX
+from ..et import schema
+from ..et.attrs import set_attr
+from ..link.hostet import PG_INIT_MARK, HostTrace, attr, is_root, is_thread
+from .collectives import (DTYPE_BYTES, Comm, from_c10d, from_record_param_comms, kernel_kind,
+                          normalise_collective, process_group_json)
+
+# Roles of a host/ET+ node in the output.
+DROP, ABSORB, CPU, COMM, METADATA, GPU = range(6)
+_INFO_ATTRS = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid")
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+@dataclass
+class ProcessGroups:
+    """The rank set's process groups: PyTorch name -> members (None = all ranks), plus our ids.
+
+    ASTRA-sim selects a group by ``pg_name`` = a key of the comm-group file (integer > 0);
+    ``"0"``/``""`` is the default group. PyTorch names are "0", "1", … today; any other name is
+    given the next free integer so the file stays loadable.
+    """
+
+    members: dict[str, list[int] | None] = field(default_factory=dict)
+    world_size: int = 1
+
+    def chakra_name(self, pg: str) -> str:
+        if pg in ("", DEFAULT_PG):
+            return DEFAULT_PG
+        if pg.isdigit() and int(pg) > 0:
+            return str(int(pg))
+        numeric = [int(n) for n in self.members if n.isdigit()]
+        others = sorted(n for n in self.members if not n.isdigit())
+        base = max(numeric, default=0) + 1
+        return str(base + others.index(pg)) if pg in others else DEFAULT_PG
+
+    def ranks_of(self, pg: str) -> list[int]:
+        ranks = self.members.get(pg)
+        return list(ranks) if ranks else list(range(self.world_size))
+
+    def to_global(self, pg: str, local: int) -> int:
+        ranks = self.ranks_of(pg)
+        return ranks[local] if 0 <= local < len(ranks) else local
+
+
+def process_groups_of(trace: HostTrace, table: list[dict[str, Any]]) -> ProcessGroups:
+    """Groups from Kineto ``distributedInfo.pg_config`` (explicit ranks) or the ET's PG table."""
+    info = trace.header.get("distributedInfo") if isinstance(trace.header.get("distributedInfo"), dict) else {}
+    pgs = ProcessGroups()
+    world = info.get("world_size")
+    for g in table:
+        if isinstance(g.get("pg_name"), str):
+            ranks = g.get("ranks")
+            pgs.members[g["pg_name"]] = [r for r in ranks if isinstance(r, int)] if isinstance(ranks, list) and ranks else None
+            if g["pg_name"] == DEFAULT_PG and isinstance(g.get("group_size"), int) and not isinstance(world, int):
+                world = g["group_size"]
+    for g in info.get("pg_config") or []:
+        if isinstance(g, dict) and isinstance(g.get("pg_name"), str) and isinstance(g.get("ranks"), list):
+            pgs.members[g["pg_name"]] = [r for r in g["ranks"] if isinstance(r, int)] or None
+    pgs.world_size = world if isinstance(world, int) and world > 0 else 1
+    return pgs
+
+
+@dataclass
+class RankConversion:
+    """One rank's output and what the set-level writer and the CLI report need."""
+
+    metadata: Any
+    nodes: list[Any]
+    groups: ProcessGroups
+    used_pgs: set[str]
+    counts: Counter
+    pg_unknown: int = 0
+
+
+def _num(node: dict[str, Any], key: str) -> float:
+    v = node.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+
+def _micros(v: float) -> int:
+    return max(0, int(round(v)))
+
+
+def _pg_table(trace: HostTrace) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    import json
+
+    for node in trace.nodes:
+        if PG_INIT_MARK in node["name"]:
+            values = node["inputs"].get("values") or []
+            try:
+                table = json.loads(values[0]) if values and isinstance(values[0], str) else []
+            except ValueError:
+                table = []
+            return node, [g for g in table if isinstance(g, dict)] if isinstance(table, list) else []
+    return None, []
+
+
+class _Converter:
+    """Three ascending-id passes over the nodes (parents always have smaller ids than children)."""
+
+    def __init__(self, trace: HostTrace, rank: int):
+        self.trace, self.rank = trace, rank
+        self.order = sorted(trace.nodes, key=lambda n: n["id"])
+        self.parent: dict[int, int] = {}
+        for n in self.order:
+            p = n["ctrl_deps"]
+            if p in trace.by_id and p < n["id"]:
+                self.parent[n["id"]] = p
+        self.pg_node, table = _pg_table(trace)
+        self.groups = process_groups_of(trace, table)
+        self.table = table
+
+    def _subtree_flags(self) -> tuple[set[int], set[int]]:
+        """Ids with a NCCL device op below them, and ids with a record_param_comms below them."""
+        nccl_below: set[int] = set()
+        rpc_below: set[int] = set()
+        for n in reversed(self.order):
+            nid = n["id"]
+            p = self.parent.get(nid)
+            if p is None:
+                continue
+            if nid in nccl_below or ("cat" in n and "nccl" in n["name"].lower()):
+                nccl_below.add(p)
+            if nid in rpc_below or n["name"] == "record_param_comms":
+                rpc_below.add(p)
+        return nccl_below, rpc_below
+
+    def classify(self) -> None:
+        nccl_below, rpc_below = self._subtree_flags()
+        self.role: dict[int, int] = {}
+        self.comm: dict[int, Comm] = {}
+        absorbed_by: dict[int, int] = {}
+        open_anchor: dict[int, int] = {}  # node -> nearest host anchor whose kernels carry the comm
+        self.label: dict[int, str] = {}
+        self.claimed: set[int] = set()
+        self.gloo_ranges: list[dict[str, Any]] = []
+        for n in self.order:
+            nid, name = n["id"], n["name"]
+            p = self.parent.get(nid)
+            self.label[nid] = (name[len(PG_LABEL_PREFIX):] if name.startswith(PG_LABEL_PREFIX)
+                               else self.label.get(p, "") if p is not None else "")
+            if p is not None and (p in absorbed_by or self.role.get(p) == COMM):
+                absorbed_by[nid] = absorbed_by.get(p, p)
+            anchor = open_anchor.get(p) if p is not None else None
+            if anchor is not None:
+                open_anchor[nid] = anchor
+            if is_root(n) or is_thread(n):
+                self.role[nid] = DROP
+            elif name.startswith("gloo:"):
+                self.role[nid] = DROP
+                self.gloo_ranges.append(n)
+            elif nid in absorbed_by:
+                self.role[nid] = ABSORB
+            elif "cat" in n:
+                self.role[nid] = GPU
+                self._claim_kernel(n, anchor)
+            elif PG_INIT_MARK in name:
+                self.role[nid] = METADATA
+            else:
+                comm = from_record_param_comms(n)
+                if comm is None and nid not in rpc_below:
+                    comm = from_c10d(n)
+                if comm is None:
+                    self.role[nid] = CPU
+                elif nid in nccl_below:
+                    self.role[nid] = CPU  # the device kernel below is the communication
+                    self.comm[nid] = comm
+                    open_anchor[nid] = nid
+                else:
+                    self.role[nid] = COMM
+                    self.comm[nid] = comm
+
+    def _claim_kernel(self, n: dict[str, Any], anchor: int | None) -> None:
+        """The first NCCL kernel under an anchor carries its comm; unclaimed ones use their name."""
+        if "nccl" not in n["name"].lower():
+            return
+        if anchor is not None and anchor not in self.claimed:
+            self.claimed.add(anchor)
+            self.comm[n["id"]] = self.comm[anchor]
+            return
+        args = n.get("args") or {}
+        cname = args.get("Collective name")
+        kind = normalise_collective(cname) if isinstance(cname, str) else kernel_kind(n["name"])
+        if kind is None or anchor is not None:
+            return
+        size = args.get("In msg nelems")
+        dtype = str(args.get("dtype", "")).lower()
+        nbytes = size * DTYPE_BYTES[dtype] if isinstance(size, int) and dtype in DTYPE_BYTES else 0
+        pg = args.get("Process Group Name")
+        self.comm[n["id"]] = Comm(kind, nbytes, pg_name=pg if isinstance(pg, str) else "")
+
+    def gloo_durations(self) -> dict[int, float]:
+        """Transfer time per gloo anchor: Σ of the matching ``gloo:*`` ranges that follow it by id."""
+        anchors: dict[str, list[int]] = {}
+        for nid, comm in self.comm.items():
+            if self.role[nid] == COMM and comm.gloo_name:
+                anchors.setdefault(comm.gloo_name, []).append(nid)
+        for ids in anchors.values():
+            ids.sort()
+        total: dict[int, float] = {}
+        for g in self.gloo_ranges:
+            ids = anchors.get(g["name"], [])
+            i = bisect.bisect_left(ids, g["id"]) - 1
+            if i >= 0:
+                total[ids[i]] = total.get(ids[i], 0.0) + _num(g, "inclusive_dur")
+        return total
+
+    def _waited(self, gloo: dict[int, float]) -> dict[int, float]:
+        """Time each caller spent blocked in a synchronous collective it issued.
+
+        ``work.wait()`` is not a recorded op, so a blocking call's transfer time shows up as the
+        caller's exclusive time; the COMM node already models it, so it is taken out once.
+        """
+        waited: dict[int, float] = {}
+        for nid, comm in self.comm.items():
+            p = self.parent.get(nid)
+            if self.role[nid] == COMM and comm.blocking and p is not None and nid in gloo:
+                waited[p] = waited.get(p, 0.0) + gloo[nid]
+        return waited
+
+    def emit(self) -> RankConversion:
+        gloo = self.gloo_durations()
+        waited = self._waited(gloo)
+        kept_anc: dict[int, int | None] = {}
+        tid_of: dict[int, int] = {}
+        last_on_thread: dict[int, int] = {}
+        last_on_stream: dict[tuple[Any, int], int] = {}
+        nodes, counts, used = [], Counter(), set()
+        pg_unknown = 0
+        for n in self.order:
+            nid = n["id"]
+            p = self.parent.get(nid)
+            kept_anc[nid] = None if p is None else (p if self.role[p] not in (DROP, ABSORB) else kept_anc[p])
+            tid = attr(n, "tid")
+            tid_of[nid] = tid if isinstance(tid, int) else tid_of.get(p, 0) if p is not None else 0
+            role = self.role[nid]
+            if role in (DROP, ABSORB):
+                continue
+            out = schema.Node(id=nid, name=n["name"])
+            data: list[int] = []
+            if role == GPU:
+                key = ((n.get("args") or {}).get("device"), n.get("stream") if isinstance(n.get("stream"), int) else 0)
+                for dep in (kept_anc[nid], last_on_stream.get(key)):
+                    if dep is not None and dep not in data:
+                        data.append(dep)
+                last_on_stream[key] = nid
+            else:
+                prev = last_on_thread.get(tid_of[nid])
+                if prev is not None:
+                    data.append(prev)
+                last_on_thread[tid_of[nid]] = nid
+            out.data_deps.extend(data)
+            if kept_anc[nid] is not None:
+                out.ctrl_deps.append(kept_anc[nid])
+            out.start_time_micros = _micros(_num(n, "ts"))
+            comm = self.comm.get(nid) if role in (COMM, GPU) else None
+            if comm is not None:
+                out.type = comm.node_type
+                dur = gloo.get(nid) or _num(n, "inclusive_dur")
+                pg_unknown += self._comm_attrs(out, n, comm, used)
+            elif role == METADATA:
+                out.type = schema.METADATA_NODE
+                dur = 0.0
+            else:
+                out.type = schema.COMP_NODE
+                dur = _num(n, "inclusive_dur") if role == GPU else _num(n, "exclusive_dur") - waited.get(nid, 0.0)
+            out.duration_micros = _micros(dur)
+            if comm is None:
+                set_attr(out, "is_cpu_op", role != GPU)
+            self._io(out, n, role)
+            self._info_attrs(out, n, role)
+            counts[out.type] += 1
+            nodes.append(out)
+        return RankConversion(self._metadata(), nodes, self.groups, used, counts, pg_unknown)
+
+    def _comm_attrs(self, out, n: dict[str, Any], comm: Comm, used: set[str]) -> int:
+        set_attr(out, "is_cpu_op", False)
+        unknown = 0
+        pg = comm.pg_name or self.label.get(n["id"], "") or self.label.get(self.parent.get(n["id"], -1), "")
+        if not pg:
+            pg = DEFAULT_PG
+            unknown = int(len(self.groups.members) > 1)
+        if comm.node_type == schema.COMM_COLL_NODE:
+            set_attr(out, "comm_type", comm.comm_type)
+        set_attr(out, "comm_size", comm.size)
+        if comm.node_type != schema.COMM_COLL_NODE:
+            peer = comm.peer if comm.peer_global or comm.peer < 0 else self.groups.to_global(pg, comm.peer)
+            src, dst = (self.rank, peer) if comm.node_type == schema.COMM_SEND_NODE else (peer, self.rank)
+            set_attr(out, "comm_src", src)
+            set_attr(out, "comm_dst", dst)
+            set_attr(out, "comm_tag", comm.tag)
+        name = self.groups.chakra_name(pg)
+        set_attr(out, "pg_name", name)
+        if name != DEFAULT_PG:
+            used.add(pg)
+        return unknown
+
+    def _io(self, out, n: dict[str, Any], role: int) -> None:
+        if role == METADATA:
+            mapped = [dict(g, pg_name=self.groups.chakra_name(g["pg_name"])) if isinstance(g.get("pg_name"), str)
+                      else g for g in self.table]
+            text = process_group_json(mapped)
+            out.inputs.values = str([text]) if text else ""
+            return
+        for key, io in (("inputs", out.inputs), ("outputs", out.outputs)):
+            src = n.get(key) or {}
+            io.values = str(src.get("values", []))
+            io.shapes = str(src.get("shapes", []))
+            io.types = str(src.get("types", []))
+
+    def _info_attrs(self, out, n: dict[str, Any], role: int) -> None:
+        for name in _INFO_ATTRS:
+            v = attr(n, name)
+            if isinstance(v, int) and not isinstance(v, bool) and _INT64[0] <= v <= _INT64[1]:
+                set_attr(out, name, v)
+        op_schema = attr(n, "op_schema")
+        if isinstance(op_schema, str) and op_schema:
+            set_attr(out, "op_schema", op_schema)
+        if role == GPU:
+            set_attr(out, "stream", n.get("stream") if isinstance(n.get("stream"), int) else 0)
+
+    def _metadata(self):
+        md = schema.GlobalMetadata(version="0.0.4")
+        h = self.trace.header
+        for key, kind in (("schema", "string_val"), ("pid", "uint64_val"), ("time", "string_val"),
+                          ("start_ts", "uint64_val"), ("finish_ts", "uint64_val")):
+            v = h.get(key)
+            if kind == "string_val" and isinstance(v, str) or kind == "uint64_val" and isinstance(v, int) and v >= 0:
+                set_attr(md, key, v, kind)
+        set_attr(md, "converter", "chakra_pipe.convert.pytorch", "string_val")
+        return md
+
+
+def convert_trace(trace: HostTrace, rank: int) -> RankConversion:
+    """Chakra nodes (ascending id) and metadata for one rank of a host ET or linked ET+."""
+    conv = _Converter(trace, rank)
+    conv.classify()
+    return conv.emit()

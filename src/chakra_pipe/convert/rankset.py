@@ -1,0 +1,139 @@
+"""Write converted ranks as a Chakra rank set: ``PREFIX.<rank>.et`` + ``PREFIX.comm_groups.json``.
+
+A whole capture folder converts in one call: each rank uses ``rank{r}.linked.json[.gz]`` when
+present, otherwise links ``rank{r}.host_et.json.gz`` with ``rank{r}.kineto.json.gz`` in memory, or
+converts the host trace alone (durations 0) when there is no Kineto file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..atomic import write_json
+from ..errors import InputError
+from ..et import schema
+from ..et.framing import write_trace
+from ..et.traceset import COMM_GROUPS_SUFFIX
+from ..link.hostet import HostTrace, load_host_trace, load_json_file
+from ..link.kineto import load_kineto
+from ..link.linker import LinkStats, link_traces
+from .pytorch import RankConversion, convert_trace
+
+RANK_OUT = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
+_CAPTURE_FILE = re.compile(r"^rank(?P<rank>\d+)\.(?P<kind>linked|host_et|kineto)\.json(\.gz)?$")
+
+
+@dataclass
+class ConvertSummary:
+    """What was written and how many nodes of each type (for the CLI line and tests)."""
+
+    files: list[Path]
+    comm_groups: Path
+    counts: Counter = field(default_factory=Counter)
+    pg_unknown: int = 0
+    links: list[LinkStats] = field(default_factory=list)
+
+    def line(self) -> str:
+        kinds = ", ".join(f"{schema.NODE_TYPE_NAMES[t]} {c}" for t, c in sorted(self.counts.items()))
+        extra = (f"; {self.pg_unknown} comm ops with unknown process group (assumed default)"
+                 if self.pg_unknown else "")
+        return f"{len(self.files)} rank file(s): {kinds}{extra}"
+
+
+def _rank_of(trace: HostTrace) -> int | None:
+    info = trace.header.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    return rank if isinstance(rank, int) else None
+
+
+def write_rank_set(prefix: str, conversions: list[RankConversion], links: list[LinkStats] | None = None) -> ConvertSummary:
+    """Write every rank file and the comm-group JSON (ids > 0, members in rank order)."""
+    files: list[Path] = []
+    counts: Counter = Counter()
+    groups: dict[str, list[int]] = {}
+    for rank, conv in enumerate(conversions):
+        path = Path(f"{prefix}.{rank}.et")
+        write_trace(path, conv.metadata, conv.nodes)
+        files.append(path)
+        counts.update(conv.counts)
+        for pg in sorted(conv.used_pgs):
+            name, members = conv.groups.chakra_name(pg), conv.groups.ranks_of(pg)
+            if groups.setdefault(name, members) != members:
+                raise InputError(f"process group {pg!r} has members {members} on rank {rank} but "
+                                 f"{groups[name]} on an earlier rank", file=prefix)
+    comm_path = Path(prefix + COMM_GROUPS_SUFFIX)
+    write_json(comm_path, {k: groups[k] for k in sorted(groups, key=int)})
+    return ConvertSummary(files, comm_path, counts, sum(c.pg_unknown for c in conversions), links or [])
+
+
+def convert_file(in_path: str | os.PathLike, out_path: str | os.PathLike) -> ConvertSummary:
+    """One host ET / ET+ to ``PREFIX.RANK.et`` (rank taken from the output name)."""
+    m = RANK_OUT.match(str(out_path))
+    if not m:
+        raise InputError("output must be named PREFIX.RANK.et (e.g. out/model.0.et)", where="--out")
+    rank = int(m.group("rank"))
+    trace = load_host_trace(in_path)
+    recorded = _rank_of(trace)
+    if recorded is not None and recorded != rank:
+        raise InputError(f"trace is rank {recorded} but --out names rank {rank}", file=str(in_path))
+    conv = convert_trace(trace, rank)
+    prefix = m.group("prefix")
+    files = [Path(out_path)]
+    write_trace(out_path, conv.metadata, conv.nodes)
+    groups = {conv.groups.chakra_name(pg): conv.groups.ranks_of(pg) for pg in conv.used_pgs}
+    comm_path = Path(prefix + COMM_GROUPS_SUFFIX)
+    write_json(comm_path, {k: groups[k] for k in sorted(groups, key=int)})
+    return ConvertSummary(files, comm_path, Counter(conv.counts), conv.pg_unknown)
+
+
+def _capture_ranks(folder: Path) -> dict[int, dict[str, Path]]:
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as exc:
+        raise InputError(f"cannot list: {exc.strerror}", file=str(folder)) from None
+    ranks: dict[int, dict[str, Path]] = {}
+    for name in names:
+        m = _CAPTURE_FILE.match(name)
+        if m:
+            ranks.setdefault(int(m.group("rank")), {}).setdefault(m.group("kind"), folder / name)
+    if not ranks:
+        raise InputError("no rank{r}.linked.json[.gz] or rank{r}.host_et.json[.gz] files", file=str(folder))
+    missing = sorted(set(range(max(ranks) + 1)) - set(ranks))
+    if missing:
+        raise InputError(f"capture has gaps: no files for rank {missing[0]}", file=str(folder))
+    return ranks
+
+
+def convert_capture(folder: str | os.PathLike, prefix: str) -> ConvertSummary:
+    """Every rank of a capture (or link) folder into one rank set."""
+    folder = Path(folder)
+    ranks = _capture_ranks(folder)
+    capture_json = folder / "capture.json"
+    if capture_json.is_file():
+        world = load_json_file(capture_json).get("world_size")
+        if isinstance(world, int) and world != len(ranks):
+            raise InputError(f"capture.json says world_size {world} but {len(ranks)} ranks have traces",
+                             file=str(capture_json))
+    conversions, links = [], []
+    for rank in range(len(ranks)):
+        files = ranks[rank]
+        if "linked" in files:
+            trace = load_host_trace(files["linked"])
+        elif "host_et" in files:
+            trace = load_host_trace(files["host_et"])
+            if "kineto" in files:
+                obj, stats = link_traces(trace, load_kineto(files["kineto"]))
+                links.append(stats)
+                trace = HostTrace(trace.path, {k: v for k, v in obj.items() if k != "nodes"}, obj["nodes"],
+                                  {n["id"]: n for n in obj["nodes"]})
+        else:
+            raise InputError(f"rank {rank} has a Kineto trace but no host trace", file=str(folder))
+        recorded = _rank_of(trace)
+        if recorded is not None and recorded != rank:
+            raise InputError(f"file of rank {rank} records rank {recorded}", file=trace.path)
+        conversions.append(convert_trace(trace, rank))
+    return write_rank_set(prefix, conversions, links)

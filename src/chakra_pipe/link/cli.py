@@ -1,0 +1,25 @@
+"""``chakra-pipe link``: host ET + Kineto trace -> one linked ET+ JSON."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("link", help="merge a host execution trace with its Kineto trace",
+                       description="Match host ops to Kineto CPU events by rf_id, attach GPU kernels/memcpys via "
+                                   "correlation to their launching op, add inclusive/exclusive durations and "
+                                   "start timestamps. Plain or gzip inputs; no ProfilerStep required.")
+    p.add_argument("--host", required=True, type=Path, help="host execution trace HOST.json[.gz]")
+    p.add_argument("--device", required=True, type=Path, help="Kineto trace KINETO.json[.gz]")
+    p.add_argument("--out", required=True, type=Path, help="linked output LINKED.json[.gz]")
+    p.set_defaults(func=_link)
+
+
+def _link(args) -> int:
+    from .linker import link_files
+
+    stats = link_files(args.host, args.device, args.out)
+    print(f"link: {args.out}: {stats.line()}")
+    return 0

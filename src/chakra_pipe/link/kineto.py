@@ -1,0 +1,143 @@
+"""Kineto (Chrome-trace JSON) events, split into the roles linking needs.
+
+Only complete (``ph == "X"``) events matter: CPU ops and annotations (linked to host nodes by
+``Record function id``), runtime launches (``cuda_runtime``/``cuda_driver``, keyed by
+``correlation``) and device work (kernels, memcpys and memsets, which upstream drops).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InputError
+from .hostet import load_json_file
+
+CPU_CATS = frozenset({"cpu_op", "user_annotation"})
+LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
+GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+
+
+@dataclass
+class KEvent:
+    """One complete event; ``index`` is its position in ``traceEvents`` (a stable tie-breaker)."""
+
+    index: int
+    cat: str
+    name: str
+    pid: Any
+    tid: Any
+    ts: float
+    dur: float
+    args: dict[str, Any]
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+    def arg_int(self, key: str) -> int | None:
+        value = self.args.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass
+class KinetoTrace:
+    path: str
+    header: dict[str, Any]
+    cpu: list[KEvent] = field(default_factory=list)
+    launches: list[KEvent] = field(default_factory=list)
+    gpu: list[KEvent] = field(default_factory=list)
+
+    def main_pid(self) -> int | None:
+        """The process id most CPU events carry (the traced process)."""
+        pids = Counter(e.pid for e in self.cpu if isinstance(e.pid, int))
+        return pids.most_common(1)[0][0] if pids else None
+
+    def has_rf_ids(self) -> bool:
+        return any("Record function id" in e.args for e in self.cpu)
+
+
+def _number(value: Any, default: float | None) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return default
+
+
+def parse_kineto(obj: Any, path: str) -> KinetoTrace:
+    """Classify the events of a parsed Kineto JSON; malformed events are named by their index."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
+        raise InputError("not a Kineto trace (no 'traceEvents' list)", file=path)
+    trace = KinetoTrace(path=path, header={k: v for k, v in obj.items() if k != "traceEvents"})
+    for i, ev in enumerate(obj["traceEvents"]):
+        if not isinstance(ev, dict) or ev.get("ph") != "X":
+            continue
+        cat = ev.get("cat")
+        role = (trace.cpu if cat in CPU_CATS else trace.launches if cat in LAUNCH_CATS
+                else trace.gpu if cat in GPU_CATS else None)
+        if role is None:
+            continue
+        ts = _number(ev.get("ts"), None)
+        if ts is None:
+            raise InputError("complete event without a numeric 'ts'", file=path, where=f"traceEvents[{i}]")
+        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        role.append(KEvent(i, cat, str(ev.get("name", "")), ev.get("pid"), ev.get("tid"), ts,
+                           max(0.0, _number(ev.get("dur"), 0.0)), args))
+    return trace
+
+
+def load_kineto(path: str | os.PathLike) -> KinetoTrace:
+    return parse_kineto(load_json_file(path), str(path))
+
+
+def exclusive_durations(events: list[KEvent]) -> dict[int, float]:
+    """Exclusive time per event (by ``index``): its duration minus its direct children's, per thread.
+
+    Events of one thread nest (a stack); a child is an event that starts and ends inside its
+    parent. Iterative, so deep call stacks cannot overflow (chakra issue #189).
+    """
+    by_thread: dict[tuple[Any, Any], list[KEvent]] = {}
+    for e in events:
+        by_thread.setdefault((e.pid, e.tid), []).append(e)
+    child_sum: dict[int, float] = {}
+    for evs in by_thread.values():
+        evs.sort(key=lambda e: (e.ts, -e.dur, e.index))
+        stack: list[KEvent] = []
+        for e in evs:
+            while stack and stack[-1].end <= e.ts:
+                stack.pop()
+            if stack and e.end <= stack[-1].end:
+                child_sum[stack[-1].index] = child_sum.get(stack[-1].index, 0.0) + e.dur
+            stack.append(e)
+    return {e.index: max(0.0, e.dur - child_sum.get(e.index, 0.0)) for e in events}
+
+
+def enclosing_ops(cpu: list[KEvent], launches: list[KEvent]) -> dict[int, KEvent]:
+    """For each launch (by ``index``), the innermost CPU op on its thread that contains it.
+
+    An enclosing op with the launch's ``External id`` wins over a more deeply nested one (older
+    traces attach kernels to the op that shares the External id). One sweep per thread with a
+    stack of open ops: O(n log n), no per-launch backward scans.
+    """
+    threads: dict[tuple[Any, Any], list[tuple[float, int, KEvent]]] = {}
+    for e in cpu:
+        threads.setdefault((e.pid, e.tid), []).append((e.ts, 0, e))
+    for e in launches:
+        threads.setdefault((e.pid, e.tid), []).append((e.ts, 1, e))
+    found: dict[int, KEvent] = {}
+    for items in threads.values():
+        items.sort(key=lambda t: (t[0], t[1], -t[2].dur, t[2].index))
+        stack: list[KEvent] = []
+        for ts, kind, e in items:
+            while stack and stack[-1].end < ts:
+                stack.pop()
+            if kind == 0:
+                stack.append(e)
+                continue
+            if not stack:
+                continue
+            ext = e.arg_int("External id")
+            match = next((op for op in reversed(stack) if ext is not None and op.arg_int("External id") == ext), None)
+            found[e.index] = match or stack[-1]
+    return found

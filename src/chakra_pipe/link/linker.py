@@ -1,0 +1,157 @@
+"""Merge a host ET with its Kineto trace into one "ET+" JSON (host + device), without HTA.
+
+Differences from upstream ``chakra_trace_link`` (pytorch-traces.md §5, §6.4 item 10): no
+``ProfilerStep`` needed (the whole trace is one step), gzip accepted on both inputs, original host
+ids kept (GPU nodes get fresh ids above them), memsets included, annotation durations kept, and
+a pair from different runs is refused instead of silently producing an unlinked file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..atomic import atomic_open
+from ..errors import InputError
+from .hostet import HostTrace, attr, is_root, is_thread, load_host_trace
+from .kineto import KEvent, KinetoTrace, enclosing_ops, exclusive_durations, load_kineto
+
+MIN_MATCHED = 0.5
+# Kineto args copied onto GPU nodes: what conversion may need (collective metadata, bytes).
+GPU_ARGS = ("device", "stream", "correlation", "bytes", "Collective name", "dtype", "In msg nelems",
+            "Out msg nelems", "Group size", "Process Group Name", "Process Group Description",
+            "Process Group Ranks", "Rank", "Src Rank", "Dst Rank", "Seq")
+
+
+@dataclass
+class LinkStats:
+    """Coverage of one link: what the CLI prints and ``ET+["link"]`` records."""
+
+    host_ops: int
+    matched: int
+    name_mismatch: int
+    gpu_ops: int
+    attached: int
+    no_launch: int
+
+    def line(self) -> str:
+        pct = 100.0 * self.matched / self.host_ops if self.host_ops else 0.0
+        return (f"host ops matched {self.matched}/{self.host_ops} ({pct:.1f}%), "
+                f"GPU ops attached {self.attached}/{self.gpu_ops}"
+                + (f", {self.no_launch} without a launch record" if self.no_launch else ""))
+
+
+def _linkable(node: dict[str, Any]) -> bool:
+    return not (is_root(node) or is_thread(node))
+
+
+def _check_pair(host: HostTrace, kineto: KinetoTrace) -> None:
+    kpid = kineto.main_pid()
+    if host.pid is not None and kpid is not None and host.pid != kpid:
+        raise InputError(f"host trace is from pid {host.pid} but the Kineto trace from pid {kpid}: "
+                         "the two files are from different runs", file=kineto.path)
+    if not kineto.has_rf_ids():
+        raise InputError("Kineto CPU events carry no 'Record function id' (trace from torch < 2.1?): "
+                         "host ops cannot be linked; convert the host trace alone instead", file=kineto.path)
+
+
+def _gpu_node(e: KEvent, nid: int, parent: int) -> dict[str, Any]:
+    return {"id": nid, "name": e.name, "ctrl_deps": parent,
+            "inputs": {"values": [], "shapes": [], "types": []},
+            "outputs": {"values": [], "shapes": [], "types": []}, "attrs": [],
+            "cat": e.cat, "ph": "X", "ts": e.ts, "inclusive_dur": e.dur, "exclusive_dur": e.dur,
+            "stream": e.arg_int("stream") or 0,
+            "args": {k: e.args[k] for k in GPU_ARGS if k in e.args}}
+
+
+def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], LinkStats]:
+    """The ET+ object and its coverage; raises InputError for a mismatched or unlinkable pair."""
+    _check_pair(host, kineto)
+    by_rf: dict[int, KEvent] = {}
+    for e in kineto.cpu:
+        rf = e.arg_int("Record function id")
+        if rf is not None:
+            by_rf.setdefault(rf, e)
+    excl = exclusive_durations(kineto.cpu)
+    host_of_event: dict[int, int] = {}
+    linkable = [n for n in host.nodes if _linkable(n)]
+    matched = mismatch = 0
+    for node in linkable:
+        rf = attr(node, "rf_id")
+        e = by_rf.get(rf) if isinstance(rf, int) else None
+        if e is None:
+            continue
+        if e.name != node["name"]:
+            mismatch += 1
+            continue
+        matched += 1
+        host_of_event[e.index] = node["id"]
+        node["ts"] = e.ts
+        node["inclusive_dur"] = e.dur
+        node["exclusive_dur"] = excl[e.index]
+    if linkable and matched < MIN_MATCHED * len(linkable):
+        raise InputError(f"only {matched} of {len(linkable)} host ops match a Kineto event by rf_id and name "
+                         f"({mismatch} name mismatches): the two files are not from the same run",
+                         file=kineto.path)
+
+    launch_by_corr: dict[int, KEvent] = {}
+    for e in kineto.launches:
+        corr = e.arg_int("correlation")
+        if corr is not None:
+            launch_by_corr.setdefault(corr, e)
+    owner = enclosing_ops(kineto.cpu, list(launch_by_corr.values()))
+    # A launch inside an op the host trace lacks climbs to the nearest enclosing op it has.
+    cpu_sorted = sorted(kineto.cpu, key=lambda e: (e.pid, e.tid, e.ts, -e.dur, e.index))
+    next_id = max((n["id"] for n in host.nodes), default=0) + 1
+    gpu_nodes: list[dict[str, Any]] = []
+    no_launch = 0
+    for e in sorted(kineto.gpu, key=lambda e: (e.ts, e.index)):
+        corr = e.arg_int("correlation")
+        launch = launch_by_corr.get(corr) if corr is not None else None
+        if launch is None:
+            no_launch += 1
+            continue
+        op = owner.get(launch.index)
+        parent = _host_parent(op, host_of_event, cpu_sorted) if op is not None else None
+        if parent is None:
+            continue
+        gpu_nodes.append(_gpu_node(e, next_id, parent))
+        next_id += 1
+    stats = LinkStats(len(linkable), matched, mismatch, len(kineto.gpu), len(gpu_nodes), no_launch)
+    out = dict(host.header)
+    if "distributedInfo" in kineto.header:
+        out["distributedInfo"] = kineto.header["distributedInfo"]
+    out["link"] = asdict(stats)
+    out["nodes"] = sorted(host.nodes, key=lambda n: n["id"]) + gpu_nodes
+    return out, stats
+
+
+def _host_parent(op: KEvent, host_of_event: dict[int, int], cpu_sorted: list[KEvent]) -> int | None:
+    """Host id of ``op`` or of the innermost enclosing Kineto op that has one."""
+    if op.index in host_of_event:
+        return host_of_event[op.index]
+    best: KEvent | None = None
+    for e in cpu_sorted:
+        if (e.pid, e.tid) != (op.pid, op.tid) or e.ts > op.ts:
+            continue
+        if e.end >= op.end and e.index in host_of_event and (best is None or e.ts >= best.ts):
+            best = e
+    return host_of_event[best.index] if best is not None else None
+
+
+def write_linked(obj: dict[str, Any], path: str | os.PathLike) -> None:
+    """Compact, key-order-stable JSON (gzip when the name ends in .gz), written atomically."""
+    with atomic_open(path, "w") as f:
+        json.dump(obj, f, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        f.write("\n")
+
+
+def link_files(host_path: str | os.PathLike, device_path: str | os.PathLike,
+               out_path: str | os.PathLike) -> LinkStats:
+    host = load_host_trace(host_path)
+    kineto = load_kineto(device_path)
+    obj, stats = link_traces(host, kineto)
+    write_linked(obj, out_path)
+    return stats
