@@ -16,7 +16,7 @@ import numpy as np
 
 from ..et import schema
 from ..et.attrs import CANONICAL_KINDS, INT_KINDS, KIND_NUMBER, NUMBER_KIND
-from ..et.framing import GZIP_MAGIC
+from ..et.framing import GZIP_MAGIC, parse_node
 from ..et.graph import TraceGraph
 from .findings import ERROR, WARNING, Finding
 from .graphalgo import find_cycle, issue_order, resolved_parents
@@ -30,6 +30,7 @@ _BOOL_LIST = KIND_NUMBER["bool_list"]
 # Collectives ASTRA-sim accepts but does not simulate (chakra-format.md §9 item 16).
 _REPLAYED = {schema.BROADCAST}
 _UNSUPPORTED = {schema.REDUCE, schema.GATHER, schema.SCATTER, schema.REDUCE_SCATTER_BLOCK, schema.BARRIER}
+_MEM_TYPES = [schema.MEM_LOAD_NODE, schema.MEM_STORE_NODE]
 # Attributes a communication node needs, by node type (items 15 and 17).
 COMM_REQUIRED = {
     schema.COMM_COLL_NODE: ("comm_type", "comm_size"),
@@ -100,10 +101,15 @@ class FileChecker:
         A record that does not parse raises ``TraceFormatError`` with its byte offset (exit 2);
         METADATA nodes are kept because their ``inputs`` are checked later.
         """
-        node = self.g.node
-        types = self.g.types.tolist()
-        for i in range(len(self.g)):
-            decoded = node(i)
+        g = self.g
+        starts, lengths = g.rec_start.tolist(), g.rec_len.tolist()
+        # Offsets name the record's length prefix, as the streaming reader's errors do.
+        prefix = (1 + (g.rec_len >= 1 << 7) + (g.rec_len >= 1 << 14) + (g.rec_len >= 1 << 21)
+                  + (g.rec_len >= 1 << 28)).tolist()
+        types = g.types.tolist()
+        buf, path = g.buf, g.path
+        for i, (s, n, p) in enumerate(zip(starts, lengths, prefix)):
+            decoded = parse_node(buf[s:s + n], path, s - p)
             if types[i] == schema.METADATA_NODE:
                 self.metadata_nodes[i] = decoded
 
@@ -201,6 +207,8 @@ class FileChecker:
     def _cycle(self, rule: str, severity: str, over: str, parents, stuck, note: str) -> None:
         cycle = find_cycle(parents, stuck)
         ids = [int(self.g.ids[i]) for i in cycle]
+        k = ids.index(min(ids))  # start at the smallest id so the message is stable and readable
+        cycle, ids = cycle[k:] + cycle[:k], ids[k:] + ids[:k]
         shown = " -> ".join(map(str, ids[:SHOW_IDS] + ids[:1])) if len(ids) <= SHOW_IDS else \
             " -> ".join(map(str, ids[:SHOW_IDS])) + f" -> … ({len(ids)} nodes) -> {ids[0]}"
         self.add(cycle[0], rule, severity,
@@ -222,6 +230,9 @@ class FileChecker:
         for name, kinds in g.attr_kind.items():
             canonical = KIND_NUMBER[CANONICAL_KINDS[name]]
             wrong = (kinds != 0) & (kinds != canonical)
+            # A non-integer value where a COMM or MEM node needs the integer is an error of the
+            # comm-node / mem-node rules already; do not report it a second time here.
+            wrong &= ~(self._requires(name) & ~np.isin(kinds, INT_KIND_NUMBERS))
             if not wrong.any():
                 continue
             if name in ("involved_dim", "pg_name"):
@@ -235,6 +246,13 @@ class FileChecker:
                 self.add(int(where[0]), "attr-kind", WARNING,
                          f"{name} stored as {NUMBER_KIND[int(k)]} on {len(where)} nodes ({id_list(g.ids[where])}); "
                          f"canonical kind is {CANONICAL_KINDS[name]} (Chakra's C++ feeder reads others as 0)")
+
+    def _requires(self, name: str) -> np.ndarray:
+        """Mask of the nodes whose type needs integer attribute ``name`` (comm and memory rules)."""
+        types = [t for t, names in COMM_REQUIRED.items() if name in names]
+        if name == "tensor_size":
+            types += _MEM_TYPES
+        return np.isin(self.g.types, types)
 
     def _int_present(self, name: str) -> np.ndarray:
         return np.isin(self.g.attr_kind[name], INT_KIND_NUMBERS)
@@ -278,7 +296,7 @@ class FileChecker:
 
     def check_memory_and_roofline(self) -> None:
         g = self.g
-        mem = np.isin(g.types, [schema.MEM_LOAD_NODE, schema.MEM_STORE_NODE])
+        mem = np.isin(g.types, _MEM_TYPES)
         size_ok = self._int_present("tensor_size")
         for i in np.nonzero(mem & ~size_ok)[0]:
             k = int(g.attr_kind["tensor_size"][i])
