@@ -124,7 +124,7 @@ class _Buckets:
     sizes: list[int] = field(default_factory=list)
 
     def padded(self, nbytes: int) -> int:
-        """Bucket bytes rounded up to a multiple of the group size (Megatron pads buckets too)."""
+        """Bucket bytes rounded up to a multiple of the group size, so a ZeRO shard is whole."""
         return -(-nbytes // self.group_size) * self.group_size
 
 
@@ -237,7 +237,7 @@ class StageBuilder:
     def _reduce(self, buckets: _Buckets, producer: int) -> None:
         if not buckets.pending:
             return
-        size = buckets.padded(buckets.pending)
+        size = buckets.padded(buckets.pending) if self.spec.zero else buckets.pending
         index = len(buckets.sizes)
         buckets.sizes.append(size)
         buckets.pending = 0
