@@ -21,6 +21,7 @@ from ..et.traceset import COMM_GROUPS_SUFFIX
 from ..link.hostet import HostTrace, load_host_trace, load_json_file
 from ..link.kineto import load_kineto
 from ..link.linker import LinkStats, link_traces
+from .check import p2p_problems, rank_problems
 from .pytorch import RankConversion, convert_trace
 
 RANK_OUT = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
@@ -50,8 +51,20 @@ def _rank_of(trace: HostTrace) -> int | None:
     return rank if isinstance(rank, int) else None
 
 
+def _self_check(conversions: list[RankConversion], source: str, with_p2p: bool) -> None:
+    for rank, conv in enumerate(conversions):
+        problems = rank_problems(conv.nodes)
+        if problems:
+            raise InputError(f"converted rank {rank} is inconsistent: {problems[0]}"
+                             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""), file=source)
+    problems = p2p_problems([c.nodes for c in conversions]) if with_p2p else []
+    if problems:
+        raise InputError(f"unmatched point-to-point: {problems[0]}", file=source)
+
+
 def write_rank_set(prefix: str, conversions: list[RankConversion], links: list[LinkStats] | None = None) -> ConvertSummary:
-    """Write every rank file and the comm-group JSON (ids > 0, members in rank order)."""
+    """Check, then write every rank file and the comm-group JSON (ids > 0, members in rank order)."""
+    _self_check(conversions, prefix, with_p2p=True)
     files: list[Path] = []
     counts: Counter = Counter()
     groups: dict[str, list[int]] = {}
@@ -81,6 +94,7 @@ def convert_file(in_path: str | os.PathLike, out_path: str | os.PathLike) -> Con
     if recorded is not None and recorded != rank:
         raise InputError(f"trace is rank {recorded} but --out names rank {rank}", file=str(in_path))
     conv = convert_trace(trace, rank)
+    _self_check([conv], str(in_path), with_p2p=False)
     prefix = m.group("prefix")
     files = [Path(out_path)]
     write_trace(out_path, conv.metadata, conv.nodes)

@@ -1,0 +1,81 @@
+"""Structural self-check of a converted rank set, run before anything is written.
+
+The validator (``chakra-pipe validate``) is the full rule book; this is the converter's own
+guarantee, independent of it: unique ids, every dependency inside the file, acyclic, comm nodes
+complete and not CPU ops, and every send matched by a receive on its peer (same tag and size).
+A failure here is a converter bug or an input we misread, so it stops the conversion.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..et import schema
+from ..et.attrs import get_attr, get_int
+
+_COMM = (schema.COMM_COLL_NODE, schema.COMM_SEND_NODE, schema.COMM_RECV_NODE)
+
+
+def rank_problems(nodes: list) -> list[str]:
+    """Problems inside one rank's node list (``node <id>: what``)."""
+    problems: list[str] = []
+    ids = Counter(n.id for n in nodes)
+    problems += [f"node {i}: id used {c} times" for i, c in ids.items() if c > 1]
+    for n in nodes:
+        for kind, deps in (("data", n.data_deps), ("ctrl", n.ctrl_deps)):
+            missing = [d for d in deps if d not in ids]
+            if missing:
+                problems.append(f"node {n.id}: {kind} dep on {missing[0]} which is not in the file")
+            if len(set(deps)) != len(deps) or n.id in deps:
+                problems.append(f"node {n.id}: duplicate or self {kind} dep")
+        if n.type in _COMM:
+            if get_attr(n, "is_cpu_op", True):
+                problems.append(f"node {n.id}: comm node marked is_cpu_op")
+            needed = ["comm_size", "pg_name"] + (["comm_type"] if n.type == schema.COMM_COLL_NODE
+                                                  else ["comm_src", "comm_dst", "comm_tag"])
+            absent = [a for a in needed if get_attr(n, a, None) is None]
+            if absent:
+                problems.append(f"node {n.id}: comm node lacks {', '.join(absent)}")
+    if not problems:
+        problems += _cycle(nodes)
+    return problems
+
+
+def _cycle(nodes: list) -> list[str]:
+    """Kahn's algorithm over data ∪ ctrl deps; iterative, so deep graphs cannot overflow."""
+    indeg = {n.id: len(set(n.data_deps) | set(n.ctrl_deps)) for n in nodes}
+    children: dict[int, list[int]] = {}
+    for n in nodes:
+        for d in set(n.data_deps) | set(n.ctrl_deps):
+            children.setdefault(d, []).append(n.id)
+    ready = [i for i, d in indeg.items() if d == 0]
+    seen = 0
+    while ready:
+        i = ready.pop()
+        seen += 1
+        for c in children.get(i, ()):
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                ready.append(c)
+    if seen != len(nodes):
+        stuck = min(i for i, d in indeg.items() if d > 0)
+        return [f"node {stuck}: dependency cycle ({len(nodes) - seen} nodes never become ready)"]
+    return [] if nodes else ["no nodes"]
+
+
+def p2p_problems(ranks: list[list]) -> list[str]:
+    """Every send (src, dst, tag, size) needs exactly one matching receive on ``dst``, and vice versa."""
+    sends: Counter = Counter()
+    recvs: Counter = Counter()
+    for rank, nodes in enumerate(ranks):
+        for n in nodes:
+            if n.type in (schema.COMM_SEND_NODE, schema.COMM_RECV_NODE):
+                key = (get_int(n, "comm_src", -1), get_int(n, "comm_dst", -1), get_int(n, "comm_tag", 0),
+                       get_int(n, "comm_size", 0))
+                (sends if n.type == schema.COMM_SEND_NODE else recvs)[key] += 1
+    out = []
+    for key in sorted(set(sends) | set(recvs)):
+        if sends[key] != recvs[key]:
+            src, dst, tag, size = key
+            out.append(f"p2p {src}->{dst} tag {tag} size {size}: {sends[key]} send(s) but {recvs[key]} receive(s)")
+    return out

@@ -1,0 +1,168 @@
+"""Linking a host ET with its Kineto trace: rf_id matching, durations, GPU attachment, refusals."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chakra_pipe.errors import InputError
+from chakra_pipe.link.hostet import load_host_trace, parse_host_trace
+from chakra_pipe.link.kineto import parse_kineto
+from chakra_pipe.link.linker import link_files, link_traces
+
+PID = 4242
+
+
+def _node(nid, name, parent, rf=None, tid=1, inputs=None):
+    attrs = [{"name": "rf_id", "type": "uint64", "value": rf}] if rf is not None else []
+    attrs.append({"name": "tid", "type": "uint64", "value": tid})
+    return {"id": nid, "name": name, "ctrl_deps": parent,
+            "inputs": inputs or {"values": [], "shapes": [], "types": []},
+            "outputs": {"values": [], "shapes": [], "types": []}, "attrs": attrs}
+
+
+def host_obj(pid=PID):
+    """Post-order file (children before parents, root last), as PyTorch writes it."""
+    nodes = [_node(4, "aten::mm", 3, rf=11), _node(5, "aten::relu", 3, rf=12), _node(3, "Outer", 2, rf=10),
+             _node(2, "[pytorch|profiler|execution_trace|thread]", 1),
+             _node(1, "[pytorch|profiler|execution_trace|process]", 1)]
+    return {"schema": "1.1.1-chakra.0.0.4", "pid": pid, "time": "2024-01-01 00:00:00", "start_ts": 1,
+            "nodes": nodes, "finish_ts": 2}
+
+
+def _cpu(name, ts, dur, rf, ext, tid=7, cat="cpu_op"):
+    return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur,
+            "args": {"External id": ext, "Record function id": rf}}
+
+
+def kineto_obj(rf=True):
+    evs = [_cpu("Outer", 100, 10, 10, 1, cat="user_annotation"), _cpu("aten::mm", 105, 3, 11, 2),
+           _cpu("aten::relu", 108, 1, 12, 3),
+           {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": 7, "ts": 106, "dur": 1,
+            "args": {"External id": 2, "correlation": 77}},
+           {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": 7, "ts": 108.5,
+            "dur": 0.2, "args": {"External id": 3, "correlation": 78}},
+           {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemsetAsync", "pid": PID, "tid": 7, "ts": 109.5,
+            "dur": 0.2, "args": {"External id": 1, "correlation": 79}},
+           {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 120, "dur": 5,
+            "args": {"correlation": 77, "stream": 7, "device": 0}},
+           {"ph": "X", "cat": "gpu_memset", "name": "Memset", "pid": 0, "tid": 7, "ts": 125, "dur": 1,
+            "args": {"correlation": 79, "stream": 7, "device": 0}},
+           {"ph": "X", "cat": "kernel", "name": "relu_kernel", "pid": 0, "tid": 7, "ts": 130, "dur": 2,
+            "args": {"correlation": 78, "stream": 7, "device": 0}},
+           {"ph": "M", "name": "process_name", "pid": PID, "args": {"name": "python"}}]
+    if not rf:
+        for e in evs:
+            e.get("args", {}).pop("Record function id", None)
+    return {"schemaVersion": 1, "deviceProperties": [], "traceEvents": evs}
+
+
+def linked(host=None, kineto=None):
+    return link_traces(parse_host_trace(host or host_obj(), "host.json"),
+                       parse_kineto(kineto or kineto_obj(), "kineto.json"))
+
+
+def test_host_ops_get_inclusive_exclusive_and_start_times():
+    # Spec §5.2 example: ops [ts, dur] = [100,10], [105,3], [108,1] give exclusive 6, 3, 1.
+    obj, stats = linked()
+    by_id = {n["id"]: n for n in obj["nodes"]}
+    assert [(by_id[i]["ts"], by_id[i]["inclusive_dur"], by_id[i]["exclusive_dur"]) for i in (3, 4, 5)] == \
+        [(100, 10, 6), (105, 3, 3), (108, 1, 1)]
+    assert (stats.host_ops, stats.matched) == (3, 3)
+    assert "ts" not in by_id[1] and "ts" not in by_id[2]  # roots have no Kineto event
+
+
+def test_gpu_ops_attach_to_launching_op_via_correlation_in_time_order():
+    obj, stats = linked()
+    gpu = [n for n in obj["nodes"] if "cat" in n]
+    # Fresh ids above the host ids, in device time order; memsets are kept (upstream drops them).
+    assert [(n["id"], n["name"], n["ctrl_deps"], n["stream"], n["inclusive_dur"]) for n in gpu] == [
+        (6, "sgemm", 4, 7, 5), (7, "Memset", 3, 7, 1), (8, "relu_kernel", 5, 7, 2)]
+    assert (stats.gpu_ops, stats.attached) == (3, 3)
+
+
+def test_link_files_reads_gzip_and_writes_gzip(tmp_path: Path):
+    host = tmp_path / "h.json.gz"
+    dev = tmp_path / "k.json.gz"
+    host.write_bytes(gzip.compress(json.dumps(host_obj()).encode()))
+    dev.write_bytes(gzip.compress(json.dumps(kineto_obj()).encode()))
+    out = tmp_path / "linked.json.gz"
+    stats = link_files(host, dev, out)
+    assert stats.matched == 3
+    again = load_host_trace(out)
+    assert sorted(again.by_id) == [1, 2, 3, 4, 5, 6, 7, 8]
+    first = out.read_bytes()
+    link_files(host, dev, out)
+    assert out.read_bytes() == first  # deterministic output
+
+
+def test_mismatched_pid_is_refused():
+    with pytest.raises(InputError, match="different runs"):
+        linked(host=host_obj(pid=1))
+
+
+def test_kineto_without_record_function_ids_is_refused_with_a_clear_message():
+    with pytest.raises(InputError, match="no 'Record function id'"):
+        linked(kineto=kineto_obj(rf=False))
+
+
+def test_fewer_than_half_matched_is_refused():
+    k = kineto_obj()
+    for e in k["traceEvents"][:3]:
+        e["name"] = "something_else"
+    with pytest.raises(InputError, match="not from the same run"):
+        linked(kineto=k)
+
+
+def test_malformed_inputs_are_one_line_errors(tmp_path: Path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"nodes": [')
+    with pytest.raises(InputError, match="invalid JSON"):
+        load_host_trace(bad)
+    with pytest.raises(InputError, match="no 'nodes' list"):
+        parse_host_trace({"schema": "1.1.1"}, "x.json")
+    with pytest.raises(InputError, match="duplicate node id"):
+        parse_host_trace({"nodes": [{"id": 1, "name": "a"}, {"id": 1, "name": "b"}]}, "x.json")
+    with pytest.raises(InputError, match="traceEvents"):
+        parse_kineto({"events": []}, "k.json")
+
+
+def test_cli_reports_coverage_and_exit_codes(tmp_path: Path):
+    host, dev = tmp_path / "h.json", tmp_path / "k.json"
+    host.write_text(json.dumps(host_obj()))
+    dev.write_text(json.dumps(kineto_obj()))
+    cmd = [sys.executable, "-m", "chakra_pipe.cli", "link", "--host", str(host), "--device", str(dev)]
+    ok = subprocess.run(cmd + ["--out", str(tmp_path / "o.json.gz")], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert "host ops matched 3/3 (100.0%), GPU ops attached 3/3" in ok.stdout
+    dev.write_text(json.dumps(kineto_obj(rf=False)))
+    bad = subprocess.run(cmd + ["--out", str(tmp_path / "p.json.gz")], capture_output=True, text=True)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "p.json.gz").exists()
+
+
+def test_fixture_pairs_without_link_ids_fail_clearly(fixtures_dir: Path):
+    pt = fixtures_dir / "pytorch"
+    # linear: same pid (a matched pair) but 2023 Kineto has no rf ids.
+    with pytest.raises(InputError, match="no 'Record function id'"):
+        link_files(pt / "linear_et.json.gz", pt / "linear_kineto.json.gz", Path("/nonexistent/never.json"))
+
+
+@pytest.mark.slow
+def test_resnet_fixture_pair_is_not_a_matched_pair(fixtures_dir: Path):
+    pt = fixtures_dir / "pytorch"
+    with pytest.raises(InputError, match="pid 1734239 but the Kineto trace from pid 23442"):
+        link_files(pt / "resnet_et.json.gz", pt / "resnet_kineto.json.gz", Path("/nonexistent/never.json"))
+
+
+def test_flat_101_host_trace_is_normalised(fixtures_dir: Path):
+    trace = load_host_trace(fixtures_dir / "pytorch" / "linear_et.json.gz")
+    assert trace.schema == "1.0.1" and len(trace.nodes) == 931
+    node = next(n for n in trace.nodes if n["name"] == "aten::mm")
+    assert isinstance(node["ctrl_deps"], int) and node["inputs"]["types"]
+    assert {a["name"] for a in node["attrs"]} >= {"rf_id", "tid", "op_schema"}
