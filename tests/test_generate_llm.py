@@ -374,7 +374,8 @@ def test_checker_catches_divergent_collectives_and_unmatched_sends(tmp_path):
     shutil.copy(tmp_path / "b.1.et", tmp_path / "a.1.et")  # rank 1: other sizes in the DP group
     with pytest.raises(AssertionError, match="different collectives"):
         check_rank_set(TraceSet.load(tmp_path / "a"))
-    make(tmp_path, name="c", dp=1, tp=1, pp=4, layers=4, seq=128)
-    shutil.copy(tmp_path / "c.1.et", tmp_path / "c.2.et")  # rank 2 now claims rank 1's sends
+    make(tmp_path, name="c", dp=1, tp=1, pp=4, layers=4, seq=128, microbatches=4)
+    make(tmp_path, name="d", dp=1, tp=1, pp=4, layers=4, seq=128, microbatches=2)
+    shutil.copy(tmp_path / "d.2.et", tmp_path / "c.2.et")  # rank 2 now runs 2 microbatches, not 4
     with pytest.raises(AssertionError, match="unmatched send/recv"):
         check_rank_set(TraceSet.load(tmp_path / "c"))
