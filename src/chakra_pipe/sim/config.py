@@ -1,0 +1,326 @@
+"""ASTRA-sim configuration files parsed into frozen dataclasses.
+
+Every key ASTRA-sim reads is parsed here, once, so the simulator never meets a malformed value in the
+middle of a run. Keys that ASTRA-sim leaves uninitialised (or divides by) are required here and a
+missing or ill-typed key is a :class:`ConfigError` naming the file and the key. ``from_dict`` exists so
+that a sweep can override keys in memory without writing files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+ALGORITHMS = ("ring", "oneRing", "direct", "oneDirect", "halvingDoubling", "oneHalvingDoubling",
+              "doubleBinaryTree")
+TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
+BACKENDS = ("congestion_unaware", "congestion_aware")
+MEMORY_TYPES = ("NO_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION",
+                "MEMORY_POOL")
+IMPL_KEYS = {"ALL_REDUCE": "all-reduce-implementation", "REDUCE_SCATTER": "reduce-scatter-implementation",
+             "ALL_GATHER": "all-gather-implementation", "ALL_TO_ALL": "all-to-all-implementation"}
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One entry of an ``*-implementation`` list: ``name`` plus the ``direct[W]`` window (-1 = all)."""
+
+    name: str
+    window: int = -1
+
+    @property
+    def one(self) -> bool:
+        """``oneRing``/``oneDirect``/``oneHalvingDoubling`` span all NPUs, ignoring dimensions."""
+        return self.name.startswith("one")
+
+    @property
+    def base(self) -> str:
+        n = self.name[3:] if self.one else self.name
+        return n[0].lower() + n[1:]
+
+
+def parse_algorithm(text: Any, source: str, key: str) -> Algorithm:
+    if not isinstance(text, str):
+        raise ConfigError(f"algorithm must be a string, got {text!r}", file=source, where=key)
+    for prefix in ("oneDirect", "direct"):
+        if text.startswith(prefix) and text != prefix:
+            tail = text[len(prefix):]
+            if not tail.isdigit() or int(tail) <= 0:
+                raise ConfigError(f"unknown algorithm {text!r}", file=source, where=key)
+            return Algorithm(prefix, int(tail))
+    if text not in ALGORITHMS:
+        raise ConfigError(f"unknown algorithm {text!r} (known: {', '.join(ALGORITHMS)}, direct<W>)",
+                          file=source, where=key)
+    return Algorithm(text)
+
+
+def _load_json(path: str | Path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"invalid JSON: {exc.msg} (line {exc.lineno})", file=str(path)) from None
+    if not isinstance(data, dict):
+        raise ConfigError("expected a JSON object", file=str(path))
+    return data
+
+
+class _Reader:
+    """Typed access to one config dict; every error names the file and the key."""
+
+    def __init__(self, d: dict, source: str):
+        if not isinstance(d, dict):
+            raise ConfigError("expected a mapping", file=source)
+        self.d, self.source = d, source
+
+    def err(self, key: str, what: str) -> ConfigError:
+        return ConfigError(what, file=self.source, where=key)
+
+    def number(self, key: str, default: float | None = None, *, integer: bool = False,
+               minimum: float | None = None, positive: bool = False) -> float:
+        if key not in self.d:
+            if default is None:
+                raise self.err(key, "required key is missing")
+            return default
+        v = self.d[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+            raise self.err(key, f"expected a number, got {v!r}")
+        if integer and v != int(v):
+            raise self.err(key, f"expected an integer, got {v!r}")
+        if positive and v <= 0:
+            raise self.err(key, f"must be > 0, got {v!r}")
+        if minimum is not None and v < minimum:
+            raise self.err(key, f"must be >= {minimum}, got {v!r}")
+        return int(v) if integer else float(v)
+
+    def flag(self, key: str) -> bool:
+        return self.number(key, 0, integer=True) != 0
+
+    def choice(self, key: str, options: tuple[str, ...], default: str | None = None) -> str:
+        if key not in self.d:
+            if default is None:
+                raise self.err(key, "required key is missing")
+            return default
+        v = self.d[key]
+        if v not in options:
+            raise self.err(key, f"unknown value {v!r} (expected one of {', '.join(options)})")
+        return v
+
+    def string(self, key: str, default: str) -> str:
+        v = self.d.get(key, default)
+        if not isinstance(v, str):
+            raise self.err(key, f"expected a string, got {v!r}")
+        return v
+
+    def number_list(self, key: str) -> list:
+        if key not in self.d:
+            raise self.err(key, "required key is missing")
+        v = self.d[key]
+        if not isinstance(v, list) or not v:
+            raise self.err(key, f"expected a non-empty list, got {v!r}")
+        for x in v:
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                raise self.err(key, f"expected numbers, got {x!r}")
+        return v
+
+
+@dataclass(frozen=True)
+class SystemConfig:
+    """ASTRA-sim system JSON (spec §5.1). Times in ns; ``local_mem_bw`` GB/s (10^9), ``peak_perf`` TFLOPS."""
+
+    scheduling_policy: str
+    collective_optimization: str
+    endpoint_delay: int
+    active_chunks_per_dimension: int
+    preferred_dataset_splits: int
+    local_mem_bw: float
+    peak_perf: float
+    roofline_enabled: bool
+    replay_only: bool
+    trace_enabled: bool
+    track_local_mem: bool
+    local_mem_trace_filename: str
+    model_shared_bus: bool
+    endpoint_delay_given: bool
+    implementations: tuple[tuple[str, tuple[Algorithm, ...]], ...]
+    source: str = "<dict>"
+
+    def implementation(self, kind: str) -> tuple[Algorithm, ...]:
+        for k, algos in self.implementations:
+            if k == kind:
+                return algos
+        raise ConfigError(f"collective {kind} used but the key is missing", file=self.source,
+                          where=IMPL_KEYS.get(kind, kind))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> SystemConfig:
+        return cls.from_dict(_load_json(path), source=str(path))
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "<dict>") -> SystemConfig:
+        r = _Reader(d, source)
+        impls = []
+        for kind, key in IMPL_KEYS.items():
+            if key in d:
+                v = d[key]
+                if not isinstance(v, list) or not v:
+                    raise r.err(key, f"expected a non-empty list of algorithm names, got {v!r}")
+                impls.append((kind, tuple(parse_algorithm(x, source, key) for x in v)))
+        for key in (k + "-custom" for k in IMPL_KEYS.values()):
+            if key in d:
+                raise r.err(key, "custom (Chakra-defined) collectives are not supported by this simulator")
+        if "per-node-custom-implementation" in d:
+            raise r.err("per-node-custom-implementation",
+                        "custom (Chakra-defined) collectives are not supported by this simulator")
+        model_shared_bus = r.flag("model-shared-bus")
+        if model_shared_bus:
+            raise r.err("model-shared-bus", "the LogGP shared-bus model (1) is not supported; use 0")
+        return cls(
+            scheduling_policy=r.choice("scheduling-policy", ("LIFO", "FIFO", "EXPLICIT")),
+            collective_optimization=r.choice("collective-optimization", ("baseline", "localBWAware")),
+            endpoint_delay=r.number("endpoint-delay", 10, integer=True, minimum=0),
+            active_chunks_per_dimension=r.number("active-chunks-per-dimension", 1, integer=True, minimum=1),
+            preferred_dataset_splits=r.number("preferred-dataset-splits", None, integer=True, minimum=1),
+            local_mem_bw=r.number("local-mem-bw", None, positive=True),
+            peak_perf=r.number("peak-perf", 0.0, minimum=0),
+            roofline_enabled=r.flag("roofline-enabled"),
+            replay_only=r.flag("replay-only"),
+            trace_enabled=r.flag("trace-enabled"),
+            track_local_mem=r.flag("track-local-mem"),
+            local_mem_trace_filename=r.string("local-mem-trace-filename", "local_mem_trace"),
+            model_shared_bus=model_shared_bus,
+            endpoint_delay_given="endpoint-delay" in d,
+            implementations=tuple(impls),
+            source=source,
+        )
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """ASTRA-sim analytical network YAML (spec §5.3); bandwidth in GB/s with GB = 2^30 bytes."""
+
+    topology: tuple[str, ...]
+    npus_count: tuple[int, ...]
+    bandwidth: tuple[float, ...]
+    latency: tuple[float, ...]
+    source: str = "<dict>"
+
+    @property
+    def npus(self) -> int:
+        return math.prod(self.npus_count)
+
+    @property
+    def dims(self) -> int:
+        return len(self.topology)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> NetworkConfig:
+        import yaml
+        try:
+            with open(path, encoding="utf-8") as fh:
+                d = yaml.safe_load(fh)
+        except OSError as exc:
+            raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"invalid YAML: {str(exc).splitlines()[0]}", file=str(path)) from None
+        return cls.from_dict(d, source=str(path))
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "<dict>") -> NetworkConfig:
+        r = _Reader(d, source)
+        topo = d.get("topology")
+        if not isinstance(topo, list) or not topo:
+            raise r.err("topology", f"expected a non-empty list, got {topo!r}")
+        for t in topo:
+            if t not in TOPOLOGIES:
+                raise r.err("topology", f"unknown topology {t!r} (expected one of {', '.join(TOPOLOGIES)})")
+        npus, bw, lat = r.number_list("npus_count"), r.number_list("bandwidth"), r.number_list("latency")
+        for key, lst in (("npus_count", npus), ("bandwidth", bw), ("latency", lat)):
+            if len(lst) != len(topo):
+                raise r.err(key, f"has {len(lst)} entries but topology has {len(topo)}")
+        for n in npus:
+            if n != int(n) or n < 2:
+                raise r.err("npus_count", f"each entry must be an integer > 1, got {n!r}")
+        for b in bw:
+            if b <= 0:
+                raise r.err("bandwidth", f"must be > 0, got {b!r}")
+        for x in lat:
+            if x < 0:
+                raise r.err("latency", f"must be >= 0, got {x!r}")
+        return cls(tuple(topo), tuple(int(n) for n in npus), tuple(float(b) for b in bw),
+                   tuple(float(x) for x in lat), source)
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """ASTRA-sim remote-memory JSON (spec §5.2); ``remote_mem_bw`` is bytes per ns."""
+
+    memory_type: str
+    num_nodes: int = 0
+    num_npus_per_node: int = 0
+    remote_mem_latency: int = 0
+    remote_mem_bw: int = 0
+    source: str = "<dict>"
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> MemoryConfig:
+        return cls.from_dict(_load_json(path), source=str(path))
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "<dict>") -> MemoryConfig:
+        r = _Reader(d, source)
+        mtype = r.choice("memory-type", MEMORY_TYPES)
+        per_node = mtype == "PER_NODE_MEMORY_EXPANSION"
+        active = mtype != "NO_MEMORY_EXPANSION"
+        return cls(
+            memory_type=mtype,
+            num_nodes=r.number("num-nodes", None if per_node else 0, integer=True, minimum=1 if per_node else 0),
+            num_npus_per_node=r.number("num-npus-per-node", None if per_node else 0, integer=True,
+                                       minimum=1 if per_node else 0),
+            remote_mem_latency=r.number("remote-mem-latency", 0, integer=True, minimum=0),
+            remote_mem_bw=r.number("remote-mem-bw", None if active else 0, integer=True,
+                                   minimum=1 if active else 0),
+            source=source,
+        )
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    """Everything a simulation needs besides the trace: system, network, memory and backend."""
+
+    system: SystemConfig
+    network: NetworkConfig
+    memory: MemoryConfig | None = None
+    backend: str = "congestion_unaware"
+    num_queues_per_dim: int = 1
+    injection_scale: float = 1.0
+    rendezvous: bool = False
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"unknown backend {self.backend!r} (expected {' or '.join(BACKENDS)})",
+                              where="backend")
+        if self.num_queues_per_dim < 1:
+            raise ConfigError("must be >= 1", where="--num-queues-per-dim")
+        if not (self.injection_scale > 0):
+            raise ConfigError("must be > 0", where="--injection-scale")
+
+    @property
+    def endpoint_delay(self) -> int:
+        """E in ns: ``--injection-scale`` multiplies it only when the key is present (ASTRA-sim)."""
+        e = self.system.endpoint_delay
+        return int(e * self.injection_scale) if self.system.endpoint_delay_given else e
+
+
+def load_hardware(system: str | Path, network: str | Path, memory: str | Path | None = None,
+                  backend: str = "congestion_unaware", **options: Any) -> HardwareConfig:
+    """Parse the three ASTRA-sim files into one :class:`HardwareConfig`."""
+    return HardwareConfig(system=SystemConfig.from_file(system), network=NetworkConfig.from_file(network),
+                          memory=MemoryConfig.from_file(memory) if memory else None, backend=backend, **options)

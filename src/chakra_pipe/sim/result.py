@@ -1,0 +1,106 @@
+"""``SimResult``: per-rank times, per-collective records, JSON and Chrome-trace views.
+
+Definitions (all integer ns, per rank):
+* ``finish_ns`` — when the rank's last node finished (ASTRA-sim's "finished, T cycles").
+* ``compute_ns`` — sum of GPU compute durations (ASTRA-sim's ``tics_gpu_ops``; overlap not removed).
+* ``exposed_comm_ns`` — ``finish_ns - compute_ns`` exactly as ASTRA-sim prints it (ignores CPU time;
+  negative where ASTRA-sim's unsigned value would wrap, e.g. replay-only runs).
+* ``comm_ns`` — union of the intervals during which a collective, send or receive was in flight.
+* ``idle_ns`` — ``finish_ns`` minus the union of all node intervals (nothing running at all).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..et import schema
+from .workload import SLOT_NAMES
+
+
+@dataclass(frozen=True)
+class CollectiveRecord:
+    rank: int
+    node_id: int
+    kind: str
+    bytes: int
+    group: str
+    start_ns: int
+    end_ns: int
+
+
+def _union(intervals: list[tuple[int, int]]) -> int:
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+@dataclass
+class SimResult:
+    backend: str
+    finish_ns: list[int] = field(default_factory=list)
+    compute_ns: list[int] = field(default_factory=list)
+    exposed_comm_ns: list[int] = field(default_factory=list)
+    comm_ns: list[int] = field(default_factory=list)
+    idle_ns: list[int] = field(default_factory=list)
+    collectives: list[CollectiveRecord] = field(default_factory=list)
+    messages: int = 0
+    _nodes: list = field(default_factory=list, repr=False)  # (rank, node_id, name, slot, type, start, end)
+
+    def add_collective(self, rank: int, node_id: int, kind: str, nbytes: int, group: str, start: int,
+                       end: int) -> None:
+        self.collectives.append(CollectiveRecord(rank, node_id, kind, nbytes, group, start, end))
+
+    def finalize(self, workloads) -> None:
+        self.collectives.sort(key=lambda c: (c.rank, c.start_ns, c.node_id))
+        comm_by_rank: dict[int, list] = {}
+        for c in self.collectives:
+            comm_by_rank.setdefault(c.rank, []).append((c.start_ns, c.end_ns))
+        for w in workloads:
+            t = w.t
+            self.finish_ns.append(w.finish_ns)
+            self.compute_ns.append(w.tics_gpu)
+            self.exposed_comm_ns.append(w.finish_ns - w.tics_gpu)
+            self.comm_ns.append(_union(comm_by_rank.get(w.rank, [])))
+            spans = []
+            for i, (s, e) in enumerate(zip(w.start, w.end)):
+                if s >= 0:
+                    spans.append((s, e))
+                    self._nodes.append((w.rank, t.ids[i], i, w, SLOT_NAMES[w.slot(i)], t.types[i], s, e))
+            self.idle_ns.append(w.finish_ns - _union(spans))
+
+    def comm_time_by_type_ns(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.collectives:
+            out[c.kind] = out.get(c.kind, 0) + (c.end_ns - c.start_ns)
+        return dict(sorted(out.items()))
+
+    def to_dict(self) -> dict:
+        return {
+            "backend": self.backend,
+            "npus": len(self.finish_ns),
+            "finish_ns": self.finish_ns,
+            "max_finish_ns": max(self.finish_ns, default=0),
+            "exposed_comm_ns": self.exposed_comm_ns,
+            "compute_ns": self.compute_ns,
+            "comm_ns": self.comm_ns,
+            "idle_ns": self.idle_ns,
+            "comm_time_by_type_ns": self.comm_time_by_type_ns(),
+            "collectives": [c.__dict__ for c in self.collectives],
+        }
+
+    def timeline(self) -> dict:
+        """Chrome/Perfetto trace: one complete event per node, pid = rank, tid = hardware slot."""
+        events = []
+        for rank, node_id, i, w, slot, ty, s, e in sorted(self._nodes, key=lambda n: (n[0], n[6], n[1])):
+            events.append({"name": w.t.graph.name(i) or f"node {node_id}", "ph": "X", "pid": rank, "tid": slot,
+                           "ts": s / 1000.0, "dur": (e - s) / 1000.0,
+                           "args": {"node_id": node_id, "type": schema.NODE_TYPE_NAMES.get(ty, str(ty))}})
+        return {"traceEvents": events, "displayTimeUnit": "ns"}

@@ -1,0 +1,99 @@
+"""``simulate(trace_set, hw)``: build one ``Sys`` + ``Workload`` per NPU on a shared event queue and run.
+
+Per-call setup is small: the per-rank columns (``RankTrace``) are cached on the ``TraceGraph``
+objects, so a sweep that simulates one ``TraceSet`` for many hardware points decodes it once. The
+``TraceSet`` itself is never modified.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from ..errors import ConfigError, StuckError
+from .config import HardwareConfig
+from .engine import EventQueue
+from .network import make_network
+from .result import SimResult
+from .system.sys import Group, Sys
+from .workload import FifoServer, RankTrace, Workload
+
+_CACHE: dict[int, tuple] = {}  # id(graph) -> (weakref to graph, RankTrace); graphs are unhashable
+STUCK_LIST_LIMIT = 20
+
+
+def _rank_trace(graph) -> RankTrace:
+    hit = _CACHE.get(id(graph))
+    if hit is not None and hit[0]() is graph:
+        return hit[1]
+    for key in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
+        del _CACHE[key]
+    rt = RankTrace.build(graph)
+    _CACHE[id(graph)] = (weakref.ref(graph), rt)
+    return rt
+
+
+class _Stats:
+    __slots__ = ("messages",)
+
+    def __init__(self) -> None:
+        self.messages = 0
+
+
+def _groups_for(rank: int, npus: int, comm_groups: dict[int, list[int]] | None) -> dict[str, Group]:
+    groups = {"": Group(1, list(range(npus)), "")}
+    for gid, members in sorted((comm_groups or {}).items()):
+        bad = [m for m in members if not 0 <= m < npus]
+        if bad:
+            raise ConfigError(f"group {gid} lists NPU {bad[0]} but the network has {npus} NPUs",
+                              where=f"comm group {gid}")
+        if rank in members:
+            groups[str(gid)] = Group(int(gid), list(members), str(gid))
+    return groups
+
+
+def _memory_servers(hw: HardwareConfig, npus: int) -> list:
+    mem = hw.memory
+    if mem is None or mem.memory_type in ("NO_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION"):
+        return [None] * npus
+    if mem.memory_type == "MEMORY_POOL":
+        pool = FifoServer()
+        return [pool] * npus
+    servers: dict[int, FifoServer] = {}
+    return [servers.setdefault(r // mem.num_npus_per_node, FifoServer()) for r in range(npus)]
+
+
+def simulate(trace_set, hw: HardwareConfig, comm_groups: dict[int, list[int]] | None = None) -> SimResult:
+    """Simulate every rank of ``trace_set`` on ``hw``; see :class:`SimResult` for the outputs."""
+    npus = hw.network.npus
+    if len(trace_set.ranks) != npus:
+        raise ConfigError(f"npus_count multiplies to {npus} NPUs but the workload has {len(trace_set.ranks)} "
+                          f"rank files", file=hw.network.source, where="npus_count")
+    groups = comm_groups if comm_groups is not None else trace_set.comm_groups
+    queue = EventQueue()
+    network = make_network(hw.backend, hw.network, queue)
+    stats = _Stats()
+    result = SimResult(hw.backend)
+    servers = _memory_servers(hw, npus)
+    workloads = []
+    for rank, graph in enumerate(trace_set.ranks):
+        sys = Sys(rank, hw, queue, network, stats)
+        workloads.append(Workload(rank, _rank_trace(graph), sys, hw, _groups_for(rank, npus, groups),
+                                  servers[rank], result))
+    for w in workloads:
+        w.fire()
+    queue.run()
+    stuck = {}
+    for w in workloads:
+        if not w.finished:
+            ids = sorted(w.t.ids[i] for i in w.ongoing) + list(w.free)
+            if not ids:
+                ids = [w.t.ids[i] for i in range(len(w.t.ids)) if w.end[i] < 0]
+            stuck[w.rank] = sorted(ids)[:STUCK_LIST_LIMIT]
+    if stuck:
+        first = min(stuck)
+        raise StuckError(f"{len(stuck)} rank(s) cannot finish (deadlock, unmatched send/recv or a collective "
+                         f"some group member never issues); rank {first} waits on node(s) "
+                         f"{stuck[first]}", stuck=stuck, file=trace_set.prefix)
+    result.messages = stats.messages
+    result.finalize(workloads)
+    return result

@@ -1,0 +1,104 @@
+"""Shared machinery of the packet-driven native algorithms (ring, direct, halving-doubling).
+
+ASTRA-sim's algorithms keep a queue of packets: a packet is created at start (one per slot of
+``parallel_reduce``) and on every receive, crosses the memory bus, and frees a send slot when it
+comes back; a send slot plus a queued packet makes the next send. Counters decide which packets
+carry a reduction (``processed``). This class holds the common state; subclasses set the sizes,
+peers and counts of their algorithm.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from .stream import PacketBundle
+
+AR, RS, AG, A2A = "ALL_REDUCE", "REDUCE_SCATTER", "ALL_GATHER", "ALL_TO_ALL"
+
+
+class PacketAlgorithm:
+    def __init__(self, ctype: str, sys, ring, data_size: int):
+        self.ctype = ctype
+        self.sys = sys
+        self.id = sys.id
+        self.ring = ring
+        self.data_size = data_size
+        self.P = ring.size
+        self.fast = ring.local
+        self.stream = None
+        self.parallel_reduce = 1
+        self.free_packets = 0
+        self.zero_latency = 0
+        self.non_zero_latency = 0
+        self.toggle = False
+        self.received = 0
+        self.packets: deque = deque()  # (dest, src, size)
+        self.stream_count = 0
+        self.msg_size = 0
+        self.final_data_size = data_size
+        self.receiver = self.sender = self.id
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def non_zero_latency_packets(self) -> int:
+        return (self.P - 1) * self.parallel_reduce
+
+    def after_release(self) -> None:
+        """Called after each packet is released (direct rotates peers, HD moves to the next step)."""
+
+    def packet_size(self) -> int:
+        return self.msg_size
+
+    # -- events --------------------------------------------------------------------------------
+    def start(self) -> None:
+        for _ in range(self.parallel_reduce):
+            self.insert_packet()
+
+    def on_received(self) -> None:
+        self.received += 1
+        self.insert_packet()
+
+    def on_general(self) -> None:
+        self.free_packets += 1
+        self.ready()
+        self.iteratable()
+
+    # -- mechanics -----------------------------------------------------------------------------
+    def insert_packet(self) -> None:
+        if self.zero_latency == 0 and self.non_zero_latency == 0:
+            self.zero_latency = self.parallel_reduce
+            self.non_zero_latency = self.non_zero_latency_packets()
+            self.toggle = not self.toggle
+        size = self.packet_size()
+        self.packets.append((self.receiver, self.sender, size))
+        if self.zero_latency > 0:
+            processed = False
+            self.zero_latency -= 1
+        elif self.non_zero_latency > 0:
+            processed = self.ctype == RS or (self.ctype == AR and self.toggle)
+            self.non_zero_latency -= 1
+        else:
+            raise RuntimeError("collective algorithm injected a packet it had no slot for")
+        PacketBundle(self.sys, self.stream, processed, size, self.fast).send()
+        self.after_release()
+
+    def ready(self) -> bool:
+        if not self.packets or self.stream_count == 0 or self.free_packets == 0:
+            return False
+        dest, src, size = self.packets[0]
+        stream = self.stream
+        self.sys.send(dest, size, stream.stream_id, None)
+        self.sys.recv(src, size, stream.stream_id, stream.consume)
+        self.stream_count -= 1
+        self.packets.popleft()
+        self.free_packets -= 1
+        return True
+
+    def iteratable(self) -> bool:
+        if self.stream_count == 0 and self.free_packets == self.parallel_reduce:
+            self.exit()
+            return False
+        return True
+
+    def exit(self) -> None:
+        self.packets.clear()
+        self.sys.proceed_to_next_phase(self.stream)

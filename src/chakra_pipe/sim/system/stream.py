@@ -1,0 +1,88 @@
+"""Streams (one per chunk), their data sets (one per collective) and the memory-bus packet bundles.
+
+A collective becomes a :class:`DataSet` of chunk streams; each stream walks its chain of phases, each
+phase run by one algorithm object. Packets pass the local memory bus (``E`` ns, 10 on sub-group
+rings) and, when they carry a reduction, ``Pd`` more ns before the algorithm is called back (§3.4).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass
+class Phase:
+    queue_id: int
+    algorithm: object
+    initial_size: int
+    final_size: int
+
+
+class DataSet:
+    """One collective: notifies its node once every stream finished."""
+
+    __slots__ = ("total_streams", "finished_streams", "notifier", "start_ns")
+
+    def __init__(self, total_streams: int, start_ns: int):
+        self.total_streams = total_streams
+        self.finished_streams = 0
+        self.notifier: Callable[[], None] | None = None
+        self.start_ns = start_ns
+
+    def stream_finished(self) -> None:
+        self.finished_streams += 1
+        if self.finished_streams == self.total_streams and self.notifier is not None:
+            notify, self.notifier = self.notifier, None
+            notify()
+
+
+class Stream:
+    __slots__ = ("owner", "dataset", "stream_id", "phases", "priority", "queue_id", "phase",
+                 "steps_finished", "initialized", "last_init")
+
+    def __init__(self, owner, dataset: DataSet, stream_id: int, phases: list[Phase], priority: int):
+        self.owner = owner
+        self.dataset = dataset
+        self.stream_id = stream_id
+        self.phases: deque[Phase] = deque(phases)
+        self.priority = priority
+        self.queue_id = -1
+        self.phase: Phase | None = None
+        self.steps_finished = 0
+        self.initialized = False
+        self.last_init = 0
+        for ph in phases:
+            ph.algorithm.stream = self
+
+    def init(self) -> None:
+        self.initialized = True
+        self.last_init = self.owner.now
+        self.phase.algorithm.start()
+
+    def general(self) -> None:
+        self.phase.algorithm.on_general()
+
+    def consume(self) -> None:
+        self.phase.algorithm.on_received()
+
+
+class PacketBundle:
+    """Packets released together: memory-bus hop, then the optional reduction delay."""
+
+    __slots__ = ("sys", "stream", "processed", "size", "fast")
+
+    def __init__(self, sys, stream: Stream, processed: bool, size: int, fast: bool):
+        self.sys, self.stream, self.processed, self.size, self.fast = sys, stream, processed, size, fast
+
+    def send(self) -> None:
+        """Both bus directions cost the same fixed delay when the shared bus is not modelled."""
+        self.sys.register_event(self.call, 10 if self.fast else self.sys.endpoint_delay)
+
+    def call(self) -> None:
+        if self.processed:
+            self.processed = False
+            self.sys.register_event(self.call, self.sys.reduction_delay(self.size))
+            return
+        self.stream.general()

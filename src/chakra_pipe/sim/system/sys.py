@@ -1,0 +1,294 @@
+"""One NPU's system layer (ASTRA-sim ``Sys``): event batching, streams, queues and collectives.
+
+Event batching matters for exact same-time ordering: each NPU keeps a map tick -> callbacks and only
+the first callback for a tick schedules a backend event; callbacks registered for the tick being
+processed (delay 0) run in the same pass. A collective is cut into chunk streams (§3.2), each stream
+is a chain of phases, and each phase waits in its dimension's queue where only the first
+``ceil(active-chunks / queues)`` streams run (§3.3).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from ...errors import ConfigError
+from .algorithm import AG, AR, RS
+from .direct import Direct
+from .double_binary_tree import DoubleBinaryTree
+from .halving_doubling import HalvingDoubling
+from .ring import Ring
+from .stream import DataSet, Phase, Stream
+from .topology import ANTICLOCKWISE, CLOCKWISE, LogicalTopology
+
+RENDEZVOUS_BYTES = 8192
+RENDEZVOUS_TAG = 500_000_000
+
+
+class _QueueLevel:
+    """Queues of one dimension and the three round-robin allocators ASTRA-sim keeps for them."""
+
+    def __init__(self, level: int, queues: list[int]):
+        self.level, self.queues = level, queues
+        self.alloc = 0
+        self.first = 0
+        self.last = len(queues) // 2
+
+    def next(self) -> tuple[int, int]:
+        n = len(self.queues)
+        direction = ANTICLOCKWISE if (self.level != 0 and n > 1 and self.alloc >= n // 2) else CLOCKWISE
+        q = self.queues[self.alloc]
+        self.alloc = (self.alloc + 1) % n
+        return q, direction
+
+    def next_first(self) -> tuple[int, int]:
+        q = self.queues[self.first]
+        self.first += 1
+        if self.first >= max(1, len(self.queues) // 2):  # upstream reads past a 1-queue level here
+            self.first = 0
+        return q, CLOCKWISE
+
+    def next_last(self) -> tuple[int, int]:
+        q = self.queues[self.last]
+        self.last += 1
+        if self.last == len(self.queues):
+            self.last = len(self.queues) // 2
+        return q, ANTICLOCKWISE
+
+
+class Group:
+    """A communicator group as one NPU sees it: id, members, stream counter, cached plans."""
+
+    def __init__(self, gid: int, members: list[int], name: str):
+        if gid <= 0:
+            raise ConfigError(f"communicator group ids must be > 0, got {gid}", where=f"group {name!r}")
+        self.gid, self.members, self.name = gid, members, name
+        self.num_streams = gid * 1_000_000
+        self.plans: dict[str, LogicalTopology] = {}
+
+
+class Sys:
+    def __init__(self, npu: int, hw, queue, network, stats):
+        self.id = npu
+        self.hw = hw
+        self.cfg = hw.system
+        self.queue = queue
+        self.network = network
+        self.stats = stats
+        self.endpoint_delay = hw.endpoint_delay
+        self._mem_bw = self.cfg.local_mem_bw * 1_000_000_000
+        self.physical = hw.network.npus_count
+        self.total_nodes = hw.network.npus
+        nq = hw.num_queues_per_dim
+        self.levels = [_QueueLevel(d, list(range(d * nq, (d + 1) * nq))) for d in range(len(self.physical))]
+        self.active: dict[int, list[Stream]] = {q: [] for q in range(nq * len(self.physical))}
+        self.running: dict[int, int] = dict.fromkeys(self.active, 0)
+        self.threshold = math.ceil(self.cfg.active_chunks_per_dimension / nq)
+        self.priority_counter = 0
+        self.num_streams = 0
+        self._ticks: dict[int, list[Callable[[], None]]] = {}
+        self._topologies: dict[str, LogicalTopology] = {}
+        self.rendezvous = hw.rendezvous
+
+    @property
+    def now(self) -> int:
+        return self.queue.now
+
+    # -- events -----------------------------------------------------------------------------
+    def register_event(self, fn: Callable[[], None], delay: int) -> None:
+        t = self.queue.now + delay
+        lst = self._ticks.get(t)
+        if lst is None:
+            self._ticks[t] = [fn]
+            self.queue.schedule(t, self._call_events, t)
+        else:
+            lst.append(fn)
+
+    def _call_events(self, t: int) -> None:
+        lst = self._ticks[t]
+        i = 0
+        while i < len(lst):
+            lst[i]()
+            i += 1
+        del self._ticks[t]
+
+    def reduction_delay(self, size: int) -> int:
+        """Pd: one write and two reads, each truncated separately (§3.4)."""
+        one = int(size / self._mem_bw * 1e9)
+        return 3 * one
+
+    # -- point to point ---------------------------------------------------------------------
+    def send(self, dst: int, size: int, tag: int, on_arrival: Callable[[], None] | None) -> None:
+        self.stats.messages += 1
+        if self.rendezvous:
+            self.network.recv(self.id, dst, RENDEZVOUS_BYTES, tag + RENDEZVOUS_TAG,
+                              lambda: self.network.send(self.id, dst, size, tag, on_arrival))
+        else:
+            self.network.send(self.id, dst, size, tag, on_arrival)
+
+    def recv(self, src: int, size: int, tag: int, on_arrival: Callable[[], None]) -> None:
+        if self.rendezvous:
+            self.network.send(self.id, src, RENDEZVOUS_BYTES, tag + RENDEZVOUS_TAG,
+                              lambda: self.network.recv(self.id, src, size, tag, on_arrival))
+        else:
+            self.network.recv(self.id, src, size, tag, on_arrival)
+
+    # -- collectives --------------------------------------------------------------------------
+    def _plan(self, ctype: str, group: Group | None) -> tuple[LogicalTopology, bool]:
+        algos = self.cfg.implementation(ctype)
+        if group is not None and len(group.members) != self.total_nodes:
+            plan = group.plans.get(ctype)
+            if plan is None:
+                plan = group.plans[ctype] = LogicalTopology.group_ring(self.id, group.members, algos)
+            return plan, True
+        plan = self._topologies.get(ctype)
+        if plan is None:
+            plan = self._topologies[ctype] = LogicalTopology.global_plan(self.id, self.physical, algos)
+        return plan, False
+
+    def _priority(self, explicit: int) -> int:
+        policy = self.cfg.scheduling_policy
+        if policy == "LIFO":
+            self.priority_counter += 1
+            return self.priority_counter - 1
+        if policy == "FIFO":
+            self.priority_counter -= 1
+            return self.priority_counter + 1
+        return explicit
+
+    def _phase(self, ctype: str, dim, size: int, queue: tuple[int, int]) -> Phase:
+        algo = dim.algorithm
+        base = algo.base
+        topo = dim.basic()
+        if base == "ring":
+            a = Ring(ctype, self, topo, size, queue[1])
+        elif base == "direct":
+            a = Direct(ctype, self, topo, size, queue[1], algo.window)
+        elif base == "halvingDoubling":
+            a = HalvingDoubling(ctype, self, topo, size)
+        else:
+            if ctype != AR:
+                raise ConfigError(f"doubleBinaryTree implements ALL_REDUCE only, not {ctype}",
+                                  file=self.cfg.source)
+            a = DoubleBinaryTree(self, topo, size)
+        return Phase(queue[0], a, size, a.final_data_size)
+
+    def generate_collective(self, ctype: str, size: int, involved: list[bool] | None, group: Group | None,
+                            explicit_priority: int) -> DataSet:
+        """Cut a collective into chunk streams and queue them (spec §3.2)."""
+        plan, local = self._plan(ctype, group)
+        splits = self.cfg.preferred_dataset_splits
+        chunk = size // splits
+        if ctype != AG and self.total_nodes > chunk:
+            chunk = self.total_nodes
+            size = splits * self.total_nodes
+        streams = -(-size // chunk)
+        dataset = DataSet(streams, self.now)
+        pri = self._priority(explicit_priority)
+        if involved is None or group is not None:
+            involved = [True] * max(10, len(plan.dims))
+        else:
+            involved = list(involved) + [True] * max(0, len(plan.dims) - len(involved))
+        dims = plan.dims
+        order = list(range(len(dims)))
+        if ctype == AG:
+            order.reverse()
+
+        def active(i: int) -> bool:
+            return dims[order[i]].size != 1 and involved[order[i]]
+
+        made = 0
+        for _ in range(streams):
+            remain = chunk
+            phases: list[Phase] = []
+            if ctype != AR or self.cfg.collective_optimization == "baseline":
+                for i in range(len(dims)):
+                    if not active(i):
+                        continue
+                    ph = self._phase(ctype, dims[order[i]], remain, self.levels[order[i]].next())
+                    phases.append(ph)
+                    remain = ph.final_size
+            else:
+                last = 0
+                for i in range(len(dims)):
+                    if active(i):
+                        last = i
+                for i in range(last):
+                    if not active(i):
+                        continue
+                    ph = self._phase(RS, dims[order[i]], remain, self.levels[order[i]].next_first())
+                    phases.append(ph)
+                    remain = ph.final_size
+                i = last
+                while i > 0 and not active(i):
+                    i -= 1
+                if active(i):
+                    ph = self._phase(AR, dims[order[i]], remain, self.levels[order[i]].next())
+                    phases.append(ph)
+                    remain = ph.final_size
+                for j in range(i - 1, -1, -1):
+                    if not active(j):
+                        continue
+                    ph = self._phase(AG, dims[order[j]], remain, self.levels[order[j]].next_last())
+                    phases.append(ph)
+                    remain = ph.final_size
+            if not phases:
+                break
+            if group is not None:
+                sid = group.num_streams
+                group.num_streams += 1
+            else:
+                sid = self.num_streams
+                self.num_streams += 1
+            made += 1
+            stream = Stream(self, dataset, sid, phases, pri)
+            self.proceed_to_next_phase(stream)
+        if made == 0:
+            # Nothing to communicate (every dimension has one NPU or is excluded): done at once.
+            dataset.total_streams = 1
+            self.register_event(dataset.stream_finished, 0)
+        return dataset
+
+    # -- queues -------------------------------------------------------------------------------
+    @staticmethod
+    def _insert(queue: list[Stream], stream: Stream) -> None:
+        """After every started stream and every unstarted one of priority >= its own."""
+        i = 0
+        n = len(queue)
+        while i < n and (queue[i].initialized or queue[i].priority >= stream.priority):
+            i += 1
+        queue.insert(i, stream)
+
+    def _start_waiting(self, q: int) -> None:
+        lst = self.active[q]
+        ptr = self.running[q]
+        while ptr < len(lst) and self.running[q] < self.threshold:
+            lst[ptr].init()
+            self.running[q] += 1
+            ptr += 1
+
+    def proceed_to_next_phase(self, stream: Stream) -> None:
+        prev = stream.queue_id
+        if not stream.phases:
+            stream.dataset.stream_finished()
+        if prev >= 0:
+            lst = self.active[stream.phase.queue_id]
+            for i, s in enumerate(lst):
+                if s is stream:
+                    del lst[i]
+                    break
+        if not stream.phases:
+            if prev >= 0:
+                self.running[prev] -= 1
+                self._start_waiting(prev)
+            return
+        stream.steps_finished += 1
+        phase = stream.phases.popleft()
+        stream.phase = phase
+        stream.queue_id = phase.queue_id
+        stream.initialized = False
+        self._insert(self.active[phase.queue_id], stream)
+        if prev >= 0:
+            self.running[prev] -= 1
+            self._start_waiting(prev)
+        self._start_waiting(phase.queue_id)

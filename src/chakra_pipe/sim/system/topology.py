@@ -1,0 +1,179 @@
+"""Logical topologies the collective algorithms walk: rings per dimension, binary trees, plans.
+
+Mirrors ASTRA-sim's ``GeneralComplexTopology``: one logical dimension per entry of the
+``*-implementation`` list; ``one*`` algorithms make one ring over every NPU and end the list; a
+``doubleBinaryTree`` dimension hands out its two trees alternately (successive chunks alternate).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ...errors import ConfigError
+from ..config import Algorithm
+
+CLOCKWISE, ANTICLOCKWISE = 0, 1
+
+
+class RingTopology:
+    """NPUs of one logical ring in ring order; ``local`` rings (sub-groups) use the 10-ns bus hop."""
+
+    __slots__ = ("members", "index", "local")
+
+    def __init__(self, members: list[int], me: int, local: bool = False):
+        self.members = members
+        self.index = {npu: i for i, npu in enumerate(members)}
+        if me not in self.index:
+            raise ConfigError(f"NPU {me} is not a member of its logical ring {members}")
+        self.local = local
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+    def index_of(self, npu: int) -> int:
+        return self.index[npu]
+
+    def receiver(self, npu: int, direction: int) -> int:
+        i = self.index[npu] + (1 if direction == CLOCKWISE else -1)
+        return self.members[i % len(self.members)]
+
+    def sender(self, npu: int, direction: int) -> int:
+        return self.receiver(npu, ANTICLOCKWISE if direction == CLOCKWISE else CLOCKWISE)
+
+
+ROOT, INTERMEDIATE, LEAF = "root", "intermediate", "leaf"
+
+
+class BinaryTree:
+    """ASTRA-sim's in-order numbered tree: a root with one full subtree (left when root = max)."""
+
+    def __init__(self, size: int, start: int, stride: int, root_max: bool):
+        depth = 1
+        tmp = size
+        while tmp > 1:
+            depth += 1
+            tmp //= 2
+        # node: [id, parent, left, right] with indices into self._nodes
+        self._nodes: list[list] = [[-1, None, None, None]]
+        sub = self._grow(depth - 1, 0)
+        if root_max:
+            self._nodes[0][2] = sub
+        else:
+            self._nodes[0][3] = sub
+        self._next = start
+        self._stride = stride
+        self.by_id: dict[int, int] = {}
+        self._number(0)
+        self.size = size
+
+    def _grow(self, depth: int, parent: int) -> int:
+        me = len(self._nodes)
+        self._nodes.append([-1, parent, None, None])
+        if depth > 1:
+            self._nodes[me][2] = self._grow(depth - 1, me)
+            self._nodes[me][3] = self._grow(depth - 1, me)
+        return me
+
+    def _number(self, n: int) -> None:
+        stack, cur = [], n
+        while stack or cur is not None:
+            while cur is not None:
+                stack.append(cur)
+                cur = self._nodes[cur][2]
+            cur = stack.pop()
+            self._nodes[cur][0] = self._next
+            self.by_id[self._next] = cur
+            self._next += self._stride
+            cur = self._nodes[cur][3]
+
+    def _node(self, npu: int) -> list:
+        if npu not in self.by_id:
+            raise ConfigError(f"doubleBinaryTree: NPU {npu} is not in its tree (the dimension size "
+                              f"{self.size} must be a power of two)")
+        return self._nodes[self.by_id[npu]]
+
+    def _id(self, ref) -> int:
+        return -1 if ref is None else self._nodes[ref][0]
+
+    def parent(self, npu: int) -> int:
+        return self._id(self._node(npu)[1])
+
+    def left(self, npu: int) -> int:
+        return self._id(self._node(npu)[2])
+
+    def right(self, npu: int) -> int:
+        return self._id(self._node(npu)[3])
+
+    def kind(self, npu: int) -> str:
+        n = self._node(npu)
+        if n[1] is None:
+            return ROOT
+        if n[2] is None and n[3] is None:
+            return LEAF
+        return INTERMEDIATE
+
+
+class DoubleBinaryTree:
+    """Two trees (root = max id, root = min id) handed out alternately, one per chunk."""
+
+    def __init__(self, size: int, start: int, stride: int):
+        self.trees = (BinaryTree(size, start, stride, True), BinaryTree(size, start, stride, False))
+        self.counter = 0
+        self.size = size
+
+    def next_tree(self) -> BinaryTree:
+        t = self.trees[self.counter % 2]
+        self.counter += 1
+        return t
+
+
+@dataclass
+class Dimension:
+    algorithm: Algorithm
+    size: int
+    ring: RingTopology | None = None
+    dbt: DoubleBinaryTree | None = None
+
+    def basic(self):
+        """The per-phase topology (advances the tree alternation, as ASTRA-sim does per call)."""
+        return self.dbt.next_tree() if self.dbt is not None else self.ring
+
+
+class LogicalTopology:
+    """Logical dimensions of one collective type for one NPU (global plan or a sub-group ring)."""
+
+    def __init__(self, dims: list[Dimension]):
+        self.dims = dims
+
+    @classmethod
+    def global_plan(cls, me: int, physical: tuple[int, ...], algos: tuple[Algorithm, ...]) -> LogicalTopology:
+        if len(algos) > len(physical):
+            raise ConfigError(f"{len(algos)} algorithms listed for a {len(physical)}-dimensional network")
+        dims: list[Dimension] = []
+        offset = 1
+        last = len(algos) - 1
+        for d, algo in enumerate(algos):
+            p = physical[d]
+            if algo.one:
+                total = math.prod(physical)
+                dims.append(Dimension(algo, total, ring=RingTopology(list(range(total)), me)))
+                break
+            if algo.base == "doubleBinaryTree":
+                start = me % offset if d == last else (me - me % (offset * p)) + me % offset
+                dims.append(Dimension(algo, p, dbt=DoubleBinaryTree(p, start, offset)))
+            else:
+                index = (me % (offset * p)) // offset
+                base = me - index * offset
+                dims.append(Dimension(algo, p, ring=RingTopology([base + k * offset for k in range(p)], me)))
+            offset *= p
+        return cls(dims)
+
+    @classmethod
+    def group_ring(cls, me: int, members: list[int], algos: tuple[Algorithm, ...]) -> LogicalTopology:
+        """Sub-group: a 1-D ring in listed order; a multi-entry list collapses to ``ring`` (§2.5)."""
+        algo = algos[0] if len(algos) == 1 else Algorithm("ring")
+        if algo.base == "doubleBinaryTree":
+            raise ConfigError("doubleBinaryTree cannot run on a communicator sub-group")
+        return cls([Dimension(algo, len(members), ring=RingTopology(list(members), me, local=True))])
