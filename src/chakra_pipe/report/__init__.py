@@ -1,0 +1,1 @@
+"""Campaign reports: the results table, leaderboards, plots and the HTML page."""

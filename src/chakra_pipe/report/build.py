@@ -1,0 +1,51 @@
+"""Build a campaign's report from its results table: leaderboard, plots, summary.json, report.html."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..atomic import write_json, write_text
+from ..sweep.campaign import Campaign
+from . import html, leaderboard, plots
+from .schema import METRICS
+
+
+def summary(plan: Campaign, results) -> dict[str, Any]:
+    """What a tool needs to read the results without guessing: units, directions, counts, best points."""
+    sim = results[results["source"] == "simulated"]
+    ok = sim[sim["status"] == "ok"]
+    workloads = {}
+    for w in plan.workloads.values():
+        g = ok[ok["workload"] == w.name]
+        best = g.loc[g["step_time_ns"].astype("float64").idxmin()] if len(g) else None
+        workloads[w.name] = {
+            "kind": w.kind, "npus": w.npus, "grid_points": sum(len(s) for s in w.shards),
+            "baseline": w.baseline,
+            "best_point": None if best is None else str(best["point_id"]),
+            "best_step_time_ns": None if best is None else int(best["step_time_ns"]),
+            "sources": sorted(set(results[results["workload"] == w.name]["source"].astype(str))),
+        }
+    commit = str(results["git_commit"].iloc[0]) if len(results) else "unknown"
+    return {
+        "campaign": plan.name, "config_sha256": plan.config_sha256,
+        "package_version": str(results["package_version"].iloc[0]) if len(results) else "",
+        "git_commit": commit,
+        "metrics": {m.name: {"unit": m.unit, "better": m.better, "meaning": m.meaning} for m in METRICS},
+        "counts": {"rows": len(results), "grid_points": len(plan.points), "simulated_ok": len(ok),
+                   "failed": int((sim["status"] != "ok").sum())},
+        "workloads": workloads, "notes": plan.notes,
+        "files": {"results": ["results.parquet", "results.csv"], "leaderboard": ["leaderboard.md", "leaderboard.csv"],
+                  "plots": [f"plots/{p}" for p in plots.PLOTS], "page": "report.html"},
+    }
+
+
+def build(plan: Campaign, results, out_dir: str | Path) -> dict[str, Any]:
+    out = Path(out_dir)
+    baselines = {w.name: w.baseline for w in plan.workloads.values()}
+    board = leaderboard.write_campaign_board(results, out, plan.name, baselines)
+    plots.write_plots(results, out, baselines)
+    info = summary(plan, results)
+    write_json(out / "summary.json", info)
+    write_text(out / "report.html", html.render(info, results, board, out / "plots"))
+    return info

@@ -1,0 +1,196 @@
+"""Campaign plots (matplotlib, Agg): bandwidth sweep, time breakdown, cost Pareto front, fidelity.
+
+Every plot is always written, with a short explanation inside the figure when the campaign has no data
+for it, so the workflow's outputs (and ``snakemake --report``) are the same for every campaign.
+PNGs carry no software or date metadata, so equal inputs give equal bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+from ..atomic import write_bytes
+
+PLOTS = {
+    "step_time_vs_bandwidth.png": "step time vs bottleneck link bandwidth, per workload",
+    "breakdown.png": "compute / exposed communication / idle time of the slowest rank, per grid point",
+    "pareto_cost_time.png": "cost vs step time with the Pareto front, per workload",
+    "fidelity.png": "captured vs replayed vs simulated step time",
+}
+US = 1e-3  # ns -> µs
+
+
+def _figure(n: int, width: float = 6.0, height: float = 3.6):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = 1 if n <= 1 else 2
+    rows = max(1, math.ceil(n / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:max(n, 1)]
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    write_bytes(path, buf.getvalue())
+
+
+def _empty(path: Path, text: str) -> None:
+    fig, (ax,) = _figure(1, height=2.0)
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True)
+    _save(fig, path)
+
+
+def _settings(s: str) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in s.split(";") if "=" in item) if s else {}
+
+
+def _series_key(row, bandwidth_axes: set[str]) -> str:
+    rest = {k: v for k, v in _settings(row.settings).items() if k not in bandwidth_axes}
+    return row.platform + ("" if not rest else " " + ", ".join(f"{k}={v}" for k, v in rest.items()))
+
+
+def _bandwidth_axes(g) -> set[str]:
+    """Axes whose value determines the bandwidth: the x axis, so they must not split the series."""
+    axes: set[str] = set()
+    parsed = [(_settings(s), b) for s, b in zip(g["settings"], g["bandwidth_gbps"])]
+    names = {k for d, _ in parsed for k in d}
+    for name in names:
+        by_value: dict[str, set[str]] = {}
+        for d, b in parsed:
+            if name in d:
+                by_value.setdefault(d[name], set()).add(b)
+        if len(by_value) > 1 and all(len(v) == 1 for v in by_value.values()) and \
+                len({next(iter(v)) for v in by_value.values()}) == len(by_value):
+            axes.add(name)
+    return axes
+
+
+def plot_bandwidth(ok, path: Path) -> None:
+    workloads = list(dict.fromkeys(ok["workload"]))
+    if not workloads:
+        return _empty(path, "no successful simulations")
+    fig, axes = _figure(len(workloads))
+    for ax, w in zip(axes, workloads):
+        g = ok[ok["workload"] == w]
+        bw_axes = _bandwidth_axes(g)
+        keys = [_series_key(r, bw_axes) for r in g.itertuples(index=False)]
+        g = g.assign(_series=keys)
+        for key, s in g.groupby("_series", sort=False):
+            s = s.sort_values("bottleneck_bandwidth_gbps", kind="stable")
+            ax.plot(s["bottleneck_bandwidth_gbps"], s["step_time_ns"].astype(float) * US, marker="o", label=key)
+        ax.set_xscale("log", base=2)
+        ax.set_title(w)
+        ax.set_xlabel("bottleneck link bandwidth (GB/s per direction, GB = 2^30 B)")
+        ax.set_ylabel("simulated step time (µs)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6)
+    _save(fig, path)
+
+
+def plot_breakdown(ok, path: Path) -> None:
+    workloads = list(dict.fromkeys(ok["workload"]))
+    if not workloads:
+        return _empty(path, "no successful simulations")
+    heights = [max(2.5, 0.28 * (ok["workload"] == w).sum() + 1.2) for w in workloads]
+    fig, axes = _figure(len(workloads), width=7.0, height=max(heights))
+    for ax, w in zip(axes, workloads):
+        g = ok[ok["workload"] == w]
+        y = range(len(g))
+        left = [0.0] * len(g)
+        for col, label, color in (("compute_ns", "compute", "#4c72b0"),
+                                  ("exposed_comm_ns", "exposed communication", "#dd8452"),
+                                  ("idle_ns", "idle", "#bbbbbb")):
+            vals = [float(v) * US if v == v and v is not None else 0.0 for v in g[col].astype("float64")]
+            ax.barh(list(y), vals, left=left, label=label, color=color)
+            left = [a + b for a, b in zip(left, vals)]
+        ax.set_yticks(list(y))
+        ax.set_yticklabels(g["point_id"], fontsize=6)
+        ax.invert_yaxis()
+        ax.set_title(w)
+        ax.set_xlabel("time of the slowest rank (µs)")
+        ax.legend(fontsize=7, loc="lower right")
+    _save(fig, path)
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of points not dominated in (cost, time), both lower-better, ordered by cost."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1]))
+    front, best = [], math.inf
+    for i in order:
+        if points[i][1] < best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
+def plot_pareto(ok, path: Path) -> None:
+    costed = ok[ok["cost"].notna()]
+    workloads = list(dict.fromkeys(costed["workload"]))
+    if not workloads:
+        return _empty(path, "no grid point declares a cost, so there is no cost / time trade-off to plot")
+    fig, axes = _figure(len(workloads))
+    for ax, w in zip(axes, workloads):
+        g = costed[costed["workload"] == w]
+        pts = list(zip(g["cost"].astype(float), g["step_time_ns"].astype(float) * US))
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, color="#999999", label="grid point")
+        front = pareto_front(pts)
+        ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], marker="o", color="#c44e52",
+                label="Pareto front")
+        ids = list(g["point_id"])
+        for i in front:
+            ax.annotate(ids[i], pts[i], fontsize=5, xytext=(3, 3), textcoords="offset points")
+        ax.set_title(w)
+        ax.set_xlabel("cost (units declared in the config)")
+        ax.set_ylabel("simulated step time (µs)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def plot_fidelity(results, baselines: dict[str, str | None], path: Path) -> None:
+    ok = results[results["status"] == "ok"]
+    measured = list(dict.fromkeys(ok[ok["source"] != "simulated"]["workload"]))
+    if not measured:
+        return _empty(path, "no captured or replayed workloads in this campaign\n"
+                            "(capture and replay need PyTorch; see the notes in summary.json)")
+    fig, (ax,) = _figure(1, width=max(6.0, 1.6 * len(measured)))
+    width = 0.27
+    for j, (source, color) in enumerate((("captured", "#55a868"), ("replayed", "#8172b2"),
+                                         ("simulated", "#4c72b0"))):
+        vals = []
+        for w in measured:
+            g = ok[(ok["workload"] == w) & (ok["source"] == source)]
+            if source == "simulated":
+                g = g[g["point_id"] == baselines.get(w)] if baselines.get(w) else g.iloc[:1]
+            vals.append(float(g["step_time_ns"].iloc[0]) * US if len(g) else 0.0)
+        ax.bar([i + (j - 1) * width for i in range(len(measured))], vals, width, label=source, color=color)
+    ax.set_xticks(range(len(measured)))
+    ax.set_xticklabels(measured, fontsize=8)
+    ax.set_ylabel("step time (µs)")
+    ax.set_title("captured vs replayed vs simulated (simulated at the baseline point)")
+    ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def write_plots(results, out_dir: str | Path, baselines: dict[str, str | None]) -> list[Path]:
+    out = Path(out_dir) / "plots"
+    ok = results[(results["source"] == "simulated") & (results["status"] == "ok")]
+    plot_bandwidth(ok, out / "step_time_vs_bandwidth.png")
+    plot_breakdown(ok, out / "breakdown.png")
+    plot_pareto(ok, out / "pareto_cost_time.png")
+    plot_fidelity(results, baselines, out / "fidelity.png")
+    return [out / name for name in PLOTS]

@@ -1,0 +1,46 @@
+"""The results table's columns, their units and which direction is better.
+
+One row per (workload, hardware point, backend, source). Column names carry their unit; this module is
+the single place that says what each metric means, and ``summary.json`` is generated from it so that
+leaderboards and other tools never guess units or directions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SOURCES = ("simulated", "replayed", "captured")
+# Collective types reported as their own column; anything else is summed into ``comm_other_ns``.
+COMM_TYPES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    better: str  # "lower" | "higher"
+    meaning: str
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("step_time_ns", "ns", "lower", "time until the last rank finishes one pass over the trace"),
+    Metric("compute_ns", "ns", "lower", "compute time of the slowest rank"),
+    Metric("exposed_comm_ns", "ns", "lower", "communication time of the slowest rank not hidden by compute"),
+    Metric("idle_ns", "ns", "lower", "time the slowest rank neither computes nor waits on exposed communication"),
+    Metric("comm_ns", "ns", "lower", "busy communication time of the slowest rank, hidden or not"),
+    *(Metric(f"comm_{t}_ns", "ns", "lower", f"{t.replace('_', '-')} communication time of the slowest rank")
+      for t in COMM_TYPES),
+    Metric("comm_other_ns", "ns", "lower", "other communication (send/recv, other collectives), slowest rank"),
+    Metric("cost", "cost units (as declared in the config)", "lower", "price of the hardware point"),
+    Metric("time_x_cost", "ns x cost units", "lower", "step time times cost: the price of one step"),
+    Metric("speedup", "x", "higher", "baseline step time / this step time, same workload and source"),
+)
+METRIC_NAMES = tuple(m.name for m in METRICS)
+NS_METRICS = tuple(m.name for m in METRICS if m.unit == "ns")
+
+IDENTITY = ("campaign", "workload", "source", "point_id", "platform", "backend", "npus")
+HARDWARE = ("settings", "topology", "npus_count", "bandwidth_gbps", "latency_ns", "bottleneck_bandwidth_gbps")
+PROVENANCE = ("trace_sha256", "config_sha256", "package_version", "git_commit")
+# Columns a shard writes (speedup and time_x_cost are derived when aggregating).
+SHARD_COLUMNS = (*IDENTITY, "cost", *HARDWARE, "status", *NS_METRICS, "trace_sha256")
+RESULT_COLUMNS = (*IDENTITY, "cost", *HARDWARE, "status", *NS_METRICS, "time_x_cost", "speedup", *PROVENANCE)

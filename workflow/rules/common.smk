@@ -1,0 +1,41 @@
+# Campaign resolution shared by every rule: workloads, grid points, shards and paths come from
+# chakra_pipe.sweep.Campaign, so the DAG and the jobs read one definition.
+import os
+
+from chakra_pipe.sweep.campaign import Campaign, name_pattern
+
+CAMPAIGN = Campaign.from_config(config)
+REPORT = CAMPAIGN.report_dir
+DATA = f"{REPORT}/data"
+TRACES = f"{CAMPAIGN.tracedir}/{CAMPAIGN.name}"
+LOGS = f"{DATA}/logs"
+# Shared by every campaign; updated in place under a lock, so it is no rule's output.
+STANDING_BOARD = f"{CAMPAIGN.outdir}/leaderboard.csv"
+
+wildcard_constraints:
+    shard=r"\d{4}",
+
+
+def workload(wildcards):
+    return CAMPAIGN.workloads[wildcards.workload]
+
+
+def trace_input(wildcards):
+    """The rank files of an existing trace set, or the folder a rule writes them to."""
+    w = workload(wildcards)
+    if w.kind == "trace":
+        return [f"{w.prefix}.{r}.et" for r in range(w.npus)]
+    return f"{TRACES}/{w.name}/et"
+
+
+def final_outputs():
+    files = [
+        f"{REPORT}/results.parquet",
+        f"{REPORT}/results.csv",
+        f"{REPORT}/leaderboard.md",
+        f"{REPORT}/leaderboard.csv",
+        f"{REPORT}/summary.json",
+        f"{REPORT}/report.html",
+        f"{DATA}/standing.json",
+    ]
+    return files + [f"{REPORT}/plots/{name}" for name in PLOT_FILES]

@@ -1,0 +1,47 @@
+# Leaderboards, plots, summary.json and the HTML page; then the standing leaderboard across campaigns.
+
+PLOT_FILES = {
+    "step_time_vs_bandwidth.png": "step_time_vs_bandwidth.rst",
+    "breakdown.png": "breakdown.rst",
+    "pareto_cost_time.png": "pareto_cost_time.rst",
+    "fidelity.png": "fidelity.rst",
+}
+
+
+rule report:
+    input:
+        plan=CAMPAIGN.plan_path,
+        results=f"{REPORT}/results.parquet",
+    output:
+        board_md=f"{REPORT}/leaderboard.md",
+        board_csv=report(f"{REPORT}/leaderboard.csv", caption="../report/leaderboard.rst", category="Leaderboard"),
+        summary=f"{REPORT}/summary.json",
+        html=f"{REPORT}/report.html",
+        plots=[
+            report(f"{REPORT}/plots/{name}", caption=f"../report/{caption}", category="Plots")
+            for name, caption in PLOT_FILES.items()
+        ],
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.summary),
+    conda:
+        "../envs/chakra-pipe.yaml"
+    log:
+        f"{LOGS}/report.log",
+    shell:
+        "chakra-pipe report build --plan {input.plan} --results {input.results} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule standing_leaderboard:
+    input:
+        results=f"{REPORT}/results.parquet",
+        board=f"{REPORT}/leaderboard.csv",
+    output:
+        f"{DATA}/standing.json",
+    params:
+        board=STANDING_BOARD,
+    conda:
+        "../envs/chakra-pipe.yaml"
+    log:
+        f"{LOGS}/standing.log",
+    shell:
+        "chakra-pipe report standing --results {input.results} --board {params.board} --stamp {output} > {log} 2>&1"

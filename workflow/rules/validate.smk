@@ -1,0 +1,16 @@
+# Every trace set is validated before any simulation: a bad trace stops here with its findings.
+
+
+rule validate:
+    input:
+        trace_input,
+    output:
+        f"{DATA}/validate/{{workload}}.txt",
+    params:
+        prefix=lambda wc: workload(wc).prefix,
+    conda:
+        "../envs/chakra-pipe.yaml"
+    log:
+        f"{LOGS}/validate/{{workload}}.log",
+    shell:
+        "chakra-pipe validate {params.prefix} > {log} 2>&1 && cp {log} {output}"
