@@ -1,0 +1,68 @@
+"""``chakra-pipe simulate``: flag-compatible with ASTRA-sim's analytical binaries.
+
+Stdout carries ASTRA-sim's per-rank line ``sys[i] finished, T cycles, exposed communication X cycles.``
+so existing log parsers keep working. ``--logging-configuration``, ``--logging-folder``,
+``--compute-scale`` and ``--comm-scale`` are accepted for compatibility; ASTRA-sim does not use the
+two scales and this simulator writes no spdlog files.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _bool(text: str) -> bool:
+    v = BOOL_WORDS.get(text.lower())
+    if v is None:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return v
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="simulate a rank set with the ASTRA-sim-compatible analytical model",
+                       description="Run the workload PREFIX.{rank}.et on an ASTRA-sim system/network "
+                                   "configuration; same flags and per-rank output lines as ASTRA-sim.")
+    p.add_argument("--workload-configuration", required=True, metavar="PREFIX",
+                   help="rank-set prefix (rank r reads PREFIX.r.et) or one .et file")
+    p.add_argument("--system-configuration", required=True, metavar="SYS.json")
+    p.add_argument("--network-configuration", required=True, metavar="NET.yml")
+    p.add_argument("--remote-memory-configuration", metavar="MEM.json")
+    p.add_argument("--comm-group-configuration", metavar="CG.json",
+                   help="communicator groups {\"id\": [npus]}; a path containing 'empty' means none "
+                        "(default: PREFIX.comm_groups.json when present)")
+    p.add_argument("--backend", choices=("congestion_unaware", "congestion_aware"), default="congestion_unaware")
+    p.add_argument("--num-queues-per-dim", type=int, default=1)
+    p.add_argument("--injection-scale", type=float, default=1.0)
+    p.add_argument("--rendezvous-protocol", type=_bool, nargs="?", const=True, default=False)
+    p.add_argument("--compute-scale", type=float, default=1.0, help="accepted; unused (as in ASTRA-sim)")
+    p.add_argument("--comm-scale", type=float, default=1.0, help="accepted; unused (as in ASTRA-sim)")
+    p.add_argument("--logging-configuration", default="empty", help="accepted; no log files are written")
+    p.add_argument("--logging-folder", default="log", help="accepted; no log files are written")
+    p.add_argument("--output-json", metavar="OUT.json", help="write the full result (SimResult.to_dict)")
+    p.add_argument("--timeline", metavar="OUT.json", help="write a Chrome/Perfetto trace of every node")
+    p.set_defaults(func=_simulate)
+
+
+def _simulate(args) -> int:
+    from ..atomic import write_json
+    from ..et.traceset import TraceSet, load_comm_groups
+    from . import load_hardware, simulate
+
+    hw = load_hardware(args.system_configuration, args.network_configuration, args.remote_memory_configuration,
+                       backend=args.backend, num_queues_per_dim=args.num_queues_per_dim,
+                       injection_scale=args.injection_scale, rendezvous=args.rendezvous_protocol)
+    cg_path = args.comm_group_configuration
+    groups = None
+    if cg_path is not None:
+        groups = {} if "empty" in cg_path else load_comm_groups(cg_path)
+    ts = TraceSet.load(args.workload_configuration)
+    res = simulate(ts, hw, comm_groups=groups)
+    for rank, (t, x) in enumerate(zip(res.finish_ns, res.exposed_comm_ns)):
+        print(f"sys[{rank}] finished, {t} cycles, exposed communication {x} cycles.")
+    if args.output_json:
+        write_json(args.output_json, res.to_dict())
+    if args.timeline:
+        write_json(args.timeline, res.timeline())
+    return 0
