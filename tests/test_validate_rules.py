@@ -127,6 +127,13 @@ def test_attribute_kinds(tmp_path):
     assert kind.severity == "warning" and "comm_size stored as uint64_val on 2 nodes" in kind.message
 
 
+def test_informational_attribute_kinds(tmp_path):
+    """rf_id etc. have no column in the graph; the strict decode pass checks them."""
+    found = check(tmp_path, [node(1, rf_id=(3, "uint64_val"), tid=1), node(2, rf_id=(4, "uint64_val"), tid=1)])
+    (kind,) = found
+    assert kind.rule == "attr-kind" and kind.node == 1 and "rf_id stored as uint64_val on 2 nodes" in kind.message
+
+
 def test_comm_node_problems_are_one_finding_per_node(tmp_path):
     n = node(1, COLL, is_cpu_op=True)  # CPU-side collective without comm_type/comm_size
     found = check(tmp_path, [n])
@@ -161,9 +168,11 @@ def test_point_to_point_attributes(tmp_path):
         node(2, SEND, comm_dst=1, comm_size=64),                               # no tag
         node(3, RECV, comm_dst=0, comm_tag=3, comm_size=64),                   # no src
         node(4, SEND, comm_src=5, comm_dst=1, comm_tag=3, comm_size=64),       # src is not rank 0
+        node(5, SEND, comm_src=("0", "string_val"), comm_dst=1, comm_tag=3, comm_size=64),
     ], name="p.0.et")
     by_node = {f.node: f.message for f in found}
-    assert rules(found) == ["comm-node"] * 3 and set(by_node) == {2, 3, 4}
+    assert rules(found) == ["comm-node"] * 4 and set(by_node) == {2, 3, 4, 5}
+    assert "comm_src is string_val, not an integer" in by_node[5]
     assert "comm_tag missing" in by_node[2] and "comm_src missing" in by_node[3]
     assert "comm_src 5 is not this file's rank 0" in by_node[4]
 

@@ -41,6 +41,10 @@ COMM_REQUIRED = {
 _LINKS_NOTE = (" (a warning here: this file's ctrl_deps also name absent ids, so they are parent-op links "
                "to repair, not usable dependencies; see dangling-ctrl-dep)")
 
+# Attributes whose value must be an integer when present (send's comm_src defaults to the rank).
+_COMM_CHECKED = {t: names if t == schema.COMM_COLL_NODE else ("comm_src", "comm_dst", "comm_tag", "comm_size")
+                 for t, names in COMM_REQUIRED.items()}
+
 
 def id_list(ids: Iterable[int], total: int | None = None) -> str:
     """``"1, 2, 3"`` or ``"1, 2, … (N in all)"`` — messages stay one short line."""
@@ -74,6 +78,7 @@ class FileChecker:
         self.ctrl_usable = not (graph.dep_indices("ctrl")[1] < 0).any()
         self.metadata_nodes: dict[int, object] = {}
         self.metadata_groups: dict[str, list[int]] = {}
+        self.informational_kinds: dict[tuple[str, str | None], list[int]] = {}
 
     def add(self, index: int | None, rule: str, severity: str, message: str) -> None:
         node = int(self.g.ids[index]) if index is not None else None
@@ -108,10 +113,19 @@ class FileChecker:
                   + (g.rec_len >= 1 << 28)).tolist()
         types = g.types.tolist()
         buf, path = g.buf, g.path
+        # Well-known attributes the graph has no column for (informational ones such as rf_id):
+        # their kinds are checked here, while each node is decoded anyway.
+        columns = g.attr_kind
+        expected = {name: kind for name, kind in CANONICAL_KINDS.items() if name not in columns}
+        odd = self.informational_kinds
         for i, (s, n, p) in enumerate(zip(starts, lengths, prefix)):
             decoded = parse_node(buf[s:s + n], path, s - p)
             if types[i] == schema.METADATA_NODE:
                 self.metadata_nodes[i] = decoded
+            for attr in decoded.attr:
+                want = expected.get(attr.name)
+                if want is not None and (kind := attr.WhichOneof("value")) != want:
+                    odd.setdefault((attr.name, kind), []).append(i)
 
     def check_header(self) -> None:
         md = self.g.metadata
@@ -242,14 +256,19 @@ class FileChecker:
                              f"{name} is {NUMBER_KIND[int(kinds[i])]}; it must be {want}")
                 continue
             for k in np.unique(kinds[wrong]):
-                where = np.nonzero(kinds == k)[0]
-                self.add(int(where[0]), "attr-kind", WARNING,
-                         f"{name} stored as {NUMBER_KIND[int(k)]} on {len(where)} nodes ({id_list(g.ids[where])}); "
-                         f"canonical kind is {CANONICAL_KINDS[name]} (Chakra's C++ feeder reads others as 0)")
+                self._kind_warning(name, NUMBER_KIND[int(k)], np.nonzero(wrong & (kinds == k))[0])
+        for (name, kind), where in sorted(self.informational_kinds.items(), key=lambda kv: kv[1][0]):
+            self._kind_warning(name, kind or "no value", np.asarray(where))
+
+    def _kind_warning(self, name: str, kind: str, where: np.ndarray) -> None:
+        """One warning per (attribute, kind): the root cause is the producer, not each node."""
+        self.add(int(where[0]), "attr-kind", WARNING,
+                 f"{name} stored as {kind} on {len(where)} nodes ({id_list(self.g.ids[where])}); "
+                 f"canonical kind is {CANONICAL_KINDS[name]} (Chakra's C++ feeder reads others as 0)")
 
     def _requires(self, name: str) -> np.ndarray:
         """Mask of the nodes whose type needs integer attribute ``name`` (comm and memory rules)."""
-        types = [t for t, names in COMM_REQUIRED.items() if name in names]
+        types = [t for t, names in _COMM_CHECKED.items() if name in names]
         if name == "tensor_size":
             types += _MEM_TYPES
         return np.isin(self.g.types, types)
@@ -272,10 +291,11 @@ class FileChecker:
             problems = []
             if cpu[i]:
                 problems.append("is_cpu_op is true (ASTRA-sim throws on CPU-side communication)")
-            for name in COMM_REQUIRED[t]:
+            for name in _COMM_CHECKED[t]:
                 k = int(kinds[name][i])
                 if k == 0:
-                    problems.append(f"{name} missing")
+                    if name in COMM_REQUIRED[t]:
+                        problems.append(f"{name} missing")
                 elif k not in _INT_NUMBERS:
                     problems.append(f"{name} is {NUMBER_KIND[k]}, not an integer")
             ok = lambda name: int(kinds[name][i]) in _INT_NUMBERS  # noqa: E731
