@@ -1,0 +1,327 @@
+"""Worked examples of spec §7 and workload-layer behaviour, expected values from the spec's formulas.
+
+Closed forms (spec §6): ``N(m, h) = floor(h*L + m/B')`` with ``B' = BW * 2^30 / 10^9`` bytes/ns,
+``Pd(m) = 3 * floor(m / M)``; per-chunk ring times of §6.2; chunks of one collective run back to back
+with one active chunk per dimension.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from chakra_pipe import cli
+from chakra_pipe.errors import ConfigError, InputError, StuckError
+from chakra_pipe.et import schema
+from chakra_pipe.et.attrs import set_attr
+from chakra_pipe.et.framing import write_trace
+from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, load_hardware, simulate
+
+E = 10
+D = 1 << 20  # the fixtures' comm_size: 1 MiB
+
+
+# -- spec formulas ----------------------------------------------------------------------------------
+def bw_bytes_per_ns(gbps) -> Fraction:
+    return Fraction(gbps) * 2**30 / 10**9
+
+
+def N(m: int, hops: int, latency, gbps) -> int:
+    return math.floor(hops * Fraction(latency) + m / bw_bytes_per_ns(gbps))
+
+
+def Pd(m: int, mem_bw: int) -> int:
+    return 3 * (m // mem_bw)
+
+
+def ring_chunk(kind: str, p: int, c: int, latency=500, gbps=50, mem_bw=1600, hops=1, e=E) -> int:
+    """Spec §6.2, one chunk of size c on a 1-D ring of p NPUs."""
+    if kind == "AR":
+        m = c // p
+        return e + 2 * (p - 1) * (N(m, hops, latency, gbps) + e) + (p - 1) * Pd(m, mem_bw)
+    if kind == "RS":
+        m = c // p
+        return e + (p - 1) * (N(m, hops, latency, gbps) + e + Pd(m, mem_bw))
+    if kind == "AG":
+        return e + (p - 1) * (N(c, hops, latency, gbps) + e)
+    m = c // p
+    return e + p * (p - 1) // 2 * (N(m, hops, latency, gbps) + e)
+
+
+# -- trace helpers ----------------------------------------------------------------------------------
+def make_node(nid: int, ntype: int, dur: int = 0, data=(), ctrl=(), name: str = "", **attrs) -> object:
+    n = schema.Node(id=nid, name=name or f"n{nid}", type=ntype, duration_micros=dur)
+    n.data_deps.extend(data)
+    n.ctrl_deps.extend(ctrl)
+    for k, v in attrs.items():
+        set_attr(n, k, v)
+    return n
+
+
+def write_set(tmp: Path, ranks: list[list]) -> TraceSet:
+    prefix = tmp / "w"
+    for r, nodes in enumerate(ranks):
+        write_trace(f"{prefix}.{r}.et", schema.GlobalMetadata(version="0.0.4"), nodes)
+    return TraceSet.load(prefix)
+
+
+def coll(nid: int, ctype: int, size: int = D, **kw) -> object:
+    return make_node(nid, schema.COMM_COLL_NODE, comm_type=ctype, comm_size=size, **kw)
+
+
+def ring_hw(p: int, backend="congestion_unaware", **sys_overrides) -> HardwareConfig:
+    sysd = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
+            "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600,
+            **{k: ["ring"] for k in ("all-reduce-implementation", "reduce-scatter-implementation",
+                                    "all-gather-implementation", "all-to-all-implementation")}}
+    sysd.update(sys_overrides)
+    net = {"topology": ["Ring"], "npus_count": [p], "bandwidth": [50], "latency": [500]}
+    return HardwareConfig(SystemConfig.from_dict(sysd, source="sys"), NetworkConfig.from_dict(net, source="net"),
+                          backend=backend)
+
+
+@pytest.fixture(scope="module")
+def astra(fixtures_dir: Path) -> Path:
+    return fixtures_dir / "astra-sim"
+
+
+def fixture_set(astra: Path, coll_name: str, p: int) -> TraceSet:
+    d = astra / "workload" / "microbenchmarks" / coll_name / f"{p}npus_1MB"
+    return TraceSet.load(d / coll_name)
+
+
+# -- §7.1 / §7.3: fixture workloads with their own config files, unchanged --------------------------
+TABLE_7_3 = {("AR", 4): 43_000, ("AR", 8): 64_440, ("AR", 16): 99_640,
+             ("RS", 4): 22_240, ("RS", 8): 33_080, ("RS", 16): 50_740,
+             ("AG", 4): 64_744, ("AG", 8): 151_016, ("AG", 16): 323_560,
+             ("A2A", 4): 41_560, ("A2A", 8): 125_480, ("A2A", 16): 391_240}
+FIXTURE_NAMES = {"AR": "all_reduce", "AG": "all_gather", "A2A": "all_to_all"}
+
+
+@pytest.mark.parametrize("backend", ["congestion_unaware", "congestion_aware"])
+@pytest.mark.parametrize("kind,p", sorted(TABLE_7_3))
+def test_table_7_3_with_fixture_configs(astra: Path, tmp_path: Path, kind: str, p: int, backend: str) -> None:
+    hw = load_hardware(astra / "system/native_collectives/Ring_4chunks.json",
+                       astra / f"network/analytical/Ring_{p}npus.yml",
+                       astra / "remote_memory/analytical/no_memory_expansion.json", backend=backend)
+    if kind == "RS":  # no RS fixture: one node per rank, as the microbenchmarks are written
+        ts = write_set(tmp_path, [[coll(r, schema.REDUCE_SCATTER)] for r in range(p)])
+    else:
+        ts = fixture_set(astra, FIXTURE_NAMES[kind], p)
+    expected = 4 * ring_chunk(kind, p, D // 4)
+    assert expected == TABLE_7_3[kind, p]  # the spec's table follows from its formulas
+    res = simulate(ts, hw)
+    assert res.finish_ns == [expected] * p
+    assert res.exposed_comm_ns == [expected] * p
+
+
+def test_local_mem_bw_50_aware_is_upstream_regression(astra: Path) -> None:
+    hw = ring_hw(8, "congestion_aware", **{"local-mem-bw": 50})
+    expected = 4 * ring_chunk("AR", 8, D // 4, mem_bw=50)
+    assert expected == 117_780
+    assert simulate(fixture_set(astra, "all_reduce", 8), hw).finish_ns == [expected] * 8
+
+
+# -- §7.5 HGX-H100 (Switch) ------------------------------------------------------------------------
+HGX_L, HGX_BW, HGX_M = Fraction("936.25"), 400, 3350
+
+
+def hgx_hw(astra: Path, backend: str, splits: int = 4, active: int = 2) -> HardwareConfig:
+    base = load_hardware(astra / "system/native_collectives/HGX-H100-validated.json",
+                         astra / "network/analytical/HGX-H100-validated.yml", backend=backend)
+    import json
+    d = json.loads((astra / "system/native_collectives/HGX-H100-validated.json").read_text())
+    d.update({"preferred-dataset-splits": splits, "active-chunks-per-dimension": active})
+    return HardwareConfig(SystemConfig.from_dict(d, source="hgx"), base.network, backend=backend)
+
+
+def test_hgx_unaware(astra: Path) -> None:
+    m = D // 4 // 8
+    n = N(m, 2, HGX_L, HGX_BW)  # latency twice, serialisation once
+    expected = 2 * (E + 14 * (n + E) + 7 * Pd(m, HGX_M))
+    assert expected == 55_222
+    assert simulate(fixture_set(astra, "all_reduce", 8), hgx_hw(astra, "congestion_unaware")).finish_ns == [expected] * 8
+
+
+@pytest.mark.parametrize("splits,active,published", [(4, 2, 57_426), (1, 1, 35_717), (4, 1, 114_700),
+                                                     (4, 4, 28_903)])
+def test_hgx_aware_chunking(astra: Path, splits: int, active: int, published: int) -> None:
+    c = D // splits
+    m = c // 8
+    step = 2 * N(m, 1, HGX_L, HGX_BW)  # store-and-forward through the switch: both hops pay serialisation
+    t_chunk = E + 14 * (step + E) + 7 * Pd(m, HGX_M)
+    serialisation = math.floor(m / bw_bytes_per_ns(HGX_BW))
+    # concurrent chunks share each NPU's uplink: each is offset by one serialisation time (§7.5)
+    expected = math.ceil(splits / active) * t_chunk + (min(active, splits) - 1) * serialisation
+    assert expected == published
+    res = simulate(fixture_set(astra, "all_reduce", 8), hgx_hw(astra, "congestion_aware", splits, active))
+    assert res.finish_ns == [expected] * 8
+
+
+# -- §7.4 other algorithms ---------------------------------------------------------------------------
+def test_direct_all_reduce(astra: Path) -> None:
+    hw = ring_hw(8, **{"all-reduce-implementation": ["direct"]})
+    m = D // 4 // 8
+    n_max = max(N(m, min(j, 8 - j), 500, 50) for j in range(1, 8))
+    expected = 4 * (3 * E + 2 * n_max + Pd(m, 1600))
+    assert expected == 21_240
+    assert simulate(fixture_set(astra, "all_reduce", 8), hw).finish_ns == [expected] * 8
+
+
+def test_halving_doubling_all_reduce(astra: Path) -> None:
+    hw = ring_hw(8, **{"all-reduce-implementation": ["halvingDoubling"]})
+    p, k, c = 8, 3, D // 4
+    sizes = [c // 2**j for j in range(1, k + 1)] + [2 ** (i - 1) * c // p for i in range(1, k + 1)]
+    hops = [min(2 ** (j - 1), p - 2 ** (j - 1)) for j in range(1, k + 1)]
+    hops += [hops[k - i] for i in range(1, k + 1)]
+    t_chunk = E + sum(N(m, h, 500, 50) + E for m, h in zip(sizes, hops)) + sum(Pd(c // 2**j, 1600)
+                                                                              for j in range(2, k + 1))
+    assert 4 * t_chunk == 63_168
+    assert simulate(fixture_set(astra, "all_reduce", 8), hw).finish_ns == [4 * t_chunk] * 8
+
+
+# -- workload layer ---------------------------------------------------------------------------------
+def test_one_gpu_slot_serialises_compute(tmp_path: Path) -> None:
+    nodes = [make_node(0, schema.COMP_NODE, 5), make_node(1, schema.COMP_NODE, 5)]
+    res = simulate(write_set(tmp_path, [nodes] * 4), ring_hw(4))
+    assert res.finish_ns == [10_000] * 4
+    assert res.compute_ns == [10_000] * 4
+
+
+def test_cpu_and_gpu_slots_overlap(tmp_path: Path) -> None:
+    nodes = [make_node(0, schema.COMP_NODE, 5, is_cpu_op=True), make_node(1, schema.COMP_NODE, 7)]
+    res = simulate(write_set(tmp_path, [nodes] * 4), ring_hw(4))
+    assert res.finish_ns == [7_000] * 4
+    assert res.exposed_comm_ns == [0] * 4  # CPU time is not subtracted (ASTRA-sim issue #302)
+
+
+@pytest.mark.parametrize("dependent", [False, True])
+def test_compute_beside_or_before_all_reduce(tmp_path: Path, dependent: bool) -> None:
+    ar = 4 * ring_chunk("AR", 8, D // 4)
+    nodes = [make_node(0, schema.COMP_NODE, 50),
+             coll(1, schema.ALL_REDUCE, data=[0] if dependent else [])]
+    res = simulate(write_set(tmp_path, [nodes] * 8), ring_hw(8))
+    t = 50_000 + ar if dependent else max(50_000, ar)
+    assert res.finish_ns == [t] * 8
+    assert res.exposed_comm_ns == [t - 50_000] * 8
+    assert (t, t - 50_000) == ((114_440, 64_440) if dependent else (64_440, 14_440))
+
+
+def test_zero_durations_and_broadcast_take_one_ns(tmp_path: Path) -> None:
+    nodes = [make_node(0, schema.COMP_NODE, 0), coll(1, schema.BROADCAST, data=[0])]
+    res = simulate(write_set(tmp_path, [nodes] * 4), ring_hw(4))
+    assert res.finish_ns == [2] * 4
+    assert [c.kind for c in res.collectives if c.rank == 0] == ["BROADCAST"]
+
+
+def test_send_recv_completes_at_arrival(tmp_path: Path) -> None:
+    size = 1 << 20
+    r0 = [make_node(0, schema.COMM_SEND_NODE, comm_src=0, comm_dst=1, comm_size=size, comm_tag=7)]
+    r1 = [make_node(0, schema.COMP_NODE, 100), make_node(1, schema.COMM_RECV_NODE, data=[0], comm_src=0,
+                                                         comm_dst=1, comm_size=size, comm_tag=7)]
+    idle = [make_node(0, schema.COMP_NODE, 1)]
+    res = simulate(write_set(tmp_path, [r0, r1, idle, idle]), ring_hw(4))
+    arrival = N(size, 1, 500, 50)
+    assert res.finish_ns[0] == arrival           # the send does not wait for the receive
+    assert res.finish_ns[1] == max(arrival, 100_000)  # the receive completes when posted, data already there
+
+
+def test_metadata_skip_does_not_hang(tmp_path: Path) -> None:
+    nodes = [make_node(0, schema.METADATA_NODE), make_node(1, schema.COMP_NODE, 3, data=[0])]
+    res = simulate(write_set(tmp_path, [nodes] * 4), ring_hw(4))
+    assert res.finish_ns == [3_000] * 4  # ASTRA-sim would never print "finished" here (quirk 1, fixed)
+
+
+def test_roofline_time(tmp_path: Path) -> None:
+    nodes = [make_node(0, schema.COMP_NODE, num_ops=10**9, tensor_size=10**6)]
+    hw = ring_hw(4, **{"roofline-enabled": 1, "peak-perf": 100, "local-mem-bw": 900})
+    perf = min(Fraction(900 * 10**9) * Fraction(10**9, 10**6), 100 * 10**12)
+    expected = math.floor(Fraction(10**9) / perf * 10**9)
+    assert simulate(write_set(tmp_path, [nodes] * 4), hw).finish_ns == [expected] * 4
+
+
+def test_results_are_deterministic_and_timeline_covers_every_node(astra: Path) -> None:
+    ts = fixture_set(astra, "all_reduce", 8)
+    a, b = simulate(ts, ring_hw(8)), simulate(ts, ring_hw(8))
+    assert a.to_dict() == b.to_dict()
+    events = a.timeline()["traceEvents"]
+    assert len(events) == 8 and {e["pid"] for e in events} == set(range(8))
+    assert a.comm_time_by_type_ns() == {"ALL_REDUCE": 8 * 64_440}
+
+
+# -- errors and stuck traces -------------------------------------------------------------------------
+def test_unsupported_collective_is_a_clean_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="BARRIER"):
+        simulate(write_set(tmp_path, [[coll(0, schema.BARRIER)]] * 4), ring_hw(4))
+
+
+def test_send_without_peer_is_a_clean_error(tmp_path: Path) -> None:
+    nodes = [make_node(0, schema.COMM_SEND_NODE, comm_size=8, comm_tag=1)]
+    with pytest.raises(InputError, match="comm_dst"):
+        simulate(write_set(tmp_path, [nodes] * 4), ring_hw(4))
+
+
+def test_memory_node_needs_memory_model(tmp_path: Path) -> None:
+    nodes = [make_node(0, schema.MEM_LOAD_NODE, tensor_size=64)]
+    with pytest.raises(InputError, match="NO_MEMORY_EXPANSION"):
+        simulate(write_set(tmp_path, [nodes] * 4), ring_hw(4))
+
+
+def test_dangling_dependency_is_rejected(tmp_path: Path) -> None:
+    nodes = [make_node(0, schema.COMP_NODE, 1, data=[42])]
+    with pytest.raises(InputError, match="42"):
+        simulate(write_set(tmp_path, [nodes] * 4), ring_hw(4))
+
+
+def test_rank_count_must_match_network(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="npus_count"):
+        simulate(write_set(tmp_path, [[make_node(0, schema.COMP_NODE, 1)]] * 3), ring_hw(4))
+
+
+def test_collective_missing_on_one_rank_is_stuck(tmp_path: Path) -> None:
+    ranks = [[coll(5, schema.ALL_REDUCE)]] * 3 + [[make_node(0, schema.COMP_NODE, 1)]]
+    with pytest.raises(StuckError) as exc:
+        simulate(write_set(tmp_path, ranks), ring_hw(4))
+    assert exc.value.exit_code == 3
+    assert set(exc.value.stuck) == {0, 1, 2} and exc.value.stuck[0] == [5]
+
+
+def test_receive_deadlock_is_stuck(tmp_path: Path) -> None:
+    def rank(me: int, peer: int) -> list:
+        return [make_node(0, schema.COMM_RECV_NODE, comm_src=peer, comm_dst=me, comm_size=64, comm_tag=0),
+                make_node(1, schema.COMM_SEND_NODE, data=[0], comm_src=me, comm_dst=peer, comm_size=64, comm_tag=0)]
+    ranks = [rank(0, 1), rank(1, 0), [make_node(0, schema.COMP_NODE, 1)], [make_node(0, schema.COMP_NODE, 1)]]
+    with pytest.raises(StuckError) as exc:
+        simulate(write_set(tmp_path, ranks), ring_hw(4))
+    assert exc.value.stuck == {0: [0], 1: [0]}
+
+
+# -- CLI ---------------------------------------------------------------------------------------------
+def test_cli_prints_astra_sim_lines(astra: Path, capsys) -> None:
+    rc = cli.main(["simulate", f"--workload-configuration={astra}/workload/microbenchmarks/all_reduce/4npus_1MB/all_reduce",
+                   f"--system-configuration={astra}/system/native_collectives/Ring_4chunks.json",
+                   f"--network-configuration={astra}/network/analytical/Ring_4npus.yml",
+                   "--comm-group-configuration=empty"])
+    assert rc == 0
+    t = 4 * ring_chunk("AR", 4, D // 4)
+    assert capsys.readouterr().out.splitlines() == [
+        f"sys[{r}] finished, {t} cycles, exposed communication {t} cycles." for r in range(4)]
+
+
+def test_cli_exit_codes(astra: Path, tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "sys.json"
+    bad.write_text('{"scheduling-policy": "LIFO", "collective-optimization": "baseline", "local-mem-bw": 50}')
+    args = [f"--workload-configuration={astra}/workload/microbenchmarks/all_reduce/4npus_1MB/all_reduce",
+            f"--system-configuration={bad}", f"--network-configuration={astra}/network/analytical/Ring_4npus.yml"]
+    assert cli.main(["simulate", *args]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "preferred-dataset-splits" in err
+    write_set(tmp_path, [[coll(0, schema.ALL_REDUCE)]] * 3 + [[make_node(0, schema.COMP_NODE, 1)]])
+    args[0] = f"--workload-configuration={tmp_path / 'w'}"
+    args[1] = f"--system-configuration={astra}/system/native_collectives/Ring_4chunks.json"
+    assert cli.main(["simulate", *args]) == 3
+    assert "cannot finish" in capsys.readouterr().err
