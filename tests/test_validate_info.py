@@ -30,7 +30,8 @@ def test_fixture_statistics_match_the_spec(chakra0_info):
     assert info["max_in_degree"] == 270 and info["max_out_degree"] == 569
     assert info["forward_references"] == 53
     assert info["duration_micros_sum"] == 381_795
-    assert info["critical_path_micros"]["data"] == 46_140
+    assert info["critical_path"]["data"]["micros"] == 46_140
+    assert info["critical_path"]["data_ctrl"] is None  # the legacy ctrl links form cycles with data deps
     # ctrl: one per node, 1,277 dangling, most frequent targets as §8.1 lists them
     assert info["deps"]["ctrl"] == 3664 and info["deps"]["dangling_ctrl"] == 1277
     assert info["deps"]["top_dangling_ctrl"][:5] == [[3, 851], [3198, 161], [6348, 12], [3210, 7], [2, 5]]
@@ -72,7 +73,8 @@ def test_small_graph_by_hand(tmp_path):
     assert info["forward_references"] == 1
     assert info["max_in_degree"] == 1 and info["max_out_degree"] == 1
     assert info["duration_micros_sum"] == 25
-    assert info["critical_path_micros"] == {"data": 12, "data_ctrl": 12}
+    assert info["critical_path"]["data"] == {"micros": 12, "nodes": 3, "from": 1, "to": 4}
+    assert info["critical_path"]["data_ctrl"] == info["critical_path"]["data"]
 
 
 def test_critical_path_over_ctrl_deps(tmp_path):
@@ -80,14 +82,15 @@ def test_critical_path_over_ctrl_deps(tmp_path):
     write_trace(path, schema.GlobalMetadata(version="1.0.0"),
                 [_node(1, dur=10), _node(2, dur=4), _node(3, data=[2], ctrl=[1], dur=5)])
     (info,) = trace_info(path)
-    assert info["critical_path_micros"] == {"data": 10, "data_ctrl": 15}
+    assert info["critical_path"]["data"] == {"micros": 10, "nodes": 1, "from": 1, "to": 1}
+    assert info["critical_path"]["data_ctrl"] == {"micros": 15, "nodes": 2, "from": 1, "to": 3}
 
 
 def test_cyclic_graph_has_no_critical_path(tmp_path):
     path = tmp_path / "g.et"
     write_trace(path, schema.GlobalMetadata(version="1.0.0"), [_node(1, data=[2], dur=1), _node(2, data=[1], dur=1)])
     (info,) = trace_info(path)
-    assert info["critical_path_micros"] == {"data": None, "data_ctrl": None}
+    assert info["critical_path"] == {"data": None, "data_ctrl": None}
 
 
 def test_cli_text_and_json(tmp_path, capsys):
@@ -95,10 +98,11 @@ def test_cli_text_and_json(tmp_path, capsys):
     write_trace(path, schema.GlobalMetadata(version="1.0.0"), [_node(1, dur=3), _node(2, data=[1], dur=4)])
     assert cli.main(["info", str(path)]) == 0
     text = capsys.readouterr().out
-    assert "nodes: 2 (COMP_NODE 2)" in text and "critical path: 7 µs over data deps" in text
+    assert "nodes: 2 (COMP_NODE 2)" in text
+    assert "critical path: 7 µs (2 nodes, 1 to 2) over data deps" in text
     assert cli.main(["info", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert [f["nodes"] for f in doc["files"]] == [2] and doc["files"][0]["critical_path_micros"]["data"] == 7
+    assert [f["nodes"] for f in doc["files"]] == [2] and doc["files"][0]["critical_path"]["data"]["micros"] == 7
 
 
 def test_cli_rank_set_lists_every_rank(tmp_path, capsys):

@@ -11,8 +11,9 @@ from ..errors import EXIT_FINDINGS, EXIT_OK
 
 def register(sub) -> None:
     p = sub.add_parser("validate", help="check a trace or rank set against the Chakra/ASTRA-sim rules",
-                       description="Check one .et file or a rank set PREFIX.<r>.et. Exit 0 without errors, "
-                                   "1 with errors, 2 when the input cannot be read.")
+                       description="Check one .et file (per-file rules) or a rank set PREFIX.<r>.et (per-file "
+                                   "and cross-rank rules). Exit 0 without errors, 1 with errors, 2 when the "
+                                   "input cannot be read.")
     p.add_argument("trace", metavar="TRACE_OR_PREFIX")
     p.add_argument("--comm-group-configuration", metavar="CG.json",
                    help="ASTRA-sim communicator-group JSON (default: PREFIX.comm_groups.json when present)")
@@ -41,7 +42,7 @@ def _validate(args: argparse.Namespace) -> int:
         write_json(args.json, report.to_json())
     for line in report.lines():
         print(line)
-    return EXIT_FINDINGS if report.errors else EXIT_OK
+    return EXIT_OK if report.ok else EXIT_FINDINGS
 
 
 def _info(args: argparse.Namespace) -> int:

@@ -53,7 +53,7 @@ def graph_info(g: TraceGraph) -> dict:
         "max_in_degree": int(indeg.max()) if n else 0,
         "max_out_degree": int(outdeg.max()) if n else 0,
         "duration_micros_sum": int(g.duration_micros.sum()),
-        "critical_path_micros": {"data": _critical(g, ("data",)), "data_ctrl": _critical(g, ("data", "ctrl"))},
+        "critical_path": {"data": _critical(g, ("data",)), "data_ctrl": _critical(g, ("data", "ctrl"))},
     }
 
 
@@ -73,13 +73,14 @@ def comm_bytes(g: TraceGraph) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def _critical(g: TraceGraph, which: tuple[str, ...]) -> int | None:
-    """Longest path over ``duration_micros``; None when the dependency graph has a cycle."""
+def _critical(g: TraceGraph, which: tuple[str, ...]) -> dict | None:
+    """Longest path over ``duration_micros`` (µs, node count, end ids); None when cyclic."""
     parents = resolved_parents(g, which, self_loops=True)
     order, stuck = issue_order(parents, g.ids)
-    if stuck.any():
+    if stuck.any() or not len(g):
         return None
-    return critical_path(parents, order, g.duration_micros)[0]
+    micros, path = critical_path(parents, order, g.duration_micros)
+    return {"micros": micros, "nodes": len(path), "from": int(g.ids[path[0]]), "to": int(g.ids[path[-1]])}
 
 
 def _top(ids: np.ndarray) -> list[list[int]]:
@@ -99,7 +100,7 @@ def trace_info(trace_or_prefix: str | os.PathLike) -> list[dict]:
 def format_info(info: dict) -> str:
     """Human-readable block for one file."""
     deps = info["deps"]
-    cp = info["critical_path_micros"]
+    cp = info["critical_path"]
     top = ", ".join(f"{i} ×{c}" for i, c in deps["top_dangling_ctrl"])
     lines = [
         f"{info['file']}:",
@@ -116,5 +117,7 @@ def format_info(info: dict) -> str:
     return "\n".join(lines)
 
 
-def _fmt(value: int | None) -> str:
-    return "cyclic" if value is None else f"{value:,} µs"
+def _fmt(path: dict | None) -> str:
+    if path is None:
+        return "none (cyclic)"
+    return f"{path['micros']:,} µs ({path['nodes']:,} nodes, {path['from']} to {path['to']})"

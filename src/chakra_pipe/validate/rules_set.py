@@ -30,7 +30,6 @@ class RankView:
 
 @dataclass(frozen=True)
 class Collective:
-    index: int     # record index in its file
     node: int      # node id
     comm_type: int
     comm_size: int
@@ -68,7 +67,7 @@ def collective_sequences(view: RankView) -> dict[str, list[Collective]]:
     for i in coll.tolist():
         name = g.pg_name.get(i, "")
         seqs["" if name in WORLD_GROUPS else name].append(
-            Collective(i, int(g.ids[i]), int(ctype[i]), int(csize[i])))
+            Collective(int(g.ids[i]), int(ctype[i]), int(csize[i])))
     return seqs
 
 
