@@ -276,6 +276,17 @@ def test_group_sequences_and_membership(tmp_path):
     assert f.rule == "group-members" and f.file.endswith("w.3.et") and "group '1'" in f.message
 
 
+def test_metadata_groups_across_ranks(tmp_path):
+    table = lambda ranks: "['" + json.dumps([{"pg_name": "5", "ranks": ranks}]) + "']"  # noqa: E731
+    same = [[metadata_node(1, table([0, 1])), coll(2, pg_name="5")]] * 2
+    assert validate_set(write_set(tmp_path, same)).findings == []
+    other = tmp_path / "b"
+    other.mkdir()
+    differ = [same[0], [metadata_node(1, table([1])), coll(2, pg_name="5")]]
+    (f,) = validate_set(write_set(other, differ)).findings
+    assert f.rule == "group-members" and f.file.endswith("w.1.et") and "rank 0 defines it as 0, 1" in f.message
+
+
 def test_group_members_outside_the_set(tmp_path):
     report = validate_set(write_set(tmp_path, [[coll(1, pg_name="1")]] * 2), comm_groups={1: [0, 1, 5]})
     assert report.count("group-members") == 1 and "outside the 2-rank set" in report.findings[0].message

@@ -39,17 +39,26 @@ class Collective:
         return f"{name} of {self.comm_size} B (node {self.node})"
 
 
-def group_members(ranks: list[RankView], comm_groups: dict[int, list[int]] | None) -> dict[str, list[int]]:
+def group_members(ranks: list[RankView], comm_groups: dict[int, list[int]] | None,
+                  findings: list[Finding]) -> dict[str, list[int]]:
     """Members of every communicator group by ``pg_name``: the comm-group file wins over METADATA.
 
-    METADATA groups are read from the ranks in rank order (the first definition of a name is used);
-    an empty ``ranks`` list means all ranks, as in ASTRA-sim.
+    METADATA groups are read from the ranks in rank order; an empty ``ranks`` list means all ranks,
+    as in ASTRA-sim. A rank whose METADATA defines a name differently from an earlier rank is an
+    error (the ranks would build different groups and hang on their first collective).
     """
     world = list(range(len(ranks)))
     groups: dict[str, list[int]] = {}
+    defined_by: dict[str, int] = {}
     for view in ranks:
         for name, members in view.result.metadata_groups.items():
-            groups.setdefault(name, list(members) or world)
+            members = list(members) or world
+            if name not in groups:
+                groups[name], defined_by[name] = members, view.rank
+            elif groups[name] != members:
+                findings.append(Finding(view.file, None, "group-members", ERROR,
+                                        f"METADATA defines group {name!r} as ranks {id_list(members)} but rank "
+                                        f"{defined_by[name]} defines it as {id_list(groups[name])}"))
     for gid, members in (comm_groups or {}).items():
         groups[str(gid)] = list(members)
     for name in WORLD_GROUPS:
@@ -75,7 +84,7 @@ def check_collectives(ranks: list[RankView], comm_groups: dict[int, list[int]] |
                       groups_file: str) -> list[Finding]:
     findings: list[Finding] = []
     n = len(ranks)
-    groups = group_members(ranks, comm_groups)
+    groups = group_members(ranks, comm_groups, findings)
     seqs = [collective_sequences(v) for v in ranks]
     for name, members in sorted(groups.items(), key=lambda kv: (len(kv[0]), kv[0])):
         if name == "0":
