@@ -31,6 +31,9 @@ from .collectives import (DTYPE_BYTES, Comm, from_c10d, from_record_param_comms,
 DROP, ABSORB, CPU, COMM, METADATA, GPU = range(6)
 _INFO_ATTRS = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid")
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+# A thread idle for longer than this has been waiting on another thread (µs; CPU op gaps from
+# Python overhead are tens of µs).
+THREAD_GAP_US = 100.0
 
 
 @dataclass
@@ -240,37 +243,67 @@ class _Converter:
                 waited[p] = waited.get(p, 0.0) + gloo[nid]
         return waited
 
-    def emit(self) -> RankConversion:
-        gloo = self.gloo_durations()
-        waited = self._waited(gloo)
+    def _threads(self) -> tuple[dict[int, int | None], dict[int, int]]:
+        """Nearest emitted ancestor and host thread (``tid`` attr, inherited) of every node."""
         kept_anc: dict[int, int | None] = {}
         tid_of: dict[int, int] = {}
-        last_on_thread: dict[int, int] = {}
-        last_on_stream: dict[tuple[Any, int], int] = {}
-        nodes, counts, used = [], Counter(), set()
-        pg_unknown = 0
         for n in self.order:
             nid = n["id"]
             p = self.parent.get(nid)
             kept_anc[nid] = None if p is None else (p if self.role[p] not in (DROP, ABSORB) else kept_anc[p])
             tid = attr(n, "tid")
             tid_of[nid] = tid if isinstance(tid, int) else tid_of.get(p, 0) if p is not None else 0
+        return kept_anc, tid_of
+
+    def _inter_thread_deps(self, tid_of: dict[int, int]) -> dict[int, int]:
+        """Cross-thread order for timed host ops (upstream's ``inter_thread_dep``, without its bugs).
+
+        When a thread resumes after an idle gap (or starts), its op waits for the latest op that
+        started before it on another thread: the autograd thread starts after the main thread
+        called backward, and the main thread resumes after the last backward op. Only edges to
+        smaller ids are kept, so the graph stays acyclic.
+        """
+        timed = [n for n in self.order if self.role[n["id"]] in (CPU, COMM, METADATA) and "ts" in n]
+        if len({tid_of[n["id"]] for n in timed}) < 2:
+            return {}
+        all_sorted = sorted(timed, key=lambda n: (_num(n, "ts"), n["id"]))
+        starts = [_num(n, "ts") for n in all_sorted]
+        deps: dict[int, int] = {}
+        prev_end: dict[int, float] = {}
+        for n in all_sorted:
+            nid, ts, tid = n["id"], _num(n, "ts"), tid_of[n["id"]]
+            if tid not in prev_end or ts - prev_end[tid] > THREAD_GAP_US:
+                i = bisect.bisect_left(starts, ts) - 1
+                while i >= 0 and tid_of[all_sorted[i]["id"]] == tid:
+                    i -= 1
+                if i >= 0 and all_sorted[i]["id"] < nid:
+                    deps[nid] = all_sorted[i]["id"]
+            prev_end[tid] = max(prev_end.get(tid, ts), ts + _num(n, "inclusive_dur"))
+        return deps
+
+    def emit(self) -> RankConversion:
+        gloo = self.gloo_durations()
+        waited = self._waited(gloo)
+        kept_anc, tid_of = self._threads()
+        cross = self._inter_thread_deps(tid_of)
+        last_on_thread: dict[int, int] = {}
+        last_on_stream: dict[tuple[Any, int], int] = {}
+        nodes, counts, used = [], Counter(), set()
+        pg_unknown = 0
+        for n in self.order:
+            nid = n["id"]
             role = self.role[nid]
             if role in (DROP, ABSORB):
                 continue
             out = schema.Node(id=nid, name=n["name"])
-            data: list[int] = []
             if role == GPU:
                 key = ((n.get("args") or {}).get("device"), n.get("stream") if isinstance(n.get("stream"), int) else 0)
-                for dep in (kept_anc[nid], last_on_stream.get(key)):
-                    if dep is not None and dep not in data:
-                        data.append(dep)
+                candidates = (kept_anc[nid], last_on_stream.get(key))
                 last_on_stream[key] = nid
             else:
-                prev = last_on_thread.get(tid_of[nid])
-                if prev is not None:
-                    data.append(prev)
+                candidates = (last_on_thread.get(tid_of[nid]), cross.get(nid))
                 last_on_thread[tid_of[nid]] = nid
+            data = [d for i, d in enumerate(candidates) if d is not None and d not in candidates[:i]]
             out.data_deps.extend(data)
             if kept_anc[nid] is not None:
                 out.ctrl_deps.append(kept_anc[nid])
