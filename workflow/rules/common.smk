@@ -38,4 +38,6 @@ def final_outputs():
         f"{REPORT}/report.html",
         f"{DATA}/standing.json",
     ]
-    return files + [f"{REPORT}/plots/{name}" for name in PLOT_FILES]
+    # Shards are targets too: a deleted shard is then recomputed (alone) even though the report
+    # built from it is still newer than everything else.
+    return files + [f"{REPORT}/plots/{name}" for name in PLOT_FILES] + CAMPAIGN.shard_files()

@@ -102,7 +102,8 @@ def aggregate(plan: Campaign, commit: str | None = None):
                           "platform": "host", "backend": backend, "npus": str(w.npus), "status": "ok",
                           "step_time_ns": str(ns), "trace_sha256": sha_by_workload.get(w.name, "")})
     df = pd.concat([simulated, pd.DataFrame(extra, dtype=str)], ignore_index=True) if extra else simulated
-    df = df.reindex(columns=RESULT_COLUMNS).fillna("")
+    df = df.reindex(columns=RESULT_COLUMNS, fill_value="").astype(object)
+    df = df.where(df.notna(), "")
     for col in INT_COLUMNS:
         df[col] = pd.to_numeric(df[col].replace("", None), errors="raise").astype("Int64")
     for col in FLOAT_COLUMNS:

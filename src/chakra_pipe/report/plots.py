@@ -37,11 +37,11 @@ def _figure(n: int, width: float = 6.0, height: float = 3.6):
     return fig, flat[:max(n, 1)]
 
 
-def _save(fig, path: Path) -> None:
+def _save(fig, path: Path, top: float = 1.0) -> None:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, top))
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
     plt.close(fig)
     write_bytes(path, buf.getvalue())
@@ -93,6 +93,10 @@ def plot_bandwidth(ok, path: Path) -> None:
             s = s.sort_values("bottleneck_bandwidth_gbps", kind="stable")
             ax.plot(s["bottleneck_bandwidth_gbps"], s["step_time_ns"].astype(float) * US, marker="o", label=key)
         ax.set_xscale("log", base=2)
+        ticks = sorted(set(g["bottleneck_bandwidth_gbps"].dropna()))
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([f"{t:g}" for t in ticks])
+        ax.minorticks_off()
         ax.set_title(w)
         ax.set_xlabel("bottleneck link bandwidth (GB/s per direction, GB = 2^30 B)")
         ax.set_ylabel("simulated step time (µs)")
@@ -106,24 +110,28 @@ def plot_breakdown(ok, path: Path) -> None:
     if not workloads:
         return _empty(path, "no successful simulations")
     heights = [max(2.5, 0.28 * (ok["workload"] == w).sum() + 1.2) for w in workloads]
-    fig, axes = _figure(len(workloads), width=7.0, height=max(heights))
+    fig, axes = _figure(len(workloads), width=7.5, height=max(heights))
     for ax, w in zip(axes, workloads):
         g = ok[ok["workload"] == w]
         y = range(len(g))
+        compute = g["compute_ns"].astype("float64").fillna(0) * US
+        idle = g["idle_ns"].astype("float64").fillna(0) * US
+        # exposed_comm_ns is step time - compute and so contains idle: stack its other part and idle
+        exposed = (g["exposed_comm_ns"].astype("float64").fillna(0) * US - idle).clip(lower=0)
         left = [0.0] * len(g)
-        for col, label, color in (("compute_ns", "compute", "#4c72b0"),
-                                  ("exposed_comm_ns", "exposed communication", "#dd8452"),
-                                  ("idle_ns", "idle", "#bbbbbb")):
-            vals = [float(v) * US if v == v and v is not None else 0.0 for v in g[col].astype("float64")]
-            ax.barh(list(y), vals, left=left, label=label, color=color)
+        for vals, label, color in ((compute, "compute", "#4c72b0"),
+                                   (exposed, "exposed communication", "#dd8452"),
+                                   (idle, "idle (nothing running)", "#bbbbbb")):
+            ax.barh(list(y), list(vals), left=left, label=label, color=color)
             left = [a + b for a, b in zip(left, vals)]
         ax.set_yticks(list(y))
         ax.set_yticklabels(g["point_id"], fontsize=6)
         ax.invert_yaxis()
         ax.set_title(w)
         ax.set_xlabel("time of the slowest rank (µs)")
-        ax.legend(fontsize=7, loc="lower right")
-    _save(fig, path)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=8)
+    _save(fig, path, top=1 - 0.35 / fig.get_figheight())
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:

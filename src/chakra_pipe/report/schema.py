@@ -24,10 +24,11 @@ class Metric:
 
 METRICS: tuple[Metric, ...] = (
     Metric("step_time_ns", "ns", "lower", "time until the last rank finishes one pass over the trace"),
-    Metric("compute_ns", "ns", "lower", "compute time of the slowest rank"),
-    Metric("exposed_comm_ns", "ns", "lower", "communication time of the slowest rank not hidden by compute"),
-    Metric("idle_ns", "ns", "lower", "time the slowest rank neither computes nor waits on exposed communication"),
-    Metric("comm_ns", "ns", "lower", "busy communication time of the slowest rank, hidden or not"),
+    Metric("compute_ns", "ns", "lower", "GPU compute time of the slowest rank (sum of its kernels)"),
+    Metric("exposed_comm_ns", "ns", "lower",
+           "step time minus compute time of the slowest rank, as ASTRA-sim reports it (includes idle_ns)"),
+    Metric("idle_ns", "ns", "lower", "time during which no node of the slowest rank runs"),
+    Metric("comm_ns", "ns", "lower", "time the slowest rank has communication in flight, hidden or not"),
     *(Metric(f"comm_{t}_ns", "ns", "lower", f"{t.replace('_', '-')} communication time of the slowest rank")
       for t in COMM_TYPES),
     Metric("comm_other_ns", "ns", "lower", "other communication (send/recv, other collectives), slowest rank"),

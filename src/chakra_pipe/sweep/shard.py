@@ -38,8 +38,8 @@ def _critical(values: list[int], rank: int) -> int:
 def metrics(result: Any) -> dict[str, int]:
     """Per-point metrics of the slowest rank (the one that sets the step time; lowest rank on ties).
 
-    Reporting one rank keeps compute + exposed communication + idle consistent with the step time,
-    which per-metric maxima over different ranks would not.
+    Reporting one rank keeps the parts consistent with the step time (compute + exposed communication
+    = step time, as ASTRA-sim defines exposed communication), which maxima over different ranks would not.
     """
     finish = [int(x) for x in result.finish_ns]
     rank = max(range(len(finish)), key=lambda r: (finish[r], -r)) if finish else 0
@@ -48,12 +48,14 @@ def metrics(result: Any) -> dict[str, int]:
            "exposed_comm_ns": _critical(result.exposed_comm_ns, rank),
            "idle_ns": _critical(result.idle_ns, rank),
            "comm_ns": _critical(result.comm_ns, rank)}
-    by_type = {str(k).lower(): v for k, v in result.comm_time_by_type_ns().items()}
     other = 0
-    for key, value in by_type.items():
-        ns = _critical(value, rank) if isinstance(value, (list, tuple)) else int(value)
+    for rec in result.collectives:  # per-rank records: comm_time_by_type_ns() sums over all ranks
+        if rec.rank != rank:
+            continue
+        key = str(rec.kind).lower()
+        ns = int(rec.end_ns) - int(rec.start_ns)
         if key in COMM_TYPES:
-            row[f"comm_{key}_ns"] = ns
+            row[f"comm_{key}_ns"] = row.get(f"comm_{key}_ns", 0) + ns
         else:
             other += ns
     for t in COMM_TYPES:

@@ -1,0 +1,177 @@
+"""Aggregation, leaderboards, the standing board, summary and plots, from hand-written shard results.
+
+Numbers are chosen so every expected value is simple arithmetic on the inputs (speed-up = baseline /
+step time, time x cost = step time x cost), independent of the simulator.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from chakra_pipe.errors import InputError
+from chakra_pipe.report import leaderboard
+from chakra_pipe.report.aggregate import aggregate, write_results
+from chakra_pipe.report.build import build
+from chakra_pipe.report.plots import PLOTS, pareto_front
+from chakra_pipe.report.schema import METRIC_NAMES, RESULT_COLUMNS, SHARD_COLUMNS
+from chakra_pipe.sweep.campaign import Campaign
+from chakra_pipe.sweep.shard import rows_to_csv
+
+STEP = {"p[bandwidth=100]": 4000, "p[bandwidth=200]": 2000, "p[bandwidth=400]": 1000}
+COST = {"p[bandwidth=100]": 1.0, "p[bandwidth=200]": 1.5, "p[bandwidth=400]": 4.0}
+
+
+def _plan(tmp_path: Path, name: str = "c1") -> Campaign:
+    (tmp_path / "net.yml").write_text("topology: [Switch]\nnpus_count: [4]\nbandwidth: [50]\nlatency: [500]\n")
+    (tmp_path / "sys.json").write_text('{"preferred-dataset-splits": 1}')
+    cfg = {"campaign": name, "outdir": str(tmp_path / "reports"), "shard_size": 2,
+           "workloads": {"ar": {"kind": "collective", "type": "all_reduce", "npus": 4, "size": "1MiB"}},
+           "hardware": {"baseline": "p[bandwidth=200]", "platforms": {"p": {
+               "network": "net.yml", "system": "sys.json", "axes": {"network.bandwidth": [100, 200, 400]}}}}}
+    return Campaign.from_config(cfg, root=tmp_path, torch_available=False)
+
+
+def _write_shards(camp: Campaign, fail: str | None = None) -> None:
+    w = camp.workloads["ar"]
+    for i, ids in enumerate(w.shards):
+        rows = []
+        for pid in ids:
+            ok = pid != fail
+            row = {"campaign": camp.name, "workload": "ar", "source": "simulated", "point_id": pid,
+                   "platform": "p", "backend": "congestion_unaware", "npus": 4, "cost": COST[pid],
+                   "bottleneck_bandwidth_gbps": float(pid.split("=")[1].rstrip("]")),
+                   "settings": "bandwidth=" + pid.split("=")[1].rstrip("]"),
+                   "status": "ok" if ok else "StuckError: deadlock", "trace_sha256": "ab" * 32}
+            if ok:
+                row.update(step_time_ns=STEP[pid], compute_ns=STEP[pid] // 4, exposed_comm_ns=STEP[pid] * 3 // 4,
+                           idle_ns=STEP[pid] // 8, comm_ns=STEP[pid] // 2, comm_all_reduce_ns=STEP[pid] // 2)
+            rows.append(row)
+        path = Path(camp.shard_path("ar", i))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(rows_to_csv(rows, SHARD_COLUMNS))
+
+
+def test_aggregate_derives_speedup_cost_and_provenance(tmp_path):
+    camp = _plan(tmp_path)
+    _write_shards(camp)
+    df = aggregate(camp, commit="deadbeef")
+    assert list(df.columns) == list(RESULT_COLUMNS)
+    assert list(df["point_id"]) == list(STEP)  # plan order, not file order
+    by = df.set_index("point_id")
+    assert by.loc["p[bandwidth=100]", "speedup"] == pytest.approx(0.5)   # 2000 / 4000
+    assert by.loc["p[bandwidth=400]", "speedup"] == pytest.approx(2.0)   # 2000 / 1000
+    assert by.loc["p[bandwidth=200]", "time_x_cost"] == pytest.approx(3000.0)  # 2000 ns x 1.5
+    assert set(df["git_commit"]) == {"deadbeef"} and set(df["config_sha256"]) == {camp.config_sha256}
+    assert str(df["step_time_ns"].dtype) == "Int64"
+
+
+def test_results_files_are_reproducible(tmp_path):
+    camp = _plan(tmp_path)
+    _write_shards(camp)
+    out = tmp_path / "out"
+    write_results(aggregate(camp, commit="x"), out)
+    first = ((out / "results.parquet").read_bytes(), (out / "results.csv").read_bytes())
+    write_results(aggregate(camp, commit="x"), out)
+    assert ((out / "results.parquet").read_bytes(), (out / "results.csv").read_bytes()) == first
+    back = pd.read_parquet(out / "results.parquet")
+    assert list(back["step_time_ns"]) == [4000, 2000, 1000]
+
+
+def test_failed_point_is_kept_but_not_ranked(tmp_path):
+    camp = _plan(tmp_path)
+    _write_shards(camp, fail="p[bandwidth=400]")
+    df = aggregate(camp, commit="x")
+    failed = df[df["status"] != "ok"]
+    assert list(failed["point_id"]) == ["p[bandwidth=400]"] and pd.isna(failed["speedup"].iloc[0])
+    board = leaderboard.campaign_board(df)
+    assert list(board["point_id"]) == ["p[bandwidth=200]", "p[bandwidth=100]"]
+
+
+def test_missing_shard_is_an_input_error(tmp_path):
+    camp = _plan(tmp_path)
+    with pytest.raises(InputError, match="0000.csv: shard result missing"):
+        aggregate(camp, commit="x")
+
+
+def test_campaign_board_ranks_by_time_and_by_time_x_cost(tmp_path):
+    camp = _plan(tmp_path)
+    _write_shards(camp)
+    board = leaderboard.campaign_board(aggregate(camp, commit="x"))
+    assert list(board["point_id"]) == ["p[bandwidth=400]", "p[bandwidth=200]", "p[bandwidth=100]"]
+    assert list(board["rank_time"]) == [1, 2, 3]
+    # time x cost: 400 -> 4000, 200 -> 3000, 100 -> 4000 (tie broken by grid order: 100 before 400)
+    assert dict(zip(board["point_id"], board["rank_time_x_cost"])) == {
+        "p[bandwidth=200]": 1, "p[bandwidth=100]": 2, "p[bandwidth=400]": 3}
+
+
+def test_standing_board_is_idempotent_and_keeps_other_campaigns(tmp_path):
+    board_csv = tmp_path / "reports" / "leaderboard.csv"
+    c1 = _plan(tmp_path, "c1")
+    _write_shards(c1)
+    r1 = aggregate(c1, commit="x")
+    leaderboard.update_standing(r1, board_csv, date="2026-01-01")
+    c2 = _plan(tmp_path, "c2")
+    _write_shards(c2)
+    leaderboard.update_standing(aggregate(c2, commit="x"), board_csv, date="2026-01-02")
+    once = board_csv.read_bytes()
+    # rerunning c1 unchanged: same rows, same dates, same bytes
+    leaderboard.update_standing(r1, board_csv, date="2026-02-01")
+    assert board_csv.read_bytes() == once
+    board = pd.read_csv(board_csv)
+    assert len(board) == 6 and not board.duplicated(list(leaderboard.KEY)).any()
+    # a changed result replaces only c1's row and dates it
+    r1b = r1.copy()
+    r1b.loc[r1b["point_id"] == "p[bandwidth=100]", "step_time_ns"] = 3900
+    leaderboard.update_standing(r1b, board_csv, date="2026-03-01")
+    board = pd.read_csv(board_csv).set_index(["campaign", "point_id"])
+    assert board.loc[("c1", "p[bandwidth=100]"), "step_time_ns"] == 3900
+    assert board.loc[("c1", "p[bandwidth=100]"), "updated"] == "2026-03-01"
+    assert board.loc[("c1", "p[bandwidth=200]"), "updated"] == "2026-01-01"
+    assert (board.loc["c2", "updated"] == "2026-01-02").all()
+    assert "# Standing leaderboard" in board_csv.with_suffix(".md").read_text()
+
+
+def test_standing_board_with_foreign_columns_is_refused(tmp_path):
+    board_csv = tmp_path / "leaderboard.csv"
+    board_csv.write_text("a,b\n1,2\n")
+    camp = _plan(tmp_path)
+    _write_shards(camp)
+    with pytest.raises(InputError, match="standing leaderboard has columns"):
+        leaderboard.update_standing(aggregate(camp, commit="x"), board_csv)
+    assert board_csv.read_text() == "a,b\n1,2\n"
+
+
+def test_pareto_front():
+    # (cost, time): (1, 10) and (2, 5) and (4, 1) are optimal; (3, 6) is beaten by (2, 5); (1, 12) by (1, 10)
+    pts = [(3, 6), (1, 10), (4, 1), (2, 5), (1, 12)]
+    assert pareto_front(pts) == [1, 3, 2]
+
+
+def test_build_writes_every_output_with_units(tmp_path):
+    camp = _plan(tmp_path)
+    _write_shards(camp)
+    results = aggregate(camp, commit="x")
+    out = tmp_path / "report"
+    info = build(camp, results, out)
+    for name in ("leaderboard.md", "leaderboard.csv", "summary.json", "report.html"):
+        assert (out / name).stat().st_size > 0
+    for name in PLOTS:
+        assert (out / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["metrics"]) == set(METRIC_NAMES)
+    assert summary["metrics"]["step_time_ns"] == {"unit": "ns", "better": "lower",
+                                                  "meaning": summary["metrics"]["step_time_ns"]["meaning"]}
+    assert summary["metrics"]["speedup"]["better"] == "higher"
+    assert summary["workloads"]["ar"]["best_point"] == "p[bandwidth=400]"
+    assert summary["workloads"]["ar"]["best_step_time_ns"] == 1000
+    assert info == summary
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == len(PLOTS) and "http" not in html.split("<body>")[1]
+    # byte-identical on a rebuild
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    build(camp, results, out)
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

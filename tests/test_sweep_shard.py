@@ -1,0 +1,100 @@
+"""Shard jobs: one trace load, one simulation per grid point, ASTRA-sim's numbers in the CSV.
+
+Expected step times are the spec's worked examples (astra-sim-semantics.md §7.1 and §7.5) for the
+8-NPU 1 MB all-reduce fixture: Ring_8npus + Ring_4chunks -> 64,440 ns; the HGX-H100 pair -> 55,222 ns
+congestion-unaware and 57,426 ns congestion-aware.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from chakra_pipe.cli import main
+from chakra_pipe.errors import ChakraPipeError
+from chakra_pipe.report.schema import SHARD_COLUMNS
+from chakra_pipe.sweep.campaign import Campaign
+from chakra_pipe.sweep.shard import run_shard
+
+pytest.importorskip("chakra_pipe.sim", reason="the simulator package is not installed")
+
+
+@pytest.fixture()
+def plan(fixtures_dir: Path, tmp_path: Path) -> Campaign:
+    a = fixtures_dir / "astra-sim"
+    prefix = a / "workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce"
+    if not Path(f"{prefix}.0.et").is_file():
+        pytest.skip(f"fixture {prefix}.0.et not found")
+    cfg = {"campaign": "t", "outdir": str(tmp_path / "reports"), "shard_size": 2,
+           "workloads": {"ar8": {"kind": "trace", "prefix": str(prefix), "npus": 8}},
+           "hardware": {"platforms": {
+               "hgx": {"network": str(a / "network/analytical/HGX-H100-validated.yml"),
+                       "system": str(a / "system/native_collectives/HGX-H100-validated.json"),
+                       "memory": str(a / "remote_memory/analytical/no_memory_expansion.json"),
+                       "axes": {"backend": ["congestion_unaware", "congestion_aware"]}},
+               "ring": {"network": str(a / "network/analytical/Ring_8npus.yml"),
+                        "system": str(a / "system/native_collectives/Ring_4chunks.json")},
+               "ring_typo": {"network": str(a / "network/analytical/Ring_8npus.yml"),
+                             "system": str(a / "system/native_collectives/Ring_4chunks.json"),
+                             "points": [{"id": "ring_typo", "set": {"system.all-reduce-implementation": "rnig"}}]}}}}
+    camp = Campaign.from_config(cfg, root=tmp_path, torch_available=False)
+    camp.write()
+    return camp
+
+
+def _rows(path: Path) -> dict[str, dict[str, str]]:
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        assert tuple(reader.fieldnames) == SHARD_COLUMNS
+        return {r["point_id"]: r for r in reader}
+
+
+def test_shard_reproduces_astra_sim_numbers(plan, tmp_path):
+    assert plan.workloads["ar8"].shards == [["hgx[backend=congestion_unaware]", "hgx[backend=congestion_aware]"],
+                                            ["ring", "ring_typo"]]
+    out = tmp_path / "s0.csv"
+    assert run_shard(plan, "ar8", 0, out) == 0
+    rows = _rows(out)
+    assert rows["hgx[backend=congestion_unaware]"]["step_time_ns"] == "55222"
+    assert rows["hgx[backend=congestion_aware]"]["step_time_ns"] == "57426"
+    unaware = rows["hgx[backend=congestion_unaware]"]
+    # one collective and no compute: everything is exposed all-reduce time
+    assert unaware["compute_ns"] == "0" and unaware["exposed_comm_ns"] == "55222"
+    assert unaware["comm_all_reduce_ns"] == "55222" and unaware["comm_other_ns"] == "0"
+    assert unaware["status"] == "ok" and len(unaware["trace_sha256"]) == 64
+    assert unaware["bandwidth_gbps"] == "400.0" and unaware["topology"] == "Switch"
+
+
+def test_rejected_point_becomes_a_status_row(plan, tmp_path):
+    out = tmp_path / "s1.csv"
+    assert run_shard(plan, "ar8", 1, out) == 1
+    rows = _rows(out)
+    assert rows["ring"]["step_time_ns"] == "64440" and rows["ring"]["status"] == "ok"
+    # an algorithm name the simulator does not know: the message lands in the row, the shard goes on
+    assert rows["ring_typo"]["status"].startswith("ConfigError") and "rnig" in rows["ring_typo"]["status"]
+    assert rows["ring_typo"]["step_time_ns"] == ""
+
+
+def test_cli_run_and_errors(plan, tmp_path, capsys):
+    out = tmp_path / "cli.csv"
+    assert main(["sweep", "run", "--plan", plan.plan_path, "--workload", "ar8", "--shard", "1",
+                 "--out", str(out)]) == 0
+    assert "1 of 2 points failed" in capsys.readouterr().err
+    assert _rows(out)["ring"]["step_time_ns"] == "64440"
+    assert main(["sweep", "run", "--plan", plan.plan_path, "--workload", "nope", "--shard", "0",
+                 "--out", str(out)]) == 2
+    assert "workload 'nope' is not in the plan" in capsys.readouterr().err
+    assert main(["sweep", "run", "--plan", str(tmp_path / "missing.json"), "--workload", "ar8", "--shard", "0",
+                 "--out", str(out)]) == 2
+    assert "missing.json: cannot read plan" in capsys.readouterr().err
+
+
+def test_wrong_rank_count_is_refused(plan, fixtures_dir, tmp_path):
+    four = fixtures_dir / "astra-sim/workload/microbenchmarks/all_reduce/4npus_1MB/all_reduce"
+    if not Path(f"{four}.0.et").is_file():
+        pytest.skip("4-NPU fixture not found")
+    with pytest.raises(ChakraPipeError, match="trace set has 4 ranks but the plan expects 8"):
+        run_shard(plan, "ar8", 0, tmp_path / "x.csv", prefix=str(four))
+    assert not (tmp_path / "x.csv").exists()
