@@ -4,15 +4,25 @@
 * :mod:`.models` / :mod:`.layout` / :mod:`.llm` — Megatron-style TP × DP × PP (+ EP) training steps
   with exact FLOP accounting, process groups and matched pipeline send/recv.
 * :mod:`chakra_pipe.convert.text` — ASTRA-sim 1.0 text workloads (lives with the converters).
+
+Names are resolved lazily so ``chakra-pipe --help`` does not import protobuf or numpy through here.
 """
 
-from .collective import COLLECTIVES, CollectiveSpec, generate_collective
-from .layout import Layout
-from .llm import GeneratedSet, TrainingSpec, generate_llm
-from .models import PRESETS, ModelSpec, resolve_model
-from .sizes import parse_size, size_label
+from __future__ import annotations
 
-__all__ = [
-    "COLLECTIVES", "CollectiveSpec", "GeneratedSet", "Layout", "ModelSpec", "PRESETS", "TrainingSpec",
-    "generate_collective", "generate_llm", "parse_size", "resolve_model", "size_label",
-]
+import importlib
+
+_EXPORTS = {
+    "COLLECTIVES": "collective", "CollectiveSpec": "collective", "generate_collective": "collective",
+    "Layout": "layout",
+    "GeneratedSet": "llm", "TrainingSpec": "llm", "generate_llm": "llm",
+    "PRESETS": "models", "ModelSpec": "models", "resolve_model": "models",
+    "parse_size": "sizes", "size_label": "sizes",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
