@@ -226,8 +226,8 @@ def _model_like(e: _Emitter, layers: list[Layer], h: list[_Handles], wg_comm: bo
             what = f"layer {layers[i + 1].name}'s input-gradient collective (line 2 declares {declared} layers, " \
                    f"{n} follow)"
             ig = e.comp(layer, "BWD_IG", layer.ig_time, above.wg_comp, e.need(above.ig_comm, what, 2))
-        h[i].ig_comm = None
-        if idx != declared - 1:
+        h[i].ig_comm = None  # never reuse a previous pass's node: upstream would crash there
+        if idx != declared - 1:  # upstream counts with line 2's number, not the layer lines
             h[i].ig_comm = e.comm(layer.name + ig_label, layer.ig_comm, layer.ig_size, ig)
         wg = h[i].wg_comp = e.comp(layer, "BWD_WG", layer.wg_time, ig)
         if wg_comm:
