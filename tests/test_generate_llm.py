@@ -379,3 +379,23 @@ def test_checker_catches_divergent_collectives_and_unmatched_sends(tmp_path):
     shutil.copy(tmp_path / "d.2.et", tmp_path / "c.2.et")  # rank 2 now runs 2 microbatches, not 4
     with pytest.raises(AssertionError, match="unmatched send/recv"):
         check_rank_set(TraceSet.load(tmp_path / "c"))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_configurations_are_valid_and_exact(tmp_path, seed):
+    """Random small layouts (seeded): every structural property and the FLOP formula hold."""
+    rng = np.random.default_rng(seed)
+    moe = bool(rng.integers(2))
+    dp = int(rng.choice([1, 2, 4]))
+    ep = int(rng.choice([e for e in (1, 2, 4) if dp % e == 0])) if moe else 1
+    pp = int(rng.integers(1, 4))
+    layers = int(rng.integers(pp, pp + 3))
+    mbs = int(rng.integers(1, 5))
+    case = dict(model="mixtral-8x7b" if moe else "gpt3-13b", dp=dp, tp=int(rng.choice([1, 2])), pp=pp, ep=ep,
+                microbatches=mbs, global_batch=dp * mbs * int(rng.integers(1, 3)), zero=int(rng.integers(2)),
+                layers=layers, seq=64, hidden=256, heads=4, ffn=512, vocab=500)
+    m, spec, _, ts = make(tmp_path, **case)
+    check_rank_set(ts)
+    expected = step_flops(m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, m.seq, spec.global_batch,
+                          m.gated_mlp, m.experts, m.top_k)
+    assert total_num_ops(ts) == pytest.approx(expected, rel=0.01)

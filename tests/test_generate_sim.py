@@ -32,7 +32,7 @@ def test_generated_microbenchmarks_simulate_like_the_fixtures(fixtures_dir, tmp_
         assert sim.simulate(TraceSet.load(fixture), hw).finish_ns == ours
 
 
-def write_2d_hardware(tmp_path, dims=(4, 4)):
+def write_2d_hardware(tmp_path, dims=(4, 4), roofline=0):
     net = tmp_path / "net.yml"
     net.write_text(f"topology: [ Ring, Ring ]\nnpus_count: [ {dims[0]}, {dims[1]} ]\n"
                    "bandwidth: [ 200.0, 50.0 ]\nlatency: [ 500.0, 1000.0 ]\n")
@@ -42,7 +42,7 @@ def write_2d_hardware(tmp_path, dims=(4, 4)):
         "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring", "ring"],
         "all-gather-implementation": ["ring", "ring"], "reduce-scatter-implementation": ["ring", "ring"],
         "all-to-all-implementation": ["ring", "ring"], "collective-optimization": "localBWAware",
-        "local-mem-bw": 1600, "roofline-enabled": 0, "peak-perf": 900}))
+        "local-mem-bw": 1600, "roofline-enabled": roofline, "peak-perf": 900}))
     return sim.load_hardware(system, net)
 
 
@@ -50,9 +50,10 @@ def write_2d_hardware(tmp_path, dims=(4, 4)):
     dict(model="llama3-8b", dp=2, tp=4, pp=2),
     dict(model="llama3-8b", dp=4, tp=2, pp=2, zero=1, metadata_node=False),
     dict(model="mixtral-8x7b", dp=4, tp=2, pp=2, ep=2),
+    dict(model="gpt3-13b", dp=4, tp=2, pp=2, roofline=1),
 ])
 def test_llm_step_simulates_to_completion_on_2d_topology(tmp_path, case):
-    hw = write_2d_hardware(tmp_path)
+    hw = write_2d_hardware(tmp_path, roofline=case.pop("roofline", 0))
     model = resolve_model(case.pop("model"), layers=2, hidden=512, heads=8, ffn=1024, vocab=1000, seq=128)
     layout = Layout(dp=case.pop("dp"), tp=case.pop("tp"), pp=case.pop("pp"), ep=case.pop("ep", 1), moe=model.moe)
     spec = TrainingSpec(layout, microbatches=2, global_batch=2 * layout.dp, **case)
