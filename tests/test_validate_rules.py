@@ -311,15 +311,18 @@ def test_send_to_a_rank_outside_the_set(tmp_path):
     assert f.rule == "p2p-unmatched" and "not in the 1-rank set" in f.message
 
 
-# -- unreadable input: exit 2, one line, no traceback -----------------------------------------
+# -- rank gaps (a finding) and unreadable input (exit 2, one line, no traceback) ---------------
 
-def test_gap_in_rank_set_is_an_input_error(tmp_path, capsys):
+def test_gap_in_rank_set_is_an_error_finding(tmp_path, capsys):
     write(tmp_path / "w.0.et", [coll(1)])
     write(tmp_path / "w.2.et", [coll(1)])
-    with pytest.raises(InputError, match="missing w.1.et"):
-        validate_set(tmp_path / "w")
-    assert cli.main(["validate", str(tmp_path / "w")]) == 2
-    assert "missing w.1.et" in capsys.readouterr().err
+    report = validate_set(tmp_path / "w")
+    assert [(f.rule, f.severity) for f in report.findings if f.is_error] == [("rank-gap", "error")]
+    assert "w.1.et is missing" in report.findings[0].message
+    assert cli.main(["validate", str(tmp_path / "w")]) == 1
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("1 errors, ")
+    with pytest.raises(InputError, match="no rank files"):
+        validate_set(tmp_path / "nothing")
 
 
 def test_record_that_does_not_parse_reports_its_byte_offset(tmp_path, capsys):

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import TraceFormatError
 from . import attrs as _attrs
 from . import schema
-from .framing import parse_metadata, parse_node, read_padded, scan_records
+from .framing import encode_varint, parse_metadata, parse_node, read_padded, scan_records
 
 # Integer-valued attributes kept as columns: value (int64) + kind (oneof field number, 0 = absent).
 INT_ATTRS = ("is_cpu_op", "num_ops", "tensor_size", "tensor_loc", "comm_type", "comm_size",
@@ -93,8 +93,7 @@ class TraceGraph:
 
     def node(self, i: int):
         """The full protobuf ``Node`` of record ``i`` (decoded on demand)."""
-        s = int(self.rec_start[i])
-        return parse_node(self.buf[s:s + int(self.rec_len[i])], self.path, s)
+        return _parse_record(self.buf, self.path, int(self.rec_start[i]), int(self.rec_len[i]))
 
     def nodes(self):
         for i in range(len(self)):
@@ -391,8 +390,7 @@ class _Decoder:
         return out
 
     def node_message(self, i: int):
-        s = int(self.rec_start[i])
-        return parse_node(self.buf[s:s + int(self.rec_len[i])], self.path, s)
+        return _parse_record(self.buf, self.path, int(self.rec_start[i]), int(self.rec_len[i]))
 
     def _name_span(self, i: int, node) -> None:
         """Locate the name bytes of a slow node inside the buffer (names are kept as spans)."""
@@ -400,6 +398,12 @@ class _Decoder:
         s = int(self.rec_start[i])
         pos = bytes(self.buf[s:s + int(self.rec_len[i])]).find(raw) if raw else 0
         self.name_start[i], self.name_len[i] = s + max(pos, 0), len(raw)
+
+
+def _parse_record(buf, path: str, start: int, length: int):
+    """Strictly decode one node record; errors name the offset of its length prefix, as the
+    framing reader does, so a bad record has one address whichever path finds it."""
+    return parse_node(buf[start:start + length], path, start - len(encode_varint(length)))
 
 
 def _ptr(counts: np.ndarray) -> np.ndarray:
@@ -490,7 +494,9 @@ class _AttrParts:
         m = len(s)
         parts = cls.empty(m)
         nl = arr[s + 1].astype(np.int64)
-        vt = s + 2 + nl
+        # A corrupt name length can point far past the record (and the padding): clamp to the end,
+        # which the ``vt < end`` test below rejects, so no read leaves the buffer.
+        vt = np.minimum(s + 2 + nl, end)
         tb = arr[vt].astype(np.int64)
         two = tb >= 0x80
         tag = np.where(two, (tb & 0x7F) | (arr[vt + 1].astype(np.int64) << 7), tb)

@@ -19,23 +19,28 @@ from .graph import TraceGraph, load_graph
 COMM_GROUPS_SUFFIX = ".comm_groups.json"
 
 
-def rank_files(prefix: str | os.PathLike) -> list[Path]:
-    """The rank files of a prefix in rank order; errors on a missing prefix or a gap in the ranks."""
+def find_rank_files(prefix: str | os.PathLike) -> dict[int, Path]:
+    """Every ``PREFIX.<rank>.et`` file that exists, by rank (gaps allowed: validators report them)."""
     prefix = str(prefix)
     folder = Path(prefix).parent
-    stem = Path(prefix).name
-    pattern = re.compile(re.escape(stem) + r"\.(\d+)\.et$")
+    pattern = re.compile(re.escape(Path(prefix).name) + r"\.(\d+)\.et$")
     try:
-        found = {int(m.group(1)): folder / name for name in os.listdir(folder or ".")
-                 if (m := pattern.match(name))}
+        return {int(m.group(1)): folder / name for name in sorted(os.listdir(folder or "."))
+                if (m := pattern.match(name))}
     except OSError as exc:
         raise InputError(f"cannot list trace folder: {exc.strerror}", file=prefix) from None
+
+
+def rank_files(prefix: str | os.PathLike) -> list[Path]:
+    """The rank files of a prefix in rank order; errors on a missing prefix or a gap in the ranks."""
+    found = find_rank_files(prefix)
+    stem, folder = Path(prefix).name, Path(prefix).parent
     if not found:
-        raise InputError(f"no rank files {stem}.<rank>.et found in {folder}", file=prefix)
+        raise InputError(f"no rank files {stem}.<rank>.et found in {folder}", file=str(prefix))
     missing = sorted(set(range(max(found) + 1)) - set(found))
     if missing:
         raise InputError(f"rank set has gaps: missing {stem}.{missing[0]}.et"
-                         + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""), file=prefix)
+                         + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""), file=str(prefix))
     return [found[r] for r in range(len(found))]
 
 

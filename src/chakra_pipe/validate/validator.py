@@ -1,9 +1,11 @@
 """Validation entry points used by the CLI, by other stages and by tests.
 
 ``validate_trace`` checks one file; ``validate_set`` checks a rank set (per-file rules on every rank,
-then the cross-rank rules). Unreadable input — framing or decode errors, missing files, gaps in the
-rank numbering — raises the et layer's ``TraceFormatError``/``InputError`` (exit 2) instead of
-becoming a finding: there is nothing meaningful to validate past the first undecodable byte.
+then the cross-rank rules). A gap in the rank numbering is a finding (checklist item 23; ASTRA-sim
+exits on a missing rank file): the present files still get their per-file checks, while cross-rank
+rules, which need every rank, are skipped. Unreadable input — framing or decode errors, a prefix with
+no files — raises the et layer's ``TraceFormatError``/``InputError`` (exit 2) instead of becoming a
+finding: there is nothing meaningful to validate past the first undecodable byte.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import re
 from pathlib import Path
 
 from ..et.graph import TraceGraph, load_graph
-from ..et.traceset import TraceSet, load_comm_groups
-from .findings import Finding, Report
+from ..et.traceset import TraceSet, find_rank_files, load_comm_groups
+from .findings import ERROR, Finding, Report
 from .rules_file import FileChecker, FileResult
 from .rules_set import RankView, check_collectives, check_point_to_point
 
@@ -54,6 +56,16 @@ def validate_set(prefix: str | os.PathLike, strict: bool = False, comm_groups: C
     """
     if Path(prefix).is_file():
         return Report([str(prefix)], validate_trace(prefix, strict, comm_groups))
+    present = find_rank_files(prefix)
+    missing = sorted(set(range(max(present) + 1)) - set(present)) if present else []
+    if missing:
+        groups = _groups(comm_groups)
+        findings = [Finding(str(prefix), None, "rank-gap", ERROR,
+                            f"rank file {Path(prefix).name}.{r}.et is missing (ranks must be 0..{max(present)} "
+                            "without gaps; ASTRA-sim exits on a missing rank)") for r in missing]
+        for r, f in sorted(present.items()):
+            findings += _check_file(load_graph(f), str(f), r, strict, groups).findings
+        return Report([str(f) for _, f in sorted(present.items())], findings)
     if isinstance(comm_groups, dict):
         ts = TraceSet.load(prefix)
         groups, groups_file = comm_groups, "<comm groups>"
