@@ -205,3 +205,17 @@ def test_missing_file_and_bad_counts(tmp_path):
         convert_text(write(tmp_path, "DATA"), 0, tmp_path / "o")
     with pytest.raises(InputError, match="--num-passes"):
         convert_text(write(tmp_path, "DATA"), 1, tmp_path / "o", num_passes=0)
+
+
+@pytest.mark.parametrize("head", ["MICRO", "DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA",
+                                  "HYBRID_DLRM 1", "HYBRID_DLRM_ENHANCED 1"])
+def test_every_policy_validates_and_simulates(fixtures_dir, tmp_path, head):
+    validate = pytest.importorskip("chakra_pipe.validate", reason="chakra_pipe.validate not built yet")
+    sim = pytest.importorskip("chakra_pipe.sim", reason="chakra_pipe.sim not built yet")
+    convert_text(write(tmp_path, head), 4, tmp_path / "w", num_passes=2)
+    report = validate.validate_set(tmp_path / "w")
+    assert report.errors == 0, "\n".join(report.lines())
+    hw = sim.load_hardware(fixtures_dir / "astra-sim/system/native_collectives/Ring_4chunks.json",
+                           fixtures_dir / "astra-sim/network/analytical/Ring_4npus.yml")
+    result = sim.simulate(TraceSet.load(tmp_path / "w"), hw)
+    assert len(set(result.finish_ns)) == 1 and result.finish_ns[0] > 0  # identical NPUs finish together
