@@ -11,8 +11,10 @@ Dot is written by hand so there is no Graphviz dependency; render with ``dot -Tp
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 import numpy as np
 
@@ -73,17 +75,46 @@ def write_dot(g: TraceGraph, path: str | os.PathLike) -> None:
         f.write("}\n")
 
 
-def write_graphml(g: TraceGraph, path: str | os.PathLike) -> None:
-    import networkx as nx
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
-    graph = nx.DiGraph()
-    ids = g.ids.tolist()
-    for i, node_id in enumerate(ids):
-        graph.add_node(str(node_id), label=g.name(i))
-    for p, c, kind in edges(g):  # data edges first, so a control edge on the same pair wins
-        graph.add_edge(str(ids[p]), str(ids[c]), dependency=kind)
-    with atomic_open(path, "wb", gzip_output=False) as f:
-        nx.write_graphml(graph, f, encoding="utf-8")
+
+def _xml_text(text: str) -> str:
+    """Text safe for XML 1.0 content and attributes (characters XML forbids become U+FFFD)."""
+    return escape(_XML_INVALID.sub("\ufffd", text), {'"': "&quot;"})
+
+
+def unique_edges(g: TraceGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(parent, child, is_control)`` once per (parent, child) pair; control wins over data."""
+    parts = []
+    for which, control in (("data", False), ("ctrl", True)):
+        ptr, parent = g.dep_indices(which)
+        child = np.repeat(np.arange(len(g), dtype=np.int64), np.diff(ptr))
+        keep = parent >= 0
+        parts.append((parent[keep], child[keep], np.full(int(keep.sum()), control)))
+    parent, child, control = (np.concatenate(x) for x in zip(*parts))
+    key = parent * max(len(g), 1) + child
+    # Last occurrence of each pair (ctrl edges come after data edges), then stable child order.
+    _, last = np.unique(key[::-1], return_index=True)
+    pick = np.sort(len(key) - 1 - last)
+    return parent[pick], child[pick], control[pick]
+
+
+def write_graphml(g: TraceGraph, path: str | os.PathLike) -> None:
+    """Stream GraphML (networkx's writer builds the whole XML tree: 57 s / 2.7 GB at 500k nodes)."""
+    ids = [str(i) for i in g.ids.tolist()]
+    with atomic_open(path, "w", gzip_output=False) as f:
+        f.write('<?xml version="1.0" encoding="utf-8"?>\n'
+                '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">\n'
+                '  <key id="label" for="node" attr.name="label" attr.type="string"/>\n'
+                '  <key id="dependency" for="edge" attr.name="dependency" attr.type="string"/>\n'
+                '  <graph edgedefault="directed">\n')
+        for i, node_id in enumerate(ids):
+            f.write(f'    <node id="{node_id}"><data key="label">{_xml_text(g.name(i))}</data></node>\n')
+        parent, child, control = unique_edges(g)
+        for p, c, ctl in zip(parent.tolist(), child.tolist(), control.tolist()):
+            kind = "control" if ctl else "data"
+            f.write(f'    <edge source="{ids[p]}" target="{ids[c]}"><data key="dependency">{kind}</data></edge>\n')
+        f.write("  </graph>\n</graphml>\n")
 
 
 def visualize(trace: str | os.PathLike, out: str | os.PathLike) -> None:
