@@ -155,3 +155,16 @@ def test_capture_cli_rejects_bad_arguments(tmp_path: Path):
                           (["--model", "mlp", "--ranks", "0"], "--ranks")):
         r = subprocess.run(cli + extra, capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.slow
+def test_a_failing_rank_stops_the_capture_with_one_line(tmp_path: Path, torch_env):
+    script = tmp_path / "bad.py"
+    script.write_text("def train_step(rank, world_size):\n    raise RuntimeError(f'boom on rank {rank}')\n")
+    r = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "capture", "--model", str(script), "--ranks", "2",
+                        "--backend", "gloo", "--out", str(tmp_path / "cap")], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 2
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("chakra-pipe capture: error:") and "RuntimeError: boom on rank" in last
+    assert not list((tmp_path / "cap").glob("*.gz")) and not (tmp_path / "cap" / "capture.json").exists()

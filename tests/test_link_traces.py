@@ -106,6 +106,16 @@ def test_mismatched_pid_is_refused():
         linked(host=host_obj(pid=1))
 
 
+def test_capture_clocks_days_apart_are_refused():
+    k = kineto_obj()
+    # host "time" is 2024-01-01 00:00:00; Kineto wall = baseTimeNanoseconds + ts.
+    k["baseTimeNanoseconds"] = 1_704_067_200 * 10**9 + 3 * 86400 * 10**9
+    with pytest.raises(InputError, match="3.0 days apart"):
+        linked(kineto=k)
+    k["baseTimeNanoseconds"] = 1_704_067_200 * 10**9 + 5 * 3600 * 10**9  # a time-zone offset is fine
+    assert linked(kineto=k)[1].matched == 3
+
+
 def test_kineto_without_record_function_ids_is_refused_with_a_clear_message():
     with pytest.raises(InputError, match="no 'Record function id'"):
         linked(kineto=kineto_obj(rf=False))

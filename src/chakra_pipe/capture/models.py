@@ -8,6 +8,7 @@ one-to-one match between issued and converted collectives.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -114,7 +115,9 @@ def run_call(call: PlannedCall, rank: int, world_size: int, sub_group, device: t
     group = sub_group if call.group == "sub" else None
     w = world_size
     x = torch.full((call.numel,), float(rank + 1), device=device)
-    with torch.profiler.record_function(PG_LABEL_PREFIX + group_name(group)):
+    with torch.profiler.record_function(PG_LABEL_PREFIX + group_name(group)), warnings.catch_warnings():
+        # torch 2.13 deprecates the *_tensor names in favour of *_single; older torch lacks those.
+        warnings.simplefilter("ignore", FutureWarning)
         if call.kind == "all_reduce":
             dist.all_reduce(x, group=group)
         elif call.kind == "all_gather_into_tensor":

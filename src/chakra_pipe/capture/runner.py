@@ -172,7 +172,8 @@ def run_capture(cfg: CaptureConfig) -> Path:
         try:
             mp.spawn(_worker, args=(cfg, backend, free_port(), scratch), nprocs=cfg.ranks, join=True)
         except Exception as exc:  # a rank failed: report its first line, not a traceback
-            msgs = sorted(p.name + ": " + p.read_text().splitlines()[0] for p in Path(scratch).glob("error*.txt"))
+            msgs = sorted(f"rank {p.stem[len('error'):]}: " + p.read_text().splitlines()[0]
+                          for p in Path(scratch).glob("error*.txt"))
             raise CaptureError(msgs[0] if msgs else f"a rank failed: {str(exc).splitlines()[0]}",
                                file=str(cfg.out)) from None
         times = [json.loads((Path(scratch) / f"times{r}.json").read_text()) for r in range(cfg.ranks)]

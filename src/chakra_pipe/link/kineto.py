@@ -55,6 +55,13 @@ class KinetoTrace:
         pids = Counter(e.pid for e in self.cpu if isinstance(e.pid, int))
         return pids.most_common(1)[0][0] if pids else None
 
+    def wall_start_s(self) -> float | None:
+        """Epoch seconds of the first CPU event (``baseTimeNanoseconds`` + ``ts``), when recorded."""
+        base = self.header.get("baseTimeNanoseconds")
+        if not isinstance(base, int) or not self.cpu:
+            return None
+        return base / 1e9 + min(e.ts for e in self.cpu) / 1e6
+
     def has_rf_ids(self) -> bool:
         return any("Record function id" in e.args for e in self.cpu)
 

@@ -19,6 +19,9 @@ from .hostet import HostTrace, attr, is_root, is_thread, load_host_trace
 from .kineto import KEvent, KinetoTrace, enclosing_ops, exclusive_durations, load_kineto
 
 MIN_MATCHED = 0.5
+# The host ET's "time" is local wall time of unknown zone; zones span UTC-12..UTC+14, so two
+# clocks further apart than this cannot be one run.
+MAX_CLOCK_GAP_S = 26 * 3600
 # Kineto args copied onto GPU nodes: what conversion may need (collective metadata, bytes).
 GPU_ARGS = ("device", "stream", "correlation", "bytes", "Collective name", "dtype", "In msg nelems",
             "Out msg nelems", "Group size", "Process Group Name", "Process Group Description",
@@ -52,9 +55,25 @@ def _check_pair(host: HostTrace, kineto: KinetoTrace) -> None:
     if host.pid is not None and kpid is not None and host.pid != kpid:
         raise InputError(f"host trace is from pid {host.pid} but the Kineto trace from pid {kpid}: "
                          "the two files are from different runs", file=kineto.path)
+    host_wall, kineto_wall = _host_wall_s(host), kineto.wall_start_s()
+    if host_wall is not None and kineto_wall is not None and abs(host_wall - kineto_wall) > MAX_CLOCK_GAP_S:
+        raise InputError(f"host trace recorded at {host.header['time']} but the Kineto trace "
+                         f"{abs(host_wall - kineto_wall) / 86400:.1f} days apart: the two files are from different runs",
+                         file=kineto.path)
     if not kineto.has_rf_ids():
         raise InputError("Kineto CPU events carry no 'Record function id' (trace from torch < 2.1?): "
                          "host ops cannot be linked; convert the host trace alone instead", file=kineto.path)
+
+
+def _host_wall_s(host: HostTrace) -> float | None:
+    """The ET's ``time`` ("YYYY-MM-DD HH:MM:SS", local) read as if UTC, in epoch seconds."""
+    from datetime import datetime, timezone
+
+    try:
+        return datetime.strptime(str(host.header.get("time")), "%Y-%m-%d %H:%M:%S").replace(
+            tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
 
 
 def _gpu_node(e: KEvent, nid: int, parent: int) -> dict[str, Any]:
