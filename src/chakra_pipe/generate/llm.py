@@ -140,6 +140,8 @@ class StageBuilder:
         self.expert_parallel = model.moe and lay.ep > 1
         self.tokens = spec.micro_batch_size * model.seq
         self.b = spec.dtype_bytes
+        self.act_bytes = self.tokens * model.hidden * self.b                # activations of a microbatch
+        self.a2a_bytes = self.tokens * model.top_k * model.hidden * self.b  # MoE token copies
         self.nodes: list[TemplateNode] = []
         self.next_id = 1 if spec.metadata_node else 0
         self.tail: int | None = None       # last node of the program chain
@@ -267,13 +269,12 @@ class StageBuilder:
         return order
 
     def build(self) -> list[TemplateNode]:
-        act = self.tokens * self.model.hidden * self.b
         last_mb = self.spec.microbatches - 1
         for phase, mb in self.schedule():
             if phase == "F":
-                self.forward(mb, act)
+                self.forward(mb)
             else:
-                self.backward(mb, act, grads=mb == last_mb)
+                self.backward(mb, grads=mb == last_mb)
         if self.spec.zero:
             for buckets in self.buckets.values():
                 for i, size in enumerate(buckets.sizes):
@@ -281,8 +282,8 @@ class StageBuilder:
                               size // buckets.group_size, buckets.role, chain=False)
         return self.nodes
 
-    def forward(self, mb: int, act: int) -> None:
-        m = self.model
+    def forward(self, mb: int) -> None:
+        act, a2a = self.act_bytes, self.a2a_bytes
         if not self.first:
             self.recv(f"mb{mb}.fwd.recv_activation", "prev", 2 * mb, act)
         for layer in self.layers:
@@ -290,7 +291,6 @@ class StageBuilder:
             self.comp(f"{p}.attn.fwd", *self._attn_cost())
             self.coll(f"{p}.attn.fwd.tp_all_reduce", schema.ALL_REDUCE, act, "tp")
             if self.expert_parallel:
-                a2a = self.tokens * m.top_k * m.hidden * self.b
                 self.coll(f"{p}.moe.fwd.dispatch", schema.ALL_TO_ALL, a2a, "ep")
                 self.comp(f"{p}.mlp.fwd", *self._mlp_cost())
                 self.coll(f"{p}.moe.fwd.combine", schema.ALL_TO_ALL, a2a, "ep")
@@ -302,8 +302,8 @@ class StageBuilder:
         else:
             self.send(f"mb{mb}.fwd.send_activation", "next", 2 * mb, act)
 
-    def backward(self, mb: int, act: int, grads: bool) -> None:
-        m, tp = self.model, self.tp
+    def backward(self, mb: int, grads: bool) -> None:
+        m, tp, act, a2a = self.model, self.tp, self.act_bytes, self.a2a_bytes
         if self.last:
             flops, nbytes = self._head_cost()
             head = self.comp(f"mb{mb}.head.bwd", 2 * flops, 2 * nbytes)
@@ -315,7 +315,6 @@ class StageBuilder:
             p = f"mb{mb}.layer{layer}"
             flops, nbytes = self._mlp_cost()
             if self.expert_parallel:
-                a2a = self.tokens * m.top_k * m.hidden * self.b
                 self.coll(f"{p}.moe.bwd.combine", schema.ALL_TO_ALL, a2a, "ep")
                 mlp = self.comp(f"{p}.mlp.bwd", 2 * flops, 2 * nbytes)
                 self.coll(f"{p}.moe.bwd.dispatch", schema.ALL_TO_ALL, a2a, "ep")
