@@ -201,9 +201,9 @@ def test_bad_input_names_file_and_line(tmp_path, text, where, what):
 def test_missing_file_and_bad_counts(tmp_path):
     with pytest.raises(InputError, match="cannot read"):
         convert_text(tmp_path / "absent.txt", 1, tmp_path / "o")
-    with pytest.raises(InputError, match="--num-npus"):
+    with pytest.raises(InputError, match="--npus"):
         convert_text(write(tmp_path, "DATA"), 0, tmp_path / "o")
-    with pytest.raises(InputError, match="--num-passes"):
+    with pytest.raises(InputError, match="--passes"):
         convert_text(write(tmp_path, "DATA"), 1, tmp_path / "o", num_passes=0)
 
 

@@ -279,9 +279,9 @@ def convert_text(input_path: str | os.PathLike, npus: int, out_prefix: str | os.
                  skip_none: bool = False) -> list[Path]:
     """Write ``PREFIX.<npu>.et`` for ``npus`` NPUs from an ASTRA-sim 1.0 text workload."""
     if npus < 1:
-        raise InputError(f"need at least 1 NPU, got {npus}", where="--num-npus")
+        raise InputError(f"need at least 1 NPU, got {npus}", where="--npus")
     if num_passes < 1:
-        raise InputError(f"need at least 1 pass, got {num_passes}", where="--num-passes")
+        raise InputError(f"need at least 1 pass, got {num_passes}", where="--passes")
     wl = parse_text(input_path)
     metadata = schema.GlobalMetadata()
     set_attr(metadata, "schema", SCHEMA)
