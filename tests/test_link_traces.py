@@ -86,6 +86,14 @@ def test_gpu_ops_attach_to_launching_op_via_correlation_in_time_order():
     assert (stats.gpu_ops, stats.attached) == (3, 3)
 
 
+def test_launch_inside_an_op_the_host_lacks_climbs_to_its_matched_caller():
+    k = kineto_obj()
+    k["traceEvents"].append(_cpu("aten::empty", 105.5, 0.8, 99, 50))  # no host node has rf_id 99
+    k["traceEvents"][3]["args"]["External id"] = 999  # and no External id to prefer
+    obj, _ = linked(kineto=k)
+    assert next(n for n in obj["nodes"] if n.get("name") == "sgemm")["ctrl_deps"] == 4
+
+
 def test_link_files_reads_gzip_and_writes_gzip(tmp_path: Path):
     host = tmp_path / "h.json.gz"
     dev = tmp_path / "k.json.gz"

@@ -20,12 +20,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _capture(args) -> int:
-    from ..errors import InputError
-
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise InputError("capture needs PyTorch: pip install 'chakra-pipe[torch]'") from None
     from .runner import CaptureConfig, run_capture
 
     path = run_capture(CaptureConfig(model=args.model, ranks=args.ranks, steps=args.steps,

@@ -15,9 +15,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .plan import PG_LABEL_PREFIX, PlannedCall, explicit_calls, sub_group_ranks
-
-BUILTIN_MODELS = ("mlp", "resnet-tiny", "gpt-tiny")
+from .plan import BUILTIN_MODELS, PG_LABEL_PREFIX, PlannedCall, explicit_calls, sub_group_ranks
 BATCH = 8
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+BUILTIN_MODELS = ("mlp", "resnet-tiny", "gpt-tiny")
 # Process-group name of the default group in PyTorch traces (``process_group:init``).
 DEFAULT_PG = "0"
 # A record_function label ``chakra_pipe.pg:<pg_name>`` around a collective tells convert its process

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..atomic import atomic_open, write_json
 from ..errors import ChakraPipeError, InputError
-from .plan import explicit_calls, sub_group_ranks
+from .plan import BUILTIN_MODELS, explicit_calls, sub_group_ranks
 
 WARMUP_STEPS = 2
 RENDEZVOUS_TIMEOUT_S = 120
@@ -157,13 +157,14 @@ def run_capture(cfg: CaptureConfig) -> Path:
         raise InputError("must be >= 1", where="--steps")
     if cfg.is_script and not Path(cfg.model).is_file():
         raise InputError("no such script", file=cfg.model)
-    if not cfg.is_script:
-        from .models import BUILTIN_MODELS
-        if cfg.model not in BUILTIN_MODELS:
-            raise InputError(f"unknown model {cfg.model!r}; choose {', '.join(BUILTIN_MODELS)} or a .py script",
-                             where="--model")
-    import torch
-    import torch.multiprocessing as mp
+    if not cfg.is_script and cfg.model not in BUILTIN_MODELS:
+        raise InputError(f"unknown model {cfg.model!r}; choose {', '.join(BUILTIN_MODELS)} or a .py script",
+                         where="--model")
+    try:
+        import torch
+        import torch.multiprocessing as mp
+    except ImportError:
+        raise InputError("capture needs PyTorch: pip install 'chakra-pipe[torch]'") from None
 
     backend = resolve_backend(cfg.backend, cfg.ranks)
     cfg.out.mkdir(parents=True, exist_ok=True)

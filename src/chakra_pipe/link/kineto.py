@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,12 +121,13 @@ def exclusive_durations(events: list[KEvent]) -> dict[int, float]:
     return {e.index: max(0.0, e.dur - child_sum.get(e.index, 0.0)) for e in events}
 
 
-def enclosing_ops(cpu: list[KEvent], launches: list[KEvent]) -> dict[int, KEvent]:
-    """For each launch (by ``index``), the innermost CPU op on its thread that contains it.
+def enclosing_ops(cpu: list[KEvent], launches: list[KEvent], accept: Callable[[KEvent], bool]) -> dict[int, KEvent]:
+    """For each launch (by ``index``), the innermost accepted CPU op on its thread that contains it.
 
-    An enclosing op with the launch's ``External id`` wins over a more deeply nested one (older
-    traces attach kernels to the op that shares the External id). One sweep per thread with a
-    stack of open ops: O(n log n), no per-launch backward scans.
+    ``accept`` filters ops (the linker accepts those matched to a host node, so a launch inside an
+    op the host trace lacks climbs to its nearest matched ancestor). An accepted enclosing op with
+    the launch's ``External id`` wins over a more deeply nested one (older traces attach kernels to
+    the op that shares the External id). One sweep per thread with a stack of open ops.
     """
     threads: dict[tuple[Any, Any], list[tuple[float, int, KEvent]]] = {}
     for e in cpu:
@@ -142,9 +144,9 @@ def enclosing_ops(cpu: list[KEvent], launches: list[KEvent]) -> dict[int, KEvent
             if kind == 0:
                 stack.append(e)
                 continue
-            if not stack:
-                continue
             ext = e.arg_int("External id")
-            match = next((op for op in reversed(stack) if ext is not None and op.arg_int("External id") == ext), None)
-            found[e.index] = match or stack[-1]
+            candidates = [op for op in reversed(stack) if accept(op)]
+            match = next((op for op in candidates if ext is not None and op.arg_int("External id") == ext), None)
+            if match or candidates:
+                found[e.index] = match or candidates[0]
     return found

@@ -120,9 +120,7 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         corr = e.arg_int("correlation")
         if corr is not None:
             launch_by_corr.setdefault(corr, e)
-    owner = enclosing_ops(kineto.cpu, list(launch_by_corr.values()))
-    # A launch inside an op the host trace lacks climbs to the nearest enclosing op it has.
-    cpu_sorted = sorted(kineto.cpu, key=lambda e: (e.pid, e.tid, e.ts, -e.dur, e.index))
+    owner = enclosing_ops(kineto.cpu, list(launch_by_corr.values()), lambda op: op.index in host_of_event)
     next_id = max((n["id"] for n in host.nodes), default=0) + 1
     gpu_nodes: list[dict[str, Any]] = []
     no_launch = 0
@@ -133,10 +131,9 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
             no_launch += 1
             continue
         op = owner.get(launch.index)
-        parent = _host_parent(op, host_of_event, cpu_sorted) if op is not None else None
-        if parent is None:
+        if op is None:
             continue
-        gpu_nodes.append(_gpu_node(e, next_id, parent))
+        gpu_nodes.append(_gpu_node(e, next_id, host_of_event[op.index]))
         next_id += 1
     stats = LinkStats(len(linkable), matched, mismatch, len(kineto.gpu), len(gpu_nodes), no_launch)
     out = dict(host.header)
@@ -145,19 +142,6 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
     out["link"] = asdict(stats)
     out["nodes"] = sorted(host.nodes, key=lambda n: n["id"]) + gpu_nodes
     return out, stats
-
-
-def _host_parent(op: KEvent, host_of_event: dict[int, int], cpu_sorted: list[KEvent]) -> int | None:
-    """Host id of ``op`` or of the innermost enclosing Kineto op that has one."""
-    if op.index in host_of_event:
-        return host_of_event[op.index]
-    best: KEvent | None = None
-    for e in cpu_sorted:
-        if (e.pid, e.tid) != (op.pid, op.tid) or e.ts > op.ts:
-            continue
-        if e.end >= op.end and e.index in host_of_event and (best is None or e.ts >= best.ts):
-            best = e
-    return host_of_event[best.index] if best is not None else None
 
 
 def write_linked(obj: dict[str, Any], path: str | os.PathLike) -> None:
