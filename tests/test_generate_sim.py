@@ -17,8 +17,9 @@ MICRO = "astra-sim/workload/microbenchmarks"
 
 # astra-sim-semantics.md §7.3: Ring 50 GB/s, 500 ns, Ring_4chunks.json, comm_size 1 MiB.
 EXPECTED_NS = {("all_reduce", 4): 43_000, ("all_reduce", 8): 64_440, ("all_reduce", 16): 99_640,
-               ("reduce_scatter", 4): 22_240, ("all_gather", 4): 64_744, ("all_gather", 16): 323_560,
-               ("all_to_all", 8): 125_480}
+               ("reduce_scatter", 4): 22_240, ("reduce_scatter", 8): 33_080, ("reduce_scatter", 16): 50_740,
+               ("all_gather", 4): 64_744, ("all_gather", 8): 151_016, ("all_gather", 16): 323_560,
+               ("all_to_all", 4): 41_560, ("all_to_all", 8): 125_480, ("all_to_all", 16): 391_240}
 
 
 @pytest.mark.parametrize("coll,npus", sorted(EXPECTED_NS))
