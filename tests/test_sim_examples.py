@@ -325,3 +325,30 @@ def test_cli_exit_codes(astra: Path, tmp_path: Path, capsys) -> None:
     args[1] = f"--system-configuration={astra}/system/native_collectives/Ring_4chunks.json"
     assert cli.main(["simulate", *args]) == 3
     assert "cannot finish" in capsys.readouterr().err
+
+
+# -- fast path ---------------------------------------------------------------------------------------
+def _straggler_set(tmp: Path, p: int, kind: int) -> TraceSet:
+    ranks = []
+    for r in range(p):
+        ranks.append([make_node(0, schema.COMP_NODE, (r * 7) % 5),
+                      coll(1, kind, size=3 << 18, data=[0]),
+                      make_node(2, schema.COMP_NODE, 2, data=[1]),
+                      coll(3, schema.ALL_REDUCE, size=1 << 16, data=[2])])
+    return write_set(tmp, ranks)
+
+
+@pytest.mark.parametrize("kind", [schema.ALL_REDUCE, schema.REDUCE_SCATTER, schema.ALL_GATHER, schema.ALL_TO_ALL])
+@pytest.mark.parametrize("sysd", [{}, {"active-chunks-per-dimension": 2}, {"collective-optimization": "baseline"}])
+def test_fast_ring_path_equals_event_path(tmp_path: Path, kind: int, sysd: dict) -> None:
+    """Skewed starts, several chunks, a 2-D network: the recurrence must match the events exactly."""
+    ts = _straggler_set(tmp_path, 8, kind)
+    two_dims = {k: ["ring", "ring"] for k in ("all-reduce-implementation", "reduce-scatter-implementation",
+                                             "all-gather-implementation", "all-to-all-implementation")}
+    system = ring_hw(8, **sysd, **two_dims).system
+    net = NetworkConfig.from_dict({"topology": ["Ring", "Switch"], "npus_count": [4, 2], "bandwidth": [100, 25],
+                                   "latency": [300, 2000]}, source="net")
+    hw = HardwareConfig(system, net)
+    fast, slow = simulate(ts, hw), simulate(ts, hw, fast=False)
+    assert fast.finish_ns == slow.finish_ns
+    assert fast.to_dict() == slow.to_dict()

@@ -14,6 +14,7 @@ from .config import HardwareConfig
 from .engine import EventQueue
 from .network import make_network
 from .result import SimResult
+from .system.ring_fast import RingCoordinator
 from .system.sys import Group, Sys
 from .workload import FifoServer, RankTrace, Workload
 
@@ -62,8 +63,13 @@ def _memory_servers(hw: HardwareConfig, npus: int) -> list:
     return [servers.setdefault(r // mem.num_npus_per_node, FifoServer()) for r in range(npus)]
 
 
-def simulate(trace_set, hw: HardwareConfig, comm_groups: dict[int, list[int]] | None = None) -> SimResult:
-    """Simulate every rank of ``trace_set`` on ``hw``; see :class:`SimResult` for the outputs."""
+def simulate(trace_set, hw: HardwareConfig, comm_groups: dict[int, list[int]] | None = None,
+             fast: bool = True) -> SimResult:
+    """Simulate every rank of ``trace_set`` on ``hw``; see :class:`SimResult` for the outputs.
+
+    ``fast=False`` forces the message-by-message path everywhere (the fast path is exact; the switch
+    exists so tests and benchmarks can compare the two).
+    """
     npus = hw.network.npus
     if len(trace_set.ranks) != npus:
         raise ConfigError(f"npus_count multiplies to {npus} NPUs but the workload has {len(trace_set.ranks)} "
@@ -74,9 +80,12 @@ def simulate(trace_set, hw: HardwareConfig, comm_groups: dict[int, list[int]] | 
     stats = _Stats()
     result = SimResult(hw.backend)
     servers = _memory_servers(hw, npus)
+    coordinator = None
+    if fast and hw.backend == "congestion_unaware" and not hw.rendezvous:
+        coordinator = RingCoordinator(network, queue, stats)
     workloads = []
     for rank, graph in enumerate(trace_set.ranks):
-        sys = Sys(rank, hw, queue, network, stats)
+        sys = Sys(rank, hw, queue, network, stats, coordinator)
         workloads.append(Workload(rank, _rank_trace(graph), sys, hw, _groups_for(rank, npus, groups),
                                   servers[rank], result))
     for w in workloads:

@@ -18,6 +18,7 @@ from .direct import Direct
 from .double_binary_tree import DoubleBinaryTree
 from .halving_doubling import HalvingDoubling
 from .ring import Ring
+from .ring_fast import FastRing
 from .stream import DataSet, Phase, Stream
 from .topology import ANTICLOCKWISE, CLOCKWISE, LogicalTopology
 
@@ -68,7 +69,7 @@ class Group:
 
 
 class Sys:
-    def __init__(self, npu: int, hw, queue, network, stats):
+    def __init__(self, npu: int, hw, queue, network, stats, ring_coordinator=None):
         self.id = npu
         self.hw = hw
         self.cfg = hw.system
@@ -89,6 +90,7 @@ class Sys:
         self._ticks: dict[int, list[Callable[[], None]]] = {}
         self._topologies: dict[str, LogicalTopology] = {}
         self.rendezvous = hw.rendezvous
+        self.ring_coordinator = ring_coordinator  # set when ring phases may use the exact fast path
 
     @property
     def now(self) -> int:
@@ -161,7 +163,8 @@ class Sys:
         base = algo.base
         topo = dim.basic()
         if base == "ring":
-            a = Ring(ctype, self, topo, size, queue[1])
+            cls = FastRing if self.ring_coordinator is not None else Ring
+            a = cls(ctype, self, topo, size, queue[1])
         elif base == "direct":
             a = Direct(ctype, self, topo, size, queue[1], algo.window)
         elif base == "halvingDoubling":
