@@ -1,0 +1,222 @@
+"""The torch side of one rank: turn a node into real device work and poll it.
+
+Collectives and p2p run on the recorded process group with tensors whose byte size is exactly the
+recorded size (``CommSpec.elem_bytes`` picks float32 or uint8), and every call logs the bytes it
+handed to ``torch.distributed`` so a replay can prove it moved what the trace says.
+Imported only inside rank processes: it needs torch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from ..et import schema
+from .plan import ACT_COLL, ACT_COMPUTE, ACT_RECV, ACT_SEND, WORLD, CommSpec, RankPlan
+
+COMPUTE_MODES = ("duration", "skip", "ops")
+GEMM_MAX_N = 2048  # larger num_ops run as repeated GEMMs of this size (bounded memory)
+
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """A square GEMM repeated ``reps`` times: ``ops = reps · 2n³`` approximates ``num_ops``."""
+
+    n: int
+    reps: int
+
+    @property
+    def ops(self) -> int:
+        return self.reps * 2 * self.n ** 3
+
+    @classmethod
+    def for_ops(cls, num_ops: int) -> Gemm:
+        n = max(1, min(GEMM_MAX_N, round((num_ops / 2) ** (1 / 3))))
+        return cls(n, max(1, round(num_ops / (2 * n ** 3))))
+
+
+class _Waiter(threading.Thread):
+    """Blocks in ``wait()`` for a work item that cannot be polled.
+
+    gloo's send/recv and reduce-scatter works have no future and never flip ``is_completed``
+    unless someone waits on them, so a daemon thread does the waiting and the loop polls the flag.
+    """
+
+    def __init__(self, work):
+        super().__init__(daemon=True)
+        self.work, self.error, self.finished = work, None, False
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.work.wait()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the polling thread
+            self.error = exc
+        self.finished = True
+
+
+def _track(work) -> tuple[str, object]:
+    """A pollable handle: the work itself when it has a future, else a waiter thread."""
+    try:
+        work.get_future()
+    except RuntimeError:
+        return ("waiter", _Waiter(work))
+    return ("work", work)
+
+
+class TorchEngine:
+    """Implements :class:`~chakra_pipe.replay.executor.Engine` for one rank."""
+
+    def __init__(self, plan: RankPlan, groups: dict[str, object], device: torch.device, compute: str):
+        self.plan, self.groups, self.device, self.compute = plan, groups, device, compute
+        self.calls: dict[int, list[int]] = {}
+        self.gemm_ops: dict[int, int] = {}
+        self._buffers: dict[tuple, torch.Tensor] = {}
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="replay-compute")
+        self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+
+    # -- Engine protocol -------------------------------------------------------------------
+    def start(self, i: int) -> object | None:
+        action = self.plan.actions[i]
+        if action == ACT_COMPUTE:
+            return self._compute(i)
+        spec = self.plan.comm.get(i)
+        if action == ACT_COLL:
+            return _track(self._collective(i, spec))
+        if action == ACT_SEND:
+            t = self._buffer("p2p", spec)
+            self._log(i, t)
+            return _track(dist.isend(t, dst=spec.peer, tag=spec.tag))
+        if action == ACT_RECV:
+            t = self._buffer(("recv", i), spec)  # recvs may overlap: one buffer each
+            self._log(i, t)
+            return _track(dist.irecv(t, src=spec.peer, tag=spec.tag))
+        return None
+
+    def poll(self, handle) -> bool:
+        kind, obj = handle
+        if kind == "until":
+            return time.monotonic_ns() >= obj
+        if kind == "work":
+            if not obj.is_completed():
+                return False
+            obj.wait()  # surfaces the backend's error, if any
+            return True
+        if kind == "waiter":
+            if obj.finished and obj.error is not None:
+                raise obj.error
+            return obj.finished
+        if kind == "future":
+            if not obj.done():
+                return False
+            obj.result()
+            return True
+        if kind == "event":
+            return obj.query()
+        raise ValueError(f"unknown handle {kind!r}")
+
+    def new_iteration(self) -> None:
+        self.calls = {}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- compute ---------------------------------------------------------------------------
+    def _compute(self, i: int):
+        if self.compute == "skip":
+            return None
+        ops = self.plan.num_ops[i]
+        if self.compute == "ops" and ops > 0:
+            return self._gemm(i, Gemm.for_ops(ops))
+        # duration mode, and ops mode for nodes without num_ops (CPU ops keep their recorded time,
+        # as ASTRA-sim's roofline mode does): busy-wait inside the polling loop.
+        dur = self.plan.duration_ns[i]
+        return ("until", time.monotonic_ns() + dur) if dur > 0 else None
+
+    def _gemm(self, i: int, gemm: Gemm):
+        self.gemm_ops[i] = gemm.ops
+        key = ("gemm", gemm.n)
+        if key not in self._buffers:
+            g = torch.Generator(device="cpu").manual_seed(gemm.n)
+            mats = [torch.rand(gemm.n, gemm.n, generator=g).to(self.device) for _ in range(3)]
+            self._buffers[key] = torch.stack(mats)
+        a, b, c = self._buffers[key]
+        if self._stream is not None:
+            with torch.cuda.stream(self._stream):
+                for _ in range(gemm.reps):
+                    torch.mm(a, b, out=c)
+                event = torch.cuda.Event()
+                event.record(self._stream)
+            return ("event", event)
+
+        def run() -> None:
+            for _ in range(gemm.reps):
+                torch.mm(a, b, out=c)
+
+        future: Future = self._pool.submit(run)
+        return ("future", future)
+
+    # -- communication ---------------------------------------------------------------------
+    def _buffer(self, role, spec: CommSpec, numel: int | None = None) -> torch.Tensor:
+        dtype = torch.float32 if spec.elem_bytes == 4 else torch.uint8
+        numel = spec.nbytes // spec.elem_bytes if numel is None else numel
+        key = (role, numel, dtype)
+        t = self._buffers.get(key)
+        if t is None:
+            t = self._buffers[key] = torch.zeros(numel, dtype=dtype, device=self.device)
+        return t
+
+    def _log(self, i: int, *tensors: torch.Tensor) -> None:
+        self.calls.setdefault(i, []).append(sum(t.numel() * t.element_size() for t in tensors))
+
+    def _collective(self, i: int, spec: CommSpec):
+        pg = self.groups[spec.group] if spec.group != WORLD else None
+        p = len(spec.members)
+        root = spec.members[0]
+        me = spec.members.index(self.plan.rank)
+        t = self._buffer("in", spec)
+        ct = spec.comm_type
+        if ct == schema.BARRIER:
+            self._log(i)
+            return dist.barrier(group=pg, async_op=True)
+        if ct == schema.ALL_REDUCE:
+            self._log(i, t)
+            return dist.all_reduce(t, group=pg, async_op=True)
+        if ct == schema.REDUCE:
+            self._log(i, t)
+            return dist.reduce(t, dst=root, group=pg, async_op=True)
+        if ct == schema.BROADCAST:
+            self._log(i, t)
+            return dist.broadcast(t, src=root, group=pg, async_op=True)
+        if ct == schema.ALL_GATHER:
+            out = self._buffer("out", spec, t.numel() * p)
+            self._log(i, t)
+            return _all_gather(out, t, group=pg, async_op=True)
+        if ct in (schema.REDUCE_SCATTER, schema.REDUCE_SCATTER_BLOCK):
+            out = self._buffer("out", spec, t.numel() // p)
+            self._log(i, t)
+            return _reduce_scatter(out, t, group=pg, async_op=True)
+        if ct == schema.ALL_TO_ALL:
+            base, rem = divmod(t.numel(), p)
+            in_splits = [base + (j < rem) for j in range(p)]
+            out_splits = [base + (me < rem)] * p
+            out = self._buffer("out", spec, sum(out_splits))
+            self._log(i, t)
+            return dist.all_to_all_single(out, t, out_splits, in_splits, group=pg, async_op=True)
+        if ct == schema.GATHER:
+            chunks = [self._buffer(("chunk", j), spec) for j in range(p)] if self.plan.rank == root else None
+            self._log(i, t)
+            return dist.gather(t, chunks, dst=root, group=pg, async_op=True)
+        if ct == schema.SCATTER:
+            chunks = [self._buffer(("chunk", j), spec) for j in range(p)] if self.plan.rank == root else None
+            self._log(i, t)
+            return dist.scatter(t, chunks, src=root, group=pg, async_op=True)
+        raise ValueError(f"comm_type {ct} has no torch.distributed call")
