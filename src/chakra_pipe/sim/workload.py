@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from ..et import schema
+from ..et.attrs import INT_KINDS, KIND_NUMBER
 from .system.sys import Group
 
 S = schema
@@ -24,6 +25,8 @@ SUPPORTED_COLLECTIVES = {S.ALL_REDUCE: "ALL_REDUCE", S.REDUCE_SCATTER: "REDUCE_S
 SLOT_NONE, SLOT_CPU, SLOT_GPU, SLOT_COMM = -1, 0, 1, 2
 SLOT_NAMES = {SLOT_NONE: "recv", SLOT_CPU: "cpu", SLOT_GPU: "gpu", SLOT_COMM: "comm"}
 TAG_MODULUS = 500_000_000
+_INT_KIND_TABLE = np.zeros(256, dtype=bool)
+_INT_KIND_TABLE[[KIND_NUMBER[k] for k in INT_KINDS]] = True
 
 
 @dataclass
@@ -49,8 +52,13 @@ class RankTrace:
         ids = g.ids.astype(np.int64).tolist()
         names = ("num_ops", "tensor_size", "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag",
                  "comm_priority")
-        attrs = {a: g.int_attr(a, 0).tolist() for a in names}
-        has = {a: g.has(a).tolist() for a in names}
+        # integer view of each attribute: one table lookup instead of np.isin per column
+        attrs, has = {}, {}
+        for a in names:
+            kind = g.attr_kind[a]
+            ok = _INT_KIND_TABLE[kind]
+            attrs[a] = np.where(ok, g.attr_value[a], 0).tolist()
+            has[a] = (kind != 0).tolist()
         parents: list[set[int]] = [set() for _ in range(n)]
         for which in ("data", "ctrl"):
             ptr, par = g.dep_indices(which)

@@ -69,7 +69,7 @@ class Group:
 
 
 class Sys:
-    def __init__(self, npu: int, hw, queue, network, stats, ring_coordinator=None):
+    def __init__(self, npu: int, hw, queue, network, stats, ring_coordinator=None, shared_rings=None):
         self.id = npu
         self.hw = hw
         self.cfg = hw.system
@@ -91,6 +91,7 @@ class Sys:
         self._topologies: dict[str, LogicalTopology] = {}
         self.rendezvous = hw.rendezvous
         self.ring_coordinator = ring_coordinator  # set when ring phases may use the exact fast path
+        self.shared_rings = {} if shared_rings is None else shared_rings
 
     @property
     def now(self) -> int:
@@ -145,7 +146,8 @@ class Sys:
             return plan, True
         plan = self._topologies.get(ctype)
         if plan is None:
-            plan = self._topologies[ctype] = LogicalTopology.global_plan(self.id, self.physical, algos)
+            plan = self._topologies[ctype] = LogicalTopology.global_plan(self.id, self.physical, algos,
+                                                                         self.shared_rings)
         return plan, False
 
     def _priority(self, explicit: int) -> int:

@@ -148,7 +148,18 @@ class LogicalTopology:
         self.dims = dims
 
     @classmethod
-    def global_plan(cls, me: int, physical: tuple[int, ...], algos: tuple[Algorithm, ...]) -> LogicalTopology:
+    def global_plan(cls, me: int, physical: tuple[int, ...], algos: tuple[Algorithm, ...],
+                    rings: dict | None = None) -> LogicalTopology:
+        """``rings`` shares the (immutable) ring objects between the NPUs of one simulation."""
+        rings = {} if rings is None else rings
+
+        def ring(base: int, step: int, p: int) -> RingTopology:
+            key = (base, step, p)
+            r = rings.get(key)
+            if r is None:
+                r = rings[key] = RingTopology([base + k * step for k in range(p)], me)
+            return r
+
         if len(algos) > len(physical):
             raise ConfigError(f"{len(algos)} algorithms listed for a {len(physical)}-dimensional network")
         dims: list[Dimension] = []
@@ -158,7 +169,7 @@ class LogicalTopology:
             p = physical[d]
             if algo.one:
                 total = math.prod(physical)
-                dims.append(Dimension(algo, total, ring=RingTopology(list(range(total)), me)))
+                dims.append(Dimension(algo, total, ring=ring(0, 1, total)))
                 break
             if algo.base == "doubleBinaryTree":
                 start = me % offset if d == last else (me - me % (offset * p)) + me % offset
@@ -166,7 +177,7 @@ class LogicalTopology:
             else:
                 index = (me % (offset * p)) // offset
                 base = me - index * offset
-                dims.append(Dimension(algo, p, ring=RingTopology([base + k * offset for k in range(p)], me)))
+                dims.append(Dimension(algo, p, ring=ring(base, offset, p)))
             offset *= p
         return cls(dims)
 
