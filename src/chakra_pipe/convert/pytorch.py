@@ -23,7 +23,7 @@ from typing import Any
 from ..capture.plan import DEFAULT_PG, PG_LABEL_PREFIX
 from ..et import schema
 from ..et.attrs import set_attr
-from ..link.hostet import PG_INIT_MARK, HostTrace, attr, is_root, is_thread
+from ..link.hostet import PG_INIT_MARK, HostTrace, attr, is_root, is_thread, process_groups
 from .collectives import (DTYPE_BYTES, Comm, from_c10d, from_record_param_comms, kernel_kind,
                           normalise_collective, process_group_json)
 
@@ -106,20 +106,6 @@ def _micros(v: float) -> int:
     return max(0, int(round(v)))
 
 
-def _pg_table(trace: HostTrace) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    import json
-
-    for node in trace.nodes:
-        if PG_INIT_MARK in node["name"]:
-            values = node["inputs"].get("values") or []
-            try:
-                table = json.loads(values[0]) if values and isinstance(values[0], str) else []
-            except ValueError:
-                table = []
-            return node, [g for g in table if isinstance(g, dict)] if isinstance(table, list) else []
-    return None, []
-
-
 class _Converter:
     """Three ascending-id passes over the nodes (parents always have smaller ids than children)."""
 
@@ -131,9 +117,8 @@ class _Converter:
             p = n["ctrl_deps"]
             if p in trace.by_id and p < n["id"]:
                 self.parent[n["id"]] = p
-        self.pg_node, table = _pg_table(trace)
-        self.groups = process_groups_of(trace, table)
-        self.table = table
+        self.table = process_groups(trace)
+        self.groups = process_groups_of(trace, self.table)
 
     def _subtree_flags(self) -> tuple[set[int], set[int]]:
         """Ids with a NCCL device op below them, and ids with a record_param_comms below them."""
@@ -199,14 +184,15 @@ class _Converter:
         """The first NCCL kernel under an anchor carries its comm; unclaimed ones use their name."""
         if "nccl" not in n["name"].lower():
             return
-        if anchor is not None and anchor not in self.claimed:
-            self.claimed.add(anchor)
-            self.comm[n["id"]] = self.comm[anchor]
+        if anchor is not None:  # further kernels of an already claimed anchor stay COMP
+            if anchor not in self.claimed:
+                self.claimed.add(anchor)
+                self.comm[n["id"]] = self.comm[anchor]
             return
         args = n.get("args") or {}
         cname = args.get("Collective name")
         kind = normalise_collective(cname) if isinstance(cname, str) else kernel_kind(n["name"])
-        if kind is None or anchor is not None:
+        if kind is None:
             return
         size = args.get("In msg nelems")
         dtype = str(args.get("dtype", "")).lower()
