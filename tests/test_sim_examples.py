@@ -352,3 +352,25 @@ def test_fast_ring_path_equals_event_path(tmp_path: Path, kind: int, sysd: dict)
     fast, slow = simulate(ts, hw), simulate(ts, hw, fast=False)
     assert fast.finish_ns == slow.finish_ns
     assert fast.to_dict() == slow.to_dict()
+
+
+@pytest.mark.parametrize("topology", ["Ring", "Switch", "FullyConnected"])
+@pytest.mark.parametrize("kind", [schema.ALL_REDUCE, schema.ALL_GATHER, schema.ALL_TO_ALL])
+def test_fast_aware_path_equals_event_path(tmp_path: Path, topology: str, kind: int) -> None:
+    """FIFO links carried over from collective to collective, skewed starts, 4 chunks in turn."""
+    ts = _straggler_set(tmp_path, 8, kind)
+    net = NetworkConfig.from_dict({"topology": [topology], "npus_count": [8], "bandwidth": [100],
+                                   "latency": [700]}, source="net")
+    hw = HardwareConfig(ring_hw(8).system, net, backend="congestion_aware")
+    fast, slow = simulate(ts, hw), simulate(ts, hw, fast=False)
+    assert fast.to_dict() == slow.to_dict()
+
+
+def test_aware_fast_path_only_where_exact(tmp_path: Path) -> None:
+    from chakra_pipe.sim.system.ring_fast import aware_fast_path_is_exact
+    ts = _straggler_set(tmp_path, 8, schema.ALL_REDUCE)
+    hw = ring_hw(8, "congestion_aware")
+    assert aware_fast_path_is_exact(ts, hw, None)
+    assert not aware_fast_path_is_exact(ts, ring_hw(8, "congestion_aware", **{"active-chunks-per-dimension": 2}), None)
+    assert not aware_fast_path_is_exact(ts, ring_hw(8, "congestion_aware", **{"all-reduce-implementation": ["direct"]}), None)
+    assert not aware_fast_path_is_exact(ts, hw, {1: [0, 1, 2, 3]})

@@ -15,7 +15,7 @@ from .config import HardwareConfig
 from .engine import EventQueue
 from .network import make_network
 from .result import SimResult
-from .system.ring_fast import RingCoordinator
+from .system.ring_fast import RingCoordinator, aware_fast_path_is_exact
 from .system.sys import Group, Sys
 from .workload import FifoServer, RankTrace, Workload
 
@@ -96,6 +96,8 @@ def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool) -> SimResu
     coordinator = None
     if fast and hw.backend == "congestion_unaware" and not hw.rendezvous:
         coordinator = RingCoordinator(network, queue, stats)
+    elif fast and hw.backend == "congestion_aware" and aware_fast_path_is_exact(trace_set, hw, groups):
+        coordinator = RingCoordinator(network, queue, stats, aware=True)
     workloads = []
     rings: dict = {}
     for rank, graph in enumerate(trace_set.ranks):

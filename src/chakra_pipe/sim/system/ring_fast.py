@@ -11,14 +11,24 @@ where ``d_k`` is the bus delay of the k-th injected packet plus ``Pd`` when that
 reduction (the same packet counters as :class:`~.algorithm.PacketAlgorithm`). Every rank's exit
 depends on every member's start, so the phase is evaluated once the last member has started, over
 all members at once (numpy for large rings), and each member's exit is scheduled at its last receive
-exactly as the event path would register it. Used only where it is exact: the unaware backend
-without the rendezvous protocol; every other case runs message by message.
+exactly as the event path would register it.
+
+On the congestion-aware network a message first waits for its FIFO link (``start = max(send,
+link free)``, ``arrival = start + floor(L + S/B')``, link busy ``floor(S/B')``; through a switch an
+uplink then a downlink). That is exact when each link carries the phases' messages in phase order
+and nothing else, which :func:`aware_fast_path_is_exact` checks before a run: a 1-D network, one
+queue and one active chunk per dimension, ring algorithms only, world-sized groups only, no
+send/receive or METADATA nodes. Link free times carry over from phase to phase.
+
+Every other case (rendezvous, other algorithms, contention the recurrence cannot order) runs
+message by message.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..network.common import bytes_per_ns
 from .algorithm import AR, RS
 from .ring import Ring
 
@@ -28,10 +38,12 @@ NUMPY_FROM = 48  # ring size from which array steps beat plain Python
 class RingCoordinator:
     """Collects the members' start times of each ring phase and evaluates it when all have started."""
 
-    def __init__(self, network, queue, stats):
+    def __init__(self, network, queue, stats, aware: bool = False):
         self.network, self.queue, self.stats = network, queue, stats
         self._waiting: dict[tuple, dict[int, "FastRing"]] = {}
         self._delays: dict[tuple, list[int]] = {}
+        self.aware = aware
+        self._link_free: dict[tuple, int] = {}
 
     def join(self, algo: "FastRing") -> None:
         ring = algo.ring
@@ -55,9 +67,12 @@ class RingCoordinator:
         first = algos[0]
         ring, p, steps = first.ring, first.ring.size, first.stream_count
         d = first.packet_delays()
-        net = self._net_delays(key[0], first.msg_size, first.direction, ring)
         pred = [ring.index_of(ring.sender(m, first.direction)) for m in ring.members]
         starts = [a.start_ns for a in algos]
+        if self.aware:
+            self._finish(algos, self._evaluate_aware(ring, first, d, pred, starts), d[steps], steps)
+            return
+        net = self._net_delays(key[0], first.msg_size, first.direction, ring)
         if p >= NUMPY_FROM:
             send = np.asarray(starts, dtype=np.int64) + d[0]
             netv = np.asarray(net, dtype=np.int64)
@@ -77,10 +92,72 @@ class RingCoordinator:
                     dk = d[k]
                     send = [r + dk for r in recv]
             last = recv
-        self.stats.messages += steps * p
-        tail = d[steps]
+        self._finish(algos, last, d[steps], steps)
+
+    def _finish(self, algos: list["FastRing"], last: list[int], tail: int, steps: int) -> None:
+        self.stats.messages += steps * len(algos)
         for algo, t in zip(algos, last):
             self.queue.schedule(t, algo.sys.register_event, algo.exit, tail)
+
+
+    def _evaluate_aware(self, ring, first: "FastRing", d: list[int], pred: list[int], starts: list[int]) -> list[int]:
+        """FIFO links on a 1-D network (see the module docstring for when this is exact)."""
+        cfg = self.network.cfg
+        kind, size = cfg.topology[0], first.msg_size
+        bw = bytes_per_ns(cfg.bandwidth[0])
+        comm, ser = int(cfg.latency[0] + size / bw), int(size / bw)
+        members = ring.members
+        p, steps = len(members), first.stream_count
+        free = self._link_free
+        switch = kind == "Switch"
+        if switch:
+            up_keys = [("U", members[pred[i]]) for i in range(p)]
+            down_keys = [("D", members[i]) for i in range(p)]
+            uf = np.asarray([free.get(k, 0) for k in up_keys], dtype=np.int64)
+            df = np.asarray([free.get(k, 0) for k in down_keys], dtype=np.int64)
+        else:
+            keys = [("L", members[pred[i]], members[i]) for i in range(p)]
+            lf = np.asarray([free.get(k, 0) for k in keys], dtype=np.int64)
+        predv = np.asarray(pred, dtype=np.int64)
+        send = np.asarray(starts, dtype=np.int64) + d[0]
+        recv = send
+        for k in range(1, steps + 1):
+            out = send[predv]
+            if switch:
+                st = np.maximum(out, uf)
+                uf = st + ser
+                st = np.maximum(st + comm, df)
+                df = st + ser
+            else:
+                st = np.maximum(out, lf)
+                lf = st + ser
+            recv = np.maximum(st + comm, send)
+            if k < steps:
+                send = recv + d[k]
+        if switch:
+            free.update(zip(up_keys, uf.tolist()))
+            free.update(zip(down_keys, df.tolist()))
+        else:
+            free.update(zip(keys, lf.tolist()))
+        return recv.tolist()
+
+
+def aware_fast_path_is_exact(trace_set, hw, groups: dict | None) -> bool:
+    """True when every link carries only ring-phase messages, in phase order (module docstring)."""
+    from ...et import schema
+
+    sysc, net = hw.system, hw.network
+    if hw.rendezvous or net.dims != 1 or hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1:
+        return False
+    if any(a.base != "ring" for _, algos in sysc.implementations for a in algos):
+        return False
+    if any(len(m) != net.npus for m in (groups or {}).values()):
+        return False
+    banned = np.asarray([schema.COMM_SEND_NODE, schema.COMM_RECV_NODE, schema.METADATA_NODE])
+    for g in trace_set.ranks:
+        if np.isin(g.types, banned).any() or any(v not in ("", "0") for v in g.pg_name.values()):
+            return False
+    return True
 
 
 class FastRing(Ring):
