@@ -163,6 +163,31 @@ def test_nccl_record_param_comms_with_attrs_and_linked_kernel():
     assert rank_problems(conv.nodes) == []
 
 
+def test_gpu_ops_follow_launcher_and_stream_and_sync_waits_become_deps():
+    from test_link_traces import PID, _cpu, _node, host_obj, kineto_obj
+
+    host, k = host_obj(), kineto_obj()
+    host["nodes"].insert(3, _node(6, "aten::item", 2, rf=13))
+    k["traceEvents"] += [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": PID, "tid": 7, "ts": 111,
+         "dur": 22, "args": {"correlation": 80}},
+        _cpu("aten::item", 134, 1, 13, 4)]
+    obj, _ = link_traces(parse_host_trace(host, "h"), parse_kineto(k, "k"))
+    conv, out = _convert(obj)
+    ids = {n.name: n.id for n in conv.nodes}
+    sgemm, memset, relu = ids["sgemm"], ids["Memset"], ids["relu_kernel"]
+    # CPU chain in call order: Outer -> mm -> relu -> item (+ waits for the kernel before it).
+    assert [list(out[i].data_deps) for i in (3, 4, 5)] == [[], [3], [4]]
+    assert list(out[6].data_deps) == [5, relu]
+    # Kernels after their launching op and the previous op of stream 7.
+    assert list(out[sgemm].data_deps) == [4]
+    assert list(out[memset].data_deps) == [3, sgemm]
+    assert list(out[relu].data_deps) == [5, memset]
+    assert get_attr(out[sgemm], "is_cpu_op") is False and get_attr(out[sgemm], "stream") == 7
+    assert out[3].duration_micros == 6 and out[sgemm].duration_micros == 5
+    assert rank_problems(conv.nodes) == [] and conv.sync_dropped == 0
+
+
 def test_send_recv_matching_across_ranks():
     def p2p(kind, peer):
         nodes = [_n(1, "[pytorch|profiler|execution_trace|process]", 1),

@@ -94,6 +94,21 @@ def test_launch_inside_an_op_the_host_lacks_climbs_to_its_matched_caller():
     assert next(n for n in obj["nodes"] if n.get("name") == "sgemm")["ctrl_deps"] == 4
 
 
+def test_host_op_after_a_device_synchronize_waits_for_the_last_kernel_of_each_stream():
+    host, k = host_obj(), kineto_obj()
+    host["nodes"].insert(3, _node(6, "aten::item", 2, rf=13))
+    k["traceEvents"] += [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": PID, "tid": 7, "ts": 111,
+         "dur": 22, "args": {"correlation": 80}},
+        _cpu("aten::item", 134, 1, 13, 4)]
+    obj, stats = linked(host=host, kineto=k)
+    by_id = {n["id"]: n for n in obj["nodes"]}
+    relu_kernel = next(n["id"] for n in obj["nodes"] if n["name"] == "relu_kernel")
+    assert by_id[6]["sync_dep"] == [relu_kernel]  # stream 7's last op launched before the sync
+    assert stats.sync_deps == 1 and "1 host ops wait for the GPU" in stats.line()
+    assert all("sync_dep" not in by_id[i] for i in (3, 4, 5))
+
+
 def test_link_files_reads_gzip_and_writes_gzip(tmp_path: Path):
     host = tmp_path / "h.json.gz"
     dev = tmp_path / "k.json.gz"

@@ -37,11 +37,11 @@ def rank_problems(nodes: list) -> list[str]:
             if absent:
                 problems.append(f"node {n.id}: comm node lacks {', '.join(absent)}")
     if not problems:
-        problems += _cycle(nodes)
+        problems += cycle_problems(nodes)
     return problems
 
 
-def _cycle(nodes: list) -> list[str]:
+def cycle_problems(nodes: list) -> list[str]:
     """Kahn's algorithm over data ∪ ctrl deps; iterative, so deep graphs cannot overflow."""
     indeg = {n.id: len(set(n.data_deps) | set(n.ctrl_deps)) for n in nodes}
     children: dict[int, list[int]] = {}

@@ -7,9 +7,11 @@ Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch
 * p2p nodes get ``comm_src``/``comm_dst``/``comm_tag``; every comm node gets ``pg_name``;
 * ``start_time_micros`` from Kineto ``ts``; ``Optimizer.step`` keeps its duration;
 * dependencies: one chain per host thread in call (pre-)order, GPU ops after their launching op and
-  after the previous op of their stream; ctrl deps only to nodes that are in the file. Every edge
-  points to a smaller id (host ids are assigned at op entry, GPU ids follow in time order), so the
-  graph is acyclic by construction;
+  after the previous op of their stream, host ops after the GPU ops a ``*Synchronize`` made them
+  wait for (linker ``sync_dep``); ctrl deps only to nodes that are in the file. Every edge except
+  the GPU waits points to a smaller id (host ids are assigned at op entry, GPU ids follow in time
+  order); GPU waits go to strictly earlier starts and are dropped as a whole if they still close
+  a cycle, so the output is always acyclic;
 * the process root and thread roots are not emitted (they have no time of their own).
 """
 
@@ -24,6 +26,7 @@ from ..capture.plan import DEFAULT_PG, PG_LABEL_PREFIX
 from ..et import schema
 from ..et.attrs import set_attr
 from ..link.hostet import PG_INIT_MARK, HostTrace, attr, is_root, is_thread, process_groups
+from .check import cycle_problems
 from .collectives import (DTYPE_BYTES, Comm, from_c10d, from_record_param_comms, kernel_kind,
                           normalise_collective, process_group_json)
 
@@ -95,6 +98,7 @@ class RankConversion:
     used_pgs: set[str]
     counts: Counter
     pg_unknown: int = 0
+    sync_dropped: int = 0
 
 
 def _num(node: dict[str, Any], key: str) -> float:
@@ -275,6 +279,7 @@ class _Converter:
         last_on_thread: dict[int, int] = {}
         last_on_stream: dict[tuple[Any, int], int] = {}
         nodes, counts, used = [], Counter(), set()
+        sync_added: dict[int, list[int]] = {}
         pg_unknown = 0
         for n in self.order:
             nid = n["id"]
@@ -287,7 +292,10 @@ class _Converter:
                 candidates = (kept_anc[nid], last_on_stream.get(key))
                 last_on_stream[key] = nid
             else:
-                candidates = (last_on_thread.get(tid_of[nid]), cross.get(nid))
+                waits = self._sync_waits(n)
+                if waits:
+                    sync_added[nid] = waits
+                candidates = (last_on_thread.get(tid_of[nid]), cross.get(nid), *waits)
                 last_on_thread[tid_of[nid]] = nid
             data = [d for i, d in enumerate(candidates) if d is not None and d not in candidates[:i]]
             out.data_deps.extend(data)
@@ -312,7 +320,15 @@ class _Converter:
             self._info_attrs(out, n, role)
             counts[out.type] += 1
             nodes.append(out)
-        return RankConversion(self._metadata(), nodes, self.groups, used, counts, pg_unknown)
+        sync_dropped = _drop_sync_if_cyclic(nodes, sync_added)
+        return RankConversion(self._metadata(), nodes, self.groups, used, counts, pg_unknown, sync_dropped)
+
+    def _sync_waits(self, n: dict[str, Any]) -> list[int]:
+        """GPU ops this host op waits for (linker ``sync_dep``), kept only when they started earlier."""
+        ts = _num(n, "ts")
+        by_id = self.trace.by_id
+        return [g for g in n.get("sync_dep") or () if isinstance(g, int) and self.role.get(g) == GPU
+                and _num(by_id[g], "ts") < ts]
 
     def _comm_attrs(self, out, n: dict[str, Any], comm: Comm, used: set[str]) -> int:
         set_attr(out, "is_cpu_op", False)
@@ -370,6 +386,23 @@ class _Converter:
                 set_attr(md, key, v, kind)
         set_attr(md, "converter", "chakra_pipe.convert.pytorch", "string_val")
         return md
+
+
+def _drop_sync_if_cyclic(nodes: list, sync_added: dict[int, list[int]]) -> int:
+    """Remove every GPU-wait edge if together they close a cycle (chakra issue #189); return how many.
+
+    All other edges follow start times and ids, so they cannot form a cycle; GPU-wait edges point
+    to later ids and could, with inconsistent timestamps. Dropping them keeps the file simulable.
+    """
+    if not sync_added or not cycle_problems(nodes):
+        return 0
+    for node in nodes:
+        waits = sync_added.get(node.id)
+        if waits:
+            kept = [d for d in node.data_deps if d not in waits]
+            del node.data_deps[:]
+            node.data_deps.extend(kept)
+    return sum(len(w) for w in sync_added.values())
 
 
 def convert_trace(trace: HostTrace, rank: int) -> RankConversion:

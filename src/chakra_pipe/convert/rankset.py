@@ -37,11 +37,14 @@ class ConvertSummary:
     counts: Counter = field(default_factory=Counter)
     pg_unknown: int = 0
     links: list[LinkStats] = field(default_factory=list)
+    sync_dropped: int = 0
 
     def line(self) -> str:
         kinds = ", ".join(f"{schema.NODE_TYPE_NAMES[t]} {c}" for t, c in sorted(self.counts.items()))
         extra = (f"; {self.pg_unknown} comm ops with unknown process group (assumed default)"
                  if self.pg_unknown else "")
+        if self.sync_dropped:
+            extra += f"; {self.sync_dropped} GPU-wait edges dropped (they closed a cycle)"
         return f"{len(self.files)} rank file(s): {kinds}{extra}"
 
 
@@ -80,7 +83,8 @@ def write_rank_set(prefix: str, conversions: list[RankConversion], links: list[L
                                  f"{groups[name]} on an earlier rank", file=prefix)
     comm_path = Path(prefix + COMM_GROUPS_SUFFIX)
     write_json(comm_path, {k: groups[k] for k in sorted(groups, key=int)})
-    return ConvertSummary(files, comm_path, counts, sum(c.pg_unknown for c in conversions), links or [])
+    return ConvertSummary(files, comm_path, counts, sum(c.pg_unknown for c in conversions), links or [],
+                          sum(c.sync_dropped for c in conversions))
 
 
 def convert_file(in_path: str | os.PathLike, out_path: str | os.PathLike) -> ConvertSummary:
@@ -101,7 +105,7 @@ def convert_file(in_path: str | os.PathLike, out_path: str | os.PathLike) -> Con
     groups = {conv.groups.chakra_name(pg): conv.groups.ranks_of(pg) for pg in conv.used_pgs}
     comm_path = Path(prefix + COMM_GROUPS_SUFFIX)
     write_json(comm_path, {k: groups[k] for k in sorted(groups, key=int)})
-    return ConvertSummary(files, comm_path, Counter(conv.counts), conv.pg_unknown)
+    return ConvertSummary(files, comm_path, Counter(conv.counts), conv.pg_unknown, sync_dropped=conv.sync_dropped)
 
 
 def _capture_ranks(folder: Path) -> dict[int, dict[str, Path]]:

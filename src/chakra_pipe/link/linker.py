@@ -8,6 +8,7 @@ a pair from different runs is refused instead of silently producing an unlinked 
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -38,11 +39,13 @@ class LinkStats:
     gpu_ops: int
     attached: int
     no_launch: int
+    sync_deps: int = 0
 
     def line(self) -> str:
         pct = 100.0 * self.matched / self.host_ops if self.host_ops else 0.0
         return (f"host ops matched {self.matched}/{self.host_ops} ({pct:.1f}%), "
                 f"GPU ops attached {self.attached}/{self.gpu_ops}"
+                + (f", {self.sync_deps} host ops wait for the GPU" if self.sync_deps else "")
                 + (f", {self.no_launch} without a launch record" if self.no_launch else ""))
 
 
@@ -123,6 +126,7 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
     owner = enclosing_ops(kineto.cpu, list(launch_by_corr.values()), lambda op: op.index in host_of_event)
     next_id = max((n["id"] for n in host.nodes), default=0) + 1
     gpu_nodes: list[dict[str, Any]] = []
+    launched: list[tuple[KEvent, dict[str, Any]]] = []
     no_launch = 0
     for e in sorted(kineto.gpu, key=lambda e: (e.ts, e.index)):
         corr = e.arg_int("correlation")
@@ -134,14 +138,55 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         if op is None:
             continue
         gpu_nodes.append(_gpu_node(e, next_id, host_of_event[op.index]))
+        launched.append((launch, gpu_nodes[-1]))
         next_id += 1
-    stats = LinkStats(len(linkable), matched, mismatch, len(kineto.gpu), len(gpu_nodes), no_launch)
+    waits = _sync_deps(kineto, launched, host_of_event)
+    for hid, gpu_ids in waits.items():
+        host.by_id[hid]["sync_dep"] = gpu_ids
+    stats = LinkStats(len(linkable), matched, mismatch, len(kineto.gpu), len(gpu_nodes), no_launch, len(waits))
     out = dict(host.header)
     if "distributedInfo" in kineto.header:
         out["distributedInfo"] = kineto.header["distributedInfo"]
     out["link"] = asdict(stats)
     out["nodes"] = sorted(host.nodes, key=lambda n: n["id"]) + gpu_nodes
     return out, stats
+
+
+def _sync_deps(kineto: KinetoTrace, launched: list[tuple[KEvent, dict[str, Any]]],
+               host_of_event: dict[int, int]) -> dict[int, list[int]]:
+    """Host ops that must wait for device work: ``{host id: [GPU node ids]}`` (upstream PR #221).
+
+    At each ``*Synchronize`` runtime call, the last GPU op of every stream launched before it must
+    finish before the first host-matched op that starts on that thread after the call returns.
+    Kineto does not say which stream a stream/event sync waited on, so every sync is treated as
+    device-wide; a sync empties the pending set, so each GPU op is waited on at most once.
+    """
+    syncs = sorted((e for e in kineto.launches if "synchronize" in e.name.lower()), key=lambda e: (e.ts, e.index))
+    if not syncs or not launched:
+        return {}
+    threads: dict[tuple[Any, Any], list[tuple[float, int]]] = {}
+    for e in kineto.cpu:
+        if e.index in host_of_event:
+            threads.setdefault((e.pid, e.tid), []).append((e.ts, host_of_event[e.index]))
+    for evs in threads.values():
+        evs.sort()
+    launched = sorted(launched, key=lambda t: (t[0].ts, t[1]["id"]))
+    pending: dict[tuple[Any, int], dict[str, Any]] = {}
+    waits: dict[int, set[int]] = {}
+    i = 0
+    for sync in syncs:
+        while i < len(launched) and launched[i][0].ts < sync.ts:
+            node = launched[i][1]
+            key = (node["args"].get("device"), node["stream"])
+            if key not in pending or node["ts"] >= pending[key]["ts"]:
+                pending[key] = node
+            i += 1
+        evs = threads.get((sync.pid, sync.tid), [])
+        j = bisect.bisect_left(evs, (sync.end, -1))
+        if pending and j < len(evs):
+            waits.setdefault(evs[j][1], set()).update(n["id"] for n in pending.values())
+            pending.clear()
+    return {hid: sorted(ids) for hid, ids in sorted(waits.items())}
 
 
 def write_linked(obj: dict[str, Any], path: str | os.PathLike) -> None:
