@@ -145,7 +145,9 @@ def _watch(procs: list[subprocess.Popen], run: Path, plan: ReplayPlan, kill_at: 
     failed: list[int] = []  # ranks in the order their failure was seen
     while True:
         codes = [p.poll() for p in procs]
-        failed += [r for r, c in enumerate(codes) if c not in (None, 0) and r not in failed]
+        # Within one poll, a rank killed by a signal is the cause; the others saw its connection drop.
+        failed += sorted((r for r, c in enumerate(codes) if c not in (None, 0) and r not in failed),
+                         key=lambda r: (codes[r] >= 0, r))
         if all(c == 0 for c in codes):
             return
         if failed or time.monotonic_ns() > kill_at:

@@ -81,4 +81,9 @@ def assemble(plan: ReplayPlan, settings: dict[str, Any], per_rank: list[dict]) -
 def _bw(bw) -> dict[str, Any]:
     if bw is None:
         return {"size_bytes": None, "algbw_GBps": None, "busbw_GBps": None}
-    return {"size_bytes": bw.size_bytes, "algbw_GBps": round(bw.algbw_GBps, 6), "busbw_GBps": round(bw.busbw_GBps, 6)}
+    return {"size_bytes": bw.size_bytes, "algbw_GBps": _sig6(bw.algbw_GBps), "busbw_GBps": _sig6(bw.busbw_GBps)}
+
+
+def _sig6(x: float) -> float:
+    """Six significant digits: measurement noise is far larger, and the JSON stays readable."""
+    return float(f"{x:.6g}")
