@@ -11,10 +11,26 @@ import gzip
 import io
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+
+def _create_temp(target: Path) -> tuple[int, str]:
+    """Exclusively create ``.<name>.<random>.tmp`` beside ``target`` with mode 0666 minus the umask.
+
+    ``tempfile.mkstemp`` would create it 0600, and the rename would carry that over: outputs a
+    plain ``open()`` makes group-readable (shared campaign folders, cluster jobs under another
+    user) would silently become private.
+    """
+    for _ in range(100):
+        tmp = str(target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {target}")
 
 
 @contextlib.contextmanager
@@ -31,7 +47,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb", *, gzip_output: bool 
     target.parent.mkdir(parents=True, exist_ok=True)
     if gzip_output is None:
         gzip_output = target.name.endswith(".gz")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = _create_temp(target)
     try:
         with os.fdopen(fd, "wb") as raw:
             stream: IO[bytes] = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if gzip_output else raw

@@ -59,10 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except (OSError, ValueError) as exc:
-        # Last line of defence: an environment or input problem we did not classify still gets
-        # one readable line and the input exit code instead of a traceback.
-        print(f"chakra-pipe {args.command}: error: {exc}", file=sys.stderr)
+    except (OSError, ValueError, RecursionError, MemoryError) as exc:
+        # Last line of defence: an environment or input problem we did not classify (a decoder
+        # recursing on absurdly nested input, an allocation the input asked for) still gets one
+        # readable line and the input exit code instead of a traceback.
+        what = str(exc) or type(exc).__name__
+        print(f"chakra-pipe {args.command}: error: {what}", file=sys.stderr)
         return EXIT_INPUT
 
 

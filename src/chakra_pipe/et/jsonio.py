@@ -201,6 +201,8 @@ def load_json(src: str | os.PathLike) -> tuple[Any, list]:
         raise InputError(f"invalid JSON: {exc.msg}", file=str(src), where=f"line {exc.lineno} column {exc.colno}") from None
     except UnicodeDecodeError:
         raise InputError("not UTF-8 text (is this a binary .et file?)", file=str(src)) from None
+    except RecursionError:  # json's decoder recurses once per nesting level
+        raise InputError("invalid JSON: nested too deeply for a trace", file=str(src)) from None
     if not isinstance(doc, dict) or "nodes" not in doc or not isinstance(doc["nodes"], list):
         raise loc.fail("top level", 'expected {"metadata": {...}, "nodes": [...]}')
     md_obj = doc.get("metadata") or {}
