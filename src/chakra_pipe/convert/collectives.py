@@ -108,7 +108,7 @@ def _is_tensor(value: Any) -> bool:
 def tensor_bytes(value: Any) -> int:
     """Bytes of a tensor 6-tuple or of (nested) lists of them: Σ numel × itemsize."""
     if _is_tensor(value):
-        return value[3] * value[4]
+        return max(0, value[3]) * max(0, value[4])
     if isinstance(value, list):
         return sum(tensor_bytes(v) for v in value)
     return 0

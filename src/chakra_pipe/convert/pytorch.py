@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..capture.plan import DEFAULT_PG, PG_LABEL_PREFIX
+from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
-from ..link.hostet import PG_INIT_MARK, HostTrace, attr, is_root, is_thread, process_groups
+from ..link.hostet import PG_INIT_MARK, HostTrace, attr, device_of, is_root, is_thread, process_groups
 from .check import cycle_problems
 from .collectives import (DTYPE_BYTES, Comm, from_c10d, from_record_param_comms, kernel_kind,
                           normalise_collective, process_group_json)
@@ -34,6 +35,7 @@ from .collectives import (DTYPE_BYTES, Comm, from_c10d, from_record_param_comms,
 DROP, ABSORB, CPU, COMM, METADATA, GPU = range(6)
 _INFO_ATTRS = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid")
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+_INT32 = 1 << 31
 # A thread idle for longer than this has been waiting on another thread (µs; CPU op gaps from
 # Python overhead are tens of µs).
 THREAD_GAP_US = 100.0
@@ -288,7 +290,7 @@ class _Converter:
                 continue
             out = schema.Node(id=nid, name=n["name"])
             if role == GPU:
-                key = ((n.get("args") or {}).get("device"), n.get("stream") if isinstance(n.get("stream"), int) else 0)
+                key = (device_of(n), n.get("stream", 0))
                 candidates = (kept_anc[nid], last_on_stream.get(key))
                 last_on_stream[key] = nid
             else:
@@ -337,11 +339,18 @@ class _Converter:
         if not pg:
             pg = DEFAULT_PG
             unknown = int(len(self.groups.members) > 1)
+        where = f"node {n['id']}"
+        if not 0 <= comm.size <= _INT64[1]:
+            raise InputError(f"{comm.kind} of {comm.size} bytes does not fit comm_size (int64)",
+                             file=self.trace.path, where=where)
         if comm.node_type == schema.COMM_COLL_NODE:
             set_attr(out, "comm_type", comm.comm_type)
         set_attr(out, "comm_size", comm.size)
         if comm.node_type != schema.COMM_COLL_NODE:
             peer = comm.peer if comm.peer_global or comm.peer < 0 else self.groups.to_global(pg, comm.peer)
+            if not (0 <= peer < _INT32 and -_INT32 <= comm.tag < _INT32):
+                raise InputError(f"{comm.kind} without a valid peer rank and tag (peer {peer}, tag {comm.tag})",
+                                 file=self.trace.path, where=where)
             src, dst = (self.rank, peer) if comm.node_type == schema.COMM_SEND_NODE else (peer, self.rank)
             set_attr(out, "comm_src", src)
             set_attr(out, "comm_dst", dst)
@@ -366,13 +375,15 @@ class _Converter:
             io.types = str(src.get("types", []))
 
     def _info_attrs(self, out, n: dict[str, Any], role: int) -> None:
+        """Upstream's informational attrs (int64 ids, op schema); the hot loop of conversion."""
+        host = {a.get("name"): a.get("value") for a in n["attrs"]}
         for name in _INFO_ATTRS:
-            v = attr(n, name)
+            v = host.get(name)
             if isinstance(v, int) and not isinstance(v, bool) and _INT64[0] <= v <= _INT64[1]:
-                set_attr(out, name, v)
-        op_schema = attr(n, "op_schema")
+                out.attr.add(name=name, int64_val=v)
+        op_schema = host.get("op_schema")
         if isinstance(op_schema, str) and op_schema:
-            set_attr(out, "op_schema", op_schema)
+            out.attr.add(name="op_schema", string_val=op_schema)
         if role == GPU:
             set_attr(out, "stream", n.get("stream") if isinstance(n.get("stream"), int) else 0)
 

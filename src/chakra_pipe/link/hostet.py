@@ -90,6 +90,25 @@ def _check_io(node: dict[str, Any], key: str, path: str) -> None:
         raise InputError(f"'{key}' must be an object with a 'values' list", file=path, where=f"node {node['id']}")
 
 
+# Keys the linker adds (ET+), with the JSON types they must have when present.
+_LINKED_KEYS: dict[str, tuple[type, ...]] = {
+    "ts": (int, float), "inclusive_dur": (int, float), "exclusive_dur": (int, float), "cat": (str,),
+    "stream": (int,), "args": (dict,), "sync_dep": (list,)}
+
+
+def _check_linked(node: dict[str, Any], path: str) -> None:
+    for key, types in _LINKED_KEYS.items():
+        if key in node:
+            value = node[key]
+            if isinstance(value, bool) or not isinstance(value, types):
+                raise InputError(f"'{key}' has the wrong type ({type(value).__name__})", file=path,
+                                 where=f"node {node['id']}")
+            if key in ("ts", "inclusive_dur", "exclusive_dur", "stream") and not 0 <= value < 1e15:
+                raise InputError(f"'{key}' = {value} is out of range", file=path, where=f"node {node['id']}")
+    if not all(isinstance(d, int) and not isinstance(d, bool) for d in node.get("sync_dep", ())):
+        raise InputError("'sync_dep' must list node ids", file=path, where=f"node {node['id']}")
+
+
 def parse_host_trace(obj: Any, path: str) -> HostTrace:
     """Validate the top level and every node, normalising flat (1.0.1) nodes to the nested layout."""
     if not isinstance(obj, dict) or not isinstance(obj.get("nodes"), list):
@@ -103,6 +122,8 @@ def parse_host_trace(obj: Any, path: str) -> HostTrace:
         if "parent" in raw and "ctrl_deps" not in raw:
             raw = _flat_to_nested(raw)
         nid = raw["id"]
+        if not 0 <= nid < 1 << 64:
+            raise InputError(f"node id {nid} is not an unsigned 64-bit integer", file=path, where=f"nodes[{pos}]")
         if nid in by_id:
             raise InputError("duplicate node id", file=path, where=f"node {nid}")
         if not isinstance(raw.get("name", ""), str):
@@ -114,10 +135,12 @@ def parse_host_trace(obj: Any, path: str) -> HostTrace:
             raise InputError("'ctrl_deps' is not an integer id", file=path, where=f"node {nid}")
         raw["ctrl_deps"] = parent
         raw.setdefault("name", "")
-        if not isinstance(raw.setdefault("attrs", []), list):
-            raise InputError("'attrs' is not a list", file=path, where=f"node {nid}")
+        attrs = raw.setdefault("attrs", [])
+        if not isinstance(attrs, list) or not all(isinstance(a, dict) for a in attrs):
+            raise InputError("'attrs' is not a list of {name, type, value} objects", file=path, where=f"node {nid}")
         _check_io(raw, "inputs", path)
         _check_io(raw, "outputs", path)
+        _check_linked(raw, path)
         nodes.append(raw)
         by_id[nid] = raw
     return HostTrace(path=path, header=header, nodes=nodes, by_id=by_id)
@@ -125,6 +148,12 @@ def parse_host_trace(obj: Any, path: str) -> HostTrace:
 
 def load_host_trace(path: str | os.PathLike) -> HostTrace:
     return parse_host_trace(load_json_file(path), str(path))
+
+
+def device_of(node: dict[str, Any]) -> int | str | None:
+    """The device an ET+ GPU node ran on (hashable; None when Kineto recorded no usable one)."""
+    device = (node.get("args") or {}).get("device")
+    return device if isinstance(device, (int, str)) and not isinstance(device, bool) else None
 
 
 def is_root(node: dict[str, Any]) -> bool:

@@ -7,6 +7,7 @@ Only complete (``ph == "X"``) events matter: CPU ops and annotations (linked to 
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -39,8 +40,10 @@ class KEvent:
         return self.ts + self.dur
 
     def arg_int(self, key: str) -> int | None:
+        """An integer argument that fits int64 (ids, streams, correlations), else None."""
         value = self.args.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        ok = isinstance(value, int) and not isinstance(value, bool) and -(1 << 63) <= value < 1 << 63
+        return value if ok else None
 
 
 @dataclass
@@ -68,7 +71,8 @@ class KinetoTrace:
 
 
 def _number(value: Any, default: float | None) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    """A finite JSON number as float (JSON may carry NaN/Infinity tokens), else ``default``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return default
 
@@ -82,6 +86,8 @@ def parse_kineto(obj: Any, path: str) -> KinetoTrace:
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue
         cat = ev.get("cat")
+        if not isinstance(cat, str):
+            continue
         role = (trace.cpu if cat in CPU_CATS else trace.launches if cat in LAUNCH_CATS
                 else trace.gpu if cat in GPU_CATS else None)
         if role is None:
@@ -89,8 +95,11 @@ def parse_kineto(obj: Any, path: str) -> KinetoTrace:
         ts = _number(ev.get("ts"), None)
         if ts is None:
             raise InputError("complete event without a numeric 'ts'", file=path, where=f"traceEvents[{i}]")
+        pid, tid = ev.get("pid"), ev.get("tid")
+        if not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in (pid, tid)):
+            raise InputError("'pid'/'tid' must be numbers or strings", file=path, where=f"traceEvents[{i}]")
         args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-        role.append(KEvent(i, cat, str(ev.get("name", "")), ev.get("pid"), ev.get("tid"), ts,
+        role.append(KEvent(i, cat, str(ev.get("name", "")), pid, tid, ts,
                            max(0.0, _number(ev.get("dur"), 0.0)), args))
     return trace
 

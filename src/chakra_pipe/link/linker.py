@@ -16,7 +16,7 @@ from typing import Any
 
 from ..atomic import atomic_open
 from ..errors import InputError
-from .hostet import HostTrace, attr, is_root, is_thread, load_host_trace
+from .hostet import HostTrace, attr, device_of, is_root, is_thread, load_host_trace
 from .kineto import KEvent, KinetoTrace, enclosing_ops, exclusive_durations, load_kineto
 
 MIN_MATCHED = 0.5
@@ -84,7 +84,7 @@ def _gpu_node(e: KEvent, nid: int, parent: int) -> dict[str, Any]:
             "inputs": {"values": [], "shapes": [], "types": []},
             "outputs": {"values": [], "shapes": [], "types": []}, "attrs": [],
             "cat": e.cat, "ph": "X", "ts": e.ts, "inclusive_dur": e.dur, "exclusive_dur": e.dur,
-            "stream": e.arg_int("stream") or 0,
+            "stream": max(0, e.arg_int("stream") or 0),
             "args": {k: e.args[k] for k in GPU_ARGS if k in e.args}}
 
 
@@ -177,7 +177,7 @@ def _sync_deps(kineto: KinetoTrace, launched: list[tuple[KEvent, dict[str, Any]]
     for sync in syncs:
         while i < len(launched) and launched[i][0].ts < sync.ts:
             node = launched[i][1]
-            key = (node["args"].get("device"), node["stream"])
+            key = (device_of(node), node["stream"])
             if key not in pending or node["ts"] >= pending[key]["ts"]:
                 pending[key] = node
             i += 1
