@@ -20,6 +20,8 @@ PLOTS = {
     "fidelity.png": "captured vs replayed vs simulated step time",
 }
 US = 1e-3  # ns -> µs
+MAX_SERIES = 8  # more lines than this become a best / median / worst envelope
+MAX_BARS = 30  # the breakdown shows at most this many points per workload (the fastest ones)
 
 
 def _figure(n: int, width: float = 6.0, height: float = 3.6):
@@ -88,10 +90,17 @@ def plot_bandwidth(ok, path: Path) -> None:
         g = ok[ok["workload"] == w]
         bw_axes = _bandwidth_axes(g)
         keys = [_series_key(r, bw_axes) for r in g.itertuples(index=False)]
-        g = g.assign(_series=keys)
-        for key, s in g.groupby("_series", sort=False):
-            s = s.sort_values("bottleneck_bandwidth_gbps", kind="stable")
-            ax.plot(s["bottleneck_bandwidth_gbps"], s["step_time_ns"].astype(float) * US, marker="o", label=key)
+        g = g.assign(_series=keys, _t=g["step_time_ns"].astype(float) * US)
+        if len(set(keys)) <= MAX_SERIES:
+            for key, s in g.groupby("_series", sort=False):
+                s = s.sort_values("bottleneck_bandwidth_gbps", kind="stable")
+                ax.plot(s["bottleneck_bandwidth_gbps"], s["_t"], marker="o", label=key)
+        else:  # a legend of 100 lines helps nobody: summarise the other axes at each bandwidth
+            by_bw = g.groupby("bottleneck_bandwidth_gbps")["_t"]
+            for stat, style in (("min", "-o"), ("median", "--"), ("max", ":")):
+                agg = getattr(by_bw, stat)()
+                ax.plot(agg.index, agg.values, style,
+                        label=f"{stat} over {len(set(keys))} settings of the other axes")
         ax.set_xscale("log", base=2)
         ticks = sorted(set(g["bottleneck_bandwidth_gbps"].dropna()))
         ax.set_xticks(ticks)
@@ -109,10 +118,13 @@ def plot_breakdown(ok, path: Path) -> None:
     workloads = list(dict.fromkeys(ok["workload"]))
     if not workloads:
         return _empty(path, "no successful simulations")
-    heights = [max(2.5, 0.28 * (ok["workload"] == w).sum() + 1.2) for w in workloads]
+    heights = [max(2.5, 0.28 * min(MAX_BARS, (ok["workload"] == w).sum()) + 1.2) for w in workloads]
     fig, axes = _figure(len(workloads), width=7.5, height=max(heights))
     for ax, w in zip(axes, workloads):
         g = ok[ok["workload"] == w]
+        total = len(g)
+        if total > MAX_BARS:
+            g = g.sort_values("step_time_ns", kind="stable").head(MAX_BARS)
         y = range(len(g))
         compute = g["compute_ns"].astype("float64").fillna(0) * US
         idle = g["idle_ns"].astype("float64").fillna(0) * US
@@ -127,7 +139,7 @@ def plot_breakdown(ok, path: Path) -> None:
         ax.set_yticks(list(y))
         ax.set_yticklabels(g["point_id"], fontsize=6)
         ax.invert_yaxis()
-        ax.set_title(w)
+        ax.set_title(w if total <= MAX_BARS else f"{w} ({MAX_BARS} fastest of {total} points)")
         ax.set_xlabel("time of the slowest rank (µs)")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=8)
@@ -158,9 +170,11 @@ def plot_pareto(ok, path: Path) -> None:
         front = pareto_front(pts)
         ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], marker="o", color="#c44e52",
                 label="Pareto front")
-        ids = list(g["point_id"])
+        labels = [",".join(_settings(st).values()) or pid for st, pid in zip(g["settings"], g["point_id"])]
         for i in front:
-            ax.annotate(ids[i], pts[i], fontsize=5, xytext=(3, 3), textcoords="offset points")
+            note = ax.annotate(labels[i], pts[i], fontsize=6, xytext=(3, 3), textcoords="offset points",
+                               annotation_clip=True)
+            note.set_in_layout(False)  # long labels must not squeeze the axes
         ax.set_title(w)
         ax.set_xlabel("cost (units declared in the config)")
         ax.set_ylabel("simulated step time (µs)")
@@ -175,21 +189,23 @@ def plot_fidelity(results, baselines: dict[str, str | None], path: Path) -> None
     if not measured:
         return _empty(path, "no captured or replayed workloads in this campaign\n"
                             "(capture and replay need PyTorch; see the notes in summary.json)")
-    fig, (ax,) = _figure(1, width=max(6.0, 1.6 * len(measured)))
+    fig, (ax,) = _figure(1, width=max(7.0, 1.6 * len(measured)))
     width = 0.27
     for j, (source, color) in enumerate((("captured", "#55a868"), ("replayed", "#8172b2"),
                                          ("simulated", "#4c72b0"))):
-        vals = []
-        for w in measured:
+        xs, vals = [], []
+        for i, w in enumerate(measured):
             g = ok[(ok["workload"] == w) & (ok["source"] == source)]
             if source == "simulated":
                 g = g[g["point_id"] == baselines.get(w)] if baselines.get(w) else g.iloc[:1]
-            vals.append(float(g["step_time_ns"].iloc[0]) * US if len(g) else 0.0)
-        ax.bar([i + (j - 1) * width for i in range(len(measured))], vals, width, label=source, color=color)
+            if len(g):  # a missing source gets no bar rather than a misleading zero
+                xs.append(i + (j - 1) * width)
+                vals.append(float(g["step_time_ns"].iloc[0]) * US)
+        ax.bar(xs, vals, width, label=source, color=color)
     ax.set_xticks(range(len(measured)))
     ax.set_xticklabels(measured, fontsize=8)
     ax.set_ylabel("step time (µs)")
-    ax.set_title("captured vs replayed vs simulated (simulated at the baseline point)")
+    ax.set_title("step time: captured, replayed, simulated at the baseline point", fontsize=10)
     ax.legend(fontsize=7)
     _save(fig, path)
 
