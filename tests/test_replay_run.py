@@ -149,22 +149,46 @@ def test_generated_llm_dp_tp_trace_replays(tmp_path):
     assert len({c["group"] for c in result["collectives"]}) >= 2
 
 
-@pytest.mark.slow
-def test_captured_two_rank_trace_replays(tmp_path):
-    cap = run_cli("capture", "--model", "mlp", "--ranks", "2", "--steps", "2", "--out", str(tmp_path / "cap"))
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory) -> tuple[Path, str]:
+    """A 2-rank CPU capture of the MLP and its converted rank set: (capture folder, prefix)."""
+    tmp = tmp_path_factory.mktemp("capture")
+    cap = run_cli("capture", "--model", "mlp", "--ranks", "2", "--steps", "2", "--out", str(tmp / "cap"))
     if cap.returncode != 0 and "invalid choice" in cap.stderr:
         pytest.skip("chakra-pipe capture is not available yet")
     assert cap.returncode == 0, cap.stderr
-    prefix = str(tmp_path / "conv" / "mlp")
-    conv = run_cli("convert", "pytorch", "--ranks-dir", str(tmp_path / "cap"), "--out", prefix)
+    prefix = str(tmp / "conv" / "mlp")
+    conv = run_cli("convert", "pytorch", "--ranks-dir", str(tmp / "cap"), "--out", prefix)
     if conv.returncode != 0 and "invalid choice" in conv.stderr:
         pytest.skip("chakra-pipe convert pytorch is not available yet")
     assert conv.returncode == 0, conv.stderr
+    return tmp / "cap", prefix
+
+
+@pytest.mark.slow
+def test_captured_two_rank_trace_replays(capture, tmp_path):
+    _, prefix = capture
     result = replay(prefix, tmp_path / "r.json", "--iterations", "3")
     assert result["trace"]["ranks"] == 2
     assert result["collectives"], "the converted capture has no collectives to replay"
     assert_every_comm_node_ran_once_per_iteration(result, prefix, 3)
     assert_p2p_pairs_matched(result, 3)
+
+
+@pytest.mark.slow
+def test_compare_puts_captured_and_replayed_step_side_by_side(capture, tmp_path):
+    folder, _ = capture
+    out = tmp_path / "cmp.json"
+    res = run_cli("compare", str(folder), "--iterations", "2", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(out.read_text())
+    summary = json.loads((folder / "capture.json").read_text())
+    assert doc["trace_steps"] == summary["steps"]
+    assert doc["captured_step_ns"] == pytest.approx(summary["median_step_time_ms_untraced"] * 1e6, abs=0.1)
+    assert doc["replayed_step_ns"] > 0
+    assert doc["ratios"]["replayed/captured"] == pytest.approx(doc["replayed_step_ns"] / doc["captured_step_ns"],
+                                                               rel=1e-5)
+    assert "captured (untraced)" in res.stdout and "replayed" in res.stdout
 
 
 # -- failures --------------------------------------------------------------------------------------

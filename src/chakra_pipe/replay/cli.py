@@ -1,4 +1,4 @@
-"""``chakra-pipe replay`` (torch imported in the handler)."""
+"""``chakra-pipe replay`` and ``chakra-pipe compare`` (torch and the simulator imported in handlers)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=Path, help="RESULT.json to write")
     p.set_defaults(func=_replay)
 
+    c = sub.add_parser(
+        "compare", help="captured vs replayed vs simulated step time of one trace, with ratios",
+        description="Put the captured step time (untraced median from a capture folder's capture.json), the "
+                    "replayed step time and the simulated time of the same trace side by side, per step. "
+                    "Without --replay the trace is replayed now; without --sim it is simulated when --system "
+                    "and --network are given; a capture folder is converted when a trace is needed.")
+    c.add_argument("source", help="capture folder (with capture.json) or rank-set prefix")
+    c.add_argument("--prefix", default=None, help="rank set converted from the capture (default: convert it now)")
+    c.add_argument("--replay", type=Path, default=None, help="replay RESULT.json (default: replay now)")
+    c.add_argument("--sim", type=Path, default=None, help="simulator result JSON (simulate --output-json)")
+    c.add_argument("--system", default=None, help="ASTRA-sim system JSON, to simulate now")
+    c.add_argument("--network", default=None, help="ASTRA-sim network YAML, to simulate now")
+    c.add_argument("--iterations", type=int, default=3, help="replay iterations when replaying now (default 3)")
+    c.add_argument("--timeout", type=float, default=300.0, help="replay timeout in seconds (default 300)")
+    c.add_argument("--out", type=Path, default=None, help="also write the comparison as JSON")
+    c.set_defaults(func=_compare)
+
 
 def _replay(args) -> int:
     from .launcher import ReplayConfig, run_replay
@@ -41,3 +58,8 @@ def _replay(args) -> int:
           f"{len(step['per_iteration'])} iterations; wrote {args.out}")
     return 0
 
+
+def _compare(args) -> int:
+    from .compare import compare_main
+
+    return compare_main(args)
