@@ -140,8 +140,8 @@ def _worker(rank: int, cfg: CaptureConfig, backend: str, port: int, scratch: str
         observer.unregister_callback()
         dist.barrier()
         dist.destroy_process_group()
-        _gzip_into(host_tmp, host_path(cfg.out, rank))
-        _gzip_into(kineto_tmp, kineto_path(cfg.out, rank))
+        _gzip_into(host_tmp, host_path(scratch_dir, rank))
+        _gzip_into(kineto_tmp, kineto_path(scratch_dir, rank))
         (scratch_dir / f"times{rank}.json").write_text(json.dumps({"untraced": untraced, "traced": traced[1:]}))
     except BaseException as exc:
         (scratch_dir / f"error{rank}.txt").write_text(
@@ -169,7 +169,9 @@ def run_capture(cfg: CaptureConfig) -> Path:
     backend = resolve_backend(cfg.backend, cfg.ranks)
     cfg.out.mkdir(parents=True, exist_ok=True)
     wall0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="chakra-capture-") as scratch:
+    # Ranks write into a scratch folder inside DIR; traces move into DIR only once every rank has
+    # succeeded, so a failed capture never leaves a partial rank set behind.
+    with tempfile.TemporaryDirectory(prefix=".capture-", dir=cfg.out) as scratch:
         try:
             mp.spawn(_worker, args=(cfg, backend, free_port(), scratch), nprocs=cfg.ranks, join=True)
         except Exception as exc:  # a rank failed: report its first line, not a traceback
@@ -178,6 +180,9 @@ def run_capture(cfg: CaptureConfig) -> Path:
             raise CaptureError(msgs[0] if msgs else f"a rank failed: {str(exc).splitlines()[0]}",
                                file=str(cfg.out)) from None
         times = [json.loads((Path(scratch) / f"times{r}.json").read_text()) for r in range(cfg.ranks)]
+        for r in range(cfg.ranks):
+            for path in (host_path, kineto_path):
+                os.replace(path(Path(scratch), r), path(cfg.out, r))
     wall_s = time.perf_counter() - wall0
     summary = {
         "world_size": cfg.ranks,
