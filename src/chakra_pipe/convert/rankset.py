@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import write_json
+from ..capture.plan import DEFAULT_PG
 from ..errors import InputError
 from ..et import schema
 from ..et.framing import write_trace
@@ -65,24 +66,38 @@ def _self_check(conversions: list[RankConversion], source: str, with_p2p: bool) 
         raise InputError(f"unmatched point-to-point: {problems[0]}", file=source)
 
 
+def write_comm_groups(prefix: str, conversions: list[RankConversion]) -> Path:
+    """``PREFIX.comm_groups.json``: every non-default process group the traces declare or use.
+
+    Declared groups come from the PG table every rank records in full, so converting ranks one
+    by one writes the same file each time; members are listed in rank order, ids are > 0.
+    """
+    groups: dict[str, list[int]] = {}
+    for rank, conv in enumerate(conversions):
+        for pg in sorted(set(conv.groups.members) | conv.used_pgs):
+            name = conv.groups.chakra_name(pg)
+            if name == DEFAULT_PG:
+                continue
+            members = conv.groups.ranks_of(pg)
+            if groups.setdefault(name, members) != members:
+                raise InputError(f"process group {pg!r} has members {members} in rank {rank}'s trace but "
+                                 f"{groups[name]} in an earlier one", file=prefix)
+    path = Path(prefix + COMM_GROUPS_SUFFIX)
+    write_json(path, {k: groups[k] for k in sorted(groups, key=int)})
+    return path
+
+
 def write_rank_set(prefix: str, conversions: list[RankConversion], links: list[LinkStats] | None = None) -> ConvertSummary:
-    """Check, then write every rank file and the comm-group JSON (ids > 0, members in rank order)."""
+    """Check, then write every rank file and the comm-group JSON."""
     _self_check(conversions, prefix, with_p2p=True)
     files: list[Path] = []
     counts: Counter = Counter()
-    groups: dict[str, list[int]] = {}
     for rank, conv in enumerate(conversions):
         path = Path(f"{prefix}.{rank}.et")
         write_trace(path, conv.metadata, conv.nodes)
         files.append(path)
         counts.update(conv.counts)
-        for pg in sorted(conv.used_pgs):
-            name, members = conv.groups.chakra_name(pg), conv.groups.ranks_of(pg)
-            if groups.setdefault(name, members) != members:
-                raise InputError(f"process group {pg!r} has members {members} on rank {rank} but "
-                                 f"{groups[name]} on an earlier rank", file=prefix)
-    comm_path = Path(prefix + COMM_GROUPS_SUFFIX)
-    write_json(comm_path, {k: groups[k] for k in sorted(groups, key=int)})
+    comm_path = write_comm_groups(prefix, conversions)
     return ConvertSummary(files, comm_path, counts, sum(c.pg_unknown for c in conversions), links or [],
                           sum(c.sync_dropped for c in conversions))
 
@@ -99,13 +114,10 @@ def convert_file(in_path: str | os.PathLike, out_path: str | os.PathLike) -> Con
         raise InputError(f"trace is rank {recorded} but --out names rank {rank}", file=str(in_path))
     conv = convert_trace(trace, rank)
     _self_check([conv], str(in_path), with_p2p=False)
-    prefix = m.group("prefix")
-    files = [Path(out_path)]
     write_trace(out_path, conv.metadata, conv.nodes)
-    groups = {conv.groups.chakra_name(pg): conv.groups.ranks_of(pg) for pg in conv.used_pgs}
-    comm_path = Path(prefix + COMM_GROUPS_SUFFIX)
-    write_json(comm_path, {k: groups[k] for k in sorted(groups, key=int)})
-    return ConvertSummary(files, comm_path, Counter(conv.counts), conv.pg_unknown, sync_dropped=conv.sync_dropped)
+    comm_path = write_comm_groups(m.group("prefix"), [conv])
+    return ConvertSummary([Path(out_path)], comm_path, Counter(conv.counts), conv.pg_unknown,
+                          sync_dropped=conv.sync_dropped)
 
 
 def _capture_ranks(folder: Path) -> dict[int, dict[str, Path]]:
