@@ -127,3 +127,4 @@ def test_bandwidth_of_one_call():
     assert bw.algbw_GBps == pytest.approx(1.0)
     assert bw.busbw_GBps == pytest.approx(1.5)
     assert bandwidth(schema.BARRIER, 0, 4, 10) is None
+

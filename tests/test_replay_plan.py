@@ -157,3 +157,10 @@ def test_element_size_keeps_the_exact_byte_count(tmp_path):
     rp = plan_of(tmp_path, per_rank).ranks[0]
     # float32 only when the size (per-rank chunk for reduce-scatter) is a whole number of floats
     assert [rp.comm[i].elem_bytes for i in range(4)] == [4, 1, 1, 4]
+
+
+def test_collective_without_comm_type_is_named(tmp_path):
+    n = Node(id=3, name="c10d::broadcast_", type=schema.COMM_COLL_NODE)
+    set_attr(n, "comm_size", 64)
+    with pytest.raises(InputError, match=r"w\.0\.et: node 3: COMM_COLL node has no integer comm_type"):
+        plan_of(tmp_path, [[n]])

@@ -138,12 +138,15 @@ def test_generated_llm_dp_tp_trace_replays(tmp_path):
     if gen.returncode != 0 and "invalid choice" in gen.stderr:
         pytest.skip("chakra-pipe generate llm is not available yet")
     assert gen.returncode == 0, gen.stderr
-    result = replay(prefix, tmp_path / "r.json", "--iterations", "3")
+    result = replay(prefix, tmp_path / "r.json", "--iterations", "3", "--compute", "ops")
     assert result["trace"]["ranks"] == 4
     assert_every_comm_node_ran_once_per_iteration(result, prefix, 3)
     groups = json.loads(Path(prefix + ".comm_groups.json").read_text())
     for c in result["collectives"]:
         assert c["group_size"] == (4 if c["group"] == "0" else len(groups[c["group"]]))
+    # --compute ops ran a GEMM of about num_ops FLOPs for every compute node (2n³ per n×n GEMM)
+    gemms = [n for r in result["ranks"] for n in r["nodes"] if n["action"] == "compute"]
+    assert gemms and all(n["replayed_ops"] == pytest.approx(n["num_ops"], rel=0.1) for n in gemms)
     # the TP and DP groups were both exercised
     assert {c["group_size"] for c in result["collectives"]} >= {2}
     assert len({c["group"] for c in result["collectives"]}) >= 2
@@ -325,3 +328,11 @@ def test_nccl_replay_on_gpu(tmp_path):
         if mode == "ops":
             node0 = result["ranks"][0]["nodes"][0]
             assert node0["replayed_ops"] == 2 * 512 ** 3
+
+
+def test_gemm_sizing_for_num_ops():
+    from chakra_pipe.replay.engine import GEMM_MAX_N, Gemm
+
+    assert Gemm.for_ops(2 * 512 ** 3) == Gemm(512, 1)
+    big = Gemm.for_ops(8 * 2 * GEMM_MAX_N ** 3)  # too big for one GEMM: repeated at the cap
+    assert big == Gemm(GEMM_MAX_N, 8) and big.ops == 8 * 2 * GEMM_MAX_N ** 3

@@ -191,6 +191,7 @@ def _rank_plan(rank: int, ts: TraceSet, groups: dict[str, tuple[int, ...]]) -> R
     dst = g.int_attr("comm_dst", -1)
     tag = g.int_attr("comm_tag", 0)
     num_ops = g.int_attr("num_ops", 0)
+    has_comm_size = g.has("comm_size")
     slots, actions, comm = [], [], {}
     for i in range(n):
         t = types[i]
@@ -215,7 +216,7 @@ def _rank_plan(rank: int, ts: TraceSet, groups: dict[str, tuple[int, ...]]) -> R
             send = t == schema.COMM_SEND_NODE
             actions.append(ACT_SEND if send else ACT_RECV)
             comm[i] = _p2p_spec(send, rank, len(ts.ranks), int(src[i]), int(dst[i]), int(tag[i]),
-                                int(comm_size[i]) if g.has("comm_size")[i] else int(tensor_size[i]), path, where)
+                                int(comm_size[i]) if has_comm_size[i] else int(tensor_size[i]), path, where)
         else:
             actions.append(ACT_NOOP)  # METADATA, INVALID, MEM_LOAD/STORE: nothing to run here
     parents = _parents(g, path)
@@ -229,6 +230,8 @@ def _rank_plan(rank: int, ts: TraceSet, groups: dict[str, tuple[int, ...]]) -> R
 
 
 def _coll_spec(ctype: int, size: int, pg_name: str, groups, rank: int, path: str, where: str) -> CommSpec:
+    if ctype < 0:
+        raise InputError("COMM_COLL node has no integer comm_type attribute", file=path, where=where)
     if ctype not in SUPPORTED_COLLECTIVES:
         raise InputError(f"comm_type {ctype} is not a collective torch.distributed offers", file=path, where=where)
     if size < 0:
