@@ -335,7 +335,7 @@ class _Converter:
     def _comm_attrs(self, out, n: dict[str, Any], comm: Comm, used: set[str]) -> int:
         set_attr(out, "is_cpu_op", False)
         unknown = 0
-        pg = comm.pg_name or self.label.get(n["id"], "") or self.label.get(self.parent.get(n["id"], -1), "")
+        pg = comm.pg_name or self.label[n["id"]]  # labels are inherited down the call tree
         if not pg:
             pg = DEFAULT_PG
             unknown = int(len(self.groups.members) > 1)
