@@ -21,13 +21,15 @@ from chakra_pipe.report.schema import METRIC_NAMES, RESULT_COLUMNS, SHARD_COLUMN
 from chakra_pipe.sweep.campaign import Campaign
 from chakra_pipe.sweep.shard import rows_to_csv
 
+from test_sweep_grid import SYSTEM
+
 STEP = {"p[bandwidth=100]": 4000, "p[bandwidth=200]": 2000, "p[bandwidth=400]": 1000}
 COST = {"p[bandwidth=100]": 1.0, "p[bandwidth=200]": 1.5, "p[bandwidth=400]": 4.0}
 
 
 def _plan(tmp_path: Path, name: str = "c1") -> Campaign:
     (tmp_path / "net.yml").write_text("topology: [Switch]\nnpus_count: [4]\nbandwidth: [50]\nlatency: [500]\n")
-    (tmp_path / "sys.json").write_text('{"preferred-dataset-splits": 1}')
+    (tmp_path / "sys.json").write_text(json.dumps(SYSTEM))
     cfg = {"campaign": name, "outdir": str(tmp_path / "reports"), "shard_size": 2,
            "workloads": {"ar": {"kind": "collective", "type": "all_reduce", "npus": 4, "size": "1MiB"}},
            "hardware": {"baseline": "p[bandwidth=200]", "platforms": {"p": {

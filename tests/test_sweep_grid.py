@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,10 @@ from chakra_pipe.sweep.campaign import Campaign, name_pattern
 from chakra_pipe.sweep.grid import expand
 
 REPO = Path(__file__).resolve().parent.parent
+SYSTEM = {"scheduling-policy": "LIFO", "collective-optimization": "localBWAware", "endpoint-delay": 10,
+          "preferred-dataset-splits": 4, "active-chunks-per-dimension": 1, "local-mem-bw": 1600,
+          "all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"],
+          "reduce-scatter-implementation": ["ring"], "all-to-all-implementation": ["ring"]}
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
@@ -21,8 +26,7 @@ def _hw(tmp_path: Path, dims: int = 1) -> dict:
         "topology: [%s]\nnpus_count: [%s]\nbandwidth: [%s]\nlatency: [%s]\n" % (
             ", ".join(["Ring"] * dims), ", ".join(["4"] * dims), ", ".join(["50.0"] * dims),
             ", ".join(["500.0"] * dims)))
-    (tmp_path / "sys.json").write_text('{"scheduling-policy": "LIFO", "preferred-dataset-splits": 4, '
-                                       '"all-reduce-implementation": ["ring"], "active-chunks-per-dimension": 1}')
+    (tmp_path / "sys.json").write_text(json.dumps(SYSTEM))
     return {"network": "net.yml", "system": "sys.json"}
 
 
@@ -90,6 +94,19 @@ def test_bad_axes_name_the_key(tmp_path, axes, message):
         expand({"p": {**_hw(tmp_path), "axes": axes}}, tmp_path)
     assert message in str(err.value)
     assert "hardware.platforms.p" in str(err.value)
+
+
+@pytest.mark.parametrize("axes, message", [
+    ({"network.bandwidth": [100, -5]}, "point 'p[bandwidth=-5]': network.bandwidth: must be > 0"),
+    ({"system.all-reduce-implementation": ["ring", "rnig"]},
+     "point 'p[all-reduce-implementation=rnig]': system.all-reduce-implementation: unknown algorithm 'rnig'"),
+    ({"network.npus_count": [[4, 2]]}, "network.npus_count: has 2 entries but topology has 1"),
+])
+def test_bad_values_fail_when_the_plan_is_made(tmp_path, axes, message):
+    pytest.importorskip("chakra_pipe.sim", reason="values are checked with the simulator's config parser")
+    with pytest.raises(ConfigError, match="hardware.platforms.p.axes") as err:
+        expand({"p": {**_hw(tmp_path), "axes": axes}}, tmp_path)
+    assert message in str(err.value)
 
 
 def test_missing_hardware_file_names_key(tmp_path):

@@ -8,6 +8,7 @@ congestion-unaware and 57,426 ns congestion-aware.
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,26 @@ from chakra_pipe.sweep.shard import run_shard
 pytest.importorskip("chakra_pipe.sim", reason="the simulator package is not installed")
 
 
+MEM_BYTES, MEM_LATENCY, MEM_BW = 1_000_000, 500, 100  # remote-mem-bw is bytes/ns (spec §5.2)
+
+
+def _mem_load_set(tmp_path: Path) -> str:
+    """8 ranks, one remote-memory load each: it fails without memory expansion, and with per-NPU
+    expansion takes remote-mem-latency + floor(tensor_size / remote-mem-bw) ns (spec §2.4, §5.2)."""
+    from chakra_pipe.et import schema
+    from chakra_pipe.et.attrs import set_attr
+    from chakra_pipe.et.framing import write_trace
+
+    prefix = tmp_path / "mem" / "mem"
+    for rank in range(8):
+        node = schema.Node(id=0, name="remote_load", type=schema.MEM_LOAD_NODE)
+        set_attr(node, "tensor_size", MEM_BYTES)
+        write_trace(f"{prefix}.{rank}.et", schema.GlobalMetadata(version="0.0.4"), [node])
+    (tmp_path / "mem.json").write_text(json.dumps({"memory-type": "PER_NPU_MEMORY_EXPANSION",
+                                                   "remote-mem-latency": MEM_LATENCY, "remote-mem-bw": MEM_BW}))
+    return str(prefix)
+
+
 @pytest.fixture()
 def plan(fixtures_dir: Path, tmp_path: Path) -> Campaign:
     a = fixtures_dir / "astra-sim"
@@ -28,7 +49,9 @@ def plan(fixtures_dir: Path, tmp_path: Path) -> Campaign:
     if not Path(f"{prefix}.0.et").is_file():
         pytest.skip(f"fixture {prefix}.0.et not found")
     cfg = {"campaign": "t", "outdir": str(tmp_path / "reports"), "shard_size": 2,
-           "workloads": {"ar8": {"kind": "trace", "prefix": str(prefix), "npus": 8}},
+           "workloads": {"ar8": {"kind": "trace", "prefix": str(prefix), "npus": 8, "platforms": ["hgx", "ring"]},
+                         "mem8": {"kind": "trace", "prefix": _mem_load_set(tmp_path), "npus": 8,
+                                  "platforms": ["ring_mem"]}},
            "hardware": {"platforms": {
                "hgx": {"network": str(a / "network/analytical/HGX-H100-validated.yml"),
                        "system": str(a / "system/native_collectives/HGX-H100-validated.json"),
@@ -36,9 +59,10 @@ def plan(fixtures_dir: Path, tmp_path: Path) -> Campaign:
                        "axes": {"backend": ["congestion_unaware", "congestion_aware"]}},
                "ring": {"network": str(a / "network/analytical/Ring_8npus.yml"),
                         "system": str(a / "system/native_collectives/Ring_4chunks.json")},
-               "ring_typo": {"network": str(a / "network/analytical/Ring_8npus.yml"),
-                             "system": str(a / "system/native_collectives/Ring_4chunks.json"),
-                             "points": [{"id": "ring_typo", "set": {"system.all-reduce-implementation": "rnig"}}]}}}}
+               "ring_mem": {"network": str(a / "network/analytical/Ring_8npus.yml"),
+                            "system": str(a / "system/native_collectives/Ring_4chunks.json"),
+                            "memory": str(tmp_path / "mem.json"),
+                            "axes": {"memory.memory-type": ["NO_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION"]}}}}}
     camp = Campaign.from_config(cfg, root=tmp_path, torch_available=False)
     camp.write()
     return camp
@@ -53,7 +77,7 @@ def _rows(path: Path) -> dict[str, dict[str, str]]:
 
 def test_shard_reproduces_astra_sim_numbers(plan, tmp_path):
     assert plan.workloads["ar8"].shards == [["hgx[backend=congestion_unaware]", "hgx[backend=congestion_aware]"],
-                                            ["ring", "ring_typo"]]
+                                            ["ring"]]
     out = tmp_path / "s0.csv"
     assert run_shard(plan, "ar8", 0, out) == 0
     rows = _rows(out)
@@ -67,22 +91,26 @@ def test_shard_reproduces_astra_sim_numbers(plan, tmp_path):
     assert unaware["bandwidth_gbps"] == "400.0" and unaware["topology"] == "Switch"
 
 
-def test_rejected_point_becomes_a_status_row(plan, tmp_path):
-    out = tmp_path / "s1.csv"
-    assert run_shard(plan, "ar8", 1, out) == 1
+def test_point_failing_in_the_simulator_becomes_a_status_row(plan, tmp_path):
+    w = plan.workloads["mem8"]
+    assert w.shards == [["ring_mem[memory-type=NO_MEMORY_EXPANSION]", "ring_mem[memory-type=PER_NPU_MEMORY_EXPANSION]"]]
+    out = tmp_path / "mem.csv"
+    assert run_shard(plan, "mem8", 0, out) == 1
     rows = _rows(out)
-    assert rows["ring"]["step_time_ns"] == "64440" and rows["ring"]["status"] == "ok"
-    # an algorithm name the simulator does not know: the message lands in the row, the shard goes on
-    assert rows["ring_typo"]["status"].startswith("ConfigError") and "rnig" in rows["ring_typo"]["status"]
-    assert rows["ring_typo"]["step_time_ns"] == ""
+    failed = rows["ring_mem[memory-type=NO_MEMORY_EXPANSION]"]
+    assert failed["status"] != "ok" and "NO_MEMORY_EXPANSION" in failed["status"] and failed["step_time_ns"] == ""
+    ok = rows["ring_mem[memory-type=PER_NPU_MEMORY_EXPANSION]"]
+    assert ok["status"] == "ok" and int(ok["step_time_ns"]) == MEM_LATENCY + MEM_BYTES // MEM_BW  # 10,500
 
 
 def test_cli_run_and_errors(plan, tmp_path, capsys):
     out = tmp_path / "cli.csv"
     assert main(["sweep", "run", "--plan", plan.plan_path, "--workload", "ar8", "--shard", "1",
                  "--out", str(out)]) == 0
+    assert _rows(out)["ring"]["step_time_ns"] == "64440"  # spec §7.1
+    assert main(["sweep", "run", "--plan", plan.plan_path, "--workload", "mem8", "--shard", "0",
+                 "--out", str(out)]) == 0
     assert "1 of 2 points failed" in capsys.readouterr().err
-    assert _rows(out)["ring"]["step_time_ns"] == "64440"
     assert main(["sweep", "run", "--plan", plan.plan_path, "--workload", "nope", "--shard", "0",
                  "--out", str(out)]) == 2
     assert "workload 'nope' is not in the plan" in capsys.readouterr().err

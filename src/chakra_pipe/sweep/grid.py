@@ -95,9 +95,30 @@ def _build(platform: str, base: dict[str, Any], point_id: str, sets: dict[str, A
                           file="config", where=where)
     if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0):
         raise ConfigError(f"cost must be a non-negative number, got {cost!r}", file="config", where=where)
-    return Point(id=point_id, platform=platform, backend=backend,
-                 cost=None if cost is None else float(cost), npus=hardware.npus(parts["network"], where),
-                 network=parts["network"], system=parts["system"], memory=parts["memory"], settings=settings)
+    point = Point(id=point_id, platform=platform, backend=backend,
+                  cost=None if cost is None else float(cost), npus=hardware.npus(parts["network"], where),
+                  network=parts["network"], system=parts["system"], memory=parts["memory"], settings=settings)
+    _check_values(point, where)
+    return point
+
+
+def _check_values(point: Point, where: str) -> None:
+    """Parse the point's files with the simulator's own config classes, so a bad value (a negative
+    bandwidth, an unknown algorithm, a network whose lists disagree) fails when the plan is made,
+    naming the config key and the point, rather than as a row in job 731 of 1,000."""
+    try:
+        from ..sim import MemoryConfig, NetworkConfig, SystemConfig
+    except ImportError:  # the simulator is optional for planning; the shard job checks again
+        return
+    for section, cls in (("network", NetworkConfig), ("system", SystemConfig), ("memory", MemoryConfig)):
+        data = getattr(point, section)
+        if data is None:
+            continue
+        try:
+            cls.from_dict(data, source=section)
+        except ConfigError as exc:
+            key = f"{section}.{exc.where}" if exc.where else section
+            raise ConfigError(f"{key}: {exc.what}", file="config", where=f"{where}: point '{point.id}'") from None
 
 
 def expand_platform(name: str, spec: dict[str, Any], root: Path) -> list[Point]:

@@ -2,8 +2,9 @@
 
 Why shards: a Python start-up plus trace load costs far more than one analytical simulation of a small
 collective, so 1,000 grid points as 1,000 jobs would spend most of the campaign starting processes.
-A point whose hardware the simulator rejects (say a congestion-aware run on a 2-D network) or whose
-trace cannot finish becomes a row with that error in ``status``: one bad corner of a grid must not
+Bad hardware values were already refused when the plan was made; a point that fails only when simulated
+(remote-memory nodes on a machine without memory expansion, a trace that cannot finish on that
+hardware) becomes a row with that error in ``status``: one bad corner of a grid must not
 stop the other 999 points, and the report lists it.
 """
 
