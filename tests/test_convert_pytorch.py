@@ -97,6 +97,21 @@ def test_gloo_collectives_become_comm_nodes_with_astra_sim_sizes():
     assert conv.used_pgs == {"1"}
 
 
+def test_sizes_fall_back_to_recorded_shapes_and_dtypes():
+    from chakra_pipe.convert.collectives import shape_bytes
+
+    assert shape_bytes([[1000]], "GenericList[Tensor(float)]") == 4000
+    assert shape_bytes([[2, 3], [4]], "GenericList[Tensor(double),Tensor(double)]") == 80
+    assert shape_bytes([16, 8], "Tensor(c10::BFloat16)") == 256
+    assert shape_bytes([16, 8], "Tensor(quint4x2)") == 0  # unknown dtype: no guess
+    obj = gloo_trace()
+    node = next(n for n in obj["nodes"] if n["id"] == 11)
+    node["inputs"]["values"][0] = [[90, 91, 0, 0, 0, "cpu"]]  # tuple without numel/itemsize
+    node["inputs"]["shapes"] = [[[10, 100]], [], [], [], [], []]
+    _, nodes = _convert(obj)
+    assert get_attr(nodes[11], "comm_size") == 4000
+
+
 def test_p2p_peer_is_mapped_from_group_local_to_global():
     _, nodes = _convert(gloo_trace())
     send = nodes[41]

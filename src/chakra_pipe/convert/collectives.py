@@ -10,6 +10,7 @@ per-rank input, reduce-scatter and all-to-all the full input buffer.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +115,28 @@ def tensor_bytes(value: Any) -> int:
     return 0
 
 
+_TENSOR_TYPE = re.compile(r"Tensor\((?:c10::)?(\w+)\)")
+
+
+def shape_bytes(shape: Any, type_str: Any) -> int:
+    """Bytes from a recorded shape and type string (``[[1000]]``, ``GenericList[Tensor(float)]``).
+
+    The fallback when tensor tuples carry no numel/itemsize: Σ over the (nested) shapes of
+    Π dims × the element size of the dtype named in the type string.
+    """
+    dtypes = _TENSOR_TYPE.findall(type_str) if isinstance(type_str, str) else []
+    itemsize = DTYPE_BYTES.get(dtypes[0].lower(), 0) if dtypes else 0
+
+    def numel(sh: Any) -> int:
+        if isinstance(sh, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in sh):
+            out = 1
+            for d in sh:
+                out *= max(0, d)
+            return out
+        return sum(numel(x) for x in sh) if isinstance(sh, list) else 0
+    return numel(shape) * itemsize
+
+
 def _int_input(values: list, index: int) -> int | None:
     if 0 <= index < len(values):
         v = values[index]
@@ -131,10 +154,14 @@ def from_c10d(node: dict[str, Any]) -> Comm | None:
     if spec is None:
         return None
     values = node["inputs"].get("values") or []
-    size = tensor_bytes(values[spec.size_input]) if 0 <= spec.size_input < len(values) else 0
+    types = node["inputs"].get("types") or []
+    size = 0
+    if 0 <= spec.size_input < len(values):
+        size = tensor_bytes(values[spec.size_input])
+        if size == 0 and spec.size_input < min(len(types), len(node["inputs"].get("shapes") or [])):
+            size = shape_bytes(node["inputs"]["shapes"][spec.size_input], types[spec.size_input])
     peer = _int_input(values, spec.peer_input)
     tag = _int_input(values, spec.tag_input)
-    types = node["inputs"].get("types") or []
     async_op = next((v for v, t in zip(values, types) if t == "Bool"), None)
     return Comm(spec.kind, size, peer=-1 if peer is None else peer, tag=tag or 0, gloo_name=spec.gloo_name,
                 blocking=async_op is False or spec.kind in ("send", "recv"))
