@@ -19,7 +19,6 @@ import torch.distributed as dist
 from ..et import schema
 from .plan import ACT_COLL, ACT_COMPUTE, ACT_RECV, ACT_SEND, WORLD, CommSpec, RankPlan
 
-COMPUTE_MODES = ("duration", "skip", "ops")
 GEMM_MAX_N = 2048  # larger num_ops run as repeated GEMMs of this size (bounded memory)
 
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
