@@ -177,3 +177,43 @@ def test_build_writes_every_output_with_units(tmp_path):
     before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     build(camp, results, out)
     assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_captured_and_replayed_rows_are_one_pass_over_the_trace(tmp_path):
+    camp = _plan(tmp_path)
+    cfg_workload = {"kind": "capture", "model": "mlp", "ranks": 4, "steps": 2}
+    cfg = {"campaign": "c1", "outdir": str(tmp_path / "reports"), "tracedir": str(tmp_path / "traces"),
+           "shard_size": 2, "workloads": {"ar": camp.workloads["ar"].spec, "cap": cfg_workload},
+           "hardware": {"baseline": "p[bandwidth=200]", "platforms": {"p": {
+               "network": "net.yml", "system": "sys.json", "axes": {"network.bandwidth": [100, 200, 400]}}}}}
+    camp = Campaign.from_config(cfg, root=tmp_path, torch_available=True)
+    assert camp.replayed() == ["cap"]
+    _write_shards(camp)
+    cap = camp.workloads["cap"]
+    rows = [{"campaign": "c1", "workload": "cap", "source": "simulated", "point_id": pid, "platform": "p",
+             "backend": "congestion_unaware", "npus": 4, "status": "ok", "step_time_ns": 5_000_000,
+             "trace_sha256": "cd" * 32} for pid in cap.shards[0][:1]]
+    for i, ids in enumerate(cap.shards):
+        path = Path(camp.shard_path("cap", i))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(rows_to_csv([dict(rows[0], point_id=pid) for pid in ids], SHARD_COLUMNS))
+    capture = Path(camp.capture_dir("cap"))
+    capture.mkdir(parents=True)
+    (capture / "capture.json").write_text(json.dumps({"backend": "gloo", "steps": 2,
+                                                      "median_step_time_ms_untraced": 1.25}))
+    replay = Path(camp.replay_path("cap"))
+    replay.parent.mkdir(parents=True)
+    replay.write_text(json.dumps({"step_time_ns": {"median": 3_000_000.4, "per_iteration": [3e6, 3e6]},
+                                  "environment": {"backend": "gloo", "device": "cpu"}}))
+    df = aggregate(camp, commit="x")
+    measured = df[(df["workload"] == "cap") & (df["source"] != "simulated")].set_index("source")
+    assert measured.loc["captured", "step_time_ns"] == 2_500_000  # 1.25 ms per step x 2 profiled steps
+    assert measured.loc["replayed", "step_time_ns"] == 3_000_000
+    assert measured.loc["replayed", "backend"] == "gloo/cpu" and measured.loc["captured", "backend"] == "gloo"
+    assert set(measured["trace_sha256"]) == {"cd" * 32}
+    assert list(df[df["workload"] == "cap"]["source"])[-2:] == ["replayed", "captured"]
+    board = leaderboard.campaign_board(df)
+    assert set(board["workload"]) == {"ar", "cap"} and len(board) == 6  # measured rows are not ranked
+    replay.write_text("{}")
+    with pytest.raises(InputError, match="not a replay result"):
+        aggregate(camp, commit="x")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import statistics
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -33,42 +32,26 @@ def git_commit(cwd: str | Path = ".") -> str:
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
 
 
-def _read_json(path: str | Path) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", file=str(path), where=f"line {exc.lineno}") from None
-    if not isinstance(data, dict):
-        raise InputError("expected a JSON object", file=str(path))
-    return data
+def replay_pass_ns(path: str | Path) -> tuple[int, str]:
+    """(median replayed iteration = one pass over the trace, in ns; "backend/device") from RESULT.json."""
+    from ..replay.compare import read_replay
+
+    ns = read_replay(Path(path))
+    env = json.loads(Path(path).read_text(encoding="utf-8")).get("environment") or {}
+    return int(round(ns)), "/".join(str(env[k]) for k in ("backend", "device") if env.get(k)) or "torch"
 
 
-def replay_step_ns(path: str | Path) -> tuple[int, str]:
-    """(time of one pass over the trace in ns, replay device) from a ``chakra-pipe replay`` result.
+def capture_pass_ns(capture_dir: str | Path) -> tuple[int, str]:
+    """(untraced median step time x profiled steps in the trace, in ns; capture backend).
 
-    Accepts ``step_time_ns`` or a list ``iteration_ns`` (median taken, so a warm-up outlier does not
-    dominate).
+    The converted trace holds every profiled step, so one pass over it — what the simulator and the
+    replay time — corresponds to that many untraced steps.
     """
-    d = _read_json(path)
-    device = str(d.get("device", d.get("backend", "torch")))
-    if isinstance(d.get("step_time_ns"), (int, float)):
-        return int(round(d["step_time_ns"])), device
-    iters = d.get("iteration_ns")
-    if isinstance(iters, list) and iters and all(isinstance(x, (int, float)) for x in iters):
-        return int(round(statistics.median(iters))), device
-    raise InputError("replay result has neither step_time_ns nor a non-empty iteration_ns list", file=str(path))
+    from ..replay.compare import read_capture
 
-
-def capture_step_ns(capture_dir: str | Path) -> tuple[int, str]:
-    """(median untraced step time in ns, capture backend) from ``capture.json``."""
-    path = Path(capture_dir) / "capture.json"
-    d = _read_json(path)
-    ms = d.get("median_step_time_ms_untraced")
-    if not isinstance(ms, (int, float)):
-        raise InputError("capture.json has no median_step_time_ms_untraced", file=str(path))
-    return int(round(ms * 1_000_000)), str(d.get("backend", "torch"))
+    step_ns, steps = read_capture(Path(capture_dir))
+    backend = json.loads((Path(capture_dir) / "capture.json").read_text(encoding="utf-8")).get("backend")
+    return int(round(step_ns * steps)), str(backend or "torch")
 
 
 def aggregate(plan: Campaign, commit: str | None = None):
@@ -94,9 +77,9 @@ def aggregate(plan: Campaign, commit: str | None = None):
     for w in plan.workloads.values():
         measured = []
         if w.kind == "capture":
-            measured.append(("captured", "capture", *capture_step_ns(plan.capture_dir(w.name))))
+            measured.append(("captured", "capture", *capture_pass_ns(plan.capture_dir(w.name))))
         if w.replay:
-            measured.append(("replayed", "replay", *replay_step_ns(plan.replay_path(w.name))))
+            measured.append(("replayed", "replay", *replay_pass_ns(plan.replay_path(w.name))))
         for source, point_id, ns, backend in measured:
             extra.append({"campaign": plan.name, "workload": w.name, "source": source, "point_id": point_id,
                           "platform": "host", "backend": backend, "npus": str(w.npus), "status": "ok",

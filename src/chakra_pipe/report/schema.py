@@ -23,7 +23,9 @@ class Metric:
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("step_time_ns", "ns", "lower", "time until the last rank finishes one pass over the trace"),
+    Metric("step_time_ns", "ns", "lower",
+           "one pass over the trace: simulated, the last rank's finish time; replayed, the median iteration; "
+           "captured, the untraced median step time x the profiled steps the trace holds"),
     Metric("compute_ns", "ns", "lower", "GPU compute time of the slowest rank (sum of its kernels)"),
     Metric("exposed_comm_ns", "ns", "lower",
            "step time minus compute time of the slowest rank, as ASTRA-sim reports it (includes idle_ns)"),
