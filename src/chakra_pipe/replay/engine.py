@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from ..et import schema
-from .plan import ACT_COLL, ACT_COMPUTE, ACT_RECV, ACT_SEND, WORLD, CommSpec, RankPlan
+from .plan import ACT_COLL, ACT_COMPUTE, ACT_RECV, ACT_SEND, WORLD, CommSpec, RankPlan, topological_order
 
 GEMM_MAX_N = 2048  # larger num_ops run as repeated GEMMs of this size (bounded memory)
 
@@ -81,6 +81,14 @@ class TorchEngine:
         self._buffers: dict[tuple, torch.Tensor] = {}
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="replay-compute")
         self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        # gloo: post every receive when the iteration starts, in channel order, so a send completes
+        # once its data arrives even if the RECV node is not issued yet — ASTRA-sim's semantics
+        # (§2.4), without which pipeline traces deadlock on two sends facing each other. NCCL runs
+        # p2p per peer pair in stream order, where an early receive would block later sends, so
+        # there receives are posted when issued.
+        self._prepost = device.type == "cpu"
+        self._recv_order = [i for i in topological_order(plan) if plan.actions[i] == ACT_RECV]
+        self._posted: dict[int, tuple[str, object]] = {}
 
     # -- Engine protocol -------------------------------------------------------------------
     def start(self, i: int) -> object | None:
@@ -95,10 +103,14 @@ class TorchEngine:
             self._log(i, t)
             return _track(dist.isend(t, dst=spec.peer, tag=spec.tag))
         if action == ACT_RECV:
-            t = self._buffer(("recv", i), spec)  # recvs may overlap: one buffer each
-            self._log(i, t)
-            return _track(dist.irecv(t, src=spec.peer, tag=spec.tag))
+            return self._posted.pop(i) if self._prepost else self._post_recv(i)
         return None
+
+    def _post_recv(self, i: int) -> tuple[str, object]:
+        spec = self.plan.comm[i]
+        t = self._buffer(("recv", i), spec)  # receives may overlap: one buffer each
+        self._log(i, t)
+        return _track(dist.irecv(t, src=spec.peer, tag=spec.tag))
 
     def poll(self, handle) -> bool:
         kind, obj = handle
@@ -124,6 +136,8 @@ class TorchEngine:
 
     def new_iteration(self) -> None:
         self.calls = {}
+        if self._prepost:
+            self._posted = {i: self._post_recv(i) for i in self._recv_order}
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
