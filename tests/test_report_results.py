@@ -217,3 +217,25 @@ def test_captured_and_replayed_rows_are_one_pass_over_the_trace(tmp_path):
     replay.write_text("{}")
     with pytest.raises(InputError, match="not a replay result"):
         aggregate(camp, commit="x")
+
+
+def test_cli_verbs_and_their_errors(tmp_path, capsys):
+    from chakra_pipe.cli import main
+
+    camp = _plan(tmp_path)
+    camp.write()
+    assert main(["report", "aggregate", "--plan", camp.plan_path]) == 2
+    assert "0000.csv: shard result missing" in capsys.readouterr().err
+    _write_shards(camp)
+    assert main(["report", "aggregate", "--plan", camp.plan_path]) == 0
+    assert main(["report", "build", "--plan", camp.plan_path]) == 0
+    out = Path(camp.report_dir)
+    assert (out / "report.html").is_file() and (out / "plots" / "fidelity.png").is_file()
+    board = tmp_path / "reports" / "leaderboard.csv"
+    stamp = tmp_path / "stamp.json"
+    assert main(["report", "standing", "--results", str(out / "results.parquet"), "--board", str(board),
+                 "--date", "2026-05-01", "--stamp", str(stamp)]) == 0
+    assert len(json.loads(stamp.read_text())["rows"]) == 3
+    capsys.readouterr()
+    assert main(["report", "build", "--plan", camp.plan_path, "--results", str(tmp_path / "none.parquet")]) == 2
+    assert "none.parquet: results table not found" in capsys.readouterr().err

@@ -98,6 +98,20 @@ def test_second_run_does_nothing_and_a_deleted_shard_alone_reruns(local_run):
     assert (local_run / "reports/leaderboard.csv").read_bytes() == standing
 
 
+def test_snakemake_report_has_every_plot_with_its_caption(local_run, tmp_path):
+    import zipfile
+
+    out = tmp_path / "report.zip"
+    run = snakemake(local_run, "--report", str(out))
+    assert run.returncode == 0, run.stderr[-3000:]
+    names = zipfile.ZipFile(out).namelist()
+    for plot in ("step_time_vs_bandwidth.png", "breakdown.png", "pareto_cost_time.png", "fidelity.png",
+                 "leaderboard.csv"):
+        assert any(n.endswith(plot) for n in names), plot
+    captions = (REPO / "workflow" / "report").glob("*.rst")
+    assert {c.stem for c in captions} >= {"step_time_vs_bandwidth", "breakdown", "pareto_cost_time", "fidelity"}
+
+
 def test_lint_and_dry_run_of_default_config():
     env = _env()
     lint = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "--lint"], cwd=REPO, env=env,
