@@ -203,6 +203,20 @@ def test_gpu_ops_follow_launcher_and_stream_and_sync_waits_become_deps():
     assert rank_problems(conv.nodes) == [] and conv.sync_dropped == 0
 
 
+def test_threads_chain_separately_and_a_resuming_thread_waits_for_the_other():
+    def op(nid, name, tid, ts, dur):
+        node = _n(nid, name, 2, ts=ts, inclusive_dur=dur, exclusive_dur=dur)
+        node["attrs"][0]["value"] = tid
+        return node
+    nodes = [_n(1, "[pytorch|profiler|execution_trace|process]", 1), _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
+             op(3, "aten::sum", 1, 0, 10),            # main thread: the loss
+             op(4, "MulBackward0", 2, 20, 100),       # autograd thread starts after it
+             op(5, "AddmmBackward0", 2, 130, 10),     # 10 us later: same burst, no cross edge
+             op(6, "Optimizer.step", 1, 500, 10)]     # main thread resumes after a 490 us wait
+    _, out = _convert({"schema": "1.1.1-chakra.0.0.4", "nodes": nodes})
+    assert [list(out[i].data_deps) for i in (3, 4, 5, 6)] == [[], [3], [4], [3, 5]]
+
+
 def test_send_recv_matching_across_ranks():
     def p2p(kind, peer):
         nodes = [_n(1, "[pytorch|profiler|execution_trace|process]", 1),

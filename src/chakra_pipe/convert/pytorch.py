@@ -259,18 +259,31 @@ class _Converter:
         if len({tid_of[n["id"]] for n in timed}) < 2:
             return {}
         all_sorted = sorted(timed, key=lambda n: (_num(n, "ts"), n["id"]))
-        starts = [_num(n, "ts") for n in all_sorted]
         deps: dict[int, int] = {}
         prev_end: dict[int, float] = {}
-        for n in all_sorted:
-            nid, ts, tid = n["id"], _num(n, "ts"), tid_of[n["id"]]
-            if tid not in prev_end or ts - prev_end[tid] > THREAD_GAP_US:
-                i = bisect.bisect_left(starts, ts) - 1
-                while i >= 0 and tid_of[all_sorted[i]["id"]] == tid:
-                    i -= 1
-                if i >= 0 and all_sorted[i]["id"] < nid:
-                    deps[nid] = all_sorted[i]["id"]
-            prev_end[tid] = max(prev_end.get(tid, ts), ts + _num(n, "inclusive_dur"))
+        # The latest-started op overall and the latest on any other thread than its own: enough to
+        # answer "latest op on a thread other than T" in O(1). Ops with equal start see neither.
+        top1: dict[str, Any] | None = None
+        top2: dict[str, Any] | None = None
+        i = 0
+        while i < len(all_sorted):
+            ts = _num(all_sorted[i], "ts")
+            j = i
+            while j < len(all_sorted) and _num(all_sorted[j], "ts") == ts:
+                j += 1
+            batch = all_sorted[i:j]
+            for n in batch:
+                nid, tid = n["id"], tid_of[n["id"]]
+                if tid not in prev_end or ts - prev_end[tid] > THREAD_GAP_US:
+                    other = top1 if top1 is not None and tid_of[top1["id"]] != tid else top2
+                    if other is not None and other["id"] < nid:
+                        deps[nid] = other["id"]
+                prev_end[tid] = max(prev_end.get(tid, ts), ts + _num(n, "inclusive_dur"))
+            for n in batch:
+                if top1 is not None and tid_of[top1["id"]] != tid_of[n["id"]]:
+                    top2 = top1
+                top1 = n
+            i = j
         return deps
 
     def emit(self) -> RankConversion:
