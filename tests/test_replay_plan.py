@@ -164,3 +164,28 @@ def test_collective_without_comm_type_is_named(tmp_path):
     set_attr(n, "comm_size", 64)
     with pytest.raises(InputError, match=r"w\.0\.et: node 3: COMM_COLL node has no integer comm_type"):
         plan_of(tmp_path, [[n]])
+
+
+def test_collectives_crossing_between_groups_are_refused(tmp_path):
+    # Each group sees one all-reduce per member (sequences match), yet rank 0 waits in group 1 for
+    # rank 1, which waits in group 2 for rank 0: a real run would hang until the timeout.
+    r0 = [coll(1, schema.ALL_REDUCE, 64, pg="1"), coll(2, schema.ALL_REDUCE, 64, pg="2")]
+    r1 = [coll(1, schema.ALL_REDUCE, 64, pg="2"), coll(2, schema.ALL_REDUCE, 64, pg="1")]
+    with pytest.raises(StuckError, match=r"cannot finish .*rank 0 at node 1 'coll1' .*rank 1 at node 1 'coll1'") as e:
+        plan_of(tmp_path, [r0, r1], {"1": [0, 1], "2": [0, 1]})
+    assert e.value.stuck == {0: [1], 1: [1]}
+
+
+def test_receives_waiting_on_their_own_replies_are_refused(tmp_path):
+    r0 = [p2p(1, False, 1, 0, 8), p2p(2, True, 0, 1, 8, data=[1])]
+    r1 = [p2p(1, False, 0, 1, 8), p2p(2, True, 1, 0, 8, data=[1])]
+    with pytest.raises(StuckError, match=r"rank 0 at node 1 'p1' \(COMM_RECV_NODE\); rank 1 at node 1"):
+        plan_of(tmp_path, [r0, r1])
+
+
+def test_sends_facing_each_other_can_finish(tmp_path):
+    # Both ranks send before they receive: fine, a send completes when its data arrives (§2.4).
+    r0 = [p2p(1, True, 0, 1, 8), p2p(2, False, 1, 0, 8, data=[1]), coll(3, schema.ALL_REDUCE, 64, data=[2])]
+    r1 = [p2p(1, True, 1, 0, 8), p2p(2, False, 0, 1, 8, data=[1]), coll(3, schema.ALL_REDUCE, 64, data=[2])]
+    plan = plan_of(tmp_path, [r0, r1])
+    assert [plan.ranks[0].ids[i] for i in plan.ranks[0].comm_order] == [1, 3]

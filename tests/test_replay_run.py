@@ -191,6 +191,7 @@ def test_captured_two_rank_trace_replays(capture, tmp_path):
     result = replay(prefix, tmp_path / "r.json", "--iterations", "3")
     assert result["trace"]["ranks"] == 2
     assert result["collectives"], "the converted capture has no collectives to replay"
+    assert result["p2p"], "the capture's explicit send/recv pair was not replayed"
     assert_every_comm_node_ran_once_per_iteration(result, prefix, 3)
     assert_p2p_pairs_matched(result, 3)
 

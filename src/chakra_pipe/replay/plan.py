@@ -117,6 +117,9 @@ def build_plan(ts: TraceSet) -> ReplayPlan:
         plan.comm_order = _static_comm_order(plan)
     _check_collective_sequences(ranks, groups)
     _check_p2p(ranks)
+    from .progress import check_progress  # needs this module's plan types: imported late
+
+    check_progress(ranks, groups)
     ordered = dict(sorted(((k, v) for k, v in groups.items() if k != WORLD), key=lambda kv: _group_key(kv[0])))
     return ReplayPlan(ts.prefix, ranks, ordered, ts.sha256())
 
