@@ -172,6 +172,18 @@ def cases() -> dict[str, Case]:
         "unmatched_recv": (encode(n() + [p2p(4, [3], schema.COMM_RECV_NODE, peer=1)]), None,
                            {"validate": 1, "simulate": 3, "info": 0},
                            "§9.25: rank 0 waits for a message rank 1 never sends"),
+        "p2p_cross_wait": (encode([comp(1, [], 5), p2p(2, [1], schema.COMM_RECV_NODE, peer=1),
+                                   p2p(3, [2], schema.COMM_SEND_NODE, peer=1)]),
+                           encode([comp(1, [], 5), p2p(2, [1], schema.COMM_RECV_NODE, peer=0),
+                                   p2p(3, [2], schema.COMM_SEND_NODE, peer=0)]),
+                           {"validate": None, "simulate": 3, "info": 0},
+                           "both ranks receive before they send: every send has its recv (§9.25), yet neither "
+                           "rank can proceed"),
+        "pg_mismatch": (encode([comp(1, [], 5), with_attr(coll(2, [1]), "pg_name", "1", "string_val"), comp(3, [2], 3)]),
+                        encode([comp(1, [], 5), with_attr(coll(2, [1]), "pg_name", "2", "string_val"), comp(3, [2], 3)]),
+                        {"validate": 1, "simulate": 3, "info": 0},
+                        "§9.24: the ranks issue their all-reduce in different process groups (1 and 2, both "
+                        "{0, 1} in PREFIX.comm_groups.json)"),
         "mismatched_tag": (encode(n() + [p2p(4, [3], schema.COMM_SEND_NODE, peer=1, tag=7)]),
                            encode(n() + [p2p(4, [3], schema.COMM_RECV_NODE, peer=0, tag=8)]),
                            {"validate": 1, "simulate": 3, "info": 0},
@@ -180,11 +192,17 @@ def cases() -> dict[str, Case]:
     return out
 
 
+# ASTRA-sim communicator-group files (``{"id": [npus]}``) of the cases that use process groups.
+GROUPS = {"pg_mismatch": {"1": [0, 1], "2": [0, 1]}}
+
+
 def build(directory: Path = HERE) -> dict[str, dict]:
     manifest: dict[str, dict] = {}
     for name, (rank0, rank1, expect, reason) in cases().items():
         write_bytes(directory / "traces" / f"{name}.0.et", rank0)
         write_bytes(directory / "traces" / f"{name}.1.et", BASE if rank1 is None else rank1)
+        if name in GROUPS:
+            write_json(directory / "traces" / f"{name}.comm_groups.json", GROUPS[name])
         manifest[name] = {"expect": expect, "reason": reason}
     write_json(directory / "MANIFEST.json", manifest)
     return manifest

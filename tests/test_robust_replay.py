@@ -1,0 +1,70 @@
+"""Replay faults end within the timeout with a named cause: a peer that never sends, a receive that is
+never posted, a process-group mismatch, a cross-wait deadlock, and a rank that dies.
+
+Static mismatches must be refused before any process starts (exit 3, naming rank and node); a deadlock
+must end by ``--timeout`` at the latest, naming where each rank waits; a rank that
+dies must stop its peers instead of leaving them blocked in a collective. (Killing a rank by signal
+mid-replay is tested by the replay module's own tests.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+from test_robust_support import assert_clean, leftovers, run_cli
+
+CORPUS = Path(__file__).resolve().parent / "data" / "robust" / "traces"
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="replay needs torch")]
+TIMEOUT_S = 10
+
+
+def _replay(prefix: Path, out: Path, wall: float):
+    """Replay under a hard wall-clock bound (a hang fails the test)."""
+    return run_cli(["replay", prefix, "--timeout", TIMEOUT_S, "--iterations", 1, "--warmup", 0,
+                    "--compute", "skip", "--backend", "gloo", "--out", out], timeout=wall)
+
+
+@pytest.mark.parametrize("case,cause", [
+    ("unmatched_recv", r"rank 0 node 4 'p2p4' \(COMM_RECV_NODE\) waits for rank 1 tag 7"),
+    ("unmatched_send", r"rank 0 node 4 'p2p4' \(COMM_SEND_NODE\) sends to rank 1 tag 7 but rank 1 posts no"),
+    ("mismatched_tag", r"rank 0 node 4 'p2p4' \(COMM_SEND_NODE\) sends to rank 1 tag 7"),
+    ("pg_mismatch", r"group 1 \[0, 1\]: rank 1 never issues collective #1"),
+    ("missing_collective", r"rank 0 never issues collective #1"),
+])
+def test_static_mismatch_is_refused_before_any_rank_starts(tmp_path, case, cause):
+    out = tmp_path / "replay.json"
+    outcome = _replay(CORPUS / case, out, wall=60)
+    assert_clean(outcome, allowed={3})
+    assert re.search(cause, outcome.stderr), outcome.stderr
+    assert not out.exists() and not leftovers(tmp_path)
+
+
+def test_cross_wait_deadlock_ends_by_the_timeout_naming_each_waiting_rank(tmp_path):
+    """Both ranks receive before sending. Detected up front or stopped at ``--timeout``, either way the
+    run ends within the bound and names where each rank waits."""
+    out = tmp_path / "replay.json"
+    outcome = _replay(CORPUS / "p2p_cross_wait", out, wall=TIMEOUT_S + 90)
+    assert_clean(outcome, allowed={3})
+    for rank in (0, 1):
+        assert f"rank {rank} at node 2 'p2p2' (COMM_RECV_NODE)" in outcome.stderr, outcome.stderr
+    assert not out.exists()
+
+
+def test_a_rank_that_dies_stops_its_peer_and_is_named(tmp_path):
+    """A 4 TiB all-reduce: each rank fails to allocate its buffer; the first failure is reported with
+    its node and cause, and no peer is left waiting in the collective."""
+    spec = importlib.util.spec_from_file_location("robust_make_corpus", CORPUS.parent / "make_corpus.py")
+    corpus = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(corpus)
+    data = corpus.encode([corpus.comp(1, [], 5), corpus.coll(2, [1], size=1 << 42), corpus.comp(3, [2], 3)])
+    for rank in (0, 1):
+        (tmp_path / f"huge.{rank}.et").write_bytes(data)
+    out = tmp_path / "replay.json"
+    outcome = _replay(tmp_path / "huge", out, wall=TIMEOUT_S + 90)
+    assert_clean(outcome, allowed={1})
+    assert re.search(r"rank [01] failed at node 2 'coll2' \(COMM_COLL_NODE ALL_REDUCE\)", outcome.stderr)
+    assert "allocate" in outcome.stderr and not out.exists()
