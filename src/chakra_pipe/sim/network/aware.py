@@ -29,8 +29,15 @@ class CongestionAwareNetwork(Network):
         super().__init__(cfg, queue)
         self._bw = [bytes_per_ns(b) for b in cfg.bandwidth]
         self._links: dict[tuple, _Link] = {}
+        self._paths: dict[tuple[int, int], list[_Link]] = {}
 
     def _path(self, src: int, dst: int) -> list[_Link]:
+        path = self._paths.get((src, dst))
+        if path is None:
+            path = self._paths[(src, dst)] = self._route(src, dst)
+        return path
+
+    def _route(self, src: int, dst: int) -> list[_Link]:
         cur = self.coords(src)
         target = self.coords(dst)
         links = []

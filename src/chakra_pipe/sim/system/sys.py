@@ -173,8 +173,9 @@ class Sys:
             a = HalvingDoubling(ctype, self, topo, size)
         else:
             if ctype != AR:
-                raise ConfigError(f"doubleBinaryTree implements ALL_REDUCE only, not {ctype}",
-                                  file=self.cfg.source)
+                raise ConfigError(f"doubleBinaryTree implements ALL_REDUCE only, not {ctype} (a "
+                                  f"localBWAware all-reduce on several dimensions needs reduce-scatter phases)",
+                                  file=self.cfg.source, where="all-reduce-implementation")
             a = DoubleBinaryTree(self, topo, size)
         return Phase(queue[0], a, size, a.final_data_size)
 
