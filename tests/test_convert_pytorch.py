@@ -217,6 +217,19 @@ def test_threads_chain_separately_and_a_resuming_thread_waits_for_the_other():
     assert [list(out[i].data_deps) for i in (3, 4, 5, 6)] == [[], [3], [4], [3, 5]]
 
 
+def test_gpu_wait_edges_that_would_close_a_cycle_are_dropped():
+    # Inconsistent clocks: op 4 runs after op 3 in call order but carries an earlier timestamp,
+    # so "3 waits for the kernel op 4 launched" would close the cycle 3 -> 9 -> 4 -> 3.
+    nodes = [_n(1, "[pytorch|profiler|execution_trace|process]", 1), _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
+             _n(3, "aten::item", 2, ts=100, exclusive_dur=1, inclusive_dur=1, sync_dep=[9]),
+             _n(4, "aten::mm", 2, ts=50, exclusive_dur=1, inclusive_dur=1),
+             _n(9, "gemm", 4, ts=60, inclusive_dur=5, cat="kernel", stream=7, args={"device": 0})]
+    conv, out = _convert({"schema": "1.1.1-chakra.0.0.4", "nodes": nodes})
+    assert conv.sync_dropped == 1
+    assert list(out[3].data_deps) == [] and list(out[4].data_deps) == [3] and list(out[9].data_deps) == [4]
+    assert rank_problems(conv.nodes) == []
+
+
 def test_send_recv_matching_across_ranks():
     def p2p(kind, peer):
         nodes = [_n(1, "[pytorch|profiler|execution_trace|process]", 1),

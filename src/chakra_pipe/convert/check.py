@@ -21,13 +21,16 @@ def rank_problems(nodes: list) -> list[str]:
     problems: list[str] = []
     ids = Counter(n.id for n in nodes)
     problems += [f"node {i}: id used {c} times" for i, c in ids.items() if c > 1]
+    parents: dict[int, set[int]] = {}
     for n in nodes:
-        for kind, deps in (("data", n.data_deps), ("ctrl", n.ctrl_deps)):
+        data, ctrl = list(n.data_deps), list(n.ctrl_deps)  # read each protobuf list once
+        for kind, deps in (("data", data), ("ctrl", ctrl)):
             missing = [d for d in deps if d not in ids]
             if missing:
                 problems.append(f"node {n.id}: {kind} dep on {missing[0]} which is not in the file")
             if len(set(deps)) != len(deps) or n.id in deps:
                 problems.append(f"node {n.id}: duplicate or self {kind} dep")
+        parents[n.id] = set(data) | set(ctrl)
         if n.type in _COMM:
             if get_attr(n, "is_cpu_op", True):
                 problems.append(f"node {n.id}: comm node marked is_cpu_op")
@@ -37,30 +40,32 @@ def rank_problems(nodes: list) -> list[str]:
             if absent:
                 problems.append(f"node {n.id}: comm node lacks {', '.join(absent)}")
     if not problems:
-        problems += cycle_problems(nodes)
+        stuck = cycle_node(parents)
+        if stuck is not None:
+            problems.append(f"node {stuck}: dependency cycle")
+        elif not nodes:
+            problems.append("no nodes")
     return problems
 
 
-def cycle_problems(nodes: list) -> list[str]:
-    """Kahn's algorithm over data ∪ ctrl deps; iterative, so deep graphs cannot overflow."""
-    indeg = {n.id: len(set(n.data_deps) | set(n.ctrl_deps)) for n in nodes}
+def cycle_node(parents: dict[int, set[int]]) -> int | None:
+    """Smallest id left on a cycle of ``{node: parents}`` (None when acyclic).
+
+    Kahn's algorithm, iterative, so deep graphs cannot overflow (chakra issue #189).
+    """
+    indeg = {i: len(ps) for i, ps in parents.items()}
     children: dict[int, list[int]] = {}
-    for n in nodes:
-        for d in set(n.data_deps) | set(n.ctrl_deps):
-            children.setdefault(d, []).append(n.id)
+    for i, ps in parents.items():
+        for d in ps:
+            children.setdefault(d, []).append(i)
     ready = [i for i, d in indeg.items() if d == 0]
-    seen = 0
     while ready:
-        i = ready.pop()
-        seen += 1
-        for c in children.get(i, ()):
+        for c in children.get(ready.pop(), ()):
             indeg[c] -= 1
             if indeg[c] == 0:
                 ready.append(c)
-    if seen != len(nodes):
-        stuck = min(i for i, d in indeg.items() if d > 0)
-        return [f"node {stuck}: dependency cycle ({len(nodes) - seen} nodes never become ready)"]
-    return [] if nodes else ["no nodes"]
+    stuck = [i for i, d in indeg.items() if d > 0]
+    return min(stuck) if stuck else None
 
 
 def p2p_problems(ranks: list[list]) -> list[str]:

@@ -27,7 +27,7 @@ from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
 from ..link.hostet import PG_INIT_MARK, HostTrace, attr, device_of, is_root, is_thread, process_groups
-from .check import cycle_problems
+from .check import cycle_node
 from .collectives import (DTYPE_BYTES, Comm, from_c10d, from_record_param_comms, kernel_kind,
                           normalise_collective, process_group_json)
 
@@ -295,6 +295,7 @@ class _Converter:
         last_on_stream: dict[tuple[Any, int], int] = {}
         nodes, counts, used = [], Counter(), set()
         sync_added: dict[int, list[int]] = {}
+        parents: dict[int, set[int]] = {}  # for the cycle guard of GPU-wait edges
         pg_unknown = 0
         for n in self.order:
             nid = n["id"]
@@ -316,6 +317,7 @@ class _Converter:
             out.data_deps.extend(data)
             if kept_anc[nid] is not None:
                 out.ctrl_deps.append(kept_anc[nid])
+            parents[nid] = {*data, *(() if kept_anc[nid] is None else (kept_anc[nid],))}
             out.start_time_micros = _micros(_num(n, "ts"))
             comm = self.comm.get(nid) if role in (COMM, GPU) else None
             if comm is not None:
@@ -335,7 +337,7 @@ class _Converter:
             self._info_attrs(out, n, role)
             counts[out.type] += 1
             nodes.append(out)
-        sync_dropped = _drop_sync_if_cyclic(nodes, sync_added)
+        sync_dropped = _drop_sync_if_cyclic(nodes, parents, sync_added)
         return RankConversion(self._metadata(), nodes, self.groups, used, counts, pg_unknown, sync_dropped)
 
     def _sync_waits(self, n: dict[str, Any]) -> list[int]:
@@ -412,13 +414,13 @@ class _Converter:
         return md
 
 
-def _drop_sync_if_cyclic(nodes: list, sync_added: dict[int, list[int]]) -> int:
+def _drop_sync_if_cyclic(nodes: list, parents: dict[int, set[int]], sync_added: dict[int, list[int]]) -> int:
     """Remove every GPU-wait edge if together they close a cycle (chakra issue #189); return how many.
 
     All other edges follow start times and ids, so they cannot form a cycle; GPU-wait edges point
     to later ids and could, with inconsistent timestamps. Dropping them keeps the file simulable.
     """
-    if not sync_added or not cycle_problems(nodes):
+    if not sync_added or cycle_node(parents) is None:
         return 0
     for node in nodes:
         waits = sync_added.get(node.id)
