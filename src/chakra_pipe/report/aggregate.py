@@ -11,7 +11,6 @@ import io
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from .. import __version__
 from ..atomic import write_bytes, write_text

@@ -7,7 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from .leaderboard import _fmt
+from .leaderboard import fmt
 from .plots import PLOTS
 
 MAX_ROWS = 500  # the full table is in results.csv; a browser page need not hold 10,000 rows
@@ -19,7 +19,7 @@ th{background:#f2f2f2}img{max-width:100%;border:1px solid #eee}code{font-size:.9
 
 def _table(df, columns: list[str]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row) + "</tr>"
                    for row in df[columns].itertuples(index=False))
     return f"<table><tr>{head}</tr>{body}</table>"
 

@@ -49,7 +49,7 @@ def campaign_board(results):
     return board.reindex(columns=BOARD_COLUMNS).reset_index(drop=True)
 
 
-def _fmt(value, digits: int = 3) -> str:
+def fmt(value, digits: int = 3) -> str:
     import pandas as pd
 
     if value is None or (not isinstance(value, str) and pd.isna(value)):
@@ -64,7 +64,7 @@ def _fmt(value, digits: int = 3) -> str:
 def markdown_table(df, columns: list[str], headers: list[str]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     for row in df[columns].itertuples(index=False):
-        lines.append("| " + " | ".join(_fmt(v) for v in row) + " |")
+        lines.append("| " + " | ".join(fmt(v) for v in row) + " |")
     return "\n".join(lines)
 
 
