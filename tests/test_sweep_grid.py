@@ -205,3 +205,25 @@ def test_schema_rejects_bad_keys_naming_them(tmp_path, mutate, key):
     with pytest.raises(WorkflowError) as err:
         validate(cfg, str(SCHEMA))
     assert key in str(err.value)
+
+
+def test_product_size_unique_stable_ids(tmp_path):
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    _hw(tmp_path)
+
+    @hypothesis.settings(max_examples=30, deadline=None)
+    @hypothesis.given(bw=st.lists(st.integers(1, 1000), min_size=1, max_size=4, unique=True),
+                      chunks=st.lists(st.integers(1, 8), min_size=1, max_size=3, unique=True),
+                      backends=st.sampled_from([["congestion_unaware"], ["congestion_unaware", "congestion_aware"]]))
+    def check(bw, chunks, backends):
+        spec = {**_hw(tmp_path), "axes": {"network.bandwidth": bw, "system.active-chunks-per-dimension": chunks,
+                                          "backend": backends}}
+        points = expand({"p": spec}, tmp_path)
+        assert len(points) == len(bw) * len(chunks) * len(backends)
+        ids = [p.id for p in points]
+        assert len(set(ids)) == len(ids)
+        assert ids == [p.id for p in expand({"p": spec}, tmp_path)]
+        assert [p.network["bandwidth"][0] for p in points[::len(chunks) * len(backends)]] == bw
+
+    check()
