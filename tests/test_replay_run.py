@@ -246,28 +246,42 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.slow
-def test_killing_a_rank_mid_replay_fails_cleanly(tmp_path):
+def _start_stalled_replay(tmp_path: Path, out: Path) -> tuple[subprocess.Popen, dict[int, tuple[int, str]]]:
+    """Launch a replay of the stall trace; return once rank 1 is inside its long compute node."""
     from chakra_pipe.replay.status import StatusBoard
 
     prefix = stall_trace(tmp_path, 100)
-    out = tmp_path / "r.json"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen([sys.executable, "-m", "chakra_pipe.cli", "replay", prefix, "--out", str(out),
                              "--timeout", "100"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        workers = _worker_pids(proc.pid)
+        if len(workers) == 2:
+            board = StatusBoard(Path(workers[1][1]) / "status.bin", 2, mode="r")
+            if board.get(1).phase == "running" and board.get(1).in_flight == [0]:
+                return proc, workers
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    pytest.fail("rank 1 never started its long compute node")
+
+
+def _gone_within(pids: list[int], seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not any(_alive(pid) for pid in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.slow
+def test_killing_a_rank_mid_replay_fails_cleanly(tmp_path):
+    out = tmp_path / "r.json"
+    proc, workers = _start_stalled_replay(tmp_path, out)
     try:
-        deadline = time.monotonic() + 60
-        workers = {}
-        while time.monotonic() < deadline:
-            workers = _worker_pids(proc.pid)
-            if len(workers) == 2:
-                board = StatusBoard(Path(workers[1][1]) / "status.bin", 2, mode="r")
-                if board.get(1).phase == "running" and board.get(1).in_flight == [0]:
-                    break
-            time.sleep(0.1)
-        else:
-            pytest.fail("rank 1 never started its long compute node")
         killed_at = time.monotonic()
         os.kill(workers[1][0], signal.SIGKILL)
         _, err = proc.communicate(timeout=30)
@@ -287,19 +301,41 @@ def test_killing_a_rank_mid_replay_fails_cleanly(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_stopping_the_launcher_takes_every_rank_down(tmp_path, sig):
+    out = tmp_path / "r.json"
+    proc, workers = _start_stalled_replay(tmp_path, out)
+    try:
+        os.kill(proc.pid, sig)  # the launcher only, as a batch system or a user would
+        proc.communicate(timeout=30)
+        assert _gone_within([pid for pid, _ in workers.values()], 10)
+    finally:
+        for pid, _ in workers.values():
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == -sig or proc.returncode == 128 + sig
+    assert not out.exists()
+    if sig == signal.SIGTERM:  # a clean exit also removes the run folder
+        assert not Path(workers[0][1]).exists()
+
+
+@pytest.mark.slow
 def test_a_collective_that_never_completes_times_out_naming_each_rank(tmp_path):
     prefix = stall_trace(tmp_path, 1000)
     out = tmp_path / "r.json"
     t0 = time.monotonic()
-    res = run_cli("replay", prefix, "--out", str(out), "--timeout", "20")
+    res = run_cli("replay", prefix, "--out", str(out), "--timeout", "12")
     elapsed = time.monotonic() - t0
     assert res.returncode == 3, res.stderr
     line = res.stderr.strip()
     assert "\n" not in line
-    assert "replay did not finish within 20 s" in line
+    assert "replay did not finish within 12 s" in line
     assert "rank 0 at node 1 'coll1' (COMM_COLL_NODE ALL_REDUCE) in iteration 0" in line
     assert "rank 1 at node 0 'c0' (COMP_NODE) in iteration 0" in line
-    assert elapsed < 20 + 15  # the timeout plus interpreter start-up, never a hang
+    assert elapsed < 12 + 15  # the timeout plus interpreter start-up, never a hang
     assert not out.exists()
 
 

@@ -75,8 +75,9 @@ def run_replay(cfg: ReplayConfig) -> dict:
         start = time.monotonic_ns()
         kill_at = start + int(cfg.timeout_s * 1e9)
         _write_job(run, plan, backend, device, store.port, cfg, kill_at - int(min(1.0, 0.1 * cfg.timeout_s) * 1e9))
-        procs = _spawn(run, plan.world_size)
-        _watch(procs, run, plan, kill_at, cfg)
+        with _terminate_as_exit():
+            procs = _spawn(run, plan.world_size)
+            _watch(procs, run, plan, kill_at, cfg)
         per_rank = [json.loads((run / f"result.{r}.json").read_text()) for r in range(plan.world_size)]
         result = assemble(plan, settings, per_rank)
         write_json(cfg.out, result)
@@ -116,6 +117,7 @@ def resolve_backend(requested: str, world: int, torch) -> tuple[str, str]:
 def _write_job(run: Path, plan: ReplayPlan, backend: str, device: str, port: int, cfg: ReplayConfig,
                deadline_ns: int) -> None:
     job = {"backend": backend, "device": device, "port": port, "world_size": plan.world_size,
+           "launcher_pid": os.getpid(),
            "groups": {name: list(m) for name, m in plan.groups.items() if name != WORLD},
            "compute": cfg.compute, "iterations": cfg.iterations, "warmup": cfg.warmup, "deadline_ns": deadline_ns}
     (run / "job.json").write_text(json.dumps(job))
@@ -212,6 +214,23 @@ def _last_line(path: Path) -> str:
         if lines:
             return lines[-1].strip()
     return "no output"
+
+
+@contextlib.contextmanager
+def _terminate_as_exit():
+    """Turn SIGTERM (Snakemake, a batch system) into SystemExit so the ranks are killed on the way out."""
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _kill_all(procs: list[subprocess.Popen]) -> None:

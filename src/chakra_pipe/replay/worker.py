@@ -12,6 +12,7 @@ import datetime
 import json
 import os
 import pickle
+import signal
 import sys
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ EXIT_FAILED, EXIT_TIMEOUT = 1, 3
 def main(run_dir: str, rank: int) -> int:
     run = Path(run_dir)
     job = json.loads((run / "job.json").read_text())
+    _die_with_launcher(job["launcher_pid"])
     with open(run / f"plan.{rank}.pkl", "rb") as f:
         plan = pickle.load(f)
     board = st.StatusBoard(run / "status.bin", job["world_size"])
@@ -99,6 +101,18 @@ def main(run_dir: str, rank: int) -> int:
         text = str(exc).strip().splitlines()
         _fail(run, board, rank, iteration, "error", f"{type(exc).__name__}: {text[0] if text else ''}", [], "")
         return EXIT_FAILED
+
+
+def _die_with_launcher(launcher_pid: int) -> None:
+    """Ask Linux to SIGKILL this rank when the launcher dies, so no rank outlives a killed replay."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the launcher's own cleanup and the deadline still apply
+    if os.getppid() != launcher_pid:  # the launcher died before the request took effect
+        os._exit(EXIT_FAILED)
 
 
 class _BarrierTimeout(Exception):
