@@ -91,9 +91,14 @@ def test_framing_errors_name_the_rank_file_and_byte_offset(name):
         assert ": byte " in line, line
 
 
-@pytest.mark.parametrize("verb", ["validate", "simulate"])
-def test_huge_length_prefix_is_refused_without_allocating_it(verb, hardware):
-    """A 4 GiB length prefix through the real entry point, under a 3 GiB address-space limit."""
-    outcome = run_cli(_argv(verb, CORPUS / "traces" / "huge_length", hardware), timeout=60)
+@pytest.mark.parametrize("verb", ["validate", "simulate", "jsonize"])
+def test_huge_length_prefix_is_refused_without_allocating_it(verb, hardware, tmp_path):
+    """A 4 GiB length prefix through the real entry point, under a 3 GiB address-space limit: the bulk
+    loader (validate, simulate) and the streaming reader (jsonize; it once asked for the claimed 4 GiB
+    in one read and died with MemoryError) must both refuse it from the bytes actually present."""
+    prefix = CORPUS / "traces" / "huge_length"
+    argv = (["jsonize", f"{prefix}.0.et", tmp_path / "out.json"] if verb == "jsonize"
+            else _argv(verb, prefix, hardware))
+    outcome = run_cli(argv, timeout=60)
     assert_clean(outcome, allowed={2})
     assert "record length 4294967295" in outcome.stderr

@@ -202,18 +202,30 @@ class _Stream:
         self.eof = False
 
     def _fill(self, need: int) -> bool:
-        while len(self.buf) - self.pos < need and not self.eof:
+        """Make ``need`` bytes available after ``pos``; False at end of data.
+
+        Reads at most ``_CHUNK`` bytes per call and joins once: ``need`` comes from a length prefix
+        the file itself claims, and a corrupt one (up to 32 GiB) must cost the bytes actually
+        present, not an allocation of the claimed size.
+        """
+        have = len(self.buf) - self.pos
+        if have >= need or self.eof:
+            return have >= need
+        parts = [self.buf[self.pos:]]
+        while have < need:
             try:
-                chunk = self.f.read(max(_CHUNK, need))
+                chunk = self.f.read(_CHUNK)
             except (OSError, EOFError, zlib.error) as exc:
                 raise TraceFormatError(f"corrupt gzip stream: {exc}", file=self.file) from None
             if not chunk:
                 self.eof = True
                 break
-            self.base += self.pos
-            self.buf = self.buf[self.pos:] + chunk
-            self.pos = 0
-        return len(self.buf) - self.pos >= need
+            parts.append(chunk)
+            have += len(chunk)
+        self.base += self.pos
+        self.buf = b"".join(parts)
+        self.pos = 0
+        return have >= need
 
     def records(self) -> Iterator[tuple[int, bytes]]:
         first = True
