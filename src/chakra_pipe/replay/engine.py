@@ -17,7 +17,8 @@ import torch
 import torch.distributed as dist
 
 from ..et import schema
-from .plan import ACT_COLL, ACT_COMPUTE, ACT_RECV, ACT_SEND, WORLD, CommSpec, RankPlan, topological_order
+from .plan import (ACT_COLL, ACT_COMPUTE, ACT_RECV, ACT_SEND, SLOT_COMP, WORLD, CommSpec, RankPlan,
+                   topological_order)
 
 GEMM_MAX_N = 2048  # larger num_ops run as repeated GEMMs of this size (bounded memory)
 
@@ -79,7 +80,7 @@ class TorchEngine:
         self.calls: dict[int, list[int]] = {}
         self.gemm_ops: dict[int, int] = {}
         self._buffers: dict[tuple, torch.Tensor] = {}
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="replay-compute")
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-compute")  # one compute slot
         self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         # gloo: post every receive when the iteration starts, in channel order, so a send completes
         # once its data arrives even if the RECV node is not issued yet — ASTRA-sim's semantics
@@ -147,10 +148,10 @@ class TorchEngine:
         if self.compute == "skip":
             return None
         ops = self.plan.num_ops[i]
-        if self.compute == "ops" and ops > 0:
+        if self.compute == "ops" and ops > 0 and self.plan.slots[i] == SLOT_COMP:
             return self._gemm(i, Gemm.for_ops(ops))
-        # duration mode, and ops mode for nodes without num_ops (CPU ops keep their recorded time,
-        # as ASTRA-sim's roofline mode does): busy-wait inside the polling loop.
+        # duration mode, and in ops mode CPU ops and nodes without num_ops (ASTRA-sim's roofline
+        # mode also replays CPU ops from their duration): busy-wait inside the polling loop.
         dur = self.plan.duration_ns[i]
         return ("until", time.monotonic_ns() + dur) if dur > 0 else None
 
