@@ -1,0 +1,98 @@
+"""Sweep shards and their aggregation: damaged shard files must stop the report, never shrink it.
+
+A small campaign (config/smoke.yaml: 2 workloads × 4 grid points in 2-point shards) is planned,
+generated and simulated in-process; then one shard file is damaged the ways a crash, a full disk or a
+hand edit leaves it, and ``report aggregate`` must refuse with exit 2 naming that shard instead of
+writing results that silently lack its points.
+"""
+
+from __future__ import annotations
+
+import csv
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from test_robust_support import assert_clean, call_cli
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory) -> Path:
+    """A planned, generated and fully simulated smoke campaign in a scratch folder (cwd-relative paths)."""
+    if not (REPO / "config" / "smoke.yaml").is_file():
+        pytest.skip("config/smoke.yaml not present")
+    from chakra_pipe.sweep.campaign import Campaign
+
+    root = tmp_path_factory.mktemp("campaign")
+    shutil.copytree(REPO / "config", root / "config")
+    config = yaml.safe_load((root / "config" / "smoke.yaml").read_text())
+    config.update(tracedir=str(root / "traces"), outdir=str(root / "reports"))
+    plan = Campaign.from_config(config, root=root, torch_available=False)
+    plan.write(root / plan.plan_path)
+    for w in plan.workloads.values():
+        assert_clean(call_cli(["generate", *shlex.split(w.generate_args()), "--out", w.prefix]), allowed={0})
+        for shard in range(len(w.shards)):
+            outcome = call_cli(["sweep", "run", "--plan", root / plan.plan_path, "--workload", w.name,
+                                "--shard", shard, "--out", plan.shard_path(w.name, shard)])
+            assert_clean(outcome, allowed={0})
+    return root
+
+
+def _aggregate(root: Path, out: Path):
+    plan = next((root / "reports").glob("*/data/plan.json"))
+    return call_cli(["report", "aggregate", "--plan", plan, "--out-dir", out])
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_intact_shards_aggregate_to_every_point(campaign, tmp_path):
+    outcome = _aggregate(campaign, tmp_path / "out")
+    assert_clean(outcome, allowed={0})
+    assert len(_rows(tmp_path / "out" / "results.csv")) == 8  # 2 workloads x 4 grid points
+
+
+def _damage(shard: Path, how: str) -> None:
+    data = shard.read_bytes()
+    if how == "truncated mid-header":
+        shard.write_bytes(data[:120])
+    elif how == "header only":
+        shard.write_bytes(data[:data.index(b"\n") + 1])
+    elif how == "truncated mid-row":
+        shard.write_bytes(data[:data.rindex(b"\n", 0, len(data) - 1) + 20])
+    elif how == "empty":
+        shard.write_bytes(b"")
+    elif how == "binary":
+        shard.write_bytes(b"\x00\xff\xfe garbage\n")
+
+
+@pytest.mark.parametrize("how", [
+    pytest.param(h, marks=pytest.mark.xfail(strict=True, reason=reason)) if reason else h
+    for h, reason in [
+        ("truncated mid-header", "report/aggregate.py: a shard cut inside its header aggregates with exit 0 "
+                                 "and its points silently missing from results.csv"),
+        ("header only", "report/aggregate.py: a shard with no rows aggregates with exit 0, its points missing"),
+        ("truncated mid-row", "report/aggregate.py: a shard missing rows is not compared with the plan's "
+                              "point list"),
+        ("empty", None),
+        ("binary", "report/aggregate.py: a non-UTF-8 shard is a bare UnicodeDecodeError line without the "
+                   "shard's file name"),
+    ]])
+def test_damaged_shard_stops_aggregation_naming_the_shard(campaign, tmp_path, how):
+    # the plan records the scratch campaign's absolute paths: damage its shard in place, then restore it
+    shard = next((campaign / "reports").glob("*/data/shards/allgather_256KiB_8/0000.csv"))
+    saved = shard.read_bytes()
+    try:
+        _damage(shard, how)
+        outcome = _aggregate(campaign, tmp_path / "out")
+    finally:
+        shard.write_bytes(saved)
+    assert_clean(outcome, allowed={2})
+    assert "0000.csv" in outcome.stderr, outcome.stderr
+    assert not (tmp_path / "out" / "results.csv").exists()
