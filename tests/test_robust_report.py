@@ -96,3 +96,18 @@ def test_damaged_shard_stops_aggregation_naming_the_shard(campaign, tmp_path, ho
     assert_clean(outcome, allowed={2})
     assert "0000.csv" in outcome.stderr, outcome.stderr
     assert not (tmp_path / "out" / "results.csv").exists()
+
+
+def test_aggregate_and_build_twice_give_identical_bytes(campaign, tmp_path):
+    """Results, leaderboard, plots, summary and HTML report of the same shards are byte-identical."""
+    plan = next((campaign / "reports").glob("*/data/plan.json"))
+    outputs = []
+    for run in ("one", "two"):
+        out = tmp_path / run
+        assert_clean(_aggregate(campaign, out), allowed={0})
+        assert_clean(call_cli(["report", "build", "--plan", plan, "--out-dir", out]), allowed={0})
+        outputs.append({p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()})
+    assert sorted(outputs[0]) == sorted(outputs[1])
+    assert {"results.csv", "results.parquet", "report.html", "summary.json"} <= set(outputs[0])
+    differing = [name for name in outputs[0] if outputs[0][name] != outputs[1][name]]
+    assert not differing, f"report outputs differ between identical runs: {differing}"
