@@ -284,6 +284,7 @@ class Sys:
                     del lst[i]
                     break
         if not stream.phases:
+            stream.phase = None  # drop the stream <-> algorithm cycle (the GC is paused during a run)
             if prev >= 0:
                 self.running[prev] -= 1
                 self._start_waiting(prev)
