@@ -49,6 +49,9 @@ class _Instant:
     def poll(self, handle):
         return True
 
+    def due(self, handle):
+        return None
+
 
 def bench_plan_and_loop(nodes: int, repeat: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:

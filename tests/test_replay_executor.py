@@ -41,6 +41,9 @@ class FakeEngine:
     def poll(self, handle):
         return self.clock.t >= handle
 
+    def due(self, handle):
+        return handle
+
 
 def run_rank(tmp_path, per_rank, rank=0, **kw):
     plan = build_plan(TraceSet.load(write_set(tmp_path, per_rank))).ranks[rank]

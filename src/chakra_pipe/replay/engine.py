@@ -135,6 +135,9 @@ class TorchEngine:
             return obj.query()
         raise ValueError(f"unknown handle {kind!r}")
 
+    def due(self, handle) -> int | None:
+        return handle[1] if handle[0] == "until" else None
+
     def new_iteration(self) -> None:
         self.calls = {}
         if self._prepost:
