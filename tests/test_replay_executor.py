@@ -131,3 +131,19 @@ def test_bandwidth_of_one_call():
     assert bw.busbw_GBps == pytest.approx(1.5)
     assert bandwidth(schema.BARRIER, 0, 4, 10) is None
 
+
+
+def test_status_board_round_trip(tmp_path):
+    from chakra_pipe.replay import status as st
+
+    path = tmp_path / "status.bin"
+    st.create(path, 3)
+    writer = st.StatusBoard(path, 3)
+    writer.set(2, st.RUNNING, 4, [7, 8, 9, 10, 11, 12, 13])
+    writer.set(0, st.FAILED, 1, [5])
+    reader = st.StatusBoard(path, 3, mode="r")
+    assert reader.get(2) == st.RankStatus("running", 4, [7, 8, 9, 10, 11])  # capped at MAX_IN_FLIGHT
+    assert reader.get(0) == st.RankStatus("failed", 1, [5])
+    assert reader.get(1) == st.RankStatus("starting", 0, [])
+    writer.set(2, st.DONE, 5)
+    assert reader.get(2) == st.RankStatus("done", 5, [])
