@@ -101,3 +101,10 @@ def test_files_and_injection_scale(tmp_path: Path) -> None:
         SystemConfig.from_file(tmp_path / "missing.json")
     with pytest.raises(ConfigError, match="unknown backend"):
         HardwareConfig(hw.system, hw.network, backend="ns3")
+
+
+def test_algorithm_list_longer_than_network_is_rejected() -> None:
+    system = SystemConfig.from_dict({**SYS, "all-reduce-implementation": ["ring", "ring", "ring"]}, source="s.json")
+    with pytest.raises(ConfigError, match="3 algorithms listed") as exc:
+        HardwareConfig(system, NetworkConfig.from_dict(NET, source="n.yml"))
+    assert exc.value.file == "s.json" and exc.value.where == "all-reduce-implementation"

@@ -73,15 +73,19 @@ def coll(nid: int, ctype: int, size: int = D, **kw) -> object:
     return make_node(nid, schema.COMM_COLL_NODE, comm_type=ctype, comm_size=size, **kw)
 
 
-def ring_hw(p: int, backend="congestion_unaware", **sys_overrides) -> HardwareConfig:
+def ring_system(**sys_overrides) -> SystemConfig:
+    """The Ring_4chunks system file of the fixtures, with overrides."""
     sysd = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
             "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600,
             **{k: ["ring"] for k in ("all-reduce-implementation", "reduce-scatter-implementation",
                                     "all-gather-implementation", "all-to-all-implementation")}}
     sysd.update(sys_overrides)
+    return SystemConfig.from_dict(sysd, source="sys")
+
+
+def ring_hw(p: int, backend="congestion_unaware", **sys_overrides) -> HardwareConfig:
     net = {"topology": ["Ring"], "npus_count": [p], "bandwidth": [50], "latency": [500]}
-    return HardwareConfig(SystemConfig.from_dict(sysd, source="sys"), NetworkConfig.from_dict(net, source="net"),
-                          backend=backend)
+    return HardwareConfig(ring_system(**sys_overrides), NetworkConfig.from_dict(net, source="net"), backend=backend)
 
 
 @pytest.fixture(scope="module")
@@ -345,7 +349,7 @@ def test_fast_ring_path_equals_event_path(tmp_path: Path, kind: int, sysd: dict)
     ts = _straggler_set(tmp_path, 8, kind)
     two_dims = {k: ["ring", "ring"] for k in ("all-reduce-implementation", "reduce-scatter-implementation",
                                              "all-gather-implementation", "all-to-all-implementation")}
-    system = ring_hw(8, **sysd, **two_dims).system
+    system = ring_system(**sysd, **two_dims)
     net = NetworkConfig.from_dict({"topology": ["Ring", "Switch"], "npus_count": [4, 2], "bandwidth": [100, 25],
                                    "latency": [300, 2000]}, source="net")
     hw = HardwareConfig(system, net)

@@ -311,6 +311,11 @@ class HardwareConfig:
             raise ConfigError("must be >= 1", where="--num-queues-per-dim")
         if not (self.injection_scale > 0):
             raise ConfigError("must be > 0", where="--injection-scale")
+        for kind, algos in self.system.implementations:
+            if len(algos) > self.network.dims:
+                raise ConfigError(f"{len(algos)} algorithms listed but the network ({self.network.source}) has "
+                                  f"{self.network.dims} dimension(s)", file=self.system.source,
+                                  where=IMPL_KEYS[kind])
 
     @property
     def endpoint_delay(self) -> int:

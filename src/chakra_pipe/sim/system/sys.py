@@ -13,7 +13,8 @@ import math
 from typing import Callable
 
 from ...errors import ConfigError
-from .algorithm import AG, AR, RS
+from .algorithm import AG, AR
+from .decompose import FIRST, NEXT, phase_chain
 from .direct import Direct
 from .double_binary_tree import DoubleBinaryTree
 from .halving_doubling import HalvingDoubling
@@ -137,18 +138,18 @@ class Sys:
             self.network.recv(self.id, src, size, tag, on_arrival)
 
     # -- collectives --------------------------------------------------------------------------
-    def _plan(self, ctype: str, group: Group | None) -> tuple[LogicalTopology, bool]:
+    def _plan(self, ctype: str, group: Group | None) -> LogicalTopology:
         algos = self.cfg.implementation(ctype)
         if group is not None and len(group.members) != self.total_nodes:
             plan = group.plans.get(ctype)
             if plan is None:
                 plan = group.plans[ctype] = LogicalTopology.group_ring(self.id, group.members, algos)
-            return plan, True
+            return plan
         plan = self._topologies.get(ctype)
         if plan is None:
             plan = self._topologies[ctype] = LogicalTopology.global_plan(self.id, self.physical, algos,
                                                                          self.shared_rings)
-        return plan, False
+        return plan
 
     def _priority(self, explicit: int) -> int:
         policy = self.cfg.scheduling_policy
@@ -182,7 +183,7 @@ class Sys:
     def generate_collective(self, ctype: str, size: int, involved: list[bool] | None, group: Group | None,
                             explicit_priority: int) -> DataSet:
         """Cut a collective into chunk streams and queue them (spec §3.2)."""
-        plan, local = self._plan(ctype, group)
+        plan = self._plan(ctype, group)
         splits = self.cfg.preferred_dataset_splits
         chunk = size // splits
         if ctype != AG and self.total_nodes > chunk:
@@ -203,41 +204,18 @@ class Sys:
         def active(i: int) -> bool:
             return dims[order[i]].size != 1 and involved[order[i]]
 
+        chain = phase_chain(ctype, len(dims), active, self.cfg.collective_optimization)
         made = 0
         for _ in range(streams):
             remain = chunk
             phases: list[Phase] = []
-            if ctype != AR or self.cfg.collective_optimization == "baseline":
-                for i in range(len(dims)):
-                    if not active(i):
-                        continue
-                    ph = self._phase(ctype, dims[order[i]], remain, self.levels[order[i]].next())
-                    phases.append(ph)
-                    remain = ph.final_size
-            else:
-                last = 0
-                for i in range(len(dims)):
-                    if active(i):
-                        last = i
-                for i in range(last):
-                    if not active(i):
-                        continue
-                    ph = self._phase(RS, dims[order[i]], remain, self.levels[order[i]].next_first())
-                    phases.append(ph)
-                    remain = ph.final_size
-                i = last
-                while i > 0 and not active(i):
-                    i -= 1
-                if active(i):
-                    ph = self._phase(AR, dims[order[i]], remain, self.levels[order[i]].next())
-                    phases.append(ph)
-                    remain = ph.final_size
-                for j in range(i - 1, -1, -1):
-                    if not active(j):
-                        continue
-                    ph = self._phase(AG, dims[order[j]], remain, self.levels[order[j]].next_last())
-                    phases.append(ph)
-                    remain = ph.final_size
+            for ptype, i, allocator in chain:
+                level = self.levels[order[i]]
+                queue = level.next() if allocator == NEXT else level.next_first() if allocator == FIRST \
+                    else level.next_last()
+                ph = self._phase(ptype, dims[order[i]], remain, queue)
+                phases.append(ph)
+                remain = ph.final_size
             if not phases:
                 break
             if group is not None:
