@@ -378,3 +378,17 @@ def test_aware_fast_path_only_where_exact(tmp_path: Path) -> None:
     assert not aware_fast_path_is_exact(ts, ring_hw(8, "congestion_aware", **{"active-chunks-per-dimension": 2}), None)
     assert not aware_fast_path_is_exact(ts, ring_hw(8, "congestion_aware", **{"all-reduce-implementation": ["direct"]}), None)
     assert not aware_fast_path_is_exact(ts, hw, {1: [0, 1, 2, 3]})
+
+
+def test_rendezvous_protocol_adds_a_handshake(tmp_path: Path) -> None:
+    size = 1 << 20
+    r0 = [make_node(0, schema.COMM_SEND_NODE, comm_src=0, comm_dst=1, comm_size=size, comm_tag=7)]
+    r1 = [make_node(0, schema.COMP_NODE, 100), make_node(1, schema.COMM_RECV_NODE, data=[0], comm_src=0,
+                                                         comm_dst=1, comm_size=size, comm_tag=7)]
+    idle = [make_node(0, schema.COMP_NODE, 1)]
+    base = ring_hw(4)
+    hw = HardwareConfig(base.system, base.network, rendezvous=True)
+    res = simulate(write_set(tmp_path, [r0, r1, idle, idle]), hw)
+    # the receiver's 8,192-byte handshake leaves when it posts the receive; the data follows it
+    done = 100_000 + N(8192, 1, 500, 50) + N(size, 1, 500, 50)
+    assert res.finish_ns[:2] == [done, done]
