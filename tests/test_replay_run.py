@@ -108,6 +108,7 @@ def test_every_collective_kind_and_p2p_replay_with_recorded_bytes(tmp_path):
     result = replay(prefix, tmp_path / "r.json", "--iterations", "2", "--warmup", "0", "--backend", "gloo")
     assert result["environment"]["backend"] == "gloo"
     assert result["environment"]["torch_version"] == torch.__version__
+    assert result["environment"]["world_size"] == 2 and result["environment"]["cpu_count"] == os.cpu_count()
     assert result["settings"]["iterations"] == 2
     assert len(result["step_time_ns"]["per_iteration"]) == 2
     assert all(len(r["iteration_wall_ns"]) == 2 for r in result["ranks"])

@@ -144,6 +144,7 @@ def _environment(torch, job: dict, device) -> dict:
         "torch_version": torch.__version__,
         "python_version": sys.version.split()[0],
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS", ""),
+        "cpu_count": os.cpu_count(),  # more ranks than CPUs makes CPU timings noisy
     }
 
 
