@@ -24,6 +24,9 @@ ALLOWED_DIRECT_WRITES = {
     ("replay/launcher.py", "_write_job"): "worker inputs in the run's private scratch folder, read only by "
                                           "workers this call starts afterwards",
     ("replay/launcher.py", "_spawn"): "a worker's live log stream in the scratch folder",
+    ("replay/status.py", "create"): "the replay status board, a fixed-size file the ranks mmap and update in place",
+    ("replay/status.py", "__init__"): "opening that status board for mmap (read-write for a rank, read-only for the "
+                                      "launcher)",
     ("report/leaderboard.py", "locked"): "an empty lock file, opened only to flock it",
     ("capture/runner.py", "_worker"): "per-rank timing and error notes in the scratch folder, read by the parent "
                                       "after the worker exits",

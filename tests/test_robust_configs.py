@@ -40,10 +40,6 @@ def _edit(base: dict, key: str, value) -> dict:
 
 
 # (file, key, value or _DROP, text the one-line message must contain besides file and key)
-ASTRA_SIM_BUGS = {
-    ("system", "all-reduce-implementation", '["ring", "ring"]'):
-        "sim/system/topology.py:164 raises ConfigError without file= and where= (message names neither)",
-}
 BROKEN_KEYS = [
     ("network", "npus_count", _DROP, "missing"),
     ("network", "npus_count", [3], "npus_count multiplies to 3 NPUs but the workload has 2"),
@@ -92,15 +88,8 @@ def test_valid_configuration_simulates(tmp_path):
     assert_clean(outcome, allowed={0})
 
 
-def _broken_key_params():
-    for which, key, value, what in BROKEN_KEYS:
-        shown = "missing" if value is _DROP else json.dumps(value)
-        bug = ASTRA_SIM_BUGS.get((which, key, shown))
-        yield pytest.param(which, key, value, what, id=f"{which}-{key}-{shown}",
-                           marks=[pytest.mark.xfail(strict=True, reason=bug)] if bug else [])
-
-
-@pytest.mark.parametrize("which,key,value,what", list(_broken_key_params()))
+@pytest.mark.parametrize("which,key,value,what", BROKEN_KEYS,
+                         ids=[f"{w}-{k}-{'missing' if v is _DROP else json.dumps(v)}" for w, k, v, _ in BROKEN_KEYS])
 def test_broken_astra_sim_key_is_named_with_its_file(tmp_path, which, key, value, what):
     bases = {"network": NETWORK, "system": SYSTEM, "memory": MEMORY}
     bases[which] = _edit(bases[which], key, value)
@@ -191,18 +180,7 @@ CAMPAIGN_CASES = {
 }
 
 
-# Bugs in stages this module does not own (listed in the robustness report with their owners).
-CAMPAIGN_BUGS = {
-    "axis negative bandwidth": "sweep: a grid axis value is not checked when the plan is made; the point fails "
-                               "later inside a shard (status column, exit 0)",
-    "axis unknown algorithm": "sweep: an unknown algorithm in a grid axis is accepted by the plan",
-    "network file dims mismatch": "sweep: a network file whose npus_count has more entries than topology is "
-                                  "accepted by the plan (its NPU product is used as if valid)",
-}
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.xfail(strict=True, reason=CAMPAIGN_BUGS[c])]
-                                               if c in CAMPAIGN_BUGS else []) for c in CAMPAIGN_CASES])
+@pytest.mark.parametrize("case", list(CAMPAIGN_CASES))
 def test_broken_campaign_config_names_the_key(tmp_path, case):
     mutate, key = CAMPAIGN_CASES[case]
     config = _smoke()

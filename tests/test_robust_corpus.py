@@ -7,14 +7,12 @@ errors), no traceback, within a time bound.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
-from test_robust_support import assert_clean, call_cli, run_cli
+from test_robust_support import CORPUS, assert_clean, call_cli, corpus_builder, run_cli
 
-CORPUS = Path(__file__).resolve().parent / "data" / "robust"
 MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())
 FRAMING_CASES = [name for name, case in MANIFEST.items() if case["expect"]["info"] == 2]  # undecodable files
 
@@ -28,16 +26,9 @@ KNOWN_BUGS = {
 }
 
 
-def _load_builder():
-    spec = importlib.util.spec_from_file_location("robust_make_corpus", CORPUS / "make_corpus.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_committed_corpus_matches_its_builder(tmp_path):
     """The bytes in git are exactly what make_corpus.py describes (so the expectations stay true)."""
-    manifest = _load_builder().build(tmp_path)
+    manifest = corpus_builder().build(tmp_path)
     assert manifest == MANIFEST
     committed = sorted(p.name for p in (CORPUS / "traces").iterdir())
     rebuilt = sorted(p.name for p in (tmp_path / "traces").iterdir())

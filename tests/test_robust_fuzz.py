@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_robust_support import assert_clean, call_cli, run_cli, time_bound
+from test_robust_support import CORPUS, assert_clean, call_cli, corpus_builder, run_cli, time_bound
 
 from chakra_pipe.errors import ChakraPipeError, TraceFormatError
 from chakra_pipe.et.framing import encode_varint, frame, read_trace
@@ -25,7 +25,6 @@ from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.validate.validator import validate_set
 
-CORPUS = Path(__file__).resolve().parent / "data" / "robust"
 BASE = (CORPUS / "traces" / "valid.0.et").read_bytes()
 P2P = (CORPUS / "traces" / "mismatched_tag.0.et").read_bytes()  # also exercises send/recv attributes
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -211,3 +210,48 @@ def test_million_node_trace_reads_validates_and_simulates_within_bounds(tmp_path
     import json
     result = json.loads((tmp_path / "sim.json").read_text())
     assert result["finish_ns"] == [1_000_000 * 1000] * 2
+
+
+# -- extreme field values -------------------------------------------------------------------------
+
+def _simulate_json(tmp_path: Path, fixtures_dir: Path, nodes) -> tuple:
+    corpus = corpus_builder()
+    prefix = _write_set(tmp_path, "x", corpus.encode(nodes))
+    net = tmp_path / "ring2.yml"
+    net.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    system = fixtures_dir / "astra-sim" / "system" / "native_collectives" / "Ring_4chunks.json"
+    out = tmp_path / "sim.json"
+    outcome = call_cli(["simulate", f"--workload-configuration={prefix}", f"--system-configuration={system}",
+                        f"--network-configuration={net}", f"--output-json={out}"])
+    assert_clean(outcome, allowed={0, 2})
+    import json
+    return outcome, (json.loads(out.read_text()) if outcome.code == 0 else None)
+
+
+@pytest.mark.parametrize("micros", [
+    2**40,
+    pytest.param(2**63, marks=pytest.mark.xfail(strict=True, reason="sim/workload.py:79 casts duration_micros "
+                 "(uint64) to int64: 2^63 µs becomes negative and simulated time runs backwards")),
+    pytest.param(2**64 - 1, marks=pytest.mark.xfail(strict=True, reason="sim/workload.py:79: 2^64-1 µs becomes "
+                 "-1 µs, so a compute of 584,942 years finishes 1 µs before it starts")),
+])
+def test_huge_durations_never_make_simulated_time_run_backwards(tmp_path, fixtures_dir, micros):
+    """Replay mode takes ``duration_micros × 1000`` ns (astra-sim-semantics §2.4): a rank whose first
+    node lasts that long cannot finish earlier — the result is at least that, or a clean refusal."""
+    corpus = corpus_builder()
+    outcome, result = _simulate_json(tmp_path, fixtures_dir,
+                                     [corpus.comp(1, [], micros), corpus.coll(2, [1]), corpus.comp(3, [2], 3)])
+    if result is not None:
+        assert min(result["finish_ns"]) >= micros * 1000, result["finish_ns"]
+    else:
+        assert "duration_micros" in outcome.stderr, outcome.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="sim/workload.py:79 casts node ids (uint64) to int64: an error about "
+                                       "node 2^63 names node -9223372036854775808")
+def test_errors_name_node_ids_above_two_to_the_63_as_written(tmp_path, fixtures_dir):
+    corpus = corpus_builder()
+    big = 2**63
+    node = corpus.comp(big, [12345], 5)  # a data dep on a missing id: ASTRA-sim aborts loading (exit 2)
+    outcome, _ = _simulate_json(tmp_path, fixtures_dir, [corpus.comp(1, [], 5), node])
+    assert outcome.code == 2 and f"node {big}:" in outcome.stderr, outcome.stderr

@@ -14,9 +14,8 @@ import re
 from pathlib import Path
 
 import pytest
-from test_robust_support import assert_clean, leftovers, run_cli
+from test_robust_support import CORPUS, assert_clean, corpus_builder, leftovers, run_cli
 
-CORPUS = Path(__file__).resolve().parent / "data" / "robust" / "traces"
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="replay needs torch")]
 TIMEOUT_S = 10
@@ -37,7 +36,7 @@ def _replay(prefix: Path, out: Path, wall: float):
 ])
 def test_static_mismatch_is_refused_before_any_rank_starts(tmp_path, case, cause):
     out = tmp_path / "replay.json"
-    outcome = _replay(CORPUS / case, out, wall=60)
+    outcome = _replay(CORPUS / "traces" / case, out, wall=60)
     assert_clean(outcome, allowed={3})
     assert re.search(cause, outcome.stderr), outcome.stderr
     assert not out.exists() and not leftovers(tmp_path)
@@ -47,7 +46,7 @@ def test_cross_wait_deadlock_ends_by_the_timeout_naming_each_waiting_rank(tmp_pa
     """Both ranks receive before sending. Detected up front or stopped at ``--timeout``, either way the
     run ends within the bound and names where each rank waits."""
     out = tmp_path / "replay.json"
-    outcome = _replay(CORPUS / "p2p_cross_wait", out, wall=TIMEOUT_S + 90)
+    outcome = _replay(CORPUS / "traces" / "p2p_cross_wait", out, wall=TIMEOUT_S + 90)
     assert_clean(outcome, allowed={3})
     for rank in (0, 1):
         assert f"rank {rank} at node 2 'p2p2' (COMM_RECV_NODE)" in outcome.stderr, outcome.stderr
@@ -57,9 +56,7 @@ def test_cross_wait_deadlock_ends_by_the_timeout_naming_each_waiting_rank(tmp_pa
 def test_a_rank_that_dies_stops_its_peer_and_is_named(tmp_path):
     """A 4 TiB all-reduce: each rank fails to allocate its buffer; the first failure is reported with
     its node and cause, and no peer is left waiting in the collective."""
-    spec = importlib.util.spec_from_file_location("robust_make_corpus", CORPUS.parent / "make_corpus.py")
-    corpus = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(corpus)
+    corpus = corpus_builder()
     data = corpus.encode([corpus.comp(1, [], 5), corpus.coll(2, [1], size=1 << 42), corpus.comp(3, [2], 3)])
     for rank in (0, 1):
         (tmp_path / f"huge.{rank}.et").write_bytes(data)

@@ -12,6 +12,7 @@ The other robustness modules import these helpers (pytest puts ``tests/`` on ``s
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import os
 import re
@@ -27,6 +28,7 @@ import pytest
 
 from chakra_pipe import cli
 
+CORPUS = Path(__file__).resolve().parent / "data" / "robust"  # committed broken rank sets + their builder
 DOCUMENTED_CODES = {0, 1, 2, 3}
 MEMORY_LIMIT = 3 << 30  # bytes of address space a single CLI run may map (a blow-up fails fast)
 _ERROR_LINE = re.compile(r"^chakra-pipe [a-z-]+(?: [a-z-]+)?: error: \S.*$")
@@ -111,6 +113,14 @@ def assert_no_partial_output(directory: str | os.PathLike, outcome: Outcome, out
     if outcome.code != 0:
         present = [str(p) for p in outputs if p.exists()]
         assert not present, f"a failed run (exit {outcome.code}) left outputs behind: {present}"
+
+
+def corpus_builder():
+    """``tests/data/robust/make_corpus.py`` as a module: its node constructors and ``build``."""
+    spec = importlib.util.spec_from_file_location("robust_make_corpus", CORPUS / "make_corpus.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # -- the checks themselves must be able to fail ----------------------------------------------------

@@ -19,9 +19,7 @@ A ``null`` expectation means the spec leaves the outcome open; the test then onl
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
