@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_robust_support import CORPUS, assert_clean, call_cli, corpus_builder, run_cli
+from test_robust_support import CORPUS, assert_clean, assert_no_partial_output, call_cli, corpus_builder, run_cli
 
 MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())
 FRAMING_CASES = [name for name, case in MANIFEST.items() if case["expect"]["info"] == 2]  # undecodable files
@@ -93,3 +93,25 @@ def test_huge_length_prefix_is_refused_without_allocating_it(verb, hardware, tmp
     outcome = run_cli(argv, timeout=60)
     assert_clean(outcome, allowed={2})
     assert "record length 4294967295" in outcome.stderr
+
+
+def _failing_run(verb: str, out: Path, hardware: list[str]) -> tuple[list, list[Path]]:
+    """argv of a run of ``verb`` that must fail, and the outputs it declares."""
+    broken = CORPUS / "traces" / "truncated_record"
+    if verb == "validate":
+        return ["validate", broken, "--json", out / "findings.json"], [out / "findings.json"]
+    if verb == "simulate":  # reads fine, then cannot finish (exit 3)
+        outputs = [out / "sim.json", out / "timeline.json"]
+        return (["simulate", f"--workload-configuration={CORPUS / 'traces' / 'missing_collective'}", *hardware,
+                 f"--output-json={outputs[0]}", f"--timeline={outputs[1]}"], outputs)
+    target = out / ("t.json" if verb == "jsonize" else "t.graphml")
+    return [verb, f"{broken}.0.et", target], [target]
+
+
+@pytest.mark.parametrize("verb", ["validate", "simulate", "jsonize", "visualize"])
+def test_failed_verb_leaves_no_output_file(verb, hardware, tmp_path):
+    """A verb refusing a corrupt trace (or a stuck rank set) writes none of its declared outputs."""
+    argv, outputs = _failing_run(verb, tmp_path, hardware)
+    outcome = call_cli(argv)
+    assert_clean(outcome, allowed={2, 3})
+    assert_no_partial_output(tmp_path, outcome, outputs)
