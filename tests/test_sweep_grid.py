@@ -227,3 +227,21 @@ def test_product_size_unique_stable_ids(tmp_path):
         assert [p.network["bandwidth"][0] for p in points[::len(chunks) * len(backends)]] == bw
 
     check()
+
+
+def test_sync_rewrites_the_plan_only_when_it_changes_and_digests_are_per_shard(tmp_path):
+    cfg = _config(tmp_path, axes={"network.bandwidth": [1, 2, 3, 4]})
+    cfg["outdir"] = str(tmp_path / "reports")
+    cfg["shard_size"] = 2
+    camp = Campaign.from_config(cfg, root=tmp_path, torch_available=False)
+    assert camp.sync() is True
+    plan = Path(camp.plan_path)
+    assert Campaign.load(plan).to_json() == camp.to_json()
+    assert Campaign.from_config(cfg, root=tmp_path, torch_available=False).sync() is False
+    before = [camp.shard_digest("ar", i) for i in range(2)]
+    cfg["hardware"]["platforms"]["p"]["axes"]["network.bandwidth"] = [1, 2, 3, 8]
+    cfg["replay"] = "never"
+    changed = Campaign.from_config(cfg, root=tmp_path, torch_available=False)
+    after = [changed.shard_digest("ar", i) for i in range(2)]
+    assert after[0] == before[0] and after[1] != before[1]  # only the shard holding the edited point
+    assert changed.sync() is True and Campaign.load(plan).points.keys() == changed.points.keys()

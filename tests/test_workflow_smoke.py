@@ -159,6 +159,20 @@ def test_cluster_generic_executor_submits_every_job(local_run, tmp_path):
                     "--jobs", "2", "--latency-wait", "10", timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     submitted = log.read_text().splitlines()
-    # every job but the local plan job and the target rule went through its own submission
+    # every job but the target rule went through its own submission
     assert len(submitted) == 11 and len(set(submitted)) == 11
     assert (workdir / "reports/smoke/results.csv").read_bytes() == (local_run / "reports/smoke/results.csv").read_bytes()
+
+
+def test_editing_one_grid_value_reruns_only_the_shards_that_hold_it(local_run):
+    """Runs last in this module: it changes the smoke config of the shared working directory."""
+    smoke = local_run / "config/smoke.yaml"
+    smoke.write_text(smoke.read_text().replace("network.bandwidth: [200, 400]", "network.bandwidth: [200, 800]")
+                     .replace("hgx_h100[bandwidth=400,", "hgx_h100[bandwidth=800,"))
+    run = snakemake(local_run, "--cores", "2")
+    assert run.returncode == 0, run.stderr[-3000:]
+    counts = _job_counts(run.stdout + run.stderr)
+    # shard 1 of each workload holds the 400 -> 800 points; shard 0 (200 GB/s) is untouched
+    assert counts.get("simulate_shard") == 2 and "generate" not in counts, counts
+    rows = _results(local_run)
+    assert ("allreduce_1MiB_8", "hgx_h100[bandwidth=800,backend=congestion_unaware]") in rows

@@ -5,6 +5,9 @@ import os
 from chakra_pipe.sweep.campaign import Campaign, name_pattern
 
 CAMPAIGN = Campaign.from_config(config)
+# plan.json (grid points, shards, config digest) is written here, when its content changed, rather
+# than by a job: a job's output would mask the per-shard change checks of every shard downstream.
+CAMPAIGN.sync()
 REPORT = CAMPAIGN.report_dir
 DATA = f"{REPORT}/data"
 TRACES = f"{CAMPAIGN.tracedir}/{CAMPAIGN.name}"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..atomic import write_json
+from ..atomic import write_json, write_text
 from ..errors import ConfigError, InputError
 from .grid import Point, expand
 
@@ -83,6 +83,13 @@ class Campaign:
 
     def capture_dir(self, workload: str) -> str:
         return f"{self.tracedir}/{self.name}/{workload}/capture"
+
+    def shard_digest(self, workload: str, shard: int) -> str:
+        """Digest of what one shard simulates (trace prefix and resolved points): the workflow reruns a
+        shard when this changes, not whenever any part of the config does."""
+        w = self.workloads[workload]
+        blob = {"prefix": w.prefix, "points": [self.points[p].to_json() for p in w.shards[shard]]}
+        return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
     def shard_files(self) -> list[str]:
         return [self.shard_path(w.name, i) for w in self.workloads.values() for i in range(len(w.shards))]
@@ -156,6 +163,22 @@ class Campaign:
 
     def write(self, path: str | Path | None = None) -> None:
         write_json(path or self.plan_path, self.to_json(), indent=1)
+
+    def sync(self) -> bool:
+        """Write ``plan.json`` only if its content changed; returns whether it wrote.
+
+        The workflow calls this while it plans the DAG: an unchanged plan keeps its modification time,
+        so nothing downstream reruns, and a changed one is in place before any job reads it.
+        """
+        path = Path(self.plan_path)
+        text = json.dumps(self.to_json(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+        try:
+            if path.read_text(encoding="utf-8") == text:
+                return False
+        except (OSError, UnicodeDecodeError):
+            pass
+        write_text(path, text)
+        return True
 
     @classmethod
     def load(cls, path: str | Path) -> Campaign:
