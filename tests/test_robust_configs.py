@@ -205,3 +205,24 @@ def test_absurdly_nested_config_is_one_line_not_a_traceback(tmp_path):
     paths = _write_all(tmp_path, NETWORK, SYSTEM, MEMORY)
     paths["system"].write_text("[" * 100_000 + "]" * 100_000)
     assert_clean(call_cli(_simulate(paths)), allowed={2})
+
+
+@pytest.mark.parametrize("text,what", [
+    pytest.param('{"1": [0, 5]}', "NPU 5", marks=pytest.mark.xfail(strict=True, reason=(
+        "sim/simulate.py:49 (_groups_for) raises ConfigError without file=: the message names "
+        "'comm group 1' but not the comm-group file"))),
+    ('{"1": "all"}', "non-empty list"),
+    ('{"0": [0, 1]}', "integer > 0"),
+    ('{"1": [0, 0]}', "listed twice"),
+    ('{"1": [0, 1.5]}', "non-empty list"),
+    ("[1, 2]", "expected an object"),
+    ("nope", "invalid JSON"),
+])
+def test_broken_comm_group_file_is_named_with_its_group(tmp_path, text, what):
+    paths = _write_all(tmp_path, NETWORK, SYSTEM, MEMORY)
+    groups = tmp_path / "groups.json"
+    groups.write_text(text)
+    outcome = call_cli([*_simulate(paths), f"--comm-group-configuration={groups}"])
+    assert_clean(outcome, allowed={2})
+    line = outcome.stderr.strip()
+    assert f"{groups}: " in line and what in line, line
