@@ -7,7 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from .leaderboard import fmt
+from .leaderboard import BOARD_VIEW, fmt
 from .plots import PLOTS
 
 MAX_ROWS = 500  # the full table is in results.csv; a browser page need not hold 10,000 rows
@@ -17,8 +17,8 @@ td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}td:nth-child(-n+3
 th{background:#f2f2f2}img{max-width:100%;border:1px solid #eee}code{font-size:.9em}"""
 
 
-def _table(df, columns: list[str]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+def _table(df, columns: list[str], headers: list[str] | None = None) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in headers or columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row) + "</tr>"
                    for row in df[columns].itertuples(index=False))
     return f"<table><tr>{head}</tr>{body}</table>"
@@ -41,8 +41,7 @@ def render(summary: dict[str, Any], results, board, plot_dir: Path) -> str:
     for workload, g in board.groupby("workload", sort=False):
         base = summary["workloads"][workload]["baseline"]
         parts.append(f"<h3>{e(workload)}</h3><p>baseline: <code>{e(str(base))}</code></p>")
-        parts.append(_table(g, ["rank_time", "point_id", "backend", "step_time_ns", "speedup", "cost",
-                                "time_x_cost", "rank_time_x_cost"]))
+        parts.append(_table(g, *BOARD_VIEW))
     parts.append("<h2>Plots</h2>")
     for name, caption in PLOTS.items():
         data = base64.b64encode((plot_dir / name).read_bytes()).decode("ascii")

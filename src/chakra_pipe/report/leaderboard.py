@@ -68,14 +68,19 @@ def markdown_table(df, columns: list[str], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
+# The columns a reader sees, with units, for the markdown and HTML leaderboards alike.
+BOARD_VIEW = (["rank_time", "point_id", "backend", "step_time_ns", "speedup", "cost", "time_x_cost",
+               "rank_time_x_cost"],
+              ["#", "hardware point", "backend", "step time (ns)", "speed-up (x)", "cost", "time x cost (ns x cost)",
+               "# by time x cost"])
+
+
 def board_markdown(board, title: str, baselines: dict[str, str | None]) -> str:
     """One table per workload, fastest first."""
     out = [f"# {title}", "",
            "Ranked by simulated step time (lower is better); speed-up is baseline step time / step time; "
            "time x cost is step time (ns) times the point's declared cost.", ""]
-    cols = ["rank_time", "point_id", "backend", "step_time_ns", "speedup", "cost", "time_x_cost", "rank_time_x_cost"]
-    heads = ["#", "hardware point", "backend", "step time (ns)", "speed-up (x)", "cost", "time x cost",
-             "# by time x cost"]
+    cols, heads = BOARD_VIEW
     for workload, g in board.groupby("workload", sort=False):
         base = baselines.get(workload)
         out += [f"## {workload}", "", f"Baseline: `{base}`" if base else "Baseline: none declared for this workload",
