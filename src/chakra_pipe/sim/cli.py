@@ -58,7 +58,7 @@ def _simulate(args) -> int:
     if cg_path is not None:
         groups = {} if "empty" in cg_path else load_comm_groups(cg_path)
     ts = TraceSet.load(args.workload_configuration)
-    res = simulate(ts, hw, comm_groups=groups)
+    res = simulate(ts, hw, comm_groups=groups, comm_groups_file=cg_path)
     for rank, (t, x) in enumerate(zip(res.finish_ns, res.exposed_comm_ns)):
         print(f"sys[{rank}] finished, {t} cycles, exposed communication {x} cycles.")
     if args.output_json:

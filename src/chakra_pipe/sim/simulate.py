@@ -41,13 +41,14 @@ class _Stats:
         self.messages = 0
 
 
-def _groups_for(rank: int, npus: int, comm_groups: dict[int, list[int]] | None) -> dict[str, Group]:
+def _groups_for(rank: int, npus: int, comm_groups: dict[int, list[int]] | None,
+                source: str | None) -> dict[str, Group]:
     groups = {"": Group(1, list(range(npus)), "")}
     for gid, members in sorted((comm_groups or {}).items()):
         bad = [m for m in members if not 0 <= m < npus]
         if bad:
-            raise ConfigError(f"group {gid} lists NPU {bad[0]} but the network has {npus} NPUs",
-                              where=f"comm group {gid}")
+            raise ConfigError(f"lists NPU {bad[0]} but the network has {npus} NPUs (0..{npus - 1})",
+                              file=source, where=f"group {gid}")
         if rank in members:
             groups[str(gid)] = Group(int(gid), list(members), str(gid))
     return groups
@@ -65,29 +66,32 @@ def _memory_servers(hw: HardwareConfig, npus: int) -> list:
 
 
 def simulate(trace_set, hw: HardwareConfig, comm_groups: dict[int, list[int]] | None = None,
-             fast: bool = True) -> SimResult:
+             fast: bool = True, comm_groups_file: str | None = None) -> SimResult:
     """Simulate every rank of ``trace_set`` on ``hw``; see :class:`SimResult` for the outputs.
 
-    ``fast=False`` forces the message-by-message path everywhere (the fast path is exact; the switch
-    exists so tests and benchmarks can compare the two).
+    ``comm_groups`` overrides ``trace_set.comm_groups``; ``comm_groups_file`` only names its origin in
+    error messages. ``fast=False`` forces the message-by-message path everywhere (the fast path is
+    exact; the switch exists so tests and benchmarks can compare the two).
     """
     # The run allocates many small long-lived objects and frees few: the cyclic collector would
     # rescan them again and again for nothing (up to half the wall time at 1,024 NPUs).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _simulate(trace_set, hw, comm_groups, fast)
+        return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool) -> SimResult:
+def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_file: str | None) -> SimResult:
     npus = hw.network.npus
     if len(trace_set.ranks) != npus:
         raise ConfigError(f"npus_count multiplies to {npus} NPUs but the workload has {len(trace_set.ranks)} "
                           f"rank files", file=hw.network.source, where="npus_count")
     groups = comm_groups if comm_groups is not None else trace_set.comm_groups
+    if comm_groups is None and trace_set.comm_groups_file is not None:
+        groups_file = str(trace_set.comm_groups_file)
     queue = EventQueue()
     network = make_network(hw.backend, hw.network, queue)
     stats = _Stats()
@@ -102,7 +106,7 @@ def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool) -> SimResu
     rings: dict = {}
     for rank, graph in enumerate(trace_set.ranks):
         sys = Sys(rank, hw, queue, network, stats, coordinator, rings)
-        workloads.append(Workload(rank, _rank_trace(graph), sys, hw, _groups_for(rank, npus, groups),
+        workloads.append(Workload(rank, _rank_trace(graph), sys, hw, _groups_for(rank, npus, groups, groups_file),
                                   servers[rank], result))
     for w in workloads:
         w.fire()

@@ -49,7 +49,7 @@ class RankTrace:
     @classmethod
     def build(cls, g) -> RankTrace:
         n = len(g)
-        ids = g.ids.astype(np.int64).tolist()
+        ids = g.ids.tolist()  # uint64 -> exact Python ints (no wrap above 2^63)
         names = ("num_ops", "tensor_size", "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag",
                  "comm_priority")
         # integer view of each attribute: one table lookup instead of np.isin per column
@@ -76,7 +76,7 @@ class RankTrace:
         for c, ps in enumerate(parents):
             for p in ps:
                 children[p].append(c)
-        return cls(str(g.path), ids, g.types.astype(np.int64).tolist(), g.duration_micros.astype(np.int64).tolist(),
+        return cls(str(g.path), ids, g.types.tolist(), g.duration_micros.tolist(),
                    g.is_cpu_op.tolist(), attrs, has, dict(g.pg_name), dict(g.involved_dim),
                    [len(p) for p in parents], children, g)
 
