@@ -17,7 +17,7 @@ from chakra_pipe.report import leaderboard
 from chakra_pipe.report.aggregate import aggregate, write_results
 from chakra_pipe.report.build import build
 from chakra_pipe.report.plots import PLOTS, pareto_front
-from chakra_pipe.report.schema import METRIC_NAMES, RESULT_COLUMNS, SHARD_COLUMNS
+from chakra_pipe.report.schema import METRIC_NAMES, NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS
 from chakra_pipe.sweep.campaign import Campaign
 from chakra_pipe.sweep.shard import rows_to_csv
 
@@ -49,6 +49,7 @@ def _write_shards(camp: Campaign, fail: str | None = None) -> None:
                    "settings": "bandwidth=" + pid.split("=")[1].rstrip("]"),
                    "status": "ok" if ok else "StuckError: deadlock", "trace_sha256": "ab" * 32}
             if ok:
+                row.update(dict.fromkeys(NS_METRICS, 0))
                 row.update(step_time_ns=STEP[pid], compute_ns=STEP[pid] // 4, exposed_comm_ns=STEP[pid] * 3 // 4,
                            idle_ns=STEP[pid] // 8, comm_ns=STEP[pid] // 2, comm_all_reduce_ns=STEP[pid] // 2)
             rows.append(row)
@@ -97,6 +98,24 @@ def test_missing_shard_is_an_input_error(tmp_path):
     camp = _plan(tmp_path)
     with pytest.raises(InputError, match="0000.csv: shard result missing"):
         aggregate(camp, commit="x")
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda b: b[:60], "shard columns are not"),
+    (lambda b: b[:b.index(b"\n") + 1], "shard holds 0 rows but the plan has 2 points"),
+    (lambda b: b[:-30], "line 3: row is incomplete"),
+    (lambda b: b.replace(b",ok,4000,", b",ok,40x0,"), "line 2: row is incomplete"),
+    (lambda b: b"\xff\xfe" + b, "not UTF-8 text (byte offset 0)"),
+    (lambda b: b.replace(b"p[bandwidth=200]", b"p[bandwidth=999]"), "missing 1 of them, first 'p[bandwidth=200]'"),
+])
+def test_damaged_shard_stops_aggregation_naming_it(tmp_path, damage, message):
+    camp = _plan(tmp_path)
+    _write_shards(camp)
+    shard = Path(camp.shard_path("ar", 0))
+    shard.write_bytes(damage(shard.read_bytes()))
+    with pytest.raises(InputError, match=r"0000\.csv: ") as err:
+        aggregate(camp, commit="x")
+    assert message in str(err.value)
 
 
 def test_campaign_board_ranks_by_time_and_by_time_x_cost(tmp_path):
@@ -192,7 +211,7 @@ def test_captured_and_replayed_rows_are_one_pass_over_the_trace(tmp_path):
     cap = camp.workloads["cap"]
     rows = [{"campaign": "c1", "workload": "cap", "source": "simulated", "point_id": pid, "platform": "p",
              "backend": "congestion_unaware", "npus": 4, "status": "ok", "step_time_ns": 5_000_000,
-             "trace_sha256": "cd" * 32} for pid in cap.shards[0][:1]]
+             "trace_sha256": "cd" * 32, **dict.fromkeys(NS_METRICS[1:], 0)} for pid in cap.shards[0][:1]]
     for i, ids in enumerate(cap.shards):
         path = Path(camp.shard_path("cap", i))
         path.parent.mkdir(parents=True, exist_ok=True)

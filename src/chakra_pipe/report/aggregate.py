@@ -16,7 +16,7 @@ from .. import __version__
 from ..atomic import write_bytes, write_text
 from ..errors import InputError
 from ..sweep.campaign import Campaign
-from .schema import NS_METRICS, RESULT_COLUMNS, SOURCES
+from .schema import NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS, SOURCES
 
 FLOAT_COLUMNS = ("cost", "bottleneck_bandwidth_gbps", "time_x_cost", "speedup")
 INT_COLUMNS = ("npus", *NS_METRICS)
@@ -53,24 +53,46 @@ def capture_pass_ns(capture_dir: str | Path) -> tuple[int, str]:
     return int(round(step_ns * steps)), str(backend or "torch")
 
 
+def read_shard(path: str, workload: str, point_ids: list[str]):
+    """One shard CSV, checked against the plan: a shard that a crash, a full disk or a hand edit left
+    short or garbled must stop the aggregation, naming the file, not silently drop grid points."""
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("shard result missing (run the workflow, or `chakra-pipe sweep run`)", file=path) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte offset {exc.start}): a damaged shard, delete it to recompute",
+                         file=path) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise InputError(f"unreadable shard CSV ({str(exc).splitlines()[0]}): delete it to recompute",
+                         file=path) from None
+    if tuple(df.columns) != SHARD_COLUMNS:
+        raise InputError(f"shard columns are not the {len(SHARD_COLUMNS)} this version writes "
+                         "(damaged, or from another version): delete it to recompute", file=path)
+    got = list(df["point_id"])
+    if got != point_ids or set(df["workload"]) != {workload}:
+        missing = [p for p in point_ids if p not in got]
+        detail = f"missing {len(missing)} of them, first '{missing[0]}'" if missing else "in another order or extra"
+        raise InputError(f"shard holds {len(got)} rows but the plan has {len(point_ids)} points for "
+                         f"workload {workload} ({detail}): delete it to recompute", file=path)
+    for i, row in enumerate(df.itertuples(index=False), start=2):
+        bad = row.status == "" or len(row.trace_sha256) != 64 or (row.status == "ok" and not all(
+            str(getattr(row, c)).lstrip("-").isdigit() for c in NS_METRICS))
+        if bad:
+            raise InputError("row is incomplete (no status, a short trace digest, or a metric that is not an "
+                             "integer): delete the shard to recompute", file=path, where=f"line {i}")
+    return df
+
+
 def aggregate(plan: Campaign, commit: str | None = None):
     """The results table of a finished campaign (a pandas DataFrame with :data:`RESULT_COLUMNS`)."""
     import pandas as pd
 
-    frames = []
-    for path in plan.shard_files():
-        try:
-            frames.append(pd.read_csv(path, dtype=str, keep_default_na=False))
-        except FileNotFoundError:
-            raise InputError("shard result missing (run the workflow, or `chakra-pipe sweep run`)",
-                             file=path) from None
-        except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-            raise InputError(f"unreadable shard CSV: {exc}", file=path) from None
-    simulated = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RESULT_COLUMNS)
-    missing = [c for c in RESULT_COLUMNS if c not in simulated.columns and c not in
-               ("time_x_cost", "speedup", "config_sha256", "package_version", "git_commit")]
-    if missing:
-        raise InputError(f"shard CSVs lack columns {missing}", file=plan.shard_files()[0])
+    frames = [read_shard(plan.shard_path(w.name, i), w.name, ids)
+              for w in plan.workloads.values() for i, ids in enumerate(w.shards)]
+    simulated = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SHARD_COLUMNS)
     sha_by_workload = dict(zip(simulated["workload"], simulated["trace_sha256"]))
     extra = []
     for w in plan.workloads.values():
