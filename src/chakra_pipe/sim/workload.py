@@ -59,7 +59,7 @@ class RankTrace:
             ok = _INT_KIND_TABLE[kind]
             attrs[a] = np.where(ok, g.attr_value[a], 0).tolist()
             has[a] = (kind != 0).tolist()
-        parents: list[set[int]] = [set() for _ in range(n)]
+        pairs = []  # (child, parent) over data ∪ ctrl deps, duplicates removed below
         for which in ("data", "ctrl"):
             ptr, par = g.dep_indices(which)
             bad = np.nonzero(par < 0)[0]
@@ -68,17 +68,17 @@ class RankTrace:
                 dep_ids = g.data_ids if which == "data" else g.ctrl_ids
                 raise InputError(f"{which} dependency on node id {int(dep_ids[bad[0]])} which is not in the "
                                  f"file (ASTRA-sim aborts loading)", file=g.path, where=f"node {ids[rec]}")
-            counts = np.diff(ptr)
-            child = np.repeat(np.arange(n), counts)
-            for c, p in zip(child.tolist(), par.tolist()):
-                parents[c].add(p)
-        children: list[list[int]] = [[] for _ in range(n)]
-        for c, ps in enumerate(parents):
-            for p in ps:
-                children[p].append(c)
+            child = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr).astype(np.int64))
+            pairs.append(par.astype(np.int64) * max(n, 1) + child)  # one sortable key per (parent, child)
+        keys = np.unique(np.concatenate(pairs))  # sorted by parent, then child
+        parent_of, child_of = np.divmod(keys, max(n, 1))
+        n_parents = np.bincount(child_of, minlength=n).tolist()
+        child_ptr = np.concatenate([[0], np.cumsum(np.bincount(parent_of, minlength=n))]).tolist()
+        flat = child_of.tolist()
+        children = [flat[child_ptr[i]:child_ptr[i + 1]] for i in range(n)]
         return cls(str(g.path), ids, g.types.tolist(), g.duration_micros.tolist(),
                    g.is_cpu_op.tolist(), attrs, has, dict(g.pg_name), dict(g.involved_dim),
-                   [len(p) for p in parents], children, g)
+                   n_parents, children, g)
 
 
 class FifoServer:
