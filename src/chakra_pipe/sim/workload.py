@@ -309,8 +309,8 @@ class Workload:
                 raise self.err(i, f"comm_dst {dst} is not an NPU (0..{npus - 1})")
             start = self.sys.now
 
-            def sent(i=i, start=start, dst=dst) -> None:
-                self.res.add_collective(self.rank, t.ids[i], "SEND", size, f"->{dst}", start, self.sys.now)
+            def sent(i=i, start=start) -> None:
+                self.res.add_collective(self.rank, t.ids[i], "SEND", size, t.pg_name.get(i, ""), start, self.sys.now)
                 self.complete(i)
             self.sys.send(dst, size, tag, sent)
         else:
@@ -321,7 +321,7 @@ class Workload:
                 raise self.err(i, f"comm_src {src} is not an NPU (0..{npus - 1})")
             start = self.sys.now
 
-            def received(i=i, start=start, src=src) -> None:
-                self.res.add_collective(self.rank, t.ids[i], "RECV", size, f"<-{src}", start, self.sys.now)
+            def received(i=i, start=start) -> None:
+                self.res.add_collective(self.rank, t.ids[i], "RECV", size, t.pg_name.get(i, ""), start, self.sys.now)
                 self.complete(i)
             self.sys.recv(src, size, tag, received)
