@@ -208,9 +208,7 @@ def test_absurdly_nested_config_is_one_line_not_a_traceback(tmp_path):
 
 
 @pytest.mark.parametrize("text,what", [
-    pytest.param('{"1": [0, 5]}', "NPU 5", marks=pytest.mark.xfail(strict=True, reason=(
-        "sim/simulate.py:49 (_groups_for) raises ConfigError without file=: the message names "
-        "'comm group 1' but not the comm-group file"))),
+    ('{"1": [0, 5]}', "NPU 5"),
     ('{"1": "all"}', "non-empty list"),
     ('{"0": [0, 1]}', "integer > 0"),
     ('{"1": [0, 0]}', "listed twice"),

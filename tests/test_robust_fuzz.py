@@ -228,16 +228,11 @@ def _simulate_json(tmp_path: Path, fixtures_dir: Path, nodes) -> tuple:
     return outcome, (json.loads(out.read_text()) if outcome.code == 0 else None)
 
 
-@pytest.mark.parametrize("micros", [
-    2**40,
-    pytest.param(2**63, marks=pytest.mark.xfail(strict=True, reason="sim/workload.py:79 casts duration_micros "
-                 "(uint64) to int64: 2^63 µs becomes negative and simulated time runs backwards")),
-    pytest.param(2**64 - 1, marks=pytest.mark.xfail(strict=True, reason="sim/workload.py:79: 2^64-1 µs becomes "
-                 "-1 µs, so a compute of 584,942 years finishes 1 µs before it starts")),
-])
+@pytest.mark.parametrize("micros", [2**40, 2**63, 2**64 - 1])
 def test_huge_durations_never_make_simulated_time_run_backwards(tmp_path, fixtures_dir, micros):
     """Replay mode takes ``duration_micros × 1000`` ns (astra-sim-semantics §2.4): a rank whose first
-    node lasts that long cannot finish earlier — the result is at least that, or a clean refusal."""
+    node lasts that long cannot finish earlier — the result is at least that, or a clean refusal.
+    (Durations of 2^63 µs and more once became negative and time ran backwards.)"""
     corpus = corpus_builder()
     outcome, result = _simulate_json(tmp_path, fixtures_dir,
                                      [corpus.comp(1, [], micros), corpus.coll(2, [1]), corpus.comp(3, [2], 3)])
@@ -247,9 +242,8 @@ def test_huge_durations_never_make_simulated_time_run_backwards(tmp_path, fixtur
         assert "duration_micros" in outcome.stderr, outcome.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="sim/workload.py:79 casts node ids (uint64) to int64: an error about "
-                                       "node 2^63 names node -9223372036854775808")
 def test_errors_name_node_ids_above_two_to_the_63_as_written(tmp_path, fixtures_dir):
+    """Ids are uint64; an error about node 2^63 once named node -9223372036854775808."""
     corpus = corpus_builder()
     big = 2**63
     node = corpus.comp(big, [12345], 5)  # a data dep on a missing id: ASTRA-sim aborts loading (exit 2)
