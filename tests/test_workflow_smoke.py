@@ -112,16 +112,16 @@ def test_snakemake_report_has_every_plot_with_its_caption(local_run, tmp_path):
     assert {c.stem for c in captions} >= {"step_time_vs_bandwidth", "breakdown", "pareto_cost_time", "fidelity"}
 
 
-def test_lint_and_dry_run_of_default_config():
-    env = _env()
-    lint = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "--lint"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+def test_lint_and_dry_run_of_default_config(tmp_path):
+    workdir = _workdir(tmp_path)  # planning writes plan.json: keep it out of the checkout
+    base = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir)]
+    lint = subprocess.run([*base, "--lint"], cwd=workdir, env=_env(), capture_output=True, text=True, timeout=120)
     assert lint.returncode == 0 and "Congratulations" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
-    dry = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-n"], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=120)
+    dry = subprocess.run([*base, "-n"], cwd=workdir, env=_env(), capture_output=True, text=True, timeout=120)
     assert dry.returncode == 0, dry.stderr[-3000:]
     counts = _job_counts(dry.stdout + dry.stderr)
     assert counts["generate"] == 6 and counts["simulate_shard"] >= 7 and counts["report"] == 1
+    assert not (workdir / "traces").exists()  # a dry run runs nothing
 
 
 def test_bad_config_key_fails_before_any_job(tmp_path):
