@@ -108,3 +108,13 @@ def test_algorithm_list_longer_than_network_is_rejected() -> None:
     with pytest.raises(ConfigError, match="3 algorithms listed") as exc:
         HardwareConfig(system, NetworkConfig.from_dict(NET, source="n.yml"))
     assert exc.value.file == "s.json" and exc.value.where == "all-reduce-implementation"
+
+
+@pytest.mark.parametrize("text,match", [(b"\xff\xfe binary", "not UTF-8"), (b"[" * 100_000 + b"]" * 100_000,
+                                                                           "nested too deeply")])
+def test_unreadable_json_is_a_config_error(tmp_path: Path, text: bytes, match: str) -> None:
+    path = tmp_path / "s.json"
+    path.write_bytes(text)
+    with pytest.raises(ConfigError, match=match) as exc:
+        SystemConfig.from_file(path)
+    assert exc.value.file == str(path)

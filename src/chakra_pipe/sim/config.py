@@ -67,6 +67,10 @@ def _load_json(path: str | Path) -> dict:
         raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"invalid JSON: {exc.msg} (line {exc.lineno})", file=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text (byte offset {exc.start})", file=str(path)) from None
+    except RecursionError:
+        raise ConfigError("invalid JSON: nested too deeply", file=str(path)) from None
     if not isinstance(data, dict):
         raise ConfigError("expected a JSON object", file=str(path))
     return data
@@ -230,6 +234,10 @@ class NetworkConfig:
             raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"invalid YAML: {str(exc).splitlines()[0]}", file=str(path)) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"not UTF-8 text (byte offset {exc.start})", file=str(path)) from None
+        except RecursionError:
+            raise ConfigError("invalid YAML: nested too deeply", file=str(path)) from None
         return cls.from_dict(d, source=str(path))
 
     @classmethod
