@@ -129,6 +129,49 @@ def test_validate_and_simulate_end_cleanly_on_mutated_rank_sets(tmp_path, two_ra
             assert exc.exit_code in (2, 3) and exc.file, exc.line()
 
 
+_KIND_VALUES = {  # one value per oneof member: in range for the kind, hostile for the attribute
+    "int32_val": st.integers(-2**31, 2**31 - 1), "int64_val": st.integers(-2**63, 2**63 - 1),
+    "uint32_val": st.integers(0, 2**32 - 1), "uint64_val": st.integers(0, 2**64 - 1),
+    "sint64_val": st.integers(-2**63, 2**63 - 1), "fixed64_val": st.integers(0, 2**64 - 1),
+    "bool_val": st.booleans(), "double_val": st.floats(allow_nan=True, allow_infinity=True),
+    "string_val": st.text(max_size=8), "bytes_val": st.binary(max_size=8),
+    "bool_list": st.lists(st.booleans(), max_size=4), "int64_list": st.lists(st.integers(-5, 5), max_size=4),
+}
+_WELL_KNOWN = ["is_cpu_op", "num_ops", "tensor_size", "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag",
+               "comm_priority", "pg_name", "involved_dim"]
+
+
+@st.composite
+def hostile_attribute_sets(draw):
+    """The p2p corpus set with 1-3 well-known attributes of some node rewritten in any kind and value."""
+    corpus = corpus_builder()
+    ranks = [list(corpus.base_nodes()) + [corpus.p2p(4, [3], schema.COMM_SEND_NODE, peer=1)],
+             list(corpus.base_nodes()) + [corpus.p2p(4, [3], schema.COMM_RECV_NODE, peer=0)]]
+    for _ in range(draw(st.integers(1, 3))):
+        node = draw(st.sampled_from(ranks[draw(st.integers(0, 1))]))
+        name, kind = draw(st.sampled_from(_WELL_KNOWN)), draw(st.sampled_from(sorted(_KIND_VALUES)))
+        corpus.with_attr(node, name, draw(_KIND_VALUES[kind]), kind)
+    return [corpus.encode(nodes) for nodes in ranks]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ranks=hostile_attribute_sets())
+def test_wrong_attribute_kinds_and_values_end_cleanly(tmp_path, two_rank_hw, ranks):
+    """Any kind for any well-known attribute (chakra-format §4): validate reports, simulate runs, refuses
+    (2) or reports the ranks stuck (3) — never a traceback, an overflow or a hang."""
+    from chakra_pipe.sim import simulate
+
+    for rank, data in enumerate(ranks):
+        (tmp_path / f"a.{rank}.et").write_bytes(data)
+    prefix = str(tmp_path / "a")
+    with time_bound(30):
+        validate_set(prefix)
+        try:
+            simulate(TraceSet.load(prefix), two_rank_hw)
+        except ChakraPipeError as exc:
+            assert exc.exit_code in (2, 3) and exc.file, exc.line()
+
+
 def test_corrupt_attribute_name_length_at_end_of_file_is_a_format_error(tmp_path):
     """Regression: a name length pointing past the buffer padding crashed the attribute decoder with
     IndexError (found by this fuzzer); it must be the protobuf reader's TraceFormatError instead."""
