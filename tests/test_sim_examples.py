@@ -392,3 +392,19 @@ def test_rendezvous_protocol_adds_a_handshake(tmp_path: Path) -> None:
     # the receiver's 8,192-byte handshake leaves when it posts the receive; the data follows it
     done = 100_000 + N(8192, 1, 500, 50) + N(size, 1, 500, 50)
     assert res.finish_ns[:2] == [done, done]
+
+
+def test_dependency_cycle_is_stuck_not_success(tmp_path: Path) -> None:
+    nodes = [make_node(1, schema.COMP_NODE, 5), make_node(3, schema.COMP_NODE, 3, data=[1, 5]),
+             make_node(4, schema.COMP_NODE, 1, data=[3]), make_node(5, schema.COMP_NODE, 1, data=[4])]
+    with pytest.raises(StuckError) as exc:
+        simulate(write_set(tmp_path, [nodes] * 4), ring_hw(4))
+    assert exc.value.stuck[0] == [3, 4, 5]
+
+
+@pytest.mark.parametrize("size,match", [(-5, "comm_size must be > 0"), ("big", "must be an integer")])
+def test_bad_comm_size_is_invalid_input(tmp_path: Path, size, match: str) -> None:
+    n = make_node(0, schema.COMM_COLL_NODE, comm_type=schema.ALL_REDUCE)
+    set_attr(n, "comm_size", size, "string_val" if isinstance(size, str) else None)
+    with pytest.raises(InputError, match=match):
+        simulate(write_set(tmp_path, [[n]] * 4), ring_hw(4))

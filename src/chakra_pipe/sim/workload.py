@@ -39,7 +39,7 @@ class RankTrace:
     dur_us: list[int]
     cpu: list[bool]
     attrs: dict[str, list[int]]
-    has: dict[str, list[bool]]
+    has: dict[str, list[int]]
     pg_name: dict[int, str]
     involved_dim: dict[int, list[bool]]
     n_parents: list[int]
@@ -58,7 +58,8 @@ class RankTrace:
             kind = g.attr_kind[a]
             ok = _INT_KIND_TABLE[kind]
             attrs[a] = np.where(ok, g.attr_value[a], 0).tolist()
-            has[a] = (kind != 0).tolist()
+            # 1 = an integer value, 0 = absent, -1 = present with a non-integer kind (an input error)
+            has[a] = np.where(ok, 1, np.where(kind != 0, -1, 0)).tolist()
         pairs = []  # (child, parent) over data ∪ ctrl deps, duplicates removed below
         for which in ("data", "ctrl"):
             ptr, par = g.dep_indices(which)
@@ -145,9 +146,11 @@ class Workload:
             self.issue_free()
             if self.done_count == before:
                 break
-        if not self.free and not self.ongoing:
+        if not self.free and not self.ongoing and self.done_count == len(self.t.ids):
             self.finished = True
             self.finish_ns = self.sys.now
+        # With nothing free or in flight but nodes left (a dependency cycle), the rank stays
+        # unfinished and simulate() reports it stuck instead of a silent partial result.
 
     def complete(self, i: int) -> None:
         if self.finished:
@@ -207,10 +210,7 @@ class Workload:
 
     def roofline(self, i: int) -> None:
         t = self.t
-        for a in ("num_ops", "tensor_size"):
-            if not t.has[a][i]:
-                raise self.err(i, f"roofline needs the {a} attribute")
-        num_ops, tensor_size = float(t.attrs["num_ops"][i]), float(t.attrs["tensor_size"][i])
+        num_ops, tensor_size = float(self._attr(i, "num_ops")), float(self._attr(i, "tensor_size"))
         if tensor_size == 0:
             self.finish_node(i)  # ASTRA-sim skips it as invalid
             return
@@ -228,9 +228,7 @@ class Workload:
         if mem is None or mem.memory_type == "NO_MEMORY_EXPANSION":
             raise self.err(i, "remote-memory node but the memory model is NO_MEMORY_EXPANSION "
                               "(give --remote-memory-configuration with an expansion type)")
-        if not self.t.has["tensor_size"][i]:
-            raise self.err(i, "remote-memory node without tensor_size")
-        access = mem.remote_mem_latency + self.t.attrs["tensor_size"][i] // mem.remote_mem_bw
+        access = mem.remote_mem_latency + self._attr(i, "tensor_size") // mem.remote_mem_bw
         if self.mem_server is None:
             delay = access
         else:
@@ -254,8 +252,11 @@ class Workload:
             raise self.err(i, f"METADATA process-group JSON is unreadable: {exc}") from None
 
     def _attr(self, i: int, name: str, default: int | None = None) -> int:
-        if self.t.has[name][i]:
+        state = self.t.has[name][i]
+        if state == 1:
             return self.t.attrs[name][i]
+        if state == -1:
+            raise self.err(i, f"attribute {name} must be an integer")
         if default is None:
             raise self.err(i, f"missing required attribute {name}")
         return default
@@ -278,6 +279,8 @@ class Workload:
                 name = schema.COMM_TYPE_NAMES.get(ctype, str(ctype))
                 raise self.err(i, f"unsupported collective comm type {name} (ASTRA-sim supports ALL_REDUCE, "
                                   "REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL; BROADCAST is replayed)")
+            if size <= 0:
+                raise self.err(i, f"comm_size must be > 0 for a {kind}, got {size}")
             involved = t.involved_dim.get(i)
             pg = t.pg_name.get(i, "")
             group = None
