@@ -342,13 +342,15 @@ def _straggler_set(tmp: Path, p: int, kind: int) -> TraceSet:
     return write_set(tmp, ranks)
 
 
+@pytest.mark.parametrize("algo", ["ring", "halvingDoubling"])
 @pytest.mark.parametrize("kind", [schema.ALL_REDUCE, schema.REDUCE_SCATTER, schema.ALL_GATHER, schema.ALL_TO_ALL])
 @pytest.mark.parametrize("sysd", [{}, {"active-chunks-per-dimension": 2}, {"collective-optimization": "baseline"}])
-def test_fast_ring_path_equals_event_path(tmp_path: Path, kind: int, sysd: dict) -> None:
-    """Skewed starts, several chunks, a 2-D network: the recurrence must match the events exactly."""
+def test_fast_path_equals_event_path(tmp_path: Path, kind: int, sysd: dict, algo: str) -> None:
+    """Skewed starts, several chunks, a 2-D network: the recurrences must match the events exactly."""
     ts = _straggler_set(tmp_path, 8, kind)
-    two_dims = {k: ["ring", "ring"] for k in ("all-reduce-implementation", "reduce-scatter-implementation",
-                                             "all-gather-implementation", "all-to-all-implementation")}
+    two_dims = {k: [algo, algo] for k in ("all-reduce-implementation", "reduce-scatter-implementation",
+                                         "all-gather-implementation")}
+    two_dims["all-to-all-implementation"] = ["ring", "ring"]  # halving-doubling has no all-to-all
     system = ring_system(**sysd, **two_dims)
     net = NetworkConfig.from_dict({"topology": ["Ring", "Switch"], "npus_count": [4, 2], "bandwidth": [100, 25],
                                    "latency": [300, 2000]}, source="net")

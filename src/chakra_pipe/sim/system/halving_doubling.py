@@ -48,3 +48,35 @@ class HalvingDoubling(PacketAlgorithm):
             self.rank_offset = int(self.rank_offset * self.mult)
             self.msg_size = int(self.msg_size / self.mult)
         self._aim()
+
+
+class FastHalvingDoubling(HalvingDoubling):
+    """Evaluated by the ring coordinator's per-step recurrence (unaware network only; exact there)."""
+
+    def start(self) -> None:
+        self.start_ns = self.sys.now
+        self.sys.ring_coordinator.join_planned(self)
+
+    def plan(self) -> tuple[list[int], list[int], list[int]]:
+        """Replay the packet counters: peer and size of each send, bus (+ reduction) delay of each packet."""
+        bus = 10 if self.fast else self.sys.endpoint_delay
+        srcs, sizes, delays = [], [], []
+        for _ in range(self.stream_count + 1):
+            if self.zero_latency == 0 and self.non_zero_latency == 0:
+                self.zero_latency, self.non_zero_latency = self.parallel_reduce, self.non_zero_latency_packets()
+                self.toggle = not self.toggle
+            size = self.msg_size
+            srcs.append(self.sender)
+            sizes.append(size)
+            if self.zero_latency > 0:
+                self.zero_latency -= 1
+                delays.append(bus)
+            else:
+                self.non_zero_latency -= 1
+                processed = self.ctype == RS or (self.ctype == AR and self.toggle)
+                delays.append(bus + self.sys.reduction_delay(size) if processed else bus)
+            self.after_release()
+        return srcs[:-1], sizes[:-1], delays
+
+    def exit(self) -> None:
+        self.sys.proceed_to_next_phase(self.stream)

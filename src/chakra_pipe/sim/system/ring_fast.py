@@ -94,10 +94,40 @@ class RingCoordinator:
             last = recv
         self._finish(algos, last, d[steps], steps)
 
-    def _finish(self, algos: list["FastRing"], last: list[int], tail: int, steps: int) -> None:
+    def _finish(self, algos: list, last: list[int], tail: int | list[int], steps: int) -> None:
         self.stats.messages += steps * len(algos)
-        for algo, t in zip(algos, last):
-            self.queue.schedule(t, algo.sys.register_event, algo.exit, tail)
+        tails = tail if isinstance(tail, list) else [tail] * len(algos)
+        for algo, t, d in zip(algos, last, tails):
+            self.queue.schedule(t, algo.sys.register_event, algo.exit, d)
+
+    def join_planned(self, algo) -> None:
+        """Like :meth:`join` for algorithms whose peer and size change per step (``plan()``)."""
+        ring = algo.ring
+        key = (tuple(ring.members), algo.stream.stream_id, algo.stream.steps_finished, algo.ctype,
+               algo.data_size, type(algo).__name__)
+        members = self._waiting.setdefault(key, {})
+        members[ring.index_of(algo.id)] = algo
+        if len(members) == ring.size:
+            del self._waiting[key]
+            self._evaluate_planned([members[i] for i in range(ring.size)])
+
+    def _evaluate_planned(self, algos: list) -> None:
+        """send_1 = start + d_0; recv_k = max(send_k[src_k] + N(src_k -> me, m_k), send_k); ..."""
+        ring = algos[0].ring
+        members = ring.members
+        plans = [a.plan() for a in algos]
+        steps = len(plans[0][0])
+        delay, index = self.network.delay, ring.index_of
+        send = [a.start_ns + pl[2][0] for a, pl in zip(algos, plans)]
+        recv = send
+        for k in range(steps):
+            recv = []
+            for i, (srcs, sizes, _) in enumerate(plans):
+                src = srcs[k]
+                recv.append(max(send[index(src)] + delay(src, members[i], sizes[k]), send[i]))
+            if k < steps - 1:
+                send = [r + pl[2][k + 1] for r, pl in zip(recv, plans)]
+        self._finish(algos, recv, [pl[2][steps] for pl in plans], steps)
 
 
     def _evaluate_aware(self, ring, first: "FastRing", d: list[int], pred: list[int], starts: list[int]) -> list[int]:

@@ -17,7 +17,7 @@ from .algorithm import AG, AR
 from .decompose import FIRST, NEXT, phase_chain
 from .direct import Direct
 from .double_binary_tree import DoubleBinaryTree
-from .halving_doubling import HalvingDoubling
+from .halving_doubling import FastHalvingDoubling, HalvingDoubling
 from .ring import Ring
 from .ring_fast import FastRing
 from .stream import DataSet, Phase, Stream
@@ -171,7 +171,8 @@ class Sys:
         elif base == "direct":
             a = Direct(ctype, self, topo, size, queue[1], algo.window)
         elif base == "halvingDoubling":
-            a = HalvingDoubling(ctype, self, topo, size)
+            fast = self.ring_coordinator is not None and not self.ring_coordinator.aware
+            a = (FastHalvingDoubling if fast else HalvingDoubling)(ctype, self, topo, size)
         else:
             if ctype != AR:
                 raise ConfigError(f"doubleBinaryTree implements ALL_REDUCE only, not {ctype} (a "
