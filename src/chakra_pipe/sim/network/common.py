@@ -39,7 +39,6 @@ class Network:
         self._send_seq: dict[tuple, int] = {}
         self._recv_seq: dict[tuple, int] = {}
         self._entries: dict[tuple, _Entry] = {}
-        self.pending_recvs = 0
 
     def coords(self, npu: int) -> list[int]:
         """Address decode: dimension 0 varies fastest."""
@@ -73,13 +72,11 @@ class Network:
         if entry is None:
             entry = self._entries[full] = _Entry()
         entry.recv_cb = on_arrival
-        self.pending_recvs += 1
 
     def _arrive(self, full: tuple) -> None:
         entry = self._entries[full]
         if entry.recv_cb is not None:
             del self._entries[full]
-            self.pending_recvs -= 1
             if entry.send_cb is not None:
                 entry.send_cb()
             entry.recv_cb()
