@@ -410,3 +410,57 @@ def test_bad_comm_size_is_invalid_input(tmp_path: Path, size, match: str) -> Non
     set_attr(n, "comm_size", size, "string_val" if isinstance(size, str) else None)
     with pytest.raises(InputError, match=match):
         simulate(write_set(tmp_path, [[n]] * 4), ring_hw(4))
+
+
+# -- groups and memory ---------------------------------------------------------------------------------
+def _fc_hw(p: int, e: int = 25, **sysd) -> HardwareConfig:
+    net = NetworkConfig.from_dict({"topology": ["FullyConnected"], "npus_count": [p], "bandwidth": [50],
+                                   "latency": [500]}, source="net")
+    return HardwareConfig(ring_system(**{"endpoint-delay": e, **sysd}), net)
+
+
+def test_metadata_process_group_runs_a_local_ring(tmp_path: Path) -> None:
+    """A METADATA node's PyTorch process groups (§2.5): sub-group ring in listed order, bus hop 10 ns."""
+    members = [1, 3, 5, 7]
+    meta = make_node(0, schema.METADATA_NODE)
+    meta.inputs.values = "['" + '[{"pg_name": "4", "ranks": [1, 3, 5, 7]}]' + "']"  # ['<json>'] (chakra-format §1.4)
+    ranks = []
+    for r in range(8):
+        nodes = [meta] if r not in members else [meta, coll(1, schema.ALL_REDUCE, data=[0], pg_name="4")]
+        ranks.append(nodes)
+    res = simulate(write_set(tmp_path, ranks), _fc_hw(8))
+    expected = 4 * ring_chunk("AR", 4, D // 4, e=10)  # E = 25 in the system file does not apply
+    assert [res.finish_ns[r] for r in members] == [expected] * 4
+    assert [res.finish_ns[r] for r in (0, 2, 4, 6)] == [0] * 4
+    assert {c.group for c in res.collectives} == {"4"}
+
+
+def test_comm_group_file_and_world_collective(tmp_path: Path) -> None:
+    ranks = [[coll(0, schema.ALL_GATHER, pg_name="1" if r < 4 else "2"), coll(1, schema.ALL_GATHER, data=[0])]
+             for r in range(8)]
+    res = simulate(write_set(tmp_path, ranks), _fc_hw(8), comm_groups={1: [0, 1, 2, 3], 2: [4, 5, 6, 7]})
+    group = 4 * ring_chunk("AG", 4, D // 4, e=10)
+    world = 4 * ring_chunk("AG", 8, D // 4, e=25)
+    assert res.finish_ns == [group + world] * 8
+
+
+def test_unknown_pg_name_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="pg_name '9'"):
+        simulate(write_set(tmp_path, [[coll(0, schema.ALL_REDUCE, pg_name="9")]] * 4), ring_hw(4))
+
+
+@pytest.mark.parametrize("memory,expected", [
+    ({"memory-type": "PER_NPU_MEMORY_EXPANSION", "remote-mem-latency": 100, "remote-mem-bw": 8}, [100 + 1000] * 2),
+    ({"memory-type": "MEMORY_POOL", "remote-mem-latency": 100, "remote-mem-bw": 8}, [1100, 2200]),
+])
+def test_remote_memory_models(tmp_path: Path, memory: dict, expected: list[int]) -> None:
+    from chakra_pipe.sim import MemoryConfig
+    nodes = [make_node(0, schema.MEM_LOAD_NODE, tensor_size=8000, tensor_loc=1)]
+    base = ring_hw(2)
+    hw = HardwareConfig(base.system, base.network, MemoryConfig.from_dict(memory, source="mem"))
+    assert simulate(write_set(tmp_path, [nodes, nodes]), hw).finish_ns == expected
+
+
+def test_fifo_and_lifo_give_the_same_single_collective_time(tmp_path: Path, astra: Path) -> None:
+    ts = fixture_set(astra, "all_reduce", 4)
+    assert simulate(ts, ring_hw(4, **{"scheduling-policy": "FIFO"})).finish_ns == [43_000] * 4
