@@ -97,10 +97,16 @@ class SimResult:
         }
 
     def timeline(self) -> dict:
-        """Chrome/Perfetto trace: one complete event per node, pid = rank, tid = hardware slot."""
+        """Chrome/Perfetto trace: one complete event per node, pid = rank, tid = hardware slot.
+
+        Node names come from the simulated ``TraceSet``; call this while it is alive (the result keeps
+        no strong reference to the traces), otherwise events are named ``node <id>``.
+        """
         events = []
         for rank, node_id, i, w, slot, ty, s, e in sorted(self._nodes, key=lambda n: (n[0], n[6], n[1])):
-            events.append({"name": w.t.graph.name(i) or f"node {node_id}", "ph": "X", "pid": rank, "tid": slot,
+            graph = w.t.graph
+            name = (graph.name(i) if graph is not None else "") or f"node {node_id}"
+            events.append({"name": name, "ph": "X", "pid": rank, "tid": slot,
                            "ts": s / 1000.0, "dur": (e - s) / 1000.0,
                            "args": {"node_id": node_id, "type": schema.NODE_TYPE_NAMES.get(ty, str(ty))}})
         return {"traceEvents": events, "displayTimeUnit": "ns"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,7 +45,12 @@ class RankTrace:
     involved_dim: dict[int, list[bool]]
     n_parents: list[int]
     children: list[list[int]]
-    graph: object = field(repr=False)
+    graph_ref: weakref.ref = field(repr=False)  # weak: the column cache must not keep traces alive
+
+    @property
+    def graph(self):
+        """The source ``TraceGraph`` (None once the caller dropped its TraceSet)."""
+        return self.graph_ref()
 
     @classmethod
     def build(cls, g) -> RankTrace:
@@ -79,7 +85,7 @@ class RankTrace:
         children = [flat[child_ptr[i]:child_ptr[i + 1]] for i in range(n)]
         return cls(str(g.path), ids, g.types.tolist(), g.duration_micros.tolist(),
                    g.is_cpu_op.tolist(), attrs, has, dict(g.pg_name), dict(g.involved_dim),
-                   n_parents, children, g)
+                   n_parents, children, weakref.ref(g))
 
 
 class FifoServer:
