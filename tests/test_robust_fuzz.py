@@ -292,3 +292,21 @@ def test_errors_name_node_ids_above_two_to_the_63_as_written(tmp_path, fixtures_
     node = corpus.comp(big, [12345], 5)  # a data dep on a missing id: ASTRA-sim aborts loading (exit 2)
     outcome, _ = _simulate_json(tmp_path, fixtures_dir, [corpus.comp(1, [], 5), node])
     assert outcome.code == 2 and f"node {big}:" in outcome.stderr, outcome.stderr
+
+
+def test_gzip_bomb_is_refused_before_it_is_expanded(tmp_path):
+    """300 MiB of zeros in 300 KB of gzip: validate refuses it from the compression ratio, under a 3 GiB
+    address-space limit and within seconds, naming the file."""
+    import zlib
+
+    from chakra_pipe.et.framing import MAX_GZIP_RATIO
+
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: gzip container
+    zeros = bytes(1 << 20)
+    data = b"".join(packer.compress(zeros) for _ in range(300)) + packer.flush()
+    assert len(data) * MAX_GZIP_RATIO < 300 << 20
+    bomb = tmp_path / "bomb.0.et.gz"
+    bomb.write_bytes(data)
+    outcome = run_cli(["validate", bomb], timeout=60)
+    assert_clean(outcome, allowed={2})
+    assert f"{bomb}: " in outcome.stderr and "gzip bomb" in outcome.stderr, outcome.stderr

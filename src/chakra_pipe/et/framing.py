@@ -24,6 +24,8 @@ from . import schema
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_LENGTH_BYTES = 5  # ASTRA-sim's reader accepts at most a 5-byte varint32 length prefix
 _CHUNK = 1 << 20
+MAX_GZIP_RATIO = 1000  # decompressed / compressed size beyond which gzip input is refused
+GZIP_FLOOR = 64 << 20  # small files may always expand this far
 
 
 def open_binary(path: str | os.PathLike) -> IO[bytes]:
@@ -38,12 +40,27 @@ def open_binary(path: str | os.PathLike) -> IO[bytes]:
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
-    """The whole decompressed content of a trace file."""
+    """The whole decompressed content of a trace file.
+
+    A gzip file may expand to at most ``MAX_GZIP_RATIO`` times its size (and always to
+    ``GZIP_FLOOR`` bytes): real traces compress about 5-20x, while a small "gzip bomb" would
+    otherwise make every bulk reader allocate gigabytes before the first record is checked.
+    """
     with open_binary(path) as f:
-        try:
+        if not isinstance(f, gzip.GzipFile):
             return f.read()
+        limit = max(GZIP_FLOOR, MAX_GZIP_RATIO * os.fstat(f.fileobj.fileno()).st_size)
+        parts, total = [], 0
+        try:
+            while chunk := f.read(_CHUNK):
+                total += len(chunk)
+                if total > limit:
+                    raise TraceFormatError(f"gzip data expands more than {MAX_GZIP_RATIO}x its compressed size "
+                                           f"(not a trace: a gzip bomb?)", file=str(path), where=f"byte {total - len(chunk)}")
+                parts.append(chunk)
         except (OSError, EOFError, zlib.error) as exc:
             raise TraceFormatError(f"corrupt gzip stream: {exc}", file=str(path)) from None
+        return b"".join(parts)
 
 
 def read_padded(path: str | os.PathLike, pad: int):
