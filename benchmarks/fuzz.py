@@ -9,7 +9,8 @@ byte-level ones, and keeps every failing input:
 Inputs are the committed corpus' rank sets (``tests/data/robust/traces``) plus a generated LLM set
 (DP×TP×PP with process groups). Each case mutates one or two rank files of one set:
 
-* bytes: bit flips, byte overwrites, truncation, insertion, deletion, a huge length prefix;
+* bytes: bit flips, byte overwrites, truncation, insertion, deletion, a huge length prefix, gzip
+  compression (so later edits corrupt a compressed stream);
 * records: drop, duplicate or swap whole records, splice a record from another set, truncate a record;
 * varints inside records: overwrite with 10-byte maximal values (ids, dependency lists, sizes).
 
@@ -23,6 +24,7 @@ per-verb outcome histogram every minute and at the end; exit status 1 when anyth
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import random
 import resource
@@ -82,7 +84,7 @@ def mutate(rng: random.Random, data: bytes, donor: bytes) -> tuple[bytes, str]:
     spans = records(data)[1:]  # node records; the metadata record is left to byte-level edits
     # Record-level edits keep the framing valid more often, so they reach validate and simulate.
     op = rng.choice(["flip", "set", "truncate", "insert", "delete", "huge_prefix", "cut_record", "max_varint",
-                     *["drop_record", "dup_record", "swap_records", "splice"] * 3])
+                     "gzip", *["drop_record", "dup_record", "swap_records", "splice"] * 3])
     if not b:
         return bytes(rng.randrange(256) for _ in range(rng.randint(1, 16))), "random"
     i = rng.randrange(len(b))
@@ -100,6 +102,8 @@ def mutate(rng: random.Random, data: bytes, donor: bytes) -> tuple[bytes, str]:
         b[i:i] = rng.choice([b"\xff\xff\xff\xff\x0f", b"\xff\xff\xff\xff\xff\x01", b"\x80\x80\x80\x80"])
     elif op == "max_varint":
         b[i:i] = b"\xff" * 9 + b"\x01"
+    elif op == "gzip":  # readers detect gzip by magic bytes; later edits then hit the compressed stream
+        b = bytearray(gzip.compress(data, mtime=0))
     elif spans and op == "drop_record":
         s, e = rng.choice(spans)
         del b[s:e]
