@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chakra_pipe.et import TraceSet, attrs, graph_from_bytes, load_graph, read_trace, schema
+from chakra_pipe.et import graph as graph_module
 from chakra_pipe.et.framing import encode_varint
 from chakra_pipe.et.graph import INT_ATTRS
 from chakra_pipe.errors import InputError
@@ -142,7 +145,9 @@ def nodes_strategy(draw):
 def test_compact_graph_equals_protobuf_reading(nodes):
     md = schema.GlobalMetadata(version="1.0.0")
     data = frame_all(md, [n.SerializeToString() for n in nodes])
-    assert_graph_matches(graph_from_bytes(data), nodes)
+    assert_graph_matches(graph_from_bytes(data), nodes)  # small files: record by record
+    with mock.patch.object(graph_module, "_SMALL", 0):  # the vectorised path, whatever the size
+        assert_graph_matches(graph_from_bytes(data), nodes)
 
 
 def test_non_canonical_layouts_fall_back_exactly():
@@ -158,7 +163,8 @@ def test_non_canonical_layouts_fall_back_exactly():
     md = schema.GlobalMetadata()
     normal = schema.Node(id=1, type=4, duration_micros=4)
     data = frame_all(md, [normal.SerializeToString(), odd])
-    g = graph_from_bytes(data)
+    with mock.patch.object(graph_module, "_SMALL", 0):
+        g = graph_from_bytes(data)
     parsed = schema.Node.FromString(odd)
     assert list(parsed.data_deps) == [1, 2] and parsed.duration_micros == 9
     assert_graph_matches(g, [normal, parsed])

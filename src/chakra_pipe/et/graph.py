@@ -28,6 +28,7 @@ STR_ATTRS = ("pg_name",)
 LIST_ATTRS = ("involved_dim",)
 _KNOWN = INT_ATTRS + STR_ATTRS + LIST_ATTRS
 _PAD = 16  # bytes of zero padding after the buffer so vectorised reads never go out of range
+_SMALL = 48  # files with at most this many nodes are decoded record by record
 _VECTOR_STEPS = 64  # non-attribute field steps walked in bulk before falling back per record
 
 _U64 = np.uint64
@@ -249,7 +250,12 @@ class _Decoder:
         self.attr_l: list[np.ndarray] = []
 
     def run(self) -> TraceGraph:
-        self._walk_nodes()
+        if self.n <= _SMALL:
+            # A handful of records costs less through the protobuf runtime than the fixed overhead
+            # of ~100 numpy calls (a 1,024-rank microbenchmark set loads 1,024 one-node files).
+            self.slow[:] = True
+        else:
+            self._walk_nodes()
         deps = self._deps()
         slow = np.flatnonzero(self.slow)
         if len(slow):
@@ -597,6 +603,8 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
                         {k: np.zeros(n, dtype=np.uint8) for k in _KNOWN}, {}, {})
     node, s, end = g.attr_spans
     slow = g.slow.copy()
+    if len(node) <= _SMALL:  # see _Decoder.run: few attributes decode faster one record at a time
+        slow[np.unique(node)] = True
     keep = ~slow[node]
     node, s, end = node[keep], s[keep], end[keep]
     if len(node):
@@ -643,8 +651,13 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
             cols.kind[attr.name][i] = _attrs.KIND_NUMBER[kname] if kname else 0
             if attr.name in cols.value:
                 cols.value[attr.name][i] = int(getattr(attr, kname)) if kname in _attrs.INT_KINDS else 0
-            elif attr.name == "pg_name" and kname == "string_val":
-                cols.pg_name[i] = attr.string_val
-            elif attr.name == "involved_dim" and kname == "bool_list":
+            elif attr.name == "pg_name":  # last one wins, whatever its kind
+                if kname == "string_val":
+                    cols.pg_name[i] = attr.string_val
+                else:
+                    cols.pg_name.pop(i, None)
+            elif kname == "bool_list":
                 cols.involved_dim[i] = list(attr.bool_list.values)
+            else:
+                cols.involved_dim.pop(i, None)
     return cols
