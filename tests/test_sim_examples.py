@@ -404,12 +404,25 @@ def test_dependency_cycle_is_stuck_not_success(tmp_path: Path) -> None:
     assert exc.value.stuck[0] == [3, 4, 5]
 
 
-@pytest.mark.parametrize("size,match", [(-5, "comm_size must be > 0"), ("big", "must be an integer")])
-def test_bad_comm_size_is_invalid_input(tmp_path: Path, size, match: str) -> None:
-    n = make_node(0, schema.COMM_COLL_NODE, comm_type=schema.ALL_REDUCE)
+@pytest.mark.parametrize("ctype,size,match", [(schema.ALL_REDUCE, -5, "comm_size must be >= 0"),
+                                              (schema.ALL_GATHER, 0, "comm_size must be > 0"),
+                                              (schema.ALL_REDUCE, "big", "must be an integer")])
+def test_bad_comm_size_is_invalid_input(tmp_path: Path, ctype: int, size, match: str) -> None:
+    n = make_node(0, schema.COMM_COLL_NODE, comm_type=ctype)
     set_attr(n, "comm_size", size, "string_val" if isinstance(size, str) else None)
     with pytest.raises(InputError, match=match):
         simulate(write_set(tmp_path, [[n]] * 4), ring_hw(4))
+
+
+@pytest.mark.parametrize("kind,ctype", [("AR", schema.ALL_REDUCE), ("RS", schema.REDUCE_SCATTER),
+                                        ("A2A", schema.ALL_TO_ALL)])
+def test_zero_size_collective_runs_minimum_chunks(tmp_path: Path, kind: str, ctype: int) -> None:
+    """Spec §3.2: a chunk below the NPU count becomes one of `total_nodes` bytes and the size is rewritten
+    to splits × total_nodes — so a 0-byte collective (ASTRA-sim 1.0 text workloads' NONE) still costs
+    4 minimum chunks, not zero time."""
+    p, splits = 8, 4
+    res = simulate(write_set(tmp_path, [[coll(0, ctype, size=0)]] * p), ring_hw(p))
+    assert res.finish_ns == [splits * ring_chunk(kind, p, p)] * p
 
 
 # -- groups and memory ---------------------------------------------------------------------------------

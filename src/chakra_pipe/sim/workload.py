@@ -285,8 +285,11 @@ class Workload:
                 name = schema.COMM_TYPE_NAMES.get(ctype, str(ctype))
                 raise self.err(i, f"unsupported collective comm type {name} (ASTRA-sim supports ALL_REDUCE, "
                                   "REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL; BROADCAST is replayed)")
-            if size <= 0:
-                raise self.err(i, f"comm_size must be > 0 for a {kind}, got {size}")
+            # ASTRA-sim rewrites a chunk smaller than the NPU count (0 included) to the minimum chunk,
+            # except for all-gather, whose zero-size chunking divides by zero (spec §3.2).
+            if size < 0 or (size == 0 and ctype == S.ALL_GATHER):
+                raise self.err(i, f"comm_size must be {'> 0' if ctype == S.ALL_GATHER else '>= 0'} "
+                                  f"for a {kind}, got {size}")
             involved = t.involved_dim.get(i)
             pg = t.pg_name.get(i, "")
             group = None
