@@ -116,7 +116,7 @@ def test_cli_run_and_errors(plan, tmp_path, capsys):
     assert "workload 'nope' is not in the plan" in capsys.readouterr().err
     assert main(["sweep", "run", "--plan", str(tmp_path / "missing.json"), "--workload", "ar8", "--shard", "0",
                  "--out", str(out)]) == 2
-    assert "missing.json: cannot read plan" in capsys.readouterr().err
+    assert "missing.json: cannot read" in capsys.readouterr().err
 
 
 def test_wrong_rank_count_is_refused(plan, fixtures_dir, tmp_path):

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..atomic import atomic_open
 from ..errors import InputError
+from ..jsonfile import read_json
 from . import attrs as _attrs
 from . import schema
 from .framing import TraceReader, write_trace
@@ -192,17 +193,7 @@ def node_from_json(obj: Any, loc: _Where, where: str):
 def load_json(src: str | os.PathLike) -> tuple[Any, list]:
     """Parse a chakra-pipe JSON trace into ``(GlobalMetadata, [Node])``."""
     loc = _Where(str(src))
-    try:
-        with open(src, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=str(src)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", file=str(src), where=f"line {exc.lineno} column {exc.colno}") from None
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text (is this a binary .et file?)", file=str(src)) from None
-    except RecursionError:  # json's decoder recurses once per nesting level
-        raise InputError("invalid JSON: nested too deeply for a trace", file=str(src)) from None
+    doc = read_json(src)
     if not isinstance(doc, dict) or "nodes" not in doc or not isinstance(doc["nodes"], list):
         raise loc.fail("top level", 'expected {"metadata": {...}, "nodes": [...]}')
     md_obj = doc.get("metadata") or {}

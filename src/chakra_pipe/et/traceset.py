@@ -7,13 +7,13 @@ A set may carry its communicator groups in ``PREFIX.comm_groups.json`` (ASTRA-si
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..jsonfile import read_json
 from .graph import TraceGraph, load_graph
 
 COMM_GROUPS_SUFFIX = ".comm_groups.json"
@@ -54,12 +54,7 @@ def resolve(trace_or_prefix: str | os.PathLike) -> list[Path]:
 
 def load_comm_groups(path: str | os.PathLike) -> dict[int, list[int]]:
     """Parse an ASTRA-sim comm-group JSON: ``{"<id>": [npu, …]}`` with integer ids > 0."""
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", file=str(path), where=f"line {exc.lineno}") from None
+    raw = read_json(path)
     if not isinstance(raw, dict):
         raise InputError("expected an object {\"<group id>\": [npu, ...]}", file=str(path))
     groups: dict[int, list[int]] = {}

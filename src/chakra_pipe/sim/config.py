@@ -8,13 +8,13 @@ that a sweep can override keys in memory without writing files.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..jsonfile import read_json
 
 ALGORITHMS = ("ring", "oneRing", "direct", "oneDirect", "halvingDoubling", "oneHalvingDoubling",
               "doubleBinaryTree")
@@ -60,17 +60,7 @@ def parse_algorithm(text: Any, source: str, key: str) -> Algorithm:
 
 
 def _load_json(path: str | Path) -> dict:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"invalid JSON: {exc.msg} (line {exc.lineno})", file=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text (byte offset {exc.start})", file=str(path)) from None
-    except RecursionError:
-        raise ConfigError("invalid JSON: nested too deeply", file=str(path)) from None
+    data = read_json(path, error=ConfigError)
     if not isinstance(data, dict):
         raise ConfigError("expected a JSON object", file=str(path))
     return data

@@ -19,6 +19,7 @@ from typing import Any
 from .. import __version__
 from ..atomic import write_json, write_text
 from ..errors import ConfigError, InputError
+from ..jsonfile import read_json
 from .grid import Point, expand
 
 PLAN_VERSION = 1
@@ -183,12 +184,7 @@ class Campaign:
     @classmethod
     def load(cls, path: str | Path) -> Campaign:
         """Read a ``plan.json`` written by :meth:`write`."""
-        try:
-            d = json.loads(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise InputError(f"cannot read plan: {exc.strerror}", file=str(path)) from None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON: {exc.msg}", file=str(path), where=f"line {exc.lineno}") from None
+        d = read_json(path)
         if not isinstance(d, dict) or d.get("plan_version") != PLAN_VERSION:
             raise InputError(f"not a chakra-pipe plan (plan_version {PLAN_VERSION} expected)", file=str(path))
         try:

@@ -1,0 +1,30 @@
+"""Reading a JSON input file with one-line errors (``file: where: what``), never a traceback.
+
+Configs, comm-group files, plans, capture summaries and results are all user-visible inputs; each
+failure mode — unreadable, not UTF-8, malformed, nested past Python's recursion limit — gets the
+same clear message and the caller's error class (``ConfigError`` for configs, else ``InputError``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from .errors import ChakraPipeError, InputError
+
+
+def read_json(path: str | os.PathLike, *, error: type[ChakraPipeError] = InputError) -> Any:
+    """The parsed content of ``path``; any failure raises ``error`` naming the file and position."""
+    file = str(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except OSError as exc:
+        raise error(f"cannot read: {exc.strerror}", file=file) from None
+    except json.JSONDecodeError as exc:
+        raise error(f"invalid JSON: {exc.msg}", file=file, where=f"line {exc.lineno} column {exc.colno}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"not UTF-8 text (byte offset {exc.start})", file=file) from None
+    except RecursionError:
+        raise error("invalid JSON: nested too deeply", file=file) from None
