@@ -107,10 +107,8 @@ def test_broken_astra_sim_key_is_named_with_its_file(tmp_path, which, key, value
     ("network", "", "mapping"),
     ("system", '{"scheduling-policy": "LIFO",', "invalid JSON"),
     ("system", "[1, 2]", "JSON object"),
-    pytest.param("system", "\xff\xfe binary", "", id="system-not-utf8", marks=pytest.mark.xfail(
-        strict=True, reason="sim/config.py _load_json: UnicodeDecodeError is not a ConfigError naming the file")),
-    pytest.param("system", "[" * 100_000 + "]" * 100_000, "", id="system-deeply-nested", marks=pytest.mark.xfail(
-        strict=True, reason="sim/config.py _load_json: RecursionError from json is not a ConfigError naming the file")),
+    ("system", "\xff\xfe binary", "UTF-8"),
+    ("system", "[" * 100_000 + "]" * 100_000, "nested"),
     ("memory", "null", "JSON object"),
 ])
 def test_unparsable_configuration_file_is_named(tmp_path, which, text, what):

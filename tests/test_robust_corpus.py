@@ -16,27 +16,6 @@ from test_robust_support import CORPUS, assert_clean, assert_no_partial_output, 
 MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())
 FRAMING_CASES = [name for name, case in MANIFEST.items() if case["expect"]["info"] == 2]  # undecodable files
 
-# Bugs in stages this module does not own; each is listed in the robustness report with its owner.
-KNOWN_BUGS = {
-    ("cycle", "simulate"): "sim/workload.py: a cycle behind a root never issues, yet the run reports success "
-                           "(check_finished ignores nodes that never became free)",
-    ("negative_comm_size", "simulate"): "sim: comm_size -5 is reported as a deadlock (exit 3), not invalid input",
-    ("comm_size_as_string", "simulate"): "sim: comm_size stored as string is reported as a deadlock (exit 3), "
-                                         "not invalid input",
-}
-
-
-def test_committed_corpus_matches_its_builder(tmp_path):
-    """The bytes in git are exactly what make_corpus.py describes (so the expectations stay true)."""
-    manifest = corpus_builder().build(tmp_path)
-    assert manifest == MANIFEST
-    committed = sorted(p.name for p in (CORPUS / "traces").iterdir())
-    rebuilt = sorted(p.name for p in (tmp_path / "traces").iterdir())
-    assert committed == rebuilt
-    for name in committed:
-        assert (CORPUS / "traces" / name).read_bytes() == (tmp_path / "traces" / name).read_bytes(), name
-
-
 @pytest.fixture(scope="module")
 def hardware(tmp_path_factory, fixtures_dir) -> list[str]:
     """ASTRA-sim flags for a 2-NPU ring (the corpus sets have two ranks)."""
@@ -54,14 +33,8 @@ def _argv(verb: str, prefix: Path, hardware: list[str] | None) -> list[str]:
     return [verb, str(prefix)]
 
 
-def _params():
-    for name in MANIFEST:
-        for verb in ("validate", "info", "simulate"):
-            marks = [pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[(name, verb)])] if (name, verb) in KNOWN_BUGS else []
-            yield pytest.param(name, verb, id=f"{name}-{verb}", marks=marks)
-
-
-@pytest.mark.parametrize("name,verb", list(_params()))
+@pytest.mark.parametrize("name,verb", [pytest.param(name, verb, id=f"{name}-{verb}") for name in MANIFEST
+                                       for verb in ("validate", "info", "simulate")])
 def test_corpus_case_ends_cleanly_with_the_documented_code(name, verb, request):
     hw = request.getfixturevalue("hardware") if verb == "simulate" else None
     prefix = CORPUS / "traces" / name

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_robust_support import CORPUS, assert_clean, call_cli, corpus_builder, run_cli, time_bound
+from test_robust_support import CORPUS, assert_clean, call_cli, chain_bytes, corpus_builder, run_cli, time_bound
 
 from chakra_pipe.errors import ChakraPipeError, TraceFormatError
-from chakra_pipe.et.framing import encode_varint, frame, read_trace
+from chakra_pipe.et.framing import read_trace
+from chakra_pipe.et import graph as graph_module
 from chakra_pipe.et.graph import load_graph
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
@@ -27,13 +28,25 @@ from chakra_pipe.validate.validator import validate_set
 
 BASE = (CORPUS / "traces" / "valid.0.et").read_bytes()
 P2P = (CORPUS / "traces" / "mismatched_tag.0.et").read_bytes()  # also exercises send/recv attributes
+
+
+def _long_base() -> bytes:
+    """The base workload followed by a 60-node compute chain: files of more than ``graph._SMALL`` nodes
+    take the vectorised bulk decoder, smaller ones the record-by-record path; fuzz both."""
+    corpus = corpus_builder()
+    nodes = corpus.base_nodes() + [corpus.comp(i, [i - 1], 1) for i in range(4, 64)]
+    assert len(nodes) > graph_module._SMALL
+    return corpus.encode(nodes)
+
+
+LONG = _long_base()
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @st.composite
 def mutated(draw, base: bytes = BASE) -> bytes:
     """``base`` with 1-4 random edits; positions are drawn relative to the current length."""
-    data = bytearray(draw(st.sampled_from([BASE, P2P])) if base is None else base)
+    data = bytearray(draw(st.sampled_from([BASE, P2P, LONG])) if base is None else base)
     for _ in range(draw(st.integers(1, 4))):
         if not data:
             break
@@ -173,37 +186,34 @@ def test_wrong_attribute_kinds_and_values_end_cleanly(tmp_path, two_rank_hw, ran
 
 
 def test_corrupt_attribute_name_length_at_end_of_file_is_a_format_error(tmp_path):
-    """Regression: a name length pointing past the buffer padding crashed the attribute decoder with
+    """Regression: in the vectorised decoder a name length pointing past the buffer padding crashed with
     IndexError (found by this fuzzer); it must be the protobuf reader's TraceFormatError instead."""
-    data = bytearray(BASE)
+    data = bytearray(LONG)
     at = bytes(data).rindex(b"\x0a\x0btensor_size")
     data[at + 1] = 0x7F  # 127 name bytes claimed, 11 present, file ends a few bytes later
     path = tmp_path / "t.0.et"
     path.write_bytes(bytes(data))
-    graph = load_graph(path)
     with pytest.raises(TraceFormatError, match=r"node record does not parse") as exc:
-        graph.attr_kind
+        load_graph(path).attr_kind  # attributes may decode lazily
     assert exc.value.file == str(path) and exc.value.where.startswith("byte ")
     outcome = call_cli(["validate", path])
     assert_clean(outcome, allowed={2})
 
 
+@pytest.mark.parametrize("length", [3, 60], ids=["record-by-record", "vectorised"])
+def test_uint64_attribute_values_above_int64_read_alike_on_both_decoder_paths(tmp_path, length):
+    """Regression: a uint64 comm_size of 2^64-1 raised OverflowError on the record-by-record path (small
+    files) while the bulk path wrapped it; both must give the same int64 column value."""
+    corpus = corpus_builder()
+    nodes = [corpus.with_attr(corpus.coll(1, []), "comm_size", 2**64 - 1, "uint64_val")]
+    nodes += [corpus.comp(i, [i - 1], 1) for i in range(2, length + 1)]
+    path = tmp_path / "t.0.et"
+    path.write_bytes(corpus.encode(nodes))
+    graph = load_graph(path)
+    assert graph.attr_value["comm_size"][0] == -1 and graph.attr_kind["comm_size"][0] == 13
+
+
 # -- structural extremes, generated at test time --------------------------------------------------
-
-def _chain_bytes(n: int, *, cycle: bool = False, fan_in: int = 0) -> bytes:
-    """``n`` COMP nodes, node i depending on i-1 (and on the previous ``fan_in`` nodes); ``cycle``
-    makes node 2 also depend on node n, so nodes 2..n form one long cycle behind root 1."""
-    out = [frame(schema.GlobalMetadata(version="0.0.4").SerializeToString())]
-    for i in range(1, n + 1):
-        deps = list(range(max(1, i - fan_in), i)) if fan_in else ([i - 1] if i > 1 else [])
-        if cycle and i == 2:
-            deps.append(n)
-        packed = b"".join(encode_varint(d) for d in deps)
-        body = (b"\x08" + encode_varint(i) + b"\x12\x01c\x18\x04"
-                + (b"\x2a" + encode_varint(len(packed)) + packed if deps else b"") + b"\x38\x01")
-        out.append(encode_varint(len(body)) + body)
-    return b"".join(out)
-
 
 def _write_set(directory: Path, name: str, data: bytes) -> Path:
     for rank in range(2):
@@ -219,8 +229,8 @@ def _write_set(directory: Path, name: str, data: bytes) -> Path:
 def test_deep_and_wide_graphs_end_cleanly_without_recursion_limits(tmp_path, fixtures_dir, shape, expect):
     """20,000-deep dependency chains and cycles are far past Python's recursion limit; a 200-way
     fan-in on 2,000 nodes is 400k edges. All must finish in seconds with a clean outcome."""
-    data = {"chain": lambda: _chain_bytes(20_000), "cycle": lambda: _chain_bytes(20_000, cycle=True),
-            "fan_in": lambda: _chain_bytes(2_000, fan_in=200)}[shape]()
+    data = {"chain": lambda: chain_bytes(20_000), "cycle": lambda: chain_bytes(20_000, cycle=True),
+            "fan_in": lambda: chain_bytes(2_000, fan_in=200)}[shape]()
     prefix = _write_set(tmp_path, shape, data)
     net = tmp_path / "ring2.yml"
     net.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
@@ -239,7 +249,7 @@ def test_deep_and_wide_graphs_end_cleanly_without_recursion_limits(tmp_path, fix
 def test_million_node_trace_reads_validates_and_simulates_within_bounds(tmp_path, fixtures_dir):
     """10^6 nodes (17 MB per rank) through the real entry point, each verb under a 3 GiB address-space
     limit and a 10-minute bound; the chain's simulated time is 10^6 × 1 µs (replay mode, §2.4)."""
-    prefix = _write_set(tmp_path, "big", _chain_bytes(1_000_000))
+    prefix = _write_set(tmp_path, "big", chain_bytes(1_000_000))
     graph = load_graph(f"{prefix}.0.et")
     assert len(graph) == 1_000_000 and int(np.count_nonzero(np.diff(graph.data_ptr))) == 999_999
     net = tmp_path / "ring2.yml"

@@ -51,7 +51,6 @@ def _readme() -> str:
     return README.read_text(encoding="utf-8")
 
 
-@pytest.mark.xfail(strict=True, reason="README.md (lead's file): the table lacks 130 (interrupted), which cli.main returns")
 def test_exit_code_table_lists_every_code():
     text = _readme()
     codes = set(_error_classes().values()) | {0} | set(CLI_ONLY_CODES)

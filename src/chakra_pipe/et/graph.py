@@ -650,7 +650,9 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
             kname = attr.WhichOneof("value")
             cols.kind[attr.name][i] = _attrs.KIND_NUMBER[kname] if kname else 0
             if attr.name in cols.value:
-                cols.value[attr.name][i] = int(getattr(attr, kname)) if kname in _attrs.INT_KINDS else 0
+                value = int(getattr(attr, kname)) if kname in _attrs.INT_KINDS else 0
+                # uint64/fixed64 values of 2^63 and more wrap into the int64 column, as the bulk path's view does
+                cols.value[attr.name][i] = value - (1 << 64) if value >= 1 << 63 else value
             elif attr.name == "pg_name":  # last one wins, whatever its kind
                 if kname == "string_val":
                     cols.pg_name[i] = attr.string_val
