@@ -141,11 +141,12 @@ def _graph_accepts(path: str) -> bool:
 
 
 def generated_set(directory: Path) -> Path:
-    """A small DP×TP×PP LLM step (8 ranks, process groups) from the project's own generator."""
+    """A DP×TP×PP LLM step (8 ranks, process groups, 70 nodes per rank: more than the graph loader's
+    record-by-record limit, so the vectorised decoder is fuzzed too) from the project's own generator."""
     from chakra_pipe.cli import main
 
     prefix = directory / "llm" / "t"
-    main(["generate", "llm", "--model", "llama3-8b", "--layers", "2", "--hidden", "256", "--ffn", "512",
+    main(["generate", "llm", "--model", "llama3-8b", "--layers", "8", "--hidden", "256", "--ffn", "512",
           "--heads", "4", "--vocab", "1000", "--seq", "64", "--dp", "2", "--tp", "2", "--pp", "2",
           "--out", str(prefix)])
     return prefix
@@ -155,7 +156,9 @@ def rank_sets(directory: Path) -> list[tuple[Path, int]]:
     """Every decodable corpus set (the undecodable ones are already mutations) and a generated one."""
     manifest = json.loads((CORPUS.parent / "MANIFEST.json").read_text())
     out = [(CORPUS / name, 2) for name, case in sorted(manifest.items()) if case["expect"]["info"] == 0]
-    out.append((generated_set(directory), 8))
+    # The generated set is the only one past the record-by-record limit: draw it as often as all the
+    # corpus sets together.
+    out += [(generated_set(directory), 8)] * len(out)
     return out
 
 
