@@ -27,6 +27,8 @@ from pathlib import Path
 import pytest
 
 from chakra_pipe import cli
+from chakra_pipe.et import schema
+from chakra_pipe.et.framing import encode_varint, frame
 
 CORPUS = Path(__file__).resolve().parent / "data" / "robust"  # committed broken rank sets + their builder
 DOCUMENTED_CODES = {0, 1, 2, 3}
@@ -70,7 +72,7 @@ def _limit_memory() -> None:
 def run_cli(argv: list[str], *, timeout: float = 60, cwd: str | os.PathLike | None = None) -> Outcome:
     """Run ``chakra-pipe ARGV`` in a subprocess; a hang past ``timeout`` fails the test."""
     cmd = [sys.executable, "-m", "chakra_pipe.cli", *map(str, argv)]
-    env = dict(os.environ, PYTHONFAULTHANDLER="", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")  # 2 shared cores: no thread pools
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
                               preexec_fn=_limit_memory)
@@ -121,6 +123,22 @@ def corpus_builder():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def chain_bytes(n: int, *, cycle: bool = False, fan_in: int = 0) -> bytes:
+    """``n`` COMP nodes, node i depending on i-1 (and on the previous ``fan_in`` nodes); ``cycle``
+    makes node 2 also depend on node n, so nodes 2..n form one long cycle behind root 1."""
+    out = [frame(schema.GlobalMetadata(version="0.0.4").SerializeToString())]
+    for i in range(1, n + 1):
+        deps = list(range(max(1, i - fan_in), i)) if fan_in else ([i - 1] if i > 1 else [])
+        if cycle and i == 2:
+            deps.append(n)
+        packed = b"".join(encode_varint(d) for d in deps)
+        body = (b"\x08" + encode_varint(i) + b"\x12\x01c\x18\x04"
+                + (b"\x2a" + encode_varint(len(packed)) + packed if deps else b"") + b"\x38\x01")
+        out.append(encode_varint(len(body)) + body)
+    return b"".join(out)
+
 
 
 # -- the checks themselves must be able to fail ----------------------------------------------------
