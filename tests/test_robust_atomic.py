@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_robust_support import call_cli, leftovers
+from test_robust_support import call_cli, chain_bytes, leftovers
 
 from chakra_pipe.atomic import atomic_open, write_bytes
 
@@ -184,3 +184,19 @@ def test_killed_generate_never_leaves_a_set_that_loads_as_complete(tmp_path):
     except InputError:
         return  # refused: the partial set cannot be mistaken for a complete one
     pytest.fail(f"a killed generate left {loaded} rank files that load as a complete {loaded}-rank set")
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_with_130_one_line_and_no_output(tmp_path):
+    """SIGINT in the middle of a long validate: exit 130, one 'interrupted' line, no --json file."""
+    trace = tmp_path / "big.0.et"
+    trace.write_bytes(chain_bytes(1_000_000))
+    out = tmp_path / "findings.json"
+    proc = subprocess.Popen([sys.executable, "-m", "chakra_pipe.cli", "validate", str(trace), "--json", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)  # past interpreter start-up, inside loading or checking the million nodes
+    assert proc.poll() is None, "validate finished before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.strip() == "chakra-pipe validate: interrupted", err
+    assert not out.exists() and not leftovers(tmp_path)
