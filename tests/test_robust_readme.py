@@ -58,7 +58,6 @@ def test_exit_code_table_lists_every_code():
         assert re.search(rf"^\|\s*{code}\s*\|", text, re.M), f"exit code {code} is not in the README's table"
 
 
-@pytest.mark.xfail(strict=True, reason="README.md (lead's file): CaptureError (capture/runner.py, exit 2) is not in the table")
 def test_every_error_class_is_documented_with_its_exit_code():
     text = _readme()
     missing = []
