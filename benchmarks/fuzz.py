@@ -4,7 +4,7 @@ The CI version is ``tests/test_robust_fuzz.py`` (hypothesis, about a hundred exa
 script runs the same contract for as long as you give it, with structure-aware mutations on top of
 byte-level ones, and keeps every failing input:
 
-    python benchmarks/fuzz.py --minutes 60 [--seed 1] [--out fuzz-findings] [--timeout 30]
+    python benchmarks/fuzz.py --minutes 60 [--seed 1] [--out DIR] [--timeout 30] [--memory-gb 4]
 
 Inputs are the committed corpus' rank sets (``tests/data/robust/traces``) plus a generated LLM set
 (DP×TP×PP with process groups). Each case mutates one or two rank files of one set:
@@ -274,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1, help="random seed: the same seed replays the same cases")
     ap.add_argument("--timeout", type=int, default=30, help="seconds per verb before a case counts as a hang")
     ap.add_argument("--memory-gb", type=float, default=4.0, help="peak resident memory allowed")
-    ap.add_argument("--out", type=Path, default=Path("fuzz-findings"), help="where failing cases are kept")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "out" / "fuzz-findings",
+                    help="where failing cases are kept (default: benchmarks/out/fuzz-findings, git-ignored)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="chakra-fuzz-") as tmp:
         fuzzer = Fuzzer(args, Path(tmp))
