@@ -335,6 +335,7 @@ def test_output_is_byte_identical_across_runs(tmp_path):
     (["--pp", "4", "--layers", "2"], "--pp"),
     (["--dp", "2", "--global-batch", "3"], "--global-batch"),
     (["--heads", "7"], "--heads"),
+    (["--tp", "3"], "--tp"),                                   # 32 heads do not split over 3 TP ranks
     (["--mem-bw", "0"], "--mem-bw"),
     (["--model", "gpt5"], None),
 ])

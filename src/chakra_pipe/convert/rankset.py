@@ -18,7 +18,7 @@ from ..capture.plan import DEFAULT_PG
 from ..errors import InputError
 from ..et import schema
 from ..et.framing import write_trace
-from ..et.traceset import COMM_GROUPS_SUFFIX
+from ..et.traceset import COMM_GROUPS_SUFFIX, write_order
 from ..link.hostet import HostTrace, load_host_trace, load_json_file
 from ..link.kineto import load_kineto
 from ..link.linker import LinkStats, link_traces
@@ -90,14 +90,13 @@ def write_comm_groups(prefix: str, conversions: list[RankConversion]) -> Path:
 def write_rank_set(prefix: str, conversions: list[RankConversion], links: list[LinkStats] | None = None) -> ConvertSummary:
     """Check, then write every rank file and the comm-group JSON."""
     _self_check(conversions, prefix, with_p2p=True)
-    files: list[Path] = []
-    counts: Counter = Counter()
-    for rank, conv in enumerate(conversions):
-        path = Path(f"{prefix}.{rank}.et")
-        write_trace(path, conv.metadata, conv.nodes)
-        files.append(path)
-        counts.update(conv.counts)
     comm_path = write_comm_groups(prefix, conversions)
+    counts: Counter = Counter()
+    for rank in write_order(len(conversions)):
+        conv = conversions[rank]
+        write_trace(f"{prefix}.{rank}.et", conv.metadata, conv.nodes)
+        counts.update(conv.counts)
+    files = [Path(f"{prefix}.{rank}.et") for rank in range(len(conversions))]
     return ConvertSummary(files, comm_path, counts, sum(c.pg_unknown for c in conversions), links or [],
                           sum(c.sync_dropped for c in conversions))
 

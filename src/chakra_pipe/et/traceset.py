@@ -44,6 +44,16 @@ def rank_files(prefix: str | os.PathLike) -> list[Path]:
     return [found[r] for r in range(len(found))]
 
 
+def write_order(npus: int) -> list[int]:
+    """The order in which writers emit a rank set's files: rank 0 last.
+
+    A writer killed midway then leaves ranks 1..k without rank 0, which never loads as a complete
+    (smaller) set; written in rank order it would leave 0..k, indistinguishable from a real k+1-rank set.
+    Companion files (``PREFIX.comm_groups.json``) are written before any rank file for the same reason.
+    """
+    return [*range(1, npus), 0][:npus]
+
+
 def resolve(trace_or_prefix: str | os.PathLike) -> list[Path]:
     """A single ``.et`` file (one rank) or the rank files of a prefix."""
     path = Path(trace_or_prefix)

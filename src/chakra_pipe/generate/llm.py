@@ -41,13 +41,13 @@ from ..atomic import atomic_open, write_json
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
+from ..et.traceset import COMM_GROUPS_SUFFIX, write_order
 from .encode import attr_record, framed
 from .layout import WORLD_PG, Layout
 from .models import DTYPE_BYTES, ModelSpec
 
 GENERATOR_VERSION = "1.0.0"
 BACKEND = "cuda:nccl"
-COMM_GROUPS_SUFFIX = ".comm_groups.json"
 
 
 @dataclass(frozen=True)
@@ -427,6 +427,11 @@ def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.Path
     layout = spec.layout
     if model.moe and model.experts % layout.ep:
         raise InputError(f"ep {layout.ep} must divide the {model.experts} experts", where="--ep")
+    # Megatron splits attention by heads and the MLP by columns: both must divide evenly over TP.
+    for what, value in (("heads", model.heads), ("ffn", model.ffn)):
+        if value % layout.tp:
+            raise InputError(f"tp {layout.tp} must divide the model's {value} {what} (Megatron splits them over TP)",
+                             where="--tp")
     header = global_metadata(model, spec)
     templates: list[list[TemplateNode]] = []
     stage_flops: list[int] = []
@@ -434,8 +439,10 @@ def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.Path
         builder = StageBuilder(model, spec, stage, first, count)
         templates.append(builder.build())
         stage_flops.append(builder.flops)
-    files, total_nodes, total_bytes, total_flops = [], 0, 0, 0
-    for rank in range(layout.world):
+    groups_path = Path(f"{out_prefix}{COMM_GROUPS_SUFFIX}")
+    write_json(groups_path, layout.comm_groups())
+    total_nodes, total_bytes, total_flops = 0, 0, 0
+    for rank in write_order(layout.world):
         stage = layout.coords(rank)[2]
         records = [header]
         if spec.metadata_node:
@@ -445,10 +452,8 @@ def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.Path
         path = Path(f"{out_prefix}.{rank}.et")
         with atomic_open(path, "wb", gzip_output=False) as f:
             f.write(data)
-        files.append(path)
         total_nodes += len(records) - 1
         total_bytes += len(data)
         total_flops += stage_flops[stage]
-    groups_path = Path(f"{out_prefix}{COMM_GROUPS_SUFFIX}")
-    write_json(groups_path, layout.comm_groups())
+    files = [Path(f"{out_prefix}.{rank}.et") for rank in range(layout.world)]
     return GeneratedSet(files, groups_path, total_nodes, total_bytes, total_flops)
