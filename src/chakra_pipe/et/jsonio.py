@@ -17,7 +17,7 @@ from typing import Any
 
 from ..atomic import atomic_open
 from ..errors import InputError
-from ..jsonfile import read_json
+from ..readfile import read_json
 from . import attrs as _attrs
 from . import schema
 from .framing import TraceReader, write_trace

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
-from ..jsonfile import read_json
+from ..readfile import read_json
 from .graph import TraceGraph, load_graph
 
 COMM_GROUPS_SUFFIX = ".comm_groups.json"

@@ -22,8 +22,10 @@ FLOAT_COLUMNS = ("cost", "bottleneck_bandwidth_gbps", "time_x_cost", "speedup")
 INT_COLUMNS = ("npus", *NS_METRICS)
 
 
-def git_commit(cwd: str | Path = ".") -> str:
-    """The checkout's commit (``unknown`` outside git), recorded so a result can be traced to code."""
+def git_commit(cwd: str | Path = Path(__file__).resolve().parent) -> str:
+    """The commit of the chakra-pipe checkout that produced a result (``unknown`` for an installed
+    package outside git) — looked up beside this file, not in the working directory, which under
+    ``snakemake -d DIR`` is another folder."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):

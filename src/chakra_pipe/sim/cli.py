@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--network-configuration", required=True, metavar="NET.yml")
     p.add_argument("--remote-memory-configuration", metavar="MEM.json")
     p.add_argument("--comm-group-configuration", metavar="CG.json",
-                   help="communicator groups {\"id\": [npus]}; a path containing 'empty' means none "
+                   help="communicator groups {\"id\": [npus]}; the value 'empty' means none "
                         "(default: PREFIX.comm_groups.json when present)")
     p.add_argument("--backend", choices=("congestion_unaware", "congestion_aware"), default="congestion_unaware")
     p.add_argument("--num-queues-per-dim", type=int, default=1)
@@ -56,7 +56,9 @@ def _simulate(args) -> int:
     cg_path = args.comm_group_configuration
     groups = None
     if cg_path is not None:
-        groups = {} if "empty" in cg_path else load_comm_groups(cg_path)
+        # ASTRA-sim ignores any path *containing* "empty" (so ".../nonempty/cg.json" silently meant
+        # no groups); only its literal default value means "no groups" here.
+        groups = {} if cg_path == "empty" else load_comm_groups(cg_path)
     ts = TraceSet.load(args.workload_configuration)
     res = simulate(ts, hw, comm_groups=groups, comm_groups_file=cg_path)
     for rank, (t, x) in enumerate(zip(res.finish_ns, res.exposed_comm_ns)):

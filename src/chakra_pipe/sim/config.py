@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..jsonfile import read_json
+from ..readfile import read_json, read_yaml
 
 ALGORITHMS = ("ring", "oneRing", "direct", "oneDirect", "halvingDoubling", "oneHalvingDoubling",
               "doubleBinaryTree")
@@ -216,19 +216,7 @@ class NetworkConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> NetworkConfig:
-        import yaml
-        try:
-            with open(path, encoding="utf-8") as fh:
-                d = yaml.safe_load(fh)
-        except OSError as exc:
-            raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"invalid YAML: {str(exc).splitlines()[0]}", file=str(path)) from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"not UTF-8 text (byte offset {exc.start})", file=str(path)) from None
-        except RecursionError:
-            raise ConfigError("invalid YAML: nested too deeply", file=str(path)) from None
-        return cls.from_dict(d, source=str(path))
+        return cls.from_dict(read_yaml(path, error=ConfigError), source=str(path))
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "<dict>") -> NetworkConfig:

@@ -19,7 +19,7 @@ from typing import Any
 from .. import __version__
 from ..atomic import write_json, write_text
 from ..errors import ConfigError, InputError
-from ..jsonfile import read_json
+from ..readfile import read_json
 from .grid import Point, expand
 
 PLAN_VERSION = 1

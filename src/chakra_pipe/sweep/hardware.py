@@ -7,13 +7,11 @@ misspelt key is caught when the plan is made, naming the config key, instead of 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import ConfigError
+from ..readfile import read_json, read_yaml
 
 SECTIONS = ("network", "system", "memory")
 
@@ -39,14 +37,11 @@ def load_file(path: str | Path, where: str) -> dict[str, Any]:
     """Read a YAML (network) or JSON (system, memory) hardware file into a dict."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read hardware file {p}: {exc.strerror}", file="config", where=where) from None
-    try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{p} is not valid {'JSON' if p.suffix == '.json' else 'YAML'}: "
-                          f"{str(exc).splitlines()[0]}", file="config", where=where) from None
+        data = (read_json if p.suffix == ".json" else read_yaml)(p, error=ConfigError)
+    except ConfigError as exc:  # name the config key that points at the file, then the file's problem
+        what = f"cannot read hardware file {p}: {exc.what.removeprefix('cannot read: ')}" \
+            if exc.what.startswith("cannot read") else f"{p}: {exc.what}"
+        raise ConfigError(what, file="config", where=where) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a mapping of keys", file="config", where=where)
     return data

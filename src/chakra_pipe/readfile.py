@@ -1,6 +1,6 @@
-"""Reading a JSON input file with one-line errors (``file: where: what``), never a traceback.
+"""Reading JSON and YAML input files with one-line errors (``file: where: what``), never a traceback.
 
-Configs, comm-group files, plans, capture summaries and results are all user-visible inputs; each
+Configs, comm-group files, plans, hardware files and results are all user-visible inputs; each
 failure mode — unreadable, not UTF-8, malformed, nested past Python's recursion limit — gets the
 same clear message and the caller's error class (``ConfigError`` for configs, else ``InputError``).
 """
@@ -28,3 +28,21 @@ def read_json(path: str | os.PathLike, *, error: type[ChakraPipeError] = InputEr
         raise error(f"not UTF-8 text (byte offset {exc.start})", file=file) from None
     except RecursionError:
         raise error("invalid JSON: nested too deeply", file=file) from None
+
+
+def read_yaml(path: str | os.PathLike, *, error: type[ChakraPipeError] = InputError) -> Any:
+    """The parsed content of a YAML file (safe loader); failures as for :func:`read_json`."""
+    import yaml
+
+    file = str(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except OSError as exc:
+        raise error(f"cannot read: {exc.strerror}", file=file) from None
+    except yaml.YAMLError as exc:
+        raise error(f"invalid YAML: {str(exc).splitlines()[0]}", file=file) from None
+    except UnicodeDecodeError as exc:
+        raise error(f"not UTF-8 text (byte offset {exc.start})", file=file) from None
+    except RecursionError:
+        raise error("invalid YAML: nested too deeply", file=file) from None
