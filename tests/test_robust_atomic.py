@@ -197,3 +197,16 @@ def test_ctrl_c_ends_with_130_one_line_and_no_output(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and err.strip() == "chakra-pipe validate: interrupted", err
     assert not out.exists() and not leftovers(tmp_path)
+
+
+def test_writing_a_smaller_set_over_an_old_one_leaves_no_stale_ranks(tmp_path):
+    """Two ranks generated over an old four-rank set must load as two ranks, not a mixed set of four."""
+    from chakra_pipe.et.traceset import TraceSet
+
+    prefix = tmp_path / "w"
+    for npus in (4, 2):
+        r = call_cli(["generate", "collective", "--type", "all_reduce", "--npus", npus, "--size", "1MiB",
+                      "--out", prefix])
+        assert r.code == 0, r.stderr
+    assert len(TraceSet.load(prefix).ranks) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.0.et", "w.1.et"]

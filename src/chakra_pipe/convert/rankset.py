@@ -18,7 +18,7 @@ from ..capture.plan import DEFAULT_PG
 from ..errors import InputError
 from ..et import schema
 from ..et.framing import write_trace
-from ..et.traceset import COMM_GROUPS_SUFFIX, write_order
+from ..et.traceset import COMM_GROUPS_SUFFIX, clear_rank_set, write_order
 from ..link.hostet import HostTrace, load_host_trace, load_json_file
 from ..link.kineto import load_kineto
 from ..link.linker import LinkStats, link_traces
@@ -90,6 +90,7 @@ def write_comm_groups(prefix: str, conversions: list[RankConversion]) -> Path:
 def write_rank_set(prefix: str, conversions: list[RankConversion], links: list[LinkStats] | None = None) -> ConvertSummary:
     """Check, then write every rank file and the comm-group JSON."""
     _self_check(conversions, prefix, with_p2p=True)
+    clear_rank_set(prefix)
     comm_path = write_comm_groups(prefix, conversions)
     counts: Counter = Counter()
     for rank in write_order(len(conversions)):

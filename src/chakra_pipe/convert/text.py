@@ -34,7 +34,7 @@ from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
 from ..et.framing import write_trace
-from ..et.traceset import write_order
+from ..et.traceset import clear_rank_set, write_order
 
 POLICIES = ("MICRO", "DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_DLRM",
             "HYBRID_DLRM_ENHANCED")
@@ -296,6 +296,7 @@ def convert_text(input_path: str | os.PathLike, npus: int, out_prefix: str | os.
         for _ in range(num_passes):
             build(emitter, wl.layers, handles)
         nodes_per_npu.append(emitter.nodes)
+    clear_rank_set(out_prefix)
     for npu in write_order(npus):  # written only once every NPU converted cleanly
         write_trace(f"{out_prefix}.{npu}.et", metadata, nodes_per_npu[npu])
     return [Path(f"{out_prefix}.{npu}.et") for npu in range(npus)]

@@ -8,11 +8,11 @@ from .attrs import CANONICAL_KINDS, get_attr, get_int, make_attr, set_attr
 from .framing import TraceReader, iter_nodes, read_trace, write_trace
 from .graph import TraceGraph, graph_from_bytes, load_graph
 from .schema import AttributeProto, GlobalMetadata, IOInfo, Node
-from .traceset import TraceSet, find_rank_files, load_comm_groups, rank_files, resolve, write_order
+from .traceset import TraceSet, clear_rank_set, find_rank_files, load_comm_groups, rank_files, resolve, write_order
 
 __all__ = [
     "AttributeProto", "CANONICAL_KINDS", "GlobalMetadata", "IOInfo", "Node", "TraceGraph",
-    "TraceReader", "TraceSet", "find_rank_files", "get_attr", "get_int", "graph_from_bytes", "iter_nodes",
+    "TraceReader", "TraceSet", "clear_rank_set", "find_rank_files", "get_attr", "get_int", "graph_from_bytes", "iter_nodes",
     "load_comm_groups", "load_graph", "make_attr", "rank_files", "read_trace", "resolve", "schema",
     "set_attr", "write_order", "write_trace",
 ]

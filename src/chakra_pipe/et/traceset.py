@@ -44,6 +44,19 @@ def rank_files(prefix: str | os.PathLike) -> list[Path]:
     return [found[r] for r in range(len(found))]
 
 
+def clear_rank_set(prefix: str | os.PathLike) -> None:
+    """Remove a rank set already at ``prefix`` before a new one is written there.
+
+    Without this, writing 2 ranks over an old 4-rank set leaves a mixed 4-rank set that loads fine.
+    Rank 0 goes first, so even a kill during the clean-up leaves nothing that loads as complete.
+    """
+    if not Path(prefix).parent.is_dir():
+        return
+    for _, path in sorted(find_rank_files(prefix).items()):
+        path.unlink(missing_ok=True)
+    Path(str(prefix) + COMM_GROUPS_SUFFIX).unlink(missing_ok=True)
+
+
 def write_order(npus: int) -> list[int]:
     """The order in which writers emit a rank set's files: rank 0 last.
 

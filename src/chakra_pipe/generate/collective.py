@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
 from ..et.framing import write_trace
-from ..et.traceset import write_order
+from ..et.traceset import clear_rank_set, write_order
 from .sizes import INT64_MAX, size_label
 
 METADATA_VERSION = "0.0.4"  # what ASTRA-sim's example microbenchmarks carry
@@ -74,6 +74,7 @@ class CollectiveSpec:
 def generate_collective(spec: CollectiveSpec, out_prefix: str | os.PathLike) -> list[Path]:
     """Write ``PREFIX.<rank>.et`` for every rank; returns the paths in rank order."""
     metadata = schema.GlobalMetadata(version=METADATA_VERSION)
+    clear_rank_set(out_prefix)
     for rank in write_order(spec.npus):
         write_trace(f"{out_prefix}.{rank}.et", metadata, spec.nodes(rank))
     return [Path(f"{out_prefix}.{rank}.et") for rank in range(spec.npus)]

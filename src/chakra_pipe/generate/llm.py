@@ -41,7 +41,7 @@ from ..atomic import atomic_open, write_json
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
-from ..et.traceset import COMM_GROUPS_SUFFIX, write_order
+from ..et.traceset import COMM_GROUPS_SUFFIX, clear_rank_set, write_order
 from .encode import attr_record, framed
 from .layout import WORLD_PG, Layout
 from .models import DTYPE_BYTES, ModelSpec
@@ -439,6 +439,7 @@ def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.Path
         builder = StageBuilder(model, spec, stage, first, count)
         templates.append(builder.build())
         stage_flops.append(builder.flops)
+    clear_rank_set(out_prefix)
     groups_path = Path(f"{out_prefix}{COMM_GROUPS_SUFFIX}")
     write_json(groups_path, layout.comm_groups())
     total_nodes, total_bytes, total_flops = 0, 0, 0
