@@ -131,9 +131,8 @@ def test_validate_and_simulate_end_cleanly_on_mutated_rank_sets(tmp_path, two_ra
     (tmp_path / "m.1.et").write_bytes(rank1 if rank1_mutated else BASE)
     prefix = str(tmp_path / "m")
     with time_bound(30):
-        try:
-            report = validate_set(prefix)
-            assert report.errors >= 0
+        try:  # a report (any counts) or a documented input error; anything else escaping fails
+            validate_set(prefix)
         except ChakraPipeError as exc:
             assert exc.exit_code == 2 and exc.file, exc.line()
         try:

@@ -36,13 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"chakra-pipe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if not exc.name or not (name + ".").startswith(exc.name + "."):
-                raise
-            continue  # stage not built yet
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 

@@ -39,12 +39,6 @@ class InputError(ChakraPipeError):
     """Any other unusable input (missing file, wrong JSON shape, bad argument value)."""
 
 
-class FindingsError(ChakraPipeError):
-    """Checks ran and found problems (validate, compare)."""
-
-    exit_code = EXIT_FINDINGS
-
-
 class StuckError(ChakraPipeError):
     """A simulation or replay that cannot finish; ``stuck`` maps rank to the blocked node ids."""
 

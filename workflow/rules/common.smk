@@ -7,7 +7,10 @@ from chakra_pipe.sweep.campaign import Campaign, name_pattern
 CAMPAIGN = Campaign.from_config(config)
 # plan.json (grid points, shards, config digest) is written here, when its content changed, rather
 # than by a job: a job's output would mask the per-shard change checks of every shard downstream.
-CAMPAIGN.sync()
+# Only the main process plans: a cluster job re-reading the Snakefile on a node (say, one without
+# torch, which drops capture workloads) must not rewrite the plan under the running workflow.
+if workflow.is_main_process:
+    CAMPAIGN.sync()
 REPORT = CAMPAIGN.report_dir
 DATA = f"{REPORT}/data"
 TRACES = f"{CAMPAIGN.tracedir}/{CAMPAIGN.name}"

@@ -15,7 +15,6 @@ DEFAULT_PG = "0"
 # A record_function label ``chakra_pipe.pg:<pg_name>`` around a collective tells convert its process
 # group; gloo traces carry no per-op PG information otherwise (pytorch-traces.md §7.2).
 PG_LABEL_PREFIX = "chakra_pipe.pg:"
-FLOAT_BYTES = 4
 P2P_TAG = 7
 
 

@@ -49,11 +49,6 @@ NUMBER_KIND: dict[int, str] = {v: k for k, v in KIND_NUMBER.items()}
 _MISSING = object()
 
 
-def kind_of(attr) -> str | None:
-    """The oneof member set on an ``AttributeProto`` (None for an attribute with no value)."""
-    return attr.WhichOneof("value")
-
-
 def value_of(attr) -> Any:
     """Python value of an attribute: scalars as int/float/bool/str/bytes, lists as lists."""
     kind = attr.WhichOneof("value")

@@ -12,7 +12,6 @@ import base64
 import json
 import math
 import os
-from collections.abc import Iterable
 from typing import Any
 
 from ..atomic import atomic_open
@@ -213,6 +212,3 @@ def dejsonize(src: str | os.PathLike, dst: str | os.PathLike) -> int:
     md, nodes = load_json(src)
     return write_trace(dst, md, nodes)
 
-
-def nodes_to_json(nodes: Iterable) -> list[dict[str, Any]]:
-    return [node_to_json(n) for n in nodes]

@@ -13,7 +13,6 @@ from importlib import resources
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-PACKAGE = "ChakraProtoMsg"
 PROTO_FILE = "et_def.proto"
 
 _F = descriptor_pb2.FieldDescriptorProto

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 from ..errors import InputError
 
-ROLES = ("tp", "dp", "ep", "edp")
 WORLD_PG = "0"
 
 

@@ -23,7 +23,6 @@ from ..readfile import read_json
 from .grid import Point, expand
 
 PLAN_VERSION = 1
-MODES = ("auto", "always", "never")
 
 
 @dataclass

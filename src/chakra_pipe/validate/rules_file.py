@@ -25,8 +25,6 @@ SHOW_IDS = 10  # ids quoted in one message
 WORLD_GROUPS = ("", "0")  # pg_name values that mean "all ranks" in ASTRA-sim
 INT_KIND_NUMBERS = sorted(KIND_NUMBER[k] for k in INT_KINDS)
 _INT_NUMBERS = frozenset(INT_KIND_NUMBERS)
-_STRING = KIND_NUMBER["string_val"]
-_BOOL_LIST = KIND_NUMBER["bool_list"]
 # Collectives ASTRA-sim accepts but does not simulate (chakra-format.md §9 item 16).
 _REPLAYED = {schema.BROADCAST}
 _UNSUPPORTED = {schema.REDUCE, schema.GATHER, schema.SCATTER, schema.REDUCE_SCATTER_BLOCK, schema.BARRIER}
