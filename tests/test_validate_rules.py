@@ -349,3 +349,20 @@ def test_cli_exit_codes_and_summary_line(tmp_path, capsys):
     assert lines[-1] == "1 errors, 0 warnings"
     assert lines[0] == f"{bad}: node 2: error: dangling-data-dep: data_deps names ids absent from the file: 5 " \
                        "(every simulator waits for it forever)"
+
+
+def test_simulator_refusals_are_validation_errors(tmp_path):
+    """What the simulator refuses as input must not validate clean: a 0-byte all-gather and a METADATA
+    process group whose pg_name is not an integer (ASTRA-sim numbers those groups pg_name + 1)."""
+    from chakra_pipe.et import attrs as et_attrs
+
+    write(tmp_path / "a.0.et", [coll(1, comm_type=schema.ALL_GATHER, size=0)])
+    (f,) = [f for f in validate_set(tmp_path / "a").findings if f.is_error]
+    assert f.rule == "comm-node" and "0 for an ALL_GATHER" in f.message
+
+    meta = schema.Node(id=5, name="## process_group:init ##", type=schema.METADATA_NODE)
+    meta.inputs.values = "['[{\"pg_name\": \"tp\", \"ranks\": [0]}]']"
+    et_attrs.set_attr(meta, "is_cpu_op", False)
+    write(tmp_path / "m.0.et", [meta, coll(1)])
+    errors = [f for f in validate_set(tmp_path / "m").findings if f.is_error]
+    assert len(errors) == 1 and "'tp' is not an integer" in errors[0].message

@@ -49,6 +49,9 @@ class CollectiveSpec:
             raise InputError(f"need at least 1 NPU, got {self.npus}", where="--npus")
         if not 0 <= self.size <= INT64_MAX:
             raise InputError(f"size {self.size} out of the int64 range", where="--size")
+        if self.size == 0 and self.collective == "all_gather":
+            raise InputError("a 0-byte all_gather cannot be simulated (ASTRA-sim divides by zero chunking it)",
+                             where="--size")
         if self.iterations < 1:
             raise InputError(f"need at least 1 iteration, got {self.iterations}", where="--iterations")
 

@@ -301,6 +301,9 @@ class FileChecker:
                 problems.append(f"comm_type {values['comm_type'][i]} is outside CollectiveCommType 0..9")
             if ok("comm_size") and values["comm_size"][i] < 0:
                 problems.append(f"comm_size {values['comm_size'][i]} is negative")
+            elif (t == schema.COMM_COLL_NODE and ok("comm_size") and ok("comm_type") and values["comm_size"][i] == 0
+                  and values["comm_type"][i] == schema.ALL_GATHER):
+                problems.append("comm_size 0 for an ALL_GATHER (ASTRA-sim divides by zero chunking it)")
             if (t == schema.COMM_SEND_NODE and self.rank is not None and ok("comm_src")
                     and values["comm_src"][i] != self.rank):
                 problems.append(f"comm_src {values['comm_src'][i]} is not this file's rank {self.rank}")
@@ -367,6 +370,9 @@ def parse_process_groups(values: str) -> tuple[dict[str, list[int]], str]:
     for k, entry in enumerate(table):
         if not isinstance(entry, dict) or not isinstance(entry.get("pg_name"), str):
             return {}, f"process group #{k} has no string pg_name"
+        if not entry["pg_name"].isdigit():
+            return {}, (f"process group pg_name {entry['pg_name']!r} is not an integer (ASTRA-sim numbers "
+                        "METADATA groups pg_name + 1)")
         ranks = entry.get("ranks")
         if not (isinstance(ranks, list) and all(isinstance(r, int) and not isinstance(r, bool) and r >= 0
                                                 for r in ranks)):
