@@ -27,9 +27,9 @@ from .plan import SLOT_COMM, SLOT_COMP, SLOT_CPU, SLOT_NONE, RankPlan
 # starves gloo's worker threads when ranks outnumber cores (8 ranks on 2 cores hung for minutes);
 # a nap bounds the added latency per completion to about one sleep quantum (~0.1 ms on Linux).
 # Busy-waits the engine can date (``Engine.due``) are neither napped nor yielded through.
-_SPIN_POLLS = 200
-_BACKOFF_S = 50e-6
-_BACKOFF_NS = int(_BACKOFF_S * 1e9)
+SPIN_POLLS = 200
+BACKOFF_S = 50e-6
+BACKOFF_NS = int(BACKOFF_S * 1e9)
 
 
 class Engine(Protocol):
@@ -170,10 +170,10 @@ def run_iteration(plan: RankPlan, engine: Engine, deadline_ns: int,
         idle += 1
         if _due_soon(engine, busy, clock()):
             continue  # a busy-wait is ending: hold the core (a yield can cost a whole time slice)
-        if idle < _SPIN_POLLS:
+        if idle < SPIN_POLLS:
             os.sched_yield()
         else:
-            time.sleep(_BACKOFF_S)
+            time.sleep(BACKOFF_S)
     return IterationTiming(clock() - t0, start, end)
 
 
@@ -182,7 +182,7 @@ def _due_soon(engine: Engine, busy: dict, now: int) -> bool:
     for item in busy.values():
         if item is not None:
             due = engine.due(item[1])
-            if due is not None and due - now < 2 * _BACKOFF_NS:
+            if due is not None and due - now < 2 * BACKOFF_NS:
                 return True
     return False
 

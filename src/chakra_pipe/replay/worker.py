@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..atomic import write_json
 from . import status as st
-from .executor import NodeFailed, ReplayTimeout, run_iteration
+from .executor import BACKOFF_S, SPIN_POLLS, NodeFailed, ReplayTimeout, run_iteration
 
 EXIT_FAILED, EXIT_TIMEOUT = 1, 3
 
@@ -122,10 +122,17 @@ class _BarrierTimeout(Exception):
 def _barrier(dist, deadline: int) -> None:
     """Align ranks between iterations without ever blocking past the deadline."""
     work = dist.barrier(async_op=True)
+    polls = 0
     while not work.is_completed():
         if time.monotonic_ns() > deadline:
             raise _BarrierTimeout()
-        os.sched_yield()
+        # The executor's polling policy: yield for a while, then nap, so gloo's worker threads are
+        # not starved when ranks outnumber cores.
+        polls += 1
+        if polls < SPIN_POLLS:
+            os.sched_yield()
+        else:
+            time.sleep(BACKOFF_S)
     work.wait()
 
 
