@@ -14,7 +14,7 @@ import pytest
 
 from chakra_pipe.errors import InputError
 from chakra_pipe.report import leaderboard
-from chakra_pipe.report.aggregate import aggregate, write_results
+from chakra_pipe.report.aggregate import aggregate, read_results, write_results
 from chakra_pipe.report.build import build
 from chakra_pipe.report.plots import PLOTS, pareto_front
 from chakra_pipe.report.schema import METRIC_NAMES, NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS
@@ -258,3 +258,19 @@ def test_cli_verbs_and_their_errors(tmp_path, capsys):
     capsys.readouterr()
     assert main(["report", "build", "--plan", camp.plan_path, "--results", str(tmp_path / "none.parquet")]) == 2
     assert "none.parquet: results table not found" in capsys.readouterr().err
+
+
+def test_results_csv_reads_back_like_the_parquet_and_builds(tmp_path):
+    """`report build --results results.csv` must see the same table as the parquet file: empty text
+    cells (a point with no settings) stay text, not NaN floats that crash the plots."""
+    camp = _plan(tmp_path)
+    _write_shards(camp)
+    out = tmp_path / "out"
+    write_results(aggregate(camp, commit="x"), out)
+    from_csv, from_parquet = read_results(out / "results.csv"), read_results(out / "results.parquet")
+    pd.testing.assert_frame_equal(from_csv, from_parquet, check_dtype=False)
+    build(camp, from_csv, tmp_path / "report")
+    assert (tmp_path / "report" / "report.html").stat().st_size > 0
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match="not a results table"):
+        read_results(tmp_path / "other.csv")

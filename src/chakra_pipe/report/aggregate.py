@@ -108,12 +108,7 @@ def aggregate(plan: Campaign, commit: str | None = None):
                           "platform": "host", "backend": backend, "npus": str(w.npus), "status": "ok",
                           "step_time_ns": str(ns), "trace_sha256": sha_by_workload.get(w.name, "")})
     df = pd.concat([simulated, pd.DataFrame(extra, dtype=str)], ignore_index=True) if extra else simulated
-    df = df.reindex(columns=RESULT_COLUMNS, fill_value="").astype(object)
-    df = df.where(df.notna(), "")
-    for col in INT_COLUMNS:
-        df[col] = pd.to_numeric(df[col].replace("", None), errors="raise").astype("Int64")
-    for col in FLOAT_COLUMNS:
-        df[col] = pd.to_numeric(df[col].replace("", None), errors="raise").astype("float64")
+    df = _typed(df.reindex(columns=RESULT_COLUMNS, fill_value=""))
     ok = df["status"] == "ok"
     df["time_x_cost"] = (df["step_time_ns"].astype("float64") * df["cost"]).where(ok)
     base = {}
@@ -147,12 +142,37 @@ def write_results(df, out_dir: str | Path) -> tuple[Path, Path]:
     return out / "results.parquet", out / "results.csv"
 
 
+def _typed(df):
+    """Result columns as text, with the integer and float metrics typed ("" = not applicable)."""
+    import pandas as pd
+
+    df = df.astype(object)
+    df = df.where(df.notna(), "")
+    for col in INT_COLUMNS:
+        df[col] = pd.to_numeric(df[col].replace("", None), errors="raise").astype("Int64")
+    for col in FLOAT_COLUMNS:
+        df[col] = pd.to_numeric(df[col].replace("", None), errors="raise").astype("float64")
+    return df
+
+
 def read_results(path: str | Path):
+    """A results table written by :func:`write_results`, checked and typed the same way from either
+    format (a CSV's empty text cells must not come back as NaN floats)."""
     import pandas as pd
 
     try:
-        return pd.read_parquet(path) if str(path).endswith(".parquet") else pd.read_csv(path)
+        if str(path).endswith(".parquet"):
+            df = pd.read_parquet(path)
+        else:
+            df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
     except FileNotFoundError:
         raise InputError("results table not found (run `chakra-pipe report aggregate`)", file=str(path)) from None
-    except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
-        raise InputError(f"unreadable results table: {exc}", file=str(path)) from None
+    except (OSError, ValueError) as exc:  # pyarrow's and pandas' parse errors derive from these
+        raise InputError(f"unreadable results table: {str(exc).splitlines()[0]}", file=str(path)) from None
+    if tuple(df.columns) != tuple(RESULT_COLUMNS):
+        raise InputError(f"not a results table of this version (expected the {len(RESULT_COLUMNS)} columns "
+                         "`report aggregate` writes)", file=str(path))
+    try:
+        return _typed(df)
+    except ValueError as exc:
+        raise InputError(f"a metric column holds a non-number: {exc}", file=str(path)) from None
