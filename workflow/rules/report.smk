@@ -1,11 +1,9 @@
 # Leaderboards, plots, summary.json and the HTML page; then the standing leaderboard across campaigns.
 
-PLOT_FILES = {
-    "step_time_vs_bandwidth.png": "step_time_vs_bandwidth.rst",
-    "breakdown.png": "breakdown.rst",
-    "pareto_cost_time.png": "pareto_cost_time.rst",
-    "fidelity.png": "fidelity.rst",
-}
+from chakra_pipe.report.plots import PLOTS
+
+# One caption (workflow/report/<plot>.rst) per plot the report package draws.
+PLOT_FILES = {name: name.removesuffix(".png") + ".rst" for name in PLOTS}
 
 
 rule report:
