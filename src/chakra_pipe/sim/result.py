@@ -52,7 +52,7 @@ class SimResult:
     idle_ns: list[int] = field(default_factory=list)
     collectives: list[CollectiveRecord] = field(default_factory=list)
     messages: int = 0
-    _nodes: list = field(default_factory=list, repr=False)  # (rank, node_id, name, slot, type, start, end)
+    _workloads: list = field(default_factory=list, repr=False)  # per-rank issue loops, for timeline()
 
     def add_collective(self, rank: int, node_id: int, kind: str, nbytes: int, group: str, start: int,
                        end: int) -> None:
@@ -64,17 +64,12 @@ class SimResult:
         for c in self.collectives:
             comm_by_rank.setdefault(c.rank, []).append((c.start_ns, c.end_ns))
         for w in workloads:
-            t = w.t
             self.finish_ns.append(w.finish_ns)
             self.compute_ns.append(w.tics_gpu)
             self.exposed_comm_ns.append(w.finish_ns - w.tics_gpu)
             self.comm_ns.append(_union(comm_by_rank.get(w.rank, [])))
-            spans = []
-            for i, (s, e) in enumerate(zip(w.start, w.end)):
-                if s >= 0:
-                    spans.append((s, e))
-                    self._nodes.append((w.rank, t.ids[i], i, w, SLOT_NAMES[w.slot(i)], t.types[i], s, e))
-            self.idle_ns.append(w.finish_ns - _union(spans))
+            self.idle_ns.append(w.finish_ns - _union([(s, e) for s, e in zip(w.start, w.end) if s >= 0]))
+        self._workloads = list(workloads)
 
     def comm_time_by_type_ns(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -102,8 +97,10 @@ class SimResult:
         Node names come from the simulated ``TraceSet``; call this while it is alive (the result keeps
         no strong reference to the traces), otherwise events are named ``node <id>``.
         """
+        nodes = [(w.rank, w.t.ids[i], i, w, SLOT_NAMES[w.slot(i)], w.t.types[i], s, e)
+                 for w in self._workloads for i, (s, e) in enumerate(zip(w.start, w.end)) if s >= 0]
         events = []
-        for rank, node_id, i, w, slot, ty, s, e in sorted(self._nodes, key=lambda n: (n[0], n[6], n[1])):
+        for rank, node_id, i, w, slot, ty, s, e in sorted(nodes, key=lambda n: (n[0], n[6], n[1])):
             graph = w.t.graph
             name = (graph.name(i) if graph is not None else "") or f"node {node_id}"
             events.append({"name": name, "ph": "X", "pid": rank, "tid": slot,
