@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass
 
 BUILTIN_MODELS = ("mlp", "resnet-tiny", "gpt-tiny")
 # Process-group name of the default group in PyTorch traces (``process_group:init``).
-DEFAULT_PG = "0"
 # A record_function label ``chakra_pipe.pg:<pg_name>`` around a collective tells convert its process
 # group; gloo traces carry no per-op PG information otherwise (pytorch-traces.md §7.2).
 PG_LABEL_PREFIX = "chakra_pipe.pg:"

@@ -22,10 +22,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..capture.plan import DEFAULT_PG, PG_LABEL_PREFIX
+from ..capture.plan import PG_LABEL_PREFIX
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
+from ..et.traceset import WORLD_PG
 from ..link.hostet import PG_INIT_MARK, HostTrace, attr, device_of, is_root, is_thread, process_groups
 from .check import cycle_node
 from .collectives import (DTYPE_BYTES, Comm, from_c10d, from_record_param_comms, kernel_kind,
@@ -54,14 +55,14 @@ class ProcessGroups:
     world_size: int = 1
 
     def chakra_name(self, pg: str) -> str:
-        if pg in ("", DEFAULT_PG):
-            return DEFAULT_PG
+        if pg in ("", WORLD_PG):
+            return WORLD_PG
         if pg.isdigit() and int(pg) > 0:
             return str(int(pg))
         numeric = [int(n) for n in self.members if n.isdigit()]
         others = sorted(n for n in self.members if not n.isdigit())
         base = max(numeric, default=0) + 1
-        return str(base + others.index(pg)) if pg in others else DEFAULT_PG
+        return str(base + others.index(pg)) if pg in others else WORLD_PG
 
     def ranks_of(self, pg: str) -> list[int]:
         ranks = self.members.get(pg)
@@ -81,7 +82,7 @@ def process_groups_of(trace: HostTrace, table: list[dict[str, Any]]) -> ProcessG
         if isinstance(g.get("pg_name"), str):
             ranks = g.get("ranks")
             pgs.members[g["pg_name"]] = [r for r in ranks if isinstance(r, int)] if isinstance(ranks, list) and ranks else None
-            if g["pg_name"] == DEFAULT_PG and isinstance(g.get("group_size"), int) and not isinstance(world, int):
+            if g["pg_name"] == WORLD_PG and isinstance(g.get("group_size"), int) and not isinstance(world, int):
                 world = g["group_size"]
     for g in info.get("pg_config") or []:
         if isinstance(g, dict) and isinstance(g.get("pg_name"), str) and isinstance(g.get("ranks"), list):
@@ -352,7 +353,7 @@ class _Converter:
         unknown = 0
         pg = comm.pg_name or self.label[n["id"]]  # labels are inherited down the call tree
         if not pg:
-            pg = DEFAULT_PG
+            pg = WORLD_PG
             unknown = int(len(self.groups.members) > 1)
         where = f"node {n['id']}"
         if not 0 <= comm.size <= _INT64[1]:
@@ -372,7 +373,7 @@ class _Converter:
             set_attr(out, "comm_tag", comm.tag)
         name = self.groups.chakra_name(pg)
         set_attr(out, "pg_name", name)
-        if name != DEFAULT_PG:
+        if name != WORLD_PG:
             used.add(pg)
         return unknown
 

@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import write_json
-from ..capture.plan import DEFAULT_PG
 from ..errors import InputError
 from ..et import schema
 from ..et.framing import write_trace
-from ..et.traceset import COMM_GROUPS_SUFFIX, clear_rank_set, write_order
+from ..et.traceset import COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, write_order
 from ..link.hostet import HostTrace, load_host_trace, load_json_file
 from ..link.kineto import load_kineto
 from ..link.linker import LinkStats, link_traces
@@ -76,7 +75,7 @@ def write_comm_groups(prefix: str, conversions: list[RankConversion]) -> Path:
     for rank, conv in enumerate(conversions):
         for pg in sorted(set(conv.groups.members) | conv.used_pgs):
             name = conv.groups.chakra_name(pg)
-            if name == DEFAULT_PG:
+            if name == WORLD_PG:
                 continue
             members = conv.groups.ranks_of(pg)
             if groups.setdefault(name, members) != members:

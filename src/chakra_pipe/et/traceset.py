@@ -17,6 +17,8 @@ from ..readfile import read_json
 from .graph import TraceGraph, load_graph
 
 COMM_GROUPS_SUFFIX = ".comm_groups.json"
+WORLD_PG = "0"  # the pg_name writers give collectives on the default group of all ranks
+WORLD_PG_NAMES = frozenset({"", "0"})  # pg_name values that select that group (ASTRA-sim §2.5)
 
 
 def find_rank_files(prefix: str | os.PathLike) -> dict[int, Path]:

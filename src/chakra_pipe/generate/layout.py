@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import InputError
+from ..et.traceset import WORLD_PG
 
-WORLD_PG = "0"
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,9 @@ from ..atomic import atomic_open, write_json
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
-from ..et.traceset import COMM_GROUPS_SUFFIX, clear_rank_set, write_order
+from ..et.traceset import COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, write_order
 from .encode import attr_record, framed
-from .layout import WORLD_PG, Layout
+from .layout import Layout
 from .models import DTYPE_BYTES, ModelSpec
 
 GENERATOR_VERSION = "1.0.0"

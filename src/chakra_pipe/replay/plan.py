@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import InputError, StuckError
 from ..et import schema
-from ..et.traceset import TraceSet
+from ..et.traceset import WORLD_PG_NAMES, TraceSet
 
 # Slots (astra-sim-semantics.md §2.3). RECV never occupies one.
 SLOT_CPU, SLOT_COMP, SLOT_COMM, SLOT_NONE = 0, 1, 2, 3
@@ -129,7 +129,7 @@ def _group_key(name: str) -> tuple[int, int, str]:
 
 
 def canonical_group(pg_name: str) -> str:
-    return WORLD if pg_name in ("", "0") else pg_name
+    return WORLD if pg_name in WORLD_PG_NAMES else pg_name
 
 
 def _collect_groups(ts: TraceSet, world: int) -> dict[str, tuple[int, ...]]:

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from ..et import schema
 from ..et.attrs import INT_KINDS, KIND_NUMBER
+from ..et.traceset import WORLD_PG_NAMES
 from .system.sys import Group
 
 S = schema
@@ -296,7 +297,7 @@ class Workload:
             if involved is None:
                 group = self.groups.get(pg)
                 if group is None:
-                    if pg in ("", "0"):
+                    if pg in WORLD_PG_NAMES:
                         group = self.groups[""]
                     else:
                         raise self.err(i, f"pg_name {pg!r} names no communicator group")

@@ -18,11 +18,11 @@ from ..et import schema
 from ..et.attrs import CANONICAL_KINDS, INT_KINDS, KIND_NUMBER, NUMBER_KIND
 from ..et.framing import GZIP_MAGIC, parse_node
 from ..et.graph import TraceGraph
+from ..et.traceset import WORLD_PG_NAMES
 from .findings import ERROR, WARNING, Finding
 from .graphalgo import find_cycle, issue_order, resolved_parents
 
 SHOW_IDS = 10  # ids quoted in one message
-WORLD_GROUPS = ("", "0")  # pg_name values that mean "all ranks" in ASTRA-sim
 INT_KIND_NUMBERS = sorted(KIND_NUMBER[k] for k in INT_KINDS)
 _INT_NUMBERS = frozenset(INT_KIND_NUMBERS)
 # Collectives ASTRA-sim accepts but does not simulate (chakra-format.md §9 item 16).
@@ -345,7 +345,7 @@ class FileChecker:
     def check_pg_names(self) -> None:
         known = self.comm_group_names | set(self.metadata_groups)
         for i, name in sorted(self.g.pg_name.items()):
-            if name in WORLD_GROUPS or name in known:
+            if name in WORLD_PG_NAMES or name in known:
                 continue
             listed = ", ".join(sorted(known, key=lambda s: (len(s), s))) or "none"
             self.add(i, "pg-name", ERROR, f"pg_name {name!r} names no communicator group (known: {listed})")

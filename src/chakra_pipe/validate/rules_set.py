@@ -15,7 +15,8 @@ import numpy as np
 from ..et import schema
 from ..et.graph import TraceGraph
 from .findings import ERROR, Finding
-from .rules_file import COMM_REQUIRED, INT_KIND_NUMBERS, WORLD_GROUPS, FileResult, id_list
+from ..et.traceset import WORLD_PG_NAMES
+from .rules_file import COMM_REQUIRED, INT_KIND_NUMBERS, FileResult, id_list
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def group_members(ranks: list[RankView], comm_groups: dict[int, list[int]] | Non
                                         f"{defined_by[name]} defines it as {id_list(groups[name])}"))
     for gid, members in (comm_groups or {}).items():
         groups[str(gid)] = list(members)
-    for name in WORLD_GROUPS:
+    for name in WORLD_PG_NAMES:
         groups[name] = world
     return groups
 
@@ -75,7 +76,7 @@ def collective_sequences(view: RankView) -> dict[str, list[Collective]]:
     seqs: dict[str, list[Collective]] = defaultdict(list)
     for i in coll.tolist():
         name = g.pg_name.get(i, "")
-        seqs["" if name in WORLD_GROUPS else name].append(
+        seqs["" if name in WORLD_PG_NAMES else name].append(
             Collective(int(g.ids[i]), int(ctype[i]), int(csize[i])))
     return seqs
 

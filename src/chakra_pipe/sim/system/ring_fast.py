@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...et.traceset import WORLD_PG_NAMES
 from ..network.common import bytes_per_ns
 from .algorithm import AR, RS
 from .ring import Ring
@@ -185,7 +186,7 @@ def aware_fast_path_is_exact(trace_set, hw, groups: dict | None) -> bool:
         return False
     banned = np.asarray([schema.COMM_SEND_NODE, schema.COMM_RECV_NODE, schema.METADATA_NODE])
     for g in trace_set.ranks:
-        if np.isin(g.types, banned).any() or any(v not in ("", "0") for v in g.pg_name.values()):
+        if np.isin(g.types, banned).any() or any(v not in WORLD_PG_NAMES for v in g.pg_name.values()):
             return False
     return True
 
