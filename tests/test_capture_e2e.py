@@ -170,3 +170,18 @@ def test_a_failing_rank_stops_the_capture_with_one_line(tmp_path: Path, torch_en
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("chakra-pipe capture: error:") and "RuntimeError: boom on rank" in last
     assert not list((tmp_path / "cap").glob("*.gz")) and not (tmp_path / "cap" / "capture.json").exists()
+
+
+@pytest.mark.slow
+def test_a_hanging_train_step_ends_at_the_timeout_with_nothing_left(tmp_path: Path, torch_env):
+    script = tmp_path / "hang.py"
+    script.write_text("import time\n\ndef train_step(rank, world_size):\n    time.sleep(3600)\n")
+    r = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "capture", "--model", str(script), "--ranks", "2",
+                        "--backend", "gloo", "--timeout", "8", "--out", str(tmp_path / "cap")], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2
+    last = r.stderr.strip().splitlines()[-1]
+    assert "did not finish within --timeout 8 s" in last and "Traceback" not in r.stderr
+    assert not list((tmp_path / "cap").iterdir())
+    ps = subprocess.run(["pgrep", "-f", str(script)], capture_output=True, text=True)
+    assert ps.stdout.strip() == "", "a rank outlived the capture"

@@ -16,6 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=1, help="profiled steps (after one profiler warm-up step)")
     p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
     p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                   help="give up (and kill every rank) after S seconds (default 600)")
     p.set_defaults(func=_capture)
 
 
@@ -23,6 +25,6 @@ def _capture(args) -> int:
     from .runner import CaptureConfig, run_capture
 
     path = run_capture(CaptureConfig(model=args.model, ranks=args.ranks, steps=args.steps,
-                                     backend=args.backend, out=args.out))
+                                     backend=args.backend, out=args.out, timeout_s=args.timeout))
     print(f"capture: wrote {path}")
     return 0

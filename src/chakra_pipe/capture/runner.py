@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..atomic import atomic_open, write_json
 from ..errors import ChakraPipeError, InputError
+from ..torchdist import resolve_backend
 from .plan import BUILTIN_MODELS, explicit_calls, sub_group_ranks
 
 WARMUP_STEPS = 2
@@ -36,6 +37,7 @@ class CaptureConfig:
     steps: int
     backend: str
     out: Path
+    timeout_s: float = 600.0  # the whole capture, so a train_step that never returns cannot hang a job
 
     @property
     def is_script(self) -> bool:
@@ -59,18 +61,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def resolve_backend(requested: str, ranks: int) -> str:
-    """``auto`` means nccl when there is one GPU per rank, gloo otherwise."""
-    import torch
-
-    if requested == "auto":
-        return "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= ranks else "gloo"
-    if requested == "nccl" and not (torch.cuda.is_available() and torch.cuda.device_count() >= ranks):
-        raise InputError(f"--backend nccl needs {ranks} GPUs, found "
-                         f"{torch.cuda.device_count() if torch.cuda.is_available() else 0}", where="--backend")
-    return requested
 
 
 def _load_user_step(path: str, rank: int, world_size: int):
@@ -149,12 +139,29 @@ def _worker(rank: int, cfg: CaptureConfig, backend: str, port: int, scratch: str
         raise
 
 
+def _spawn_with_deadline(mp, cfg: CaptureConfig, backend: str, scratch: str) -> None:
+    """Run the ranks; past ``cfg.timeout_s`` kill them all and fail naming the timeout."""
+    ctx = mp.spawn(_worker, args=(cfg, backend, free_port(), scratch), nprocs=cfg.ranks, join=False)
+    deadline = time.monotonic() + cfg.timeout_s
+    while not ctx.join(timeout=0.5):  # raises if a rank failed
+        if time.monotonic() > deadline:
+            for proc in ctx.processes:
+                if proc.is_alive():
+                    proc.kill()
+            for proc in ctx.processes:
+                proc.join()
+            raise CaptureError(f"the capture did not finish within --timeout {cfg.timeout_s:g} s "
+                               "(a train_step that never returns, or a rank waiting on a peer)", file=str(cfg.out))
+
+
 def run_capture(cfg: CaptureConfig) -> Path:
     """Spawn the ranks, collect their traces and write ``capture.json``; returns its path."""
     if cfg.ranks < 1:
         raise InputError("must be >= 1", where="--ranks")
     if cfg.steps < 1:
         raise InputError("must be >= 1", where="--steps")
+    if not cfg.timeout_s > 0:
+        raise InputError("must be > 0 seconds", where="--timeout")
     if cfg.is_script and not Path(cfg.model).is_file():
         raise InputError("no such script", file=cfg.model)
     if not cfg.is_script and cfg.model not in BUILTIN_MODELS:
@@ -166,14 +173,16 @@ def run_capture(cfg: CaptureConfig) -> Path:
     except ImportError:
         raise InputError("capture needs PyTorch: pip install 'chakra-pipe[torch]'") from None
 
-    backend = resolve_backend(cfg.backend, cfg.ranks)
+    backend, _ = resolve_backend(cfg.backend, cfg.ranks)
     cfg.out.mkdir(parents=True, exist_ok=True)
     wall0 = time.perf_counter()
     # Ranks write into a scratch folder inside DIR; traces move into DIR only once every rank has
     # succeeded, so a failed capture never leaves a partial rank set behind.
     with tempfile.TemporaryDirectory(prefix=".capture-", dir=cfg.out) as scratch:
         try:
-            mp.spawn(_worker, args=(cfg, backend, free_port(), scratch), nprocs=cfg.ranks, join=True)
+            _spawn_with_deadline(mp, cfg, backend, scratch)
+        except CaptureError:
+            raise
         except Exception as exc:  # a rank failed: report its first line, not a traceback
             msgs = sorted(f"rank {p.stem[len('error'):]}: " + p.read_text().splitlines()[0]
                           for p in Path(scratch).glob("error*.txt"))

@@ -25,6 +25,7 @@ from pathlib import Path
 from ..atomic import write_json
 from ..errors import ChakraPipeError, EXIT_FINDINGS, InputError, StuckError
 from ..et.traceset import TraceSet
+from ..torchdist import resolve_backend
 from . import status as st
 from .plan import WORLD, ReplayPlan, build_plan
 from .result import assemble
@@ -61,11 +62,10 @@ def run_replay(cfg: ReplayConfig) -> dict:
         raise InputError(f"the trace has {plan.world_size} ranks; --ranks {cfg.ranks} cannot replay it",
                          file=cfg.prefix, where="--ranks")
     try:
-        import torch
         import torch.distributed as dist
     except ImportError:
         raise InputError("replay needs PyTorch: pip install 'chakra-pipe[torch]'") from None
-    backend, device = resolve_backend(cfg.backend, plan.world_size, torch)
+    backend, device = resolve_backend(cfg.backend, plan.world_size)
     settings = {"backend": backend, "compute": cfg.compute, "iterations": cfg.iterations, "warmup": cfg.warmup,
                 "timeout_s": cfg.timeout_s}
     run = Path(tempfile.mkdtemp(prefix="chakra-replay-"))
@@ -101,17 +101,6 @@ def _check_settings(cfg: ReplayConfig) -> None:
         raise InputError("must be > 0 seconds", where="--timeout")
     if cfg.ranks is not None and cfg.ranks < 1:
         raise InputError("must be >= 1", where="--ranks")
-
-
-def resolve_backend(requested: str, world: int, torch) -> tuple[str, str]:
-    """(backend, device): NCCL on one GPU per rank where there are enough GPUs, else gloo on CPU."""
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    nccl_ok = gpus >= world and torch.distributed.is_nccl_available()
-    if requested == "nccl" and not nccl_ok:
-        raise InputError(f"nccl needs one GPU per rank: {world} ranks, {gpus} GPU(s) visible", where="--backend")
-    if requested == "nccl" or (requested == "auto" and nccl_ok):
-        return "nccl", "cuda"
-    return "gloo", "cpu"
 
 
 def _write_job(run: Path, plan: ReplayPlan, backend: str, device: str, port: int, cfg: ReplayConfig,
