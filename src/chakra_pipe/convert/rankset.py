@@ -15,10 +15,11 @@ from pathlib import Path
 
 from ..atomic import write_json
 from ..errors import InputError
+from ..readfile import read_json
 from ..et import schema
 from ..et.framing import write_trace
 from ..et.traceset import COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, write_order
-from ..link.hostet import HostTrace, load_host_trace, load_json_file
+from ..link.hostet import HostTrace, load_host_trace
 from ..link.kineto import load_kineto
 from ..link.linker import LinkStats, link_traces
 from .check import p2p_problems, rank_problems
@@ -143,7 +144,7 @@ def convert_capture(folder: str | os.PathLike, prefix: str) -> ConvertSummary:
     ranks = _capture_ranks(folder)
     capture_json = folder / "capture.json"
     if capture_json.is_file():
-        world = load_json_file(capture_json).get("world_size")
+        world = read_json(capture_json).get("world_size")
         if isinstance(world, int) and world != len(ranks):
             raise InputError(f"capture.json says world_size {world} but {len(ranks)} ranks have traces",
                              file=str(capture_json))

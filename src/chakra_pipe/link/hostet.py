@@ -8,40 +8,20 @@ top-level attrs) are rewritten into the nested layout (``ctrl_deps``, ``inputs{v
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError
+from ..readfile import read_json
 
-GZIP_MAGIC = b"\x1f\x8b"
 # Attributes that 1.0.1 stores as top-level node keys and later schemas as ``attrs`` entries.
 _FLAT_ATTRS = {"rf_id": "uint64", "fw_parent": "uint64", "seq_id": "int64", "scope": "uint64",
                "tid": "uint64", "fw_tid": "uint64", "op_schema": "string"}
 ROOT_NAMES = ("[pytorch|profiler|execution_trace|process]", "[pytorch|profiler|execution_graph|process]")
 THREAD_NAMES = ("[pytorch|profiler|execution_trace|thread]", "[pytorch|profiler|execution_graph|thread]")
 PG_INIT_MARK = "process_group:init"
-
-
-def load_json_file(path: str | os.PathLike) -> Any:
-    """Parse a JSON file, gzip detected by magic bytes; one-line errors with the file name."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-        if raw[:2] == GZIP_MAGIC:
-            raw = gzip.decompress(raw)
-        return json.loads(raw)
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
-    except (EOFError, zlib.error) as exc:
-        raise InputError(f"corrupt gzip stream: {exc}", file=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 JSON: {exc.reason}", file=str(path), where=f"byte {exc.start}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", file=str(path), where=f"line {exc.lineno} column {exc.colno}") from None
 
 
 @dataclass
@@ -147,7 +127,7 @@ def parse_host_trace(obj: Any, path: str) -> HostTrace:
 
 
 def load_host_trace(path: str | os.PathLike) -> HostTrace:
-    return parse_host_trace(load_json_file(path), str(path))
+    return parse_host_trace(read_json(path), str(path))
 
 
 def device_of(node: dict[str, Any]) -> int | str | None:

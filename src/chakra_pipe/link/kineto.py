@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError
-from .hostet import load_json_file
+from ..readfile import read_json
 
 CPU_CATS = frozenset({"cpu_op", "user_annotation"})
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
@@ -105,7 +105,7 @@ def parse_kineto(obj: Any, path: str) -> KinetoTrace:
 
 
 def load_kineto(path: str | os.PathLike) -> KinetoTrace:
-    return parse_kineto(load_json_file(path), str(path))
+    return parse_kineto(read_json(path), str(path))
 
 
 def exclusive_durations(events: list[KEvent]) -> dict[int, float]:
