@@ -56,13 +56,16 @@ def baseline_write(path: str, metadata, nodes) -> None:
             f.write(_VarintBytes(len(data)) + data)
 
 
-def best(fn, repeat: int) -> float:
-    times = []
+def best_pair(a, b, repeat: int) -> tuple[float, float]:
+    """Best-of-N wall times of ``a`` and ``b``, run alternately so that drift in the machine's speed
+    (shared or throttled cores) affects both sides alike."""
+    ta, tb = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+        for fn, times in ((a, ta), (b, tb)):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+    return min(ta), min(tb)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,14 +78,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     size_mb = os.path.getsize(args.trace) / 1e6
     n = baseline_load(args.trace)
-    t_base = best(lambda: baseline_load(args.trace), args.repeat)
-    t_ours = best(lambda: load_graph(args.trace), args.repeat)
-    t_stream = best(lambda: sum(1 for _ in iter_nodes(args.trace)), max(3, args.repeat // 3))
+    t_base, t_ours = best_pair(lambda: baseline_load(args.trace), lambda: load_graph(args.trace), args.repeat)
+    _, t_stream = best_pair(lambda: None, lambda: sum(1 for _ in iter_nodes(args.trace)), max(3, args.repeat // 3))
     md, nodes = read_trace(args.trace)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.et")
-        t_wbase = best(lambda: baseline_write(out, md, nodes), args.repeat)
-        t_wours = best(lambda: write_trace(out, md, nodes), args.repeat)
+        t_wbase, t_wours = best_pair(lambda: baseline_write(out, md, nodes), lambda: write_trace(out, md, nodes),
+                                     args.repeat)
 
     def row(label: str, t: float) -> None:
         print(f"  {label:<34} {t * 1e3:9.2f} ms {n / t:14,.0f} nodes/s {size_mb / t:9.1f} MB/s")
