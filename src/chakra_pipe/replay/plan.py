@@ -17,13 +17,13 @@ Compute and CPU slots have no cross-rank constraint and issue dynamically as the
 from __future__ import annotations
 
 import heapq
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import InputError, StuckError
 from ..et import schema
+from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES, TraceSet
 
 # Slots (astra-sim-semantics.md §2.3). RECV never occupies one.
@@ -157,23 +157,18 @@ def _metadata_groups(graph, i: int, world: int) -> list[tuple[str, tuple[int, ..
     """PyTorch process-group table in a METADATA node: ``inputs.values == "['<json list>']"``."""
     node = graph.node(i)
     text = node.inputs.values if node.HasField("inputs") else ""
-    if not (text.startswith("['") and text.endswith("']")):
-        return []
-    try:
-        table = json.loads(text[2:-2])
-    except json.JSONDecodeError:
-        return []  # other METADATA payloads are not process-group tables
-    if not isinstance(table, list):
-        return []
+    if not text:
+        return []  # a METADATA node without a process-group table (e.g. Chakra's generator's)
+    table, problem = parse_process_groups(text)
+    if problem:
+        raise InputError(f"METADATA inputs.values {problem}", file=graph.path, where=f"node {int(graph.ids[i])}")
     out = []
-    for entry in table:
-        if not (isinstance(entry, dict) and "pg_name" in entry):
-            continue
-        ranks = entry.get("ranks") or list(range(world))
-        if not all(isinstance(x, int) and 0 <= x < world for x in ranks):
-            raise InputError(f"process group {entry['pg_name']!r} names ranks outside 0..{world - 1}",
+    for name, ranks in table.items():
+        ranks = ranks or list(range(world))
+        if not all(r < world for r in ranks):
+            raise InputError(f"process group {name!r} names ranks outside 0..{world - 1}",
                              file=graph.path, where=f"node {int(graph.ids[i])}")
-        out.append((canonical_group(str(entry["pg_name"])), tuple(ranks)))
+        out.append((canonical_group(name), tuple(ranks)))
     return out
 
 

@@ -9,7 +9,6 @@ no slot. A pass runs at start and after every completion.
 from __future__ import annotations
 
 import bisect
-import json
 import weakref
 from dataclasses import dataclass, field
 
@@ -18,6 +17,7 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from ..et import schema
 from ..et.attrs import INT_KINDS, KIND_NUMBER
+from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
 from .system.sys import Group
 
@@ -249,14 +249,11 @@ class Workload:
         text = node.inputs.values if node.HasField("inputs") else ""
         if not text:
             return
-        try:
-            items = json.loads(text[2:-2])
-            for item in items:
-                name = str(item["pg_name"])
-                ranks = [int(r) for r in item["ranks"]] or list(range(self.sys.total_nodes))
-                self.groups[name] = Group(int(name) + 1, ranks, name)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise self.err(i, f"METADATA process-group JSON is unreadable: {exc}") from None
+        groups, problem = parse_process_groups(text)
+        if problem:
+            raise self.err(i, f"METADATA inputs.values {problem}")
+        for name, ranks in groups.items():  # empty ranks: every NPU
+            self.groups[name] = Group(int(name) + 1, ranks or list(range(self.sys.total_nodes)), name)
 
     def _attr(self, i: int, name: str, default: int | None = None) -> int:
         state = self.t.has[name][i]

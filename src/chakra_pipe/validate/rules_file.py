@@ -8,7 +8,6 @@ with the count and the first ids; rules that point at one broken node report per
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -18,6 +17,7 @@ from ..et import schema
 from ..et.attrs import CANONICAL_KINDS, INT_KINDS, KIND_NUMBER, NUMBER_KIND
 from ..et.framing import GZIP_MAGIC, parse_node
 from ..et.graph import TraceGraph
+from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
 from .findings import ERROR, WARNING, Finding
 from .graphalgo import find_cycle, issue_order, resolved_parents
@@ -349,36 +349,6 @@ class FileChecker:
                 continue
             listed = ", ".join(sorted(known, key=lambda s: (len(s), s))) or "none"
             self.add(i, "pg-name", ERROR, f"pg_name {name!r} names no communicator group (known: {listed})")
-
-
-def parse_process_groups(values: str) -> tuple[dict[str, list[int]], str]:
-    """``({pg_name: ranks}, "")`` from a METADATA ``inputs.values``, or ``({}, problem)``.
-
-    ASTRA-sim strips two characters from each end (the ``['`` and ``']`` of a one-element Python
-    list repr) and JSON-parses the rest, so that exact shape is required.
-    """
-    shown = values if len(values) <= 60 else values[:57] + "..."
-    if not (len(values) >= 4 and values.startswith("['") and values.endswith("']")):
-        return {}, f"is {shown!r}; ASTRA-sim needs \"['<json>']\""
-    try:
-        table = json.loads(values[2:-2])
-    except json.JSONDecodeError as exc:
-        return {}, f"does not hold JSON after stripping ['…']: {exc.msg} at character {exc.pos}"
-    if not isinstance(table, list):
-        return {}, "JSON is not a list of process groups"
-    groups: dict[str, list[int]] = {}
-    for k, entry in enumerate(table):
-        if not isinstance(entry, dict) or not isinstance(entry.get("pg_name"), str):
-            return {}, f"process group #{k} has no string pg_name"
-        if not entry["pg_name"].isdigit():
-            return {}, (f"process group pg_name {entry['pg_name']!r} is not an integer (ASTRA-sim numbers "
-                        "METADATA groups pg_name + 1)")
-        ranks = entry.get("ranks")
-        if not (isinstance(ranks, list) and all(isinstance(r, int) and not isinstance(r, bool) and r >= 0
-                                                for r in ranks)):
-            return {}, f"process group {entry['pg_name']!r} has no list of non-negative integer ranks"
-        groups.setdefault(entry["pg_name"], list(ranks))
-    return groups, ""
 
 
 def _group_by_child(child: np.ndarray, values: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:
