@@ -179,14 +179,9 @@ def test_nccl_record_param_comms_with_attrs_and_linked_kernel():
 
 
 def test_gpu_ops_follow_launcher_and_stream_and_sync_waits_become_deps():
-    from test_link_traces import PID, _cpu, _node, host_obj, kineto_obj
+    from test_link_traces import with_device_synchronize
 
-    host, k = host_obj(), kineto_obj()
-    host["nodes"].insert(3, _node(6, "aten::item", 2, rf=13))
-    k["traceEvents"] += [
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": PID, "tid": 7, "ts": 111,
-         "dur": 22, "args": {"correlation": 80}},
-        _cpu("aten::item", 134, 1, 13, 4)]
+    host, k = with_device_synchronize()
     obj, _ = link_traces(parse_host_trace(host, "h"), parse_kineto(k, "k"))
     conv, out = _convert(obj)
     ids = {n.name: n.id for n in conv.nodes}

@@ -94,13 +94,19 @@ def test_launch_inside_an_op_the_host_lacks_climbs_to_its_matched_caller():
     assert next(n for n in obj["nodes"] if n.get("name") == "sgemm")["ctrl_deps"] == 4
 
 
-def test_host_op_after_a_device_synchronize_waits_for_the_last_kernel_of_each_stream():
+def with_device_synchronize():
+    """The linked pair plus a ``cudaDeviceSynchronize`` and the host op (``aten::item``) that waits on it."""
     host, k = host_obj(), kineto_obj()
     host["nodes"].insert(3, _node(6, "aten::item", 2, rf=13))
     k["traceEvents"] += [
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": PID, "tid": 7, "ts": 111,
          "dur": 22, "args": {"correlation": 80}},
         _cpu("aten::item", 134, 1, 13, 4)]
+    return host, k
+
+
+def test_host_op_after_a_device_synchronize_waits_for_the_last_kernel_of_each_stream():
+    host, k = with_device_synchronize()
     obj, stats = linked(host=host, kineto=k)
     by_id = {n["id"]: n for n in obj["nodes"]}
     relu_kernel = next(n["id"] for n in obj["nodes"] if n["name"] == "relu_kernel")

@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE.parents[2] / "src"))
 from chakra_pipe.atomic import write_bytes, write_json  # noqa: E402
 from chakra_pipe.et import schema  # noqa: E402
 from chakra_pipe.et.attrs import set_attr  # noqa: E402
-from chakra_pipe.et.framing import frame  # noqa: E402
+from chakra_pipe.et.framing import encode_varint, frame, scan_records  # noqa: E402
 
 MiB = 1 << 20
 
@@ -81,19 +81,8 @@ def with_attr(node: schema.Node, name: str, value, kind: str) -> schema.Node:
 
 def record_offsets(data: bytes) -> list[int]:
     """Byte offset of every record's length prefix (framing as chakra-format.md §2)."""
-    offsets, pos = [], 0
-    while pos < len(data):
-        offsets.append(pos)
-        length, shift = 0, 0
-        while True:
-            b = data[pos]
-            pos += 1
-            length |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                break
-        pos += length
-    return offsets
+    starts, lengths = scan_records(data)
+    return [s - len(encode_varint(n)) for s, n in zip(starts, lengths)]
 
 
 BASE = encode(base_nodes())
