@@ -141,7 +141,9 @@ def _rewrite_table(node, p: _Plan, block: int, old_count: int) -> bool:
                 entry["group_size"] = p.world
         else:
             name, members = p.group(entry["pg_name"], block)
-            entry.update(pg_name=name, ranks=list(members))
+            # PyTorch's empty ``ranks`` means "every rank"; keep it where the group is still the world.
+            whole = not entry.get("ranks") and len(members) == p.world
+            entry.update(pg_name=name, ranks=[] if whole else list(members))
             if "group_size" in entry:
                 entry["group_size"] = len(members)
         if isinstance(entry.get("group_count"), int):
