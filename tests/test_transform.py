@@ -12,10 +12,17 @@ from chakra_pipe.cli import main
 from chakra_pipe.et import TraceSet, read_trace, schema
 from chakra_pipe.et.attrs import get_attr, get_int
 from chakra_pipe.et.process_groups import parse_process_groups
-from chakra_pipe.generate import CollectiveSpec, Layout, TrainingSpec, generate_collective, generate_llm, resolve_model
+from chakra_pipe.generate import (
+    CollectiveSpec,
+    Layout,
+    TrainingSpec,
+    generate_collective,
+    generate_llm,
+    resolve_model,
+)
 from chakra_pipe.sim import load_hardware, simulate
 
-SMALL = dict(layers=2, hidden=512, heads=8, ffn=1024, vocab=1000, seq=128)
+SMALL = {"layers": 2, "hidden": 512, "heads": 8, "ffn": 1024, "vocab": 1000, "seq": 128}
 RING_4CHUNKS = "astra-sim/system/native_collectives/Ring_4chunks.json"
 
 
@@ -57,10 +64,10 @@ def rank_count(prefix: str) -> int:
 # -- dp --to -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("model,kw,dims", [
-    ("llama3-8b", dict(tp=2, pp=2), (2, 16)),
-    ("llama3-8b", dict(tp=2, zero=1, bucket_mb=0.3), (2, 8)),
-    ("mixtral-8x7b", dict(tp=2, pp=2, ep=2), (2, 16)),
-    ("mixtral-8x7b", dict(ep=2, zero=1, metadata_node=False), (8,)),
+    ("llama3-8b", {"tp": 2, "pp": 2}, (2, 16)),
+    ("llama3-8b", {"tp": 2, "zero": 1, "bucket_mb": 0.3}, (2, 8)),
+    ("mixtral-8x7b", {"tp": 2, "pp": 2, "ep": 2}, (2, 16)),
+    ("mixtral-8x7b", {"ep": 2, "zero": 1, "metadata_node": False}, (8,)),
 ])
 def test_dp_retarget_equals_generating_at_the_new_width(tmp_path, model, kw, dims):
     small = 4 if kw.get("ep") else 2

@@ -38,7 +38,7 @@ def test_transform_variants_run_and_report_their_op_chain(tmp_path):
                SOURCE_DATE_EPOCH="1767225600")
     run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
                           "--configfile", "config/what-if.yaml", "--cores", "2"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     with open(tmp_path / "reports/what-if/results.csv", newline="") as fh:
         rows = {r["workload"]: r for r in csv.DictReader(fh)}

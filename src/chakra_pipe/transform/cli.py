@@ -64,11 +64,12 @@ def build_steps(tokens: list[str]):
     from .compute import ComputeOp, NodeFilter, compile_regex, per_rank_factors
     from .dp import DpOp
     from .numbers import parse_factor
-    from .pipeline import Step
+    from .pipeline import Op, Step
     from .straggler import StragglerOp, delay_micros
 
     parsers = _op_parsers()
     steps = []
+    op: Op
     for name, args in split_ops(tokens):
         a = parsers[name].parse_args(args)
         if name == "dp":

@@ -15,7 +15,6 @@ when it was padded to a multiple of ``n`` (ZeRO buckets). With ``D | M`` this re
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -126,9 +125,8 @@ def plan(rs: RankSet, axis: DpAxis, width: int) -> _Plan:
 
 def _rewrite_table(node, p: _Plan, block: int, old_count: int) -> bool:
     values = node.inputs.values
-    table, problem = parse_process_groups(values)
-    if problem:
-        return False
+    if parse_process_groups(values)[1]:
+        return False  # not a process-group table: nothing of ours to rewrite
     entries = json.loads(values[2:-2])
     compact = json.dumps(entries, separators=(",", ":"), ensure_ascii=True) == values[2:-2]
     out, seen = [], set()
@@ -175,7 +173,8 @@ def _rewrite_node(node, p: _Plan, block: int, src: int, old_count: int) -> bool:
             raise InputError(f"node {node.id} uses pg_name {pg!r}, which names no group of the set", where=f"rank {src}")
         size = get_int(node, "comm_size")
         if size is not None:
-            new_size = resized(get_int(node, "comm_type", -1), size, n, n_new)
+            comm_type = get_int(node, "comm_type")
+            new_size = resized(-1 if comm_type is None else comm_type, size, n, n_new)
             if new_size != size:
                 set_int_attr(node, "comm_size", new_size)
                 changed = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..atomic import write_json
 from ..errors import InputError
@@ -17,7 +18,14 @@ from ..et import schema
 from ..et.attrs import set_attr
 from ..et.framing import read_trace, write_trace
 from ..et.process_groups import parse_process_groups
-from ..et.traceset import COMM_GROUPS_SUFFIX, TraceSet, clear_rank_set, load_comm_groups, rank_files, write_order
+from ..et.traceset import (
+    COMM_GROUPS_SUFFIX,
+    TraceSet,
+    clear_rank_set,
+    load_comm_groups,
+    rank_files,
+    write_order,
+)
 
 PROVENANCE_ATTR = "chakra_pipe.transform"
 
@@ -32,8 +40,8 @@ class RankSet:
     """
 
     prefix: str
-    metadata: list[object]
-    nodes: list[list[object]]
+    metadata: list[Any]  # GlobalMetadata messages
+    nodes: list[list[Any]]  # Node messages
     comm_groups: dict[str, list[int]] | None
     sha256: str
     tables: dict[str, list[int]] = field(default_factory=dict)
