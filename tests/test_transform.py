@@ -283,3 +283,35 @@ def test_comm_scale_and_drop(tmp_path):
     assert max(free.finish_ns) < max(base.finish_ns)
     kinds = {n.type for r in range(8) for n in read_trace(tmp_path / f"free.{r}.et")[1]}
     assert kinds == {schema.COMP_NODE, schema.METADATA_NODE}
+
+
+def test_writing_over_the_input_is_refused(tmp_path, capsys):
+    src = llm(tmp_path, "src", "llama3-8b", 2)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert transform(src, src, "compute", "--scale", "2") == 2
+    assert "OUT_PREFIX is the input set" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_megatron_labelled_dp_groups_are_found_without_generator_parameters(tmp_path):
+    """A set from another tool: Megatron-Core's ``DATA_PARALLEL_GROUP`` labels, no generator config."""
+    from chakra_pipe.et import write_trace
+
+    src = llm(tmp_path, "src", "llama3-8b", 2, tp=2)
+    for rank in range(4):
+        md, nodes = read_trace(f"{src}.{rank}.et")
+        del md.attr[:]  # no generate llm parameters to fall back on
+        for n in nodes:
+            if n.type == schema.METADATA_NODE:
+                n.inputs.values = n.inputs.values.replace('"pg_desc":"dp"', '"pg_desc":"DATA_PARALLEL_GROUP"')
+        write_trace(f"{tmp_path}/mg.{rank}.et", md, nodes)
+    (tmp_path / "mg.comm_groups.json").write_bytes(Path(src + ".comm_groups.json").read_bytes())
+    ref = llm(tmp_path, "ref", "llama3-8b", 8, tp=2)
+    assert transform(tmp_path / "mg", tmp_path / "out", "dp", "--to", 8) == 0
+    assert (tmp_path / "out.comm_groups.json").read_bytes() == Path(ref + ".comm_groups.json").read_bytes()
+    for rank in range(16):
+        ours = read_trace(tmp_path / f"out.{rank}.et")[1]
+        for n in ours:
+            if n.type == schema.METADATA_NODE:
+                n.inputs.values = n.inputs.values.replace('"DATA_PARALLEL_GROUP"', '"dp"')
+        assert [n.SerializeToString() for n in ours] == nodes_of(ref, rank)

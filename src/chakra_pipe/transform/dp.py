@@ -1,7 +1,7 @@
 """``dp --to M``: re-target the data-parallel width of a rank set.
 
 The DP groups are found from, in order: METADATA process groups labelled ``pg_desc: "dp"`` (our
-generator and Megatron-style tables), the ``generate llm`` parameters in GlobalMetadata, or — for a
+generator) or ``DATA_PARALLEL_GROUP`` (Megatron-Core), the ``generate llm`` parameters in GlobalMetadata, or — for a
 set with no group smaller than the world — the whole world. The ``D`` replicas are then copied to
 ``M = k·D`` (see :mod:`.dp_axis`), with every ``pg_name``, p2p peer, METADATA table and the
 comm-group file rewritten. Collective sizes follow ASTRA-sim's ``comm_size`` meaning on a group
@@ -27,6 +27,8 @@ from .dp_axis import DpAxis, GroupShape, shape_of, widen
 from .rankset import RankSet
 
 GENERATOR = "chakra-pipe generate llm"
+# pg_desc values that name a data-parallel group: ours, and Megatron-Core's (NCCL and gloo twins).
+DP_DESCS = frozenset({"dp", "DATA_PARALLEL_GROUP", "DATA_PARALLEL_GROUP_GLOO"})
 
 
 def _generator_config(metadata) -> dict | None:
@@ -42,14 +44,14 @@ def _generator_config(metadata) -> dict | None:
 def identify(rs: RankSet) -> DpAxis:
     """The set's DP axis, or exit 2 naming why it cannot be identified."""
     world = len(rs)
-    labelled = sorted(sorted(m) for pg, m in rs.tables.items() if rs.descs.get(pg) == "dp")
+    labelled = sorted({tuple(sorted(m)) for pg, m in rs.tables.items() if rs.descs.get(pg) in DP_DESCS})
     if labelled:
         first = labelled[0]
         stride = first[1] - first[0] if len(first) > 1 else 1
         axis = DpAxis(len(first), stride, world)
         expected = sorted({tuple(axis.dp_group(r)) for r in range(world)})
-        if [tuple(m) for m in labelled] != expected:
-            raise InputError("the groups labelled pg_desc 'dp' are not evenly strided replicas of one layout")
+        if labelled != expected:
+            raise InputError("the groups labelled as data-parallel are not evenly strided replicas of one layout")
         return axis
     config = _generator_config(rs.metadata[0])
     if config is not None and all(isinstance(config.get(k), int) for k in ("dp", "tp", "pp")) \
@@ -65,7 +67,7 @@ def identify(rs: RankSet) -> DpAxis:
     if smaller:
         raise InputError(f"cannot identify the data-parallel groups: the set has groups smaller than the world "
                          f"({', '.join(smaller[:3])}{', …' if len(smaller) > 3 else ''}) and none is labelled "
-                         "pg_desc 'dp'")
+                         "pg_desc 'dp' or 'DATA_PARALLEL_GROUP'")
     return DpAxis(world, 1, world)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..atomic import write_json
+from ..errors import InputError
 from .rankset import RankSet
 from .stats import OpStats, Totals
 
@@ -43,6 +44,10 @@ class TransformResult:
 
 
 def run_transforms(in_prefix: str, out_prefix: str, steps: list[Step]) -> TransformResult:
+    if Path(out_prefix).resolve() == Path(in_prefix).resolve():
+        # Writing clears the old set first: a failed write would then lose the input too.
+        raise InputError("OUT_PREFIX is the input set; write the transformed set to another prefix",
+                         file=out_prefix)
     rs = RankSet.load(in_prefix)
     stats = []
     for step in steps:

@@ -20,8 +20,8 @@ from ..et.framing import read_trace, write_trace
 from ..et.process_groups import parse_process_groups
 from ..et.traceset import (
     COMM_GROUPS_SUFFIX,
-    TraceSet,
     clear_rank_set,
+    files_sha256,
     load_comm_groups,
     rank_files,
     write_order,
@@ -50,17 +50,15 @@ class RankSet:
     @classmethod
     def load(cls, prefix: str) -> RankSet:
         files = rank_files(prefix)
-        sha = TraceSet(prefix, files, [], None,
-                       Path(prefix + COMM_GROUPS_SUFFIX) if Path(prefix + COMM_GROUPS_SUFFIX).is_file() else None
-                       ).sha256()
+        cg_path = Path(prefix + COMM_GROUPS_SUFFIX)
+        companion = cg_path if cg_path.is_file() else None
         metadata, nodes = [], []
         for path in files:
             md, ns = read_trace(path)
             metadata.append(md)
             nodes.append(ns)
-        cg_path = Path(prefix + COMM_GROUPS_SUFFIX)
-        groups = ({str(k): v for k, v in load_comm_groups(cg_path).items()} if cg_path.is_file() else None)
-        rs = cls(prefix, metadata, nodes, groups, sha)
+        groups = {str(k): v for k, v in load_comm_groups(cg_path).items()} if companion else None
+        rs = cls(prefix, metadata, nodes, groups, files_sha256(files, companion))
         rs.reread_tables()
         return rs
 
