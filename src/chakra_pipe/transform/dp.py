@@ -15,7 +15,7 @@ when it was padded to a multiple of ``n`` (ZeRO buckets). With ``D | M`` this re
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import InputError
 from ..et import schema
@@ -90,14 +90,18 @@ class _Plan:
     width: int
     shapes: dict[str, GroupShape]
     names: dict[tuple[int, ...], str]
+    _memo: dict[tuple[str, int], tuple[str, tuple[int, ...]]] = field(default_factory=dict)
 
     @property
     def world(self) -> int:
         return self.axis.world // self.axis.width * self.width
 
     def group(self, pg: str, block: int) -> tuple[str, tuple[int, ...]]:
-        members = widen(self.axis, self.shapes[pg], block, self.width)
-        return self.names[members], members
+        key = (pg, block)
+        if key not in self._memo:  # every rank of a block asks the same few questions, once per node
+            members = widen(self.axis, self.shapes[pg], block, self.width)
+            self._memo[key] = (self.names[members], members)
+        return self._memo[key]
 
     def peer(self, old: int, block: int) -> int:
         d, pos = self.axis.coords(old)
