@@ -163,6 +163,23 @@ def test_sets_without_a_dp_group_are_refused(tmp_path, capsys):
     assert transform(tmp_path / "ar", tmp_path / "out", "dp", "--to", 8) == 2
     assert "cannot identify the data-parallel groups" in capsys.readouterr().err
     assert not list(tmp_path.glob("out*"))
+    assert transform(tmp_path / "ar", tmp_path / "out", "dp", "--to", 8, "--group", "7") == 2
+    assert "the set has no process group '7'" in capsys.readouterr().err
+    (tmp_path / "ar.comm_groups.json").write_text('{"1": [0, 2, 3]}')
+    assert transform(tmp_path / "ar", tmp_path / "out", "dp", "--to", 8, "--group", "1") == 2
+    assert "group 1 [0, 2, 3] is not an evenly strided set of replicas" in capsys.readouterr().err
+    assert not list(tmp_path.glob("out*"))
+
+
+def test_naming_the_dp_group_widens_an_unlabelled_set(tmp_path, fixtures_dir):
+    """The user says the world is the DP group: the pairs are per-replica groups, copied into each block."""
+    generate_collective(CollectiveSpec("all_reduce", 4, 1 << 20), tmp_path / "ar")
+    (tmp_path / "ar.comm_groups.json").write_text('{"1": [0, 1], "2": [2, 3]}')
+    assert transform(tmp_path / "ar", tmp_path / "w", "dp", "--to", 8, "--group", "0") == 0
+    assert json.loads((tmp_path / "w.comm_groups.json").read_text()) == {
+        "1": [0, 1], "2": [2, 3], "3": [4, 5], "4": [6, 7]}
+    hw = load_hardware(fixtures_dir / RING_4CHUNKS, fixtures_dir / "astra-sim/network/analytical/Ring_8npus.yml")
+    assert simulate(TraceSet.load(tmp_path / "w"), hw).finish_ns == [64_440] * 8  # spec §7.1
 
 
 def test_a_failing_op_leaves_an_existing_output_untouched(tmp_path):

@@ -18,7 +18,7 @@ from .axes import combinations, label
 LIST_PARAMS = {("straggler", "ranks"), ("comm", "type")}
 # CLI flag of each config parameter, in the order the CLI lists them.
 FLAGS = {
-    "dp": (("to", "--to"),),
+    "dp": (("to", "--to"), ("group", "--group")),
     "compute": (("scale", "--scale"), ("match", "--match"), ("type", "--type"), ("per_rank", "--per-rank")),
     "straggler": (("ranks", "--ranks"), ("delay", "--delay"), ("slowdown", "--slowdown"), ("at", "--at")),
     "comm": (("scale", "--scale"), ("drop", "--drop"), ("type", "--type")),

@@ -25,6 +25,7 @@ def _op_parsers() -> dict[str, _OpParser]:
 
     dp = _OpParser(prog="dp", add_help=False)
     dp.add_argument("--to", type=int, required=True)
+    dp.add_argument("--group")
     compute = _OpParser(prog="compute", add_help=False)
     compute.add_argument("--scale", default="1")
     compute.add_argument("--match")
@@ -75,7 +76,7 @@ def build_steps(tokens: list[str]):
         if name == "dp":
             if a.to < 1:
                 raise InputError(f"--to {a.to} is not a positive width", where="dp")
-            op = DpOp(a.to)
+            op = DpOp(a.to, a.group)
         elif name == "compute":
             op = ComputeOp(parse_factor(a.scale, "compute --scale", allow_zero=True),
                            NodeFilter(compile_regex(a.match, "compute --match"), a.type),
@@ -94,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "transform", help="what-if edits of a rank set: re-target DP width, scale compute/comm, stragglers",
         description="Apply ops in order to the rank set IN_PREFIX and write OUT_PREFIX (+ "
-                    "OUT_PREFIX.transform_stats.json). Ops: dp --to M | compute --scale F [--match REGEX] "
+                    "OUT_PREFIX.transform_stats.json). Ops: dp --to M [--group PG] | compute --scale F [--match REGEX] "
                     "[--type COMP|CPU] [--per-rank FILE] | straggler --ranks R... (--delay NS | --slowdown F) "
                     "[--at NODE_REGEX] | comm (--scale F [--type T...] | --drop).")
     p.add_argument("in_prefix")

@@ -1,6 +1,6 @@
 """``dp --to M``: re-target the data-parallel width of a rank set.
 
-The DP groups are found from, in order: METADATA process groups labelled ``pg_desc: "dp"`` (our
+The DP groups are those of ``--group PG`` when the user names one; otherwise, in order: METADATA process groups labelled ``pg_desc: "dp"`` (our
 generator) or ``DATA_PARALLEL_GROUP`` (Megatron-Core), the ``generate llm`` parameters in GlobalMetadata, or — for a
 set with no group smaller than the world — the whole world. The ``D`` replicas are then copied to
 ``M = k·D`` (see :mod:`.dp_axis`), with every ``pg_name``, p2p peer, METADATA table and the
@@ -41,14 +41,29 @@ def _generator_config(metadata) -> dict | None:
     return config if isinstance(config, dict) else None
 
 
-def identify(rs: RankSet) -> DpAxis:
-    """The set's DP axis, or exit 2 naming why it cannot be identified."""
+def _axis_of(members: list[int], world: int, what: str) -> DpAxis:
+    """The DP axis whose replica group through ``members[0]`` is ``members`` (evenly strided)."""
+    members = sorted(members)
+    stride = members[1] - members[0] if len(members) > 1 else 1
+    if members != list(range(members[0], members[0] + stride * len(members), stride)):
+        raise InputError(f"{what} {members} is not an evenly strided set of replicas")
+    axis = DpAxis(len(members), stride, world)
+    if axis.dp_group(members[0]) != members:
+        raise InputError(f"{what} {members} does not start a replica block of a {world}-rank layout")
+    return axis
+
+
+def identify(rs: RankSet, group: str | None = None) -> DpAxis:
+    """The set's DP axis (through ``group`` when the user names a DP group), or exit 2 naming why not."""
     world = len(rs)
+    if group is not None:
+        members = list(range(world)) if group in WORLD_PG_NAMES else rs.groups().get(group)
+        if members is None:
+            raise InputError(f"the set has no process group {group!r}", where="dp --group")
+        return _axis_of(members, world, f"group {group}")
     labelled = sorted({tuple(sorted(m)) for pg, m in rs.tables.items() if rs.descs.get(pg) in DP_DESCS})
     if labelled:
-        first = labelled[0]
-        stride = first[1] - first[0] if len(first) > 1 else 1
-        axis = DpAxis(len(first), stride, world)
+        axis = _axis_of(list(labelled[0]), world, "data-parallel group")
         expected = sorted({tuple(axis.dp_group(r)) for r in range(world)})
         if labelled != expected:
             raise InputError("the groups labelled as data-parallel are not evenly strided replicas of one layout")
@@ -67,7 +82,7 @@ def identify(rs: RankSet) -> DpAxis:
     if smaller:
         raise InputError(f"cannot identify the data-parallel groups: the set has groups smaller than the world "
                          f"({', '.join(smaller[:3])}{', …' if len(smaller) > 3 else ''}) and none is labelled "
-                         "pg_desc 'dp' or 'DATA_PARALLEL_GROUP'")
+                         "pg_desc 'dp' or 'DATA_PARALLEL_GROUP' (name one with --group)")
     return DpAxis(world, 1, world)
 
 
@@ -214,14 +229,15 @@ def _widened_metadata(metadata, factor: int):
 
 @dataclass(frozen=True)
 class DpOp:
-    """``dp --to M``."""
+    """``dp --to M [--group PG]``: ``group`` names one DP group (``0``: the world) when labels are missing."""
 
     to: int
+    group: str | None = None
 
     name = "dp"
 
     def apply(self, rs: RankSet) -> int:
-        axis = identify(rs)
+        axis = identify(rs, self.group)
         if self.to < axis.width or self.to % axis.width:
             raise InputError(f"--to {self.to} is not a multiple of the set's DP width {axis.width} (replicas are "
                              "copied whole; shrinking would cut p2p peers and groups)", where="--to")
