@@ -332,3 +332,11 @@ def test_megatron_labelled_dp_groups_are_found_without_generator_parameters(tmp_
             if n.type == schema.METADATA_NODE:
                 n.inputs.values = n.inputs.values.replace('"DATA_PARALLEL_GROUP"', '"dp"')
         assert [n.SerializeToString() for n in ours] == nodes_of(ref, rank)
+
+
+def test_factors_that_overflow_trace_fields_are_refused(tmp_path, capsys):
+    src = llm(tmp_path, "src", "llama3-8b", 2)
+    assert transform(src, tmp_path / "out", "compute", "--scale", "1e30") == 2
+    assert "exceeds the int64 range of trace fields" in capsys.readouterr().err
+    assert transform(src, tmp_path / "out", "comm", "--scale", "1e30") == 2
+    assert "comm_size" in capsys.readouterr().err and not list(tmp_path.glob("out*"))

@@ -64,7 +64,7 @@ class CommScaleOp:
                 if kind is None or size is None or (self.types and kind not in self.types):
                     continue
                 # A non-empty message stays non-empty: a 0-byte all-gather is invalid input.
-                set_int_attr(node, "comm_size", max(1, scale_int(size, self.scale)) if size else 0)
+                set_int_attr(node, "comm_size", max(1, scale_int(size, self.scale, f"node {node.id} comm_size")) if size else 0)
                 touched += 1
         return touched
 

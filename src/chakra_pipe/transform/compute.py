@@ -54,11 +54,11 @@ def compile_regex(text: str | None, where: str) -> re.Pattern | None:
 
 def scale_node(node, factor: Fraction) -> None:
     """Scale one compute node's duration and roofline inputs in place (attribute kinds kept)."""
-    node.duration_micros = scale_int(node.duration_micros, factor)
+    node.duration_micros = scale_int(node.duration_micros, factor, f"node {node.id} duration_micros")
     for attr in node.attr:
         kind = attr.WhichOneof("value")
         if attr.name in SCALED_ATTRS and kind in INT_KINDS and kind != "bool_val":
-            setattr(attr, kind, scale_int(getattr(attr, kind), factor))
+            setattr(attr, kind, scale_int(getattr(attr, kind), factor, f"node {node.id} {attr.name}"))
 
 
 def scale_compute(rs: RankSet, factors: dict[int, Fraction], flt: NodeFilter) -> int:

@@ -25,6 +25,12 @@ def parse_factor(text: object, where: str, allow_zero: bool = False) -> Fraction
     return value
 
 
-def scale_int(value: int, factor: Fraction) -> int:
-    """``value · factor`` rounded half up."""
-    return math.floor(value * factor + Fraction(1, 2))
+INT64_MAX = (1 << 63) - 1  # the narrowest of the fields scaled (num_ops, comm_size are int64)
+
+
+def scale_int(value: int, factor: Fraction, what: str = "value") -> int:
+    """``value · factor`` rounded half up; a result no trace field can hold is an input error."""
+    out = math.floor(value * factor + Fraction(1, 2))
+    if out > INT64_MAX:
+        raise InputError(f"{what} {value} scaled by {factor} exceeds the int64 range of trace fields")
+    return out
