@@ -18,6 +18,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/generate.smk"
 include: "workflow/rules/capture.smk"
+include: "workflow/rules/transform.smk"
 include: "workflow/rules/validate.smk"
 include: "workflow/rules/simulate.smk"
 include: "workflow/rules/replay.smk"

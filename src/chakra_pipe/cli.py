@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "chakra_pipe.link.cli",
     "chakra_pipe.convert.cli",
     "chakra_pipe.sim.cli",
+    "chakra_pipe.transform.cli",
     "chakra_pipe.replay.cli",
     "chakra_pipe.sweep.cli",
     "chakra_pipe.report.cli",

@@ -26,12 +26,16 @@ def workload(wildcards):
     return CAMPAIGN.workloads[wildcards.workload]
 
 
-def trace_input(wildcards):
+def trace_files(name):
     """The rank files of an existing trace set, or the folder a rule writes them to."""
-    w = workload(wildcards)
+    w = CAMPAIGN.workloads[name]
     if w.kind == "trace":
         return [f"{w.prefix}.{r}.et" for r in range(w.npus)]
     return f"{TRACES}/{w.name}/et"
+
+
+def trace_input(wildcards):
+    return trace_files(wildcards.workload)
 
 
 def final_outputs():

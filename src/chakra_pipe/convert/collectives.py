@@ -9,7 +9,6 @@ per-rank input, reduce-scatter and all-to-all the full input buffer.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -192,12 +191,6 @@ def from_record_param_comms(node: dict[str, Any]) -> Comm | None:
     mapped = peer is not None and isinstance(start, int) and isinstance(stride, int) and stride > 0
     return Comm(kind, size, pg_name=pg if isinstance(pg, str) else "",
                 peer=-1 if peer is None else (start + peer * stride if mapped else peer), peer_global=mapped)
-
-
-def process_group_json(groups: list[dict[str, Any]]) -> str:
-    """The process-group table as ASTRA-sim's METADATA handler parses it (no quote, no backslash)."""
-    text = json.dumps(groups, separators=(", ", ": "), ensure_ascii=True)
-    return text if "'" not in text and "\\" not in text else ""
 
 
 def kernel_kind(name: str) -> str | None:

@@ -26,11 +26,12 @@ from ..capture.plan import PG_LABEL_PREFIX
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
+from ..et.process_groups import format_process_groups
 from ..et.traceset import WORLD_PG
 from ..link.hostet import PG_INIT_MARK, HostTrace, attr, device_of, is_root, is_thread, process_groups
 from .check import cycle_node
 from .collectives import (DTYPE_BYTES, Comm, from_c10d, from_record_param_comms, kernel_kind,
-                          normalise_collective, process_group_json)
+                          normalise_collective)
 
 # Roles of a host/ET+ node in the output.
 DROP, ABSORB, CPU, COMM, METADATA, GPU = range(6)
@@ -381,8 +382,10 @@ class _Converter:
         if role == METADATA:
             mapped = [dict(g, pg_name=self.groups.chakra_name(g["pg_name"])) if isinstance(g.get("pg_name"), str)
                       else g for g in self.table]
-            text = process_group_json(mapped)
-            out.inputs.values = str([text]) if text else ""
+            try:
+                out.inputs.values = format_process_groups(mapped, compact=False)
+            except ValueError:  # a quote or backslash ASTRA-sim's parser would mangle: leave it out
+                out.inputs.values = ""
             return
         for key, io in (("inputs", out.inputs), ("outputs", out.outputs)):
             src = n.get(key) or {}

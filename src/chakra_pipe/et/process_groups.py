@@ -43,3 +43,16 @@ def parse_process_groups(values: str) -> tuple[dict[str, list[int]], str]:
         if groups.setdefault(entry["pg_name"], list(ranks)) != list(ranks):
             return {}, f"process group {entry['pg_name']!r} is listed twice with different ranks"
     return groups, ""
+
+
+def format_process_groups(table: list[dict], compact: bool = True) -> str:
+    """The METADATA ``inputs.values`` for a process-group table: ``['<json>']``, parseable above.
+
+    ``compact`` picks the generator's separators (``,``/``:``); otherwise PyTorch's (``, ``/``: ``),
+    so a rewritten table keeps the style of the trace it came from. Refuses text ASTRA-sim's
+    two-character strip would mangle (a quote or backslash inside the JSON).
+    """
+    text = json.dumps(table, separators=(",", ":") if compact else (", ", ": "), ensure_ascii=True)
+    if "'" in text or "\\" in text:
+        raise ValueError("process-group table holds a quote or backslash ASTRA-sim cannot parse")
+    return f"['{text}']"

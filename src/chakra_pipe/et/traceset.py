@@ -119,11 +119,15 @@ class TraceSet:
         return len(self.ranks)
 
     def sha256(self) -> str:
-        """Digest of the rank files' bytes in rank order (plus the comm-group file): provenance."""
-        h = hashlib.sha256()
-        for f in [*self.files, *([self.comm_groups_file] if self.comm_groups_file else [])]:
-            h.update(f.name.encode() + b"\0")
-            with open(f, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-        return h.hexdigest()
+        return files_sha256(self.files, self.comm_groups_file)
+
+
+def files_sha256(files: list[Path], comm_groups_file: Path | None = None) -> str:
+    """Digest of the rank files' bytes in rank order (plus the comm-group file): a set's provenance."""
+    h = hashlib.sha256()
+    for f in [*files, *([comm_groups_file] if comm_groups_file else [])]:
+        h.update(f.name.encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()

@@ -41,6 +41,7 @@ from ..atomic import atomic_open, write_json
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
+from ..et.process_groups import format_process_groups
 from ..et.traceset import COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, write_order
 from .encode import attr_record, framed
 from .layout import Layout
@@ -356,7 +357,7 @@ def stage_layers(layers: int, pp: int) -> list[tuple[int, int]]:
     return out
 
 
-def process_group_json(layout: Layout, rank: int) -> str:
+def process_group_table(layout: Layout, rank: int) -> list[dict]:
     """The PyTorch ``## process_group:init ##`` list for ``rank``: the default group + its own groups."""
     groups = [{"pg_name": WORLD_PG, "pg_desc": "default_pg", "backend_config": BACKEND, "ranks": [],
                "group_size": layout.world}]
@@ -371,7 +372,7 @@ def process_group_json(layout: Layout, rank: int) -> str:
                        "group_size": len(members)})
     for g in groups:
         g["group_count"] = len(layout.group_ids) + 1
-    return json.dumps(groups, separators=(",", ":"))
+    return groups
 
 
 def metadata_node(layout: Layout, rank: int) -> bytes:
@@ -380,9 +381,8 @@ def metadata_node(layout: Layout, rank: int) -> bytes:
     ASTRA-sim strips two characters from each end of ``inputs.values`` and JSON-parses the rest,
     so the value must be exactly ``['<json>']`` with no quote or backslash inside the JSON.
     """
-    text = process_group_json(layout, rank)
     node = schema.Node(id=0, name="## process_group:init ##", type=schema.METADATA_NODE)
-    node.inputs.values = f"['{text}']"
+    node.inputs.values = format_process_groups(process_group_table(layout, rank), compact=True)
     node.inputs.shapes = "[[]]"
     node.inputs.types = "['String']"
     return node.SerializeToString()

@@ -108,7 +108,10 @@ def aggregate(plan: Campaign, commit: str | None = None):
                           "platform": "host", "backend": backend, "npus": str(w.npus), "status": "ok",
                           "step_time_ns": str(ns), "trace_sha256": sha_by_workload.get(w.name, "")})
     df = pd.concat([simulated, pd.DataFrame(extra, dtype=str)], ignore_index=True) if extra else simulated
-    df = _typed(df.reindex(columns=RESULT_COLUMNS, fill_value=""))
+    df = df.reindex(columns=RESULT_COLUMNS, fill_value="")
+    df["transform"] = df["workload"].map({w.name: w.spec.get("transform", "") if w.kind == "transform" else ""
+                                          for w in plan.workloads.values()}).fillna("")
+    df = _typed(df)
     ok = df["status"] == "ok"
     df["time_x_cost"] = (df["step_time_ns"].astype("float64") * df["cost"]).where(ok)
     base = {}

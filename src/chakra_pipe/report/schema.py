@@ -46,4 +46,5 @@ HARDWARE = ("settings", "topology", "npus_count", "bandwidth_gbps", "latency_ns"
 PROVENANCE = ("trace_sha256", "config_sha256", "package_version", "git_commit")
 # Columns a shard writes (speedup and time_x_cost are derived when aggregating).
 SHARD_COLUMNS = (*IDENTITY, "cost", *HARDWARE, "status", *NS_METRICS, "trace_sha256")
-RESULT_COLUMNS = (*IDENTITY, "cost", *HARDWARE, "status", *NS_METRICS, "time_x_cost", "speedup", *PROVENANCE)
+# ``transform``: the op chain a derived workload was made with (empty for the others), to group by.
+RESULT_COLUMNS = (*IDENTITY, "transform", "cost", *HARDWARE, "status", *NS_METRICS, "time_x_cost", "speedup", *PROVENANCE)

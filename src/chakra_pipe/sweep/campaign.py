@@ -21,6 +21,7 @@ from ..atomic import write_json, write_text
 from ..errors import ConfigError, InputError
 from ..readfile import read_json
 from .grid import Point, expand
+from .transforms import variants
 
 PLAN_VERSION = 1
 
@@ -30,7 +31,7 @@ class Workload:
     """One trace set of the campaign and the grid points it is simulated on."""
 
     name: str
-    kind: str  # collective | llm | capture | trace
+    kind: str  # collective | llm | capture | trace | transform (derived from another workload)
     npus: int
     spec: dict[str, Any]
     prefix: str  # rank files are PREFIX.<r>.et
@@ -133,6 +134,14 @@ class Campaign:
             if kind == "capture" and not do_capture:
                 continue
             workloads[wname] = _workload(wname, spec, tracedir, name, do_replay)
+            for v in variants(wname, kind, spec, workloads[wname].npus):
+                if v["name"] in (config.get("workloads") or {}) or v["name"] in workloads:
+                    raise ConfigError(f"derived workload name {v['name']} is taken", file="config",
+                                      where=f"workloads.{wname}.transforms")
+                derived = {"source": wname, "args": v["args"], "transform": v["transform"],
+                           **({"platforms": spec["platforms"]} if "platforms" in spec else {})}
+                workloads[v["name"]] = Workload(name=v["name"], kind="transform", npus=v["npus"], spec=derived,
+                                                prefix=f"{tracedir}/{name}/{v['name']}/et/{v['name']}", replay=False)
         for w in workloads.values():
             allowed = w.spec.get("platforms")
             ids = [p.id for p in points_list if p.npus == w.npus and (not allowed or p.platform in allowed)]

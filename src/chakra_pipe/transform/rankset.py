@@ -1,0 +1,108 @@
+"""A rank set held in memory while transforms edit it, and its atomic, reproducible writer.
+
+Why in memory: a transform chain must fail before anything is written (a refused op never leaves
+a half-rewritten set), and ``dp --to`` builds ranks that exist only after the whole set is read.
+Groups are held by ``pg_name`` (the key both ``PREFIX.comm_groups.json`` and METADATA tables use).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..atomic import write_json
+from ..errors import InputError
+from ..et import schema
+from ..et.attrs import set_attr
+from ..et.framing import read_trace, write_trace
+from ..et.process_groups import parse_process_groups
+from ..et.traceset import (
+    COMM_GROUPS_SUFFIX,
+    clear_rank_set,
+    files_sha256,
+    load_comm_groups,
+    rank_files,
+    write_order,
+)
+
+PROVENANCE_ATTR = "chakra_pipe.transform"
+
+
+@dataclass
+class RankSet:
+    """Per-rank GlobalMetadata and nodes, plus the set's communicator groups.
+
+    ``comm_groups`` maps pg_name → members as ``PREFIX.comm_groups.json`` lists them (None when the
+    set had no such file, so none is written back); ``tables`` maps pg_name → members as the
+    METADATA process-group tables declare them (an empty ``ranks`` list is the whole world).
+    """
+
+    prefix: str
+    metadata: list[Any]  # GlobalMetadata messages
+    nodes: list[list[Any]]  # Node messages
+    comm_groups: dict[str, list[int]] | None
+    sha256: str
+    tables: dict[str, list[int]] = field(default_factory=dict)
+    descs: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, prefix: str) -> RankSet:
+        files = rank_files(prefix)
+        cg_path = Path(prefix + COMM_GROUPS_SUFFIX)
+        companion = cg_path if cg_path.is_file() else None
+        metadata, nodes = [], []
+        for path in files:
+            md, ns = read_trace(path)
+            metadata.append(md)
+            nodes.append(ns)
+        groups = {str(k): v for k, v in load_comm_groups(cg_path).items()} if companion else None
+        rs = cls(prefix, metadata, nodes, groups, files_sha256(files, companion))
+        rs.reread_tables()
+        return rs
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def reread_tables(self) -> None:
+        """Collect every METADATA table; a group listed twice with different members is refused."""
+        world = list(range(len(self)))
+        for rank, nodes in enumerate(self.nodes):
+            for node in nodes:
+                if node.type != schema.METADATA_NODE or not node.inputs.values.startswith("['"):
+                    continue
+                table, problem = parse_process_groups(node.inputs.values)
+                if problem:
+                    continue  # not a process-group table; the validator reports malformed ones
+                for entry in json.loads(node.inputs.values[2:-2]):
+                    if isinstance(entry.get("pg_desc"), str):
+                        self.descs.setdefault(entry["pg_name"], entry["pg_desc"])
+                for pg, members in table.items():
+                    members = members or world
+                    if self.tables.setdefault(pg, members) != members:
+                        raise InputError(f"process group {pg!r} has members {members} in rank {rank}'s METADATA "
+                                         f"but {self.tables[pg]} in an earlier rank's", file=self.prefix)
+
+    def groups(self) -> dict[str, list[int]]:
+        """Every named group of the set (comm-group file and METADATA tables, which must agree)."""
+        out = dict(self.tables)
+        for pg, members in (self.comm_groups or {}).items():
+            if sorted(out.setdefault(pg, members)) != sorted(members):
+                raise InputError(f"group {pg} is {members} in {Path(self.prefix + COMM_GROUPS_SUFFIX).name} but "
+                                 f"{out[pg]} in the METADATA tables", file=self.prefix)
+        return out
+
+    def write(self, prefix: str, provenance: dict) -> list[Path]:
+        """Write the set at ``prefix`` the way the generators do: old set cleared, companion file first,
+        rank 0 last, every file atomically; each GlobalMetadata gains the provenance note."""
+        note = json.dumps(provenance, sort_keys=True, separators=(",", ":"))
+        clear_rank_set(prefix)
+        if self.comm_groups is not None:
+            write_json(prefix + COMM_GROUPS_SUFFIX, {k: self.comm_groups[k] for k in sorted(self.comm_groups, key=int)})
+        for rank in write_order(len(self)):
+            md = schema.GlobalMetadata()
+            md.CopyFrom(self.metadata[rank])
+            set_attr(md, PROVENANCE_ATTR, note)
+            write_trace(f"{prefix}.{rank}.et", md, self.nodes[rank])
+        return [Path(f"{prefix}.{rank}.et") for rank in range(len(self))]

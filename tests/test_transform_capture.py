@@ -1,0 +1,78 @@
+"""A 2-rank gloo capture re-targeted to 8 and 64 ranks: converts, validates, simulates, groups right.
+
+The capture's world is its only data-parallel group (DDP over all ranks), so widening copies the
+two ranks as blocks: DDP's gradient all-reduces keep their bytes, the one sub-group (PyTorch's
+group "1", all ranks of a 2-rank world) becomes every rank, and each block's send/recv pair is its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from chakra_pipe.et import TraceSet, read_trace, schema
+from chakra_pipe.et.attrs import get_attr, get_int
+from chakra_pipe.et.process_groups import parse_process_groups
+
+DATA = Path(__file__).parent / "data" / "capture"
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory) -> str:
+    pytest.importorskip("torch", reason="needs the torch extra (pip install -e '.[torch]') to capture")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from chakra_pipe.capture.runner import CaptureConfig, run_capture
+    from chakra_pipe.convert.rankset import convert_capture
+
+    out = tmp_path_factory.mktemp("capture")
+    run_capture(CaptureConfig(model="mlp", ranks=2, steps=1, backend="gloo", out=out / "cap"))
+    convert_capture(out / "cap", str(out / "mlp"))
+    return str(out / "mlp")
+
+
+def all_reduce_sizes(path: Path) -> Counter:
+    return Counter((get_attr(n, "pg_name", ""), get_int(n, "comm_size")) for n in read_trace(path)[1]
+                   if n.type == schema.COMM_COLL_NODE and get_int(n, "comm_type") == schema.ALL_REDUCE)
+
+
+def ring_network(tmp_path: Path, npus: int) -> Path:
+    path = tmp_path / f"ring{npus}.yml"
+    path.write_text(f"topology: [ Ring ]\nnpus_count: [ {npus} ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [8, 64])
+def test_capture_retargets_validates_and_simulates(captured, tmp_path, width):
+    from chakra_pipe.cli import main
+    from chakra_pipe.sim import load_hardware, simulate
+    from chakra_pipe.validate import validate_set
+
+    out = tmp_path / "wide"
+    assert main(["transform", captured, str(out), "dp", "--to", str(width)]) == 0
+    assert validate_set(str(out), strict=False).errors == 0
+    # Groups: the sub-group spans the new world, in the comm-group file and in every METADATA table.
+    assert json.loads(Path(f"{out}.comm_groups.json").read_text()) == {"1": list(range(width))}
+    for rank in range(width):
+        src = rank % 2
+        path = Path(f"{out}.{rank}.et")
+        assert all_reduce_sizes(path) == all_reduce_sizes(Path(f"{captured}.{src}.et"))  # DDP sizes unchanged
+        meta = [n for n in read_trace(path)[1] if n.type == schema.METADATA_NODE]
+        assert meta
+        for node in meta:
+            table, problem = parse_process_groups(node.inputs.values)
+            assert not problem and table == {"0": [], "1": []}  # PyTorch's "every rank"
+            sizes = {e["pg_name"]: e["group_size"] for e in json.loads(node.inputs.values[2:-2])}
+            assert sizes == {"0": width, "1": width}
+        peers = {(n.type, get_int(n, "comm_src"), get_int(n, "comm_dst"), get_int(n, "comm_tag"))
+                 for n in read_trace(path)[1] if n.type in (schema.COMM_SEND_NODE, schema.COMM_RECV_NODE)}
+        pair = (rank - src, rank - src + 1)
+        kind = schema.COMM_SEND_NODE if src == 0 else schema.COMM_RECV_NODE
+        assert peers == {(kind, *pair, 7)}
+    hw = load_hardware(DATA / "system_ring.json", ring_network(tmp_path, width))
+    result = simulate(TraceSet.load(out), hw)
+    assert len(result.finish_ns) == width and min(result.finish_ns) > 0
