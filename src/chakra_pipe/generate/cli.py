@@ -39,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="1: gradient reduce-scatter + parameter all-gather instead of all-reduce")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="device peak, TFLOP/s (default 989, H100)")
     p.add_argument("--mem-bw", type=float, default=3350.0, help="device memory bandwidth, GB/s (default 3350)")
+    p.add_argument("--recompute", action="store_true",
+                   help="full activation recomputation: each layer's forward re-runs before its backward")
     p.add_argument("--bucket-mb", type=float, default=25.0, help="gradient bucket cap, MiB (default 25)")
     p.add_argument("--no-metadata-node", action="store_true",
                    help="omit the per-rank process-group METADATA node (groups stay in PREFIX.comm_groups.json)")
@@ -57,18 +59,12 @@ def _collective(args: argparse.Namespace) -> int:
 
 
 def _llm(args: argparse.Namespace) -> int:
-    from .layout import Layout
-    from .llm import TrainingSpec, generate_llm
-    from .models import resolve_model
+    from .llm import generate_llm
+    from .options import LLM_FLAGS, resolve_llm
 
-    model = resolve_model(args.model, layers=args.layers, hidden=args.hidden, heads=args.heads, ffn=args.ffn,
-                          vocab=args.vocab, experts=args.experts, seq=args.seq)
-    layout = Layout(dp=args.dp, tp=args.tp, pp=args.pp, ep=args.ep, moe=model.moe)
-    microbatches = args.microbatches if args.microbatches is not None else args.pp
-    global_batch = args.global_batch if args.global_batch is not None else args.dp * microbatches
-    spec = TrainingSpec(layout, microbatches=microbatches, global_batch=global_batch, dtype=args.dtype,
-                        zero=args.zero, peak_tflops=args.peak_tflops, mem_bw_gbps=args.mem_bw,
-                        bucket_mb=args.bucket_mb, metadata_node=not args.no_metadata_node)
+    opts = {k: getattr(args, k) for k in LLM_FLAGS}
+    opts["no_metadata_node"] = args.no_metadata_node
+    model, spec = resolve_llm({k: v for k, v in opts.items() if v is not None})
     result = generate_llm(model, spec, args.out)
     print(f"wrote {len(result.files)} rank files {args.out}.<rank>.et and {result.comm_groups_file}: "
           f"{result.nodes} nodes, {result.bytes} bytes, {result.flops:.6g} FLOPs")

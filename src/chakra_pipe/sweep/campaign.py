@@ -21,7 +21,10 @@ from ..atomic import write_json, write_text
 from ..errors import ConfigError, InputError
 from ..readfile import read_json
 from .grid import Point, expand
+from ..generate.options import COLLECTIVE_FLAGS, LLM_FLAGS, cli_args
 from .transforms import variants
+from .workload_axes import expand as expand_axes
+from .workload_axes import has_axes
 
 PLAN_VERSION = 1
 
@@ -43,12 +46,12 @@ class Workload:
         """Arguments of ``chakra-pipe generate`` for a generated workload (empty for others)."""
         s = self.spec
         if self.kind == "collective":
-            args = ["collective", "--type", s["type"], "--npus", s["npus"], "--size", s["size"]]
+            args = ["collective", *cli_args(COLLECTIVE_FLAGS, s)]
         elif self.kind == "llm":
-            args = ["llm", "--model", s["model"], "--layers", s.get("layers", 2), "--dp", s.get("dp", 1),
-                    "--tp", s.get("tp", 1), "--pp", s.get("pp", 1)]
-            if s.get("ep"):
-                args += ["--ep", s["ep"]]
+            # layers/dp/tp/pp always appear (layers defaults to 2 in a campaign, unlike the CLI's preset).
+            fixed = {"layers": 2, "dp": 1, "tp": 1, "pp": 1}
+            args = ["llm", *cli_args(LLM_FLAGS, {**{k: v for k, v in s.items() if k in LLM_FLAGS},
+                                                 **{k: s.get(k, d) for k, d in fixed.items()}})]
         else:
             return ""
         return shlex.join(str(a) for a in args)
@@ -66,6 +69,7 @@ class Campaign:
     replay_iterations: int
     config_sha256: str
     notes: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)  # workload-axis points not simulated, and why
 
     # ---- paths (one place, so rules, jobs and reports agree) ----
     @property
@@ -129,7 +133,8 @@ class Campaign:
         tracedir = config.get("tracedir", "traces")
         shard_size = int(config.get("shard_size", 50))
         workloads: dict[str, Workload] = {}
-        for wname, spec in (config.get("workloads") or {}).items():
+        skipped: list[dict[str, str]] = []
+        for wname, spec in _expanded(config.get("workloads") or {}, points_list, skipped):
             kind = spec["kind"]
             if kind == "capture" and not do_capture:
                 continue
@@ -155,7 +160,9 @@ class Campaign:
                                            sort_keys=True, separators=(",", ":")).encode()).hexdigest()
         return cls(name=name, tracedir=tracedir, outdir=config.get("outdir", "reports"), shard_size=shard_size,
                    workloads=workloads, points=points, baseline=baseline,
-                   replay_iterations=int(config.get("replay_iterations", 2)), config_sha256=digest, notes=notes)
+                   replay_iterations=int(config.get("replay_iterations", 2)), config_sha256=digest,
+                   notes=notes + [f"skipped {k['workload']} on {k['platform']}: {k['reason']}" for k in skipped],
+                   skipped=skipped)
 
     # ---- plan.json ----
     def to_json(self) -> dict[str, Any]:
@@ -163,7 +170,7 @@ class Campaign:
             "plan_version": PLAN_VERSION, "campaign": self.name, "package_version": __version__,
             "config_sha256": self.config_sha256, "tracedir": self.tracedir, "outdir": self.outdir,
             "shard_size": self.shard_size, "baseline": self.baseline,
-            "replay_iterations": self.replay_iterations, "notes": self.notes,
+            "replay_iterations": self.replay_iterations, "notes": self.notes, "skipped": self.skipped,
             "workloads": {w.name: {"kind": w.kind, "npus": w.npus, "spec": w.spec, "prefix": w.prefix,
                                    "replay": w.replay, "shards": w.shards, "baseline": w.baseline}
                           for w in self.workloads.values()},
@@ -202,7 +209,8 @@ class Campaign:
             points = {p["id"]: Point.from_json(p) for p in d["points"]}
             return cls(name=d["campaign"], tracedir=d["tracedir"], outdir=d["outdir"], shard_size=d["shard_size"],
                        workloads=workloads, points=points, baseline=d["baseline"],
-                       replay_iterations=d["replay_iterations"], config_sha256=d["config_sha256"], notes=d["notes"])
+                       replay_iterations=d["replay_iterations"], config_sha256=d["config_sha256"], notes=d["notes"],
+                       skipped=d.get("skipped", []))
         except (KeyError, TypeError) as exc:
             raise InputError(f"plan is missing or mistypes field {exc}", file=str(path)) from None
 
@@ -210,6 +218,24 @@ class Campaign:
         if name not in self.workloads:
             raise InputError(f"workload '{name}' is not in the plan (have: {', '.join(self.workloads)})")
         return self.workloads[name]
+
+
+def _expanded(specs: dict[str, Any], points: list[Point],
+              skipped: list[dict[str, str]]) -> list[tuple[str, dict[str, Any]]]:
+    """Config workloads with workload axes replaced by their combinations; skips go to ``skipped``."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for name, spec in specs.items():
+        if spec.get("kind") not in ("llm", "collective") or not has_axes(spec):
+            out.append((name, spec))
+            continue
+        derived, skips = expand_axes(name, spec, points)
+        skipped += [k.to_json() for k in skips]
+        for dname, dspec in derived:
+            if dname in specs:
+                raise ConfigError(f"derived workload name {dname} is taken", file="config",
+                                  where=f"workloads.{name}.axes")
+            out.append((dname, dspec))
+    return out
 
 
 def _workload(name: str, spec: dict[str, Any], tracedir: str, campaign: str, do_replay: bool) -> Workload:
