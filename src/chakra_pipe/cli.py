@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "chakra_pipe.transform.cli",
     "chakra_pipe.replay.cli",
     "chakra_pipe.sweep.cli",
+    "chakra_pipe.search.cli",
     "chakra_pipe.report.cli",
 )
 
