@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import subprocess
 import sys
@@ -46,7 +47,7 @@ def test_moe_layouts_carve_ep_out_of_dp():
 def test_every_layout_has_a_verdict_and_best_equals_a_campaign_point(tmp_path):
     points = select_points(expand(PLATFORMS, REPO), ["hgx", "slow"], 8, None)
     spec = SearchSpec(model="gpt3-13b", gpus=8, global_batch=16, micro_batches=[1, 2], options=dict(SMALL))
-    rows = search(spec, points, log=open("/dev/null", "w"))
+    rows = search(spec, points, log=io.StringIO())
     layouts = enumerate_layouts(resolve_model("gpt3-13b", **SMALL), 8, 16, [1, 2])
     assert len(rows) == 2 * len(layouts)
     verdicts = {r["verdict"].split(":")[0] for r in rows}
@@ -86,11 +87,11 @@ def test_cli_writes_tables_and_refuses_a_platform_without_that_many_gpus(tmp_pat
     base = [sys.executable, "-m", "chakra_pipe.cli", "search", "--model", "gpt3-13b", "--config", str(cfg),
             "--platform", "hgx", "--global-batch", "8", *[f"--{k}={v}" for k, v in SMALL.items()]]
     run = subprocess.run([*base, "--gpus", "16", "--out", str(tmp_path / "x")], cwd=REPO, capture_output=True,
-                         text=True)
+                         text=True, check=False)
     assert run.returncode == 2 and "platform hgx has no grid point with 16 NPUs (has 8)" in run.stderr
     assert not (tmp_path / "x").exists()
     run = subprocess.run([*base, "--gpus", "8", "--hbm-gib", "40", "--keep-top", "1", "--out", str(tmp_path / "o")],
-                         cwd=REPO, capture_output=True, text=True)
+                         cwd=REPO, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr
     with open(tmp_path / "o/layouts.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -100,3 +101,37 @@ def test_cli_writes_tables_and_refuses_a_platform_without_that_many_gpus(tmp_pat
     assert (tmp_path / "o/pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "o/traces" / best["layout"] / f"{best['layout']}.0.et").is_file()
     assert "| 1 | `" + best["layout"] + "`" in (tmp_path / "o/layouts.md").read_text()
+
+
+@pytest.mark.slow
+def test_search_section_runs_in_the_workflow_and_reports_the_best_layouts(tmp_path):
+    import importlib.util
+    import os
+    import shutil
+
+    import yaml
+
+    if importlib.util.find_spec("snakemake") is None:
+        pytest.skip("snakemake is not installed")
+    config = {"campaign": "co-design", "capture": "never", "replay": "never",
+              "workloads": {"ar": {"kind": "collective", "type": "all_reduce", "npus": 8, "size": "1MiB"}},
+              "search": {"small": {"model": "gpt3-13b", "gpus": 8, "global_batch": 8, "platforms": ["hgx", "slow"],
+                                   **SMALL}},
+              "hardware": {"platforms": PLATFORMS}}
+    shutil.copytree(REPO / "config", tmp_path / "config")
+    (tmp_path / "config" / "s.yaml").write_text(yaml.safe_dump(config))
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+               SOURCE_DATE_EPOCH="1767225600")
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
+                          "--configfile", "config/s.yaml", "--cores", "2"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = tmp_path / "reports/co-design"
+    with open(out / "search/small/layouts.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["point_id"] for r in rows} == {"hgx", "slow[bandwidth=64]"}
+    summary = json.loads((out / "summary.json").read_text())
+    for point, best in summary["searches"]["small"].items():
+        first = next(r for r in rows if r["point_id"] == point)
+        assert (first["rank"], first["layout"]) == ("1", best["layout"])
+    assert "Parallelism search <code>small</code>" in (out / "report.html").read_text()

@@ -14,7 +14,7 @@ def test_gpt3_13b_tp8_pp4_bf16_no_zero():
     model, spec = _spec(dp=2, tp=8, pp=4, microbatches=8, global_batch=16)
     m = memory_per_gpu(model, spec)
     # h 5120, f 20480, L 40 -> 10 layers/stage; attn = 4h², mlp = 2hf = 8h² -> 12h² per layer.
-    h, s, a, v = 5120, 2048, 40, 50257
+    h, s, v = 5120, 2048, 50257
     layer = 12 * h * h
     stage0 = (10 * layer + v * h) // 8  # first stage: 10 layers + embedding, over tp 8
     assert (m.stage, m.weights, m.gradients, m.optimizer) == (0, 2 * stage0, 2 * stage0, 12 * stage0)

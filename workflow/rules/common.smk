@@ -1,8 +1,9 @@
 # Campaign resolution shared by every rule: workloads, grid points, shards and paths come from
 # chakra_pipe.sweep.Campaign, so the DAG and the jobs read one definition.
+import json
 import os
 
-from chakra_pipe.sweep.campaign import Campaign, name_pattern
+from chakra_pipe.sweep.campaign import SEARCH_FILES, Campaign, name_pattern
 
 CAMPAIGN = Campaign.from_config(config)
 # plan.json (grid points, shards, config digest) is written here, when its content changed, rather
@@ -50,4 +51,5 @@ def final_outputs():
     ]
     # Shards are targets too: a deleted shard is then recomputed (alone) even though the report
     # built from it is still newer than everything else.
-    return files + [f"{REPORT}/plots/{name}" for name in PLOT_FILES] + CAMPAIGN.shard_files()
+    return (files + [f"{REPORT}/plots/{name}" for name in PLOT_FILES] + CAMPAIGN.shard_files()
+            + CAMPAIGN.search_files())

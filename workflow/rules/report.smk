@@ -10,6 +10,7 @@ rule report:
     input:
         plan=CAMPAIGN.plan_path,
         results=f"{REPORT}/results.parquet",
+        searches=CAMPAIGN.search_files(),
     output:
         board_md=f"{REPORT}/leaderboard.md",
         board_csv=report(f"{REPORT}/leaderboard.csv", caption="../report/leaderboard.rst", category="Leaderboard"),

@@ -47,6 +47,18 @@ def render(summary: dict[str, Any], results, board, plot_dir: Path) -> str:
         data = base64.b64encode((plot_dir / name).read_bytes()).decode("ascii")
         parts.append(f"<figure><img alt='{e(caption)}' src='data:image/png;base64,{data}'>"
                      f"<figcaption>{e(caption)}</figcaption></figure>")
+    for name, best in (summary.get("searches") or {}).items():
+        parts.append(f"<h2>Parallelism search <code>{e(name)}</code></h2><p>Fastest layout per point that fits its "
+                     f"memory; every layout, its memory per GPU and verdict: <code>search/{e(name)}/layouts.md</code>."
+                     "</p><table><tr><th>point</th><th>layout</th><th>step time (ms)</th><th>memory/GPU (GiB)</th>"
+                     "<th>tokens/s</th><th>MFU</th></tr>"
+                     + "".join(f"<tr><td>{e(p)}</td><td>{e(b['layout'])}</td><td>{b['step_time_ns'] / 1e6:.3f}</td>"
+                               f"<td>{b['mem_total_gib']:.2f}</td><td>{b['tokens_per_s']:.0f}</td>"
+                               f"<td>{b['mfu']:.3f}</td></tr>" for p, b in best.items()) + "</table>")
+        pareto = plot_dir.parent / "search" / name / "pareto.png"
+        data = base64.b64encode(pareto.read_bytes()).decode("ascii")
+        parts.append(f"<figure><img alt='Pareto' src='data:image/png;base64,{data}'><figcaption>{e(name)}: step "
+                     "time against memory per GPU</figcaption></figure>")
     failed = results[results["status"] != "ok"]
     if len(failed):
         parts.append("<h2>Failed points</h2>" + _table(failed, ["workload", "point_id", "backend", "status"]))

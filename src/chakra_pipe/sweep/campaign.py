@@ -7,6 +7,7 @@ that file instead of re-parsing the config, so a job sees exactly the grid the D
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import json
@@ -21,12 +22,13 @@ from ..atomic import write_json, write_text
 from ..errors import ConfigError, InputError
 from ..readfile import read_json
 from .grid import Point, expand
-from ..generate.options import COLLECTIVE_FLAGS, LLM_FLAGS, cli_args
+from ..generate.options import COLLECTIVE_FLAGS, LLM_FLAGS, MODEL_KEYS, cli_args
 from .transforms import variants
 from .workload_axes import expand as expand_axes
 from .workload_axes import has_axes
 
 PLAN_VERSION = 1
+SEARCH_FILES = ("layouts.parquet", "layouts.csv", "layouts.md", "best.json", "pareto.png")
 
 
 @dataclass
@@ -70,6 +72,7 @@ class Campaign:
     config_sha256: str
     notes: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)  # workload-axis points not simulated, and why
+    searches: dict[str, dict[str, Any]] = field(default_factory=dict)  # config ``search:`` section
 
     # ---- paths (one place, so rules, jobs and reports agree) ----
     @property
@@ -98,6 +101,27 @@ class Campaign:
 
     def shard_files(self) -> list[str]:
         return [self.shard_path(w.name, i) for w in self.workloads.values() for i in range(len(w.shards))]
+
+    def search_dir(self, name: str) -> str:
+        return f"{self.report_dir}/search/{name}"
+
+    def search_files(self) -> list[str]:
+        return [f"{self.search_dir(n)}/{f}" for n in self.searches for f in SEARCH_FILES]
+
+    def search_args(self, name: str) -> str:
+        """``chakra-pipe search`` arguments of one ``search:`` entry (without ``--plan`` and ``--out``)."""
+        s = self.searches[name]
+        args: list[Any] = ["--model", s["model"], "--gpus", s["gpus"]]
+        for p in s["platforms"]:
+            args += ["--platform", p]
+        if s.get("micro_batch"):
+            args += ["--micro-batch", *s["micro_batch"]]
+        for key in ("global_batch", *MODEL_KEYS, "dtype", "peak_tflops", "mem_bw", "hbm_gib", "keep_top"):
+            if s.get(key) is not None:
+                args += [f"--{key.replace('_', '-')}", s[key]]
+        if s.get("exhaustive"):
+            args.append("--exhaustive")
+        return shlex.join(str(a) for a in args)
 
     def replayed(self) -> list[str]:
         return [w.name for w in self.workloads.values() if w.replay]
@@ -156,13 +180,16 @@ class Campaign:
                                   file="config", where=f"workloads.{w.name}")
             w.shards = [ids[i:i + shard_size] for i in range(0, len(ids), shard_size)]
             w.baseline = next((b for b in baseline if b in ids), None)
+        searches = dict(config.get("search") or {})
+        for sname, sspec in searches.items():
+            _check_search(sname, sspec, points_list)
         digest = hashlib.sha256(json.dumps({"config": config, "points": [p.to_json() for p in points_list]},
                                            sort_keys=True, separators=(",", ":")).encode()).hexdigest()
         return cls(name=name, tracedir=tracedir, outdir=config.get("outdir", "reports"), shard_size=shard_size,
                    workloads=workloads, points=points, baseline=baseline,
                    replay_iterations=int(config.get("replay_iterations", 2)), config_sha256=digest,
                    notes=notes + [f"skipped {k['workload']} on {k['platform']}: {k['reason']}" for k in skipped],
-                   skipped=skipped)
+                   skipped=skipped, searches=searches)
 
     # ---- plan.json ----
     def to_json(self) -> dict[str, Any]:
@@ -171,6 +198,7 @@ class Campaign:
             "config_sha256": self.config_sha256, "tracedir": self.tracedir, "outdir": self.outdir,
             "shard_size": self.shard_size, "baseline": self.baseline,
             "replay_iterations": self.replay_iterations, "notes": self.notes, "skipped": self.skipped,
+            **({"searches": self.searches} if self.searches else {}),
             "workloads": {w.name: {"kind": w.kind, "npus": w.npus, "spec": w.spec, "prefix": w.prefix,
                                    "replay": w.replay, "shards": w.shards, "baseline": w.baseline}
                           for w in self.workloads.values()},
@@ -210,7 +238,7 @@ class Campaign:
             return cls(name=d["campaign"], tracedir=d["tracedir"], outdir=d["outdir"], shard_size=d["shard_size"],
                        workloads=workloads, points=points, baseline=d["baseline"],
                        replay_iterations=d["replay_iterations"], config_sha256=d["config_sha256"], notes=d["notes"],
-                       skipped=d.get("skipped", []))
+                       skipped=d.get("skipped", []), searches=d.get("searches", {}))
         except (KeyError, TypeError) as exc:
             raise InputError(f"plan is missing or mistypes field {exc}", file=str(path)) from None
 
@@ -236,6 +264,16 @@ def _expanded(specs: dict[str, Any], points: list[Point],
                                   where=f"workloads.{name}.axes")
             out.append((dname, dspec))
     return out
+
+
+def _check_search(name: str, spec: dict[str, Any], points: list[Point]) -> None:
+    """A ``search:`` entry whose platforms lack the GPU count or ``hbm_gib`` fails at planning, not in its job."""
+    from ..search.run import select_points
+
+    try:
+        select_points(copy.deepcopy(points), list(spec["platforms"]), int(spec["gpus"]), spec.get("hbm_gib"))
+    except ConfigError as exc:
+        raise ConfigError(exc.what, file="config", where=f"search.{name}.platforms") from None
 
 
 def _workload(name: str, spec: dict[str, Any], tracedir: str, campaign: str, do_replay: bool) -> Workload:

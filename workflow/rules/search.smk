@@ -1,0 +1,24 @@
+# Parallelism searches (config `search:`): one job per search, every layout generated and simulated in memory.
+
+
+rule search:
+    input:
+        plan=ancient(CAMPAIGN.plan_path),
+    output:
+        [f"{REPORT}/search/{{search}}/{name}" for name in SEARCH_FILES],
+    wildcard_constraints:
+        search=name_pattern(list(CAMPAIGN.searches)),
+    params:
+        args=lambda wc: CAMPAIGN.search_args(wc.search),
+        out=lambda wc: CAMPAIGN.search_dir(wc.search),
+        # the search's own settings: a change to them reruns it, an unrelated config edit does not
+        spec=lambda wc: json.dumps(CAMPAIGN.searches[wc.search], sort_keys=True),
+    resources:
+        mem_mb=4000,
+        runtime=240,
+    conda:
+        "../envs/chakra-pipe.yaml"
+    log:
+        f"{LOGS}/search/{{search}}.log",
+    shell:
+        "chakra-pipe search --plan {input.plan} {params.args} --out {params.out:q} > {log} 2>&1"
