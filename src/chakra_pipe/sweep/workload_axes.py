@@ -79,7 +79,7 @@ def expand(name: str, spec: dict[str, Any], points: list[Point]) -> tuple[list[t
     base = {k: v for k, v in spec.items() if k not in ("axes", "platforms")}
     wkey = _world_key(kind)
     auto = base.get(wkey) == AUTO
-    sizes = sorted({n for counts in platforms.values() for n in counts}) if auto else [None]
+    sizes: list[int | None] = [*sorted({n for counts in platforms.values() for n in counts})] if auto else [None]
     derived: list[tuple[str, dict[str, Any]]] = []
     skips: list[Skip] = []
     for choice in combinations(list(axes_spec.items())):
@@ -87,7 +87,7 @@ def expand(name: str, spec: dict[str, Any], points: list[Point]) -> tuple[list[t
             resolved = {**base, **dict(choice)}
             chosen = list(choice)
             reason = None
-            if auto:
+            if n is not None:  # dp / npus: auto
                 per = int(resolved.get("tp", 1)) * int(resolved.get("pp", 1)) if kind == "llm" else 1
                 if n % per:
                     reason = f"tp·pp = {per} does not divide {n} NPUs"
