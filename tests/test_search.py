@@ -135,3 +135,12 @@ def test_search_section_runs_in_the_workflow_and_reports_the_best_layouts(tmp_pa
         first = next(r for r in rows if r["point_id"] == point)
         assert (first["rank"], first["layout"]) == ("1", best["layout"])
     assert "Parallelism search <code>small</code>" in (out / "report.html").read_text()
+
+
+def test_memory_only_lists_every_layout_without_simulating():
+    points = select_points(expand(PLATFORMS, REPO), ["hgx"], 8, None)
+    spec = SearchSpec(model="gpt3-13b", gpus=8, global_batch=16, micro_batches=[1, 2], options=dict(SMALL),
+                      memory_only=True)
+    rows = search(spec, points, log=io.StringIO())
+    assert {r["verdict"].split(":")[0] for r in rows} == {"fits", "pruned", "dominated"}
+    assert all(r.get("step_time_ns") is None and r.get("rank") is None for r in rows)

@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hbm-gib", type=float, help="per-GPU memory, GiB (overrides the platforms' hbm_gib)")
     p.add_argument("--exhaustive", action="store_true",
                    help="also simulate recomputation / ZeRO-1 on layouts that fit without them")
+    p.add_argument("--memory-only", action="store_true",
+                   help="list every layout with its memory and verdict without simulating (verdict 'fits')")
     p.add_argument("--keep-top", type=int, default=0, metavar="K",
                    help="write the rank files of the K fastest layouts per point under OUT/traces/")
     p.add_argument("--out", required=True, type=Path, help="output folder: layouts.{parquet,csv,md}, best.json, "
@@ -52,7 +54,8 @@ def _run(args: argparse.Namespace) -> int:
     options = {k: getattr(args, k) for k in (*MODEL_KEYS, "dtype", "peak_tflops", "mem_bw")
                if getattr(args, k) is not None}
     spec = SearchSpec(model=args.model, gpus=args.gpus, global_batch=args.global_batch or args.gpus,
-                      micro_batches=args.micro_batch, options=options, exhaustive=args.exhaustive)
+                      micro_batches=args.micro_batch, options=options, exhaustive=args.exhaustive,
+                      memory_only=args.memory_only)
     points = select_points(_all_points(args), args.platform, args.gpus, args.hbm_gib)
     rows = search(spec, points)
     files = write_outputs(rows, args.out)
@@ -64,7 +67,7 @@ def _run(args: argparse.Namespace) -> int:
         if r.get("rank") == 1:
             print(f"  best on {r['point_id']}: {r['layout']} {r['step_time_ns'] / 1e6:.3f} ms, "
                   f"{r['mem_total_gib']:.1f} GiB/GPU, MFU {r['mfu']:.3f}")
-    if not ok:  # not an error: the table says why each layout was refused
+    if not ok and not args.memory_only:  # not an error: the table says why each layout was refused
         print("search: no layout fits and simulates on any point (see the verdict column)", file=sys.stderr)
     return 0
 

@@ -8,6 +8,7 @@ Verdicts (one per layout and grid point, every layout listed):
   without it: it only adds work (a re-run forward; a parameter all-gather after the step), so it is
   not simulated unless ``exhaustive`` asks for it.
 * ``failed: …`` — the simulator refused it (the message says why).
+* ``fits`` — fits and is not dominated, but ``memory_only`` asked for no simulation.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class SearchSpec:
     micro_batches: list[int] = field(default_factory=lambda: [1])
     options: dict[str, Any] = field(default_factory=dict)  # seq, layers, dtype, peak_tflops, mem_bw, …
     exhaustive: bool = False
+    memory_only: bool = False  # list layouts with memory and verdict, simulate none ("fits")
 
 
 def select_points(points: list[Point], platforms: list[str], gpus: int, hbm_gib: float | None) -> list[Point]:
@@ -105,6 +107,8 @@ def search(spec: SearchSpec, points: list[Point], log=sys.stderr) -> list[dict[s
                                   f"> {point.hbm_gib:g} GiB")
             elif dom is not None:
                 row["verdict"] = f"dominated: {dom.label} fits and does less work"
+            elif spec.memory_only:
+                row["verdict"] = "fits"
             else:
                 print(f"search: {point.id}: simulating {c.label}", file=log, flush=True)
                 try:
