@@ -112,7 +112,7 @@ def expand(name: str, spec: dict[str, Any], points: list[Point]) -> tuple[list[t
                                                  f"matches no point of {pl} (NPUs: "
                                                  f"{', '.join(map(str, sorted(counts)))})"))
             if fits:
-                derived.append((dname, {**resolved, "platforms": fits, "axes_of": name}))
+                derived.append((dname, {**resolved, "platforms": fits}))
     return derived, skips
 
 
