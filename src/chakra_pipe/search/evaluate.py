@@ -17,14 +17,18 @@ from ..sweep.grid import Point
 from ..sweep.shard import hardware_config, metrics
 
 
-def simulate_layout(model: ModelSpec, spec: TrainingSpec, point: Point, name: str) -> dict[str, int]:
-    """The campaign's per-point metrics (step time of the slowest rank and its breakdown)."""
-    from ..sim import simulate
-
+def layout_traces(model: ModelSpec, spec: TrainingSpec, name: str) -> TraceSet:
+    """The rank set ``generate llm`` would write for this layout, decoded in memory (named ``name``)."""
     header, templates, _ = build_templates(model, spec)
     layout = spec.layout
     ranks = [graph_from_bytes(rank_bytes(header, templates, spec, r), f"{name}.{r}.et") for r in range(layout.world)]
     groups: dict[int, list[int]] = {int(k): v for k, v in layout.comm_groups().items()}
-    traces = TraceSet(prefix=name, files=[], ranks=ranks, comm_groups=groups)
+    return TraceSet(prefix=name, files=[], ranks=ranks, comm_groups=groups)
+
+
+def simulate_point(traces: TraceSet, point: Point) -> dict[str, int]:
+    """The campaign's per-point metrics (step time of the slowest rank and its breakdown)."""
+    from ..sim import simulate
+
     result: Any = simulate(traces, hardware_config(point, f"point {point.id}"))
     return metrics(result)

@@ -88,12 +88,14 @@ def search(spec: SearchSpec, points: list[Point], log=sys.stderr) -> list[dict[s
     rows: list[dict[str, Any]] = []
     resolved = {c: resolve_llm(c.options(base)) for c in layouts}
     memory = {c: memory_per_gpu(*resolved[c]) for c in layouts}
-    for point in points:
-        assert point.hbm_gib is not None
-        budget = point.hbm_gib * GIB
-        fits = {c: memory[c].total <= budget for c in layouts}
-        for c in layouts:
-            m, training = memory[c], resolved[c][1]
+    for p in points:
+        if p.hbm_gib is None:
+            raise ConfigError(f"point {p.id} has no hbm_gib (per-GPU memory) to check layouts against")
+    fits = {p.id: {c: memory[c].total <= float(p.hbm_gib or 0) * GIB for c in layouts} for p in points}
+    for c in layouts:  # layouts outermost: a layout's rank set is generated and decoded once for all points
+        traces = None
+        for point in points:
+            m = memory[c]
             row: dict[str, Any] = {
                 "platform": point.platform, "point_id": point.id, "layout": c.label, "dp": c.dp, "tp": c.tp,
                 "pp": c.pp, "ep": c.ep, "microbatches": c.microbatches, "micro_batch": c.micro_batch,
@@ -101,8 +103,8 @@ def search(spec: SearchSpec, points: list[Point], log=sys.stderr) -> list[dict[s
                 "mem_gradients_gib": m.gradients / GIB, "mem_optimizer_gib": m.optimizer / GIB,
                 "mem_activations_gib": m.activations / GIB, "mem_total_gib": m.total_gib,
                 "hbm_gib": point.hbm_gib, "cost": point.cost}
-            dom = None if spec.exhaustive else _dominator(c, fits)
-            if not fits[c]:
+            dom = None if spec.exhaustive else _dominator(c, fits[point.id])
+            if not fits[point.id][c]:
                 row["verdict"] = (f"pruned: needs {m.total_gib:.2f} GiB on stage {m.stage} "
                                   f"> {point.hbm_gib:g} GiB")
             elif dom is not None:
@@ -110,11 +112,12 @@ def search(spec: SearchSpec, points: list[Point], log=sys.stderr) -> list[dict[s
             elif spec.memory_only:
                 row["verdict"] = "fits"
             else:
+                from .evaluate import layout_traces, simulate_point
+
                 print(f"search: {point.id}: simulating {c.label}", file=log, flush=True)
                 try:
-                    from .evaluate import simulate_layout
-
-                    step = simulate_layout(resolved[c][0], training, point, c.label)["step_time_ns"]
+                    traces = traces or layout_traces(*resolved[c], c.label)
+                    step = simulate_point(traces, point)["step_time_ns"]
                 except ChakraPipeError as exc:
                     row["verdict"] = f"failed: {exc.line()}"
                 else:
