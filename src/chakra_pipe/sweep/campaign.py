@@ -20,9 +20,9 @@ from typing import Any
 from .. import __version__
 from ..atomic import write_json, write_text
 from ..errors import ConfigError, InputError
+from ..generate.options import COLLECTIVE_FLAGS, LLM_FLAGS, MODEL_KEYS, cli_args
 from ..readfile import read_json
 from .grid import Point, expand
-from ..generate.options import COLLECTIVE_FLAGS, LLM_FLAGS, MODEL_KEYS, cli_args
 from .transforms import variants
 from .workload_axes import expand as expand_axes
 from .workload_axes import has_axes
