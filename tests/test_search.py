@@ -144,3 +144,18 @@ def test_memory_only_lists_every_layout_without_simulating():
     rows = search(spec, points, log=io.StringIO())
     assert {r["verdict"].split(":")[0] for r in rows} == {"fits", "pruned", "dominated"}
     assert all(r.get("step_time_ns") is None and r.get("rank") is None for r in rows)
+
+
+def test_a_search_whose_platform_cannot_host_it_fails_when_planned():
+    from chakra_pipe.errors import ConfigError
+
+    config = {"campaign": "c", "capture": "never", "replay": "never",
+              "workloads": {"ar": {"kind": "collective", "type": "all_reduce", "npus": 8, "size": "1MiB"}},
+              "search": {"big": {"model": "gpt3-13b", "gpus": 64, "platforms": ["hgx"]}},
+              "hardware": {"platforms": PLATFORMS}}
+    with pytest.raises(ConfigError, match=r"search\.big\.platforms: platform hgx has no grid point with 64 NPUs"):
+        Campaign.from_config(config, root=REPO)
+    config["search"]["big"]["gpus"] = 8
+    plan = Campaign.from_config(config, root=REPO)
+    assert plan.search_args("big") == "--model gpt3-13b --gpus 8 --platform hgx"
+    assert plan.search_files()[0] == "reports/c/search/big/layouts.parquet"
