@@ -28,7 +28,7 @@ class CollectiveRecord:
     end_ns: int
 
 
-def _union(intervals: list[tuple[int, int]]) -> int:
+def union_ns(intervals: list[tuple[int, int]]) -> int:
     total, cur_s, cur_e = 0, None, None
     for s, e in sorted(intervals):
         if cur_e is None or s > cur_e:
@@ -67,9 +67,14 @@ class SimResult:
             self.finish_ns.append(w.finish_ns)
             self.compute_ns.append(w.tics_gpu)
             self.exposed_comm_ns.append(w.finish_ns - w.tics_gpu)
-            self.comm_ns.append(_union(comm_by_rank.get(w.rank, [])))
-            self.idle_ns.append(w.finish_ns - _union([(s, e) for s, e in zip(w.start, w.end) if s >= 0]))
+            self.comm_ns.append(union_ns(comm_by_rank.get(w.rank, [])))
+            self.idle_ns.append(w.finish_ns - union_ns([(s, e) for s, e in zip(w.start, w.end) if s >= 0]))
         self._workloads = list(workloads)
+
+    @property
+    def workloads(self) -> list:
+        """The finished per-rank issue loops (node start/end times), for statistics and timelines."""
+        return self._workloads
 
     def comm_time_by_type_ns(self) -> dict[str, int]:
         out: dict[str, int] = {}
