@@ -62,7 +62,8 @@ def test_aggregate_derives_speedup_cost_and_provenance(tmp_path):
     camp = _plan(tmp_path)
     _write_shards(camp)
     df = aggregate(camp, commit="deadbeef")
-    assert list(df.columns) == list(RESULT_COLUMNS)
+    assert list(df.columns) == [*RESULT_COLUMNS, "topology_d0", "npus_d0", "bandwidth_gbps_d0", "latency_ns_d0",
+                                "hw.network.bandwidth", "wl.kind", "wl.npus", "wl.size_bytes", "wl.type"]
     assert list(df["point_id"]) == list(STEP)  # plan order, not file order
     by = df.set_index("point_id")
     assert by.loc["p[bandwidth=100]", "speedup"] == pytest.approx(0.5)   # 2000 / 4000
@@ -228,7 +229,10 @@ def test_captured_and_replayed_rows_are_one_pass_over_the_trace(tmp_path):
     measured = df[(df["workload"] == "cap") & (df["source"] != "simulated")].set_index("source")
     assert measured.loc["captured", "step_time_ns"] == 2_500_000  # 1.25 ms per step x 2 profiled steps
     assert measured.loc["replayed", "step_time_ns"] == 3_000_000
-    assert measured.loc["replayed", "backend"] == "gloo/cpu" and measured.loc["captured", "backend"] == "gloo"
+    # one meaning per column: the torch runtime is not a simulator backend, and no grid point ran
+    assert measured.loc["replayed", "runtime"] == "gloo/cpu" and measured.loc["captured", "runtime"] == "gloo"
+    assert set(measured["backend"]) == {""} and set(measured["point_id"]) == {""}
+    assert set(df[df["source"] == "simulated"]["runtime"]) == {""}
     assert set(measured["trace_sha256"]) == {"cd" * 32}
     assert list(df[df["workload"] == "cap"]["source"])[-2:] == ["replayed", "captured"]
     board = leaderboard.campaign_board(df)
