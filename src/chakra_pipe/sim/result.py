@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..et import schema
-from .workload import SLOT_NAMES
 
 
 @dataclass(frozen=True)
@@ -97,18 +95,11 @@ class SimResult:
         }
 
     def timeline(self) -> dict:
-        """Chrome/Perfetto trace: one complete event per node, pid = rank, tid = hardware slot.
+        """Chrome/Perfetto trace of every node (see :mod:`chakra_pipe.sim.timeline`).
 
         Node names come from the simulated ``TraceSet``; call this while it is alive (the result keeps
         no strong reference to the traces), otherwise events are named ``node <id>``.
         """
-        nodes = [(w.rank, w.t.ids[i], i, w, SLOT_NAMES[w.slot(i)], w.t.types[i], s, e)
-                 for w in self._workloads for i, (s, e) in enumerate(zip(w.start, w.end)) if s >= 0]
-        events = []
-        for rank, node_id, i, w, slot, ty, s, e in sorted(nodes, key=lambda n: (n[0], n[6], n[1])):
-            graph = w.t.graph
-            name = (graph.name(i) if graph is not None else "") or f"node {node_id}"
-            events.append({"name": name, "ph": "X", "pid": rank, "tid": slot,
-                           "ts": s / 1000.0, "dur": (e - s) / 1000.0,
-                           "args": {"node_id": node_id, "type": schema.NODE_TYPE_NAMES.get(ty, str(ty))}})
-        return {"traceEvents": events, "displayTimeUnit": "ns"}
+        from .timeline import chrome_trace
+
+        return chrome_trace(self)
