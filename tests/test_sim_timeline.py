@@ -11,8 +11,9 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from chakra_pipe.cli import main
 from test_robust_determinism import SYSTEM
+
+from chakra_pipe.cli import main
 
 NETWORK = "topology: [ Ring, Ring ]\nnpus_count: [ 2, 2 ]\nbandwidth: [ 100.0, 50.0 ]\nlatency: [ 500.0, 500.0 ]\n"
 
