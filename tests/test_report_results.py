@@ -18,6 +18,7 @@ from chakra_pipe.errors import InputError
 from chakra_pipe.report import leaderboard
 from chakra_pipe.report.aggregate import aggregate, read_results, write_results
 from chakra_pipe.report.build import build
+from chakra_pipe.report.collectives import frame, sidecar_path, write_table
 from chakra_pipe.report.plots import PLOTS, pareto_front
 from chakra_pipe.report.schema import METRIC_NAMES, NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS
 from chakra_pipe.sweep.campaign import Campaign
@@ -57,6 +58,7 @@ def _write_shards(camp: Campaign, fail: str | None = None) -> None:
             rows.append(row)
         path = Path(camp.shard_path("ar", i))
         path.parent.mkdir(parents=True, exist_ok=True)
+        write_table(frame([]), sidecar_path(path))
         path.write_text(rows_to_csv(rows, SHARD_COLUMNS))
 
 

@@ -10,6 +10,7 @@ rule aggregate:
     output:
         parquet=f"{REPORT}/results.parquet",
         csv=f"{REPORT}/results.csv",
+        collectives=f"{REPORT}/collectives.parquet",
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.csv),
     conda:

@@ -16,7 +16,7 @@ from .. import __version__
 from ..atomic import write_bytes, write_text
 from ..errors import InputError
 from ..sweep.campaign import Campaign
-from . import tidy
+from . import collectives, tidy
 from .schema import NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS, SOURCES, UNITS
 
 FLOAT_COLUMNS = ("cost", "bottleneck_bandwidth_gbps", "time_x_cost", "speedup")
@@ -130,6 +130,29 @@ def aggregate(plan: Campaign, commit: str | None = None):
     df["_p"] = df["point_id"].map(order_p).fillna(-1)
     df = df.sort_values(["_w", "_s", "_p"], kind="stable").drop(columns=["_w", "_s", "_p"]).reset_index(drop=True)
     return df
+
+
+def aggregate_collectives(plan: Campaign):
+    """``collectives.parquet``: the shards' per-collective parts in plan order, then the replays."""
+    import pandas as pd
+
+    parts = []
+    for w in plan.workloads.values():
+        for i in range(len(w.shards)):
+            path = collectives.sidecar_path(plan.shard_path(w.name, i))
+            try:
+                parts.append(collectives.read_table(path))
+            except FileNotFoundError:
+                raise InputError("per-collective part of the shard is missing: delete the shard CSV beside it "
+                                 "to recompute", file=str(path)) from None
+            except (OSError, ValueError) as exc:
+                raise InputError(f"unreadable per-collective part ({str(exc).splitlines()[0]}): delete the shard "
+                                 "CSV beside it to recompute", file=str(path)) from None
+        if w.replay:
+            doc = json.loads(Path(plan.replay_path(w.name)).read_text(encoding="utf-8"))
+            parts.append(collectives.frame(collectives.replayed_rows(doc, plan.name, w.name)))
+    parts = [p for p in parts if len(p)]
+    return pd.concat(parts, ignore_index=True) if parts else collectives.frame([])
 
 
 def _dynamic(plan: Campaign, df):
