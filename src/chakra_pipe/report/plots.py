@@ -46,11 +46,11 @@ def _figure(n: int, width: float = 6.0, height: float = 3.6):
     return fig, flat[:max(n, 1)]
 
 
-def _save(fig, path: Path, top: float = 1.0) -> None:
+def _save(fig, path: Path, top: float = 1.0, bottom: float = 0.0) -> None:
     """``path`` (PNG) and the same figure as SVG beside it; the tight box keeps outside legends whole."""
     import matplotlib.pyplot as plt
 
-    fig.tight_layout(rect=(0, 0, 1, top))
+    fig.tight_layout(rect=(0, bottom, 1, top))
     for fmt, meta in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
         buf = io.BytesIO()
         fig.savefig(buf, format=fmt, dpi=100, metadata=meta, bbox_inches="tight", pad_inches=0.1)
@@ -60,6 +60,20 @@ def _save(fig, path: Path, top: float = 1.0) -> None:
 
 def _legend_outside(ax) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=SMALL)
+
+
+def _shared_legend(fig, axes) -> float:
+    """One key under all panels (labels merged across them); returns the bottom margin to keep for it."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, h)
+    if not seen:
+        return 0.0
+    ncol = 1 if max(len(label) for label in seen) > 45 else 2
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=ncol, fontsize=SMALL, frameon=False)
+    rows = math.ceil(len(seen) / ncol)
+    return min(0.6, (0.22 * rows + 0.15) / fig.get_figheight())
 
 
 def _empty(path: Path, text: str) -> None:
@@ -99,6 +113,7 @@ def plot_bandwidth(ok, path: Path) -> None:
     if not workloads:
         return _empty(path, "no successful simulations")
     fig, axes = _figure(len(workloads))
+    colors: dict[str, str] = {}
     for ax, w in zip(axes, workloads):
         g = ok[ok["workload"] == w]
         bw_axes = _bandwidth_axes(g)
@@ -107,7 +122,8 @@ def plot_bandwidth(ok, path: Path) -> None:
         if len(set(keys)) <= MAX_SERIES:
             for key, s in g.groupby("_series", sort=False):
                 s = s.sort_values("bottleneck_bandwidth_gbps", kind="stable")
-                ax.plot(s["bottleneck_bandwidth_gbps"], s["_t"], marker="o", label=key)
+                color = colors.setdefault(key, f"C{len(colors) % 10}")  # one colour per series in every panel
+                ax.plot(s["bottleneck_bandwidth_gbps"], s["_t"], marker="o", label=key, color=color)
         else:  # a legend of 100 lines helps nobody: summarise the other axes at each bandwidth
             by_bw = g.groupby("bottleneck_bandwidth_gbps")["_t"]
             for stat, style in (("min", "-o"), ("median", "--"), ("max", ":")):
@@ -120,11 +136,10 @@ def plot_bandwidth(ok, path: Path) -> None:
         ax.set_xticklabels([f"{t:g}" for t in ticks])
         ax.minorticks_off()
         ax.set_title(w)
-        ax.set_xlabel("bottleneck link bandwidth (GB/s per direction, GB = 2^30 B)")
+        ax.set_xlabel("bottleneck link bandwidth (GB/s, GB = 2^30 B)")
         ax.set_ylabel("simulated step time (µs)")
         ax.grid(True, alpha=0.3)
-        _legend_outside(ax)
-    _save(fig, path)
+    _save(fig, path, bottom=_shared_legend(fig, axes))
 
 
 def plot_breakdown(ok, path: Path) -> None:
@@ -190,8 +205,7 @@ def plot_pareto(ok, path: Path) -> None:
         ax.set_xlabel("cost (units declared in the config)")
         ax.set_ylabel("simulated step time (µs)")
         ax.grid(True, alpha=0.3)
-        _legend_outside(ax)
-    _save(fig, path)
+    _save(fig, path, bottom=_shared_legend(fig, axes))
 
 
 def plot_fidelity(results, baselines: dict[str, str | None], path: Path, why_empty: str) -> None:
