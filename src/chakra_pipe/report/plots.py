@@ -147,7 +147,7 @@ def plot_breakdown(ok, path: Path) -> None:
     if not workloads:
         return _empty(path, "no successful simulations")
     heights = [max(2.5, 0.28 * min(MAX_BARS, (ok["workload"] == w).sum()) + 1.2) for w in workloads]
-    fig, axes = _figure(len(workloads), width=7.5, height=max(heights))
+    fig, axes = _figure(len(workloads), width=6.5, height=max(heights))
     for ax, w in zip(axes, workloads):
         g = ok[ok["workload"] == w]
         total = len(g)
