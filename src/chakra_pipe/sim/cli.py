@@ -3,7 +3,8 @@
 Stdout carries ASTRA-sim's per-rank line ``sys[i] finished, T cycles, exposed communication X cycles.``
 so existing log parsers keep working. ``--logging-configuration``, ``--logging-folder``,
 ``--compute-scale`` and ``--comm-scale`` are accepted for compatibility; ASTRA-sim does not use the
-two scales and this simulator writes no spdlog files.
+two scales. The drop-in ``AstraSim_Analytical_Congestion_*`` scripts (``astrasim.py``) add the
+statistics lines, the log folder and warnings for settings that are not modelled.
 """
 
 from __future__ import annotations
