@@ -157,12 +157,15 @@ def test_unknown_flags_warn_and_are_ignored(fixtures_dir: Path, tmp_path: Path) 
 
 def test_unmodelled_system_keys_warn_once_each(fixtures_dir: Path, tmp_path: Path) -> None:
     sys_cfg = json.loads((fixtures_dir / "astra-sim/system/native_collectives/Ring_4chunks.json").read_text())
-    sys_cfg.update({"track-local-mem": 1, "trace-enabled": 1})
+    sys_cfg.update({"track-local-mem": 1, "trace-enabled": 1, "peak_perf": 5, "boost-mode": 1})
     path = tmp_path / "sys.json"
     path.write_text(json.dumps(sys_cfg))
     err = io.StringIO()
     assert run(_fixture_argv(fixtures_dir, tmp_path / "log", path), "congestion_aware", io.StringIO(), err) == 0
     assert err.getvalue().count("track-local-mem=1") == 1 and err.getvalue().count("trace-enabled=1") == 1
+    assert "unknown system key 'peak_perf' ignored" in err.getvalue()
+    assert "boost-mode=1 has no effect" in err.getvalue()
+    assert "[astra-sim] [warning] track-local-mem=1" in (tmp_path / "log" / "log.log").read_text()
 
 
 def test_bad_flags_and_inputs_exit_2_and_write_err_log(fixtures_dir: Path, tmp_path: Path) -> None:
