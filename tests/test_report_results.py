@@ -408,3 +408,36 @@ def test_results_group_by_every_axis_without_string_parsing(tmp_path):
 
     units = json.loads(papq.read_schema(out / "results.parquet").metadata[b"chakra_pipe.units"])
     assert units["step_time_ns"] == "ns" and "2^30" in units["bandwidth_gbps_d0"]
+
+
+def test_report_page_has_contents_captions_and_sortable_tables(tmp_path):
+    import re
+
+    from chakra_pipe.report.html import duration
+
+    camp = _plan(tmp_path)
+    _write_shards(camp, fail="p[bandwidth=400]")
+    out = tmp_path / "report"
+    build(camp, aggregate(camp, commit="x"), out)
+    page = (out / "report.html").read_text()
+    toc = re.findall(r'<li><a href="#([a-z]+)">', page)
+    assert toc == ["notes", "leaderboard", "plots", "failed", "results", "metrics"]
+    assert all(f'id="{anchor}"' in page for anchor in toc)
+    assert page.count("<figcaption>Figure ") == len(PLOTS)
+    assert page.count("<table class='data'>") >= 4 and "aria-sort" in page  # sortable, filterable (script)
+    # durations readable, exact value kept for sorting
+    assert "<td data-v='4000.0'>4 µs</td>" in page and "<td data-v='2000.0'>2 µs</td>" in page
+    assert (duration(950), duration(12_345), duration(4_560_000), duration(2.5e9)) == (
+        "950 ns", "12.3 µs", "4.56 ms", "2.5 s")
+    for name in PLOTS:  # every plot as PNG and SVG
+        assert (out / "plots" / name.replace(".png", ".svg")).read_bytes().lstrip().startswith(b"<?xml")
+
+
+def test_fidelity_placeholder_names_the_real_reason(tmp_path):
+    from chakra_pipe.report.build import why_no_fidelity
+
+    camp = _plan(tmp_path)  # made with torch_available=False and capture/replay left on auto
+    camp.notes = []
+    assert "disabled" in why_no_fidelity(camp)
+    camp.notes = ["replay skipped: PyTorch is not installed (replay: auto)"]
+    assert "PyTorch is not installed" in why_no_fidelity(camp) and "disabled" not in why_no_fidelity(camp)

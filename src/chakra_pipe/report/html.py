@@ -20,6 +20,8 @@ from .plots import PLOTS
 MAX_ROWS = 500  # the full table is in results.csv; a browser page need not hold 10,000 rows
 TEXT_COLUMNS = {"workload", "source", "point_id", "backend", "runtime", "status", "platform", "metric", "unit",
                 "better", "meaning", "hardware point"}
+WIDE_COLUMNS = {"point_id", "meaning"}  # long text that wraps anywhere; other cells stay on one line
+WRAP_COLUMNS = {"status", "settings"}  # errors and settings wrap at spaces
 RESULT_VIEW = (["workload", "source", "point_id", "backend", "runtime", "status", "step_time_ns", "compute_ns",
                 "exposed_comm_ns", "idle_ns", "speedup", "cost"],
                ["workload", "source", "hardware point", "backend", "runtime", "status", "step time", "compute",
@@ -40,7 +42,7 @@ def duration(ns: float | None) -> str:
 @dataclass
 class Table:
     headers: list[tuple[str, bool]]  # (title, is text)
-    rows: list[list[tuple[str, str | None, bool]]]  # (shown text, sort value or None for text, is text)
+    rows: list[list[tuple[str, str | None, str]]]  # (shown text, sort value or None for text, css class)
 
 
 def make_table(df, columns: list[str], headers: list[str] | None = None) -> Table:
@@ -54,11 +56,12 @@ def make_table(df, columns: list[str], headers: list[str] | None = None) -> Tabl
         for col, v, is_text in zip(columns, values, text):
             na = v is None or (not isinstance(v, str) and pd.isna(v))
             if is_text or isinstance(v, str):
-                row.append(("" if na else str(v), None, True))
+                css = "t w" if col in WIDE_COLUMNS else "t s" if col in WRAP_COLUMNS else "t"
+                row.append(("" if na else str(v), None, css))
             elif col.endswith("_ns"):
-                row.append((duration(None if na else float(v)), "" if na else repr(float(v)), False))
+                row.append((duration(None if na else float(v)), "" if na else repr(float(v)), "n"))
             else:
-                row.append((fmt(v), "" if na else repr(float(v)), False))
+                row.append((fmt(v), "" if na else repr(float(v)), "n"))
         rows.append(row)
     return Table(list(zip(heads, text)), rows)
 
@@ -70,9 +73,13 @@ def _render_table(t: Table) -> str:
     body = []
     for row in t.rows:
         cells = []
-        for shown, value, txt in row:
-            if txt:
-                cells.append(f"<td class='t'>{escape(shown)}</td>")
+        for shown, value, css in row:
+            if value is None:
+                text = str(escape(shown))
+                if "w" in css.split():  # point ids break after their separators, not mid-word
+                    for sep in (",", "[", ";"):
+                        text = text.replace(sep, sep + "<wbr>")
+                cells.append(f"<td class='{css}'>{text}</td>")
             else:
                 cells.append(f"<td data-v='{escape(value)}'>{escape(shown)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
@@ -101,9 +108,15 @@ def render(summary: dict[str, Any], results, board, plot_dir: Path) -> str:
     page = env.get_template("report.html.j2").render(
         s=summary, sections=sections, boards=boards, plots=plots, table=_render_table,
         failed=make_table(failed, ["workload", "point_id", "backend", "status"]) if len(failed) else None,
-        results=make_table(shown, *RESULT_VIEW), more=len(results) > MAX_ROWS, shown=MAX_ROWS, total=len(results),
+        results=make_table(shown, *_non_empty(shown, *RESULT_VIEW)), more=len(results) > MAX_ROWS, shown=MAX_ROWS, total=len(results),
         metrics=make_table(metrics, ["metric", "unit", "better", "meaning"]))
     return page
+
+
+def _non_empty(df, columns: list[str], headers: list[str]) -> tuple[list[str], list[str]]:
+    """Drop columns with nothing in them (no replays: no runtime) so the table fits the page."""
+    keep = [(c, h) for c, h in zip(columns, headers) if df[c].astype(str).replace({"<NA>": "", "nan": ""}).ne("").any()]
+    return [c for c, _ in keep], [h for _, h in keep]
 
 
 def _board_view() -> tuple[list[str], list[str]]:
