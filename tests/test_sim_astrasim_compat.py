@@ -205,3 +205,11 @@ def test_injection_scale_multiplies_endpoint_delay(fixtures_dir: Path, tmp_path:
         assert run(argv, "congestion_unaware", out, io.StringIO()) == 0
         times.append(int(re.search(r"sys\[0\] finished, (\d+) cycles", out.getvalue()).group(1)))
     assert times[1] > times[0]
+
+
+def test_chakra_pipe_simulate_warns_about_unused_scales(fixtures_dir: Path, tmp_path: Path, capsys) -> None:
+    from chakra_pipe.cli import main
+
+    argv = _fixture_argv(fixtures_dir, tmp_path / "log")[:4]
+    assert main(["simulate", *argv[:2], "--network-configuration=" + argv[3], "--comm-scale=0.5"]) == 0
+    assert "--comm-scale=0.5 has no effect" in capsys.readouterr().err

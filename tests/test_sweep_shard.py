@@ -157,3 +157,24 @@ def test_collectives_table_per_point_rank_and_collective(plan, tmp_path):
 
     meta = json.loads(pq.read_schema(out).metadata[b"chakra_pipe.units"])
     assert meta == UNITS and "10^9" in meta["busbw_GBps"]
+
+
+def test_replay_collectives_rows_use_nccl_tests_bandwidths():
+    from chakra_pipe.report.collectives import frame, replayed_rows
+
+    doc = {"collectives": [{"rank": 0, "node": 7, "comm_type": "ALL_GATHER", "group": "0", "group_size": 4,
+                            "comm_size": 1000, "median_time_ns": 2000}],
+           "p2p": [{"rank": 1, "node": 3, "kind": "send", "comm_size": 500, "median_time_ns": 1000}]}
+    df = frame(replayed_rows(doc, "c", "w"))
+    ag, send = df.iloc[0], df.iloc[1]
+    assert (ag["source"], ag["point_id"], ag["backend"]) == ("replayed", "", "")
+    # all-gather: nccl-tests size = 4 x 1000 B; algbw 4000 B / 2000 ns = 2 GB/s; busbw x 3/4
+    assert (ag["nccl_size_bytes"], ag["algbw_GBps"], ag["busbw_GBps"]) == (4000, 2.0, 1.5)
+    assert pd_isna(ag["start_ns"]) and ag["duration_ns"] == 2000
+    assert (send["comm_type"], send["group_size"], send["busbw_GBps"]) == ("SEND", 2, 0.5)
+
+
+def pd_isna(x) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(x))

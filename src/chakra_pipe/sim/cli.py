@@ -37,8 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--num-queues-per-dim", type=int, default=1)
     p.add_argument("--injection-scale", type=float, default=1.0)
     p.add_argument("--rendezvous-protocol", type=_bool, nargs="?", const=True, default=False)
-    p.add_argument("--compute-scale", type=float, default=1.0, help="accepted; unused (as in ASTRA-sim)")
-    p.add_argument("--comm-scale", type=float, default=1.0, help="accepted; unused (as in ASTRA-sim)")
+    p.add_argument("--compute-scale", type=float, default=1.0,
+                   help="accepted; no effect, as in ASTRA-sim (a value other than 1 prints a warning)")
+    p.add_argument("--comm-scale", type=float, default=1.0,
+                   help="accepted; no effect, as in ASTRA-sim (a value other than 1 prints a warning)")
     p.add_argument("--logging-configuration", default="empty", help="accepted; no log files are written")
     p.add_argument("--logging-folder", default="log", help="accepted; no log files are written")
     p.add_argument("--output-json", metavar="OUT.json", help="write the full result (SimResult.to_dict)")
@@ -51,6 +53,12 @@ def _simulate(args) -> int:
     from ..et.traceset import TraceSet, load_comm_groups
     from . import load_hardware, simulate
 
+    import sys
+
+    for name in ("compute_scale", "comm_scale"):
+        if getattr(args, name) != 1.0:
+            print(f"chakra-pipe simulate: warning: --{name.replace('_', '-')}={getattr(args, name):g} has no effect "
+                  "(ASTRA-sim parses it and never uses it)", file=sys.stderr)
     hw = load_hardware(args.system_configuration, args.network_configuration, args.remote_memory_configuration,
                        backend=args.backend, num_queues_per_dim=args.num_queues_per_dim,
                        injection_scale=args.injection_scale, rendezvous=args.rendezvous_protocol)
