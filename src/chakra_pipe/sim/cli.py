@@ -49,11 +49,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _simulate(args) -> int:
+    import sys
+
     from ..atomic import write_json
     from ..et.traceset import TraceSet, load_comm_groups
     from . import load_hardware, simulate
-
-    import sys
 
     for name in ("compute_scale", "comm_scale"):
         if getattr(args, name) != 1.0:
