@@ -52,7 +52,7 @@ def make_table(df, columns: list[str], headers: list[str] | None = None) -> Tabl
     text = [c in TEXT_COLUMNS or h in TEXT_COLUMNS for c, h in zip(columns, heads)]
     rows = []
     for values in df[columns].itertuples(index=False):
-        row = []
+        row: list[tuple[str, str | None, str]] = []
         for col, v, is_text in zip(columns, values, text):
             na = v is None or (not isinstance(v, str) and pd.isna(v))
             if is_text or isinstance(v, str):

@@ -170,7 +170,7 @@ def update_standing(results, board_csv: str | Path, date: str | None = None):
         for r in new.itertuples(index=False):
             prev = previous.get(tuple(r[:len(KEY)]))
             same = prev is not None and all(getattr(prev, c) == getattr(r, c) for c in compare)
-            dates.append(prev.updated if same else (date or today()))
+            dates.append(prev.updated if prev is not None and same else (date or today()))
             refs.append(prev.reference if prev is not None else "")
         new["updated"], new["reference"] = dates, refs
         merged = pd.concat([keep, new], ignore_index=True)

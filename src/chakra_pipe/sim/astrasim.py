@@ -20,7 +20,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ..errors import EXIT_INPUT, ChakraPipeError, ConfigError, InputError
 from ..readfile import read_json
@@ -56,7 +56,7 @@ _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 
 @dataclass
 class Options:
-    values: dict[str, object]
+    values: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     errors: list[InputError] = field(default_factory=list)  # raised once the log folder is known
 

@@ -51,6 +51,16 @@ def roofline_point(num_ops: int, tensor_size: int, system: SystemConfig) -> Roof
 
 
 @dataclass(frozen=True)
+class RooflineAverages:
+    """Duration-weighted over the rank's compute nodes (fractions; ``operation_intensity`` in FLOP/B)."""
+
+    compute_bound: float
+    compute_utilization: float
+    memory_utilization: float
+    operation_intensity: float
+
+
+@dataclass(frozen=True)
 class RankStatistics:
     """What ASTRA-sim's statistics logger prints for one rank (times in ns)."""
 
@@ -60,10 +70,7 @@ class RankStatistics:
     wall_ns: int
     type_ns: tuple[tuple[str, int], ...]  # (label, union ns) for the types present, in TYPE_ORDER
     overlap_ns: int
-    compute_bound: float | None = None  # fractions; None without roofline
-    compute_utilization: float | None = None
-    memory_utilization: float | None = None
-    operation_intensity: float | None = None
+    roofline: RooflineAverages | None = None  # None without roofline-enabled
     roofline_nodes: tuple[RooflinePoint, ...] = ()
 
     def lines(self) -> list[str]:
@@ -74,11 +81,12 @@ class RankStatistics:
         out += [f"sys[{r}], {label} time: {ns}" for label, ns in self.type_ns]
         if self.overlap_ns > 0:
             out.append(f"sys[{r}], Total compute-communication overlap: {self.overlap_ns}")
-        if self.compute_bound is not None:
-            out += [f"sys[{r}], Compute bound percentage: {self.compute_bound * 100:.3f}%",
-                    f"sys[{r}], Average compute utilization: {self.compute_utilization * 100:.3f}%",
-                    f"sys[{r}], Average memory utilization: {self.memory_utilization * 100:.3f}%",
-                    f"sys[{r}], Average operation intensity: {self.operation_intensity:.3f}"]
+        if self.roofline is not None:
+            rf = self.roofline
+            out += [f"sys[{r}], Compute bound percentage: {rf.compute_bound * 100:.3f}%",
+                    f"sys[{r}], Average compute utilization: {rf.compute_utilization * 100:.3f}%",
+                    f"sys[{r}], Average memory utilization: {rf.memory_utilization * 100:.3f}%",
+                    f"sys[{r}], Average operation intensity: {rf.operation_intensity:.3f}"]
         return out
 
 
@@ -123,10 +131,9 @@ def rank_statistics(result, system: SystemConfig) -> list[RankStatistics]:
         type_ns = tuple((label, union_ns(intervals[label])) for label in TYPE_ORDER if label in intervals)
         by = dict(type_ns)
         overlap = by.get("GPU", 0) + by.get("Comm", 0) - wall
-        roof = {}
+        roof = None
         if system.roofline_enabled:
-            roof = {"compute_bound": bound_ns / compute_ns, "compute_utilization": weighted[0] / compute_ns,
-                    "memory_utilization": weighted[1] / compute_ns, "operation_intensity": weighted[2] / compute_ns}
-        out.append(RankStatistics(w.rank, finish, exposed, wall, type_ns, max(overlap, 0),
-                                  roofline_nodes=tuple(points), **roof))
+            roof = RooflineAverages(bound_ns / compute_ns, weighted[0] / compute_ns, weighted[1] / compute_ns,
+                                    weighted[2] / compute_ns)
+        out.append(RankStatistics(w.rank, finish, exposed, wall, type_ns, max(overlap, 0), roof, tuple(points)))
     return out
