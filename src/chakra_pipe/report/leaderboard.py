@@ -216,9 +216,10 @@ def standing_markdown(board) -> str:
     heads = ["#", "campaign", "topology", "NPUs per dim", "bandwidth (GB/s, 2^30)", "latency (ns)", "settings",
              "step time (ns)", "speed-up vs reference (x)", "updated"]
     md = ["# Standing leaderboard", "",
-          "Every campaign's simulated entries, one per trace (by content) x hardware description x simulator "
-          "version, ranked by step time (lower is better) within a backend division and a trace. "
-          "`vs_reference` is the division's fixed reference step time / this step time (reference marked *).", ""]
+          ("Every campaign's simulated entries, one per trace (by content) x hardware description x simulator "
+           "version, ranked by step time (lower is better) within a backend division and a trace. "
+           "`vs_reference` is the division's fixed reference step time / this step time (reference marked *)."),
+          ""]
     for backend, division in board.groupby("backend", sort=False):
         md += [f"## Division {backend}", ""]
         for (workload, sha, version), g in division.groupby(["workload", "trace_sha256", "package_version"],
