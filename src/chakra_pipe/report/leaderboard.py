@@ -211,6 +211,8 @@ def _references(board, new, is_baseline: list[bool]):
 
 
 def standing_markdown(board) -> str:
+    import pandas as pd
+
     cols = ["rank", "campaign", "topology", "npus_count", "bandwidth_gbps", "latency_ns", "settings",
             "step_time_ns", "vs_reference", "updated"]
     heads = ["#", "campaign", "topology", "NPUs per dim", "bandwidth (GB/s, 2^30)", "latency (ns)", "settings",
@@ -226,5 +228,7 @@ def standing_markdown(board) -> str:
                                                              sort=False):
             g = g.copy()
             g["rank"] = [f"{i}{' *' if ref == 'yes' else ''}" for i, ref in enumerate(g["reference"], start=1)]
+            g["step_time_ns"] = pd.to_numeric(g["step_time_ns"]).astype("Int64")  # shown with separators
+            g["vs_reference"] = pd.to_numeric(g["vs_reference"].replace("", None)).astype("float64")
             md += [f"### {workload} (trace {sha[:12]}, simulator {version})", "", markdown_table(g, cols, heads), ""]
     return "\n".join(md)
