@@ -213,3 +213,16 @@ def test_chakra_pipe_simulate_warns_about_unused_scales(fixtures_dir: Path, tmp_
     argv = _fixture_argv(fixtures_dir, tmp_path / "log")[:4]
     assert main(["simulate", *argv[:2], "--network-configuration=" + argv[3], "--comm-scale=0.5"]) == 0
     assert "--comm-scale=0.5 has no effect" in capsys.readouterr().err
+
+
+def test_closed_stdout_keeps_exit_status_and_log_files(fixtures_dir: Path, tmp_path: Path) -> None:
+    """A reader that goes away (`| head`, here `| true`): exit 0 and log.log still gets every line."""
+    argv = " ".join(f"'{a}'" for a in _fixture_argv(fixtures_dir, tmp_path / "log"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(["bash", "-c", f"set -o pipefail; {sys.executable} -m chakra_pipe.sim.astrasim {argv} "
+                                         "| true; echo ${PIPESTATUS[0]}"],
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.stdout.strip() == "0", proc.stderr
+    assert "Traceback" not in proc.stderr
+    runs = parse_runs((tmp_path / "log" / "log.log").read_text())
+    assert len(runs) == 1 and sorted(runs[0]) == [0, 1, 2, 3] and all(len(v) == 5 for v in runs[0].values())

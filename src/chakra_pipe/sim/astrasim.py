@@ -134,6 +134,7 @@ class Log:
         self._log: IO[str] | None = None
         self._err: IO[str] | None = None
         self._files = contextlib.ExitStack()
+        self._closed: set[int] = set()  # consoles whose reader went away (`| head`)
 
     def open(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -146,8 +147,11 @@ class Log:
     def __call__(self, logger: str, level: str, message: str, console: IO[str] | None = None) -> None:
         stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
         line = f"[{stamp}] [{logger}] [{level}] {message}\n"
-        if console is not None:
-            console.write(line)
+        if console is not None and id(console) not in self._closed:
+            try:
+                console.write(line)
+            except BrokenPipeError:  # the files still get every line and the exit status stays
+                self._closed.add(id(console))
         if self._log is not None:
             self._log.write(line)
         if self._err is not None and level in ("error", "critical"):
