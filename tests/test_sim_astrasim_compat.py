@@ -219,8 +219,8 @@ def test_closed_stdout_keeps_exit_status_and_log_files(fixtures_dir: Path, tmp_p
     """A reader that goes away (`| head`, here `| true`): exit 0 and log.log still gets every line."""
     argv = " ".join(f"'{a}'" for a in _fixture_argv(fixtures_dir, tmp_path / "log"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run(["bash", "-c", f"set -o pipefail; {sys.executable} -m chakra_pipe.sim.astrasim {argv} "
-                                         "| true; echo ${PIPESTATUS[0]}"],
+    script = f"{sys.executable} -m chakra_pipe.sim.astrasim {argv} | true; echo ${{PIPESTATUS[0]}}"
+    proc = subprocess.run(["bash", "-c", script],
                           env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.stdout.strip() == "0", proc.stderr
     assert "Traceback" not in proc.stderr
