@@ -175,7 +175,8 @@ def test_bad_flags_and_inputs_exit_2_and_write_err_log(fixtures_dir: Path, tmp_p
     assert "--num-queues-per-dim: expected an integer, got 'two'" in err.getvalue()
     assert "--num-queues-per-dim" in (tmp_path / "log" / "err.log").read_text()
     err = io.StringIO()
-    assert run(["--system-configuration=x"], "congestion_unaware", io.StringIO(), err) == 2
+    assert run(["--system-configuration=x", f"--logging-folder={tmp_path / 'log1'}"], "congestion_unaware",
+               io.StringIO(), err) == 2
     assert "--workload-configuration" in err.getvalue() and "--network-configuration" in err.getvalue()
     argv = _fixture_argv(fixtures_dir, tmp_path / "log2")
     argv[0] = f"--workload-configuration={tmp_path / 'missing'}"
