@@ -106,7 +106,7 @@ def test_snakemake_report_has_every_plot_with_its_caption(local_run, tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     names = zipfile.ZipFile(out).namelist()
     for plot in ("step_time_vs_bandwidth.png", "breakdown.png", "pareto_cost_time.png", "fidelity.png",
-                 "leaderboard.csv"):
+                 "leaderboard.csv", "results.csv", "summary.json", "report.html"):
         assert any(n.endswith(plot) for n in names), plot
     captions = (REPO / "workflow" / "report").glob("*.rst")
     assert {c.stem for c in captions} >= {"step_time_vs_bandwidth", "breakdown", "pareto_cost_time", "fidelity"}

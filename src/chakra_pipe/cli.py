@@ -12,6 +12,7 @@ import importlib
 import sys
 
 from . import __version__
+from .aliases import resolve as resolve_aliases
 from .errors import EXIT_INPUT, ChakraPipeError
 
 # Stage command modules, in the order their verbs appear in ``--help``.
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        resolve_aliases(args)
         return int(args.func(args) or 0)
     except ChakraPipeError as exc:
         print(f"chakra-pipe {args.command}: error: {exc.line()}", file=sys.stderr)

@@ -9,7 +9,8 @@ rule aggregate:
         captures=[CAMPAIGN.capture_dir(w) for w in CAMPAIGN.of_kind("capture")],
     output:
         parquet=f"{REPORT}/results.parquet",
-        csv=f"{REPORT}/results.csv",
+        csv=report(f"{REPORT}/results.csv", caption="../report/results.rst", category="Results"),
+        collectives=f"{REPORT}/collectives.parquet",
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.csv),
     conda:

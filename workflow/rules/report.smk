@@ -13,8 +13,8 @@ rule report:
     output:
         board_md=f"{REPORT}/leaderboard.md",
         board_csv=report(f"{REPORT}/leaderboard.csv", caption="../report/leaderboard.rst", category="Leaderboard"),
-        summary=f"{REPORT}/summary.json",
-        html=f"{REPORT}/report.html",
+        summary=report(f"{REPORT}/summary.json", caption="../report/summary.rst", category="Results"),
+        html=report(f"{REPORT}/report.html", caption="../report/report_html.rst", category="Report"),
         plots=[
             report(f"{REPORT}/plots/{name}", caption=f"../report/{caption}", category="Plots")
             for name, caption in PLOT_FILES.items()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..aliases import path_argument
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("convert", help="convert PyTorch or ASTRA-sim text workloads to Chakra",
@@ -14,16 +16,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     pt = kinds.add_parser("pytorch", help="host ET or linked ET+ JSON (one rank), or a whole capture folder",
                           description="One rank: convert pytorch LINKED.json.gz --out PREFIX.RANK.et; "
                                       "a capture: convert pytorch --ranks-dir DIR --out PREFIX.")
-    pt.add_argument("input", nargs="?", type=Path, help="host ET or linked ET+ (.json or .json.gz)")
+    path_argument(pt, "input", "INPUT", ("--input",), "host ET or linked ET+ (.json or .json.gz)", type=Path,
+                  required=False)
     pt.add_argument("--ranks-dir", type=Path, help="capture folder with rank{r}.* traces (instead of INPUT)")
-    pt.add_argument("--out", required=True, help="PREFIX.RANK.et (one rank) or PREFIX (--ranks-dir)")
+    pt.add_argument("--out", "--output", required=True, help="PREFIX.RANK.et (one rank) or PREFIX (--ranks-dir)")
     pt.set_defaults(func=_pytorch)
 
     tx = kinds.add_parser("text", help="ASTRA-sim text workload")
-    tx.add_argument("input", type=Path, help="IN.txt")
-    tx.add_argument("--npus", required=True, type=int, help="number of NPUs (rank files)")
-    tx.add_argument("--out", required=True, help="output PREFIX")
-    tx.add_argument("--passes", type=int, default=1, help="number of training passes")
+    path_argument(tx, "input", "IN.txt", ("--input",), "ASTRA-sim text workload", type=Path)
+    tx.add_argument("--npus", "--num-npus", required=True, type=int, help="number of NPUs (rank files)")
+    tx.add_argument("--out", "--output", required=True, help="output PREFIX")
+    tx.add_argument("--passes", "--num-passes", type=int, default=1, help="number of training passes")
     tx.add_argument("--skip-none", action="store_true",
                     help="drop NONE-type communication instead of emitting upstream's ALL_REDUCE placeholder")
     tx.set_defaults(func=_text)

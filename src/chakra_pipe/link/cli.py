@@ -11,9 +11,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Match host ops to Kineto CPU events by rf_id, attach GPU kernels/memcpys via "
                                    "correlation to their launching op, add inclusive/exclusive durations and "
                                    "start timestamps. Plain or gzip inputs; no ProfilerStep required.")
-    p.add_argument("--host", required=True, type=Path, help="host execution trace HOST.json[.gz]")
-    p.add_argument("--device", required=True, type=Path, help="Kineto trace KINETO.json[.gz]")
-    p.add_argument("--out", required=True, type=Path, help="linked output LINKED.json[.gz]")
+    p.add_argument("--host", "--chakra-host-trace", required=True, type=Path, help="host execution trace HOST.json[.gz]")
+    p.add_argument("--device", "--chakra-device-trace", required=True, type=Path, help="Kineto trace KINETO.json[.gz]")
+    p.add_argument("--out", "--output-file", required=True, type=Path, help="linked output LINKED.json[.gz]")
     p.set_defaults(func=_link)
 
 

@@ -43,8 +43,15 @@ NS_METRICS = tuple(m.name for m in METRICS if m.unit == "ns")
 
 IDENTITY = ("campaign", "workload", "source", "point_id", "platform", "backend", "npus")
 HARDWARE = ("settings", "topology", "npus_count", "bandwidth_gbps", "latency_ns", "bottleneck_bandwidth_gbps")
-PROVENANCE = ("trace_sha256", "config_sha256", "package_version", "git_commit")
+PROVENANCE = ("trace_sha256", "hardware_sha256", "config_sha256", "package_version", "git_commit")
 # Columns a shard writes (speedup and time_x_cost are derived when aggregating).
 SHARD_COLUMNS = (*IDENTITY, "cost", *HARDWARE, "status", *NS_METRICS, "trace_sha256")
 # ``transform``: the op chain a derived workload was made with (empty for the others), to group by.
-RESULT_COLUMNS = (*IDENTITY, "transform", "cost", *HARDWARE, "status", *NS_METRICS, "time_x_cost", "speedup", *PROVENANCE)
+# Result rows: ``backend`` is the simulator backend (simulated rows only); a replay's or capture's
+# torch backend/device is ``runtime``, and such rows have no ``point_id`` (they ran on this host).
+# Campaign-specific typed columns (per-dimension, per-axis; see ``tidy``) follow these.
+RESULT_COLUMNS = (*IDENTITY, "transform", "runtime", "cost", *HARDWARE, "status", *NS_METRICS, "time_x_cost", "speedup",
+                  *PROVENANCE)
+UNITS = {**{m.name: m.unit for m in METRICS}, "npus": "NPUs",
+         "bandwidth_gbps": "GB/s per dimension, GB = 2^30 bytes (ASTRA-sim)", "latency_ns": "ns per dimension",
+         "bottleneck_bandwidth_gbps": "GB/s, GB = 2^30 bytes (ASTRA-sim)"}

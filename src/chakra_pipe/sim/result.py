@@ -13,9 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..et import schema
-from .workload import SLOT_NAMES
-
 
 @dataclass(frozen=True)
 class CollectiveRecord:
@@ -28,7 +25,7 @@ class CollectiveRecord:
     end_ns: int
 
 
-def _union(intervals: list[tuple[int, int]]) -> int:
+def union_ns(intervals: list[tuple[int, int]]) -> int:
     total, cur_s, cur_e = 0, None, None
     for s, e in sorted(intervals):
         if cur_e is None or s > cur_e:
@@ -67,9 +64,14 @@ class SimResult:
             self.finish_ns.append(w.finish_ns)
             self.compute_ns.append(w.tics_gpu)
             self.exposed_comm_ns.append(w.finish_ns - w.tics_gpu)
-            self.comm_ns.append(_union(comm_by_rank.get(w.rank, [])))
-            self.idle_ns.append(w.finish_ns - _union([(s, e) for s, e in zip(w.start, w.end) if s >= 0]))
+            self.comm_ns.append(union_ns(comm_by_rank.get(w.rank, [])))
+            self.idle_ns.append(w.finish_ns - union_ns([(s, e) for s, e in zip(w.start, w.end) if s >= 0]))
         self._workloads = list(workloads)
+
+    @property
+    def workloads(self) -> list:
+        """The finished per-rank issue loops (node start/end times), for statistics and timelines."""
+        return self._workloads
 
     def comm_time_by_type_ns(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -92,18 +94,11 @@ class SimResult:
         }
 
     def timeline(self) -> dict:
-        """Chrome/Perfetto trace: one complete event per node, pid = rank, tid = hardware slot.
+        """Chrome/Perfetto trace of every node (see :mod:`chakra_pipe.sim.timeline`).
 
         Node names come from the simulated ``TraceSet``; call this while it is alive (the result keeps
         no strong reference to the traces), otherwise events are named ``node <id>``.
         """
-        nodes = [(w.rank, w.t.ids[i], i, w, SLOT_NAMES[w.slot(i)], w.t.types[i], s, e)
-                 for w in self._workloads for i, (s, e) in enumerate(zip(w.start, w.end)) if s >= 0]
-        events = []
-        for rank, node_id, i, w, slot, ty, s, e in sorted(nodes, key=lambda n: (n[0], n[6], n[1])):
-            graph = w.t.graph
-            name = (graph.name(i) if graph is not None else "") or f"node {node_id}"
-            events.append({"name": name, "ph": "X", "pid": rank, "tid": slot,
-                           "ts": s / 1000.0, "dur": (e - s) / 1000.0,
-                           "args": {"node_id": node_id, "type": schema.NODE_TYPE_NAMES.get(ty, str(ty))}})
-        return {"traceEvents": events, "displayTimeUnit": "ns"}
+        from .timeline import chrome_trace
+
+        return chrome_trace(self)

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..atomic import write_text
 from ..errors import ChakraPipeError
+from ..report import collectives
 from ..report.schema import COMM_TYPES, SHARD_COLUMNS
 from .campaign import Campaign
 from .grid import Point
@@ -93,7 +94,7 @@ def run_shard(plan: Campaign, workload: str, shard: int, out: str | Path, prefix
         raise ChakraPipeError(f"trace set has {len(traces.ranks)} ranks but the plan expects {w.npus}",
                               file=str(prefix or w.prefix))
     sha = traces.sha256()
-    rows = []
+    rows, coll_rows = [], []
     failed = 0
     for point_id in w.shards[shard]:
         point = plan.points[point_id]
@@ -102,12 +103,16 @@ def run_shard(plan: Campaign, workload: str, shard: int, out: str | Path, prefix
                                "npus": point.npus, "cost": point.cost, **hardware_columns(point),
                                "trace_sha256": sha}
         try:
-            row.update(metrics(simulate(traces, hardware_config(point, f"point {point.id}"))))
+            result = simulate(traces, hardware_config(point, f"point {point.id}"))
+            row.update(metrics(result))
             row["status"] = "ok"
+            coll_rows += collectives.simulated_rows(result, plan.name, workload, point.id, point.backend)
         except ChakraPipeError as exc:
             failed += 1
             row["status"] = f"{type(exc).__name__}: {exc.line()}"
         rows.append(row)
+    # the per-collective part first: a finished shard CSV always has its part beside it
+    collectives.write_table(collectives.frame(coll_rows), collectives.sidecar_path(out))
     write_text(out, rows_to_csv(rows, SHARD_COLUMNS))
     return failed
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ..aliases import path_argument
 from ..errors import EXIT_FINDINGS, EXIT_OK
 
 
@@ -28,8 +29,9 @@ def register(sub) -> None:
     p.set_defaults(func=_info)
 
     p = sub.add_parser("visualize", help="export the dependency graph as Graphviz dot or GraphML")
-    p.add_argument("trace", metavar="IN.et")
-    p.add_argument("out", metavar="OUT.{dot,graphml}")
+    path_argument(p, "trace", "IN.et", ("--input_filename", "--input-filename", "--input"), "trace to draw")
+    path_argument(p, "out", "OUT.{dot,graphml,pdf}", ("--output_filename", "--output-filename", "--output"),
+                  "graph file; .pdf needs Graphviz's dot on PATH")
     p.set_defaults(func=_visualize)
 
 
