@@ -119,7 +119,8 @@ def update_standing(results, board_csv: str | Path, date: str | None = None):
     """Replace this campaign's rows of the standing board; returns the new board."""
     import pandas as pd
 
-    board_csv = Path(board_csv)
+    # A symlinked board is shared: lock and rewrite the real file behind it, never the link.
+    board_csv = Path(os.path.realpath(board_csv))
     campaigns = set(results["campaign"].astype(str))
     new = results[(results["source"] == "simulated") & (results["status"] == "ok")].copy()
     new = new.reindex(columns=STANDING_COLUMNS).astype({"step_time_ns": "Int64", "npus": "Int64"})
