@@ -11,7 +11,6 @@ import hashlib
 import importlib.util
 import json
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,8 +37,9 @@ class Workload:
     shards: list[list[str]] = field(default_factory=list)  # point ids per shard
     baseline: str | None = None
 
-    def generate_args(self) -> str:
-        """Arguments of ``chakra-pipe generate`` for a generated workload (empty for others)."""
+    def generate_args(self) -> list[str]:
+        """Arguments of ``chakra-pipe generate`` for a generated workload (empty for others): a list, so
+        the workflow quotes each one (``{params.args:q}``) and a value is never read as shell syntax."""
         s = self.spec
         if self.kind == "collective":
             args = ["collective", "--type", s["type"], "--npus", s["npus"], "--size", s["size"]]
@@ -49,8 +49,8 @@ class Workload:
             if s.get("ep"):
                 args += ["--ep", s["ep"]]
         else:
-            return ""
-        return shlex.join(str(a) for a in args)
+            return []
+        return [str(a) for a in args]
 
 
 @dataclass
