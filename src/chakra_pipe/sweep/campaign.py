@@ -20,6 +20,7 @@ from ..atomic import write_json, write_text
 from ..errors import ConfigError, InputError
 from ..readfile import read_json
 from .grid import Point, expand
+from .planschema import check_plan
 
 PLAN_VERSION = 1
 
@@ -182,20 +183,18 @@ class Campaign:
 
     @classmethod
     def load(cls, path: str | Path) -> Campaign:
-        """Read a ``plan.json`` written by :meth:`write`."""
+        """Read a ``plan.json`` written by :meth:`write`, checked field by field (:func:`check_plan`)."""
         d = read_json(path)
         if not isinstance(d, dict) or d.get("plan_version") != PLAN_VERSION:
             raise InputError(f"not a chakra-pipe plan (plan_version {PLAN_VERSION} expected)", file=str(path))
-        try:
-            workloads = {n: Workload(name=n, kind=w["kind"], npus=w["npus"], spec=w["spec"], prefix=w["prefix"],
-                                     replay=w["replay"], shards=w["shards"], baseline=w["baseline"])
-                         for n, w in d["workloads"].items()}
-            points = {p["id"]: Point.from_json(p) for p in d["points"]}
-            return cls(name=d["campaign"], tracedir=d["tracedir"], outdir=d["outdir"], shard_size=d["shard_size"],
-                       workloads=workloads, points=points, baseline=d["baseline"],
-                       replay_iterations=d["replay_iterations"], config_sha256=d["config_sha256"], notes=d["notes"])
-        except (KeyError, TypeError) as exc:
-            raise InputError(f"plan is missing or mistypes field {exc}", file=str(path)) from None
+        check_plan(d, str(path))
+        workloads = {n: Workload(name=n, kind=w["kind"], npus=w["npus"], spec=w["spec"], prefix=w["prefix"],
+                                 replay=w["replay"], shards=w["shards"], baseline=w["baseline"])
+                     for n, w in d["workloads"].items()}
+        points = {p["id"]: Point.from_json(p) for p in d["points"]}
+        return cls(name=d["campaign"], tracedir=d["tracedir"], outdir=d["outdir"], shard_size=d["shard_size"],
+                   workloads=workloads, points=points, baseline=d["baseline"],
+                   replay_iterations=d["replay_iterations"], config_sha256=d["config_sha256"], notes=d["notes"])
 
     def workload(self, name: str) -> Workload:
         if name not in self.workloads:
