@@ -134,6 +134,7 @@ class Campaign:
             if kind == "capture" and not do_capture:
                 continue
             workloads[wname] = _workload(wname, spec, tracedir, name, do_replay)
+            _check_workload(workloads[wname], root)
         for w in workloads.values():
             allowed = w.spec.get("platforms")
             ids = [p.id for p in points_list if p.npus == w.npus and (not allowed or p.platform in allowed)]
@@ -218,6 +219,43 @@ def _workload(name: str, spec: dict[str, Any], tracedir: str, campaign: str, do_
     prefix = spec["prefix"] if kind == "trace" else f"{tracedir}/{campaign}/{name}/et/{name}"
     replay = do_replay and bool(spec.get("replay", kind == "capture"))
     return Workload(name=name, kind=kind, npus=int(n), spec=dict(spec), prefix=prefix, replay=replay)
+
+
+def _check_workload(w: Workload, root: Path) -> None:
+    """Refuse now what would fail only inside the workload's job, naming the config key.
+
+    Generated workloads go through every check ``chakra-pipe generate`` makes before writing; a
+    captured model must exist; an existing trace set must hold exactly ``npus`` rank files.
+    """
+    where = f"workloads.{w.name}"
+    if w.kind in ("collective", "llm"):
+        from ..generate.cli import dry_run
+
+        try:
+            dry_run(w.generate_args())
+        except InputError as exc:
+            key = f"{where}.{exc.where.lstrip('-')}" if exc.where else where
+            raise ConfigError(exc.what, file="config", where=key) from None
+    elif w.kind == "capture":
+        from ..capture.plan import BUILTIN_MODELS
+
+        model = str(w.spec["model"])
+        script = Path(model) if Path(model).is_absolute() else root / model
+        if model not in BUILTIN_MODELS and not (model.endswith(".py") and script.is_file()):
+            raise ConfigError(f"unknown model {model!r}: choose {', '.join(BUILTIN_MODELS)} or an existing .py script",
+                              file="config", where=f"{where}.model")
+    elif w.kind == "trace":
+        from ..et.traceset import find_rank_files
+
+        prefix = Path(w.prefix) if Path(w.prefix).is_absolute() else root / w.prefix
+        try:
+            ranks = set(find_rank_files(prefix))
+        except InputError:
+            ranks = set()
+        if ranks != set(range(w.npus)):
+            found = f"{len(ranks)} rank files (ranks {min(ranks)}..{max(ranks)})" if ranks else "no rank files"
+            raise ConfigError(f"{w.prefix}.<rank>.et: found {found}, but the workload declares {w.npus} NPUs",
+                              file="config", where=f"{where}.npus")
 
 
 def name_pattern(names: list[str]) -> str:
