@@ -10,10 +10,13 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parent.parent
 SNAKEFILE = next((p for p in (REPO / "workflow" / "Snakefile", REPO / "Snakefile") if p.is_file()), None)
@@ -43,6 +46,50 @@ def test_the_quoting_check_flags_a_bare_value():
     text = '    shell:\n        "tool {input:q} --out {output} --n {{literal}}"\n'
     found = [m.group(1) for cmd in _shell_strings(text) for m in FIELD.finditer(cmd) if m.group(2) != ":q"]
     assert found == ["output"]
+
+
+class _Everywhere:
+    """A rule namespace (input, output, params, log, wildcards) whose every field is ``value``."""
+
+    def __init__(self, value: str):
+        self.value = value
+
+    def __getattr__(self, name: str) -> str:
+        return self.value
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# bash functions standing in for the programs the rules call: each records its arguments, NUL-separated
+_RECORDERS = "".join(f"{name}() {{ printf '%s\\0' {name} \"$@\" >> \"$ARGS\"; }}; "
+                     for name in ("chakra-pipe", "mkdir", "cp", "mv"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("snakemake") is None, reason="snakemake is not installed")
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=20)
+       .map(lambda t: t.replace("/", "_")).filter(lambda t: t not in (".", "..")))
+def test_any_name_reaches_every_command_as_one_argument(name):
+    """Every rule's command, rendered as Snakemake renders it with ``name`` in every field and run by
+    bash: no command substitution, globbing or word splitting touches the name."""
+    from snakemake.utils import format as render
+
+    with tempfile.TemporaryDirectory() as tmp:
+        args = Path(tmp) / "ARGS.bin"
+        for path in RULES:
+            for cmd in _shell_strings(path.read_text()):
+                ns = _Everywhere(name)
+                line = render(cmd, input=ns, output=ns, params=ns, log=ns, wildcards=ns, threads=1)
+                args.write_bytes(b"")
+                run = subprocess.run(["bash", "-c", _RECORDERS + line.replace("$(seq 0 ", "$(seq 0 0*")],
+                                     cwd=tmp, env={**os.environ, "ARGS": str(args)}, capture_output=True,
+                                     timeout=30)
+                recorded = args.read_bytes().split(b"\0")
+                assert name.encode() in recorded or any(a.startswith(name.encode() + b"/") for a in recorded), \
+                    f"{path.name}: {name!r} did not arrive whole: {recorded[:12]} ({run.stderr[-300:]!r})"
+                stray = sorted(set(os.listdir(tmp)) - {"ARGS.bin", name})
+                assert not stray, f"{path.name}: {name!r} left {stray}"
 
 
 HOSTILE = "we ird $(touch INJECTED_A) `touch INJECTED_B` 'q\" $HOME"
