@@ -178,19 +178,25 @@ def _dead_pid() -> int:
 
 
 def test_next_write_sweeps_temporaries_of_killed_writers(tmp_path):
-    from chakra_pipe.atomic import _HOST
+    from chakra_pipe.atomic import _HOST, _SWEPT
 
-    dead = tmp_path / f".out.csv.{_dead_pid()}-{_HOST}.abcdef.tmp"
-    live = tmp_path / f".out.csv.{os.getpid()}-{_HOST}.abcdef.tmp"
-    other_target = tmp_path / f".other.csv.{_dead_pid()}-{_HOST}.abcdef.tmp"
+    dead = tmp_path / f".out.csv.{_dead_pid()}-{_HOST}.abcdef123456.tmp"
+    live = tmp_path / f".out.csv.{os.getpid()}-{_HOST}.abcdef123456.tmp"
+    other_target = tmp_path / f".other.csv.{_dead_pid()}-{_HOST}.abcdef123456.tmp"
     foreign = tmp_path / ".out.csv.user-notes.tmp"  # not our pattern: never touched
-    old = tmp_path / ".out.csv.1-0badc0de.abcdef.tmp"  # another host's, a day old
+    old = tmp_path / ".out.csv.1-0badc0de.abcdef123456.tmp"  # another host's, a day old
     for p in (dead, live, other_target, foreign, old):
         p.write_text("partial")
     os.utime(old, (time.time() - 2 * 86400,) * 2)
+    _SWEPT.discard(str(tmp_path))
     write_bytes(tmp_path / "out.csv", b"x")
-    assert not dead.exists() and not old.exists()
-    assert live.exists() and other_target.exists() and foreign.exists()
+    assert not dead.exists() and not old.exists() and not other_target.exists()
+    assert live.exists() and foreign.exists()
+    # once per folder and process: a later kill's leftovers wait for the next process
+    again = tmp_path / f".out.csv.{_dead_pid()}-{_HOST}.abcdef123456.tmp"
+    again.write_text("partial")
+    write_bytes(tmp_path / "out2.csv", b"x")
+    assert again.exists()
 
 
 def test_scratch_folders_of_dead_runs_are_removed(tmp_path):

@@ -50,24 +50,28 @@ def _remove_pending() -> None:
             os.unlink(tmp)
 
 
-def _temp_pattern(name: str) -> re.Pattern[str]:
-    """``.<name>.<pid>-<host>.<random>.tmp``: the writer's pid and host let a later write tell a
-    temporary whose writer was SIGKILLed from one still being written."""
-    return re.compile(rf"^\.{re.escape(name)}\.(\d+)-([0-9a-f]{{8}})\.[0-9a-f]+\.tmp$")
+# ``.<target>.<pid>-<host>.<random>.tmp``: the writer's pid and host let a later write tell a temporary
+# whose writer was SIGKILLed from one still being written.
+_TEMP_NAME = re.compile(r"^\..+\.(\d+)-([0-9a-f]{8})\.[0-9a-f]{12}\.tmp$")
+_SWEPT: set[str] = set()  # folders already swept by this process
 
 
-def sweep_stale_temporaries(target: Path) -> list[Path]:
-    """Remove temporaries of ``target`` left by dead writers (a SIGKILL gives no chance to clean up);
-    returns what was removed. Only names of our own pattern are touched."""
-    pattern, removed = _temp_pattern(target.name), []
+def sweep_stale_temporaries(folder: Path) -> list[Path]:
+    """Remove our temporaries in ``folder`` left by dead writers (a SIGKILL gives no chance to clean
+    up); returns what was removed. Once per folder and process: a folder of 100,000 rank files must not
+    be listed again for every file written into it."""
+    removed: list[Path] = []
+    if str(folder) in _SWEPT:
+        return removed
+    _SWEPT.add(str(folder))
     try:
-        entries = list(os.scandir(target.parent))
+        entries = list(os.scandir(folder))
     except OSError:
         return removed
     now = time.time()
     for entry in entries:
-        m = pattern.match(entry.name)
-        if not m:
+        m = _TEMP_NAME.match(entry.name)
+        if not m or entry.path in _PENDING:
             continue
         try:
             old = now - entry.stat(follow_symlinks=False).st_mtime > STALE_AFTER_S
@@ -186,7 +190,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb", *, gzip_output: bool 
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create folder {target.parent}: {exc.strerror or exc}", file=str(path)) from None
-    sweep_stale_temporaries(target)
+    sweep_stale_temporaries(target.parent)
     tmp = ""
     try:
         fd, tmp = _create_temp(target)
