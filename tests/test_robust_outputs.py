@@ -228,3 +228,13 @@ def test_symlinked_standing_board_updates_the_shared_file_under_its_lock(tmp_pat
     assert link.is_symlink() and os.readlink(link) == str(shared)
     assert shared.read_text().count("\nc1,") == 3 and shared.read_text().count("\nc2,") == 3
     assert (shared.parent / ".leaderboard.csv.lock").exists() and not (link.parent / ".leaderboard.csv.lock").exists()
+
+
+def test_dash_through_the_cli_is_parseable_json(trace8):
+    import json
+
+    from test_robust_support import call_cli
+
+    outcome = call_cli(["jsonize", f"{trace8}.0.et", "-"])
+    assert outcome.code == 0 and json.loads(outcome.stdout)["nodes"][0]["id"] == 0
+    assert outcome.stderr.strip() == "-: 1 nodes"

@@ -148,8 +148,15 @@ def _stdout_open(mode: str, gzip_output: bool) -> Iterator[IO]:
     if getattr(sys.stdout, "pipe_closed", False):
         raise InputError("standard output is closed", file=STDOUT)
     sys.stdout.flush()
+    raw = getattr(sys.stdout, "buffer", None)
     try:
-        with _streamed(sys.stdout.buffer, mode, gzip_output) as stream:
+        if raw is None:  # a text-only stdout (a test's or a notebook's): hand it the text when complete
+            collected = io.BytesIO()
+            with _streamed(collected, mode, gzip_output) as stream:
+                yield stream
+            sys.stdout.write(collected.getvalue().decode("utf-8", "replace"))
+            return
+        with _streamed(raw, mode, gzip_output) as stream:
             yield stream
     except BrokenPipeError:
         raise InputError("standard output closed before the output was complete", file=STDOUT) from None
