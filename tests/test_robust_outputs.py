@@ -4,6 +4,7 @@ property test over targets covers them all; the CLI tests check the verbs' side 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import stat
@@ -238,3 +239,32 @@ def test_dash_through_the_cli_is_parseable_json(trace8):
     outcome = call_cli(["jsonize", f"{trace8}.0.et", "-"])
     assert outcome.code == 0 and json.loads(outcome.stdout)["nodes"][0]["id"] == 0
     assert outcome.stderr.strip() == "-: 1 nodes"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="replay needs torch (pip install 'chakra-pipe[torch]')")
+def test_sigterm_mid_replay_removes_its_scratch_folder_and_ranks(tmp_path):
+    from test_robust_support import corpus_builder
+
+    c = corpus_builder()
+    for r in range(2):  # a 30 s compute per rank: the replay is surely running when the signal comes
+        (tmp_path / f"long.{r}.et").write_bytes(c.encode([c.comp(1, [], 30_000_000)]))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    stale = scratch / f"chakra-replay-{_dead_pid()}-old"  # what a SIGKILLed replay left
+    stale.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "chakra_pipe.cli", "replay", str(tmp_path / "long"),
+                             "--iterations", "1", "--warmup", "0", "--backend", "gloo", "--timeout", "120",
+                             "--out", str(tmp_path / "r.json")], stderr=subprocess.PIPE,
+                            env={**os.environ, "TMPDIR": str(scratch)})
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline and \
+            not any((d / "log.1.txt").exists() for d in scratch.glob("chakra-replay-*")):
+        time.sleep(0.1)
+    assert not stale.exists(), "the next replay did not remove a dead replay's scratch folder"
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert not list(scratch.glob("chakra-replay-*")), "SIGTERM left the replay's scratch folder"
+    assert not (tmp_path / "r.json").exists() and not leftovers(tmp_path)
