@@ -153,6 +153,16 @@ def test_closed_stdout_keeps_validate_findings_and_exit_code(trace8, tmp_path):
     assert ok.returncode == 0 and (tmp_path / "ok.json").exists()
 
 
+def test_no_stdout_at_all_changes_nothing(trace8, tmp_path):
+    """`>&-`: Python starts with sys.stdout None; printing must not crash the verb."""
+    p = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "simulate", "--workload-configuration", str(trace8),
+                        "--system-configuration", str(HW / "system.json"), "--network-configuration",
+                        str(HW / "network.yml"), "--output-json", str(tmp_path / "o.json")],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
+                       preexec_fn=lambda: os.close(1))
+    assert (p.returncode, p.stderr) == (0, "") and (tmp_path / "o.json").stat().st_size > 0
+
+
 def test_output_to_a_closed_stdout_is_not_reported_as_written(trace8):
     p = _closed_stdout("jsonize", f"{trace8}.0.et", "-")
     assert p.returncode == 2 and "standard output closed" in p.stderr

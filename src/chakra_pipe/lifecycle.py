@@ -27,9 +27,9 @@ from typing import IO
 class ClosedPipeSafe:
     """A text stream proxy that turns the first ``BrokenPipeError`` into "discard from now on"."""
 
-    def __init__(self, stream: IO[str]):
+    def __init__(self, stream: IO[str] | None):
         self._stream = stream
-        self.pipe_closed = False
+        self.pipe_closed = stream is None  # started with stdout closed (`>&-`): Python sets it to None
 
     def _discard(self) -> None:
         self.pipe_closed = True
