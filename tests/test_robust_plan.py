@@ -100,6 +100,8 @@ def test_any_single_edit_of_a_plan_gives_a_result_or_one_clean_error(plan_doc, d
     out = plan.parent / "out"
     assert_clean(call_cli(["report", "aggregate", "--plan", plan, "--out-dir", out]), allowed={0, 2},
                  what=f"plan edit at {path}")
+    assert_clean(call_cli(["sweep", "run", "--plan", plan, "--workload", "ar", "--shard", 0, "--out", out / "s.csv"]),
+                 allowed={0, 2}, what=f"plan edit at {path}")
 
 
 @pytest.mark.parametrize("median", ["-5", "Infinity", "NaN", "1e300", '"fast"'])
