@@ -127,7 +127,9 @@ def _written_straight(target: Path, st: os.stat_result | None) -> bool:
 @contextlib.contextmanager
 def _streamed(raw: IO[bytes], mode: str, gzip_output: bool) -> Iterator[IO]:
     """``raw`` as the caller's stream: optionally gzip (no name, no time: reproducible), optionally text."""
-    stream: IO[bytes] = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if gzip_output else raw
+    # GzipFile is a binary file object in all but name (typeshed does not say it is an IO[bytes])
+    stream: IO[bytes] = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if gzip_output \
+        else raw  # type: ignore[assignment]
     if "b" in mode:
         yield stream
     else:

@@ -37,11 +37,11 @@ class ClosedPipeSafe:
             # Python flushes stdout again at exit: point the descriptor at /dev/null so that flush
             # succeeds instead of printing "Exception ignored" and exiting 120.
             devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._stream.fileno())
+            os.dup2(devnull, self._stream.fileno())  # type: ignore[union-attr]  # None: fileno fails, suppressed
             os.close(devnull)
 
     def write(self, text: str) -> int:
-        if not self.pipe_closed:
+        if self._stream is not None and not self.pipe_closed:
             try:
                 return self._stream.write(text)
             except BrokenPipeError:
@@ -49,7 +49,7 @@ class ClosedPipeSafe:
         return len(text)
 
     def flush(self) -> None:
-        if not self.pipe_closed:
+        if self._stream is not None and not self.pipe_closed:
             try:
                 self._stream.flush()
             except BrokenPipeError:

@@ -88,8 +88,10 @@ def read_shard(path: str, workload: str, point_ids: list[str], campaign: str):
 
 
 # What `sweep run` writes in ``status``: "ok", or the error class and its one-line message.
-def _error_classes(base: type = ChakraPipeError) -> list[str]:
-    return [base.__name__, *(n for sub in base.__subclasses__() for n in _error_classes(sub))]
+def _error_classes(base: type[ChakraPipeError] = ChakraPipeError) -> list[str]:
+    """Names of ``base`` and its subclasses: the prefixes a failed point's status can carry."""
+    subs: list[type[ChakraPipeError]] = base.__subclasses__()
+    return [base.__name__, *(name for sub in subs for name in _error_classes(sub))]
 
 
 _FAILED_STATUS = re.compile(rf"^(?:{'|'.join(_error_classes())}): \S")
