@@ -108,8 +108,12 @@ def test_missing_shard_is_an_input_error(tmp_path):
 @pytest.mark.parametrize("damage, message", [
     (lambda b: b[:60], "shard columns are not"),
     (lambda b: b[:b.index(b"\n") + 1], "shard holds 0 rows but the plan has 2 points"),
-    (lambda b: b[:-30], "line 3: row is incomplete"),
-    (lambda b: b.replace(b",ok,4000,", b",ok,40x0,"), "line 2: row is incomplete"),
+    (lambda b: b[:-30], "line 3: trace digest is not 64 hex digits"),
+    (lambda b: b.replace(b",ok,4000,", b",ok,40x0,"), "line 2: step_time_ns '40x0' is not a whole number"),
+    (lambda b: b.replace(b",ok,4000,", b",ok,99999999999999999999,"), "line 2: step_time_ns '99999999999999999999'"),
+    (lambda b: b.replace(b",ok,4000,", b",ok,-4000,"), "line 2: step_time_ns '-4000' is not a whole number"),
+    (lambda b: b.replace(b",ok,4000,", b",fine,4000,"), "line 2: unknown status 'fine'"),
+    (lambda b: b.replace(b"\nc1,", b"\nc9,"), "line 2: row of campaign 'c9', not of this plan's 'c1'"),
     (lambda b: b"\xff\xfe" + b, "not UTF-8 text (byte offset 0)"),
     (lambda b: b.replace(b"p[bandwidth=200]", b"p[bandwidth=999]"), "missing 1 of them, first 'p[bandwidth=200]'"),
 ])

@@ -22,6 +22,8 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "chakra_pipe"
 # (file relative to the package, enclosing function): line numbers move, functions rarely do.
 ALLOWED_DIRECT_WRITES = {
     ("atomic.py", "_create_temp"): "the atomic writer's own temporary file",
+    ("lifecycle.py", "_discard"): "/dev/null, opened to stand in for a stdout whose reader went away",
+    ("atomic.py", "atomic_open"): "a FIFO or character device, written straight: there is no file to replace",
     ("replay/launcher.py", "_write_job"): "worker inputs in the run's private scratch folder, read only by "
                                           "workers this call starts afterwards",
     ("replay/launcher.py", "_spawn"): "a worker's live log stream in the scratch folder",

@@ -17,7 +17,7 @@ from chakra_pipe.errors import ChakraPipeError
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SRC = Path(errors.__file__).resolve().parent
-CLI_ONLY_CODES = {130: "interrupted (Ctrl-C)"}  # returned by cli.main itself, not by an error class
+CLI_ONLY_CODES = {130: "interrupted (Ctrl-C)", 143: "terminated (SIGTERM)"}  # returned by cli.main itself, not by an error class
 
 
 def _error_classes() -> dict[str, int]:

@@ -405,7 +405,7 @@ def test_dependency_cycle_is_stuck_not_success(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("ctype,size,match", [(schema.ALL_REDUCE, -5, "comm_size must be >= 0"),
-                                              (schema.ALL_GATHER, 0, "comm_size must be > 0"),
+                                              (schema.ALL_GATHER, 0, "ALL_GATHER comm_size 0 B is smaller than preferred-dataset-splits"),
                                               (schema.ALL_REDUCE, "big", "must be an integer")])
 def test_bad_comm_size_is_invalid_input(tmp_path: Path, ctype: int, size, match: str) -> None:
     n = make_node(0, schema.COMM_COLL_NODE, comm_type=ctype)

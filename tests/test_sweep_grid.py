@@ -168,12 +168,12 @@ def test_plan_round_trip_and_config_digest(tmp_path):
 
 def test_generate_args_and_name_pattern(tmp_path):
     cfg = _config(tmp_path)
-    cfg["workloads"]["m"] = {"kind": "llm", "model": "llama3-8b", "dp": 2, "tp": 2, "ep": 2}
+    cfg["workloads"]["m"] = {"kind": "llm", "model": "mixtral-8x7b", "dp": 2, "tp": 2, "ep": 2}
     (tmp_path / "net.yml").write_text("topology: [Ring]\nnpus_count: [4]\nbandwidth: [1]\nlatency: [1]\n")
     camp = Campaign.from_config(cfg, root=tmp_path, torch_available=False)
     assert camp.workloads["m"].npus == 4
-    assert camp.workloads["m"].generate_args() == "llm --model llama3-8b --layers 2 --dp 2 --tp 2 --pp 1 --ep 2"
-    assert camp.workloads["ar"].generate_args() == "collective --type all_reduce --npus 4 --size 1MiB"
+    assert camp.workloads["m"].generate_args() == "llm --model mixtral-8x7b --layers 2 --dp 2 --tp 2 --pp 1 --ep 2".split()
+    assert camp.workloads["ar"].generate_args() == "collective --type all_reduce --npus 4 --size 1MiB".split()
     import re
     assert re.fullmatch(name_pattern(["a.b", "c"]), "a.b") and not re.fullmatch(name_pattern(["a.b"]), "axb")
     assert not re.fullmatch(name_pattern([]), "")

@@ -14,6 +14,7 @@ import sys
 from . import __version__
 from .aliases import resolve as resolve_aliases
 from .errors import EXIT_INPUT, ChakraPipeError
+from .lifecycle import pipe_safe_stdout, terminate_as_exit
 
 # Stage command modules, in the order their verbs appear in ``--help``.
 COMMAND_MODULES = (
@@ -46,16 +47,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        resolve_aliases(args)
-        return int(args.func(args) or 0)
+        # A closed stdout (`| head -1`) must not skip an output file or change the exit code; SIGTERM
+        # must unwind (removing temporaries) like Ctrl-C does.
+        with pipe_safe_stdout(), terminate_as_exit():
+            resolve_aliases(args)
+            return int(args.func(args) or 0)
     except ChakraPipeError as exc:
         print(f"chakra-pipe {args.command}: error: {exc.line()}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"chakra-pipe {args.command}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
     except (OSError, ValueError, RecursionError, MemoryError) as exc:
         # Last line of defence: an environment or input problem we did not classify (a decoder
         # recursing on absurdly nested input, an allocation the input asked for) still gets one

@@ -18,4 +18,4 @@ rule aggregate:
     log:
         f"{LOGS}/aggregate.log",
     shell:
-        "chakra-pipe report aggregate --plan {input.plan} --out-dir {params.out_dir} > {log} 2>&1"
+        "chakra-pipe report aggregate --plan {input.plan:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"

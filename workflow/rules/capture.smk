@@ -19,8 +19,8 @@ rule capture:
     log:
         f"{LOGS}/capture/{{workload}}.log",
     shell:
-        "chakra-pipe capture --model {params.model} --ranks {params.ranks} --steps {params.steps}"
-        " --out {output} > {log} 2>&1"
+        "chakra-pipe capture --model {params.model:q} --ranks {params.ranks:q} --steps {params.steps:q}"
+        " --out {output:q} > {log:q} 2>&1"
 
 
 rule link:
@@ -37,9 +37,9 @@ rule link:
     log:
         f"{LOGS}/link/{{workload}}.log",
     shell:
-        "mkdir -p {output} && for r in $(seq 0 {params.last}); do"
-        " chakra-pipe link --host {input}/rank$r.host_et.json.gz --device {input}/rank$r.kineto.json.gz"
-        " --out {output}/rank$r.linked.json.gz || exit 1; done > {log} 2>&1"
+        "mkdir -p {output:q} && for r in $(seq 0 {params.last:q}); do"
+        " chakra-pipe link --host {input:q}/rank$r.host_et.json.gz --device {input:q}/rank$r.kineto.json.gz"
+        " --out {output:q}/rank$r.linked.json.gz || exit 1; done > {log:q} 2>&1"
 
 
 rule convert:
@@ -56,4 +56,4 @@ rule convert:
     log:
         f"{LOGS}/convert/{{workload}}.log",
     shell:
-        "mkdir -p {output} && chakra-pipe convert pytorch --ranks-dir {input} --out {params.prefix} > {log} 2>&1"
+        "mkdir -p {output:q} && chakra-pipe convert pytorch --ranks-dir {input:q} --out {params.prefix:q} > {log:q} 2>&1"

@@ -14,4 +14,4 @@ rule generate:
     log:
         f"{LOGS}/generate/{{workload}}.log",
     shell:
-        "mkdir -p {output} && chakra-pipe generate {params.args} --out {params.prefix} > {log} 2>&1"
+        "mkdir -p {output:q} && chakra-pipe generate {params.args:q} --out {params.prefix:q} > {log:q} 2>&1"

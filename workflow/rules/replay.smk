@@ -19,5 +19,5 @@ rule replay:
     log:
         f"{LOGS}/replay/{{workload}}.log",
     shell:
-        "chakra-pipe replay {params.prefix} --ranks {params.ranks} --iterations {params.iterations}"
-        " --out {output} > {log} 2>&1"
+        "chakra-pipe replay {params.prefix:q} --ranks {params.ranks:q} --iterations {params.iterations:q}"
+        " --out {output:q} > {log:q} 2>&1"

@@ -26,7 +26,7 @@ rule report:
     log:
         f"{LOGS}/report.log",
     shell:
-        "chakra-pipe report build --plan {input.plan} --results {input.results} --out-dir {params.out_dir} > {log} 2>&1"
+        "chakra-pipe report build --plan {input.plan:q} --results {input.results:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule standing_leaderboard:
@@ -42,4 +42,4 @@ rule standing_leaderboard:
     log:
         f"{LOGS}/standing.log",
     shell:
-        "chakra-pipe report standing --results {input.results} --board {params.board} --stamp {output} > {log} 2>&1"
+        "chakra-pipe report standing --results {input.results:q} --board {params.board:q} --stamp {output:q} > {log:q} 2>&1"

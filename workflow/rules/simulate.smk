@@ -22,5 +22,5 @@ rule simulate_shard:
     log:
         f"{LOGS}/simulate/{{workload}}.{{shard}}.log",
     shell:
-        "chakra-pipe sweep run --plan {input.plan} --workload {wildcards.workload} --shard {wildcards.shard}"
-        " --trace {params.prefix} --out {output} 2> {log}"
+        "chakra-pipe sweep run --plan {input.plan:q} --workload {wildcards.workload:q} --shard {wildcards.shard:q}"
+        " --trace {params.prefix:q} --out {output:q} 2> {log:q}"

@@ -13,4 +13,4 @@ rule validate:
     log:
         f"{LOGS}/validate/{{workload}}.log",
     shell:
-        "chakra-pipe validate {params.prefix} > {log} 2>&1 && cp {log} {output}.tmp && mv {output}.tmp {output}"
+        "chakra-pipe validate {params.prefix:q} > {log:q} 2>&1 && cp {log:q} {output:q}.tmp && mv {output:q}.tmp {output:q}"

@@ -143,15 +143,19 @@ def _spawn_with_deadline(mp, cfg: CaptureConfig, backend: str, scratch: str) -> 
     """Run the ranks; past ``cfg.timeout_s`` kill them all and fail naming the timeout."""
     ctx = mp.spawn(_worker, args=(cfg, backend, free_port(), scratch), nprocs=cfg.ranks, join=False)
     deadline = time.monotonic() + cfg.timeout_s
-    while not ctx.join(timeout=0.5):  # raises if a rank failed
-        if time.monotonic() > deadline:
-            for proc in ctx.processes:
-                if proc.is_alive():
-                    proc.kill()
-            for proc in ctx.processes:
-                proc.join()
-            raise CaptureError(f"the capture did not finish within --timeout {cfg.timeout_s:g} s "
-                               "(a train_step that never returns, or a rank waiting on a peer)", file=str(cfg.out))
+    try:
+        while not ctx.join(timeout=0.5):  # raises if a rank failed
+            if time.monotonic() > deadline:
+                raise CaptureError(f"the capture did not finish within --timeout {cfg.timeout_s:g} s "
+                                   "(a train_step that never returns, or a rank waiting on a peer)",
+                                   file=str(cfg.out))
+    except BaseException:  # also SIGTERM (SystemExit) and Ctrl-C: no rank may outlive the capture
+        for proc in ctx.processes:
+            if proc.is_alive():
+                proc.kill()
+        for proc in ctx.processes:
+            proc.join()
+        raise
 
 
 def run_capture(cfg: CaptureConfig) -> Path:

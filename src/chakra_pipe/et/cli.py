@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..aliases import path_argument
 
@@ -26,7 +27,7 @@ def _jsonize(args) -> int:
     from .jsonio import jsonize
 
     n = jsonize(args.input, args.output, indent=args.indent)
-    print(f"{args.output}: {n} nodes")
+    _summary(args.output, n)
     return 0
 
 
@@ -34,5 +35,10 @@ def _dejsonize(args) -> int:
     from .jsonio import dejsonize
 
     n = dejsonize(args.input, args.output)
-    print(f"{args.output}: {n} nodes")
+    _summary(args.output, n)
     return 0
+
+
+def _summary(output: str, nodes: int) -> None:
+    """``OUT: N nodes``, on stderr when the output itself went to stdout (``-``), so it stays parseable."""
+    print(f"{output}: {nodes} nodes", file=sys.stderr if output == "-" else sys.stdout)

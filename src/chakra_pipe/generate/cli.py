@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import re
+
+from ..errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "all_gather: per-rank input")
     p.add_argument("--iterations", type=int, default=1, help="collectives per rank, chained (default 1)")
     p.add_argument("--out", required=True, help="output prefix: writes PREFIX.<rank>.et")
-    p.set_defaults(func=_collective)
+    p.set_defaults(func=_collective, prepare=_collective_spec)
 
     p = verbs.add_parser("llm", help="one Megatron-style training step (TP, 1F1B PP, DP, EP)")
     from .models import DTYPE_BYTES, PRESETS
@@ -43,22 +48,49 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-metadata-node", action="store_true",
                    help="omit the per-rank process-group METADATA node (groups stay in PREFIX.comm_groups.json)")
     p.add_argument("--out", required=True, help="output prefix: writes PREFIX.<rank>.et and PREFIX.comm_groups.json")
-    p.set_defaults(func=_llm)
+    p.set_defaults(func=_llm, prepare=_llm_spec)
+
+
+def dry_run(argv: list[str]) -> None:
+    """Every check ``chakra-pipe generate ARGV --out X`` makes before it writes a file, writing none.
+
+    The workflow calls this while planning, so a workload the generator would refuse (unknown model,
+    a negative size, ``ep`` not dividing ``dp``) fails the plan naming its config key, not one job
+    after the others have run. Raises :class:`InputError` whose ``where`` is the offending flag.
+    """
+    parser = argparse.ArgumentParser(prog="chakra-pipe")
+    register(parser.add_subparsers(dest="command"))
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            args = parser.parse_args(["generate", *argv, "--out", "-"])
+    except SystemExit:
+        message = errors.getvalue().strip().splitlines()[-1].split(": error: ", 1)[-1]
+        flag = re.match(r"argument (--[\w-]+)", message)
+        raise InputError(message, where=flag.group(1) if flag else None) from None
+    args.prepare(args)
+
+
+def _collective_spec(args: argparse.Namespace):
+    from .collective import CollectiveSpec
+    from .sizes import parse_size
+
+    return CollectiveSpec(args.collective, args.npus, parse_size(args.size), args.iterations)
 
 
 def _collective(args: argparse.Namespace) -> int:
-    from .collective import CollectiveSpec, generate_collective
-    from .sizes import parse_size
+    from .collective import generate_collective
 
-    spec = CollectiveSpec(args.collective, args.npus, parse_size(args.size), args.iterations)
+    spec = _collective_spec(args)
     paths = generate_collective(spec, args.out)
     print(f"wrote {len(paths)} rank files {args.out}.<0..{len(paths) - 1}>.et ({spec.name})")
     return 0
 
 
-def _llm(args: argparse.Namespace) -> int:
+def _llm_spec(args: argparse.Namespace):
+    """(model, training spec) of the arguments, checked as ``generate_llm`` checks them."""
     from .layout import Layout
-    from .llm import TrainingSpec, generate_llm
+    from .llm import TrainingSpec, check_llm
     from .models import resolve_model
 
     model = resolve_model(args.model, layers=args.layers, hidden=args.hidden, heads=args.heads, ffn=args.ffn,
@@ -69,6 +101,14 @@ def _llm(args: argparse.Namespace) -> int:
     spec = TrainingSpec(layout, microbatches=microbatches, global_batch=global_batch, dtype=args.dtype,
                         zero=args.zero, peak_tflops=args.peak_tflops, mem_bw_gbps=args.mem_bw,
                         bucket_mb=args.bucket_mb, metadata_node=not args.no_metadata_node)
+    check_llm(model, spec)
+    return model, spec
+
+
+def _llm(args: argparse.Namespace) -> int:
+    from .llm import generate_llm
+
+    model, spec = _llm_spec(args)
     result = generate_llm(model, spec, args.out)
     print(f"wrote {len(result.files)} rank files {args.out}.<rank>.et and {result.comm_groups_file}: "
           f"{result.nodes} nodes, {result.bytes} bytes, {result.flops:.6g} FLOPs")

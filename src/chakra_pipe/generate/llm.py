@@ -422,8 +422,8 @@ class GeneratedSet:
     flops: int
 
 
-def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.PathLike) -> GeneratedSet:
-    """Write ``PREFIX.<rank>.et`` for every rank and ``PREFIX.comm_groups.json``."""
+def check_llm(model: ModelSpec, spec: TrainingSpec) -> None:
+    """The model/layout checks ``generate_llm`` makes before writing (the workflow makes them at plan time)."""
     layout = spec.layout
     if model.moe and model.experts % layout.ep:
         raise InputError(f"ep {layout.ep} must divide the {model.experts} experts", where="--ep")
@@ -432,6 +432,13 @@ def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.Path
         if value % layout.tp:
             raise InputError(f"tp {layout.tp} must divide the model's {value} {what} (Megatron splits them over TP)",
                              where="--tp")
+    stage_layers(model.layers, layout.pp)
+
+
+def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.PathLike) -> GeneratedSet:
+    """Write ``PREFIX.<rank>.et`` for every rank and ``PREFIX.comm_groups.json``."""
+    check_llm(model, spec)
+    layout = spec.layout
     header = global_metadata(model, spec)
     templates: list[list[TemplateNode]] = []
     stage_flops: list[int] = []

@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 from ..atomic import write_json
 from ..errors import ChakraPipeError, EXIT_FINDINGS, InputError, StuckError
 from ..et.traceset import TraceSet
+from ..lifecycle import make_scratch, terminate_as_exit
 from ..torchdist import resolve_backend
 from . import status as st
 from .plan import WORLD, ReplayPlan, build_plan
@@ -53,6 +53,9 @@ class ReplayConfig:
     timeout_s: float = 300.0
     comm_groups: str | None = None
 
+# Scratch folders are <tmp>/chakra-replay-<pid>-<random>: a later replay removes those of dead (SIGKILLed) runs.
+SCRATCH_PREFIX = "chakra-replay-"
+
 
 def run_replay(cfg: ReplayConfig) -> dict:
     """Replay ``cfg.prefix`` and write ``cfg.out``; returns the result document."""
@@ -68,23 +71,29 @@ def run_replay(cfg: ReplayConfig) -> dict:
     backend, device = resolve_backend(cfg.backend, plan.world_size)
     settings = {"backend": backend, "compute": cfg.compute, "iterations": cfg.iterations, "warmup": cfg.warmup,
                 "timeout_s": cfg.timeout_s}
-    run = Path(tempfile.mkdtemp(prefix="chakra-replay-"))
     procs: list[subprocess.Popen] = []
-    try:
-        store = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)
-        start = time.monotonic_ns()
-        kill_at = start + int(cfg.timeout_s * 1e9)
-        _write_job(run, plan, backend, device, store.port, cfg, kill_at - int(min(1.0, 0.1 * cfg.timeout_s) * 1e9))
-        with _terminate_as_exit():
-            procs = _spawn(run, plan.world_size)
-            _watch(procs, run, plan, kill_at, cfg)
-        per_rank = [json.loads((run / f"result.{r}.json").read_text()) for r in range(plan.world_size)]
-        result = assemble(plan, settings, per_rank)
-        write_json(cfg.out, result)
-        return result
-    finally:
-        _kill_all(procs)
-        shutil.rmtree(run, ignore_errors=True)
+    with terminate_as_exit():  # from here on a SIGTERM still kills the ranks and removes the scratch folder
+        run = make_scratch(SCRATCH_PREFIX)
+        try:
+            return _launch(run, procs, plan, dist, backend, device, settings, cfg)
+        finally:
+            _kill_all(procs)
+            shutil.rmtree(run, ignore_errors=True)
+
+
+def _launch(run: Path, procs: list[subprocess.Popen], plan: ReplayPlan, dist, backend: str, device: str,
+            settings: dict, cfg: ReplayConfig) -> dict:
+    """Start the ranks in ``run`` (appending them to ``procs`` for the caller to kill), wait, assemble."""
+    store = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)
+    start = time.monotonic_ns()
+    kill_at = start + int(cfg.timeout_s * 1e9)
+    _write_job(run, plan, backend, device, store.port, cfg, kill_at - int(min(1.0, 0.1 * cfg.timeout_s) * 1e9))
+    _spawn(run, plan.world_size, procs)
+    _watch(procs, run, plan, kill_at, cfg)
+    per_rank = [json.loads((run / f"result.{r}.json").read_text()) for r in range(plan.world_size)]
+    result = assemble(plan, settings, per_rank)
+    write_json(cfg.out, result)
+    return result
 
 
 def _check_settings(cfg: ReplayConfig) -> None:
@@ -116,19 +125,18 @@ def _write_job(run: Path, plan: ReplayPlan, backend: str, device: str, port: int
     st.create(run / "status.bin", plan.world_size)
 
 
-def _spawn(run: Path, world: int) -> list[subprocess.Popen]:
+def _spawn(run: Path, world: int, procs: list[subprocess.Popen]) -> None:
+    """Start one worker per rank, appending each to ``procs`` at once (a SIGTERM mid-way kills those started)."""
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    procs = []
     for r in range(world):
         log = open(run / f"log.{r}.txt", "wb")
         with log:
             procs.append(subprocess.Popen([sys.executable, "-m", "chakra_pipe.replay.worker", str(run), str(r)],
                                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                           env=env, start_new_session=True))
-    return procs
 
 
 def _watch(procs: list[subprocess.Popen], run: Path, plan: ReplayPlan, kill_at: int, cfg: ReplayConfig) -> None:
@@ -203,23 +211,6 @@ def _last_line(path: Path) -> str:
         if lines:
             return lines[-1].strip()
     return "no output"
-
-
-@contextlib.contextmanager
-def _terminate_as_exit():
-    """Turn SIGTERM (Snakemake, a batch system) into SystemExit so the ranks are killed on the way out."""
-    def handler(signum, frame):
-        raise SystemExit(128 + signum)
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _kill_all(procs: list[subprocess.Popen]) -> None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 from pathlib import Path
 
 from .. import __version__
 from ..atomic import write_bytes, write_text
-from ..errors import InputError
+from ..errors import ChakraPipeError, InputError
 from ..sweep.campaign import Campaign
 from . import collectives, tidy
 from .schema import NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS, SOURCES, UNITS
@@ -56,7 +57,7 @@ def capture_pass_ns(capture_dir: str | Path) -> tuple[int, str]:
     return int(round(step_ns * steps)), str(backend or "torch")
 
 
-def read_shard(path: str, workload: str, point_ids: list[str]):
+def read_shard(path: str, workload: str, point_ids: list[str], campaign: str):
     """One shard CSV, checked against the plan: a shard that a crash, a full disk or a hand edit left
     short or garbled must stop the aggregation, naming the file, not silently drop grid points."""
     import pandas as pd
@@ -81,19 +82,50 @@ def read_shard(path: str, workload: str, point_ids: list[str]):
         raise InputError(f"shard holds {len(got)} rows but the plan has {len(point_ids)} points for "
                          f"workload {workload} ({detail}): delete it to recompute", file=path)
     for i, row in enumerate(df.itertuples(index=False), start=2):
-        bad = row.status == "" or len(row.trace_sha256) != 64 or (row.status == "ok" and not all(
-            str(getattr(row, c)).lstrip("-").isdigit() for c in NS_METRICS))
-        if bad:
-            raise InputError("row is incomplete (no status, a short trace digest, or a metric that is not an "
-                             "integer): delete the shard to recompute", file=path, where=f"line {i}")
+        problem = _row_problem(row, campaign)
+        if problem:
+            raise InputError(f"{problem}: delete the shard to recompute", file=path, where=f"line {i}")
     return df
+
+
+# What `sweep run` writes in ``status``: "ok", or the error class and its one-line message.
+def _error_classes(base: type[ChakraPipeError] = ChakraPipeError) -> list[str]:
+    """Names of ``base`` and its subclasses: the prefixes a failed point's status can carry."""
+    subs: list[type[ChakraPipeError]] = base.__subclasses__()
+    return [base.__name__, *(name for sub in subs for name in _error_classes(sub))]
+
+
+_FAILED_STATUS = re.compile(rf"^(?:{'|'.join(_error_classes())}): \S")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_NS = re.compile(r"^[0-9]{1,19}$")
+
+
+def _row_problem(row, campaign: str) -> str | None:
+    """Why one shard row is not one `sweep run` of this campaign could have written (None if it is)."""
+    if row.campaign != campaign:
+        return f"row of campaign '{row.campaign}', not of this plan's '{campaign}'"
+    if row.source != "simulated":
+        return f"source '{row.source}' (shards hold simulated rows only)"
+    if not _SHA256.match(row.trace_sha256):
+        return "trace digest is not 64 hex digits"
+    if row.status == "ok":
+        for c in NS_METRICS:
+            value = str(getattr(row, c))
+            if not _NS.match(value) or int(value) >= 1 << 63:
+                return f"{c} '{value[:40]}' is not a whole number of ns in 0..2^63-1"
+        return None
+    if not _FAILED_STATUS.match(row.status):
+        return f"unknown status '{row.status[:60]}' (expected ok or an error line)"
+    if any(str(getattr(row, c)) for c in NS_METRICS):
+        return "a failed point with metrics"
+    return None
 
 
 def aggregate(plan: Campaign, commit: str | None = None):
     """The results table of a finished campaign (a pandas DataFrame with :data:`RESULT_COLUMNS`)."""
     import pandas as pd
 
-    frames = [read_shard(plan.shard_path(w.name, i), w.name, ids)
+    frames = [read_shard(plan.shard_path(w.name, i), w.name, ids, plan.name)
               for w in plan.workloads.values() for i, ids in enumerate(w.shards)]
     simulated = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SHARD_COLUMNS)
     sha_by_workload = dict(zip(simulated["workload"], simulated["trace_sha256"]))

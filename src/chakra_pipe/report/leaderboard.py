@@ -155,7 +155,8 @@ def update_standing(results, board_csv: str | Path, date: str | None = None):
     """
     import pandas as pd
 
-    board_csv = Path(board_csv)
+    # A symlinked board is shared: lock and rewrite the real file behind it, never the link.
+    board_csv = Path(os.path.realpath(board_csv))
     ok = results[(results["source"] == "simulated") & (results["status"] == "ok")]
     new = pd.DataFrame({c: [_text(v) for v in ok[c]] if c in ok.columns else [""] * len(ok)
                         for c in STANDING_COLUMNS}, dtype=str)

@@ -70,10 +70,11 @@ def _simulate(args) -> int:
         groups = {} if cg_path == "empty" else load_comm_groups(cg_path)
     ts = TraceSet.load(args.workload_configuration)
     res = simulate(ts, hw, comm_groups=groups, comm_groups_file=cg_path)
-    for rank, (t, x) in enumerate(zip(res.finish_ns, res.exposed_comm_ns)):
-        print(f"sys[{rank}] finished, {t} cycles, exposed communication {x} cycles.")
+    # Files first: printing is the part a closed stdout may cut short.
     if args.output_json:
         write_json(args.output_json, res.to_dict())
     if args.timeline:
         write_json(args.timeline, res.timeline())
+    for rank, (t, x) in enumerate(zip(res.finish_ns, res.exposed_comm_ns)):
+        print(f"sys[{rank}] finished, {t} cycles, exposed communication {x} cycles.")
     return 0

@@ -125,6 +125,21 @@ class _Reader:
         return v
 
 
+# Chunk streams per collective are about preferred-dataset-splits (time and memory grow linearly with it;
+# ASTRA-sim's own configs use 1-64). Far past any real use, and a bound keeps 10^9 from running for days.
+MAX_DATASET_SPLITS = 65_536
+
+
+def all_gather_too_small(size: int, splits: int) -> str | None:
+    """Why an all-gather of ``size`` bytes cannot run with ``preferred-dataset-splits`` = ``splits``
+    (None when it can): its chunk ``size // splits`` would be 0 bytes, and ASTRA-sim, which does not
+    round all-gather chunks up (spec §3.2), divides by zero. Simulate and validate share this rule."""
+    if size >= splits:
+        return None
+    return (f"ALL_GATHER comm_size {size} B is smaller than preferred-dataset-splits {splits}: its chunks would be "
+            "0 bytes (ASTRA-sim divides by zero); use comm_size >= preferred-dataset-splits")
+
+
 @dataclass(frozen=True)
 class SystemConfig:
     """ASTRA-sim system JSON (spec §5.1). Times in ns; ``local_mem_bw`` GB/s (10^9), ``peak_perf`` TFLOPS."""
@@ -173,6 +188,10 @@ class SystemConfig:
         if "per-node-custom-implementation" in d:
             raise r.err("per-node-custom-implementation",
                         "custom (Chakra-defined) collectives are not supported by this simulator")
+        splits = r.number("preferred-dataset-splits", None, integer=True, minimum=1)
+        if splits > MAX_DATASET_SPLITS:
+            raise r.err("preferred-dataset-splits", f"{splits} is past the supported {MAX_DATASET_SPLITS}: each split is "
+                        "a chunk stream per collective and NPU, simulated one by one")
         model_shared_bus = r.flag("model-shared-bus")
         if model_shared_bus:
             raise r.err("model-shared-bus", "the LogGP shared-bus model (1) is not supported; use 0")
@@ -181,7 +200,7 @@ class SystemConfig:
             collective_optimization=r.choice("collective-optimization", ("baseline", "localBWAware")),
             endpoint_delay=r.number("endpoint-delay", 10, integer=True, minimum=0),
             active_chunks_per_dimension=r.number("active-chunks-per-dimension", 1, integer=True, minimum=1),
-            preferred_dataset_splits=r.number("preferred-dataset-splits", None, integer=True, minimum=1),
+            preferred_dataset_splits=splits,
             local_mem_bw=r.number("local-mem-bw", None, positive=True),
             peak_perf=r.number("peak-perf", 0.0, minimum=0),
             roofline_enabled=r.flag("roofline-enabled"),

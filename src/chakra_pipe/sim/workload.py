@@ -19,6 +19,7 @@ from ..et import schema
 from ..et.attrs import INT_KINDS, KIND_NUMBER
 from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
+from .config import all_gather_too_small
 from .system.sys import Group
 
 S = schema
@@ -226,7 +227,8 @@ class Workload:
                               where="peak-perf")
         oi = num_ops / tensor_size
         perf = min(self.cfg.local_mem_bw * 1e9 * oi, self.cfg.peak_perf * 1e12)
-        runtime = int(num_ops / perf * 1e9)
+        # Zero work is zero time; ASTRA-sim computes 0/0 and prints 2^63 ns (README, deliberate differences).
+        runtime = int(num_ops / perf * 1e9) if num_ops else 0
         self.tics_gpu += runtime
         self.sys.register_event(self._done(i), runtime)
 
@@ -284,10 +286,13 @@ class Workload:
                 raise self.err(i, f"unsupported collective comm type {name} (ASTRA-sim supports ALL_REDUCE, "
                                   "REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL; BROADCAST is replayed)")
             # ASTRA-sim rewrites a chunk smaller than the NPU count (0 included) to the minimum chunk,
-            # except for all-gather, whose zero-size chunking divides by zero (spec §3.2).
-            if size < 0 or (size == 0 and ctype == S.ALL_GATHER):
-                raise self.err(i, f"comm_size must be {'> 0' if ctype == S.ALL_GATHER else '>= 0'} "
-                                  f"for a {kind}, got {size}")
+            # except for all-gather: size // preferred-dataset-splits = 0 divides by zero (spec §3.2).
+            if size < 0:
+                raise self.err(i, f"comm_size must be >= 0 for a {kind}, got {size}")
+            too_small = all_gather_too_small(size, self.sys.cfg.preferred_dataset_splits) \
+                if ctype == S.ALL_GATHER else None
+            if too_small:
+                raise self.err(i, too_small)
             involved = t.involved_dim.get(i)
             pg = t.pg_name.get(i, "")
             group = None

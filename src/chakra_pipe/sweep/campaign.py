@@ -11,7 +11,6 @@ import hashlib
 import importlib.util
 import json
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from ..atomic import write_json, write_text
 from ..errors import ConfigError, InputError
 from ..readfile import read_json
 from .grid import Point, expand
+from .planschema import check_plan
 from .transforms import variants
 
 PLAN_VERSION = 1
@@ -39,8 +39,9 @@ class Workload:
     shards: list[list[str]] = field(default_factory=list)  # point ids per shard
     baseline: str | None = None
 
-    def generate_args(self) -> str:
-        """Arguments of ``chakra-pipe generate`` for a generated workload (empty for others)."""
+    def generate_args(self) -> list[str]:
+        """Arguments of ``chakra-pipe generate`` for a generated workload (empty for others): a list, so
+        the workflow quotes each one (``{params.args:q}``) and a value is never read as shell syntax."""
         s = self.spec
         if self.kind == "collective":
             args = ["collective", "--type", s["type"], "--npus", s["npus"], "--size", s["size"]]
@@ -50,8 +51,8 @@ class Workload:
             if s.get("ep"):
                 args += ["--ep", s["ep"]]
         else:
-            return ""
-        return shlex.join(str(a) for a in args)
+            return []
+        return [str(a) for a in args]
 
 
 @dataclass
@@ -134,6 +135,7 @@ class Campaign:
             if kind == "capture" and not do_capture:
                 continue
             workloads[wname] = _workload(wname, spec, tracedir, name, do_replay)
+            _check_workload(workloads[wname], root)
             for v in variants(wname, kind, spec, workloads[wname].npus):
                 if v["name"] in (config.get("workloads") or {}) or v["name"] in workloads:
                     raise ConfigError(f"derived workload name {v['name']} is taken", file="config",
@@ -191,20 +193,18 @@ class Campaign:
 
     @classmethod
     def load(cls, path: str | Path) -> Campaign:
-        """Read a ``plan.json`` written by :meth:`write`."""
+        """Read a ``plan.json`` written by :meth:`write`, checked field by field (:func:`check_plan`)."""
         d = read_json(path)
         if not isinstance(d, dict) or d.get("plan_version") != PLAN_VERSION:
             raise InputError(f"not a chakra-pipe plan (plan_version {PLAN_VERSION} expected)", file=str(path))
-        try:
-            workloads = {n: Workload(name=n, kind=w["kind"], npus=w["npus"], spec=w["spec"], prefix=w["prefix"],
-                                     replay=w["replay"], shards=w["shards"], baseline=w["baseline"])
-                         for n, w in d["workloads"].items()}
-            points = {p["id"]: Point.from_json(p) for p in d["points"]}
-            return cls(name=d["campaign"], tracedir=d["tracedir"], outdir=d["outdir"], shard_size=d["shard_size"],
-                       workloads=workloads, points=points, baseline=d["baseline"],
-                       replay_iterations=d["replay_iterations"], config_sha256=d["config_sha256"], notes=d["notes"])
-        except (KeyError, TypeError) as exc:
-            raise InputError(f"plan is missing or mistypes field {exc}", file=str(path)) from None
+        check_plan(d, str(path))
+        workloads = {n: Workload(name=n, kind=w["kind"], npus=w["npus"], spec=w["spec"], prefix=w["prefix"],
+                                 replay=w["replay"], shards=w["shards"], baseline=w["baseline"])
+                     for n, w in d["workloads"].items()}
+        points = {p["id"]: Point.from_json(p) for p in d["points"]}
+        return cls(name=d["campaign"], tracedir=d["tracedir"], outdir=d["outdir"], shard_size=d["shard_size"],
+                   workloads=workloads, points=points, baseline=d["baseline"],
+                   replay_iterations=d["replay_iterations"], config_sha256=d["config_sha256"], notes=d["notes"])
 
     def workload(self, name: str) -> Workload:
         if name not in self.workloads:
@@ -228,6 +228,43 @@ def _workload(name: str, spec: dict[str, Any], tracedir: str, campaign: str, do_
     prefix = spec["prefix"] if kind == "trace" else f"{tracedir}/{campaign}/{name}/et/{name}"
     replay = do_replay and bool(spec.get("replay", kind == "capture"))
     return Workload(name=name, kind=kind, npus=int(n), spec=dict(spec), prefix=prefix, replay=replay)
+
+
+def _check_workload(w: Workload, root: Path) -> None:
+    """Refuse now what would fail only inside the workload's job, naming the config key.
+
+    Generated workloads go through every check ``chakra-pipe generate`` makes before writing; a
+    captured model must exist; an existing trace set must hold exactly ``npus`` rank files.
+    """
+    where = f"workloads.{w.name}"
+    if w.kind in ("collective", "llm"):
+        from ..generate.cli import dry_run
+
+        try:
+            dry_run(w.generate_args())
+        except InputError as exc:
+            key = f"{where}.{exc.where.lstrip('-')}" if exc.where else where
+            raise ConfigError(exc.what, file="config", where=key) from None
+    elif w.kind == "capture":
+        from ..capture.plan import BUILTIN_MODELS
+
+        model = str(w.spec["model"])
+        script = Path(model) if Path(model).is_absolute() else root / model
+        if model not in BUILTIN_MODELS and not (model.endswith(".py") and script.is_file()):
+            raise ConfigError(f"unknown model {model!r}: choose {', '.join(BUILTIN_MODELS)} or an existing .py script",
+                              file="config", where=f"{where}.model")
+    elif w.kind == "trace":
+        from ..et.traceset import find_rank_files
+
+        prefix = Path(w.prefix) if Path(w.prefix).is_absolute() else root / w.prefix
+        try:
+            ranks = set(find_rank_files(prefix))
+        except InputError:
+            ranks = set()
+        if ranks != set(range(w.npus)):
+            found = f"{len(ranks)} rank files (ranks {min(ranks)}..{max(ranks)})" if ranks else "no rank files"
+            raise ConfigError(f"{w.prefix}.<rank>.et: found {found}, but the workload declares {w.npus} NPUs",
+                              file="config", where=f"{where}.npus")
 
 
 def name_pattern(names: list[str]) -> str:
