@@ -237,7 +237,9 @@ def test_symlinked_standing_board_updates_the_shared_file_under_its_lock(tmp_pat
         _write_shards(camp)
         leaderboard.update_standing(aggregate(camp, commit="x"), link, date="2026-01-01")
     assert link.is_symlink() and os.readlink(link) == str(shared)
-    assert shared.read_text().count("\nc1,") == 3 and shared.read_text().count("\nc2,") == 3
+    # both campaigns ran the same traces on the same hardware: the later one's rows replace the earlier's
+    rows = shared.read_text().splitlines()[1:]
+    assert len(rows) == 3 and all(",c2," in r for r in rows)
     assert (shared.parent / ".leaderboard.csv.lock").exists() and not (link.parent / ".leaderboard.csv.lock").exists()
 
 
