@@ -16,6 +16,7 @@ from typing import Any
 
 from ..atomic import atomic_open
 from ..errors import InputError
+from . import commwait
 from .hostet import HostTrace, attr, device_of, is_root, is_thread, load_host_trace
 from .kineto import KEvent, KinetoTrace, enclosing_ops, exclusive_durations, load_kineto
 
@@ -40,13 +41,25 @@ class LinkStats:
     attached: int
     no_launch: int
     sync_deps: int = 0
+    comm_idle_us: float = 0.0  # idle while a collective ran on another thread (taken out of compute)
+    comm_call_us: float = 0.0  # inside communication calls (modelled by the network, not compute)
+    correlation: str = "Record function id"
+
+    @property
+    def comm_wait_us(self) -> float:
+        """The measured communication wait: what a simulated network replaces."""
+        return self.comm_idle_us + self.comm_call_us
 
     def line(self) -> str:
         pct = 100.0 * self.matched / self.host_ops if self.host_ops else 0.0
-        return (f"host ops matched {self.matched}/{self.host_ops} ({pct:.1f}%), "
-                f"GPU ops attached {self.attached}/{self.gpu_ops}"
+        return (f"host ops matched {self.matched}/{self.host_ops} ({pct:.1f}%)"
+                + (f" by {self.correlation}" if self.correlation != "Record function id" else "")
+                + f", GPU ops attached {self.attached}/{self.gpu_ops}"
                 + (f", {self.sync_deps} host ops wait for the GPU" if self.sync_deps else "")
-                + (f", {self.no_launch} without a launch record" if self.no_launch else ""))
+                + (f", {self.no_launch} without a launch record" if self.no_launch else "")
+                + (f", communication wait {self.comm_wait_us / 1e3:.3f} ms ({self.comm_idle_us / 1e3:.3f} ms idle "
+                   f"while a collective ran, {self.comm_call_us / 1e3:.3f} ms in collective calls)"
+                   if self.comm_wait_us else ""))
 
 
 def _linkable(node: dict[str, Any]) -> bool:
@@ -143,11 +156,16 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
     waits = _sync_deps(kineto, launched, host_of_event)
     for hid, gpu_ids in waits.items():
         host.by_id[hid]["sync_dep"] = gpu_ids
-    stats = LinkStats(len(linkable), matched, mismatch, len(kineto.gpu), len(gpu_nodes), no_launch, len(waits))
+    wait = commwait.measure(kineto.cpu)
+    for index, idle in wait.idle_by_event.items():
+        if index in host_of_event:
+            host.by_id[host_of_event[index]]["comm_wait"] = idle
+    stats = LinkStats(len(linkable), matched, mismatch, len(kineto.gpu), len(gpu_nodes), no_launch, len(waits),
+                      sum(wait.idle_us.values()), sum(wait.in_calls_us.values()))
     out = dict(host.header)
     if "distributedInfo" in kineto.header:
         out["distributedInfo"] = kineto.header["distributedInfo"]
-    out["link"] = asdict(stats)
+    out["link"] = dict(asdict(stats), comm_wait_us=stats.comm_wait_us)
     out["nodes"] = sorted(host.nodes, key=lambda n: n["id"]) + gpu_nodes
     return out, stats
 
