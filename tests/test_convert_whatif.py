@@ -16,7 +16,7 @@ from chakra_pipe.et import TraceSet, read_trace, schema
 from chakra_pipe.link.hostet import parse_host_trace
 from chakra_pipe.link.kineto import load_kineto, parse_kineto
 from chakra_pipe.link.linker import link_traces
-from chakra_pipe.sim import load_hardware, simulate
+from chakra_pipe.sim import simulate
 from chakra_pipe.sim.config import HardwareConfig, NetworkConfig, SystemConfig
 
 DATA = Path(__file__).parent / "data" / "capture"
@@ -129,7 +129,7 @@ def _measured_step_us(kineto_path: Path) -> float:
 def test_ddp_capture_wait_is_reported_and_network_sweeps_see_it(model, tmp_path, torch_env):
     cap = _capture(model, 2, tmp_path / "cap")
     r = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "convert", "pytorch", "--ranks-dir", str(cap),
-                        "--out", str(tmp_path / "set" / model)], capture_output=True, text=True, timeout=300)
+                        "--out", str(tmp_path / "set" / model)], capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr
     from chakra_pipe.convert.rankset import convert_capture
 
@@ -181,7 +181,7 @@ def test_one_rank_simulation_via_cli(tmp_path):
     r = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "simulate",
                         f"--workload-configuration={tmp_path / 'one'}",
                         f"--system-configuration={DATA / 'system_ring.json'}", f"--network-configuration={net}"],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("sys[0] finished, ")
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from itertools import pairwise
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -414,7 +415,7 @@ def _entry_order_deps(host: list[dict[str, Any]], tid_of: dict[int, int]) -> dic
     backward all-reduces no longer overtake the forward all-to-alls). ``host`` is in id order.
     """
     deps: dict[int, int] = {}
-    for prev, n in zip(host, host[1:]):
+    for prev, n in pairwise(host):
         if tid_of[n["id"]] != tid_of[prev["id"]]:
             deps[n["id"]] = prev["id"]
     return deps
