@@ -213,3 +213,32 @@ def test_host_only_threads_issue_collectives_in_entry_order(tmp_path):
         colls = sorted((c for c in result.collectives if c.rank == rank), key=lambda c: c.start_ns)
         assert [c.node_id for c in colls] == [11, 13, 21]
         assert colls[0].end_ns <= colls[1].start_ns and colls[1].end_ns <= colls[2].start_ns
+
+
+def test_results_add_up_with_cpu_time_and_the_simulator_line_keeps_astra_sims_definition(tmp_path):
+    from chakra_pipe.sweep.shard import metrics
+
+    _linked_set(str(tmp_path / "ddp"))
+    result = simulate(TraceSet.load(str(tmp_path / "ddp")), _hw(2, 1.0, 500.0))
+    row = metrics(result)
+    assert row["compute_ns"] == 0 and row["cpu_ns"] == 500_000  # every COMP node of a CPU capture is a CPU op
+    assert row["compute_ns"] + row["cpu_ns"] + row["exposed_comm_ns"] + row["idle_ns"] == row["step_time_ns"]
+    assert 0 < row["exposed_comm_ns"] < row["step_time_ns"] - row["cpu_ns"] + 1
+    # "sys[i] finished, T cycles, exposed communication X cycles": X = T - GPU compute, as ASTRA-sim.
+    assert result.exposed_comm_ns == [f - c for f, c in zip(result.finish_ns, result.compute_ns)]
+
+
+def test_a_one_file_set_whose_metadata_lists_two_members_is_incomplete(tmp_path):
+    from chakra_pipe.validate import validate_set
+
+    host, _ = ddp_pair()
+    table = '[{"pg_name": "0", "ranks": [], "group_size": 2}, {"pg_name": "1", "ranks": [0, 1], "group_size": 2}]'
+    host["nodes"].insert(3, _node(8, "## process_group:init ##", 2, values=[table], types=["String"]))
+    write_rank_set(str(tmp_path / "one"), [convert_trace(parse_host_trace(host, "h.json"), 0)])
+    report = validate_set(str(tmp_path / "one"))
+    found = [f for f in report.findings if f.rule == "incomplete-set"]
+    assert len(found) == 1 and report.errors >= 1
+    assert "METADATA group '1' lists rank(s) 1 but the set has 1 rank file(s)" in found[0].message
+    # The same table in a complete two-rank set is fine.
+    write_rank_set(str(tmp_path / "two"), [convert_trace(parse_host_trace(host, "h.json"), r) for r in range(2)])
+    assert not [f for f in validate_set(str(tmp_path / "two")).findings if f.rule == "incomplete-set"]
