@@ -242,3 +242,28 @@ def test_a_one_file_set_whose_metadata_lists_two_members_is_incomplete(tmp_path)
     # The same table in a complete two-rank set is fine.
     write_rank_set(str(tmp_path / "two"), [convert_trace(parse_host_trace(host, "h.json"), r) for r in range(2)])
     assert not [f for f in validate_set(str(tmp_path / "two")).findings if f.rule == "incomplete-set"]
+
+
+@pytest.mark.parametrize("kind", ["int64_val", "uint64_val"])
+def test_uint64_comm_size_is_read_at_face_value_and_validate_warns(tmp_path, kind):
+    """ASTRA-sim's feeder reads a uint64_val comm_size as 0; we keep the face value (a deliberate
+    difference), and validate says the file is not canonical."""
+    from chakra_pipe.et import write_trace
+    from chakra_pipe.et.attrs import set_attr
+    from chakra_pipe.validate import validate_set
+
+    prefix = str(tmp_path / "ar")
+    for rank in range(2):
+        node = schema.Node(id=1, name="all_reduce", type=schema.COMM_COLL_NODE)
+        set_attr(node, "is_cpu_op", False)
+        set_attr(node, "comm_type", schema.ALL_REDUCE)
+        set_attr(node, "comm_size", 1 << 20, kind)
+        write_trace(f"{prefix}.{rank}.et", schema.GlobalMetadata(version="0.0.4"), [node])
+    result = simulate(TraceSet.load(prefix), _hw(2, 1.0, 500.0))
+    assert [c.bytes for c in result.collectives] == [1 << 20] * 2
+    assert max(result.finish_ns) > (1 << 20) / 2 ** 30 * 1e9 / 2  # ring all-reduce sends ~size bytes at 1 GiB/s
+    warnings = [f for f in validate_set(prefix).findings if f.rule == "attr-kind"]
+    assert bool(warnings) == (kind == "uint64_val")
+    if warnings:
+        assert "comm_size stored as uint64_val on 1 nodes" in warnings[0].message
+        assert "reads others as 0" in warnings[0].message
