@@ -105,7 +105,6 @@ def trace_info(trace_or_prefix: str | os.PathLike) -> list[dict]:
 def format_info(info: dict) -> str:
     """Human-readable block for one file."""
     deps = info["deps"]
-    cp = info["critical_path"]
     top = ", ".join(f"{i} ×{c}" for i, c in deps["top_dangling_ctrl"])
     lines = [
         f"{info['file']}:",
@@ -123,16 +122,14 @@ def format_info(info: dict) -> str:
 
 
 def _critical_lines(info: dict) -> list[str]:
-    cp = info["critical_path"]
     if not info["durations_recorded"]:
         return ["  critical path: none — every duration_micros is 0 (no timing recorded, e.g. a host trace "
                 "converted without Kineto)"]
-    sched = info["schedule"]
-    return ["  critical path: " + (f"{_fmt(sched)} as simulate issues it (CPU, GPU and comm slots, recorded "
-                                   "durations)" if sched else "none (the simulator cannot run this file; see "
-                                                              "validate)"),
-            f"  longest dependency chain: {_fmt(cp['data'])} over data deps, {_fmt(cp['data_ctrl'])} over "
-            "data ∪ ctrl deps"]
+    cp, sched = info["critical_path"], info["schedule"]
+    path = (f"{_fmt(sched)} as simulate issues it (CPU, GPU and comm slots, recorded durations)" if sched
+            else "none (the simulator cannot run this file; see validate)")
+    chain = f"{_fmt(cp['data'])} over data deps, {_fmt(cp['data_ctrl'])} over data ∪ ctrl deps"
+    return [f"  critical path: {path}", f"  longest dependency chain: {chain}"]
 
 
 def _fmt(path: dict | None) -> str:
