@@ -123,8 +123,8 @@ def format_info(info: dict) -> str:
 
 def _critical_lines(info: dict) -> list[str]:
     if not info["durations_recorded"]:
-        return ["  critical path: none — every duration_micros is 0 (no timing recorded, e.g. a host trace "
-                "converted without Kineto)"]
+        return [("  critical path: none — every duration_micros is 0 (no timing recorded, e.g. a host trace "
+                 "converted without Kineto)")]
     cp, sched = info["critical_path"], info["schedule"]
     path = (f"{_fmt(sched)} as simulate issues it (CPU, GPU and comm slots, recorded durations)" if sched
             else "none (the simulator cannot run this file; see validate)")
