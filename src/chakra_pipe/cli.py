@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "chakra_pipe.convert.cli",
     "chakra_pipe.sim.cli",
     "chakra_pipe.replay.cli",
+    "chakra_pipe.calibrate.cli",
     "chakra_pipe.sweep.cli",
     "chakra_pipe.report.cli",
 )
