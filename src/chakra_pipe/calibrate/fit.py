@@ -159,7 +159,7 @@ def fit(measurements: list[Measurement], npus: int, min_size: int) -> FitResult:
                     best = (obj, topology, dict(zip(kinds, combo)), x)
         assert best is not None
         obj, topology, impls, x = best
-        platform = Platform(topology, npus, _bandwidth(x[0]), round(float(x[1]), 3), int(round(x[2])),
+        platform = Platform(topology, npus, _bandwidth(x[0]), round(float(x[1]), 3), round(float(x[2])),
                             _bandwidth(x[3]), impls)
         values = {"bandwidth": platform.bandwidth_gbps, "latency": platform.latency_ns,
                   "endpoint-delay": platform.endpoint_delay_ns, "local-mem-bw": platform.local_mem_bw_gbps}
