@@ -267,3 +267,21 @@ def test_uint64_comm_size_is_read_at_face_value_and_validate_warns(tmp_path, kin
     if warnings:
         assert "comm_size stored as uint64_val on 1 nodes" in warnings[0].message
         assert "reads others as 0" in warnings[0].message
+
+
+def test_comm_wait_counts_annotation_gaps_under_the_union_of_worker_ranges():
+    from chakra_pipe.link.commwait import measure
+
+    def ev(i, name, ts, dur, tid, cat="user_annotation"):
+        return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+
+    k = parse_kineto({"traceEvents": [
+        ev(0, "ProfilerStep#1", 0, 1000, 1), ev(1, "label", 100, 300, 1), ev(2, "aten::mm", 150, 50, 1, "cpu_op"),
+        ev(3, "c10d::allreduce_", 700, 50, 1, "cpu_op"),
+        ev(4, "gloo:all_reduce", 120, 180, 2), ev(5, "gloo:all_reduce", 250, 350, 3)]}, "k.json")
+    wait = measure(k.cpu)
+    # Worker ranges [120, 300] and [250, 600] overlap: their union [120, 600] counts once.
+    # ProfilerStep's own time [0, 100] + [400, 700] + [750, 1000] meets it on [400, 600]: 200 us.
+    # The label's own time [100, 150] + [200, 400] meets it on [120, 150] + [200, 400]: 230 us.
+    assert {k.cpu[i].name: v for i, v in wait.idle_by_event.items()} == {"ProfilerStep#1": 200.0, "label": 230.0}
+    assert wait.idle_us == {1: 430.0} and wait.in_calls_us == {1: 50.0}  # the leaf aten::mm is compute

@@ -82,14 +82,12 @@ def _exclusive_intervals(evs: list[KEvent]) -> dict[int, list[tuple[float, float
             stack[-1] = (parent, min(e.end, parent.end))
 
     for e in sorted(evs, key=lambda e: (e.ts, -e.dur, e.index)):
-        while stack and stack[-1][0].end <= e.ts:
+        # Close what ended before e, and what e sticks out of (not its parent: events should nest).
+        while stack and (stack[-1][0].end <= e.ts or stack[-1][0].end < e.end):
             close(stack[-1][0].end)
-        if stack and e.end <= stack[-1][0].end:
+        if stack:
             parent, seg = stack[-1]
             out.setdefault(parent.index, []).append((seg, e.ts))
-        elif stack:  # overlaps without nesting: not a child, close the open ones first
-            while stack:
-                close(e.ts)
         stack.append((e, e.ts))
     while stack:
         close(stack[-1][0].end)
@@ -115,7 +113,7 @@ def measure(events: list[KEvent]) -> CommWait:
         call_starts = [a for a, _ in calls]
         own = _exclusive_intervals(evs)
         for e in evs:
-            if e.cat != IDLE_CAT:
+            if e.cat != IDLE_CAT or e.name.startswith(WORK_PREFIXES):  # a worker's range is the work itself
                 continue
             idle = sum(_overlap(a, b, others, starts) - _overlap_in(a, b, others, starts, calls, call_starts)
                        for a, b in own.get(e.index, ()))
