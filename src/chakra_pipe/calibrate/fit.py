@@ -20,6 +20,7 @@ import itertools
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,8 +36,9 @@ IMPL_KEY = {"all_reduce": "all-reduce-implementation", "all_gather": "all-gather
             "reduce_scatter": "reduce-scatter-implementation", "all_to_all": "all-to-all-implementation"}
 PARAMS = ("inv_bandwidth", "latency_ns", "endpoint_delay_ns", "inv_local_mem_bw")
 # Probe values: one parameter switched on at a time, the others at "free" (huge bandwidths, 0 delays).
-_FREE = {"bandwidth": 1e9, "latency": 0.0, "endpoint-delay": 0, "local-mem-bw": 1e9}
-_PROBES = ({"bandwidth": 1.0}, {"latency": 1000.0}, {"endpoint-delay": 1000}, {"local-mem-bw": 1.0})
+_FREE: dict[str, float] = {"bandwidth": 1e9, "latency": 0.0, "endpoint-delay": 0, "local-mem-bw": 1e9}
+_PROBES: tuple[dict[str, float], ...] = ({"bandwidth": 1.0}, {"latency": 1000.0}, {"endpoint-delay": 1000},
+                                         {"local-mem-bw": 1.0})
 _PROBE_SCALE = (1.0, 1000.0, 1000.0, 1.0)  # coefficient = (probe - base) / scale
 TRIM_CANDIDATES = 8  # implementation/topology choices (best by plain LAD) given the trimmed fit
 TRIM_KEEP = 0.6  # share of the fitted rows the trimmed fit must follow (the median needs half)
@@ -79,7 +81,8 @@ class _Sets:
     """One loaded single-collective rank set per (kind, size), written once to a scratch folder."""
 
     def __init__(self, npus: int, folder: Path):
-        self.npus, self.folder, self.cache = npus, folder, {}
+        self.npus, self.folder = npus, folder
+        self.cache: dict[tuple[str, int], Any] = {}
 
     def get(self, kind: str, size: int):
         from ..et import TraceSet
