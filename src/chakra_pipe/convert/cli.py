@@ -46,9 +46,11 @@ def _pytorch(args) -> int:
         raise InputError("--host-pattern is needed with --device-pattern, and both only with --ranks-dir",
                          where="convert pytorch")
     if args.ranks_dir:
-        patterns = {"host_et": pattern_regex(args.host_pattern, "--host-pattern")} if args.host_pattern else None
-        if args.device_pattern:
-            patterns["kineto"] = pattern_regex(args.device_pattern, "--device-pattern")
+        patterns = None
+        if args.host_pattern:
+            patterns = {"host_et": pattern_regex(args.host_pattern, "--host-pattern")}
+            if args.device_pattern:
+                patterns["kineto"] = pattern_regex(args.device_pattern, "--device-pattern")
         summary = convert_capture(args.ranks_dir, args.out, patterns)
     else:
         summary = convert_file(args.input, args.out)
