@@ -50,7 +50,8 @@ def gloo_trace():
         _n(4, "ProfilerStep#1", 2, exclusive_dur=10, inclusive_dur=500, ts=1000),
         _n(5, "aten::mm", 4, exclusive_dur=20, inclusive_dur=20, ts=1001),
         # all_reduce on the sub-group (label from capture), 1000 floats, blocking.
-        _n(10, "chakra_pipe.pg:1", 4, exclusive_dur=60, inclusive_dur=70, ts=1030),
+        # The linker measured 50 us of the label's own time idle while gloo ran (``comm_wait``).
+        _n(10, "chakra_pipe.pg:1", 4, exclusive_dur=60, inclusive_dur=70, ts=1030, comm_wait=50),
         _n(11, "c10d::allreduce_", 10, [[_t(90, 1000)], "<Object>", "<Object>", "<None>", False, -1],
            ["GenericList[Tensor(float)]", "Object", "Object", "None", "Bool", "Int"],
            exclusive_dur=5, inclusive_dur=10, ts=1031),
@@ -121,12 +122,12 @@ def test_p2p_peer_is_mapped_from_group_local_to_global():
     assert kinds["comm_size"] == "int64_val" and kinds["pg_name"] == "string_val"
 
 
-def test_gloo_duration_is_the_worker_range_and_blocking_wait_leaves_the_caller():
+def test_gloo_duration_is_the_worker_range_and_the_measured_wait_leaves_the_caller():
     _, nodes = _convert(gloo_trace())
     assert nodes[11].duration_micros == 50          # gloo:all_reduce, not the 10 us enqueue
     assert nodes[30].duration_micros == 15          # two gloo ranges of the list form
     assert nodes[50].duration_micros == 4           # no gloo range: the op's own time
-    assert nodes[10].duration_micros == 60 - 50     # the label waited for the blocking all_reduce
+    assert nodes[10].duration_micros == 60 - 50     # the label's idle while the all_reduce ran
     assert nodes[5].duration_micros == 20 and nodes[5].start_time_micros == 1001
 
 

@@ -146,8 +146,20 @@ def test_capture_clocks_days_apart_are_refused():
 
 
 def test_kineto_without_record_function_ids_is_refused_with_a_clear_message():
-    with pytest.raises(InputError, match="no 'Record function id'"):
+    # External ids 1, 2, 3 are not the host rf_ids 10, 11, 12: the fallback finds no agreeing name.
+    with pytest.raises(InputError, match=r"no 'Record function id'.* 0/3 agreeing op names \(0\.0%, at least 90%"):
         linked(kineto=kineto_obj(rf=False))
+
+
+def test_old_kineto_links_by_external_id_when_names_agree():
+    k = kineto_obj(rf=False)
+    for e in k["traceEvents"]:
+        if e.get("cat") in ("cpu_op", "user_annotation"):
+            e["args"]["External id"] += 9  # 1, 2, 3 -> the host rf_ids 10, 11, 12 (HTA's correlation)
+    obj, stats = linked(kineto=k)
+    assert (stats.matched, stats.correlation) == (3, "External id")
+    assert "host ops matched 3/3 (100.0%) by 'External id' == rf_id" in stats.line()
+    assert {n["id"]: n.get("inclusive_dur") for n in obj["nodes"] if n["id"] in (3, 4, 5)} == {3: 10, 4: 3, 5: 1}
 
 
 def test_fewer_than_half_matched_is_refused():
@@ -187,8 +199,9 @@ def test_cli_reports_coverage_and_exit_codes(tmp_path: Path):
 
 def test_fixture_pairs_without_link_ids_fail_clearly(fixtures_dir: Path):
     pt = fixtures_dir / "pytorch"
-    # linear: same pid (a matched pair) but 2023 Kineto has no rf ids.
-    with pytest.raises(InputError, match="no 'Record function id'"):
+    # linear: same pid (a matched pair) but 2023 Kineto has no rf ids, and External id == rf_id
+    # agrees on too few names for the fallback.
+    with pytest.raises(InputError, match=r"no 'Record function id'.* 218/928 agreeing op names \(23\.5%"):
         link_files(pt / "linear_et.json.gz", pt / "linear_kineto.json.gz", Path("/nonexistent/never.json"))
 
 

@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "chakra_pipe.sim.cli",
     "chakra_pipe.transform.cli",
     "chakra_pipe.replay.cli",
+    "chakra_pipe.calibrate.cli",
     "chakra_pipe.sweep.cli",
     "chakra_pipe.report.cli",
 )

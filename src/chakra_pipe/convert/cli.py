@@ -18,7 +18,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                                       "a capture: convert pytorch --ranks-dir DIR --out PREFIX.")
     path_argument(pt, "input", "INPUT", ("--input",), "host ET or linked ET+ (.json or .json.gz)", type=Path,
                   required=False)
-    pt.add_argument("--ranks-dir", type=Path, help="capture folder with rank{r}.* traces (instead of INPUT)")
+    pt.add_argument("--ranks-dir", type=Path,
+                    help="folder of per-rank traces (instead of INPUT): rank{r}.host_et/kineto/linked.json[.gz] "
+                         "(capture, link), host.{r}.json + device.{r}.json (Chakra's collection recipe), "
+                         "pytorch_et_{r}.json + kineto_{r}.json (ASTRA-sim tutorials)")
+    pt.add_argument("--host-pattern", metavar="NAME",
+                    help="with --ranks-dir: host trace file names, e.g. 'et_{rank}.json.gz'")
+    pt.add_argument("--device-pattern", metavar="NAME",
+                    help="with --ranks-dir: Kineto trace file names, e.g. 'kineto_trace_{rank}.json'")
     pt.add_argument("--out", "--output", required=True, help="PREFIX.RANK.et (one rank) or PREFIX (--ranks-dir)")
     pt.set_defaults(func=_pytorch)
 
@@ -34,11 +41,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _pytorch(args) -> int:
     from ..errors import InputError
-    from .rankset import convert_capture, convert_file
+    from .rankset import convert_capture, convert_file, pattern_regex
 
     if (args.input is None) == (args.ranks_dir is None):
         raise InputError("give exactly one of INPUT or --ranks-dir", where="convert pytorch")
-    summary = convert_capture(args.ranks_dir, args.out) if args.ranks_dir else convert_file(args.input, args.out)
+    if (args.host_pattern or args.device_pattern) and not (args.ranks_dir and args.host_pattern):
+        raise InputError("--host-pattern is needed with --device-pattern, and both only with --ranks-dir",
+                         where="convert pytorch")
+    if args.ranks_dir:
+        patterns = None
+        if args.host_pattern:
+            patterns = {"host_et": pattern_regex(args.host_pattern, "--host-pattern")}
+            if args.device_pattern:
+                patterns["kineto"] = pattern_regex(args.device_pattern, "--device-pattern")
+        summary = convert_capture(args.ranks_dir, args.out, patterns)
+    else:
+        summary = convert_file(args.input, args.out)
     for stats in summary.links:
         print(f"convert: link: {stats.line()}")
     print(f"convert: {summary.line()}; comm groups {summary.comm_groups}")

@@ -5,6 +5,8 @@ Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch
   nodes (upstream: COMP only); their implementation subtree (``nccl:*``/``gloo:*`` ranges, copies)
   is folded into them, and a gloo op lasts as long as its ``gloo:*`` worker range, not the enqueue;
 * p2p nodes get ``comm_src``/``comm_dst``/``comm_tag``; every comm node gets ``pg_name``;
+* a host op's COMP duration excludes the time it sat idle while a collective ran on a worker
+  thread (linker ``comm_wait``): that was communication, which the simulated network models;
 * ``start_time_micros`` from Kineto ``ts``; ``Optimizer.step`` keeps its duration;
 * dependencies: one chain per host thread in call (pre-)order, GPU ops after their launching op and
   after the previous op of their stream, host ops after the GPU ops a ``*Synchronize`` made them
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from itertools import pairwise
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,19 +227,6 @@ class _Converter:
                 total[ids[i]] = total.get(ids[i], 0.0) + _num(g, "inclusive_dur")
         return total
 
-    def _waited(self, gloo: dict[int, float]) -> dict[int, float]:
-        """Time each caller spent blocked in a synchronous collective it issued.
-
-        ``work.wait()`` is not a recorded op, so a blocking call's transfer time shows up as the
-        caller's exclusive time; the COMM node already models it, so it is taken out once.
-        """
-        waited: dict[int, float] = {}
-        for nid, comm in self.comm.items():
-            p = self.parent.get(nid)
-            if self.role[nid] == COMM and comm.blocking and p is not None and nid in gloo:
-                waited[p] = waited.get(p, 0.0) + gloo[nid]
-        return waited
-
     def _threads(self) -> tuple[dict[int, int | None], dict[int, int]]:
         """Nearest emitted ancestor and host thread (``tid`` attr, inherited) of every node."""
         kept_anc: dict[int, int | None] = {}
@@ -257,7 +247,10 @@ class _Converter:
         called backward, and the main thread resumes after the last backward op. Only edges to
         smaller ids are kept, so the graph stays acyclic.
         """
-        timed = [n for n in self.order if self.role[n["id"]] in (CPU, COMM, METADATA) and "ts" in n]
+        host = [n for n in self.order if self.role[n["id"]] in (CPU, COMM, METADATA)]
+        timed = [n for n in host if "ts" in n]
+        if not timed:
+            return _entry_order_deps(host, tid_of)
         if len({tid_of[n["id"]] for n in timed}) < 2:
             return {}
         all_sorted = sorted(timed, key=lambda n: (_num(n, "ts"), n["id"]))
@@ -290,7 +283,6 @@ class _Converter:
 
     def emit(self) -> RankConversion:
         gloo = self.gloo_durations()
-        waited = self._waited(gloo)
         kept_anc, tid_of = self._threads()
         cross = self._inter_thread_deps(tid_of)
         last_on_thread: dict[int, int] = {}
@@ -331,7 +323,7 @@ class _Converter:
                 dur = 0.0
             else:
                 out.type = schema.COMP_NODE
-                dur = _num(n, "inclusive_dur") if role == GPU else _num(n, "exclusive_dur") - waited.get(nid, 0.0)
+                dur = _num(n, "inclusive_dur") if role == GPU else _num(n, "exclusive_dur") - _num(n, "comm_wait")
             out.duration_micros = _micros(dur)
             if comm is None:
                 set_attr(out, "is_cpu_op", role != GPU)
@@ -416,6 +408,20 @@ class _Converter:
                 set_attr(md, key, v, kind)
         set_attr(md, "converter", "chakra_pipe.convert.pytorch", "string_val")
         return md
+
+
+def _entry_order_deps(host: list[dict[str, Any]], tid_of: dict[int, int]) -> dict[int, int]:
+    """Cross-thread order for a host-only trace (no timestamps): ids are assigned at op entry.
+
+    Whenever the next op in id order runs on another thread than the previous one, it waits for
+    that previous op, so ops of all threads start in id order (PARAM's DLRM: the autograd thread's
+    backward all-reduces no longer overtake the forward all-to-alls). ``host`` is in id order.
+    """
+    deps: dict[int, int] = {}
+    for prev, n in pairwise(host):
+        if tid_of[n["id"]] != tid_of[prev["id"]]:
+            deps[n["id"]] = prev["id"]
+    return deps
 
 
 def _drop_sync_if_cyclic(nodes: list, parents: dict[int, set[int]], sync_added: dict[int, list[int]]) -> int:

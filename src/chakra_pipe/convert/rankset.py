@@ -2,7 +2,9 @@
 
 A whole capture folder converts in one call: each rank uses ``rank{r}.linked.json[.gz]`` when
 present, otherwise links ``rank{r}.host_et.json.gz`` with ``rank{r}.kineto.json.gz`` in memory, or
-converts the host trace alone (durations 0) when there is no Kineto file.
+converts the host trace alone (durations 0) when there is no Kineto file. Upstream layouts
+(``host.{r}.json``/``device.{r}.json``, ``pytorch_et_{r}.json``/``kineto_{r}.json``) and explicit
+``{rank}`` patterns name the host and Kineto files the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ from .check import p2p_problems, rank_problems
 from .pytorch import RankConversion, convert_trace
 
 RANK_OUT = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
-_CAPTURE_FILE = re.compile(r"^rank(?P<rank>\d+)\.(?P<kind>linked|host_et|kineto)\.json(\.gz)?$")
+_GZ = r"\.json(\.gz)?$"
+# Rank-file layouts a --ranks-dir may use: ours (capture, link), the upstream Chakra collection
+# recipe's host.{r}.json / device.{r}.json, and the ASTRA-sim tutorials' pytorch_et_{r} / kineto_{r}.
+_LAYOUTS = (re.compile(r"^rank(?P<rank>\d+)\.(?P<kind>linked|host_et|kineto)" + _GZ),
+            re.compile(r"^(?P<kind>host|device)\.(?P<rank>\d+)" + _GZ),
+            re.compile(r"^(?P<kind>pytorch_et|kineto)_(?P<rank>\d+)" + _GZ))
+_KIND = {"host": "host_et", "pytorch_et": "host_et", "device": "kineto"}
+RANK_FIELD = "{rank}"
 
 
 @dataclass
@@ -120,28 +129,45 @@ def convert_file(in_path: str | os.PathLike, out_path: str | os.PathLike) -> Con
                           sync_dropped=conv.sync_dropped)
 
 
-def _capture_ranks(folder: Path) -> dict[int, dict[str, Path]]:
+def pattern_regex(pattern: str, where: str) -> re.Pattern:
+    """A file-name pattern with one ``{rank}`` (``et_{rank}.json.gz``) as a regex with a rank group."""
+    if pattern.count(RANK_FIELD) != 1 or "/" in pattern:
+        raise InputError(f"pattern {pattern!r} must be a file name containing {RANK_FIELD} exactly once",
+                         where=where)
+    head, tail = pattern.split(RANK_FIELD)
+    return re.compile(f"^{re.escape(head)}(?P<rank>\\d+){re.escape(tail)}$")
+
+
+def _capture_ranks(folder: Path, patterns: dict[str, re.Pattern] | None = None) -> dict[int, dict[str, Path]]:
+    """Per rank, its files by kind (linked / host_et / kineto): explicit ``patterns`` (kind -> regex)
+    when given, else the first of the known layouts that names a file."""
     try:
         names = sorted(os.listdir(folder))
     except OSError as exc:
         raise InputError(f"cannot list: {exc.strerror}", file=str(folder)) from None
     ranks: dict[int, dict[str, Path]] = {}
     for name in names:
-        m = _CAPTURE_FILE.match(name)
-        if m:
-            ranks.setdefault(int(m.group("rank")), {}).setdefault(m.group("kind"), folder / name)
+        if patterns:
+            hits = [(kind, m) for kind, rx in patterns.items() if (m := rx.match(name))]
+        else:
+            hits = [(_KIND.get(m.group("kind"), m.group("kind")), m) for rx in _LAYOUTS if (m := rx.match(name))]
+        for kind, m in hits[:1]:
+            ranks.setdefault(int(m.group("rank")), {}).setdefault(kind, folder / name)
     if not ranks:
-        raise InputError("no rank{r}.linked.json[.gz] or rank{r}.host_et.json[.gz] files", file=str(folder))
+        raise InputError("no file names match the given patterns" if patterns else
+                         "no rank{r}.linked.json[.gz], rank{r}.host_et.json[.gz] (+ rank{r}.kineto), host.{r}.json "
+                         "(+ device.{r}.json) or pytorch_et_{r}.json (+ kineto_{r}.json) files", file=str(folder))
     missing = sorted(set(range(max(ranks) + 1)) - set(ranks))
     if missing:
         raise InputError(f"capture has gaps: no files for rank {missing[0]}", file=str(folder))
     return ranks
 
 
-def convert_capture(folder: str | os.PathLike, prefix: str) -> ConvertSummary:
-    """Every rank of a capture (or link) folder into one rank set."""
+def convert_capture(folder: str | os.PathLike, prefix: str,
+                    patterns: dict[str, re.Pattern] | None = None) -> ConvertSummary:
+    """Every rank of a capture (or link) folder into one rank set (file names: see _capture_ranks)."""
     folder = Path(folder)
-    ranks = _capture_ranks(folder)
+    ranks = _capture_ranks(folder, patterns)
     capture_json = folder / "capture.json"
     if capture_json.is_file():
         world = read_json(capture_json).get("world_size")

@@ -156,10 +156,10 @@ def plot_breakdown(ok, path: Path) -> None:
         y = range(len(g))
         compute = g["compute_ns"].astype("float64").fillna(0) * US
         idle = g["idle_ns"].astype("float64").fillna(0) * US
-        # exposed_comm_ns is step time - compute and so contains idle: stack its other part and idle
-        exposed = (g["exposed_comm_ns"].astype("float64").fillna(0) * US - idle).clip(lower=0)
+        cpu = g["cpu_ns"].astype("float64").fillna(0) * US
+        exposed = (g["exposed_comm_ns"].astype("float64").fillna(0) * US).clip(lower=0)
         left = [0.0] * len(g)
-        for vals, label, color in ((compute, "compute", "#4c72b0"),
+        for vals, label, color in ((compute, "compute", "#4c72b0"), (cpu, "CPU ops", "#55a868"),
                                    (exposed, "exposed communication", "#dd8452"),
                                    (idle, "idle (nothing running)", "#bbbbbb")):
             ax.barh(list(y), list(vals), left=left, label=label, color=color)

@@ -27,8 +27,9 @@ METRICS: tuple[Metric, ...] = (
            "one pass over the trace: simulated, the last rank's finish time; replayed, the median iteration; "
            "captured, the untraced median step time x the profiled steps the trace holds"),
     Metric("compute_ns", "ns", "lower", "GPU compute time of the slowest rank (sum of its kernels)"),
+    Metric("cpu_ns", "ns", "lower", "CPU-op time of the slowest rank (is_cpu_op compute nodes)"),
     Metric("exposed_comm_ns", "ns", "lower",
-           "step time minus compute time of the slowest rank, as ASTRA-sim reports it (includes idle_ns)"),
+           "communication not hidden by compute or CPU ops, slowest rank: step - compute - cpu - idle"),
     Metric("idle_ns", "ns", "lower", "time during which no node of the slowest rank runs"),
     Metric("comm_ns", "ns", "lower", "time the slowest rank has communication in flight, hidden or not"),
     *(Metric(f"comm_{t}_ns", "ns", "lower", f"{t.replace('_', '-')} communication time of the slowest rank")

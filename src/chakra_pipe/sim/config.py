@@ -250,9 +250,11 @@ class NetworkConfig:
         for key, lst in (("npus_count", npus), ("bandwidth", bw), ("latency", lat)):
             if len(lst) != len(topo):
                 raise r.err(key, f"has {len(lst)} entries but topology has {len(topo)}")
+        single = all(n == 1 for n in npus)  # one NPU: a one-GPU trace's compute what-ifs (not ASTRA-sim)
         for n in npus:
-            if n != int(n) or n < 2:
-                raise r.err("npus_count", f"each entry must be an integer > 1, got {n!r}")
+            if n != int(n) or n < 2 and not single:
+                raise r.err("npus_count", f"each entry must be an integer > 1 (or all 1 for a single NPU), "
+                                          f"got {n!r}")
         for b in bw:
             if b <= 0:
                 raise r.err("bandwidth", f"must be > 0, got {b!r}")

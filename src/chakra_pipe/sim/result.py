@@ -3,6 +3,7 @@
 Definitions (all integer ns, per rank):
 * ``finish_ns`` — when the rank's last node finished (ASTRA-sim's "finished, T cycles").
 * ``compute_ns`` — sum of GPU compute durations (ASTRA-sim's ``tics_gpu_ops``; overlap not removed).
+* ``cpu_ns`` — sum of CPU-op durations (``is_cpu_op`` COMP nodes; one CPU slot, so no overlap).
 * ``exposed_comm_ns`` — ``finish_ns - compute_ns`` exactly as ASTRA-sim prints it (ignores CPU time;
   negative where ASTRA-sim's unsigned value would wrap, e.g. replay-only runs).
 * ``comm_ns`` — union of the intervals during which a collective, send or receive was in flight.
@@ -44,6 +45,7 @@ class SimResult:
     backend: str
     finish_ns: list[int] = field(default_factory=list)
     compute_ns: list[int] = field(default_factory=list)
+    cpu_ns: list[int] = field(default_factory=list)
     exposed_comm_ns: list[int] = field(default_factory=list)
     comm_ns: list[int] = field(default_factory=list)
     idle_ns: list[int] = field(default_factory=list)
@@ -63,6 +65,7 @@ class SimResult:
         for w in workloads:
             self.finish_ns.append(w.finish_ns)
             self.compute_ns.append(w.tics_gpu)
+            self.cpu_ns.append(w.tics_cpu)
             self.exposed_comm_ns.append(w.finish_ns - w.tics_gpu)
             self.comm_ns.append(union_ns(comm_by_rank.get(w.rank, [])))
             self.idle_ns.append(w.finish_ns - union_ns([(s, e) for s, e in zip(w.start, w.end) if s >= 0]))
@@ -87,6 +90,7 @@ class SimResult:
             "max_finish_ns": max(self.finish_ns, default=0),
             "exposed_comm_ns": self.exposed_comm_ns,
             "compute_ns": self.compute_ns,
+            "cpu_ns": self.cpu_ns,
             "comm_ns": self.comm_ns,
             "idle_ns": self.idle_ns,
             "comm_time_by_type_ns": self.comm_time_by_type_ns(),

@@ -114,6 +114,7 @@ class Workload:
         self.ongoing: set[int] = set()
         self.slots = [0, 0, 0]
         self.tics_gpu = 0
+        self.tics_cpu = 0  # CPU-op time (one CPU slot, so never overlapping itself)
         self.finished = False
         self.finish_ns = -1
         self.start = [-1] * n
@@ -212,7 +213,9 @@ class Workload:
 
     def replay(self, i: int) -> None:
         runtime = self.t.dur_us[i] * 1000 or 1
-        if not self.t.cpu[i]:
+        if self.t.cpu[i]:
+            self.tics_cpu += runtime
+        else:
             self.tics_gpu += runtime
         self.sys.register_event(self._done(i), runtime)
 

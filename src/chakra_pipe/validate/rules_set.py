@@ -60,6 +60,14 @@ def group_members(ranks: list[RankView], comm_groups: dict[int, list[int]] | Non
                 findings.append(Finding(view.file, None, "group-members", ERROR,
                                         f"METADATA defines group {name!r} as ranks {id_list(members)} but rank "
                                         f"{defined_by[name]} defines it as {id_list(groups[name])}"))
+    for name, members in groups.items():
+        absent = [r for r in members if r >= len(ranks)]
+        if absent:
+            view = ranks[defined_by[name]]
+            findings.append(Finding(view.file, None, "incomplete-set", ERROR,
+                                    f"incomplete rank set: METADATA group {name!r} lists rank(s) {id_list(absent)} "
+                                    f"but the set has {len(ranks)} rank file(s); its collectives could never "
+                                    "complete"))
     for gid, members in (comm_groups or {}).items():
         groups[str(gid)] = list(members)
     for name in WORLD_PG_NAMES:
