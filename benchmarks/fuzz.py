@@ -128,6 +128,109 @@ def mutate(rng: random.Random, data: bytes, donor: bytes) -> tuple[bytes, str]:
     return bytes(b), op
 
 
+# -- decoders against the protobuf runtime (also imported by tests/test_robust_decoders.py) ------
+
+def protobuf_accepts(data: bytes) -> list | None:
+    """The protobuf runtime's reading of a decompressed ``.et`` file: its nodes, or None if refused.
+
+    An independent reference for both decoder paths: the framing rules (length prefix of at most
+    5 bytes, no zero-length node record, a GlobalMetadata first), then ``FromString`` on each record
+    and our refusal of unknown fields in Node, GlobalMetadata and AttributeProto. Nothing else.
+    """
+    from google.protobuf.message import DecodeError
+    from google.protobuf.unknown_fields import UnknownFieldSet
+
+    from chakra_pipe.et import schema
+
+    pos, nodes, first = 0, [], True
+    while pos < len(data):
+        length, shift, nbytes = 0, 0, 0
+        while True:
+            if pos >= len(data) or nbytes == 5:
+                return None
+            b = data[pos]
+            pos, nbytes, shift = pos + 1, nbytes + 1, shift + 7
+            length |= (b & 0x7F) << (shift - 7)
+            if b < 0x80:
+                break
+        if length > len(data) - pos or (length == 0 and not first):
+            return None
+        try:
+            msg = (schema.GlobalMetadata if first else schema.Node).FromString(data[pos:pos + length])
+        except DecodeError:
+            return None
+        if any(len(UnknownFieldSet(m)) for m in [msg, *msg.attr]):
+            return None
+        if not first:
+            nodes.append(msg)
+        pos, first = pos + length, False
+    return None if first else nodes
+
+
+def mutate_bytes(rng: random.Random, data: bytes) -> bytes:
+    """1-4 byte-level edits (flip, overwrite, truncate, insert, delete) at random positions."""
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        if not b:
+            break
+        op, i = rng.choice(["flip", "set", "set", "truncate", "insert", "delete"]), rng.randrange(len(b))
+        if op == "flip":
+            b[i] ^= 1 << rng.randrange(8)
+        elif op == "set":
+            b[i] = rng.randrange(256)
+        elif op == "truncate":
+            del b[i:]
+        elif op == "insert":
+            b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 4)))
+        else:
+            del b[i:i + rng.randint(1, 4)]
+    return bytes(b)
+
+
+def rich_trace(count: int = 70) -> bytes:
+    """A ``count``-node trace using every part of the format a decoder must check: names, IOInfo
+    strings, string, bool-list, int-list, float and double attributes, p2p and collective nodes.
+    70 nodes is past ``graph._SMALL``, so it takes the vectorised path."""
+    from chakra_pipe.et import schema
+    from chakra_pipe.et.attrs import set_attr
+    from chakra_pipe.et.framing import frame
+
+    nodes = []
+    for i in range(1, count + 1):
+        kind = [schema.COMP_NODE, schema.COMM_COLL_NODE, schema.COMM_SEND_NODE][i % 3]
+        node = schema.Node(id=i, name=f"node_{i}", type=kind, duration_micros=i * 3, start_time_micros=i)
+        node.data_deps.extend([i - 1] if i > 1 else [])
+        node.ctrl_deps.extend([i - 2] if i > 2 else [])
+        node.inputs.values, node.inputs.shapes, node.inputs.types = f"[{i}]", "[[4, 4]]", "['float']"
+        node.outputs.shapes = "[[16]]" if i % 2 else "[" + "[2048]" * 30 + "]"
+        set_attr(node, "is_cpu_op", False)
+        set_attr(node, "tensor_size", 4096 * i)
+        if kind == schema.COMM_COLL_NODE:
+            set_attr(node, "comm_type", schema.ALL_REDUCE)
+            set_attr(node, "comm_size", 1 << 20)
+            set_attr(node, "pg_name", f"pg{i % 4}")
+            set_attr(node, "involved_dim", [True, False, True])
+        elif kind == schema.COMM_SEND_NODE:
+            set_attr(node, "comm_dst", 1)
+            set_attr(node, "comm_tag", i)
+            node.attr.add(name="op_schema", string_val="aten::send(Tensor t) -> ()")
+            node.attr.add(name="scales", double_list=schema.CLASSES["DoubleList"](values=[0.5, 2.0]))
+        else:
+            set_attr(node, "num_ops", 1000 * i)
+            node.attr.add(name="rf_ids", int64_list=schema.CLASSES["Int64List"](values=[i % 100, 7]))
+            node.attr.add(name="ratio", float_val=0.25)
+        nodes.append(node)
+    md = schema.GlobalMetadata(version="0.0.4")
+    return frame(md.SerializeToString()) + b"".join(frame(n.SerializeToString()) for n in nodes)
+
+
+def decoder_bases() -> dict[str, bytes]:
+    """Valid traces for decoder fuzzing: two small corpus files (record-by-record path) and a rich
+    70-node one (vectorised path)."""
+    return {"small": (CORPUS / "valid.0.et").read_bytes(), "p2p": (CORPUS / "mismatched_tag.0.et").read_bytes(),
+            "rich": rich_trace()}
+
+
 def _graph_accepts(path: str) -> bool:
     """Whether the graph loader reads the whole file, attributes and every record included."""
     try:
