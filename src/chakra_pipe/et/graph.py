@@ -104,10 +104,30 @@ class TraceGraph:
         return self.attr_kind[name] != 0
 
     def int_attr(self, name: str, default: int = 0) -> np.ndarray:
-        """Column of an integer attribute, ``default`` where absent or not an integer kind."""
+        """Column of an integer attribute, ``default`` where absent or not an integer kind.
+
+        uint64/fixed64 values of 2^63 and more saturate at 2^63-1 rather than wrap negative: a
+        huge size must stay huge for every check (see :meth:`exact_ints` for exact values).
+        """
         kind = self.attr_kind[name]
         ok = np.isin(kind, _INT_KIND_NUMBERS)
-        return np.where(ok, self.attr_value[name], default)
+        values = self.attr_value[name]
+        values = np.where(np.isin(kind, _UNSIGNED64) & (values < 0), np.iinfo(np.int64).max, values)
+        return np.where(ok, values, default)
+
+    def exact_ints(self, name: str) -> list[int]:
+        """Python ints of integer attribute ``name`` (0 where absent or not an integer kind).
+
+        ``uint64_val``/``fixed64_val`` values of 2^63 and more read unsigned, as ASTRA-sim's feeder
+        reads them: the int64 column wraps them negative, which made a huge ``tensor_size`` a
+        negative roofline time. Consumers that compute with sizes and counts use this.
+        """
+        kind = self.attr_kind[name]
+        values = np.where(np.isin(kind, _INT_KIND_NUMBERS), self.attr_value[name], 0)
+        out = values.tolist()
+        for i in np.flatnonzero(np.isin(kind, _UNSIGNED64) & (values < 0)).tolist():
+            out[i] += 1 << 64
+        return out
 
     @property
     def is_cpu_op(self) -> np.ndarray:
@@ -140,6 +160,7 @@ class TraceGraph:
         return ptr, self.index_of(ids)
 
 
+_UNSIGNED64 = np.array([_attrs.KIND_NUMBER["uint64_val"], _attrs.KIND_NUMBER["fixed64_val"]], dtype=np.uint8)
 _INT_KIND_NUMBERS = np.array([_attrs.KIND_NUMBER[k] for k in _attrs.INT_KINDS], dtype=np.uint8)
 
 
