@@ -127,7 +127,7 @@ def parse_host_trace(obj: Any, path: str) -> HostTrace:
 
 
 def load_host_trace(path: str | os.PathLike) -> HostTrace:
-    return parse_host_trace(read_json(path), str(path))
+    return parse_host_trace(read_json(path, unique_keys=False), str(path))  # machine-written: skip the 30% dup-key cost
 
 
 def device_of(node: dict[str, Any]) -> int | str | None:
