@@ -60,3 +60,42 @@ def test_uint64_comm_size_past_int64_is_not_negative_in_validate(tmp_path):
     graph = graph_from_bytes(corpus.encode([coll]))
     assert graph.int_attr("comm_size")[0] > 0 and graph.exact_ints("comm_size") == [2**64 - 1]
     assert graph.attr_kind["comm_size"][0] == schema.AttributeProto.DESCRIPTOR.fields_by_name["uint64_val"].number
+
+
+# -- dejsonize: attribute values at and past the limits of their kinds ---------------------------
+
+def _dejsonize(tmp_path, attr_text: str):
+    from chakra_pipe.et.jsonio import dejsonize
+
+    src = tmp_path / "t.json"
+    src.write_text('{"metadata": {"version": "0.0.4", "attr": []}, "nodes": [{"id": 1, "name": "n", "type": '
+                   '"COMP_NODE", "attr": [' + attr_text + ']}]}')
+    return dejsonize(src, tmp_path / "t.et")
+
+
+@pytest.mark.parametrize("attr,what,where", [
+    ('{"name": "x", "kind": "double_val", "value": 1' + "0" * 400 + "}", "overflows a double", "nodes[0].attr[0].value"),
+    ('{"name": "x", "kind": "float_val", "value": 1e300}', "overflows a 32-bit float", "nodes[0].attr[0].value"),
+    ('{"name": "x", "kind": "float_list", "value": [1, "1e39"]}', "overflows a 32-bit float", "nodes[0].attr[0].value[1]"),
+    ('{"name": "x", "kind": ["int64_val"], "value": 1}', "unknown attribute kind", "nodes[0].attr[0].kind"),
+    ('{"name": "x", "kind": {"a": 1}, "value": 1}', "unknown attribute kind", "nodes[0].attr[0].kind"),
+    ('{"name": "x", "kind": "int64_val", "value": 9223372036854775808}', "out of range", "nodes[0].attr[0].value"),
+    ('{"name": "x", "kind": "uint64_val", "value": -1}', "out of range", "nodes[0].attr[0].value"),
+    ('{"name": "x", "kind": "int64_val", "value": ' + "9" * 5000 + "}", "4,300 digits", "line 1 column"),
+    ('{"name": "x", "doc_string": 5, "kind": "int64_val", "value": 1}', "must be a string", "nodes[0].attr[0].doc_string"),
+])
+def test_dejsonize_refuses_values_its_kind_cannot_hold(tmp_path, attr, what, where):
+    from chakra_pipe.errors import InputError
+
+    with pytest.raises(InputError) as exc:
+        _dejsonize(tmp_path, attr)
+    assert what in exc.value.what and exc.value.where.startswith(where), exc.value.line()
+    assert exc.value.file == str(tmp_path / "t.json") and not (tmp_path / "t.et").exists()
+
+
+def test_dejsonize_keeps_the_non_finite_values_jsonize_writes(tmp_path):
+    from chakra_pipe.et.framing import read_trace
+
+    _dejsonize(tmp_path, '{"name": "x", "kind": "float_list", "value": ["Infinity", "NaN", 3.4e38]}')
+    values = list(read_trace(tmp_path / "t.et")[1][0].attr[0].float_list.values)
+    assert values[0] == float("inf") and values[1] != values[1] and values[2] == pytest.approx(3.4e38, rel=1e-6)
