@@ -18,7 +18,8 @@ from ..errors import InputError
 from ..readfile import read_json
 from ..et import schema
 from ..et.framing import write_trace
-from ..et.traceset import COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, write_order
+from ..et.traceset import (COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, describe_ranges, missing_ranks,
+                           write_order)
 from ..link.hostet import HostTrace, load_host_trace
 from ..link.kineto import load_kineto
 from ..link.linker import LinkStats, link_traces
@@ -132,9 +133,9 @@ def _capture_ranks(folder: Path) -> dict[int, dict[str, Path]]:
             ranks.setdefault(int(m.group("rank")), {}).setdefault(m.group("kind"), folder / name)
     if not ranks:
         raise InputError("no rank{r}.linked.json[.gz] or rank{r}.host_et.json[.gz] files", file=str(folder))
-    missing = sorted(set(range(max(ranks) + 1)) - set(ranks))
-    if missing:
-        raise InputError(f"capture has gaps: no files for rank {missing[0]}", file=str(folder))
+    gaps = missing_ranks(ranks)
+    if gaps:
+        raise InputError(f"capture has gaps: no files for {describe_ranges(gaps)}", file=str(folder))
     return ranks
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,16 +34,38 @@ def find_rank_files(prefix: str | os.PathLike) -> dict[int, Path]:
         raise InputError(f"cannot list trace folder: {exc.strerror}", file=prefix) from None
 
 
+def missing_ranks(ranks: Iterable[int]) -> list[tuple[int, int]]:
+    """Inclusive ``(first, last)`` ranges of the ranks absent below the highest present one.
+
+    Computed from the sorted list of present ranks, so a stray ``PREFIX.3000000000.et`` costs one
+    range, not a set of three billion numbers.
+    """
+    gaps, expected = [], 0
+    for r in sorted(ranks):
+        if r > expected:
+            gaps.append((expected, r - 1))
+        expected = r + 1
+    return gaps
+
+
+def describe_ranges(ranges: list[tuple[int, int]], shown: int = 5) -> str:
+    """``"1,234 ranks (4-29999999, 30000001)"``: the count and the first ``shown`` ranges."""
+    count = sum(b - a + 1 for a, b in ranges)
+    parts = [f"{a}" if a == b else f"{a}-{b}" for a, b in ranges[:shown]]
+    more = f" and {len(ranges) - shown} more ranges" if len(ranges) > shown else ""
+    return f"{count:,} rank{'s' if count != 1 else ''} ({', '.join(parts)}{more})"
+
+
 def rank_files(prefix: str | os.PathLike) -> list[Path]:
     """The rank files of a prefix in rank order; errors on a missing prefix or a gap in the ranks."""
     found = find_rank_files(prefix)
     stem, folder = Path(prefix).name, Path(prefix).parent
     if not found:
         raise InputError(f"no rank files {stem}.<rank>.et found in {folder}", file=str(prefix))
-    missing = sorted(set(range(max(found) + 1)) - set(found))
-    if missing:
-        raise InputError(f"rank set has gaps: missing {stem}.{missing[0]}.et"
-                         + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""), file=str(prefix))
+    gaps = missing_ranks(found)
+    if gaps:
+        raise InputError(f"rank set has gaps: no {stem}.<rank>.et for {describe_ranges(gaps)} below the highest "
+                         f"rank {max(found)} (a stray file?)", file=str(prefix))
     return [found[r] for r in range(len(found))]
 
 
