@@ -18,6 +18,7 @@ from ..readfile import read_json
 from .graph import TraceGraph, load_graph
 
 COMM_GROUPS_SUFFIX = ".comm_groups.json"
+_GROUP_ID = re.compile(r"[ \t\n]*\+?[0-9]{1,12}")
 WORLD_PG = "0"  # the pg_name writers give collectives on the default group of all ranks
 WORLD_PG_NAMES = frozenset({"", "0"})  # pg_name values that select that group (ASTRA-sim §2.5)
 
@@ -107,8 +108,10 @@ def load_comm_groups(path: str | os.PathLike) -> dict[int, list[int]]:
         raise InputError("expected an object {\"<group id>\": [npu, ...]}", file=str(path))
     groups: dict[int, list[int]] = {}
     for key, members in raw.items():
-        if not (isinstance(key, str) and key.strip().isdigit() and int(key) > 0):
-            raise InputError(f"group id {key!r} is not an integer > 0", file=str(path), where=f"key {key!r}")
+        # ASTRA-sim reads ids with std::stoi: optional blanks and '+', ASCII digits, an int > 0.
+        if not (isinstance(key, str) and _GROUP_ID.fullmatch(key) and 0 < int(key) < 2**31):
+            raise InputError(f"group id {str(key)[:40]!r} is not an integer > 0 (and below 2^31: ASTRA-sim "
+                             "reads an int)", file=str(path), where=f"key {str(key)[:40]!r}")
         if not (isinstance(members, list) and members and all(isinstance(m, int) and not isinstance(m, bool)
                                                                and m >= 0 for m in members)):
             raise InputError("members must be a non-empty list of NPU ids", file=str(path), where=f"key {key!r}")
