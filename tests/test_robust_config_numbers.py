@@ -25,6 +25,7 @@ BOUNDARIES = [0, 1, -1, 2**31 - 1, 2**31, 2**32, 2**53 + 1, 2**63 - 1, 2**63, -2
 JSON_ONLY = ["NaN", "Infinity", "-Infinity"]
 YAML_ONLY = [".inf", "-.inf", ".nan", ".NaN", "1e308", "1.5e3"]
 COMMON = ["1e999", "-1e999", "1e-400", "2.5e-320", "1.7976931348623157e308", "9" * 5000, "-" + "9" * 5000,
+          "1" + "0" * 400, "-1" + "0" * 400,
           "0." + "1" * 5000, "1" * 5000 + ".5"]
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
