@@ -55,17 +55,28 @@ def read_trace_bytes(data: bytes) -> list:
         return read_trace(f.name)[1]
 
 
-def test_both_decoders_accept_exactly_what_protobuf_accepts():
+def test_both_decoders_accept_exactly_what_protobuf_accepts(tmp_path):
     """12,000 seeded 1-4-edit mutants of small and 70-node traces: ``graph_from_bytes`` (both paths)
     accepts a mutant iff the protobuf runtime does; refusals name the file and a byte offset; an
-    accepted mutant reads the same ids, types and dependencies as protobuf."""
+    accepted mutant reads the same ids, types and dependencies as protobuf. Every 8th mutant also goes
+    through the streaming reader (``read_trace``), which must give the same answer."""
     rng = random.Random(12)
     bases = list(decoder_bases().values())
     disagree, unclean = [], []
     refused = 0
+    path = tmp_path / "m.et"
     for k in range(MUTANTS):
         data = mutate_bytes(rng, rng.choice(bases))
         expected = protobuf_accepts(data)
+        if k % 8 == 0:
+            path.write_bytes(data)
+            try:
+                read_trace(path)
+                if expected is None:
+                    disagree.append((k, "read_trace accepted", data.hex()[:80]))
+            except TraceFormatError as exc:
+                if expected is not None:
+                    disagree.append((k, "read_trace refused", exc.line()))
         try:
             graph = graph_from_bytes(data, "m.et")
             graph.attr_kind  # noqa: B018 - attributes are decoded on first use

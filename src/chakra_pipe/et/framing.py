@@ -182,7 +182,7 @@ def parse_node(payload: bytes, file: str = "<bytes>", offset: int = 0):
 class _Stream:
     """Buffered reader of framed records from a (possibly gzip) binary stream, in bounded memory."""
 
-    def __init__(self, f: IO[bytes], file: str):
+    def __init__(self, f: IO[bytes] | BoundedGzip, file: str):
         self.f, self.file = f, file
         self.buf = b""
         self.pos = 0      # position inside buf
