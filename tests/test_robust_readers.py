@@ -75,6 +75,19 @@ def test_yaml_numbers_read_as_yaml_cpp_reads_them(tmp_path):
                                "g": "1e3x"}
 
 
+@pytest.mark.parametrize("text,value", [("010", 10), ("0x1F", 31), ("+3", 3), ("-0", 0), ("007", 7)])
+def test_yaml_integers_read_as_yaml_cpp_reads_them(tmp_path, text, value):
+    """YAML 1.1 reads 010 as octal 8; yaml-cpp (a C++ stream) as 10."""
+    assert read_yaml(_write(tmp_path / "i.yml", f"a: {text}\n")) == {"a": value}
+
+
+@pytest.mark.parametrize("text", ["0b101", "1_000", "1:30", "1_0.5", "190:20:30.15"])
+def test_yaml_1_1_only_numbers_are_refused_not_read_differently(tmp_path, text):
+    with pytest.raises(InputError, match="only in YAML 1.1") as exc:
+        read_yaml(_write(tmp_path / "i.yml", f"a: {text}\n"))
+    assert exc.value.where == "line 1 column 4"
+
+
 def test_network_bandwidth_in_exponent_form_is_a_number(tmp_path):
     from chakra_pipe.sim.config import NetworkConfig
 

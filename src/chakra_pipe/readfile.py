@@ -14,7 +14,8 @@ be read *silently wrong*:
 
 YAML is read as ASTRA-sim's yaml-cpp reads it where the two YAML versions differ: ``1e308`` and
 ``1.5e3`` are numbers (YAML 1.1, and so PyYAML, reads a float without a dot or exponent sign as a
-string).
+string); ``010`` is ten (not octal eight); ``0x1F`` is hexadecimal; YAML 1.1-only numbers
+(``0b101``, ``1_000``, base-60 ``1:30``) are refused rather than read differently.
 """
 
 from __future__ import annotations
@@ -137,7 +138,17 @@ def _yaml_loader():
                             key_node.start_mark)
             return super().construct_mapping(node, deep)
 
+        def construct_yaml_int(self, node):
+            text = node.value
+            if _CPP_INT.fullmatch(text):  # "010" is 10 for yaml-cpp (std::stringstream), 8 in YAML 1.1
+                return int(text, 10)
+            if _CPP_HEX.fullmatch(text):
+                return int(text, 16)
+            raise _yaml_cpp_refuses(text, node)
+
         def construct_yaml_float(self, node):
+            if "_" in node.value or ":" in node.value:  # YAML 1.1's 1_000.5 and 1:30.5 (base 60)
+                raise _yaml_cpp_refuses(node.value, node)
             value = super().construct_yaml_float(node)
             if not math.isfinite(value) and not re.search(r"\.(inf|nan)", node.value, re.IGNORECASE):
                 raise yaml.constructor.ConstructorError(
@@ -146,11 +157,24 @@ def _yaml_loader():
             return value
 
     Loader.add_constructor("tag:yaml.org,2002:float", Loader.construct_yaml_float)
+    Loader.add_constructor("tag:yaml.org,2002:int", Loader.construct_yaml_int)
     # YAML 1.2 / yaml-cpp floats that YAML 1.1 reads as strings: an exponent without a sign or dot.
     Loader.add_implicit_resolver("tag:yaml.org,2002:float",
                                  re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
                                  list("-+0123456789."))
     return Loader
+
+
+_CPP_INT = re.compile(r"[-+]?[0-9]+")
+_CPP_HEX = re.compile(r"[-+]?0x[0-9a-fA-F]+")
+
+
+def _yaml_cpp_refuses(text: str, node):
+    import yaml
+
+    return yaml.constructor.ConstructorError(
+        None, None, f"{text[:40]!r} is a number only in YAML 1.1 (ASTRA-sim's yaml-cpp does not read it as one)",
+        node.start_mark)
 
 
 def _expanded_size(root) -> int:
