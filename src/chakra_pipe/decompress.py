@@ -65,7 +65,8 @@ class BoundedGzip:
         try:
             chunk = self._gz.read(min(size, CHUNK))
         except (OSError, EOFError, zlib.error) as exc:
-            raise self.error(f"corrupt gzip stream: {exc}", file=self.file) from None
+            raise self.error(f"corrupt gzip stream: {exc}", file=self.file,
+                             where=f"byte {self.total}") from None  # decompressed offset, as for traces
         self.total += len(chunk)
         if self.total > self.limit:
             raise self.error(f"gzip data expands past {self.limit:,} bytes (a gzip bomb? the limit is "
