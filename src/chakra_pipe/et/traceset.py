@@ -65,8 +65,8 @@ def rank_files(prefix: str | os.PathLike) -> list[Path]:
         raise InputError(f"no rank files {stem}.<rank>.et found in {folder}", file=str(prefix))
     gaps = missing_ranks(found)
     if gaps:
-        raise InputError(f"rank set has gaps: no {stem}.<rank>.et for {describe_ranges(gaps)} below the highest "
-                         f"rank {max(found)} (a stray file?)", file=str(prefix))
+        raise InputError(f"rank set has gaps: missing {stem}.{gaps[0][0]}.et ({describe_ranges(gaps)} missing "
+                         f"below the highest rank {max(found)}; a stray file?)", file=str(prefix))
     return [found[r] for r in range(len(found))]
 
 
