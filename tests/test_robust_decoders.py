@@ -25,7 +25,7 @@ from chakra_pipe.et.framing import read_trace
 from chakra_pipe.et.graph import graph_from_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from fuzz import decoder_bases, mutate_bytes, protobuf_accepts  # noqa: I001 - after the path insert
+from fuzz import decoder_bases, mutate_bytes, protobuf_accepts
 
 MUTANTS = 12_000
 

@@ -215,7 +215,7 @@ def read_yaml(path: str | os.PathLike, *, error: type[ChakraPipeError] = InputEr
     file = str(path)
     text = _text(path, error)
     try:
-        return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_yaml_loader())  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1} column {mark.column + 1}" if mark else None
