@@ -519,7 +519,7 @@ def _ascii(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     between spans, which reduceat also reduces, add up to one pass over the buffer.
     """
     out = np.ones(len(starts), dtype=bool)
-    words = np.ndarray((len(arr) - 7,), dtype="<u8", buffer=arr.data, strides=(1,))
+    words = _words(arr)
     for k in (0, 8):
         sel = np.flatnonzero((lens > k) & (lens <= 16))
         nbytes = np.minimum(lens[sel] - k, 8)
@@ -537,6 +537,8 @@ def _ascii(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
 # Element width of the packed list kinds of AttributeProto (0: varint elements); string and bytes
 # lists are left to protobuf.
 _LIST_WIDTH = {4: 8, 6: 4, 8: 0, 10: 0, 12: 0, 14: 0, 16: 0, 18: 0, 20: 4, 22: 8, 24: 4, 26: 8, 28: 0}
+_WIDTH_BY_KIND = np.full(33, -1, dtype=np.int64)  # -1: not a numeric list kind
+_WIDTH_BY_KIND[list(_LIST_WIDTH)] = list(_LIST_WIDTH.values())
 
 
 def _payload_ok(arr: np.ndarray, parts: _AttrParts, rows: np.ndarray) -> np.ndarray:
@@ -547,9 +549,9 @@ def _payload_ok(arr: np.ndarray, parts: _AttrParts, rows: np.ndarray) -> np.ndar
     good = ~np.isin(kind, (30, 32))
     is_str = kind == 29
     good[is_str] = _ascii(arr, ss[is_str], sl[is_str])
-    lst = np.flatnonzero(np.isin(kind, list(_LIST_WIDTH)) & (sl > 0))
+    lst = np.flatnonzero((_WIDTH_BY_KIND[np.minimum(kind, 32)] >= 0) & (sl > 0))
     if len(lst):
-        width = np.array([_LIST_WIDTH[k] for k in kind[lst].tolist()], dtype=np.int64)
+        width = _WIDTH_BY_KIND[kind[lst]]
         inner = arr[ss[lst] + 1].astype(np.int64)
         shape = (arr[ss[lst]] == 0x0A) & (inner < 0x80) & (sl[lst] == inner + 2)
         shape &= (width == 0) | (inner % np.maximum(width, 1) == 0)
@@ -569,11 +571,18 @@ for _num, _wt in {3: 1, 5: 5, 7: 0, 9: 0, 11: 0, 13: 0, 15: 0, 17: 0, 19: 5, 21:
     _ATTR_WT[_num] = _wt
 
 
+def _words(arr: np.ndarray) -> np.ndarray:
+    """A uint64 view of ``arr`` at every byte offset (byte-strided, unaligned): ``words[p]`` is the
+    little-endian 8 bytes at ``p`` in one gather. Callers stay within the zero padding."""
+    return np.ndarray((len(arr) - 7,), dtype="<u8", buffer=arr.data, strides=(1,))
+
+
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=_U64)  # low k bytes
+
+
 def _fixed(arr: np.ndarray, pos: np.ndarray, width: np.ndarray) -> np.ndarray:
-    """Little-endian unsigned integer of ``width`` (4 or 8) bytes at each position."""
-    grab = arr[pos[:, None] + np.arange(8)].astype(_U64)
-    grab = np.where(np.arange(8)[None, :] < width[:, None], grab, _U64(0))
-    return (grab << (_U64(8) * np.arange(8, dtype=_U64))[None, :]).sum(axis=1, dtype=_U64)
+    """Little-endian unsigned integer of ``width`` (up to 8) bytes at each position."""
+    return _words(arr)[pos] & _LOW_BYTES[width]
 
 
 def _int_value(kind: np.ndarray, raw: np.ndarray) -> np.ndarray:
