@@ -46,9 +46,14 @@ def test_json_values_read_silently_wrong_are_refused_with_their_place(tmp_path, 
     assert what in exc.value.what and exc.value.where == where and exc.value.file == str(path)
 
 
-def test_json_duplicate_keys_are_allowed_only_where_asked(tmp_path):
-    path = _write(tmp_path / "k.json", '{"a": 1, "a": 2}')
-    assert read_json(path, unique_keys=False) == {"a": 2}
+def test_machine_written_traces_keep_json_module_semantics_but_not_its_tracebacks(tmp_path):
+    """Kineto/host-ET readers pass strict=False: NaN/Infinity args and repeated keys read as Python's
+    json reads them (as before), while a 5,000-digit integer is still a clean error."""
+    path = _write(tmp_path / "k.json", '{"a": 1, "a": 2, "x": [NaN, -Infinity]}')
+    doc = read_json(path, strict=False)
+    assert doc["a"] == 2 and doc["x"][0] != doc["x"][0] and doc["x"][1] == float("-inf")
+    with pytest.raises(InputError, match="4,300 digits"):
+        read_json(_write(tmp_path / "d.json", '{"ts": ' + "1" * 5000 + "}"), strict=False)
 
 
 def test_duplicate_comm_group_is_refused_by_simulate(tmp_path):
