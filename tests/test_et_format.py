@@ -199,7 +199,7 @@ def test_zero_length_first_record_is_empty_metadata(tmp_path):
 
 def test_missing_file_is_input_error(tmp_path):
     r = run_cli("jsonize", str(tmp_path / "nope.et"), str(tmp_path / "o.json"))
-    assert r.returncode == 2 and "cannot open" in r.stderr
+    assert r.returncode == 2 and "cannot read: No such file" in r.stderr
 
 
 def test_dejsonize_bad_json_names_location(tmp_path):

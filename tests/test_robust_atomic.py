@@ -172,7 +172,8 @@ def test_killed_generate_never_leaves_a_set_that_loads_as_complete(tmp_path):
 
     prefix = tmp_path / "big"
     proc = subprocess.Popen([sys.executable, "-m", "chakra_pipe.cli", "generate", "collective", "--type", "all_reduce",
-                             "--npus", "200000", "--size", "1MiB", "--out", str(prefix)], stderr=subprocess.DEVNULL)
+                             "--npus", "200000", "--size", "1MiB", "--allow-large", "--out", str(prefix)],
+                            stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while len(list(tmp_path.glob("big.*.et"))) <= 50 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -34,6 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     tx.add_argument("--npus", "--num-npus", required=True, type=int, help="number of NPUs (rank files)")
     tx.add_argument("--out", "--output", required=True, help="output PREFIX")
     tx.add_argument("--passes", "--num-passes", type=int, default=1, help="number of training passes")
+    p.add_argument("--allow-large", action="store_true", help="lift the output-size limits (README: Output limits)")
     tx.add_argument("--skip-none", action="store_true",
                     help="drop NONE-type communication instead of emitting upstream's ALL_REDUCE placeholder")
     tx.set_defaults(func=_text)
@@ -66,6 +67,7 @@ def _pytorch(args) -> int:
 def _text(args) -> int:
     from .text import convert_text
 
-    paths = convert_text(args.input, args.npus, args.out, num_passes=args.passes, skip_none=args.skip_none)
+    paths = convert_text(args.input, args.npus, args.out, num_passes=args.passes, skip_none=args.skip_none,
+                         allow_large=args.allow_large)
     print(f"convert: wrote {len(paths)} rank file(s) for {args.out}")
     return 0

@@ -20,7 +20,8 @@ from ..errors import InputError
 from ..readfile import read_json
 from ..et import schema
 from ..et.framing import write_trace
-from ..et.traceset import COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, write_order
+from ..et.traceset import (COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, describe_ranges, missing_ranks,
+                           write_order)
 from ..link.hostet import HostTrace, load_host_trace
 from ..link.kineto import load_kineto
 from ..link.linker import LinkStats, link_traces
@@ -157,9 +158,9 @@ def _capture_ranks(folder: Path, patterns: dict[str, re.Pattern] | None = None) 
         raise InputError("no file names match the given patterns" if patterns else
                          "no rank{r}.linked.json[.gz], rank{r}.host_et.json[.gz] (+ rank{r}.kineto), host.{r}.json "
                          "(+ device.{r}.json) or pytorch_et_{r}.json (+ kineto_{r}.json) files", file=str(folder))
-    missing = sorted(set(range(max(ranks) + 1)) - set(ranks))
-    if missing:
-        raise InputError(f"capture has gaps: no files for rank {missing[0]}", file=str(folder))
+    gaps = missing_ranks(ranks)
+    if gaps:
+        raise InputError(f"capture has gaps: no files for {describe_ranges(gaps)}", file=str(folder))
     return ranks
 
 

@@ -35,6 +35,7 @@ from ..et import schema
 from ..et.attrs import set_attr
 from ..et.framing import write_trace
 from ..et.traceset import clear_rank_set, write_order
+from ..generate.limits import check_output
 
 POLICIES = ("MICRO", "DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_DLRM",
             "HYBRID_DLRM_ENHANCED")
@@ -277,17 +278,22 @@ _POLICY = {
 
 
 def convert_text(input_path: str | os.PathLike, npus: int, out_prefix: str | os.PathLike, num_passes: int = 1,
-                 skip_none: bool = False) -> list[Path]:
+                 skip_none: bool = False, *, allow_large: bool = False) -> list[Path]:
     """Write ``PREFIX.<npu>.et`` for ``npus`` NPUs from an ASTRA-sim 1.0 text workload."""
     if npus < 1:
         raise InputError(f"need at least 1 NPU, got {npus}", where="--npus")
     if num_passes < 1:
         raise InputError(f"need at least 1 pass, got {num_passes}", where="--passes")
+    check_output(npus, npus * num_passes, "--npus" if npus >= num_passes else "--passes", allow_large=allow_large)
     wl = parse_text(input_path)
     metadata = schema.GlobalMetadata()
     set_attr(metadata, "schema", SCHEMA)
     set_attr(metadata, "input_file", wl.text)
     build = _POLICY[wl.policy]
+    probe = _Emitter(wl, skip_none)  # one pass of one NPU sizes the whole job (a scratch emitter: ids go on)
+    build(probe, wl.layers, [_Handles() for _ in wl.layers])
+    check_output(npus, npus * num_passes * len(probe.nodes), "--npus" if npus >= num_passes else "--passes",
+                 allow_large=allow_large)
     emitter = _Emitter(wl, skip_none)
     nodes_per_npu: list[list] = []
     for _ in range(npus):

@@ -24,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "all_gather: per-rank input")
     p.add_argument("--iterations", type=int, default=1, help="collectives per rank, chained (default 1)")
     p.add_argument("--out", required=True, help="output prefix: writes PREFIX.<rank>.et")
+    p.add_argument("--allow-large", action="store_true", help="lift the output-size limits (README: Output limits)")
     p.set_defaults(func=_collective, prepare=_collective_spec)
 
     p = verbs.add_parser("llm", help="one Megatron-style training step (TP, 1F1B PP, DP, EP)")
@@ -48,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-metadata-node", action="store_true",
                    help="omit the per-rank process-group METADATA node (groups stay in PREFIX.comm_groups.json)")
     p.add_argument("--out", required=True, help="output prefix: writes PREFIX.<rank>.et and PREFIX.comm_groups.json")
+    p.add_argument("--allow-large", action="store_true", help="lift the output-size limits (README: Output limits)")
     p.set_defaults(func=_llm, prepare=_llm_spec)
 
 
@@ -82,7 +84,7 @@ def _collective(args: argparse.Namespace) -> int:
     from .collective import generate_collective
 
     spec = _collective_spec(args)
-    paths = generate_collective(spec, args.out)
+    paths = generate_collective(spec, args.out, allow_large=args.allow_large)
     print(f"wrote {len(paths)} rank files {args.out}.<0..{len(paths) - 1}>.et ({spec.name})")
     return 0
 
@@ -90,9 +92,13 @@ def _collective(args: argparse.Namespace) -> int:
 def _llm_spec(args: argparse.Namespace):
     """(model, training spec) of the arguments, checked as ``generate_llm`` checks them."""
     from .layout import Layout
+    from .limits import check_output
     from .llm import TrainingSpec, check_llm
     from .models import resolve_model
 
+    degrees = {"--dp": args.dp, "--tp": args.tp, "--pp": args.pp}
+    if min(degrees.values()) >= 1:  # before Layout numbers its groups, which is O(world)
+        check_output(args.dp * args.tp * args.pp, 0, max(degrees, key=degrees.get), allow_large=args.allow_large)
     model = resolve_model(args.model, layers=args.layers, hidden=args.hidden, heads=args.heads, ffn=args.ffn,
                           vocab=args.vocab, experts=args.experts, seq=args.seq)
     layout = Layout(dp=args.dp, tp=args.tp, pp=args.pp, ep=args.ep, moe=model.moe)
@@ -101,7 +107,7 @@ def _llm_spec(args: argparse.Namespace):
     spec = TrainingSpec(layout, microbatches=microbatches, global_batch=global_batch, dtype=args.dtype,
                         zero=args.zero, peak_tflops=args.peak_tflops, mem_bw_gbps=args.mem_bw,
                         bucket_mb=args.bucket_mb, metadata_node=not args.no_metadata_node)
-    check_llm(model, spec)
+    check_llm(model, spec, allow_large=args.allow_large)
     return model, spec
 
 
@@ -109,7 +115,7 @@ def _llm(args: argparse.Namespace) -> int:
     from .llm import generate_llm
 
     model, spec = _llm_spec(args)
-    result = generate_llm(model, spec, args.out)
+    result = generate_llm(model, spec, args.out, allow_large=args.allow_large)
     print(f"wrote {len(result.files)} rank files {args.out}.<rank>.et and {result.comm_groups_file}: "
           f"{result.nodes} nodes, {result.bytes} bytes, {result.flops:.6g} FLOPs")
     return 0

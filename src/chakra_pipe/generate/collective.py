@@ -20,6 +20,7 @@ from ..et import schema
 from ..et.attrs import set_attr
 from ..et.framing import write_trace
 from ..et.traceset import clear_rank_set, write_order
+from .limits import check_output
 from .sizes import INT64_MAX, size_label
 
 METADATA_VERSION = "0.0.4"  # what ASTRA-sim's example microbenchmarks carry
@@ -74,8 +75,10 @@ class CollectiveSpec:
         return out
 
 
-def generate_collective(spec: CollectiveSpec, out_prefix: str | os.PathLike) -> list[Path]:
+def generate_collective(spec: CollectiveSpec, out_prefix: str | os.PathLike, *, allow_large: bool = False) -> list[Path]:
     """Write ``PREFIX.<rank>.et`` for every rank; returns the paths in rank order."""
+    check_output(spec.npus, spec.npus * spec.iterations, "--iterations" if spec.iterations > spec.npus else "--npus",
+                 allow_large=allow_large)
     metadata = schema.GlobalMetadata(version=METADATA_VERSION)
     clear_rank_set(out_prefix)
     for rank in write_order(spec.npus):

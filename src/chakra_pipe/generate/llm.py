@@ -45,6 +45,7 @@ from ..et.process_groups import format_process_groups
 from ..et.traceset import COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, write_order
 from .encode import attr_record, framed
 from .layout import Layout
+from .limits import check_output
 from .models import DTYPE_BYTES, ModelSpec
 
 GENERATOR_VERSION = "1.0.0"
@@ -422,9 +423,17 @@ class GeneratedSet:
     flops: int
 
 
-def check_llm(model: ModelSpec, spec: TrainingSpec) -> None:
-    """The model/layout checks ``generate_llm`` makes before writing (the workflow makes them at plan time)."""
+def check_llm(model: ModelSpec, spec: TrainingSpec, *, allow_large: bool = False) -> str:
+    """The model/layout checks ``generate_llm`` makes before writing (the workflow makes them at plan time).
+
+    Returns the option to name if the exact node count, known once the templates are built, is too large.
+    """
     layout = spec.layout
+    # Every layer of a stage has at least a forward and a backward node per microbatch: a lower bound
+    # checked before the templates (whose size grows with it) are built; the exact count after.
+    option = "--microbatches" if spec.microbatches > model.layers else "--layers"
+    check_output(layout.world, layout.world * spec.microbatches * 2 * (model.layers // layout.pp), option,
+                 allow_large=allow_large)
     if model.moe and model.experts % layout.ep:
         raise InputError(f"ep {layout.ep} must divide the {model.experts} experts", where="--ep")
     # Megatron splits attention by heads and the MLP by columns: both must divide evenly over TP.
@@ -433,11 +442,13 @@ def check_llm(model: ModelSpec, spec: TrainingSpec) -> None:
             raise InputError(f"tp {layout.tp} must divide the model's {value} {what} (Megatron splits them over TP)",
                              where="--tp")
     stage_layers(model.layers, layout.pp)
+    return option
 
 
-def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.PathLike) -> GeneratedSet:
+def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.PathLike, *,
+                 allow_large: bool = False) -> GeneratedSet:
     """Write ``PREFIX.<rank>.et`` for every rank and ``PREFIX.comm_groups.json``."""
-    check_llm(model, spec)
+    option = check_llm(model, spec, allow_large=allow_large)
     layout = spec.layout
     header = global_metadata(model, spec)
     templates: list[list[TemplateNode]] = []
@@ -446,6 +457,8 @@ def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.Path
         builder = StageBuilder(model, spec, stage, first, count)
         templates.append(builder.build())
         stage_flops.append(builder.flops)
+    per_rank = [len(templates[layout.coords(r)[2]]) for r in range(layout.world)]
+    check_output(layout.world, sum(per_rank), option, allow_large=allow_large)
     clear_rank_set(out_prefix)
     groups_path = Path(f"{out_prefix}{COMM_GROUPS_SUFFIX}")
     write_json(groups_path, layout.comm_groups())

@@ -66,6 +66,16 @@ def _load_json(path: str | Path) -> dict:
     return data
 
 
+def _finite_number(v: Any) -> bool:
+    """An int or float a double can hold (an int past 1.8e308 would overflow every float use)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
 class _Reader:
     """Typed access to one config dict; every error names the file and the key."""
 
@@ -84,8 +94,8 @@ class _Reader:
                 raise self.err(key, "required key is missing")
             return default
         v = self.d[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
-            raise self.err(key, f"expected a number, got {v!r}")
+        if not _finite_number(v):
+            raise self.err(key, f"expected a number (finite), got {v!r}")
         if integer and v != int(v):
             raise self.err(key, f"expected an integer, got {v!r}")
         if positive and v <= 0:
@@ -120,8 +130,8 @@ class _Reader:
         if not isinstance(v, list) or not v:
             raise self.err(key, f"expected a non-empty list, got {v!r}")
         for x in v:
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-                raise self.err(key, f"expected numbers, got {x!r}")
+            if not _finite_number(x):
+                raise self.err(key, f"expected numbers (finite), got {x!r}")
         return v
 
 

@@ -65,7 +65,7 @@ class RankTrace:
         for a in names:
             kind = g.attr_kind[a]
             ok = _INT_KIND_TABLE[kind]
-            attrs[a] = np.where(ok, g.attr_value[a], 0).tolist()
+            attrs[a] = g.exact_ints(a)  # uint64 sizes of 2^63 and more stay positive
             # 1 = an integer value, 0 = absent, -1 = present with a non-integer kind (an input error)
             has[a] = np.where(ok, 1, np.where(kind != 0, -1, 0)).tolist()
         pairs = []  # (child, parent) over data ∪ ctrl deps, duplicates removed below

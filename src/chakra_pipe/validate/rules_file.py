@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..decompress import GZIP_MAGIC
 from ..et import schema
 from ..et.attrs import CANONICAL_KINDS, INT_KINDS, KIND_NUMBER, NUMBER_KIND
-from ..et.framing import GZIP_MAGIC, parse_node
+from ..et.framing import parse_node
 from ..et.graph import TraceGraph
 from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES

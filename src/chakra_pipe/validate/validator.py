@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from ..et.graph import TraceGraph, load_graph
-from ..et.traceset import TraceSet, find_rank_files, load_comm_groups
+from ..et.traceset import TraceSet, describe_ranges, find_rank_files, load_comm_groups, missing_ranks
 from .findings import ERROR, Finding, Report
 from .rules_file import FileChecker, FileResult
 from .rules_set import RankView, check_collectives, check_point_to_point
@@ -60,12 +60,13 @@ def validate_set(prefix: str | os.PathLike, strict: bool = False, comm_groups: C
     if Path(prefix).is_file():
         return Report([str(prefix)], validate_trace(prefix, strict, comm_groups, dataset_splits))
     present = find_rank_files(prefix)
-    missing = sorted(set(range(max(present) + 1)) - set(present)) if present else []
-    if missing:
+    gaps = missing_ranks(present)
+    if gaps:  # one finding for all of them: a stray PREFIX.30000000.et would otherwise make 3*10^7
         groups = _groups(comm_groups)
         findings = [Finding(str(prefix), None, "rank-gap", ERROR,
-                            f"rank file {Path(prefix).name}.{r}.et is missing (ranks must be 0..{max(present)} "
-                            "without gaps; ASTRA-sim exits on a missing rank)") for r in missing]
+                            f"rank file {Path(prefix).name}.{gaps[0][0]}.et is missing ({describe_ranges(gaps)} "
+                            f"missing in all; ranks must be 0..{max(present)} without gaps; ASTRA-sim exits on a "
+                            "missing rank)")]
         for r, f in sorted(present.items()):
             findings += _check_file(load_graph(f), str(f), r, strict, groups, dataset_splits).findings
         return Report([str(f) for _, f in sorted(present.items())], findings)
