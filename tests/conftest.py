@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,15 @@ TORCH_EXTRA = 'needs PyTorch: pip install -e ".[torch]" (CI uses torch==2.13.0)'
 
 def fixtures_path() -> Path:
     return Path(os.environ.get("CHAKRA_PIPE_FIXTURES", SHARED / "fixtures"))
+
+
+def validated(config: dict[str, Any]) -> dict[str, Any]:
+    """A campaign config as the Snakefile hands it to ``Campaign.from_config``: checked against the
+    workflow's schema, with the schema's defaults filled in (the only defaults there are)."""
+    from snakemake.utils import validate
+
+    validate(config, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    return config
 
 
 def skip_reason(path: Path) -> str:

@@ -8,9 +8,8 @@ import json
 import pytest
 
 from chakra_pipe.et import TraceSet
+from chakra_pipe import sim
 from chakra_pipe.generate import CollectiveSpec, Layout, TrainingSpec, generate_collective, generate_llm, resolve_model
-
-sim = pytest.importorskip("chakra_pipe.sim", reason="chakra_pipe.sim (simulate, load_hardware) not built yet")
 
 RING_4CHUNKS = "astra-sim/system/native_collectives/Ring_4chunks.json"
 MICRO = "astra-sim/workload/microbenchmarks"

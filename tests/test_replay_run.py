@@ -21,9 +21,10 @@ from chakra_pipe.cli import main as cli_main
 from chakra_pipe.et import get_int, read_trace, schema
 from chakra_pipe.replay.busbw import bus_factor, nccl_size
 
+from conftest import TORCH_EXTRA
 from test_replay_plan import comp, coll, p2p, write_set
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason=TORCH_EXTRA)
 
 HARD_TIMEOUT_S = 150
 COMM_TYPES = (schema.COMM_COLL_NODE, schema.COMM_SEND_NODE, schema.COMM_RECV_NODE)
@@ -137,8 +138,6 @@ def test_generated_llm_dp_tp_trace_replays(tmp_path):
     prefix = str(tmp_path / "llm")
     gen = run_cli("generate", "llm", "--model", "llama3-8b", "--layers", "2", "--dp", "2", "--tp", "2", "--pp", "1",
                   "--hidden", "256", "--heads", "4", "--ffn", "512", "--vocab", "1024", "--seq", "64", "--out", prefix)
-    if gen.returncode != 0 and "invalid choice" in gen.stderr:
-        pytest.skip("chakra-pipe generate llm is not available yet")
     assert gen.returncode == 0, gen.stderr
     result = replay(prefix, tmp_path / "r.json", "--iterations", "3", "--compute", "ops")
     assert result["trace"]["ranks"] == 4
@@ -162,8 +161,6 @@ def test_pipeline_sends_facing_each_other_do_not_deadlock(tmp_path):
     gen = run_cli("generate", "llm", "--model", "llama3-8b", "--layers", "2", "--dp", "1", "--tp", "1", "--pp", "2",
                   "--microbatches", "4", "--hidden", "128", "--heads", "2", "--ffn", "256", "--vocab", "512",
                   "--seq", "32", "--out", prefix)
-    if gen.returncode != 0 and "invalid choice" in gen.stderr:
-        pytest.skip("chakra-pipe generate llm is not available yet")
     assert gen.returncode == 0, gen.stderr
     result = replay(prefix, tmp_path / "r.json", "--iterations", "2", "--compute", "skip")
     assert result["p2p"], "a 2-stage pipeline has sends and receives"
@@ -176,13 +173,9 @@ def capture(tmp_path_factory) -> tuple[Path, str]:
     """A 2-rank CPU capture of the MLP and its converted rank set: (capture folder, prefix)."""
     tmp = tmp_path_factory.mktemp("capture")
     cap = run_cli("capture", "--model", "mlp", "--ranks", "2", "--steps", "2", "--out", str(tmp / "cap"))
-    if cap.returncode != 0 and "invalid choice" in cap.stderr:
-        pytest.skip("chakra-pipe capture is not available yet")
     assert cap.returncode == 0, cap.stderr
     prefix = str(tmp / "conv" / "mlp")
     conv = run_cli("convert", "pytorch", "--ranks-dir", str(tmp / "cap"), "--out", prefix)
-    if conv.returncode != 0 and "invalid choice" in conv.stderr:
-        pytest.skip("chakra-pipe convert pytorch is not available yet")
     assert conv.returncode == 0, conv.stderr
     return tmp / "cap", prefix
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import validated
 
 from chakra_pipe.errors import InputError
 from chakra_pipe.report import leaderboard
@@ -34,7 +35,7 @@ def _plan(tmp_path: Path, name: str = "c1") -> Campaign:
            "workloads": {"ar": {"kind": "collective", "type": "all_reduce", "npus": 4, "size": "1MiB"}},
            "hardware": {"baseline": "p[bandwidth=200]", "platforms": {"p": {
                "network": "net.yml", "system": "sys.json", "axes": {"network.bandwidth": [100, 200, 400]}}}}}
-    return Campaign.from_config(cfg, root=tmp_path, torch_available=False)
+    return Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
 
 
 def _write_shards(camp: Campaign, fail: str | None = None) -> None:
@@ -205,7 +206,7 @@ def test_captured_and_replayed_rows_are_one_pass_over_the_trace(tmp_path):
            "shard_size": 2, "workloads": {"ar": camp.workloads["ar"].spec, "cap": cfg_workload},
            "hardware": {"baseline": "p[bandwidth=200]", "platforms": {"p": {
                "network": "net.yml", "system": "sys.json", "axes": {"network.bandwidth": [100, 200, 400]}}}}}
-    camp = Campaign.from_config(cfg, root=tmp_path, torch_available=True)
+    camp = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=True)
     assert camp.replayed() == ["cap"]
     _write_shards(camp)
     cap = camp.workloads["cap"]

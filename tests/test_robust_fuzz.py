@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import skip_reason
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_robust_support import CORPUS, assert_clean, call_cli, chain_bytes, corpus_builder, run_cli, time_bound
@@ -116,7 +117,7 @@ def two_rank_hw(fixtures_dir, tmp_path_factory):
 
     system = fixtures_dir / "astra-sim" / "system" / "native_collectives" / "Ring_4chunks.json"
     if not system.is_file():
-        pytest.skip(f"ASTRA-sim system fixture missing: {system}")
+        pytest.skip(skip_reason(system))
     net = tmp_path_factory.mktemp("net") / "ring2.yml"
     net.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
     return load_hardware(system, net)

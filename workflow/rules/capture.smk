@@ -10,7 +10,7 @@ rule capture:
     params:
         model=lambda wc: workload(wc).spec["model"],
         ranks=lambda wc: workload(wc).npus,
-        steps=lambda wc: workload(wc).spec.get("steps", 2),
+        steps=lambda wc: workload(wc).spec["steps"],
     threads: 2
     resources:
         mem_mb=4000,
