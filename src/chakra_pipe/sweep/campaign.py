@@ -168,20 +168,25 @@ class Campaign:
     def write(self, path: str | Path | None = None) -> None:
         write_json(path or self.plan_path, self.to_json(), indent=1)
 
-    def sync(self) -> bool:
-        """Write ``plan.json`` only if its content changed; returns whether it wrote.
+    def _plan_text(self) -> str:
+        return json.dumps(self.to_json(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+    def is_current(self, path: str | Path | None = None) -> bool:
+        """Whether ``plan.json`` (or ``path``) already holds exactly this plan."""
+        try:
+            return Path(path or self.plan_path).read_text(encoding="utf-8") == self._plan_text()
+        except (OSError, UnicodeDecodeError):
+            return False
+
+    def sync(self, path: str | Path | None = None) -> bool:
+        """Write ``plan.json`` (or ``path``) only if its content changed; returns whether it wrote.
 
         The workflow calls this while it plans the DAG: an unchanged plan keeps its modification time,
         so nothing downstream reruns, and a changed one is in place before any job reads it.
         """
-        path = Path(self.plan_path)
-        text = json.dumps(self.to_json(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
-        try:
-            if path.read_text(encoding="utf-8") == text:
-                return False
-        except (OSError, UnicodeDecodeError):
-            pass
-        write_text(path, text)
+        if self.is_current(path):
+            return False
+        write_text(path or self.plan_path, self._plan_text())
         return True
 
     @classmethod
