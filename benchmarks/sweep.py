@@ -80,8 +80,9 @@ def main() -> int:
 
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(work),
-                          "--configfile", "bench.yaml", "--cores", str(args.cores), "--scheduler", "greedy",
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"),
+                          "-d", str(work), "--configfile", "bench.yaml", "--cores", str(args.cores),
+                          "--scheduler", "greedy",
                           "--quiet", "all"], cwd=work, env=env, capture_output=True, text=True)
     total = time.perf_counter() - t0
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -7,7 +7,6 @@ nothing is copied from our own output.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys

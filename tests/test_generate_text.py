@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from chakra_pipe.convert.text import convert_text
 from chakra_pipe.errors import InputError
 from chakra_pipe.et import TraceSet, read_trace, schema
-from chakra_pipe.convert.text import convert_text
 
 #            name  res fwd  type      size ig  type      size wg  type      size upd
 LAYERS = ["l0  -1  10  ALLTOALL  100  11  ALLTOALL  101  12  ALLREDUCE 102  5",

@@ -16,13 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import TORCH_EXTRA
+from test_replay_plan import coll, comp, p2p, write_set
 
 from chakra_pipe.cli import main as cli_main
 from chakra_pipe.et import get_int, read_trace, schema
 from chakra_pipe.replay.busbw import bus_factor, nccl_size
-
-from conftest import TORCH_EXTRA
-from test_replay_plan import comp, coll, p2p, write_set
 
 torch = pytest.importorskip("torch", reason=TORCH_EXTRA)
 
@@ -367,7 +366,7 @@ def test_nccl_replay_on_gpu(tmp_path):
         pytest.skip("no CUDA device: the NCCL replay path needs a GPU")
     ranks = min(torch.cuda.device_count(), 2)
     per_rank = []
-    for r in range(ranks):
+    for _ in range(ranks):
         nodes = [comp(0, 100, num_ops=2 * 512 ** 3), coll(1, schema.ALL_REDUCE, 1 << 20, data=[0]),
                  coll(2, schema.ALL_GATHER, 1 << 16, data=[1]), coll(3, schema.REDUCE_SCATTER, ranks << 16)]
         per_rank.append(nodes)

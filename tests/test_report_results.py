@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import validated
+from test_sweep_grid import SYSTEM
 
 from chakra_pipe.errors import InputError
 from chakra_pipe.report import leaderboard
@@ -21,8 +22,6 @@ from chakra_pipe.report.plots import PLOTS, pareto_front
 from chakra_pipe.report.schema import METRIC_NAMES, NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS
 from chakra_pipe.sweep.campaign import Campaign
 from chakra_pipe.sweep.shard import rows_to_csv
-
-from test_sweep_grid import SYSTEM
 
 STEP = {"p[bandwidth=100]": 4000, "p[bandwidth=200]": 2000, "p[bandwidth=400]": 1000}
 COST = {"p[bandwidth=100]": 1.0, "p[bandwidth=200]": 1.5, "p[bandwidth=400]": 4.0}

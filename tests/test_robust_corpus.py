@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import skip_reason
-from test_robust_support import CORPUS, assert_clean, assert_no_partial_output, call_cli, corpus_builder, run_cli
+from test_robust_support import CORPUS, assert_clean, assert_no_partial_output, call_cli, run_cli
 
 MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())
 FRAMING_CASES = [name for name, case in MANIFEST.items() if case["expect"]["info"] == 2]  # undecodable files

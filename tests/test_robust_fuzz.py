@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from test_robust_support import CORPUS, assert_clean, call_cli, chain_bytes, corpus_builder, run_cli, time_bound
 
 from chakra_pipe.errors import ChakraPipeError, TraceFormatError
-from chakra_pipe.et.framing import read_trace
 from chakra_pipe.et import graph as graph_module
-from chakra_pipe.et.graph import load_graph
 from chakra_pipe.et import schema
+from chakra_pipe.et.framing import read_trace
+from chakra_pipe.et.graph import load_graph
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.validate.validator import validate_set
 
@@ -103,7 +103,7 @@ def test_reader_and_graph_loader_agree_on_any_bytes(tmp_path, data):
             _refusal(exc, path, len(data))
             with pytest.raises(TraceFormatError) as graph_exc:
                 graph = load_graph(path)
-                graph.attr_kind  # attributes decode lazily: touch them so a bad one surfaces
+                graph.attr_kind  # noqa: B018 -- attributes decode lazily: touch them so a bad one surfaces
                 for i in range(len(graph)):
                     graph.node(i)
             _refusal(graph_exc.value, path, len(data))
@@ -194,7 +194,7 @@ def test_corrupt_attribute_name_length_at_end_of_file_is_a_format_error(tmp_path
     path = tmp_path / "t.0.et"
     path.write_bytes(bytes(data))
     with pytest.raises(TraceFormatError, match=r"node record does not parse") as exc:
-        load_graph(path).attr_kind  # attributes may decode lazily
+        load_graph(path).attr_kind  # noqa: B018 -- attributes may decode lazily
     assert exc.value.file == str(path) and exc.value.where.startswith("byte ")
     outcome = call_cli(["validate", path])
     assert_clean(outcome, allowed={2})

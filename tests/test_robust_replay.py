@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import TORCH_EXTRA
 from test_robust_support import CORPUS, assert_clean, corpus_builder, leftovers, run_cli
 
 pytestmark = [pytest.mark.slow,

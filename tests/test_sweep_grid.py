@@ -24,7 +24,7 @@ SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 def _hw(tmp_path: Path, dims: int = 1) -> dict:
     (tmp_path / "net.yml").write_text(
-        "topology: [%s]\nnpus_count: [%s]\nbandwidth: [%s]\nlatency: [%s]\n" % (
+        "topology: [%s]\nnpus_count: [%s]\nbandwidth: [%s]\nlatency: [%s]\n" % (  # noqa: UP031
             ", ".join(["Ring"] * dims), ", ".join(["4"] * dims), ", ".join(["50.0"] * dims),
             ", ".join(["500.0"] * dims)))
     (tmp_path / "sys.json").write_text(json.dumps(SYSTEM))
@@ -163,7 +163,8 @@ def test_plan_round_trip_and_config_digest(tmp_path):
     assert same.config_sha256 == camp.config_sha256
     # editing a hardware file changes the digest even when the config text does not
     (tmp_path / "net.yml").write_text((tmp_path / "net.yml").read_text().replace("500.0", "600.0"))
-    assert Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False).config_sha256 != camp.config_sha256
+    edited = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
+    assert edited.config_sha256 != camp.config_sha256
 
 
 def test_generate_args_and_name_pattern(tmp_path):

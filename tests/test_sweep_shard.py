@@ -20,7 +20,6 @@ from chakra_pipe.report.schema import SHARD_COLUMNS
 from chakra_pipe.sweep.campaign import Campaign
 from chakra_pipe.sweep.shard import run_shard
 
-
 MEM_BYTES, MEM_LATENCY, MEM_BW = 1_000_000, 500, 100  # remote-mem-bw is bytes/ns (spec §5.2)
 
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
 import pytest
-
 from conftest import fixture_file, fixtures_path, skip_reason
 
 from chakra_pipe import cli

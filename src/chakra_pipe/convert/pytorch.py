@@ -29,8 +29,15 @@ from ..et.attrs import set_attr
 from ..et.traceset import WORLD_PG
 from ..link.hostet import PG_INIT_MARK, HostTrace, attr, device_of, is_root, is_thread, process_groups
 from .check import cycle_node
-from .collectives import (DTYPE_BYTES, Comm, from_c10d, from_record_param_comms, kernel_kind,
-                          normalise_collective, process_group_json)
+from .collectives import (
+    DTYPE_BYTES,
+    Comm,
+    from_c10d,
+    from_record_param_comms,
+    kernel_kind,
+    normalise_collective,
+    process_group_json,
+)
 
 # Roles of a host/ET+ node in the output.
 DROP, ABSORB, CPU, COMM, METADATA, GPU = range(6)
@@ -81,7 +88,8 @@ def process_groups_of(trace: HostTrace, table: list[dict[str, Any]]) -> ProcessG
     for g in table:
         if isinstance(g.get("pg_name"), str):
             ranks = g.get("ranks")
-            pgs.members[g["pg_name"]] = [r for r in ranks if isinstance(r, int)] if isinstance(ranks, list) and ranks else None
+            pgs.members[g["pg_name"]] = ([r for r in ranks if isinstance(r, int)]
+                                         if isinstance(ranks, list) and ranks else None)
             if g["pg_name"] == WORLD_PG and isinstance(g.get("group_size"), int) and not isinstance(world, int):
                 world = g["group_size"]
     for g in info.get("pg_config") or []:

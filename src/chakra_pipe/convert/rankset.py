@@ -15,13 +15,13 @@ from pathlib import Path
 
 from ..atomic import write_json
 from ..errors import InputError
-from ..readfile import read_json
 from ..et import schema
 from ..et.framing import write_trace
 from ..et.traceset import COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, write_order
 from ..link.hostet import HostTrace, load_host_trace
 from ..link.kineto import load_kineto
 from ..link.linker import LinkStats, link_traces
+from ..readfile import read_json
 from .check import p2p_problems, rank_problems
 from .pytorch import RankConversion, convert_trace
 
@@ -87,7 +87,8 @@ def write_comm_groups(prefix: str, conversions: list[RankConversion]) -> Path:
     return path
 
 
-def write_rank_set(prefix: str, conversions: list[RankConversion], links: list[LinkStats] | None = None) -> ConvertSummary:
+def write_rank_set(prefix: str, conversions: list[RankConversion],
+                   links: list[LinkStats] | None = None) -> ConvertSummary:
     """Check, then write every rank file and the comm-group JSON."""
     _self_check(conversions, prefix, with_p2p=True)
     clear_rank_set(prefix)

@@ -7,7 +7,8 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("jsonize", help="write a .et trace as one lossless JSON document",
-                       description="Write IN.et as {\"metadata\": ..., \"nodes\": [...]}; dejsonize reverses it byte for byte.")
+                       description="Write IN.et as {\"metadata\": ..., \"nodes\": [...]}; "
+                                   "dejsonize reverses it byte for byte.")
     p.add_argument("input", metavar="IN.et")
     p.add_argument("output", metavar="OUT.json")
     p.add_argument("--indent", type=int, default=None, help="pretty-print each node with this indent")

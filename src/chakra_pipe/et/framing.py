@@ -56,7 +56,8 @@ def read_bytes(path: str | os.PathLike) -> bytes:
                 total += len(chunk)
                 if total > limit:
                     raise TraceFormatError(f"gzip data expands more than {MAX_GZIP_RATIO}x its compressed size "
-                                           f"(not a trace: a gzip bomb?)", file=str(path), where=f"byte {total - len(chunk)}")
+                                           f"(not a trace: a gzip bomb?)", file=str(path),
+                                           where=f"byte {total - len(chunk)}")
                 parts.append(chunk)
         except (OSError, EOFError, zlib.error) as exc:
             raise TraceFormatError(f"corrupt gzip stream: {exc}", file=str(path)) from None

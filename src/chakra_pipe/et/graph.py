@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import TraceFormatError
 from . import attrs as _attrs
 from . import schema
 from .framing import encode_varint, parse_metadata, parse_node, read_padded, scan_records
@@ -193,7 +192,7 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
     nz = np.flatnonzero(lens)
     if not len(nz):
         return np.zeros(0, dtype=_U64), counts, ok
-    s, l = starts[nz], lens[nz]
+    s, l = starts[nz], lens[nz]  # noqa: E741
     offs = np.cumsum(l) - l
     total = int(offs[-1] + l[-1])
     # int32 offsets when the buffer allows: half the memory traffic of int64, and temporaries small

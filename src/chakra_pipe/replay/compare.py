@@ -129,7 +129,10 @@ def compare(source: str, *, prefix: str | None = None, replay: Path | None = Non
         sources["simulated"] = f"simulated now ({Path(system).name}, {Path(network).name})"
     else:
         sources["simulated"] = None
-    per_step = (lambda x: None if x is None else x / steps)
+
+    def per_step(x: float | None) -> float | None:
+        return None if x is None else x / steps
+
     return StepTimes(captured, per_step(replayed), per_step(simulated), steps, sources)
 
 

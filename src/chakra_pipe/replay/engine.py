@@ -17,8 +17,7 @@ import torch
 import torch.distributed as dist
 
 from ..et import schema
-from .plan import (ACT_COLL, ACT_COMPUTE, ACT_RECV, ACT_SEND, SLOT_COMP, WORLD, CommSpec, RankPlan,
-                   topological_order)
+from .plan import ACT_COLL, ACT_COMPUTE, ACT_RECV, ACT_SEND, SLOT_COMP, WORLD, CommSpec, RankPlan, topological_order
 
 GEMM_MAX_N = 2048  # larger num_ops run as repeated GEMMs of this size (bounded memory)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import write_json
-from ..errors import ChakraPipeError, EXIT_FINDINGS, InputError, StuckError
+from ..errors import EXIT_FINDINGS, ChakraPipeError, InputError, StuckError
 from ..et.traceset import TraceSet
 from ..torchdist import resolve_backend
 from . import status as st

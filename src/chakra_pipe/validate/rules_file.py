@@ -296,7 +296,7 @@ class FileChecker:
                         problems.append(f"{name} missing")
                 elif k not in _INT_NUMBERS:
                     problems.append(f"{name} is {NUMBER_KIND[k]}, not an integer")
-            ok = lambda name: int(kinds[name][i]) in _INT_NUMBERS  # noqa: E731
+            ok = lambda name: int(kinds[name][i]) in _INT_NUMBERS  # noqa: E731, B023 -- called at once, in this iteration
             if t == schema.COMM_COLL_NODE and ok("comm_type") and not 0 <= values["comm_type"][i] <= 9:
                 problems.append(f"comm_type {values['comm_type'][i]} is outside CollectiveCommType 0..9")
             if ok("comm_size") and values["comm_size"][i] < 0:

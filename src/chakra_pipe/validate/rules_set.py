@@ -14,8 +14,8 @@ import numpy as np
 
 from ..et import schema
 from ..et.graph import TraceGraph
-from .findings import ERROR, Finding
 from ..et.traceset import WORLD_PG_NAMES
+from .findings import ERROR, Finding
 from .rules_file import COMM_REQUIRED, INT_KIND_NUMBERS, FileResult, id_list
 
 

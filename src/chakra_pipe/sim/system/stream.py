@@ -8,8 +8,8 @@ rings) and, when they carry a reduction, ``Pd`` more ns before the algorithm is 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 @dataclass

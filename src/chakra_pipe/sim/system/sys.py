@@ -10,7 +10,7 @@ is a chain of phases, and each phase waits in its dimension's queue where only t
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from ...errors import ConfigError
 from .algorithm import AG, AR
