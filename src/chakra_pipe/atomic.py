@@ -50,7 +50,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb", *, gzip_output: bool 
     fd, tmp = _create_temp(target)
     try:
         with os.fdopen(fd, "wb") as raw:
-            stream: IO[bytes] = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if gzip_output else raw
+            stream: IO[bytes] = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if gzip_output else raw  # type: ignore[assignment]
             if "b" in mode:
                 yield stream
             else:

@@ -35,7 +35,7 @@ def open_binary(path: str | os.PathLike) -> IO[bytes]:
     except OSError as exc:
         raise InputError(f"cannot open: {exc.strerror}", file=str(path)) from None
     if f.peek(2)[:2] == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=f, mode="rb")
+        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
     return f
 
 
@@ -80,7 +80,7 @@ def read_padded(path: str | os.PathLike, pad: int):
             return arr, len(data)
         size = os.fstat(f.fileno()).st_size
         arr = np.zeros(size + pad, dtype=np.uint8)
-        got = f.readinto(memoryview(arr)[:size])
+        got = f.readinto(memoryview(arr)[:size])  # type: ignore[arg-type, attr-defined]
         return arr, got
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ class TraceGraph:
     """Columns of one ``.et`` file. Index ``i`` is the i-th node record in file order."""
 
     path: str
-    metadata: object
+    metadata: Any  # the decoded protobuf GlobalMetadata
     buf: memoryview = field(repr=False)
     rec_start: np.ndarray = field(repr=False)
     rec_len: np.ndarray = field(repr=False)
@@ -156,9 +157,9 @@ def graph_from_bytes(buf: bytes, path: str = "<bytes>") -> TraceGraph:
 
 
 def _graph(arr: np.ndarray, size: int, path: str) -> TraceGraph:
-    buf = memoryview(arr)[:size]
-    starts, lengths = scan_records(buf, path)
-    metadata = parse_metadata(buf[starts[0]:starts[0] + lengths[0]], path, 0)
+    buf = memoryview(arr)[:size]  # type: ignore[arg-type]
+    starts, lengths = scan_records(buf, path)  # type: ignore[arg-type]
+    metadata = parse_metadata(buf[starts[0]:starts[0] + lengths[0]], path, 0)  # type: ignore[arg-type]
     rec_start = np.array(starts[1:], dtype=np.int64)
     rec_len = np.array(lengths[1:], dtype=np.int64)
     return _Decoder(buf, arr, path, metadata, rec_start, rec_len).run()
@@ -224,7 +225,7 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
     for k in range(1, min(longest, 10)):
         byte = b[vstarts + k] & 0x7F
         byte[vlen <= k] = 0
-        values |= byte.astype(acc) << acc(7 * k)
+        values |= byte.astype(acc) << acc(7 * k)  # type: ignore[misc, operator]
     return values.astype(_U64, copy=False), counts, ok
 
 
@@ -612,13 +613,13 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
         # repeated name reads last-wins as in protobuf.
         order = np.argsort(s, kind="stable")
         node, s, end = node[order], s[order], end[order]
-        parts = _AttrParts.canonical(arr, s, end)
+        parts = _AttrParts.canonical(arr, s, end)  # type: ignore[arg-type]
         odd = np.flatnonzero(~parts.ok)
         if len(odd):
-            parts.merge(odd, _AttrParts.general(arr, s[odd], end[odd]))
+            parts.merge(odd, _AttrParts.general(arr, s[odd], end[odd]))  # type: ignore[arg-type]
         if not parts.ok.all():
             slow[np.unique(node[~parts.ok])] = True
-        code = _name_codes(arr, parts.name_s, parts.name_l, parts.ok & ~slow[node])
+        code = _name_codes(arr, parts.name_s, parts.name_l, parts.ok & ~slow[node])  # type: ignore[arg-type]
         for i, name in enumerate(_KNOWN):
             sel = np.flatnonzero(code == i)
             if not len(sel):
@@ -635,9 +636,9 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
                 if parts.kind[j] != wanted:
                     target.pop(int(node[j]), None)
                 elif name == "pg_name":
-                    target[int(node[j])] = payload.decode("utf-8", "replace")
+                    target[int(node[j])] = payload.decode("utf-8", "replace")  # type: ignore[assignment]
                 else:
-                    target[int(node[j])] = _bool_list(payload)
+                    target[int(node[j])] = _bool_list(payload)  # type: ignore[assignment]
     for i in map(int, np.flatnonzero(slow)):
         for name in _KNOWN:
             cols.kind[name][i] = 0

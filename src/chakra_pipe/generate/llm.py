@@ -334,9 +334,9 @@ class StageBuilder:
             self.send(f"mb{mb}.bwd.send_gradient", "prev", 2 * mb + 1, act)
         if grads:
             if self.first:
-                self._weight_grads(self.tail, m.embedding_params // tp)
+                self._weight_grads(self.tail, m.embedding_params // tp)  # type: ignore[arg-type]
             for buckets in self.buckets.values():
-                self._reduce(buckets, self.tail)
+                self._reduce(buckets, self.tail)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------

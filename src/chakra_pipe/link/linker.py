@@ -104,7 +104,7 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
     matched = mismatch = 0
     for node in linkable:
         rf = attr(node, "rf_id")
-        e = by_rf.get(rf) if isinstance(rf, int) else None
+        e = by_rf.get(rf) if isinstance(rf, int) else None  # type: ignore[assignment]
         if e is None:
             continue
         if e.name != node["name"]:

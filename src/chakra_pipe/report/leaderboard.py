@@ -147,7 +147,7 @@ def update_standing(results, board_csv: str | Path, date: str | None = None):
             old_row = previous.get(key)
             same = old_row is not None and all(
                 _same(getattr(old_row, c), getattr(r, c)) for c in compare)
-            dates.append(old_row.updated if same else r.updated)
+            dates.append(old_row.updated if same else r.updated)  # type: ignore[union-attr]
         new["updated"] = dates
         merged = pd.concat([others, new], ignore_index=True) if len(others) else new
         merged = merged.sort_values(["workload", "step_time_ns", "campaign", "point_id", "backend"],

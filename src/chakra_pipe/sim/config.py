@@ -179,9 +179,9 @@ class SystemConfig:
         return cls(
             scheduling_policy=r.choice("scheduling-policy", ("LIFO", "FIFO", "EXPLICIT")),
             collective_optimization=r.choice("collective-optimization", ("baseline", "localBWAware")),
-            endpoint_delay=r.number("endpoint-delay", 10, integer=True, minimum=0),
-            active_chunks_per_dimension=r.number("active-chunks-per-dimension", 1, integer=True, minimum=1),
-            preferred_dataset_splits=r.number("preferred-dataset-splits", None, integer=True, minimum=1),
+            endpoint_delay=r.number("endpoint-delay", 10, integer=True, minimum=0),  # type: ignore[arg-type]
+            active_chunks_per_dimension=r.number("active-chunks-per-dimension", 1, integer=True, minimum=1),  # type: ignore[arg-type]
+            preferred_dataset_splits=r.number("preferred-dataset-splits", None, integer=True, minimum=1),  # type: ignore[arg-type]
             local_mem_bw=r.number("local-mem-bw", None, positive=True),
             peak_perf=r.number("peak-perf", 0.0, minimum=0),
             roofline_enabled=r.flag("roofline-enabled"),
@@ -267,11 +267,11 @@ class MemoryConfig:
         active = mtype != "NO_MEMORY_EXPANSION"
         return cls(
             memory_type=mtype,
-            num_nodes=r.number("num-nodes", None if per_node else 0, integer=True, minimum=1 if per_node else 0),
-            num_npus_per_node=r.number("num-npus-per-node", None if per_node else 0, integer=True,
+            num_nodes=r.number("num-nodes", None if per_node else 0, integer=True, minimum=1 if per_node else 0),  # type: ignore[arg-type]
+            num_npus_per_node=r.number("num-npus-per-node", None if per_node else 0, integer=True,  # type: ignore[arg-type]
                                        minimum=1 if per_node else 0),
-            remote_mem_latency=r.number("remote-mem-latency", 0, integer=True, minimum=0),
-            remote_mem_bw=r.number("remote-mem-bw", None if active else 0, integer=True,
+            remote_mem_latency=r.number("remote-mem-latency", 0, integer=True, minimum=0),  # type: ignore[arg-type]
+            remote_mem_bw=r.number("remote-mem-bw", None if active else 0, integer=True,  # type: ignore[arg-type]
                                    minimum=1 if active else 0),
             source=source,
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,7 @@ class FileChecker:
         # reported per node (E with --strict) and other ctrl-list defects of such a file
         # (self-links, repeats, cycles through ctrl) are downgraded to warnings.
         self.ctrl_usable = not (graph.dep_indices("ctrl")[1] < 0).any()
-        self.metadata_nodes: dict[int, object] = {}
+        self.metadata_nodes: dict[int, Any] = {}  # decoded protobuf Nodes
         self.metadata_groups: dict[str, list[int]] = {}
         self.informational_kinds: dict[tuple[str, str | None], list[int]] = {}
 
@@ -117,7 +118,7 @@ class FileChecker:
         expected = {name: kind for name, kind in CANONICAL_KINDS.items() if name not in columns}
         odd = self.informational_kinds
         for i, (s, n, p) in enumerate(zip(starts, lengths, prefix)):
-            decoded = parse_node(buf[s:s + n], path, s - p)
+            decoded = parse_node(buf[s:s + n], path, s - p)  # type: ignore[arg-type]
             if types[i] == schema.METADATA_NODE:
                 self.metadata_nodes[i] = decoded
             for attr in decoded.attr:

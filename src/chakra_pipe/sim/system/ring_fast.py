@@ -85,13 +85,13 @@ class RingCoordinator:
                     send = recv + d[k]
             last = recv.tolist()
         else:
-            send = [s + d[0] for s in starts]
+            send = [s + d[0] for s in starts]  # type: ignore[assignment]
             recv = send
             for k in range(1, steps + 1):
-                recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]
+                recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]  # type: ignore[assignment]
                 if k < steps:
                     dk = d[k]
-                    send = [r + dk for r in recv]
+                    send = [r + dk for r in recv]  # type: ignore[assignment]
             last = recv
         self._finish(algos, last, d[steps], steps)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 from ...errors import ConfigError
 from .algorithm import AG, AR
@@ -165,6 +166,7 @@ class Sys:
         algo = dim.algorithm
         base = algo.base
         topo = dim.basic()
+        a: Any
         if base == "ring":
             cls = FastRing if self.ring_coordinator is not None else Ring
             a = cls(ctype, self, topo, size, queue[1])
@@ -257,7 +259,7 @@ class Sys:
         if not stream.phases:
             stream.dataset.stream_finished()
         if prev >= 0:
-            lst = self.active[stream.phase.queue_id]
+            lst = self.active[stream.phase.queue_id]  # type: ignore[union-attr]
             for i, s in enumerate(lst):
                 if s is stream:
                     del lst[i]
