@@ -12,6 +12,7 @@ import importlib
 import sys
 
 from . import __version__
+from .console import configure
 from .errors import EXIT_INPUT, ChakraPipeError
 
 # Stage command modules, in the order their verbs appear in ``--help``.
@@ -34,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="chakra-pipe",
         description="Chakra execution traces: generate, capture, link, convert, validate, simulate, replay, report.")
     parser.add_argument("--version", action="version", version=f"chakra-pipe {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more diagnostics on stderr (-vv: debug)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="errors only on stderr, no progress")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -43,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure(args.verbose, args.quiet)
     try:
         return int(args.func(args) or 0)
     except ChakraPipeError as exc:

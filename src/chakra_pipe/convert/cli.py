@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 
@@ -37,7 +38,7 @@ def _pytorch(args) -> int:
         raise InputError("give exactly one of INPUT or --ranks-dir", where="convert pytorch")
     summary = convert_capture(args.ranks_dir, args.out) if args.ranks_dir else convert_file(args.input, args.out)
     for stats in summary.links:
-        print(f"convert: link: {stats.line()}")
+        logging.getLogger(__name__).info("convert: link: %s", stats.line())
     print(f"convert: {summary.line()}; comm groups {summary.comm_groups}")
     return 0
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import write_json
+from ..console import track
 from ..errors import InputError
 from ..et import schema
 from ..et.framing import write_trace
@@ -150,7 +151,7 @@ def convert_capture(folder: str | os.PathLike, prefix: str) -> ConvertSummary:
             raise InputError(f"capture.json says world_size {world} but {len(ranks)} ranks have traces",
                              file=str(capture_json))
     conversions, links = [], []
-    for rank in range(len(ranks)):
+    for rank in track(range(len(ranks)), "convert", len(ranks), "ranks"):
         files = ranks[rank]
         if "linked" in files:
             trace = load_host_trace(files["linked"])

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..atomic import atomic_open, write_json
+from ..console import track
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
@@ -443,7 +444,7 @@ def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.Path
     groups_path = Path(f"{out_prefix}{COMM_GROUPS_SUFFIX}")
     write_json(groups_path, layout.comm_groups())
     total_nodes, total_bytes, total_flops = 0, 0, 0
-    for rank in write_order(layout.world):
+    for rank in track(write_order(layout.world), "generate llm", layout.world, "ranks"):
         stage = layout.coords(rank)[2]
         records = [header]
         if spec.metadata_node:
