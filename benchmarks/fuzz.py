@@ -477,7 +477,7 @@ def _graph_accepts(path: str) -> bool:
     """Whether the graph loader reads the whole file, attributes and every record included."""
     try:
         g = load_graph(path)
-        g.attr_kind  # attributes decode lazily
+        g.attr_kind  # noqa: B018 -- attributes decode lazily
         for i in range(len(g)):
             g.node(i)
     except TraceFormatError:

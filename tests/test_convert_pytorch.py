@@ -204,7 +204,8 @@ def test_threads_chain_separately_and_a_resuming_thread_waits_for_the_other():
         node = _n(nid, name, 2, ts=ts, inclusive_dur=dur, exclusive_dur=dur)
         node["attrs"][0]["value"] = tid
         return node
-    nodes = [_n(1, "[pytorch|profiler|execution_trace|process]", 1), _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
+    nodes = [_n(1, "[pytorch|profiler|execution_trace|process]", 1),
+             _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
              op(3, "aten::sum", 1, 0, 10),            # main thread: the loss
              op(4, "MulBackward0", 2, 20, 100),       # autograd thread starts after it
              op(5, "AddmmBackward0", 2, 130, 10),     # 10 us later: same burst, no cross edge
@@ -216,7 +217,8 @@ def test_threads_chain_separately_and_a_resuming_thread_waits_for_the_other():
 def test_gpu_wait_edges_that_would_close_a_cycle_are_dropped():
     # Inconsistent clocks: op 4 runs after op 3 in call order but carries an earlier timestamp,
     # so "3 waits for the kernel op 4 launched" would close the cycle 3 -> 9 -> 4 -> 3.
-    nodes = [_n(1, "[pytorch|profiler|execution_trace|process]", 1), _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
+    nodes = [_n(1, "[pytorch|profiler|execution_trace|process]", 1),
+             _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
              _n(3, "aten::item", 2, ts=100, exclusive_dur=1, inclusive_dur=1, sync_dep=[9]),
              _n(4, "aten::mm", 2, ts=50, exclusive_dur=1, inclusive_dur=1),
              _n(9, "gemm", 4, ts=60, inclusive_dur=5, cat="kernel", stream=7, args={"device": 0})]
@@ -240,7 +242,8 @@ def test_send_recv_matching_across_ranks():
 
 
 def _validate(prefix: str):
-    validate = pytest.importorskip("chakra_pipe.validate", reason="chakra_pipe.validate not available yet")
+    from chakra_pipe import validate
+
     report = validate.validate_set(prefix, strict=True)
     return report
 

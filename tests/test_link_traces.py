@@ -187,10 +187,13 @@ def test_cli_reports_coverage_and_exit_codes(tmp_path: Path):
     host, dev = tmp_path / "h.json", tmp_path / "k.json"
     host.write_text(json.dumps(host_obj()))
     dev.write_text(json.dumps(kineto_obj()))
-    cmd = [sys.executable, "-m", "chakra_pipe.cli", "link", "--host", str(host), "--device", str(dev)]
-    ok = subprocess.run(cmd + ["--out", str(tmp_path / "o.json.gz")], capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "chakra_pipe", "link", "--host", str(host), "--device", str(dev)]
+    quiet = subprocess.run(cmd + ["--out", str(tmp_path / "q.json.gz")], capture_output=True, text=True)
+    assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout.startswith("link: wrote ")
+    verbose = [sys.executable, "-m", "chakra_pipe", "-v", *cmd[3:]]
+    ok = subprocess.run(verbose + ["--out", str(tmp_path / "o.json.gz")], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
-    assert "host ops matched 3/3 (100.0%), GPU ops attached 3/3" in ok.stdout
+    assert "host ops matched 3/3 (100.0%), GPU ops attached 3/3" in ok.stderr  # a diagnostic, with -v
     dev.write_text(json.dumps(kineto_obj(rf=False)))
     bad = subprocess.run(cmd + ["--out", str(tmp_path / "p.json.gz")], capture_output=True, text=True)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

@@ -13,6 +13,8 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from conftest import validated
+from test_sweep_grid import SYSTEM
 
 from chakra_pipe.errors import InputError
 from chakra_pipe.report import leaderboard
@@ -23,8 +25,6 @@ from chakra_pipe.report.plots import PLOTS, pareto_front
 from chakra_pipe.report.schema import METRIC_NAMES, NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS
 from chakra_pipe.sweep.campaign import Campaign
 from chakra_pipe.sweep.shard import rows_to_csv
-
-from test_sweep_grid import SYSTEM
 
 STEP = {"p[bandwidth=100]": 4000, "p[bandwidth=200]": 2000, "p[bandwidth=400]": 1000}
 COST = {"p[bandwidth=100]": 1.0, "p[bandwidth=200]": 1.5, "p[bandwidth=400]": 4.0}
@@ -37,7 +37,7 @@ def _plan(tmp_path: Path, name: str = "c1") -> Campaign:
            "workloads": {"ar": {"kind": "collective", "type": "all_reduce", "npus": 4, "size": "1MiB"}},
            "hardware": {"baseline": "p[bandwidth=200]", "platforms": {"p": {
                "network": "net.yml", "system": "sys.json", "axes": {"network.bandwidth": [100, 200, 400]}}}}}
-    return Campaign.from_config(cfg, root=tmp_path, torch_available=False)
+    return Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
 
 
 def _write_shards(camp: Campaign, fail: str | None = None) -> None:
@@ -267,7 +267,7 @@ def test_captured_and_replayed_rows_are_one_pass_over_the_trace(tmp_path):
            "shard_size": 2, "workloads": {"ar": camp.workloads["ar"].spec, "cap": cfg_workload},
            "hardware": {"baseline": "p[bandwidth=200]", "platforms": {"p": {
                "network": "net.yml", "system": "sys.json", "axes": {"network.bandwidth": [100, 200, 400]}}}}}
-    camp = Campaign.from_config(cfg, root=tmp_path, torch_available=True)
+    camp = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=True)
     assert camp.replayed() == ["cap"]
     _write_shards(camp)
     cap = camp.workloads["cap"]

@@ -12,15 +12,13 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import validated
 
 from chakra_pipe.cli import main
 from chakra_pipe.errors import ChakraPipeError
 from chakra_pipe.report.schema import SHARD_COLUMNS
 from chakra_pipe.sweep.campaign import Campaign
 from chakra_pipe.sweep.shard import run_shard
-
-pytest.importorskip("chakra_pipe.sim", reason="the simulator package is not installed")
-
 
 MEM_BYTES, MEM_LATENCY, MEM_BW = 1_000_000, 500, 100  # remote-mem-bw is bytes/ns (spec §5.2)
 
@@ -63,7 +61,7 @@ def plan(fixtures_dir: Path, tmp_path: Path) -> Campaign:
                             "system": str(a / "system/native_collectives/Ring_4chunks.json"),
                             "memory": str(tmp_path / "mem.json"),
                             "axes": {"memory.memory-type": ["NO_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION"]}}}}}
-    camp = Campaign.from_config(cfg, root=tmp_path, torch_available=False)
+    camp = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
     camp.write()
     return camp
 

@@ -13,6 +13,7 @@ import sys
 
 from . import __version__
 from .aliases import resolve as resolve_aliases
+from .console import configure
 from .errors import EXIT_INPUT, ChakraPipeError
 from .lifecycle import pipe_safe_stdout, terminate_as_exit
 
@@ -38,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="chakra-pipe",
         description="Chakra execution traces: generate, capture, link, convert, validate, simulate, replay, report.")
     parser.add_argument("--version", action="version", version=f"chakra-pipe {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more diagnostics on stderr (-vv: debug)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="errors only on stderr, no progress")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -47,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure(args.verbose, args.quiet)
     try:
         # A closed stdout (`| head -1`) must not skip an output file or change the exit code; SIGTERM
         # must unwind (removing temporaries) like Ctrl-C does.

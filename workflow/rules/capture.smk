@@ -5,55 +5,59 @@
 rule capture:
     output:
         directory(f"{TRACES}/{{workload}}/capture"),
+    log:
+        f"{LOGS}/capture/{{workload}}.log",
     wildcard_constraints:
         workload=name_pattern(CAMPAIGN.of_kind("capture")),
-    params:
-        model=lambda wc: workload(wc).spec["model"],
-        ranks=lambda wc: workload(wc).npus,
-        steps=lambda wc: workload(wc).spec.get("steps", 2),
+    conda:
+        "../envs/chakra-pipe.yaml"
     threads: 2
     resources:
         mem_mb=4000,
-    conda:
-        "../envs/chakra-pipe.yaml"
-    log:
-        f"{LOGS}/capture/{{workload}}.log",
+    params:
+        model=lambda wc: workload(wc).spec["model"],
+        ranks=lambda wc: workload(wc).npus,
+        steps=lambda wc: workload(wc).spec["steps"],
     shell:
         "chakra-pipe capture --model {params.model:q} --ranks {params.ranks:q} --steps {params.steps:q}"
         " --out {output:q} > {log:q} 2>&1"
 
 
+# One job per rank: ranks link independently, so a cluster runs them side by side.
 rule link:
     input:
         f"{TRACES}/{{workload}}/capture",
     output:
-        directory(f"{TRACES}/{{workload}}/linked"),
+        f"{TRACES}/{{workload}}/linked/rank{{rank}}.linked.json.gz",
+    log:
+        f"{LOGS}/link/{{workload}}.{{rank}}.log",
     wildcard_constraints:
         workload=name_pattern(CAMPAIGN.of_kind("capture")),
-    params:
-        last=lambda wc: workload(wc).npus - 1,
+        rank=r"\d+",
     conda:
         "../envs/chakra-pipe.yaml"
-    log:
-        f"{LOGS}/link/{{workload}}.log",
     shell:
-        "mkdir -p {output:q} && for r in $(seq 0 {params.last:q}); do"
-        " chakra-pipe link --host {input:q}/rank$r.host_et.json.gz --device {input:q}/rank$r.kineto.json.gz"
-        " --out {output:q}/rank$r.linked.json.gz || exit 1; done > {log:q} 2>&1"
+        "chakra-pipe link --host {input:q}/rank{wildcards.rank:q}.host_et.json.gz"
+        " --device {input:q}/rank{wildcards.rank:q}.kineto.json.gz --out {output:q} > {log:q} 2>&1"
 
 
 rule convert:
     input:
-        f"{TRACES}/{{workload}}/linked",
+        lambda wc: [
+            f"{TRACES}/{wc.workload}/linked/rank{r}.linked.json.gz"
+            for r in range(workload(wc).npus)
+        ],
     output:
         directory(f"{TRACES}/{{workload}}/et"),
-    wildcard_constraints:
-        workload=name_pattern(CAMPAIGN.of_kind("capture")),
-    params:
-        prefix=lambda wc: workload(wc).prefix,
-    conda:
-        "../envs/chakra-pipe.yaml"
     log:
         f"{LOGS}/convert/{{workload}}.log",
+    wildcard_constraints:
+        workload=name_pattern(CAMPAIGN.of_kind("capture")),
+    conda:
+        "../envs/chakra-pipe.yaml"
+    params:
+        linked=lambda wc, input: os.path.dirname(input[0]),
+        prefix=lambda wc: workload(wc).prefix,
     shell:
-        "mkdir -p {output:q} && chakra-pipe convert pytorch --ranks-dir {input:q} --out {params.prefix:q} > {log:q} 2>&1"
+        "(mkdir -p {output:q} && chakra-pipe convert pytorch --ranks-dir {params.linked:q} --out {params.prefix:q})"
+        " > {log:q} 2>&1"

@@ -9,14 +9,22 @@ CAMPAIGN = Campaign.from_config(config)
 # than by a job: a job's output would mask the per-shard change checks of every shard downstream.
 # Only the main process plans: a cluster job re-reading the Snakefile on a node (say, one without
 # torch, which drops capture workloads) must not rewrite the plan under the running workflow.
-if workflow.is_main_process:
-    CAMPAIGN.sync()
+# A dry run writes nothing into reports/: when the plan there is missing or stale it plans into
+# .snakemake/ instead, and --lint (the only mode that skips checking environment variables) plans nothing.
+PLAN = CAMPAIGN.plan_path
+if workflow.is_main_process and workflow.check_envvars:
+    if not workflow.output_settings.dryrun:
+        CAMPAIGN.sync()
+    elif not CAMPAIGN.is_current():
+        PLAN = f".snakemake/chakra-pipe/{CAMPAIGN.name}/plan.json"
+        CAMPAIGN.sync(PLAN)
 REPORT = CAMPAIGN.report_dir
 DATA = f"{REPORT}/data"
 TRACES = f"{CAMPAIGN.tracedir}/{CAMPAIGN.name}"
 LOGS = f"{DATA}/logs"
 # Shared by every campaign; updated in place under a lock, so it is no rule's output.
 STANDING_BOARD = f"{CAMPAIGN.outdir}/leaderboard.csv"
+
 
 wildcard_constraints:
     shard=r"\d{4}",
@@ -50,4 +58,8 @@ def final_outputs():
     ]
     # Shards are targets too: a deleted shard is then recomputed (alone) even though the report
     # built from it is still newer than everything else.
-    return files + [f"{REPORT}/plots/{name}" for name in PLOT_FILES] + CAMPAIGN.shard_files()
+    return (
+        files
+        + [f"{REPORT}/plots/{name}" for name in PLOT_FILES]
+        + CAMPAIGN.shard_files()
+    )

@@ -215,6 +215,6 @@ def run_capture(cfg: CaptureConfig) -> Path:
         "files": {str(r): {"host": host_path(cfg.out, r).name, "kineto": kineto_path(cfg.out, r).name}
                   for r in range(cfg.ranks)},
     }
-    path = cfg.out / "capture.json"
-    write_json(path, summary)
-    return path
+    summary_path = cfg.out / "capture.json"
+    write_json(summary_path, summary)
+    return summary_path

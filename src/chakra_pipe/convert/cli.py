@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 from ..aliases import path_argument
@@ -59,7 +60,7 @@ def _pytorch(args) -> int:
     else:
         summary = convert_file(args.input, args.out)
     for stats in summary.links:
-        print(f"convert: link: {stats.line()}")
+        logging.getLogger(__name__).info("convert: link: %s", stats.line())
     print(f"convert: {summary.line()}; comm groups {summary.comm_groups}")
     return 0
 

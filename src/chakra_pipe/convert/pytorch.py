@@ -81,14 +81,15 @@ def process_groups_of(trace: HostTrace, table: list[dict[str, Any]]) -> ProcessG
     """Groups from Kineto ``distributedInfo.pg_config`` (explicit ranks) or the ET's PG table."""
     info = trace.header.get("distributedInfo") if isinstance(trace.header.get("distributedInfo"), dict) else {}
     pgs = ProcessGroups()
-    world = info.get("world_size")
+    world = info.get("world_size")  # type: ignore[union-attr]
     for g in table:
         if isinstance(g.get("pg_name"), str):
             ranks = g.get("ranks")
-            pgs.members[g["pg_name"]] = [r for r in ranks if isinstance(r, int)] if isinstance(ranks, list) and ranks else None
+            pgs.members[g["pg_name"]] = ([r for r in ranks if isinstance(r, int)]
+                                         if isinstance(ranks, list) and ranks else None)
             if g["pg_name"] == WORLD_PG and isinstance(g.get("group_size"), int) and not isinstance(world, int):
                 world = g["group_size"]
-    for g in info.get("pg_config") or []:
+    for g in info.get("pg_config") or []:  # type: ignore[union-attr]
         if isinstance(g, dict) and isinstance(g.get("pg_name"), str) and isinstance(g.get("ranks"), list):
             pgs.members[g["pg_name"]] = [r for r in g["ranks"] if isinstance(r, int)] or None
     pgs.world_size = world if isinstance(world, int) and world > 0 else 1
@@ -287,7 +288,9 @@ class _Converter:
         cross = self._inter_thread_deps(tid_of)
         last_on_thread: dict[int, int] = {}
         last_on_stream: dict[tuple[Any, int], int] = {}
-        nodes, counts, used = [], Counter(), set()
+        nodes: list = []
+        counts: Counter = Counter()
+        used: set = set()
         sync_added: dict[int, list[int]] = {}
         parents: dict[int, set[int]] = {}  # for the cycle guard of GPU-wait edges
         pg_unknown = 0
@@ -305,7 +308,7 @@ class _Converter:
                 waits = self._sync_waits(n)
                 if waits:
                     sync_added[nid] = waits
-                candidates = (last_on_thread.get(tid_of[nid]), cross.get(nid), *waits)
+                candidates = (last_on_thread.get(tid_of[nid]), cross.get(nid), *waits)  # type: ignore[assignment]
                 last_on_thread[tid_of[nid]] = nid
             data = [d for i, d in enumerate(candidates) if d is not None and d not in candidates[:i]]
             out.data_deps.extend(data)

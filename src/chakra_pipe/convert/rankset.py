@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import write_json
+from ..console import track
 from ..errors import InputError
-from ..readfile import read_json
 from ..et import schema
 from ..et.framing import write_trace
 from ..et.traceset import (COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, describe_ranges, missing_ranks,
@@ -25,6 +25,7 @@ from ..et.traceset import (COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, describ
 from ..link.hostet import HostTrace, load_host_trace
 from ..link.kineto import load_kineto
 from ..link.linker import LinkStats, link_traces
+from ..readfile import read_json
 from .check import p2p_problems, rank_problems
 from .pytorch import RankConversion, convert_trace
 
@@ -97,7 +98,8 @@ def write_comm_groups(prefix: str, conversions: list[RankConversion]) -> Path:
     return path
 
 
-def write_rank_set(prefix: str, conversions: list[RankConversion], links: list[LinkStats] | None = None) -> ConvertSummary:
+def write_rank_set(prefix: str, conversions: list[RankConversion],
+                   links: list[LinkStats] | None = None) -> ConvertSummary:
     """Check, then write every rank file and the comm-group JSON."""
     _self_check(conversions, prefix, with_p2p=True)
     clear_rank_set(prefix)
@@ -176,7 +178,7 @@ def convert_capture(folder: str | os.PathLike, prefix: str,
             raise InputError(f"capture.json says world_size {world} but {len(ranks)} ranks have traces",
                              file=str(capture_json))
     conversions, links = [], []
-    for rank in range(len(ranks)):
+    for rank in track(range(len(ranks)), "convert", len(ranks), "ranks"):
         files = ranks[rank]
         if "linked" in files:
             trace = load_host_trace(files["linked"])

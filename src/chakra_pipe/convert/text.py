@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import InputError
 from ..et import schema
@@ -168,9 +169,9 @@ class _Emitter:
         self.nodes.append(node)
         return node
 
-    def comp(self, layer: Layer, phase: str, time: int, *parents) -> object:
+    def comp(self, layer: Layer, phase: str, time: int, *parents) -> Any:
         node = self._node(f"COMP_NODE_{layer.name}_{phase}", schema.COMP_NODE, parents)
-        node.duration_micros = time
+        node.duration_micros = time  # type: ignore[attr-defined]
         return node
 
     def comm(self, label: str, comm: str, size: int, *parents) -> object:
@@ -260,7 +261,7 @@ def _dlrm(e: _Emitter, layers: list[Layer], h: list[_Handles]) -> None:
         ig = None
         if i:
             ig = h[i].ig_comp = e.comp(layer, "BWD_IG", layer.ig_time, wg)
-        if i == lbl + 1:
+        if i == lbl + 1:  # type: ignore[operator]
             first = layers[0]
             parent = e.need(ig, f"an input-gradient node for last_bottom_layer {lbl}", 1)
             h[0].ig_comm = e.comm(first.name, first.ig_comm, first.ig_size, parent)

@@ -12,7 +12,8 @@ from .traceset import TraceSet, clear_rank_set, find_rank_files, load_comm_group
 
 __all__ = [
     "AttributeProto", "CANONICAL_KINDS", "GlobalMetadata", "IOInfo", "Node", "TraceGraph",
-    "TraceReader", "TraceSet", "clear_rank_set", "find_rank_files", "get_attr", "get_int", "graph_from_bytes", "iter_nodes",
+    "TraceReader", "TraceSet", "clear_rank_set", "find_rank_files", "get_attr", "get_int", "graph_from_bytes",
+    "iter_nodes",
     "load_comm_groups", "load_graph", "make_attr", "rank_files", "read_trace", "resolve", "schema",
     "set_attr", "write_order", "write_trace",
 ]

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from ..errors import TraceFormatError
 from . import attrs as _attrs
 from . import schema
 from .framing import encode_varint, parse_metadata, parse_node, read_padded, scan_records
@@ -39,7 +39,7 @@ class TraceGraph:
     """Columns of one ``.et`` file. Index ``i`` is the i-th node record in file order."""
 
     path: str
-    metadata: object
+    metadata: Any  # the decoded protobuf GlobalMetadata
     buf: memoryview = field(repr=False)
     rec_start: np.ndarray = field(repr=False)
     rec_len: np.ndarray = field(repr=False)
@@ -178,9 +178,9 @@ def graph_from_bytes(buf: bytes, path: str = "<bytes>") -> TraceGraph:
 
 
 def _graph(arr: np.ndarray, size: int, path: str) -> TraceGraph:
-    buf = memoryview(arr)[:size]
-    starts, lengths = scan_records(buf, path)
-    metadata = parse_metadata(buf[starts[0]:starts[0] + lengths[0]], path, 0)
+    buf = memoryview(arr)[:size]  # type: ignore[arg-type]
+    starts, lengths = scan_records(buf, path)  # type: ignore[arg-type]
+    metadata = parse_metadata(buf[starts[0]:starts[0] + lengths[0]], path, 0)  # type: ignore[arg-type]
     rec_start = np.array(starts[1:], dtype=np.int64)
     rec_len = np.array(lengths[1:], dtype=np.int64)
     return _Decoder(buf, arr, path, metadata, rec_start, rec_len).run()
@@ -214,7 +214,7 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
     nz = np.flatnonzero(lens)
     if not len(nz):
         return np.zeros(0, dtype=_U64), counts, ok
-    s, l = starts[nz], lens[nz]
+    s, l = starts[nz], lens[nz]  # noqa: E741
     offs = np.cumsum(l) - l
     total = int(offs[-1] + l[-1])
     # int32 offsets when the buffer allows: half the memory traffic of int64, and temporaries small
@@ -246,7 +246,7 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
     for k in range(1, min(longest, 10)):
         byte = b[vstarts + k] & 0x7F
         byte[vlen <= k] = 0
-        values |= byte.astype(acc) << acc(7 * k)
+        values |= byte.astype(acc) << acc(7 * k)  # type: ignore[misc, operator]
     return values.astype(_U64, copy=False), counts, ok
 
 
@@ -732,7 +732,7 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
                 elif name == "pg_name":
                     target[int(node[j])] = payload.decode("ascii")  # checked at load time
                 else:
-                    target[int(node[j])] = _bool_list(payload)
+                    target[int(node[j])] = _bool_list(payload)  # type: ignore[assignment]
     for i in map(int, np.flatnonzero(slow)):
         for name in _KNOWN:
             cols.kind[name][i] = 0

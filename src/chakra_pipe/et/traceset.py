@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..console import track
 from ..errors import InputError
 from ..readfile import read_json
 from .graph import TraceGraph, load_graph
@@ -134,7 +135,7 @@ class TraceSet:
     @classmethod
     def load(cls, trace_or_prefix: str | os.PathLike, comm_groups: str | os.PathLike | None = None) -> TraceSet:
         files = resolve(trace_or_prefix)
-        ranks = [load_graph(f) for f in files]
+        ranks = [load_graph(f) for f in track(files, "load", len(files), "rank files")]
         cg_path = Path(comm_groups) if comm_groups else Path(str(trace_or_prefix) + COMM_GROUPS_SUFFIX)
         groups = None
         if comm_groups or cg_path.is_file():

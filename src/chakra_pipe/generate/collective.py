@@ -62,7 +62,7 @@ class CollectiveSpec:
 
     def nodes(self, rank: int) -> list:
         """The rank's nodes: the collective repeated ``iterations`` times, each after the previous."""
-        out = []
+        out: list = []
         for k in range(self.iterations):
             node = schema.Node(id=k * self.npus + rank, type=schema.COMM_COLL_NODE,
                                name=self.name if self.iterations == 1 else f"{self.name}_{k}")

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..atomic import atomic_open, write_json
+from ..console import track
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
@@ -336,9 +337,9 @@ class StageBuilder:
             self.send(f"mb{mb}.bwd.send_gradient", "prev", 2 * mb + 1, act)
         if grads:
             if self.first:
-                self._weight_grads(self.tail, m.embedding_params // tp)
+                self._weight_grads(self.tail, m.embedding_params // tp)  # type: ignore[arg-type]
             for buckets in self.buckets.values():
-                self._reduce(buckets, self.tail)
+                self._reduce(buckets, self.tail)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------
@@ -463,7 +464,7 @@ def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.Path
     groups_path = Path(f"{out_prefix}{COMM_GROUPS_SUFFIX}")
     write_json(groups_path, layout.comm_groups())
     total_nodes, total_bytes, total_flops = 0, 0, 0
-    for rank in write_order(layout.world):
+    for rank in track(write_order(layout.world), "generate llm", layout.world, "ranks"):
         stage = layout.coords(rank)[2]
         records = [header]
         if spec.metadata_node:

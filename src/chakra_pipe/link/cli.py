@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,5 +27,6 @@ def _link(args) -> int:
     from .linker import link_files
 
     stats = link_files(args.host, args.device, args.out)
-    print(f"link: {args.out}: {stats.line()}")
+    log.info("link: %s: %s", args.out, stats.line())
+    print(f"link: wrote {args.out}")
     return 0

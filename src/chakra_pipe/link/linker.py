@@ -12,6 +12,7 @@ import bisect
 import json
 import os
 from dataclasses import asdict, dataclass
+from datetime import UTC
 from typing import Any
 
 from ..atomic import atomic_open
@@ -83,17 +84,18 @@ def _check_pair(host: HostTrace, kineto: KinetoTrace) -> None:
     host_wall, kineto_wall = _host_wall_s(host), kineto.wall_start_s()
     if host_wall is not None and kineto_wall is not None and abs(host_wall - kineto_wall) > MAX_CLOCK_GAP_S:
         raise InputError(f"host trace recorded at {host.header['time']} but the Kineto trace "
-                         f"{abs(host_wall - kineto_wall) / 86400:.1f} days apart: the two files are from different runs",
+                         f"{abs(host_wall - kineto_wall) / 86400:.1f} days apart: "
+                         "the two files are from different runs",
                          file=kineto.path)
 
 
 def _host_wall_s(host: HostTrace) -> float | None:
     """The ET's ``time`` ("YYYY-MM-DD HH:MM:SS", local) read as if UTC, in epoch seconds."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     try:
         return datetime.strptime(str(host.header.get("time")), "%Y-%m-%d %H:%M:%S").replace(
-            tzinfo=timezone.utc).timestamp()
+            tzinfo=UTC).timestamp()
     except ValueError:
         return None
 
@@ -122,7 +124,7 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
     matched = mismatch = 0
     for node in linkable:
         rf = attr(node, "rf_id")
-        e = by_rf.get(rf) if isinstance(rf, int) else None
+        e = by_rf.get(rf) if isinstance(rf, int) else None  # type: ignore[assignment]
         if e is None:
             continue
         if e.name != node["name"]:

@@ -125,7 +125,7 @@ def compare(source: str, *, prefix: str | None = None, replay: Path | None = Non
         from .launcher import ReplayConfig, run_replay
 
         out = work_dir / "replay.json"
-        replayed = float(run_replay(ReplayConfig(prefix=prefix, out=out, iterations=iterations,
+        replayed = float(run_replay(ReplayConfig(prefix=prefix, out=out, iterations=iterations,  # type: ignore[arg-type]
                                                  timeout_s=timeout_s))["step_time_ns"]["median"])
         sources["replayed"] = f"replayed now ({iterations} iterations)"
     simulated = None
@@ -136,12 +136,15 @@ def compare(source: str, *, prefix: str | None = None, replay: Path | None = Non
         from ..et.traceset import TraceSet
         from ..sim import load_hardware, simulate
 
-        res = simulate(TraceSet.load(prefix), load_hardware(system, network))
+        res = simulate(TraceSet.load(prefix), load_hardware(system, network))  # type: ignore[arg-type]
         simulated = float(max(res.finish_ns, default=0))
         sources["simulated"] = f"simulated now ({Path(system).name}, {Path(network).name})"
     else:
         sources["simulated"] = None
-    per_step = (lambda x: None if x is None else x / steps)
+
+    def per_step(x: float | None) -> float | None:
+        return None if x is None else x / steps
+
     return StepTimes(captured, per_step(replayed), per_step(simulated), steps, sources)
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import write_json
-from ..errors import ChakraPipeError, EXIT_FINDINGS, InputError, StuckError
+from ..errors import EXIT_FINDINGS, ChakraPipeError, InputError, StuckError
 from ..et.traceset import TraceSet
 from ..lifecycle import make_scratch, terminate_as_exit
 from ..torchdist import resolve_backend
@@ -146,7 +146,7 @@ def _watch(procs: list[subprocess.Popen], run: Path, plan: ReplayPlan, kill_at: 
         codes = [p.poll() for p in procs]
         # Within one poll, a rank killed by a signal is the cause; the others saw its connection drop.
         failed += sorted((r for r, c in enumerate(codes) if c not in (None, 0) and r not in failed),
-                         key=lambda r: (codes[r] >= 0, r))
+                         key=lambda r: (codes[r] >= 0, r))  # type: ignore[operator]
         if all(c == 0 for c in codes):
             return
         if failed or time.monotonic_ns() > kill_at:

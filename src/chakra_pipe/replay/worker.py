@@ -60,8 +60,8 @@ def main(run_dir: str, rank: int) -> int:
             board.set(rank, st.RUNNING, iteration)
             engine.new_iteration()
             timing = run_iteration(plan, engine, deadline,
-                                   on_change=lambda busy: board.set(rank, st.RUNNING, iteration,
-                                                                    [plan.ids[i] for i in busy]))
+                                   on_change=lambda busy, it=iteration: board.set(rank, st.RUNNING, it,  # type: ignore[misc]
+                                                                                   [plan.ids[i] for i in busy]))
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             if iteration >= job["warmup"]:

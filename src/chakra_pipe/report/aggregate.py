@@ -24,7 +24,10 @@ FLOAT_COLUMNS = ("cost", "bottleneck_bandwidth_gbps", "time_x_cost", "speedup")
 INT_COLUMNS = ("npus", *NS_METRICS)
 
 
-def git_commit(cwd: str | Path = Path(__file__).resolve().parent) -> str:
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def git_commit(cwd: str | Path = _PACKAGE_DIR) -> str:
     """The commit of the chakra-pipe checkout that produced a result (``unknown`` for an installed
     package outside git) — looked up beside this file, not in the working directory, which under
     ``snakemake -d DIR`` is another folder."""

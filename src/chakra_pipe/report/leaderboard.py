@@ -114,7 +114,7 @@ def locked(path: Path) -> Iterator[None]:
 def today() -> str:
     """UTC date of the update; ``SOURCE_DATE_EPOCH`` pins it for reproducible builds and tests."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    now = dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc) if epoch else dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.fromtimestamp(int(epoch), dt.UTC) if epoch else dt.datetime.now(dt.UTC)
     return now.date().isoformat()
 
 

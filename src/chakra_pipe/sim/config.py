@@ -298,11 +298,11 @@ class MemoryConfig:
         active = mtype != "NO_MEMORY_EXPANSION"
         return cls(
             memory_type=mtype,
-            num_nodes=r.number("num-nodes", None if per_node else 0, integer=True, minimum=1 if per_node else 0),
-            num_npus_per_node=r.number("num-npus-per-node", None if per_node else 0, integer=True,
+            num_nodes=r.number("num-nodes", None if per_node else 0, integer=True, minimum=1 if per_node else 0),  # type: ignore[arg-type]
+            num_npus_per_node=r.number("num-npus-per-node", None if per_node else 0, integer=True,  # type: ignore[arg-type]
                                        minimum=1 if per_node else 0),
-            remote_mem_latency=r.number("remote-mem-latency", 0, integer=True, minimum=0),
-            remote_mem_bw=r.number("remote-mem-bw", None if active else 0, integer=True,
+            remote_mem_latency=r.number("remote-mem-latency", 0, integer=True, minimum=0),  # type: ignore[arg-type]
+            remote_mem_bw=r.number("remote-mem-bw", None if active else 0, integer=True,  # type: ignore[arg-type]
                                    minimum=1 if active else 0),
             source=source,
         )

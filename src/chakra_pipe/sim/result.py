@@ -31,12 +31,12 @@ def union_ns(intervals: list[tuple[int, int]]) -> int:
     for s, e in sorted(intervals):
         if cur_e is None or s > cur_e:
             if cur_e is not None:
-                total += cur_e - cur_s
+                total += cur_e - cur_s  # type: ignore[operator]
             cur_s, cur_e = s, e
         else:
             cur_e = max(cur_e, e)
     if cur_e is not None:
-        total += cur_e - cur_s
+        total += cur_e - cur_s  # type: ignore[operator]
     return total
 
 

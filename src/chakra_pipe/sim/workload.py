@@ -220,7 +220,6 @@ class Workload:
         self.sys.register_event(self._done(i), runtime)
 
     def roofline(self, i: int) -> None:
-        t = self.t
         num_ops, tensor_size = float(self._attr(i, "num_ops")), float(self._attr(i, "tensor_size"))
         if tensor_size == 0:
             self.finish_node(i)  # ASTRA-sim skips it as invalid

@@ -46,8 +46,8 @@ class Workload:
         if self.kind == "collective":
             args = ["collective", "--type", s["type"], "--npus", s["npus"], "--size", s["size"]]
         elif self.kind == "llm":
-            args = ["llm", "--model", s["model"], "--layers", s.get("layers", 2), "--dp", s.get("dp", 1),
-                    "--tp", s.get("tp", 1), "--pp", s.get("pp", 1)]
+            args = ["llm", "--model", s["model"], "--layers", s["layers"], "--dp", s["dp"], "--tp", s["tp"],
+                    "--pp", s["pp"]]
             if s.get("ep"):
                 args += ["--ep", s["ep"]]
         else:
@@ -106,31 +106,35 @@ class Campaign:
     @classmethod
     def from_config(cls, config: dict[str, Any], root: str | Path = ".",
                     torch_available: bool | None = None) -> Campaign:
-        """Resolve workloads, grid points, shards and baselines; errors name the config key."""
+        """Resolve workloads, grid points, shards and baselines; errors name the config key.
+
+        ``config`` must have been validated against ``workflow/schemas/config.schema.yaml`` with its
+        defaults filled in (the Snakefile does both): the schema's defaults are the only defaults.
+        """
         root = Path(root)
         if torch_available is None:
             torch_available = importlib.util.find_spec("torch") is not None
-        name = config.get("campaign", "default")
-        points_list = expand(config.get("hardware", {}).get("platforms", {}), root)
+        name = config["campaign"]
+        points_list = expand(config["hardware"]["platforms"], root)
         points = {p.id: p for p in points_list}
-        baseline = config.get("hardware", {}).get("baseline") or []
+        baseline = config["hardware"].get("baseline") or []
         baseline = [baseline] if isinstance(baseline, str) else list(baseline)
         for i, b in enumerate(baseline):
             if b not in points:
                 raise ConfigError(f"baseline point '{b}' is not a grid point", file="config",
                                   where=f"hardware.baseline[{i}]")
         notes: list[str] = []
-        capture, replay = config.get("capture", "auto"), config.get("replay", "auto")
+        capture, replay = config["capture"], config["replay"]
         if capture == "auto" and not torch_available:
             notes.append("capture skipped: PyTorch is not installed (capture: auto)")
         if replay == "auto" and not torch_available:
             notes.append("replay skipped: PyTorch is not installed (replay: auto)")
         do_capture = capture == "always" or (capture == "auto" and torch_available)
         do_replay = replay == "always" or (replay == "auto" and torch_available)
-        tracedir = config.get("tracedir", "traces")
-        shard_size = int(config.get("shard_size", 50))
+        tracedir = config["tracedir"]
+        shard_size = int(config["shard_size"])
         workloads: dict[str, Workload] = {}
-        for wname, spec in (config.get("workloads") or {}).items():
+        for wname, spec in config["workloads"].items():
             kind = spec["kind"]
             if kind == "capture" and not do_capture:
                 continue
@@ -155,9 +159,9 @@ class Campaign:
             w.baseline = next((b for b in baseline if b in ids), None)
         digest = hashlib.sha256(json.dumps({"config": config, "points": [p.to_json() for p in points_list]},
                                            sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-        return cls(name=name, tracedir=tracedir, outdir=config.get("outdir", "reports"), shard_size=shard_size,
+        return cls(name=name, tracedir=tracedir, outdir=config["outdir"], shard_size=shard_size,
                    workloads=workloads, points=points, baseline=baseline,
-                   replay_iterations=int(config.get("replay_iterations", 2)), config_sha256=digest, notes=notes)
+                   replay_iterations=int(config["replay_iterations"]), config_sha256=digest, notes=notes)
 
     # ---- plan.json ----
     def to_json(self) -> dict[str, Any]:
@@ -175,20 +179,25 @@ class Campaign:
     def write(self, path: str | Path | None = None) -> None:
         write_json(path or self.plan_path, self.to_json(), indent=1)
 
-    def sync(self) -> bool:
-        """Write ``plan.json`` only if its content changed; returns whether it wrote.
+    def _plan_text(self) -> str:
+        return json.dumps(self.to_json(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+    def is_current(self, path: str | Path | None = None) -> bool:
+        """Whether ``plan.json`` (or ``path``) already holds exactly this plan."""
+        try:
+            return Path(path or self.plan_path).read_text(encoding="utf-8") == self._plan_text()
+        except (OSError, UnicodeDecodeError):
+            return False
+
+    def sync(self, path: str | Path | None = None) -> bool:
+        """Write ``plan.json`` (or ``path``) only if its content changed; returns whether it wrote.
 
         The workflow calls this while it plans the DAG: an unchanged plan keeps its modification time,
         so nothing downstream reruns, and a changed one is in place before any job reads it.
         """
-        path = Path(self.plan_path)
-        text = json.dumps(self.to_json(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
-        try:
-            if path.read_text(encoding="utf-8") == text:
-                return False
-        except (OSError, UnicodeDecodeError):
-            pass
-        write_text(path, text)
+        if self.is_current(path):
+            return False
+        write_text(path or self.plan_path, self._plan_text())
         return True
 
     @classmethod
@@ -218,9 +227,9 @@ def _workload(name: str, spec: dict[str, Any], tracedir: str, campaign: str, do_
     if kind == "collective":
         n = spec["npus"]
     elif kind == "llm":
-        n = spec.get("dp", 1) * spec.get("tp", 1) * spec.get("pp", 1)
+        n = spec["dp"] * spec["tp"] * spec["pp"]
     elif kind == "capture":
-        n = spec.get("ranks", 2)
+        n = spec["ranks"]
     elif kind == "trace":
         n = spec["npus"]
     else:

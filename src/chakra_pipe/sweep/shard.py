@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_text
+from ..console import track
 from ..errors import ChakraPipeError
 from ..report import collectives
 from ..report.schema import COMM_TYPES, SHARD_COLUMNS
@@ -97,7 +98,7 @@ def run_shard(plan: Campaign, workload: str, shard: int, out: str | Path, prefix
     sha = traces.sha256()
     rows, coll_rows = [], []
     failed = 0
-    for point_id in w.shards[shard]:
+    for point_id in track(w.shards[shard], f"sweep {workload} shard {shard}", len(w.shards[shard]), "points"):
         point = plan.points[point_id]
         row: dict[str, Any] = {"campaign": plan.name, "workload": workload, "source": "simulated",
                                "point_id": point.id, "platform": point.platform, "backend": point.backend,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,7 @@ class FileChecker:
         # reported per node (E with --strict) and other ctrl-list defects of such a file
         # (self-links, repeats, cycles through ctrl) are downgraded to warnings.
         self.ctrl_usable = not (graph.dep_indices("ctrl")[1] < 0).any()
-        self.metadata_nodes: dict[int, object] = {}
+        self.metadata_nodes: dict[int, Any] = {}  # decoded protobuf Nodes
         self.metadata_groups: dict[str, list[int]] = {}
         self.informational_kinds: dict[tuple[str, str | None], list[int]] = {}
 
@@ -122,7 +123,7 @@ class FileChecker:
         expected = {name: kind for name, kind in CANONICAL_KINDS.items() if name not in columns}
         odd = self.informational_kinds
         for i, (s, n, p) in enumerate(zip(starts, lengths, prefix)):
-            decoded = parse_node(buf[s:s + n], path, s - p)
+            decoded = parse_node(buf[s:s + n], path, s - p)  # type: ignore[arg-type]
             if types[i] == schema.METADATA_NODE:
                 self.metadata_nodes[i] = decoded
             for attr in decoded.attr:
@@ -301,7 +302,7 @@ class FileChecker:
                         problems.append(f"{name} missing")
                 elif k not in _INT_NUMBERS:
                     problems.append(f"{name} is {NUMBER_KIND[k]}, not an integer")
-            ok = lambda name: int(kinds[name][i]) in _INT_NUMBERS  # noqa: E731
+            ok = lambda name: int(kinds[name][i]) in _INT_NUMBERS  # noqa: E731, B023 -- called at once, in this iteration
             if t == schema.COMM_COLL_NODE and ok("comm_type") and not 0 <= values["comm_type"][i] <= 9:
                 problems.append(f"comm_type {values['comm_type'][i]} is outside CollectiveCommType 0..9")
             if ok("comm_size") and values["comm_size"][i] < 0:

@@ -102,12 +102,12 @@ def unique_edges(g: TraceGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         child = np.repeat(np.arange(len(g), dtype=np.int64), np.diff(ptr))
         keep = parent >= 0
         parts.append((parent[keep], child[keep], np.full(int(keep.sum()), control)))
-    parent, child, control = (np.concatenate(x) for x in zip(*parts))
+    parent, child, control = (np.concatenate(x) for x in zip(*parts))  # type: ignore[assignment]
     key = parent * max(len(g), 1) + child
     # Last occurrence of each pair (ctrl edges come after data edges), then stable child order.
     _, last = np.unique(key[::-1], return_index=True)
     pick = np.sort(len(key) - 1 - last)
-    return parent[pick], child[pick], control[pick]
+    return parent[pick], child[pick], control[pick]  # type: ignore[index]
 
 
 def write_graphml(g: TraceGraph, path: str | os.PathLike) -> None:

@@ -41,12 +41,12 @@ class RingCoordinator:
 
     def __init__(self, network, queue, stats, aware: bool = False):
         self.network, self.queue, self.stats = network, queue, stats
-        self._waiting: dict[tuple, dict[int, "FastRing"]] = {}
+        self._waiting: dict[tuple, dict[int, FastRing]] = {}
         self._delays: dict[tuple, list[int]] = {}
         self.aware = aware
         self._link_free: dict[tuple, int] = {}
 
-    def join(self, algo: "FastRing") -> None:
+    def join(self, algo: FastRing) -> None:
         ring = algo.ring
         key = (tuple(ring.members), algo.stream.stream_id, algo.stream.steps_finished, algo.ctype,
                algo.msg_size, algo.direction)
@@ -64,7 +64,7 @@ class RingCoordinator:
             self._delays[key] = out
         return out
 
-    def _evaluate(self, key: tuple, algos: list["FastRing"]) -> None:
+    def _evaluate(self, key: tuple, algos: list[FastRing]) -> None:
         first = algos[0]
         ring, p, steps = first.ring, first.ring.size, first.stream_count
         d = first.packet_delays()
@@ -85,13 +85,13 @@ class RingCoordinator:
                     send = recv + d[k]
             last = recv.tolist()
         else:
-            send = [s + d[0] for s in starts]
+            send = [s + d[0] for s in starts]  # type: ignore[assignment]
             recv = send
             for k in range(1, steps + 1):
-                recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]
+                recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]  # type: ignore[assignment]
                 if k < steps:
                     dk = d[k]
-                    send = [r + dk for r in recv]
+                    send = [r + dk for r in recv]  # type: ignore[assignment]
             last = recv
         self._finish(algos, last, d[steps], steps)
 
@@ -131,7 +131,7 @@ class RingCoordinator:
         self._finish(algos, recv, [pl[2][steps] for pl in plans], steps)
 
 
-    def _evaluate_aware(self, ring, first: "FastRing", d: list[int], pred: list[int], starts: list[int]) -> list[int]:
+    def _evaluate_aware(self, ring, first: FastRing, d: list[int], pred: list[int], starts: list[int]) -> list[int]:
         """FIFO links on a 1-D network (see the module docstring for when this is exact)."""
         cfg = self.network.cfg
         kind, size = cfg.topology[0], first.msg_size

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from ...errors import ConfigError
 from .algorithm import AG, AR
@@ -168,6 +169,7 @@ class Sys:
         algo = dim.algorithm
         base = algo.base
         topo = dim.basic()
+        a: Any
         if base == "ring":
             cls = FastRing if self.ring_coordinator is not None else Ring
             a = cls(ctype, self, topo, size, queue[1])

@@ -77,7 +77,8 @@ class BinaryTree:
         return me
 
     def _number(self, n: int) -> None:
-        stack, cur = [], n
+        stack: list[int] = []
+        cur: int | None = n
         while stack or cur is not None:
             while cur is not None:
                 stack.append(cur)
