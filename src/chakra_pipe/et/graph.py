@@ -604,7 +604,7 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
     node, s, end = g.attr_spans
     slow = g.slow.copy()
     if len(node) <= _SMALL:  # see _Decoder.run: few attributes decode faster one record at a time
-        slow[np.unique(node)] = True
+        slow[node] = True
     keep = ~slow[node]
     node, s, end = node[keep], s[keep], end[keep]
     if len(node):
@@ -618,7 +618,7 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
         if len(odd):
             parts.merge(odd, _AttrParts.general(arr, s[odd], end[odd]))
         if not parts.ok.all():
-            slow[np.unique(node[~parts.ok])] = True
+            slow[node[~parts.ok]] = True
         code = _name_codes(arr, parts.name_s, parts.name_l, parts.ok & ~slow[node])
         for i, name in enumerate(_KNOWN):
             sel = np.flatnonzero(code == i)

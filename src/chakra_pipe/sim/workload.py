@@ -78,7 +78,8 @@ class RankTrace:
                                  f"file (ASTRA-sim aborts loading)", file=g.path, where=f"node {ids[rec]}")
             child = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr).astype(np.int64))
             pairs.append(par.astype(np.int64) * max(n, 1) + child)  # one sortable key per (parent, child)
-        keys = np.unique(np.concatenate(pairs))  # sorted by parent, then child
+        keys = np.sort(np.concatenate(pairs))  # sorted by parent, then child; duplicates dropped next
+        keys = keys[np.concatenate((keys[:1] == keys[:1], keys[1:] != keys[:-1]))]  # np.unique imports numpy.ma
         parent_of, child_of = np.divmod(keys, max(n, 1))
         n_parents = np.bincount(child_of, minlength=n).tolist()
         child_ptr = np.concatenate([[0], np.cumsum(np.bincount(parent_of, minlength=n))]).tolist()
