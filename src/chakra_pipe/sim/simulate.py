@@ -114,7 +114,7 @@ def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_fil
     stuck = {}
     for w in workloads:
         if not w.finished:
-            ids = sorted(w.t.ids[i] for i in w.ongoing) + list(w.free)
+            ids = [w.t.ids[i] for i in (*w.ongoing, *w.free.indices())]
             if not ids:
                 ids = [w.t.ids[i] for i in range(len(w.t.ids)) if w.end[i] < 0]
             stuck[w.rank] = sorted(ids)[:STUCK_LIST_LIMIT]
