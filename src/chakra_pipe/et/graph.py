@@ -595,9 +595,22 @@ def _int_value(kind: np.ndarray, raw: np.ndarray) -> np.ndarray:
     out = np.zeros(len(kind), dtype=np.int64)
     for nums, values in (((7, 23), s32), ((9, 13, 21, 25), as64), ((11, 19), low),
                          ((15,), zig32), ((17,), zig), ((27,), (raw != 0).astype(np.int64))):
-        m = np.isin(kind, nums)
+        m = _kind_table(nums)[kind]
         out[m] = values[m]
     return out
+
+
+_KIND_TABLES: dict[tuple[int, ...], np.ndarray] = {}
+
+
+def _kind_table(nums: tuple[int, ...]) -> np.ndarray:
+    """Membership table over oneof field numbers: one gather instead of ``np.isin`` (~20 µs a call,
+    paid per attribute and rank set member: ~1 s of a 1,024-rank simulation's set-up)."""
+    table = _KIND_TABLES.get(nums)
+    if table is None:
+        table = _KIND_TABLES[nums] = np.zeros(256, dtype=bool)
+        table[list(nums)] = True
+    return table
 
 
 def _bool_list(payload: bytes) -> list[bool]:

@@ -8,7 +8,6 @@ no slot. A pass runs at start and after every completion.
 
 from __future__ import annotations
 
-import bisect
 import weakref
 from dataclasses import dataclass, field
 
@@ -20,12 +19,13 @@ from ..et.attrs import INT_KINDS, KIND_NUMBER
 from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
 from .config import all_gather_too_small
+from .ready import SLOT_NONE, ReadySet
 from .system.sys import Group
 
 S = schema
 SUPPORTED_COLLECTIVES = {S.ALL_REDUCE: "ALL_REDUCE", S.REDUCE_SCATTER: "REDUCE_SCATTER",
                          S.ALL_GATHER: "ALL_GATHER", S.ALL_TO_ALL: "ALL_TO_ALL"}
-SLOT_NONE, SLOT_CPU, SLOT_GPU, SLOT_COMM = -1, 0, 1, 2
+SLOT_CPU, SLOT_GPU, SLOT_COMM = 0, 1, 2
 SLOT_NAMES = {SLOT_NONE: "recv", SLOT_CPU: "cpu", SLOT_GPU: "gpu", SLOT_COMM: "comm"}
 TAG_MODULUS = 500_000_000
 _INT_KIND_TABLE = np.zeros(256, dtype=bool)
@@ -47,6 +47,9 @@ class RankTrace:
     involved_dim: dict[int, list[bool]]
     n_parents: list[int]
     children: list[list[int]]
+    slot_of: list[int]  # SLOT_* of each node
+    pos: list[int]  # rank of each node in ascending id order (the issue order)
+    index: list[int]  # node index at each such rank
     graph_ref: weakref.ref = field(repr=False)  # weak: the column cache must not keep traces alive
 
     @property
@@ -79,15 +82,21 @@ class RankTrace:
                                  f"file (ASTRA-sim aborts loading)", file=g.path, where=f"node {ids[rec]}")
             child = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr).astype(np.int64))
             pairs.append(par.astype(np.int64) * max(n, 1) + child)  # one sortable key per (parent, child)
-        keys = np.unique(np.concatenate(pairs))  # sorted by parent, then child
+        keys = np.sort(np.concatenate(pairs))  # sorted by parent, then child; duplicates dropped next
+        keys = keys[np.concatenate((keys[:1] == keys[:1], keys[1:] != keys[:-1]))]  # np.unique imports numpy.ma
         parent_of, child_of = np.divmod(keys, max(n, 1))
         n_parents = np.bincount(child_of, minlength=n).tolist()
         child_ptr = np.concatenate([[0], np.cumsum(np.bincount(parent_of, minlength=n))]).tolist()
         flat = child_of.tolist()
         children = [flat[child_ptr[i]:child_ptr[i + 1]] for i in range(n)]
+        slot_of = np.where(g.types == S.COMP_NODE, np.where(g.is_cpu_op, SLOT_CPU, SLOT_GPU),
+                           np.where(g.types == S.COMM_RECV_NODE, SLOT_NONE, SLOT_COMM))
+        order = np.argsort(g.ids, kind="stable")
+        pos = np.empty(n, dtype=np.int64)
+        pos[order] = np.arange(n, dtype=np.int64)
         return cls(str(g.path), ids, g.types.tolist(), g.duration_micros.tolist(),
                    g.is_cpu_op.tolist(), attrs, has, dict(g.pg_name), dict(g.involved_dim),
-                   n_parents, children, weakref.ref(g))
+                   n_parents, children, slot_of.tolist(), pos.tolist(), order.tolist(), weakref.ref(g))
 
 
 class FifoServer:
@@ -109,8 +118,10 @@ class Workload:
         self.res = result
         n = len(trace.ids)
         self.waiting = list(trace.n_parents)
-        self.idx = {nid: i for i, nid in enumerate(trace.ids)}
-        self.free: list[int] = sorted(trace.ids[i] for i in range(n) if self.waiting[i] == 0)
+        self.free = ReadySet(trace.pos, trace.index, trace.slot_of)
+        for i in range(n):
+            if self.waiting[i] == 0:
+                self.free.add(i)
         self.ongoing: set[int] = set()
         self.slots = [0, 0, 0]
         self.tics_gpu = 0
@@ -126,12 +137,7 @@ class Workload:
 
     # -- slots ------------------------------------------------------------------------------------
     def slot(self, i: int) -> int:
-        ty = self.t.types[i]
-        if ty == S.COMP_NODE:
-            return SLOT_CPU if self.t.cpu[i] else SLOT_GPU
-        if ty == S.COMM_RECV_NODE:
-            return SLOT_NONE
-        return SLOT_COMM
+        return self.t.slot_of[i]
 
     # -- driving ----------------------------------------------------------------------------------
     def fire(self) -> None:
@@ -141,11 +147,7 @@ class Workload:
         self.check_finished()
 
     def issue_free(self) -> None:
-        for nid in list(self.free):
-            i = self.idx[nid]
-            s = self.slot(i)
-            if s == SLOT_NONE or self.slots[s] == 0:
-                self.issue(i, s)
+        self.free.issue_pass(self.slots, self.issue)
 
     def check_finished(self) -> None:
         # Fix of quirk 1: a skipped METADATA/INVALID node frees its children without a new pass;
@@ -169,21 +171,21 @@ class Workload:
         self.check_finished()
 
     def finish_node(self, i: int) -> None:
-        s = self.slot(i)
+        s = self.t.slot_of[i]
         if s != SLOT_NONE:
             self.slots[s] -= 1
         self.ongoing.discard(i)
-        self.end[i] = self.sys.now
+        self.end[i] = self.sys.queue.now
         self.done_count += 1
+        waiting = self.waiting
         for c in self.t.children[i]:
-            self.waiting[c] -= 1
-            if self.waiting[c] == 0:
-                bisect.insort(self.free, self.t.ids[c])
+            waiting[c] -= 1
+            if not waiting[c]:
+                self.free.add(c)
 
     # -- issue ------------------------------------------------------------------------------------
     def issue(self, i: int, s: int) -> None:
         t = self.t
-        self.free.remove(t.ids[i])
         self.ongoing.add(i)
         if s != SLOT_NONE:
             self.slots[s] += 1

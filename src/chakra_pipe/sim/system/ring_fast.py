@@ -48,7 +48,7 @@ class RingCoordinator:
 
     def join(self, algo: FastRing) -> None:
         ring = algo.ring
-        key = (tuple(ring.members), algo.stream.stream_id, algo.stream.steps_finished, algo.ctype,
+        key = (ring.key, algo.stream.stream_id, algo.stream.steps_finished, algo.ctype,
                algo.msg_size, algo.direction)
         members = self._waiting.setdefault(key, {})
         members[ring.index_of(algo.id)] = algo
@@ -56,11 +56,11 @@ class RingCoordinator:
             del self._waiting[key]
             self._evaluate(key, [members[i] for i in range(ring.size)])
 
-    def _net_delays(self, members: tuple, size: int, direction: int, ring) -> list[int]:
-        key = (members, size, direction)
+    def _net_delays(self, size: int, direction: int, ring) -> list[int]:
+        key = (ring.key, size, direction)
         out = self._delays.get(key)
         if out is None:
-            out = [self.network.delay(ring.sender(m, direction), m, size) for m in members]
+            out = [self.network.delay(ring.sender(m, direction), m, size) for m in ring.members]
             self._delays[key] = out
         return out
 
@@ -73,7 +73,7 @@ class RingCoordinator:
         if self.aware:
             self._finish(algos, self._evaluate_aware(ring, first, d, pred, starts), d[steps], steps)
             return
-        net = self._net_delays(key[0], first.msg_size, first.direction, ring)
+        net = self._net_delays(first.msg_size, first.direction, ring)
         if p >= NUMPY_FROM:
             send = np.asarray(starts, dtype=np.int64) + d[0]
             netv = np.asarray(net, dtype=np.int64)
@@ -104,7 +104,7 @@ class RingCoordinator:
     def join_planned(self, algo) -> None:
         """Like :meth:`join` for algorithms whose peer and size change per step (``plan()``)."""
         ring = algo.ring
-        key = (tuple(ring.members), algo.stream.stream_id, algo.stream.steps_finished, algo.ctype,
+        key = (ring.key, algo.stream.stream_id, algo.stream.steps_finished, algo.ctype,
                algo.data_size, type(algo).__name__)
         members = self._waiting.setdefault(key, {})
         members[ring.index_of(algo.id)] = algo

@@ -147,7 +147,8 @@ class Sys:
         if group is not None and len(group.members) != self.total_nodes:
             plan = group.plans.get(ctype)
             if plan is None:
-                plan = group.plans[ctype] = LogicalTopology.group_ring(self.id, group.members, algos)
+                plan = group.plans[ctype] = LogicalTopology.group_ring(self.id, group.members, algos,
+                                                                       self.shared_rings)
             return plan
         plan = self._topologies.get(ctype)
         if plan is None:
