@@ -12,7 +12,7 @@ from test_convert_whatif import ddp_pair
 
 from chakra_pipe.et import read_trace, schema
 
-CLI = [sys.executable, "-m", "chakra_pipe.cli", "convert", "pytorch"]
+CLI = [sys.executable, "-m", "chakra_pipe.cli", "-v", "convert", "pytorch"]  # -v: the link statistics
 
 
 def _write_pair(folder: Path, host_name: str, device_name: str, ranks: int = 2) -> None:
@@ -35,7 +35,7 @@ def test_known_layouts_link_and_convert_every_rank(tmp_path, host, device):
     _write_pair(tmp_path / "in", host, device)
     r = _convert(tmp_path / "in", tmp_path / "out" / "w")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("convert: link: host ops matched 5/5") == 2  # linked, not host-only
+    assert r.stderr.count("convert: link: host ops matched 5/5") == 2  # linked, not host-only
     _, nodes = read_trace(tmp_path / "out" / "w.1.et")
     assert {n.name: n.duration_micros for n in nodes if n.type == schema.COMP_NODE}["aten::mm"] == 300
 
@@ -45,10 +45,10 @@ def test_explicit_patterns(tmp_path):
     r = _convert(tmp_path / "in", tmp_path / "w", "--host-pattern", "et_{rank}.trace.json",
                  "--device-pattern", "kt-{rank}.json")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("host ops matched 5/5") == 2 and (tmp_path / "w.1.et").is_file()
+    assert r.stderr.count("host ops matched 5/5") == 2 and (tmp_path / "w.1.et").is_file()
     # Host only: the Kineto files are not picked up without --device-pattern.
     r = _convert(tmp_path / "in", tmp_path / "h", "--host-pattern", "et_{rank}.trace.json")
-    assert r.returncode == 0 and "link:" not in r.stdout
+    assert r.returncode == 0 and "link:" not in r.stderr
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -61,6 +61,8 @@ def _pytorch(args) -> int:
         summary = convert_file(args.input, args.out)
     for stats in summary.links:
         logging.getLogger(__name__).info("convert: link: %s", stats.line())
+        if stats.comm_wait_us:
+            print(f"convert: link: {stats.wait_line()}")
     print(f"convert: {summary.line()}; comm groups {summary.comm_groups}")
     return 0
 

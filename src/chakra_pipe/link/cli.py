@@ -28,5 +28,5 @@ def _link(args) -> int:
 
     stats = link_files(args.host, args.device, args.out)
     log.info("link: %s: %s", args.out, stats.line())
-    print(f"link: wrote {args.out}")
+    print(f"link: wrote {args.out}" + (f"; {stats.wait_line()}" if stats.comm_wait_us else ""))
     return 0

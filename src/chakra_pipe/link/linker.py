@@ -63,9 +63,12 @@ class LinkStats:
                 + f", GPU ops attached {self.attached}/{self.gpu_ops}"
                 + (f", {self.sync_deps} host ops wait for the GPU" if self.sync_deps else "")
                 + (f", {self.no_launch} without a launch record" if self.no_launch else "")
-                + (f", communication wait {self.comm_wait_us / 1e3:.3f} ms ({self.comm_idle_us / 1e3:.3f} ms idle "
-                   f"while a collective ran, {self.comm_call_us / 1e3:.3f} ms in collective calls)"
-                   if self.comm_wait_us else ""))
+                + (f", {self.wait_line()}" if self.comm_wait_us else ""))
+
+    def wait_line(self) -> str:
+        """The measured communication wait: a result (what a network what-if can shorten), not a diagnostic."""
+        return (f"communication wait {self.comm_wait_us / 1e3:.3f} ms ({self.comm_idle_us / 1e3:.3f} ms idle "
+                f"while a collective ran, {self.comm_call_us / 1e3:.3f} ms in collective calls)")
 
 
 def _pct(part: int, whole: int) -> str:
