@@ -67,7 +67,7 @@ SlurmdLogFile=$state/log/slurmd.log
 SlurmctldTimeout=30
 SlurmdTimeout=30
 InactiveLimit=0
-MinJobAge=60
+MinJobAge=300
 KillWait=5
 Waittime=0
 # More tasks than cores: the node's CPUs are shared (the tests run 4 ranks on small machines).

@@ -22,15 +22,14 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "chakra_pipe"
 # (file relative to the package, enclosing function): line numbers move, functions rarely do.
 ALLOWED_DIRECT_WRITES = {
     ("atomic.py", "_create_temp"): "the atomic writer's own temporary file",
-    ("replay/launcher.py", "_write_job"): "worker inputs in the run's private scratch folder, read only by "
-                                          "workers this call starts afterwards",
-    ("replay/launcher.py", "_spawn"): "a worker's live log stream in the scratch folder",
+    ("launch/ranks.py", "_run"): "job.json in the run's private folder, read only by workers started afterwards",
+    ("launch/ranks.py", "_spawn"): "a worker's live log stream in the run's private folder",
+    ("replay/launcher.py", "prepare"): "a rank's plan in the run's private folder, read only by the worker "
+                                       "started afterwards",
     ("replay/status.py", "create"): "the replay status board, a fixed-size file the ranks mmap and update in place",
     ("replay/status.py", "__init__"): "opening that status board for mmap (read-write for a rank, read-only for the "
                                       "launcher)",
     ("report/leaderboard.py", "locked"): "an empty lock file, opened only to flock it",
-    ("capture/runner.py", "_worker"): "per-rank timing and error notes in the scratch folder, read by the parent "
-                                      "after the worker exits",
 }
 
 

@@ -11,16 +11,21 @@ rule capture:
         model=lambda wc: workload(wc).spec["model"],
         ranks=lambda wc: workload(wc).npus,
         steps=lambda wc: workload(wc).spec.get("steps", 2),
-    threads: 2
+        launcher=rank_launcher,
+    threads: rank_tasks
     resources:
-        mem_mb=4000,
+        tasks=rank_tasks,
+        cpus_per_task=1,
+        mpi="srun",
+        mem_mb=rank_mem_mb,
+        gpu=rank_gpus,
     conda:
         "../envs/chakra-pipe.yaml"
     log:
         f"{LOGS}/capture/{{workload}}.log",
     shell:
-        "chakra-pipe capture --model {params.model} --ranks {params.ranks} --steps {params.steps}"
-        " --out {output} > {log} 2>&1"
+        "chakra-pipe capture --model {params.model:q} --ranks {params.ranks:q} --steps {params.steps:q}"
+        " --launcher {params.launcher:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule link:

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from ..atomic import write_bytes
 from ..errors import ChakraPipeError, EXIT_FINDINGS
 from . import rankenv
 
@@ -115,6 +116,8 @@ def launch(job: RankJob, launcher: str, run_parent: Path | None = None) -> Itera
         raise LaunchError(f"{where.source} started {where.world_size} ranks; the job needs {job.world_size}",
                           where="--launcher env")
     host_rank0 = where is None or where.rank == 0
+    if host_rank0 and run_parent is not None:
+        run_parent.mkdir(parents=True, exist_ok=True)
     run = Path(tempfile.mkdtemp(prefix=".chakra-ranks-", dir=run_parent if host_rank0 else None))
     procs: dict[int, subprocess.Popen] = {}
     try:
@@ -283,7 +286,7 @@ class _Exchange:
             o = Outcome(**{**d, "order": tuple(d["order"])})
             if o.code == 0:
                 for name in self.job.outputs(r):
-                    (self.run / name).write_bytes(self._call(self.store.get, f"file/{r}/{name}"))
+                    write_bytes(self.run / name, self._call(self.store.get, f"file/{r}/{name}"))
             got[r] = o
         return got
 
