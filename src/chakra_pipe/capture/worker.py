@@ -60,7 +60,12 @@ def main(run_dir: str, rank: int, local_rank: int) -> int:
 def _capture(run: Path, job: dict, rank: int, local_rank: int) -> None:
     import torch
     import torch.distributed as dist
-    from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, schedule
+    from torch.profiler import (
+        ExecutionTraceObserver,
+        ProfilerActivity,
+        profile,
+        schedule,
+    )
 
     torch.set_num_threads(1)
     world, steps, model = job["world_size"], job["steps"], job["model"]

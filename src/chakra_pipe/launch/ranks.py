@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..atomic import write_bytes
-from ..errors import ChakraPipeError, EXIT_FINDINGS
+from ..errors import EXIT_FINDINGS, ChakraPipeError
 from . import rankenv
 
 GRACE_S = 1.0  # how long surviving ranks get to report where they were after a failure
@@ -123,7 +123,7 @@ def launch(job: RankJob, launcher: str, run_parent: Path | None = None) -> Itera
     try:
         with terminate_as_exit():
             outcomes = _run(job, where, run, procs)
-        if outcomes is not None and any(o.failed for o in outcomes):
+        if outcomes is not None and any(o.code != 0 for o in outcomes):  # failed, stopped or lost
             raise job.failure(outcomes)
         if where is not None and where.rank != 0:
             yield None
@@ -171,7 +171,7 @@ def _spawn(module: str, run: Path, ranks: list[int], local_rank: int | None) -> 
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     procs = {}
     for r in ranks:
-        log = open(run / f"log.{r}.txt", "wb")
+        log = open(run / f"log.{r}.txt", "wb")  # noqa: SIM115 - closed below once the child holds it
         with log:
             procs[r] = subprocess.Popen(
                 [sys.executable, "-m", module, str(run), str(r), str(r if local_rank is None else local_rank)],

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import write_json
-from ..errors import ChakraPipeError, EXIT_FINDINGS, InputError, StuckError
+from ..errors import EXIT_FINDINGS, ChakraPipeError, InputError, StuckError
 from ..et.traceset import TraceSet
 from ..launch import rankenv
 from ..launch.ranks import Outcome, first_failure, launch
