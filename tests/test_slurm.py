@@ -186,6 +186,38 @@ def test_scancel_mid_replay_ends_every_task_and_the_rerun_completes(slurm, tmp_p
     assert json.loads(out.read_text())["trace"]["ranks"] == 2
 
 
+def _error_line(res: subprocess.CompletedProcess) -> str:
+    return [x for x in res.stderr.splitlines() if x.startswith("chakra-pipe ")][-1]
+
+
+def test_failures_are_named_the_same_through_srun_as_locally(slurm, tmp_path):
+    """A replay timeout (exit 3, where every rank was) and a capture rank that raised (exit 2, that
+    rank and its exception, not its peer's knock-on error): same line, same status, nothing left."""
+    pytest.importorskip("torch", reason="replay and capture need torch: pip install 'chakra-pipe[torch]'")
+    sys.path.insert(0, str(REPO / "tests"))
+    from test_replay_plan import coll, comp, write_set
+
+    from chakra_pipe.et import schema
+
+    stall = write_set(tmp_path, [[comp(0, 1), coll(1, schema.ALL_REDUCE, 4096)],
+                                 [comp(0, 600_000_000), coll(1, schema.ALL_REDUCE, 4096, data=[0])]], name="stall")
+    script = tmp_path / "bad.py"
+    script.write_text("import torch\nimport torch.distributed as dist\n\ndef train_step(rank, world_size):\n"
+                      "    if rank == 1:\n        raise ValueError('bad batch')\n    dist.all_reduce(torch.ones(4))\n")
+    lines = {}
+    for how in ("local", "srun"):
+        out = tmp_path / f"{how}.json"
+        rep = run(cli("replay", stall, "--timeout", "10", "--launcher", how, "--out", str(out)), slurm)
+        cap = run(cli("capture", "--model", str(script), "--ranks", "2", "--backend", "gloo", "--launcher", how,
+                      "--out", str(tmp_path / "cap")), slurm)
+        assert (rep.returncode, cap.returncode) == (3, 2), rep.stderr + cap.stderr
+        assert not out.exists() and not list((tmp_path / "cap").iterdir())
+        lines[how] = (_error_line(rep), _error_line(cap))
+    assert lines["srun"] == lines["local"]
+    assert "rank 0 at node 1 'coll1' (COMM_COLL_NODE ALL_REDUCE) in iteration 0" in lines["local"][0]
+    assert lines["local"][1].endswith("rank 1: ValueError: bad batch")
+
+
 SMOKE_OUTPUTS = ("results.csv", "leaderboard.csv", "leaderboard.md", "summary.json")
 
 
