@@ -89,6 +89,22 @@ start_munge() {
         --seed-file="$state/munge/munged.seed"
 }
 
+# Clients read /etc/slurm/slurm.conf unless SLURM_CONF says otherwise, and Snakemake's SLURM plugin
+# deletes every SLURM_* variable before it submits: link the default path to our file when it is free.
+link_default_conf() {
+    local etc=/etc/slurm/slurm.conf
+    if [ -L "$etc" ] && [ "$(readlink "$etc")" = "$conf" ]; then
+        return 0
+    fi
+    if [ -e "$etc" ] || [ -L "$etc" ]; then
+        echo ".ci/slurm.sh: $etc is not ours; clients need SLURM_CONF=$conf" >&2
+        return 0
+    fi
+    mkdir -p /etc/slurm
+    ln -s "$conf" "$etc"
+    echo "$etc" >"$state/linked"
+}
+
 start() {
     if [ -f "$state/pids" ]; then
         stop
@@ -98,6 +114,7 @@ start() {
     start_munge
     # The daemons find munge's socket through their auth option; clients through the same option.
     sed -i "1a AuthInfo=socket=$state/munge/munge.socket" "$conf"
+    link_default_conf
     export SLURM_CONF="$conf"
     slurmctld -f "$conf"
     slurmd -f "$conf"
@@ -137,6 +154,12 @@ stop() {
         kill -9 "$pid" 2>/dev/null || true
     done
     rm -f "$state/pids"
+    if [ -f "$state/linked" ]; then
+        local etc
+        etc="$(cat "$state/linked")"
+        [ -L "$etc" ] && [ "$(readlink "$etc")" = "$conf" ] && rm -f "$etc"
+        rm -f "$state/linked"
+    fi
     echo ".ci/slurm.sh: stopped ${pids[*]}"
 }
 
