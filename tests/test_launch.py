@@ -93,6 +93,26 @@ def test_the_rank_that_caused_a_failure_is_named_before_ranks_that_lost_it():
     assert first_failure([_o(0, 0), _o(1, -9, stopped=True)]) is None  # stopped ranks are no failure
 
 
+def test_srun_starts_one_step_with_a_task_per_rank_and_a_gpu_per_task_on_nccl():
+    from chakra_pipe.launch.srun import gpus_per_task, srun_command
+
+    cmd = srun_command(["replay", "p", "--out", "r.json"], 4, gpus_per_task("nccl", {}))
+    assert cmd[:2] == ["srun", "--ntasks=4"] and "--gpus-per-task=1" in cmd
+    assert cmd[-7:] == ["chakra_pipe.cli", "replay", "p", "--out", "r.json", "--launcher", "env"]
+    assert gpus_per_task("gloo", {"SLURM_GPUS_ON_NODE": "4"}) == 0
+    assert gpus_per_task("auto", {"SLURM_GPUS_ON_NODE": "4"}) == 1  # inside a GPU allocation
+    assert gpus_per_task("auto", {}) == 0
+    assert not any(a.startswith("--gpus") for a in srun_command(["capture"], 2, 0))
+
+
+def test_srun_launcher_without_slurm_is_one_clear_line(tmp_path, capsys, monkeypatch):
+    from chakra_pipe.cli import main
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no srun anywhere
+    assert main(["capture", "--model", "mlp", "--ranks", "2", "--launcher", "srun", "--out", str(tmp_path / "c")]) == 2
+    assert capsys.readouterr().err.strip() == "chakra-pipe capture: error: --launcher: --launcher srun needs SLURM's srun on PATH"
+
+
 torch = pytest.importorskip("torch", reason="the launcher's process tests need torch: pip install 'chakra-pipe[torch]'")
 
 

@@ -119,8 +119,8 @@ def run_capture(cfg: CaptureConfig) -> Path | None:
             return None
         times = [json.loads(times_path(run, r).read_text()) for r in range(cfg.ranks)]
         for r in range(cfg.ranks):
-            for path in (host_path, kineto_path):
-                os.replace(path(run, r), path(cfg.out, r))
+            for place in (host_path, kineto_path):
+                os.replace(place(run, r), place(cfg.out, r))
     wall_s = time.perf_counter() - wall0
     summary = {
         "world_size": cfg.ranks,

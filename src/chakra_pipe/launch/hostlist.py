@@ -45,7 +45,7 @@ def _expand_one(part: str, whole: str) -> list[str]:
         raise InputError(f"unbalanced '[' in host list {whole!r}", where="SLURM_STEP_NODELIST")
     head, body, tail = part[:open_at], part[open_at + 1:close_at], part[close_at + 1:]
     tails = _expand_one(tail, whole) if tail else [""]
-    out = []
+    out: list[str] = []
     for item in body.split(","):
         lo, sep, hi = item.partition("-")
         if not lo.isdigit() or (sep and not hi.isdigit()):

@@ -82,8 +82,14 @@ class RankJob(Protocol):
     read ``RUN_DIR/job.json`` and write ``error.<rank>.json`` (with ``message`` and ``peer``) on failure."""
 
     worker_module: str
-    world_size: int
-    timeout_s: float
+
+    @property
+    def world_size(self) -> int:
+        """Number of ranks."""
+
+    @property
+    def timeout_s(self) -> float:
+        """The whole run's deadline, from the start."""
 
     def settings(self) -> dict:
         """Job-specific keys for job.json."""
