@@ -228,7 +228,7 @@ def _worker_pids(parent: int) -> dict[int, tuple[int, str]]:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         if ppid == parent and b"chakra_pipe.replay.worker" in argv:
-            found[int(argv[-2])] = (int(entry), argv[-3].decode())
+            found[int(argv[-3])] = (int(entry), argv[-4].decode())  # ... RUN_DIR RANK LOCAL_RANK
     return found
 
 

@@ -24,15 +24,14 @@ ALLOWED_DIRECT_WRITES = {
     ("atomic.py", "_create_temp"): "the atomic writer's own temporary file",
     ("lifecycle.py", "_discard"): "/dev/null, opened to stand in for a stdout whose reader went away",
     ("atomic.py", "atomic_open"): "a FIFO or character device, written straight: there is no file to replace",
-    ("replay/launcher.py", "_write_job"): "worker inputs in the run's private scratch folder, read only by "
-                                          "workers this call starts afterwards",
-    ("replay/launcher.py", "_spawn"): "a worker's live log stream in the scratch folder",
+    ("launch/ranks.py", "_run"): "job.json in the run's private folder, read only by workers started afterwards",
+    ("launch/ranks.py", "_spawn"): "a worker's live log stream in the run's private folder",
+    ("replay/launcher.py", "prepare"): "a rank's plan in the run's private folder, read only by the worker "
+                                       "started afterwards",
     ("replay/status.py", "create"): "the replay status board, a fixed-size file the ranks mmap and update in place",
     ("replay/status.py", "__init__"): "opening that status board for mmap (read-write for a rank, read-only for the "
                                       "launcher)",
     ("report/leaderboard.py", "locked"): "an empty lock file, opened only to flock it",
-    ("capture/runner.py", "_worker"): "per-rank timing and error notes in the scratch folder, read by the parent "
-                                      "after the worker exits",
     ("sim/astrasim.py", "open"): "log.log / err.log are append-only logs like spdlog's file sinks (runs share a folder)",
     ("sim/astrasim.py", "run"): "a closed stdout (| head) is pointed at /dev/null so the exit flush cannot fail",
 }

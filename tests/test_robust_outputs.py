@@ -211,13 +211,13 @@ def test_next_write_sweeps_temporaries_of_killed_writers(tmp_path):
 
 
 def test_scratch_folders_of_dead_runs_are_removed(tmp_path):
-    dead = tmp_path / f"chakra-replay-{_dead_pid()}-abc"
-    live = tmp_path / f"chakra-replay-{os.getpid()}-abc"
-    other = tmp_path / "chakra-replay-notes"
+    dead = tmp_path / f".chakra-ranks-{_dead_pid()}-abc"
+    live = tmp_path / f".chakra-ranks-{os.getpid()}-abc"
+    other = tmp_path / ".chakra-ranks-notes"
     for d in (dead, live, other):
         d.mkdir()
         (d / "job.pkl").write_bytes(b"x")
-    assert sweep_dead_scratch("chakra-replay-", str(tmp_path)) == [dead]
+    assert sweep_dead_scratch(".chakra-ranks-", str(tmp_path)) == [dead]
     assert live.exists() and other.exists()
 
 
@@ -263,7 +263,7 @@ def test_sigterm_mid_replay_removes_its_scratch_folder_and_ranks(tmp_path):
         (tmp_path / f"long.{r}.et").write_bytes(c.encode([c.comp(1, [], 30_000_000)]))
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    stale = scratch / f"chakra-replay-{_dead_pid()}-old"  # what a SIGKILLed replay left
+    stale = scratch / f".chakra-ranks-{_dead_pid()}-old"  # what a SIGKILLed replay left
     stale.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "chakra_pipe.cli", "replay", str(tmp_path / "long"),
                              "--iterations", "1", "--warmup", "0", "--backend", "gloo", "--timeout", "120",
@@ -271,12 +271,12 @@ def test_sigterm_mid_replay_removes_its_scratch_folder_and_ranks(tmp_path):
                             env={**os.environ, "TMPDIR": str(scratch)})
     deadline = time.monotonic() + 60
     while proc.poll() is None and time.monotonic() < deadline and \
-            not any((d / "log.1.txt").exists() for d in scratch.glob("chakra-replay-*")):
+            not any((d / "log.1.txt").exists() for d in scratch.glob(".chakra-ranks-*")):
         time.sleep(0.1)
     assert not stale.exists(), "the next replay did not remove a dead replay's scratch folder"
     time.sleep(1)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err
-    assert not list(scratch.glob("chakra-replay-*")), "SIGTERM left the replay's scratch folder"
+    assert not list(scratch.glob(".chakra-ranks-*")), "SIGTERM left the replay's scratch folder"
     assert not (tmp_path / "r.json").exists() and not leftovers(tmp_path)

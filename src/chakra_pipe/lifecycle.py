@@ -100,10 +100,10 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def make_scratch(prefix: str) -> Path:
-    """A private folder ``<tmp>/<prefix><pid>-<random>`` after removing those of dead owners."""
-    sweep_dead_scratch(prefix)
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+def make_scratch(prefix: str, parent: str | os.PathLike | None = None) -> Path:
+    """A private folder ``<parent or tmp>/<prefix><pid>-<random>`` after removing those of dead owners."""
+    sweep_dead_scratch(prefix, None if parent is None else str(parent))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
 
 
 def sweep_dead_scratch(prefix: str, parent: str | None = None) -> list[Path]:

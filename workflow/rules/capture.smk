@@ -9,18 +9,23 @@ rule capture:
         f"{LOGS}/capture/{{workload}}.log",
     wildcard_constraints:
         workload=name_pattern(CAMPAIGN.of_kind("capture")),
-    conda:
-        "../envs/chakra-pipe.yaml"
-    threads: 2
-    resources:
-        mem_mb=4000,
     params:
         model=lambda wc: workload(wc).spec["model"],
         ranks=lambda wc: workload(wc).npus,
         steps=lambda wc: workload(wc).spec["steps"],
+        launcher=rank_launcher,
+    threads: rank_tasks
+    resources:
+        tasks=rank_tasks,
+        cpus_per_task=1,
+        mpi="srun",
+        mem_mb=rank_mem_mb,
+        gpu=rank_gpus,
+    conda:
+        "../envs/chakra-pipe.yaml"
     shell:
         "chakra-pipe capture --model {params.model:q} --ranks {params.ranks:q} --steps {params.steps:q}"
-        " --out {output:q} > {log:q} 2>&1"
+        " --launcher {params.launcher:q} --out {output:q} > {log:q} 2>&1"
 
 
 # One job per rank: ranks link independently, so a cluster runs them side by side.

@@ -34,6 +34,29 @@ def workload(wildcards):
     return CAMPAIGN.workloads[wildcards.workload]
 
 
+def rank_launcher(wildcards):
+    """How capture and replay start their ranks: one SLURM job step with a task per rank (srun)
+    under the SLURM executor, every rank on this machine otherwise. A function, not a constant:
+    the executor is known only once the workflow runs, after this file was read."""
+    plugin = workflow.executor_plugin
+    return "srun" if plugin is not None and plugin.name in ("slurm", "slurm-jobstep") else "local"
+
+
+# Cluster resources of an N-rank job: a task and a CPU per rank (resource `mpi`: the job's shell
+# starts its own job step, through `--launcher srun`), memory following the rank count, and GPUs
+# from the config's `cluster.gpus_per_rank` (GPU type: the profile's `gpu_model`).
+def rank_tasks(wildcards):
+    return workload(wildcards).npus
+
+
+def rank_mem_mb(wildcards):
+    return 1000 + 1000 * workload(wildcards).npus
+
+
+def rank_gpus(wildcards):
+    return workload(wildcards).npus * config.get("cluster", {}).get("gpus_per_rank", 0)
+
+
 def trace_files(name):
     """The rank files of an existing trace set, or the folder a rule writes them to."""
     w = CAMPAIGN.workloads[name]

@@ -11,13 +11,18 @@ rule replay:
         f"{LOGS}/replay/{{workload}}.log",
     conda:
         "../envs/chakra-pipe.yaml"
-    threads: 2
-    resources:
-        mem_mb=4000,
     params:
         prefix=lambda wc: workload(wc).prefix,
         ranks=lambda wc: workload(wc).npus,
         iterations=CAMPAIGN.replay_iterations,
+        launcher=rank_launcher,
+    threads: rank_tasks
+    resources:
+        tasks=rank_tasks,
+        cpus_per_task=1,
+        mpi="srun",
+        mem_mb=rank_mem_mb,
+        gpu=rank_gpus,
     shell:
         "chakra-pipe replay {params.prefix:q} --ranks {params.ranks:q} --iterations {params.iterations:q}"
-        " --out {output:q} > {log:q} 2>&1"
+        " --launcher {params.launcher:q} --out {output:q} > {log:q} 2>&1"
