@@ -1,14 +1,29 @@
-"""Simulator speed and memory: one 1 MiB all-reduce (Ring_4chunks system) on 64/256/1,024 NPUs.
+"""Simulator speed and memory: microbenchmarks and generated LLM training steps.
 
-Prints wall time and peak traced memory per (topology, backend, NPUs), plus the optional largest
-generated trace given on the command line (``python benchmarks/simulator.py [PREFIX SYS NET]``).
+Microbenchmarks: one 1 MiB all-reduce (Ring_4chunks system) on 64/256/1,024 NPUs, wall time and peak
+traced memory per (topology, backend, NPUs), plus the optional trace given on the command line.
 Reference: ASTRA-sim takes ~12 s / 365 MB for the 1,024-NPU ring all-reduce; target <= 1 s / 200 MB.
 Set ``SIM_BENCH_EVENT=1`` to also time the message-by-message path (slow at 1,024 NPUs).
+
+Realistic cases (``--realistic``): ``chakra-pipe generate llm`` steps - llama3-8b t8d8 ZeRO-1,
+gpt3-13b t8d4, mixtral-8x7b t2d8 ep4, gpt3-175b t8 d2/d8/d16 p8 (128/512/1,024 ranks, 8 of 96 layers
+so the script stays within minutes on 2 cores) - on a 1-D switch (both backends) and a 2-D / 3-D
+switch network (unaware), ring and direct. Each case runs in a fresh process and prints wall and
+CPU seconds of ``simulate`` (trace columns included, loading excluded), messages simulated, peak RSS
+of the process, the largest finish time, and with ``--event`` whether the message-level path
+(``fast=False``) gives every rank the same finish time (run for cases up to ``--event-max`` ranks).
+ASTRA-sim's recorded figures on the same 2-core machine: 64-rank llama3-8b t8d8 on a 64-NPU switch,
+congestion-aware, ~2.5 s; 1,024-rank gpt3-175b t8d16p8 (all 96 layers) on a 3-D switch ~24 s, 207 MB.
+
+    python benchmarks/simulator.py [PREFIX SYS NET]
+    python benchmarks/simulator.py --realistic [--max-ranks N] [--event] [--event-max N]
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -56,7 +71,91 @@ def measure(ts: TraceSet, hw: HardwareConfig, fast: bool = True) -> tuple[float,
     return first, repeat, peak, max(res.finish_ns)
 
 
+# (label, generate llm flags, ranks, multi-dimensional switch sizes)
+LLM_CASES = [
+    ("llama3-8b t8d8 zero1", ["--model", "llama3-8b", "--tp", "8", "--dp", "8", "--zero", "1"], 64, [8, 8]),
+    ("gpt3-13b t8d4", ["--model", "gpt3-13b", "--tp", "8", "--dp", "4"], 32, [8, 4]),
+    ("mixtral t2d8e4", ["--model", "mixtral-8x7b", "--tp", "2", "--dp", "8", "--ep", "4"], 16, [2, 8]),
+    ("gpt3-175b t8d2p8 L8", ["--model", "gpt3-175b", "--tp", "8", "--dp", "2", "--pp", "8", "--layers", "8"], 128,
+     [8, 2, 8]),
+    ("gpt3-175b t8d8p8 L8", ["--model", "gpt3-175b", "--tp", "8", "--dp", "8", "--pp", "8", "--layers", "8"], 512,
+     [8, 8, 8]),
+    ("gpt3-175b t8d16p8 L8", ["--model", "gpt3-175b", "--tp", "8", "--dp", "16", "--pp", "8", "--layers", "8"], 1024,
+     [8, 16, 8]),
+]
+AWARE_MAX_RANKS = 128  # message by message on sub-groups: ~20 us per message
+
+
+def _llm_system(algo: str, dims: int) -> dict:
+    impl = [algo] * dims
+    return {**SYSTEM, "collective-optimization": "baseline", "local-mem-bw": 3350,
+            **{k: impl for k in ("all-reduce-implementation", "reduce-scatter-implementation",
+                                 "all-gather-implementation", "all-to-all-implementation")}}
+
+
+def _switch(sizes: list[int]) -> dict:
+    bws, lats = [400, 200, 100][:len(sizes)], [936.25, 1000, 2000][:len(sizes)]
+    return {"topology": ["Switch"] * len(sizes), "npus_count": sizes, "bandwidth": bws, "latency": lats}
+
+
+CASE_SCRIPT = """
+import json, resource, sys, time
+from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+prefix, system, network, backend, event = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
+ts = TraceSet.load(prefix)
+hw = HardwareConfig(SystemConfig.from_dict(system, source="sys"), NetworkConfig.from_dict(network, source="net"),
+                    backend=backend)
+w0, c0 = time.perf_counter(), time.process_time()
+res = simulate(ts, hw)
+wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+out = {"wall": wall, "cpu": cpu, "messages": res.messages, "finish": max(res.finish_ns),
+       "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+if event == "1":
+    out["equal"] = simulate(ts, hw, fast=False).finish_ns == res.finish_ns
+print(json.dumps(out))
+"""
+
+
+def realistic(max_ranks: int, event: bool, event_max: int) -> None:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    print(f"{'case':22s} {'ranks':>5s} {'network':12s} {'backend':8s} {'algo':6s} {'wall_s':>7s} {'cpu_s':>7s} "
+          f"{'messages':>9s} {'rss_MB':>7s} {'finish_ns':>12s} {'event=fast':>10s}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, flags, ranks, sizes in LLM_CASES:
+            if ranks > max_ranks:
+                continue
+            prefix = str(Path(tmp) / label.split()[0])
+            subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "generate", "llm", *flags, "--out", prefix],
+                           env=env, check=True, capture_output=True)
+            runs = [([ranks], "aware", "ring"), ([ranks], "unaware", "ring"), ([ranks], "unaware", "direct"),
+                    (sizes, "unaware", "ring")]
+            for dims, backend, algo in runs:
+                if backend == "aware" and ranks > AWARE_MAX_RANKS:
+                    continue
+                check = event and ranks <= event_max
+                done = subprocess.run([sys.executable, "-c", CASE_SCRIPT, prefix,
+                                       json.dumps(_llm_system(algo, len(dims))), json.dumps(_switch(dims)),
+                                       f"congestion_{backend}", "1" if check else "0"],
+                                      env=env, capture_output=True, text=True)
+                net = "switch " + "x".join(map(str, dims))
+                if done.returncode:
+                    print(f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} failed: "
+                          f"{done.stderr.strip().splitlines()[-1]}", flush=True)
+                    continue
+                r = json.loads(done.stdout.splitlines()[-1])
+                eq = ("yes" if r["equal"] else "NO") if "equal" in r else "-"
+                print(f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} {r['wall']:7.2f} {r['cpu']:7.2f} "
+                      f"{r['messages']:9d} {r['rss_mb']:7.0f} {r['finish']:12d} {eq:>10s}", flush=True)
+
+
 def main(argv: list[str]) -> None:
+    if argv and argv[0] == "--realistic":
+        rest = argv[1:]
+        max_ranks = int(rest[rest.index("--max-ranks") + 1]) if "--max-ranks" in rest else 1024
+        event_max = int(rest[rest.index("--event-max") + 1]) if "--event-max" in rest else 64
+        realistic(max_ranks, "--event" in rest, event_max)
+        return
     event_too = os.environ.get("SIM_BENCH_EVENT") == "1"
     print(f"{'topology':15s} {'backend':19s} {'npus':>5s} {'path':6s} {'first_s':>8s} {'repeat_s':>8s} "
           f"{'peak_MiB':>9s} {'finish_ns':>10s}")

@@ -56,7 +56,8 @@ def main() -> int:
                     "--dp", "8", "--out", str(prefix)], check=True, env=env, capture_output=True)
     shutil.copytree(REPO / "config" / "hardware", work / "hardware", dirs_exist_ok=True)
     axes = grid_axes(args.points)
-    config = {"campaign": "bench", "shard_size": args.shard_size, "capture": "never", "replay": "never",
+    config = {"campaign": "bench", "tracedir": "traces", "outdir": "reports", "shard_size": args.shard_size,
+              "capture": "never", "replay": "never", "replay_iterations": 1,
               "workloads": {"llama": {"kind": "trace", "prefix": str(prefix), "npus": 8}},
               "hardware": {"platforms": {"hgx": {"network": "hardware/hgx_h100/network.yml",
                                                  "system": "hardware/hgx_h100/system.json",
@@ -79,8 +80,9 @@ def main() -> int:
 
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(work),
-                          "--configfile", "bench.yaml", "--cores", str(args.cores), "--scheduler", "greedy",
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"),
+                          "-d", str(work), "--configfile", "bench.yaml", "--cores", str(args.cores),
+                          "--scheduler", "greedy",
                           "--quiet", "all"], cwd=work, env=env, capture_output=True, text=True)
     total = time.perf_counter() - t0
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -3,7 +3,8 @@
 Baseline load (the Chakra Python tools' way): read the file, walk the varint32 framing, decode every
 record with the protobuf runtime's generated classes, then collect ids, types, durations and both
 dependency lists into Python lists. Baseline write: ``SerializeToString`` per node plus the varint
-prefix (protobuf's ``_VarintBytes``, as Chakra's ``encodeMessage``) into one file. Prints best-of-N wall times, nodes/s, MB/s and the ratios (> 1 = we are faster).
+prefix (protobuf's ``_VarintBytes``, as Chakra's ``encodeMessage``) into one file. Prints best-of-N wall
+times, nodes/s, MB/s and the ratios (> 1 = we are faster).
 
     python benchmarks/trace_io.py [TRACE.et] [--repeat N]
 """

@@ -7,7 +7,6 @@ nothing is copied from our own output.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import TORCH_EXTRA
 
 from chakra_pipe.capture.plan import P2P_TAG, explicit_calls, sub_group_ranks
 from chakra_pipe.et import read_trace, schema
@@ -61,7 +61,7 @@ def test_plan_has_every_simulated_kind_a_broadcast_a_subgroup_and_a_matched_pair
 
 @pytest.fixture(scope="module")
 def torch_env():
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason=TORCH_EXTRA)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
@@ -101,14 +101,10 @@ def test_builtin_capture_converts_validates_and_simulates(model: str, tmp_path: 
         assert sum(k[2] * c for k, c in rest.items()) == gradient_bytes(model)
     assert json.loads(Path(prefix + ".comm_groups.json").read_text()) == {"1": sub_group_ranks(RANKS)}
 
-    if importlib.util.find_spec("chakra_pipe.validate") is None:
-        pytest.skip("chakra_pipe.validate not available yet")
     from chakra_pipe.validate import validate_set
     report = validate_set(prefix, strict=True)
     assert report.errors == 0
 
-    if importlib.util.find_spec("chakra_pipe.sim") is None:
-        pytest.skip("chakra_pipe.sim not available yet")
     from chakra_pipe.et import TraceSet
     from chakra_pipe.sim import load_hardware, simulate
     hw = load_hardware(DATA / "system_ring.json", DATA / "network_ring_2npus.yml")

@@ -7,6 +7,8 @@ import copy
 import random
 
 import pytest
+from test_convert_pytorch import gloo_trace
+from test_link_traces import host_obj, kineto_obj
 
 from chakra_pipe.convert.check import rank_problems
 from chakra_pipe.convert.pytorch import convert_trace
@@ -14,8 +16,6 @@ from chakra_pipe.errors import ChakraPipeError
 from chakra_pipe.link.hostet import parse_host_trace
 from chakra_pipe.link.kineto import parse_kineto
 from chakra_pipe.link.linker import link_traces
-from test_convert_pytorch import gloo_trace
-from test_link_traces import host_obj, kineto_obj
 
 JUNK = [None, "x", -5, 3.5, [], {}, [[1]], [1, 2, 3, 4, 5, 6], True, {"values": 1}, 10**30,
         float("nan"), float("inf")]
@@ -48,7 +48,7 @@ def test_mutated_host_traces_convert_or_fail_cleanly(seed: int):
                 values[rng.randrange(len(values))] = rng.choice(JUNK)
             else:
                 node[rng.choice(NODE_KEYS)] = rng.choice(JUNK)
-        outcomes.append(_convert_or_refuse(lambda: convert_trace(parse_host_trace(obj, "t.json"), 0)))
+        outcomes.append(_convert_or_refuse(lambda: convert_trace(parse_host_trace(obj, "t.json"), 0)))  # noqa: B023
     # Mutations of unused fields must still convert (a converter that refuses everything fails here),
     # and some mutations must be refused (or the junk never reached the converter).
     assert any(outcomes) and not all(outcomes)
@@ -68,7 +68,7 @@ def test_mutated_kineto_traces_link_or_fail_cleanly(seed: int):
                 ev[rng.choice(EVENT_KEYS)] = rng.choice(JUNK)
 
         def build():
-            obj, _ = link_traces(parse_host_trace(host_obj(), "h.json"), parse_kineto(k, "k.json"))
+            obj, _ = link_traces(parse_host_trace(host_obj(), "h.json"), parse_kineto(k, "k.json"))  # noqa: B023
             return convert_trace(parse_host_trace(obj, "linked.json"), 0)
         outcomes.append(_convert_or_refuse(build))
     assert any(outcomes) and not all(outcomes)

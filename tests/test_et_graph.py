@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chakra_pipe.errors import InputError
 from chakra_pipe.et import TraceSet, attrs, graph_from_bytes, load_graph, read_trace, schema
 from chakra_pipe.et import graph as graph_module
 from chakra_pipe.et.framing import encode_varint
 from chakra_pipe.et.graph import INT_ATTRS
-from chakra_pipe.errors import InputError
 
 
 def frame_all(md, node_payloads: list[bytes]) -> bytes:

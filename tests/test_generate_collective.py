@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import skip_reason
 
 from chakra_pipe.cli import main
 from chakra_pipe.errors import InputError
@@ -20,7 +21,7 @@ MICRO = Path("astra-sim/workload/microbenchmarks")
 def test_byte_identical_to_astra_sim_fixtures(fixtures_dir, tmp_path, coll, npus):
     folder = fixtures_dir / MICRO / coll / f"{npus}npus_1MB"
     if not folder.is_dir():
-        pytest.skip(f"fixture folder {folder} absent")
+        pytest.skip(skip_reason(folder))
     assert main(["generate", "collective", "--type", coll, "--npus", str(npus), "--size", "1MB",
                  "--out", str(tmp_path / coll)]) == 0
     for rank in range(npus):

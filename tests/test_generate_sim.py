@@ -7,10 +7,9 @@ import json
 
 import pytest
 
+from chakra_pipe import sim
 from chakra_pipe.et import TraceSet
 from chakra_pipe.generate import CollectiveSpec, Layout, TrainingSpec, generate_collective, generate_llm, resolve_model
-
-sim = pytest.importorskip("chakra_pipe.sim", reason="chakra_pipe.sim (simulate, load_hardware) not built yet")
 
 RING_4CHUNKS = "astra-sim/system/native_collectives/Ring_4chunks.json"
 MICRO = "astra-sim/workload/microbenchmarks"
@@ -24,7 +23,8 @@ EXPECTED_NS = {("all_reduce", 4): 43_000, ("all_reduce", 8): 64_440, ("all_reduc
 
 @pytest.mark.parametrize("coll,npus", sorted(EXPECTED_NS))
 def test_generated_microbenchmarks_simulate_like_the_fixtures(fixtures_dir, tmp_path, coll, npus):
-    hw = sim.load_hardware(fixtures_dir / RING_4CHUNKS, fixtures_dir / f"astra-sim/network/analytical/Ring_{npus}npus.yml")
+    hw = sim.load_hardware(fixtures_dir / RING_4CHUNKS,
+                           fixtures_dir / f"astra-sim/network/analytical/Ring_{npus}npus.yml")
     generate_collective(CollectiveSpec(coll, npus, 1 << 20), tmp_path / coll)
     ours = sim.simulate(TraceSet.load(tmp_path / coll), hw).finish_ns
     assert ours == [EXPECTED_NS[coll, npus]] * npus

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from chakra_pipe.convert.text import convert_text
 from chakra_pipe.errors import InputError
 from chakra_pipe.et import TraceSet, read_trace, schema
-from chakra_pipe.convert.text import convert_text
 
 #            name  res fwd  type      size ig  type      size wg  type      size upd
 LAYERS = ["l0  -1  10  ALLTOALL  100  11  ALLTOALL  101  12  ALLREDUCE 102  5",
@@ -210,8 +210,8 @@ def test_missing_file_and_bad_counts(tmp_path):
 @pytest.mark.parametrize("head", ["MICRO", "DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA",
                                   "HYBRID_DLRM 1", "HYBRID_DLRM_ENHANCED 1"])
 def test_every_policy_validates_and_simulates(fixtures_dir, tmp_path, head):
-    validate = pytest.importorskip("chakra_pipe.validate", reason="chakra_pipe.validate not built yet")
-    sim = pytest.importorskip("chakra_pipe.sim", reason="chakra_pipe.sim not built yet")
+    from chakra_pipe import sim, validate
+
     convert_text(write(tmp_path, head), 4, tmp_path / "w", num_passes=2)
     report = validate.validate_set(tmp_path / "w")
     assert report.errors == 0, "\n".join(report.lines())

@@ -146,8 +146,20 @@ def test_capture_clocks_days_apart_are_refused():
 
 
 def test_kineto_without_record_function_ids_is_refused_with_a_clear_message():
-    with pytest.raises(InputError, match="no 'Record function id'"):
+    # External ids 1, 2, 3 are not the host rf_ids 10, 11, 12: the fallback finds no agreeing name.
+    with pytest.raises(InputError, match=r"no 'Record function id'.* 0/3 agreeing op names \(0\.0%, at least 90%"):
         linked(kineto=kineto_obj(rf=False))
+
+
+def test_old_kineto_links_by_external_id_when_names_agree():
+    k = kineto_obj(rf=False)
+    for e in k["traceEvents"]:
+        if e.get("cat") in ("cpu_op", "user_annotation"):
+            e["args"]["External id"] += 9  # 1, 2, 3 -> the host rf_ids 10, 11, 12 (HTA's correlation)
+    obj, stats = linked(kineto=k)
+    assert (stats.matched, stats.correlation) == (3, "External id")
+    assert "host ops matched 3/3 (100.0%) by 'External id' == rf_id" in stats.line()
+    assert {n["id"]: n.get("inclusive_dur") for n in obj["nodes"] if n["id"] in (3, 4, 5)} == {3: 10, 4: 3, 5: 1}
 
 
 def test_fewer_than_half_matched_is_refused():
@@ -175,10 +187,13 @@ def test_cli_reports_coverage_and_exit_codes(tmp_path: Path):
     host, dev = tmp_path / "h.json", tmp_path / "k.json"
     host.write_text(json.dumps(host_obj()))
     dev.write_text(json.dumps(kineto_obj()))
-    cmd = [sys.executable, "-m", "chakra_pipe.cli", "link", "--host", str(host), "--device", str(dev)]
-    ok = subprocess.run(cmd + ["--out", str(tmp_path / "o.json.gz")], capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "chakra_pipe", "link", "--host", str(host), "--device", str(dev)]
+    quiet = subprocess.run(cmd + ["--out", str(tmp_path / "q.json.gz")], capture_output=True, text=True)
+    assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout.startswith("link: wrote ")
+    verbose = [sys.executable, "-m", "chakra_pipe", "-v", *cmd[3:]]
+    ok = subprocess.run(verbose + ["--out", str(tmp_path / "o.json.gz")], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
-    assert "host ops matched 3/3 (100.0%), GPU ops attached 3/3" in ok.stdout
+    assert "host ops matched 3/3 (100.0%), GPU ops attached 3/3" in ok.stderr  # a diagnostic, with -v
     dev.write_text(json.dumps(kineto_obj(rf=False)))
     bad = subprocess.run(cmd + ["--out", str(tmp_path / "p.json.gz")], capture_output=True, text=True)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
@@ -187,8 +202,9 @@ def test_cli_reports_coverage_and_exit_codes(tmp_path: Path):
 
 def test_fixture_pairs_without_link_ids_fail_clearly(fixtures_dir: Path):
     pt = fixtures_dir / "pytorch"
-    # linear: same pid (a matched pair) but 2023 Kineto has no rf ids.
-    with pytest.raises(InputError, match="no 'Record function id'"):
+    # linear: same pid (a matched pair) but 2023 Kineto has no rf ids, and External id == rf_id
+    # agrees on too few names for the fallback.
+    with pytest.raises(InputError, match=r"no 'Record function id'.* 218/928 agreeing op names \(23\.5%"):
         link_files(pt / "linear_et.json.gz", pt / "linear_kineto.json.gz", Path("/nonexistent/never.json"))
 
 

@@ -43,7 +43,6 @@ def test_ratios_are_per_step(inputs, tmp_path, capsys):
 
 
 def test_simulates_the_trace_when_given_hardware(fixtures_dir, tmp_path, capsys):
-    pytest.importorskip("chakra_pipe.sim")
     prefix = fixtures_dir / "astra-sim/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce"
     replay = write(tmp_path / "replay.json", {"step_time_ns": {"median": 128_880}})
     out = tmp_path / "cmp.json"

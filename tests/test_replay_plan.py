@@ -11,8 +11,19 @@ from chakra_pipe.errors import InputError, StuckError
 from chakra_pipe.et import schema, set_attr, write_trace
 from chakra_pipe.et.schema import GlobalMetadata, IOInfo, Node
 from chakra_pipe.et.traceset import TraceSet
-from chakra_pipe.replay.plan import (ACT_COLL, ACT_COMPUTE, ACT_NOOP, ACT_RECV, ACT_SEND, SLOT_COMM, SLOT_COMP,
-                                     SLOT_CPU, SLOT_NONE, build_plan, topological_order)
+from chakra_pipe.replay.plan import (
+    ACT_COLL,
+    ACT_COMPUTE,
+    ACT_NOOP,
+    ACT_RECV,
+    ACT_SEND,
+    SLOT_COMM,
+    SLOT_COMP,
+    SLOT_CPU,
+    SLOT_NONE,
+    build_plan,
+    topological_order,
+)
 
 
 def comp(nid, dur=0, cpu=False, data=(), ctrl=(), num_ops=None):

@@ -16,14 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import TORCH_EXTRA
+from test_replay_plan import coll, comp, p2p, write_set
 
 from chakra_pipe.cli import main as cli_main
 from chakra_pipe.et import get_int, read_trace, schema
 from chakra_pipe.replay.busbw import bus_factor, nccl_size
 
-from test_replay_plan import comp, coll, p2p, write_set
-
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason=TORCH_EXTRA)
 
 HARD_TIMEOUT_S = 150
 COMM_TYPES = (schema.COMM_COLL_NODE, schema.COMM_SEND_NODE, schema.COMM_RECV_NODE)
@@ -137,8 +137,6 @@ def test_generated_llm_dp_tp_trace_replays(tmp_path):
     prefix = str(tmp_path / "llm")
     gen = run_cli("generate", "llm", "--model", "llama3-8b", "--layers", "2", "--dp", "2", "--tp", "2", "--pp", "1",
                   "--hidden", "256", "--heads", "4", "--ffn", "512", "--vocab", "1024", "--seq", "64", "--out", prefix)
-    if gen.returncode != 0 and "invalid choice" in gen.stderr:
-        pytest.skip("chakra-pipe generate llm is not available yet")
     assert gen.returncode == 0, gen.stderr
     result = replay(prefix, tmp_path / "r.json", "--iterations", "3", "--compute", "ops")
     assert result["trace"]["ranks"] == 4
@@ -162,8 +160,6 @@ def test_pipeline_sends_facing_each_other_do_not_deadlock(tmp_path):
     gen = run_cli("generate", "llm", "--model", "llama3-8b", "--layers", "2", "--dp", "1", "--tp", "1", "--pp", "2",
                   "--microbatches", "4", "--hidden", "128", "--heads", "2", "--ffn", "256", "--vocab", "512",
                   "--seq", "32", "--out", prefix)
-    if gen.returncode != 0 and "invalid choice" in gen.stderr:
-        pytest.skip("chakra-pipe generate llm is not available yet")
     assert gen.returncode == 0, gen.stderr
     result = replay(prefix, tmp_path / "r.json", "--iterations", "2", "--compute", "skip")
     assert result["p2p"], "a 2-stage pipeline has sends and receives"
@@ -176,13 +172,9 @@ def capture(tmp_path_factory) -> tuple[Path, str]:
     """A 2-rank CPU capture of the MLP and its converted rank set: (capture folder, prefix)."""
     tmp = tmp_path_factory.mktemp("capture")
     cap = run_cli("capture", "--model", "mlp", "--ranks", "2", "--steps", "2", "--out", str(tmp / "cap"))
-    if cap.returncode != 0 and "invalid choice" in cap.stderr:
-        pytest.skip("chakra-pipe capture is not available yet")
     assert cap.returncode == 0, cap.stderr
     prefix = str(tmp / "conv" / "mlp")
     conv = run_cli("convert", "pytorch", "--ranks-dir", str(tmp / "cap"), "--out", prefix)
-    if conv.returncode != 0 and "invalid choice" in conv.stderr:
-        pytest.skip("chakra-pipe convert pytorch is not available yet")
     assert conv.returncode == 0, conv.stderr
     return tmp / "cap", prefix
 
@@ -236,7 +228,7 @@ def _worker_pids(parent: int) -> dict[int, tuple[int, str]]:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         if ppid == parent and b"chakra_pipe.replay.worker" in argv:
-            found[int(argv[-2])] = (int(entry), argv[-3].decode())
+            found[int(argv[-3])] = (int(entry), argv[-4].decode())  # ... RUN_DIR RANK LOCAL_RANK
     return found
 
 
@@ -374,7 +366,7 @@ def test_nccl_replay_on_gpu(tmp_path):
         pytest.skip("no CUDA device: the NCCL replay path needs a GPU")
     ranks = min(torch.cuda.device_count(), 2)
     per_rank = []
-    for r in range(ranks):
+    for _ in range(ranks):
         nodes = [comp(0, 100, num_ops=2 * 512 ** 3), coll(1, schema.ALL_REDUCE, 1 << 20, data=[0]),
                  coll(2, schema.ALL_GATHER, 1 << 16, data=[1]), coll(3, schema.REDUCE_SCATTER, ranks << 16)]
         per_rank.append(nodes)

@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-from test_robust_support import CORPUS, assert_clean, assert_no_partial_output, call_cli, corpus_builder, run_cli
+from conftest import skip_reason
+from test_robust_support import CORPUS, assert_clean, assert_no_partial_output, call_cli, run_cli
 
 MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())
 FRAMING_CASES = [name for name, case in MANIFEST.items() if case["expect"]["info"] == 2]  # undecodable files
@@ -21,7 +22,7 @@ def hardware(tmp_path_factory, fixtures_dir) -> list[str]:
     """ASTRA-sim flags for a 2-NPU ring (the corpus sets have two ranks)."""
     system = fixtures_dir / "astra-sim" / "system" / "native_collectives" / "Ring_4chunks.json"
     if not system.is_file():
-        pytest.skip(f"ASTRA-sim system fixture missing: {system}")
+        pytest.skip(skip_reason(system))
     net = tmp_path_factory.mktemp("net") / "ring2.yml"
     net.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
     return [f"--system-configuration={system}", f"--network-configuration={net}"]

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import skip_reason
 
 SYSTEM = {"scheduling-policy": "LIFO", "collective-optimization": "localBWAware", "endpoint-delay": 10,
           "active-chunks-per-dimension": 1, "preferred-dataset-splits": 4, "local-mem-bw": 1600,
@@ -82,7 +83,7 @@ def test_convert_of_a_pytorch_host_trace_twice_gives_identical_bytes(tmp_path, f
     converted alone; a live capture → link → convert is covered by the capture tests."""
     host = fixtures_dir / "pytorch" / "linear_et.json.gz"
     if not host.is_file():
-        pytest.skip(f"PyTorch fixture {host} not present")
+        pytest.skip(skip_reason(host))
     steps = [["convert", "pytorch", str(host), "--out", "conv.0.et"], ["jsonize", "conv.0.et", "conv.0.json"]]
     _run_pipeline(tmp_path / "one", "3", steps)
     _run_pipeline(tmp_path / "two", "4", steps)

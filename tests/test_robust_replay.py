@@ -14,10 +14,11 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import TORCH_EXTRA
 from test_robust_support import CORPUS, assert_clean, corpus_builder, leftovers, run_cli
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="replay needs torch")]
+              pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=TORCH_EXTRA)]
 TIMEOUT_S = 10
 
 

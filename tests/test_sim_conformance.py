@@ -1,31 +1,21 @@
 """Every row of the ASTRA-sim conformance suite reproduces per rank to the ns.
 
 The expected finish times are what ASTRA-sim's own analytical binaries printed for these inputs
-(``shared/conformance/expected.csv``); paths in the CSV are relative to the conformance folder.
+(``tests/data/conformance/expected.csv``, vendored so every clone checks them); paths in the CSV are
+relative to the conformance folder, whose ``generated/`` part our generator writes at test time.
 """
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
+from conftest import GENERATED_MICROBENCHMARK, conformance_rows, fixture_file
 
 from chakra_pipe.et.traceset import TraceSet, load_comm_groups
 from chakra_pipe.sim import load_hardware, simulate
 
-CONFORMANCE = Path(__file__).resolve().parent.parent.parent / "shared" / "conformance"
-
-
-def _rows() -> list:
-    path = CONFORMANCE / "expected.csv"
-    if not path.is_file():
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"conformance suite not found at {CONFORMANCE}"))]
-    with open(path, newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    return [pytest.param(r, id=f"{r['case']}[{r['backend']}]") for r in rows]
-
-
+ROWS = conformance_rows()
 _TRACES: dict[str, TraceSet] = {}
 
 
@@ -36,9 +26,14 @@ def _traces(prefix: Path) -> TraceSet:
     return _TRACES[key]
 
 
-@pytest.mark.parametrize("row", _rows())
-def test_conformance_row(row: dict) -> None:
-    base = CONFORMANCE
+def test_the_suite_has_all_its_rows() -> None:
+    assert len(ROWS) == 111
+    assert sum(r["workload"] == GENERATED_MICROBENCHMARK for r in ROWS) == 36
+
+
+@pytest.mark.parametrize("row", [pytest.param(r, id=f"{r['case']}[{r['backend']}]") for r in ROWS])
+def test_conformance_row(conformance_dir: Path, row: dict[str, str]) -> None:
+    base = conformance_dir
     hw = load_hardware(base / row["system"], base / row["network"],
                        base / row["remote_memory"] if row["remote_memory"] else None, backend=row["backend"])
     groups = load_comm_groups(base / row["comm_groups"]) if row["comm_groups"] else {}
@@ -46,3 +41,12 @@ def test_conformance_row(row: dict) -> None:
     expected = [int(x) for x in row["per_npu_finish_ns"].strip().split(";")]
     assert len(expected) == int(row["npus"])
     assert res.finish_ns == expected
+
+
+def test_generated_microbenchmark_is_astra_sims_own(conformance_dir: Path, fixtures_dir: Path) -> None:
+    """The rows that named ASTRA-sim's shipped all_reduce 8npus_1MB now read our generator's output:
+    the same bytes, rank by rank."""
+    upstream = fixture_file(fixtures_dir, "astra-sim/workload/microbenchmarks/all_reduce/8npus_1MB")
+    for rank in range(8):
+        ours = (conformance_dir / f"{GENERATED_MICROBENCHMARK}.{rank}.et").read_bytes()
+        assert ours == (upstream / f"all_reduce.{rank}.et").read_bytes(), f"rank {rank}"

@@ -12,15 +12,13 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import validated
 
 from chakra_pipe.cli import main
 from chakra_pipe.errors import ChakraPipeError
 from chakra_pipe.report.schema import SHARD_COLUMNS
 from chakra_pipe.sweep.campaign import Campaign
 from chakra_pipe.sweep.shard import run_shard
-
-pytest.importorskip("chakra_pipe.sim", reason="the simulator package is not installed")
-
 
 MEM_BYTES, MEM_LATENCY, MEM_BW = 1_000_000, 500, 100  # remote-mem-bw is bytes/ns (spec §5.2)
 
@@ -63,7 +61,7 @@ def plan(fixtures_dir: Path, tmp_path: Path) -> Campaign:
                             "system": str(a / "system/native_collectives/Ring_4chunks.json"),
                             "memory": str(tmp_path / "mem.json"),
                             "axes": {"memory.memory-type": ["NO_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION"]}}}}}
-    camp = Campaign.from_config(cfg, root=tmp_path, torch_available=False)
+    camp = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
     camp.write()
     return camp
 
@@ -126,3 +124,55 @@ def test_wrong_rank_count_is_refused(plan, fixtures_dir, tmp_path):
     with pytest.raises(ChakraPipeError, match="trace set has 4 ranks but the plan expects 8"):
         run_shard(plan, "ar8", 0, tmp_path / "x.csv", prefix=str(four))
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_collectives_table_per_point_rank_and_collective(plan, tmp_path):
+    """collectives.parquet: loaded with pandas, grouped by point and rank, nccl-tests bandwidths."""
+    import pandas as pd
+
+    from chakra_pipe.report.aggregate import aggregate_collectives
+    from chakra_pipe.report.collectives import UNITS, write_table
+
+    for i in range(len(plan.workloads["ar8"].shards)):
+        assert run_shard(plan, "ar8", i, plan.shard_path("ar8", i)) == 0
+    assert run_shard(plan, "mem8", 0, plan.shard_path("mem8", 0)) == 1
+    out = tmp_path / "collectives.parquet"
+    write_table(aggregate_collectives(plan), out)
+    df = pd.read_parquet(out)
+    # ar8: 3 points x 8 ranks x one 1 MiB all-reduce; mem8 has no communication
+    assert len(df) == 24 and set(df["workload"]) == {"ar8"} and set(df["comm_type"]) == {"ALL_REDUCE"}
+    assert df.groupby("point_id").size().to_dict() == {"hgx[backend=congestion_aware]": 8,
+                                                       "hgx[backend=congestion_unaware]": 8, "ring": 8}
+    ring = df[df["point_id"] == "ring"].set_index("rank")
+    assert list(ring.index) == list(range(8)) and (ring["duration_ns"] == 64440).all()  # spec §7.1
+    assert (ring["end_ns"] - ring["start_ns"] == ring["duration_ns"]).all()
+    assert (ring["group_size"] == 8).all() and (ring["comm_size_bytes"] == 1 << 20).all()
+    # nccl-tests: algbw = size / time (GB = 10^9 B), busbw = algbw x 2(n-1)/n for all-reduce
+    assert ring["algbw_GBps"].iloc[0] == pytest.approx((1 << 20) / 64440)
+    assert ring["busbw_GBps"].iloc[0] == pytest.approx((1 << 20) / 64440 * 2 * 7 / 8)
+    assert str(df["duration_ns"].dtype) == "Int64" and str(df["algbw_GBps"].dtype) == "float64"
+    import pyarrow.parquet as pq
+
+    meta = json.loads(pq.read_schema(out).metadata[b"chakra_pipe.units"])
+    assert meta == UNITS and "10^9" in meta["busbw_GBps"]
+
+
+def test_replay_collectives_rows_use_nccl_tests_bandwidths():
+    from chakra_pipe.report.collectives import frame, replayed_rows
+
+    doc = {"collectives": [{"rank": 0, "node": 7, "comm_type": "ALL_GATHER", "group": "0", "group_size": 4,
+                            "comm_size": 1000, "median_time_ns": 2000}],
+           "p2p": [{"rank": 1, "node": 3, "kind": "send", "comm_size": 500, "median_time_ns": 1000}]}
+    df = frame(replayed_rows(doc, "c", "w"))
+    ag, send = df.iloc[0], df.iloc[1]
+    assert (ag["source"], ag["point_id"], ag["backend"]) == ("replayed", "", "")
+    # all-gather: nccl-tests size = 4 x 1000 B; algbw 4000 B / 2000 ns = 2 GB/s; busbw x 3/4
+    assert (ag["nccl_size_bytes"], ag["algbw_GBps"], ag["busbw_GBps"]) == (4000, 2.0, 1.5)
+    assert pd_isna(ag["start_ns"]) and ag["duration_ns"] == 2000
+    assert (send["comm_type"], send["group_size"], send["busbw_GBps"]) == ("SEND", 2, 0.5)
+
+
+def pd_isna(x) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(x))

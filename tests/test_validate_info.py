@@ -99,7 +99,8 @@ def test_cli_text_and_json(tmp_path, capsys):
     assert cli.main(["info", str(path)]) == 0
     text = capsys.readouterr().out
     assert "nodes: 2 (COMP_NODE 2)" in text
-    assert "critical path: 7 µs (2 nodes, 1 to 2) over data deps" in text
+    assert "critical path: 7 µs (2 nodes, 1 to 2) as simulate issues it" in text
+    assert "longest dependency chain: 7 µs (2 nodes, 1 to 2) over data deps" in text
     assert cli.main(["info", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [f["nodes"] for f in doc["files"]] == [2] and doc["files"][0]["critical_path"]["data"]["micros"] == 7
@@ -111,3 +112,23 @@ def test_cli_rank_set_lists_every_rank(tmp_path, capsys):
     assert cli.main(["info", str(tmp_path / "w"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [Path(f["file"]).name for f in doc["files"]] == ["w.0.et", "w.1.et", "w.2.et"]
+
+
+def test_critical_path_follows_the_simulators_slots_and_overlap(tmp_path):
+    # Two independent GPU kernels share the one GPU slot (20 µs, not the 10 µs longest chain); the
+    # collective runs beside them on the comm slot instead of adding its 8 µs.
+    path = tmp_path / "g.et"
+    write_trace(path, schema.GlobalMetadata(version="1.0.0"), [
+        _node(1, dur=10), _node(2, dur=10),
+        _node(3, schema.COMM_COLL_NODE, comm_type=schema.ALL_REDUCE, comm_size=64, dur=8)])
+    (info,) = trace_info(path)
+    assert info["critical_path"]["data"]["micros"] == 10
+    assert info["schedule"] == {"micros": 20, "nodes": 2, "from": 1, "to": 2}
+
+
+def test_info_says_plainly_when_durations_are_absent(tmp_path, capsys):
+    path = tmp_path / "g.et"
+    write_trace(path, schema.GlobalMetadata(version="1.0.0"), [_node(1), _node(2, data=[1])])
+    assert cli.main(["info", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "critical path: none — every duration_micros is 0" in text and "0 µs" not in text

@@ -358,7 +358,7 @@ def test_simulator_refusals_are_validation_errors(tmp_path):
 
     write(tmp_path / "a.0.et", [coll(1, comm_type=schema.ALL_GATHER, size=0)])
     (f,) = [f for f in validate_set(tmp_path / "a").findings if f.is_error]
-    assert f.rule == "comm-node" and "0 for an ALL_GATHER" in f.message
+    assert f.rule == "comm-node" and "ALL_GATHER comm_size 0 B is smaller than preferred-dataset-splits" in f.message
 
     meta = schema.Node(id=5, name="## process_group:init ##", type=schema.METADATA_NODE)
     meta.inputs.values = "['[{\"pg_name\": \"tp\", \"ranks\": [0]}]']"

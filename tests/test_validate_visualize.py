@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import networkx as nx
@@ -24,7 +25,8 @@ def trace(tmp_path: Path) -> Path:
     nodes = [schema.Node(id=1, name=NAME, type=schema.COMP_NODE),
              schema.Node(id=2, name="b", type=schema.COMP_NODE, data_deps=[1]),
              schema.Node(id=3, name="c", type=schema.COMP_NODE, data_deps=[1, 2], ctrl_deps=[2]),
-             schema.Node(id=4, name="d", type=schema.COMM_COLL_NODE, ctrl_deps=[1, 99])]
+             schema.Node(id=4, name="d", type=schema.COMM_COLL_NODE, ctrl_deps=[1, 99], duration_micros=7,
+                         attr=[schema.AttributeProto(name="comm_size", int64_val=4096)])]
     path = tmp_path / "t.et"
     write_trace(path, schema.GlobalMetadata(version="1.0.0"), nodes)
     return path
@@ -65,6 +67,9 @@ def test_graphml_round_trip(trace, tmp_path):
     g = nx.read_graphml(out)
     assert g.is_directed() and set(g.nodes) == {"1", "2", "3", "4"}
     assert g.nodes["1"]["label"] == NAME
+    assert (g.nodes["4"]["type"], g.nodes["4"]["duration_micros"], g.nodes["4"]["comm_size"]) == (
+        "COMM_COLL_NODE", 7, 4096)
+    assert g.nodes["1"]["type"] == "COMP_NODE" and "comm_size" not in g.nodes["1"]
     # a control edge overrides the data edge between the same pair, as upstream
     assert {(u, v): d["dependency"] for u, v, d in g.edges(data=True)} == {
         ("1", "2"): "data", ("1", "3"): "data", ("2", "3"): "control", ("1", "4"): "control"}
@@ -78,13 +83,27 @@ def test_outputs_are_deterministic(trace, tmp_path):
         assert a.read_bytes() == b.read_bytes()
 
 
-@pytest.mark.parametrize("name", ["g.pdf", "g.png", "g"])
+@pytest.mark.parametrize("name", ["g.png", "g"])
 def test_unsupported_extension_is_a_clear_error(trace, tmp_path, capsys, name):
     out = tmp_path / name
     assert cli.main(["visualize", str(trace), str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert str(out) in err and ".dot or .graphml" in err
+    assert str(out) in err and ".dot, .graphml or .pdf" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.et"]  # nothing written, no temp files
+
+
+def test_pdf_without_graphviz_is_a_clear_error(trace, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    assert cli.main(["visualize", str(trace), str(tmp_path / "g.pdf")]) == 2
+    assert "needs Graphviz's `dot` on PATH" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.et"]
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed (apt-get install graphviz)")
+def test_pdf_with_graphviz(trace, tmp_path):
+    out = tmp_path / "g.pdf"
+    assert cli.main(["visualize", "--input_filename", str(trace), "--output_filename", str(out)]) == 0
+    assert out.read_bytes().startswith(b"%PDF")
 
 
 def test_unreadable_trace_leaves_no_output(tmp_path, capsys):

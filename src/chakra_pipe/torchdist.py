@@ -23,3 +23,31 @@ def resolve_backend(requested: str, world: int) -> tuple[str, str]:
     if requested == "nccl" or (requested == "auto" and nccl_ok):
         return "nccl", "cuda"
     return "gloo", "cpu"
+
+
+# The process group's keys live under this prefix of the rendezvous store, apart from the launcher's.
+PG_STORE_PREFIX = "chakra-pipe/pg/"
+_PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "gloo", "nccl",
+              "socket timeout", "connection refused")
+
+
+def cuda_device(torch, local_rank: int):
+    """This rank's GPU: its local rank's, or the only one when the launcher bound one GPU per task."""
+    index = local_rank if torch.cuda.device_count() > 1 else 0
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def lost_peer(exc: BaseException | None) -> bool:
+    """Whether ``exc`` says only that a peer went away (a knock-on of another rank's failure).
+
+    torch.distributed raises its own error classes for backend and network failures; older builds
+    raise a RuntimeError whose text names gloo/NCCL or the dropped connection.
+    """
+    if exc is None:
+        return False
+    import torch.distributed as dist
+
+    if isinstance(exc, getattr(dist, "DistError", ())):
+        return True
+    return isinstance(exc, RuntimeError) and any(s in str(exc).lower() for s in _PEER_LOST)

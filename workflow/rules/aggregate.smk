@@ -3,18 +3,23 @@
 
 rule aggregate:
     input:
-        plan=CAMPAIGN.plan_path,
+        plan=PLAN,
         shards=CAMPAIGN.shard_files(),
         replays=[CAMPAIGN.replay_path(w) for w in CAMPAIGN.replayed()],
         captures=[CAMPAIGN.capture_dir(w) for w in CAMPAIGN.of_kind("capture")],
     output:
         parquet=f"{REPORT}/results.parquet",
-        csv=f"{REPORT}/results.csv",
-    params:
-        out_dir=lambda wildcards, output: os.path.dirname(output.csv),
-    conda:
-        "../envs/chakra-pipe.yaml"
+        csv=report(
+            f"{REPORT}/results.csv",
+            caption="../report/results.rst",
+            category="Results",
+        ),
+        collectives=f"{REPORT}/collectives.parquet",
     log:
         f"{LOGS}/aggregate.log",
+    conda:
+        "../envs/chakra-pipe.yaml"
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.csv),
     shell:
-        "chakra-pipe report aggregate --plan {input.plan} --out-dir {params.out_dir} > {log} 2>&1"
+        "chakra-pipe report aggregate --plan {input.plan:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"

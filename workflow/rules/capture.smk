@@ -5,55 +5,64 @@
 rule capture:
     output:
         directory(f"{TRACES}/{{workload}}/capture"),
+    log:
+        f"{LOGS}/capture/{{workload}}.log",
     wildcard_constraints:
         workload=name_pattern(CAMPAIGN.of_kind("capture")),
     params:
         model=lambda wc: workload(wc).spec["model"],
         ranks=lambda wc: workload(wc).npus,
-        steps=lambda wc: workload(wc).spec.get("steps", 2),
-    threads: 2
+        steps=lambda wc: workload(wc).spec["steps"],
+        launcher=rank_launcher,
+    threads: rank_tasks
     resources:
-        mem_mb=4000,
+        tasks=rank_tasks,
+        cpus_per_task=1,
+        mpi="srun",
+        mem_mb=rank_mem_mb,
+        gpu=rank_gpus,
     conda:
         "../envs/chakra-pipe.yaml"
-    log:
-        f"{LOGS}/capture/{{workload}}.log",
     shell:
-        "chakra-pipe capture --model {params.model} --ranks {params.ranks} --steps {params.steps}"
-        " --out {output} > {log} 2>&1"
+        "chakra-pipe capture --model {params.model:q} --ranks {params.ranks:q} --steps {params.steps:q}"
+        " --launcher {params.launcher:q} --out {output:q} > {log:q} 2>&1"
 
 
+# One job per rank: ranks link independently, so a cluster runs them side by side.
 rule link:
     input:
         f"{TRACES}/{{workload}}/capture",
     output:
-        directory(f"{TRACES}/{{workload}}/linked"),
+        f"{TRACES}/{{workload}}/linked/rank{{rank}}.linked.json.gz",
+    log:
+        f"{LOGS}/link/{{workload}}.{{rank}}.log",
     wildcard_constraints:
         workload=name_pattern(CAMPAIGN.of_kind("capture")),
-    params:
-        last=lambda wc: workload(wc).npus - 1,
+        rank=r"\d+",
     conda:
         "../envs/chakra-pipe.yaml"
-    log:
-        f"{LOGS}/link/{{workload}}.log",
     shell:
-        "mkdir -p {output} && for r in $(seq 0 {params.last}); do"
-        " chakra-pipe link --host {input}/rank$r.host_et.json.gz --device {input}/rank$r.kineto.json.gz"
-        " --out {output}/rank$r.linked.json.gz || exit 1; done > {log} 2>&1"
+        "chakra-pipe link --host {input:q}/rank{wildcards.rank:q}.host_et.json.gz"
+        " --device {input:q}/rank{wildcards.rank:q}.kineto.json.gz --out {output:q} > {log:q} 2>&1"
 
 
 rule convert:
     input:
-        f"{TRACES}/{{workload}}/linked",
+        lambda wc: [
+            f"{TRACES}/{wc.workload}/linked/rank{r}.linked.json.gz"
+            for r in range(workload(wc).npus)
+        ],
     output:
         directory(f"{TRACES}/{{workload}}/et"),
-    wildcard_constraints:
-        workload=name_pattern(CAMPAIGN.of_kind("capture")),
-    params:
-        prefix=lambda wc: workload(wc).prefix,
-    conda:
-        "../envs/chakra-pipe.yaml"
     log:
         f"{LOGS}/convert/{{workload}}.log",
+    wildcard_constraints:
+        workload=name_pattern(CAMPAIGN.of_kind("capture")),
+    conda:
+        "../envs/chakra-pipe.yaml"
+    params:
+        linked=lambda wc, input: os.path.dirname(input[0]),
+        prefix=lambda wc: workload(wc).prefix,
     shell:
-        "mkdir -p {output} && chakra-pipe convert pytorch --ranks-dir {input} --out {params.prefix} > {log} 2>&1"
+        "(mkdir -p {output:q} && chakra-pipe convert pytorch --ranks-dir {params.linked:q} --out {params.prefix:q})"
+        " > {log:q} 2>&1"

@@ -4,14 +4,14 @@
 rule generate:
     output:
         directory(f"{TRACES}/{{workload}}/et"),
+    log:
+        f"{LOGS}/generate/{{workload}}.log",
     wildcard_constraints:
         workload=name_pattern(CAMPAIGN.of_kind("collective", "llm")),
+    conda:
+        "../envs/chakra-pipe.yaml"
     params:
         args=lambda wc: workload(wc).generate_args(),
         prefix=lambda wc: workload(wc).prefix,
-    conda:
-        "../envs/chakra-pipe.yaml"
-    log:
-        f"{LOGS}/generate/{{workload}}.log",
     shell:
-        "mkdir -p {output} && chakra-pipe generate {params.args} --out {params.prefix} > {log} 2>&1"
+        "(mkdir -p {output:q} && chakra-pipe generate {params.args:q} --out {params.prefix:q}) > {log:q} 2>&1"

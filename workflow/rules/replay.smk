@@ -7,17 +7,22 @@ rule replay:
         validated=f"{DATA}/validate/{{workload}}.txt",
     output:
         f"{DATA}/replay/{{workload}}.json",
+    log:
+        f"{LOGS}/replay/{{workload}}.log",
+    conda:
+        "../envs/chakra-pipe.yaml"
     params:
         prefix=lambda wc: workload(wc).prefix,
         ranks=lambda wc: workload(wc).npus,
         iterations=CAMPAIGN.replay_iterations,
-    threads: 2
+        launcher=rank_launcher,
+    threads: rank_tasks
     resources:
-        mem_mb=4000,
-    conda:
-        "../envs/chakra-pipe.yaml"
-    log:
-        f"{LOGS}/replay/{{workload}}.log",
+        tasks=rank_tasks,
+        cpus_per_task=1,
+        mpi="srun",
+        mem_mb=rank_mem_mb,
+        gpu=rank_gpus,
     shell:
-        "chakra-pipe replay {params.prefix} --ranks {params.ranks} --iterations {params.iterations}"
-        " --out {output} > {log} 2>&1"
+        "chakra-pipe replay {params.prefix:q} --ranks {params.ranks:q} --iterations {params.iterations:q}"
+        " --launcher {params.launcher:q} --out {output:q} > {log:q} 2>&1"

@@ -8,26 +8,42 @@ PLOT_FILES = {name: name.removesuffix(".png") + ".rst" for name in PLOTS}
 
 rule report:
     input:
-        plan=CAMPAIGN.plan_path,
+        plan=PLAN,
         results=f"{REPORT}/results.parquet",
         searches=CAMPAIGN.search_files(),
     output:
         board_md=f"{REPORT}/leaderboard.md",
-        board_csv=report(f"{REPORT}/leaderboard.csv", caption="../report/leaderboard.rst", category="Leaderboard"),
-        summary=f"{REPORT}/summary.json",
-        html=f"{REPORT}/report.html",
+        board_csv=report(
+            f"{REPORT}/leaderboard.csv",
+            caption="../report/leaderboard.rst",
+            category="Leaderboard",
+        ),
+        summary=report(
+            f"{REPORT}/summary.json",
+            caption="../report/summary.rst",
+            category="Results",
+        ),
+        html=report(
+            f"{REPORT}/report.html",
+            caption="../report/report_html.rst",
+            category="Report",
+        ),
         plots=[
-            report(f"{REPORT}/plots/{name}", caption=f"../report/{caption}", category="Plots")
+            report(
+                f"{REPORT}/plots/{name}",
+                caption=f"../report/{caption}",
+                category="Plots",
+            )
             for name, caption in PLOT_FILES.items()
         ],
-    params:
-        out_dir=lambda wildcards, output: os.path.dirname(output.summary),
-    conda:
-        "../envs/chakra-pipe.yaml"
     log:
         f"{LOGS}/report.log",
+    conda:
+        "../envs/chakra-pipe.yaml"
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.summary),
     shell:
-        "chakra-pipe report build --plan {input.plan} --results {input.results} --out-dir {params.out_dir} > {log} 2>&1"
+        "chakra-pipe report build --plan {input.plan:q} --results {input.results:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule standing_leaderboard:
@@ -36,11 +52,11 @@ rule standing_leaderboard:
         board=f"{REPORT}/leaderboard.csv",
     output:
         f"{DATA}/standing.json",
-    params:
-        board=STANDING_BOARD,
-    conda:
-        "../envs/chakra-pipe.yaml"
     log:
         f"{LOGS}/standing.log",
+    conda:
+        "../envs/chakra-pipe.yaml"
+    params:
+        board=STANDING_BOARD,
     shell:
-        "chakra-pipe report standing --results {input.results} --board {params.board} --stamp {output} > {log} 2>&1"
+        "chakra-pipe report standing --results {input.results:q} --board {params.board:q} --stamp {output:q} > {log:q} 2>&1"

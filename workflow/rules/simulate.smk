@@ -6,21 +6,21 @@
 
 rule simulate_shard:
     input:
-        plan=ancient(CAMPAIGN.plan_path),
+        plan=ancient(PLAN),
         trace=trace_input,
         validated=f"{DATA}/validate/{{workload}}.txt",
     output:
         f"{DATA}/shards/{{workload}}/{{shard}}.csv",
-    params:
-        prefix=lambda wc: workload(wc).prefix,
-        points=lambda wc: CAMPAIGN.shard_digest(wc.workload, int(wc.shard)),
+    log:
+        f"{LOGS}/simulate/{{workload}}.{{shard}}.log",
+    conda:
+        "../envs/chakra-pipe.yaml"
     resources:
         mem_mb=2000,
         runtime=60,
-    conda:
-        "../envs/chakra-pipe.yaml"
-    log:
-        f"{LOGS}/simulate/{{workload}}.{{shard}}.log",
+    params:
+        prefix=lambda wc: workload(wc).prefix,
+        points=lambda wc: CAMPAIGN.shard_digest(wc.workload, int(wc.shard)),
     shell:
-        "chakra-pipe sweep run --plan {input.plan} --workload {wildcards.workload} --shard {wildcards.shard}"
-        " --trace {params.prefix} --out {output} 2> {log}"
+        "chakra-pipe sweep run --plan {input.plan:q} --workload {wildcards.workload:q} --shard {wildcards.shard:q}"
+        " --trace {params.prefix:q} --out {output:q} > {log:q} 2>&1"

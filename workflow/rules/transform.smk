@@ -18,4 +18,5 @@ rule transform:
         prefix=lambda wc: workload(wc).prefix,
         ops=lambda wc: workload(wc).spec["args"],
     shell:
-        "mkdir -p {output:q} && chakra-pipe transform {params.source:q} {params.prefix:q} {params.ops:q} > {log:q} 2>&1"
+        "(mkdir -p {output:q} && chakra-pipe transform {params.source:q} {params.prefix:q} {params.ops:q})"
+        " > {log:q} 2>&1"

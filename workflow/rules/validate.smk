@@ -6,11 +6,11 @@ rule validate:
         trace_input,
     output:
         f"{DATA}/validate/{{workload}}.txt",
-    params:
-        prefix=lambda wc: workload(wc).prefix,
-    conda:
-        "../envs/chakra-pipe.yaml"
     log:
         f"{LOGS}/validate/{{workload}}.log",
+    conda:
+        "../envs/chakra-pipe.yaml"
+    params:
+        prefix=lambda wc: workload(wc).prefix,
     shell:
-        "chakra-pipe validate {params.prefix} > {log} 2>&1 && cp {log} {output}.tmp && mv {output}.tmp {output}"
+        "chakra-pipe validate {params.prefix:q} > {log:q} 2>&1 && cp {log:q} {output:q}.tmp && mv {output:q}.tmp {output:q}"

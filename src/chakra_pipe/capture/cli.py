@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..launch.options import add_launcher_option
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("capture", help="record host ET + Kineto traces of an N-rank PyTorch run",
@@ -18,13 +20,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
                    help="give up (and kill every rank) after S seconds (default 600)")
+    add_launcher_option(p)
     p.set_defaults(func=_capture)
 
 
 def _capture(args) -> int:
-    from .runner import CaptureConfig, run_capture
+    from .runner import CaptureConfig, check_config, run_capture
 
-    path = run_capture(CaptureConfig(model=args.model, ranks=args.ranks, steps=args.steps,
-                                     backend=args.backend, out=args.out, timeout_s=args.timeout))
-    print(f"capture: wrote {path}")
+    cfg = CaptureConfig(model=args.model, ranks=args.ranks, steps=args.steps, backend=args.backend, out=args.out,
+                        timeout_s=args.timeout, launcher=args.launcher)
+    if args.launcher == "srun":
+        from ..launch.srun import run_srun
+
+        check_config(cfg)
+        return run_srun(["capture", "--model", args.model, "--ranks", str(args.ranks), "--steps", str(args.steps),
+                         "--backend", args.backend, "--timeout", repr(args.timeout), "--out", str(args.out)],
+                        args.ranks, args.backend, args.timeout)
+    path = run_capture(cfg)
+    if path is not None:  # None: a task other than rank 0's, which writes the folder
+        print(f"capture: wrote {path}")
     return 0

@@ -16,6 +16,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .plan import BUILTIN_MODELS, PG_LABEL_PREFIX, PlannedCall, explicit_calls, sub_group_ranks
+
 BATCH = 8
 
 

@@ -3,29 +3,28 @@
 Layout of the output folder (see README.md):
 ``rank{r}.host_et.json.gz``, ``rank{r}.kineto.json.gz`` and ``capture.json`` (world size, backend,
 torch version, plan of explicit calls, step times measured *without* tracing and with it).
-torch is imported inside the worker only: ``chakra-pipe --help`` and link/convert never need it.
+The ranks run through the shared launcher (``chakra_pipe.launch``: this machine, torchrun, a SLURM
+step); each is ``chakra_pipe.capture.worker``. torch is imported by the workers and here only once a
+capture starts: ``chakra-pipe --help`` and link/convert never need it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import statistics
-import tempfile
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic import atomic_open, write_json
+from ..atomic import write_json
 from ..errors import ChakraPipeError, InputError
+from ..launch import rankenv
+from ..launch.ranks import Outcome, first_failure, launch
 from ..torchdist import resolve_backend
+from .paths import host_path, kineto_path, times_path
 from .plan import BUILTIN_MODELS, explicit_calls, sub_group_ranks
-
-WARMUP_STEPS = 2
-RENDEZVOUS_TIMEOUT_S = 120
+from .worker import WARMUP_STEPS
 
 
 @dataclass(frozen=True)
@@ -38,6 +37,7 @@ class CaptureConfig:
     backend: str
     out: Path
     timeout_s: float = 600.0  # the whole capture, so a train_step that never returns cannot hang a job
+    launcher: str = "local"
 
     @property
     def is_script(self) -> bool:
@@ -48,114 +48,45 @@ class CaptureError(ChakraPipeError):
     """A rank failed; the message carries the rank and the last line of its exception."""
 
 
-def host_path(out: Path, rank: int) -> Path:
-    return out / f"rank{rank}.host_et.json.gz"
+@dataclass
+class _CaptureJob:
+    """The capture as the launcher sees it (``chakra_pipe.launch.ranks.RankJob``)."""
+
+    cfg: CaptureConfig
+    backend: str
+    worker_module: str = "chakra_pipe.capture.worker"
+
+    @property
+    def world_size(self) -> int:
+        return self.cfg.ranks
+
+    @property
+    def timeout_s(self) -> float:
+        return self.cfg.timeout_s
+
+    def settings(self) -> dict:
+        model = os.path.abspath(self.cfg.model) if self.cfg.is_script else self.cfg.model
+        return {"model": model, "steps": self.cfg.steps, "backend": self.backend}
+
+    def prepare(self, run: Path, rank: int) -> None:
+        """Nothing per rank: job.json says it all."""
+
+    def outputs(self, rank: int) -> list[str]:
+        return [host_path(Path(), rank).name, kineto_path(Path(), rank).name, times_path(Path(), rank).name]
+
+    def snapshot(self, run: Path, rank: int) -> dict:
+        return {}
+
+    def failure(self, outcomes: list[Outcome]) -> ChakraPipeError:
+        first = first_failure(outcomes)
+        if first is None:
+            return CaptureError(f"the capture did not finish within --timeout {self.cfg.timeout_s:g} s "
+                                "(a train_step that never returns, or a rank waiting on a peer)", file=str(self.cfg.out))
+        return CaptureError(f"rank {first.rank}: {first.why()}", file=str(self.cfg.out))
 
 
-def kineto_path(out: Path, rank: int) -> Path:
-    return out / f"rank{rank}.kineto.json.gz"
-
-
-def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1 for the rendezvous."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _load_user_step(path: str, rank: int, world_size: int):
-    """The script's ``train_step`` bound to this rank (contract in README.md)."""
-    import runpy
-
-    namespace = runpy.run_path(path, run_name="chakra_pipe_capture")
-    fn = namespace.get("train_step")
-    if not callable(fn):
-        raise InputError("script defines no function train_step(rank, world_size)", file=path)
-    return lambda: fn(rank, world_size)
-
-
-def _gzip_into(src: Path, dst: Path) -> None:
-    with open(src, "rb") as f, atomic_open(dst, "wb") as out:
-        shutil.copyfileobj(f, out, 1 << 20)
-
-
-def _worker(rank: int, cfg: CaptureConfig, backend: str, port: int, scratch: str) -> None:
-    """One rank: init the group, time untraced steps, then trace warm-up + ``steps`` active steps."""
-    import datetime
-
-    os.environ["OMP_NUM_THREADS"] = "1"
-    import torch
-    import torch.distributed as dist
-    from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile, schedule
-
-    torch.set_num_threads(1)
-    scratch_dir = Path(scratch)
-    try:
-        device = torch.device("cpu")
-        if backend == "nccl":
-            torch.cuda.set_device(rank)
-            device = torch.device("cuda", rank)
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=cfg.ranks, timeout=datetime.timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
-        if cfg.is_script:
-            step = _load_user_step(cfg.model, rank, cfg.ranks)
-        else:
-            from .models import make_builtin_step
-            step = make_builtin_step(cfg.model, rank, cfg.ranks, device)
-
-        def timed_step() -> float:
-            t0 = time.perf_counter()
-            step()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            return (time.perf_counter() - t0) * 1e3
-
-        for _ in range(WARMUP_STEPS):
-            step()
-        dist.barrier()
-        untraced = [timed_step() for _ in range(cfg.steps)]
-
-        host_tmp = scratch_dir / f"host{rank}.json"
-        kineto_tmp = scratch_dir / f"kineto{rank}.json"
-        observer = ExecutionTraceObserver().register_callback(str(host_tmp))
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-        traced: list[float] = []
-        dist.barrier()
-        with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=cfg.steps, repeat=1),
-                     record_shapes=True, execution_trace_observer=observer,
-                     on_trace_ready=lambda p: p.export_chrome_trace(str(kineto_tmp))) as prof:
-            for _ in range(1 + cfg.steps):
-                traced.append(timed_step())
-                prof.step()
-        observer.unregister_callback()
-        dist.barrier()
-        dist.destroy_process_group()
-        _gzip_into(host_tmp, host_path(scratch_dir, rank))
-        _gzip_into(kineto_tmp, kineto_path(scratch_dir, rank))
-        (scratch_dir / f"times{rank}.json").write_text(json.dumps({"untraced": untraced, "traced": traced[1:]}))
-    except BaseException as exc:
-        (scratch_dir / f"error{rank}.txt").write_text(
-            f"{type(exc).__name__}: {exc}".splitlines()[0] + "\n" + traceback.format_exc())
-        raise
-
-
-def _spawn_with_deadline(mp, cfg: CaptureConfig, backend: str, scratch: str) -> None:
-    """Run the ranks; past ``cfg.timeout_s`` kill them all and fail naming the timeout."""
-    ctx = mp.spawn(_worker, args=(cfg, backend, free_port(), scratch), nprocs=cfg.ranks, join=False)
-    deadline = time.monotonic() + cfg.timeout_s
-    while not ctx.join(timeout=0.5):  # raises if a rank failed
-        if time.monotonic() > deadline:
-            for proc in ctx.processes:
-                if proc.is_alive():
-                    proc.kill()
-            for proc in ctx.processes:
-                proc.join()
-            raise CaptureError(f"the capture did not finish within --timeout {cfg.timeout_s:g} s "
-                               "(a train_step that never returns, or a rank waiting on a peer)", file=str(cfg.out))
-
-
-def run_capture(cfg: CaptureConfig) -> Path:
-    """Spawn the ranks, collect their traces and write ``capture.json``; returns its path."""
+def check_config(cfg: CaptureConfig) -> None:
+    """Refuse bad arguments before any rank (or SLURM step) starts."""
     if cfg.ranks < 1:
         raise InputError("must be >= 1", where="--ranks")
     if cfg.steps < 1:
@@ -167,31 +98,29 @@ def run_capture(cfg: CaptureConfig) -> Path:
     if not cfg.is_script and cfg.model not in BUILTIN_MODELS:
         raise InputError(f"unknown model {cfg.model!r}; choose {', '.join(BUILTIN_MODELS)} or a .py script",
                          where="--model")
+
+
+def run_capture(cfg: CaptureConfig) -> Path | None:
+    """Run the ranks, collect their traces and write ``capture.json``; returns its path (None on a
+    task other than rank 0's under ``--launcher env``: rank 0 writes the folder)."""
+    check_config(cfg)
     try:
         import torch
-        import torch.multiprocessing as mp
     except ImportError:
         raise InputError("capture needs PyTorch: pip install 'chakra-pipe[torch]'") from None
 
-    backend, _ = resolve_backend(cfg.backend, cfg.ranks)
-    cfg.out.mkdir(parents=True, exist_ok=True)
+    mode = rankenv.resolve(cfg.launcher)
+    backend, _ = resolve_backend(cfg.backend, cfg.ranks if mode == "local" else 1)
     wall0 = time.perf_counter()
-    # Ranks write into a scratch folder inside DIR; traces move into DIR only once every rank has
+    # The run folder of rank 0 lies inside DIR; traces move into DIR only once every rank has
     # succeeded, so a failed capture never leaves a partial rank set behind.
-    with tempfile.TemporaryDirectory(prefix=".capture-", dir=cfg.out) as scratch:
-        try:
-            _spawn_with_deadline(mp, cfg, backend, scratch)
-        except CaptureError:
-            raise
-        except Exception as exc:  # a rank failed: report its first line, not a traceback
-            msgs = sorted(f"rank {p.stem[len('error'):]}: " + p.read_text().splitlines()[0]
-                          for p in Path(scratch).glob("error*.txt"))
-            raise CaptureError(msgs[0] if msgs else f"a rank failed: {str(exc).splitlines()[0]}",
-                               file=str(cfg.out)) from None
-        times = [json.loads((Path(scratch) / f"times{r}.json").read_text()) for r in range(cfg.ranks)]
+    with launch(_CaptureJob(cfg, backend), mode, run_parent=cfg.out) as run:
+        if run is None:
+            return None
+        times = [json.loads(times_path(run, r).read_text()) for r in range(cfg.ranks)]
         for r in range(cfg.ranks):
-            for path in (host_path, kineto_path):
-                os.replace(path(Path(scratch), r), path(cfg.out, r))
+            for place in (host_path, kineto_path):
+                os.replace(place(run, r), place(cfg.out, r))
     wall_s = time.perf_counter() - wall0
     summary = {
         "world_size": cfg.ranks,
@@ -211,6 +140,6 @@ def run_capture(cfg: CaptureConfig) -> Path:
         "files": {str(r): {"host": host_path(cfg.out, r).name, "kineto": kineto_path(cfg.out, r).name}
                   for r in range(cfg.ranks)},
     }
-    path = cfg.out / "capture.json"
-    write_json(path, summary)
-    return path
+    summary_path = cfg.out / "capture.json"
+    write_json(summary_path, summary)
+    return summary_path

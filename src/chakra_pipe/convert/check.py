@@ -72,7 +72,7 @@ def p2p_problems(ranks: list[list]) -> list[str]:
     """Every send (src, dst, tag, size) needs exactly one matching receive on ``dst``, and vice versa."""
     sends: Counter = Counter()
     recvs: Counter = Counter()
-    for rank, nodes in enumerate(ranks):
+    for nodes in ranks:
         for n in nodes:
             if n.type in (schema.COMM_SEND_NODE, schema.COMM_RECV_NODE):
                 key = (get_int(n, "comm_src", -1), get_int(n, "comm_dst", -1), get_int(n, "comm_tag", 0),

@@ -81,7 +81,6 @@ class Comm:
     tag: int = 0
     gloo_name: str = ""  # the worker-thread range that carries the real transfer time (gloo)
     peer_global: bool = False  # True when ``peer`` is already a global rank
-    blocking: bool = False  # recorded asyncOp=False: the caller waited for the transfer
 
     @property
     def node_type(self) -> int:
@@ -161,9 +160,7 @@ def from_c10d(node: dict[str, Any]) -> Comm | None:
             size = shape_bytes(node["inputs"]["shapes"][spec.size_input], types[spec.size_input])
     peer = _int_input(values, spec.peer_input)
     tag = _int_input(values, spec.tag_input)
-    async_op = next((v for v, t in zip(values, types) if t == "Bool"), None)
-    return Comm(spec.kind, size, peer=-1 if peer is None else peer, tag=tag or 0, gloo_name=spec.gloo_name,
-                blocking=async_op is False or spec.kind in ("send", "recv"))
+    return Comm(spec.kind, size, peer=-1 if peer is None else peer, tag=tag or 0, gloo_name=spec.gloo_name)
 
 
 def from_record_param_comms(node: dict[str, Any]) -> Comm | None:

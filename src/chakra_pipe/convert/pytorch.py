@@ -5,6 +5,8 @@ Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch
   nodes (upstream: COMP only); their implementation subtree (``nccl:*``/``gloo:*`` ranges, copies)
   is folded into them, and a gloo op lasts as long as its ``gloo:*`` worker range, not the enqueue;
 * p2p nodes get ``comm_src``/``comm_dst``/``comm_tag``; every comm node gets ``pg_name``;
+* a host op's COMP duration excludes the time it sat idle while a collective ran on a worker
+  thread (linker ``comm_wait``): that was communication, which the simulated network models;
 * ``start_time_micros`` from Kineto ``ts``; ``Optimizer.step`` keeps its duration;
 * dependencies: one chain per host thread in call (pre-)order, GPU ops after their launching op and
   after the previous op of their stream, host ops after the GPU ops a ``*Synchronize`` made them
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from itertools import pairwise
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,14 +81,15 @@ def process_groups_of(trace: HostTrace, table: list[dict[str, Any]]) -> ProcessG
     """Groups from Kineto ``distributedInfo.pg_config`` (explicit ranks) or the ET's PG table."""
     info = trace.header.get("distributedInfo") if isinstance(trace.header.get("distributedInfo"), dict) else {}
     pgs = ProcessGroups()
-    world = info.get("world_size")
+    world = info.get("world_size")  # type: ignore[union-attr]
     for g in table:
         if isinstance(g.get("pg_name"), str):
             ranks = g.get("ranks")
-            pgs.members[g["pg_name"]] = [r for r in ranks if isinstance(r, int)] if isinstance(ranks, list) and ranks else None
+            pgs.members[g["pg_name"]] = ([r for r in ranks if isinstance(r, int)]
+                                         if isinstance(ranks, list) and ranks else None)
             if g["pg_name"] == WORLD_PG and isinstance(g.get("group_size"), int) and not isinstance(world, int):
                 world = g["group_size"]
-    for g in info.get("pg_config") or []:
+    for g in info.get("pg_config") or []:  # type: ignore[union-attr]
         if isinstance(g, dict) and isinstance(g.get("pg_name"), str) and isinstance(g.get("ranks"), list):
             pgs.members[g["pg_name"]] = [r for r in g["ranks"] if isinstance(r, int)] or None
     pgs.world_size = world if isinstance(world, int) and world > 0 else 1
@@ -224,19 +228,6 @@ class _Converter:
                 total[ids[i]] = total.get(ids[i], 0.0) + _num(g, "inclusive_dur")
         return total
 
-    def _waited(self, gloo: dict[int, float]) -> dict[int, float]:
-        """Time each caller spent blocked in a synchronous collective it issued.
-
-        ``work.wait()`` is not a recorded op, so a blocking call's transfer time shows up as the
-        caller's exclusive time; the COMM node already models it, so it is taken out once.
-        """
-        waited: dict[int, float] = {}
-        for nid, comm in self.comm.items():
-            p = self.parent.get(nid)
-            if self.role[nid] == COMM and comm.blocking and p is not None and nid in gloo:
-                waited[p] = waited.get(p, 0.0) + gloo[nid]
-        return waited
-
     def _threads(self) -> tuple[dict[int, int | None], dict[int, int]]:
         """Nearest emitted ancestor and host thread (``tid`` attr, inherited) of every node."""
         kept_anc: dict[int, int | None] = {}
@@ -257,7 +248,10 @@ class _Converter:
         called backward, and the main thread resumes after the last backward op. Only edges to
         smaller ids are kept, so the graph stays acyclic.
         """
-        timed = [n for n in self.order if self.role[n["id"]] in (CPU, COMM, METADATA) and "ts" in n]
+        host = [n for n in self.order if self.role[n["id"]] in (CPU, COMM, METADATA)]
+        timed = [n for n in host if "ts" in n]
+        if not timed:
+            return _entry_order_deps(host, tid_of)
         if len({tid_of[n["id"]] for n in timed}) < 2:
             return {}
         all_sorted = sorted(timed, key=lambda n: (_num(n, "ts"), n["id"]))
@@ -290,12 +284,13 @@ class _Converter:
 
     def emit(self) -> RankConversion:
         gloo = self.gloo_durations()
-        waited = self._waited(gloo)
         kept_anc, tid_of = self._threads()
         cross = self._inter_thread_deps(tid_of)
         last_on_thread: dict[int, int] = {}
         last_on_stream: dict[tuple[Any, int], int] = {}
-        nodes, counts, used = [], Counter(), set()
+        nodes: list = []
+        counts: Counter = Counter()
+        used: set = set()
         sync_added: dict[int, list[int]] = {}
         parents: dict[int, set[int]] = {}  # for the cycle guard of GPU-wait edges
         pg_unknown = 0
@@ -313,7 +308,7 @@ class _Converter:
                 waits = self._sync_waits(n)
                 if waits:
                     sync_added[nid] = waits
-                candidates = (last_on_thread.get(tid_of[nid]), cross.get(nid), *waits)
+                candidates = (last_on_thread.get(tid_of[nid]), cross.get(nid), *waits)  # type: ignore[assignment]
                 last_on_thread[tid_of[nid]] = nid
             data = [d for i, d in enumerate(candidates) if d is not None and d not in candidates[:i]]
             out.data_deps.extend(data)
@@ -331,7 +326,7 @@ class _Converter:
                 dur = 0.0
             else:
                 out.type = schema.COMP_NODE
-                dur = _num(n, "inclusive_dur") if role == GPU else _num(n, "exclusive_dur") - waited.get(nid, 0.0)
+                dur = _num(n, "inclusive_dur") if role == GPU else _num(n, "exclusive_dur") - _num(n, "comm_wait")
             out.duration_micros = _micros(dur)
             if comm is None:
                 set_attr(out, "is_cpu_op", role != GPU)
@@ -416,6 +411,20 @@ class _Converter:
                 set_attr(md, key, v, kind)
         set_attr(md, "converter", "chakra_pipe.convert.pytorch", "string_val")
         return md
+
+
+def _entry_order_deps(host: list[dict[str, Any]], tid_of: dict[int, int]) -> dict[int, int]:
+    """Cross-thread order for a host-only trace (no timestamps): ids are assigned at op entry.
+
+    Whenever the next op in id order runs on another thread than the previous one, it waits for
+    that previous op, so ops of all threads start in id order (PARAM's DLRM: the autograd thread's
+    backward all-reduces no longer overtake the forward all-to-alls). ``host`` is in id order.
+    """
+    deps: dict[int, int] = {}
+    for prev, n in pairwise(host):
+        if tid_of[n["id"]] != tid_of[prev["id"]]:
+            deps[n["id"]] = prev["id"]
+    return deps
 
 
 def _drop_sync_if_cyclic(nodes: list, parents: dict[int, set[int]], sync_added: dict[int, list[int]]) -> int:

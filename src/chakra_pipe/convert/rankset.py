@@ -2,7 +2,9 @@
 
 A whole capture folder converts in one call: each rank uses ``rank{r}.linked.json[.gz]`` when
 present, otherwise links ``rank{r}.host_et.json.gz`` with ``rank{r}.kineto.json.gz`` in memory, or
-converts the host trace alone (durations 0) when there is no Kineto file.
+converts the host trace alone (durations 0) when there is no Kineto file. Upstream layouts
+(``host.{r}.json``/``device.{r}.json``, ``pytorch_et_{r}.json``/``kineto_{r}.json``) and explicit
+``{rank}`` patterns name the host and Kineto files the same way.
 """
 
 from __future__ import annotations
@@ -14,19 +16,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import write_json
+from ..console import track
 from ..errors import InputError
-from ..readfile import read_json
 from ..et import schema
 from ..et.framing import write_trace
-from ..et.traceset import COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, write_order
+from ..et.traceset import (COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, describe_ranges, missing_ranks,
+                           write_order)
 from ..link.hostet import HostTrace, load_host_trace
 from ..link.kineto import load_kineto
 from ..link.linker import LinkStats, link_traces
+from ..readfile import read_json
 from .check import p2p_problems, rank_problems
 from .pytorch import RankConversion, convert_trace
 
 RANK_OUT = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
-_CAPTURE_FILE = re.compile(r"^rank(?P<rank>\d+)\.(?P<kind>linked|host_et|kineto)\.json(\.gz)?$")
+_GZ = r"\.json(\.gz)?$"
+# Rank-file layouts a --ranks-dir may use: ours (capture, link), the upstream Chakra collection
+# recipe's host.{r}.json / device.{r}.json, and the ASTRA-sim tutorials' pytorch_et_{r} / kineto_{r}.
+_LAYOUTS = (re.compile(r"^rank(?P<rank>\d+)\.(?P<kind>linked|host_et|kineto)" + _GZ),
+            re.compile(r"^(?P<kind>host|device)\.(?P<rank>\d+)" + _GZ),
+            re.compile(r"^(?P<kind>pytorch_et|kineto)_(?P<rank>\d+)" + _GZ))
+_KIND = {"host": "host_et", "pytorch_et": "host_et", "device": "kineto"}
+RANK_FIELD = "{rank}"
 
 
 @dataclass
@@ -87,7 +98,8 @@ def write_comm_groups(prefix: str, conversions: list[RankConversion]) -> Path:
     return path
 
 
-def write_rank_set(prefix: str, conversions: list[RankConversion], links: list[LinkStats] | None = None) -> ConvertSummary:
+def write_rank_set(prefix: str, conversions: list[RankConversion],
+                   links: list[LinkStats] | None = None) -> ConvertSummary:
     """Check, then write every rank file and the comm-group JSON."""
     _self_check(conversions, prefix, with_p2p=True)
     clear_rank_set(prefix)
@@ -120,28 +132,45 @@ def convert_file(in_path: str | os.PathLike, out_path: str | os.PathLike) -> Con
                           sync_dropped=conv.sync_dropped)
 
 
-def _capture_ranks(folder: Path) -> dict[int, dict[str, Path]]:
+def pattern_regex(pattern: str, where: str) -> re.Pattern:
+    """A file-name pattern with one ``{rank}`` (``et_{rank}.json.gz``) as a regex with a rank group."""
+    if pattern.count(RANK_FIELD) != 1 or "/" in pattern:
+        raise InputError(f"pattern {pattern!r} must be a file name containing {RANK_FIELD} exactly once",
+                         where=where)
+    head, tail = pattern.split(RANK_FIELD)
+    return re.compile(f"^{re.escape(head)}(?P<rank>\\d+){re.escape(tail)}$")
+
+
+def _capture_ranks(folder: Path, patterns: dict[str, re.Pattern] | None = None) -> dict[int, dict[str, Path]]:
+    """Per rank, its files by kind (linked / host_et / kineto): explicit ``patterns`` (kind -> regex)
+    when given, else the first of the known layouts that names a file."""
     try:
         names = sorted(os.listdir(folder))
     except OSError as exc:
         raise InputError(f"cannot list: {exc.strerror}", file=str(folder)) from None
     ranks: dict[int, dict[str, Path]] = {}
     for name in names:
-        m = _CAPTURE_FILE.match(name)
-        if m:
-            ranks.setdefault(int(m.group("rank")), {}).setdefault(m.group("kind"), folder / name)
+        if patterns:
+            hits = [(kind, m) for kind, rx in patterns.items() if (m := rx.match(name))]
+        else:
+            hits = [(_KIND.get(m.group("kind"), m.group("kind")), m) for rx in _LAYOUTS if (m := rx.match(name))]
+        for kind, m in hits[:1]:
+            ranks.setdefault(int(m.group("rank")), {}).setdefault(kind, folder / name)
     if not ranks:
-        raise InputError("no rank{r}.linked.json[.gz] or rank{r}.host_et.json[.gz] files", file=str(folder))
-    missing = sorted(set(range(max(ranks) + 1)) - set(ranks))
-    if missing:
-        raise InputError(f"capture has gaps: no files for rank {missing[0]}", file=str(folder))
+        raise InputError("no file names match the given patterns" if patterns else
+                         "no rank{r}.linked.json[.gz], rank{r}.host_et.json[.gz] (+ rank{r}.kineto), host.{r}.json "
+                         "(+ device.{r}.json) or pytorch_et_{r}.json (+ kineto_{r}.json) files", file=str(folder))
+    gaps = missing_ranks(ranks)
+    if gaps:
+        raise InputError(f"capture has gaps: no files for {describe_ranges(gaps)}", file=str(folder))
     return ranks
 
 
-def convert_capture(folder: str | os.PathLike, prefix: str) -> ConvertSummary:
-    """Every rank of a capture (or link) folder into one rank set."""
+def convert_capture(folder: str | os.PathLike, prefix: str,
+                    patterns: dict[str, re.Pattern] | None = None) -> ConvertSummary:
+    """Every rank of a capture (or link) folder into one rank set (file names: see _capture_ranks)."""
     folder = Path(folder)
-    ranks = _capture_ranks(folder)
+    ranks = _capture_ranks(folder, patterns)
     capture_json = folder / "capture.json"
     if capture_json.is_file():
         world = read_json(capture_json).get("world_size")
@@ -149,7 +178,7 @@ def convert_capture(folder: str | os.PathLike, prefix: str) -> ConvertSummary:
             raise InputError(f"capture.json says world_size {world} but {len(ranks)} ranks have traces",
                              file=str(capture_json))
     conversions, links = [], []
-    for rank in range(len(ranks)):
+    for rank in track(range(len(ranks)), "convert", len(ranks), "ranks"):
         files = ranks[rank]
         if "linked" in files:
             trace = load_host_trace(files["linked"])

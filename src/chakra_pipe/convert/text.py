@@ -29,12 +29,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
 from ..et.framing import write_trace
 from ..et.traceset import clear_rank_set, write_order
+from ..generate.limits import check_output
 
 POLICIES = ("MICRO", "DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_DLRM",
             "HYBRID_DLRM_ENHANCED")
@@ -167,9 +169,9 @@ class _Emitter:
         self.nodes.append(node)
         return node
 
-    def comp(self, layer: Layer, phase: str, time: int, *parents) -> object:
+    def comp(self, layer: Layer, phase: str, time: int, *parents) -> Any:
         node = self._node(f"COMP_NODE_{layer.name}_{phase}", schema.COMP_NODE, parents)
-        node.duration_micros = time
+        node.duration_micros = time  # type: ignore[attr-defined]
         return node
 
     def comm(self, label: str, comm: str, size: int, *parents) -> object:
@@ -259,7 +261,7 @@ def _dlrm(e: _Emitter, layers: list[Layer], h: list[_Handles]) -> None:
         ig = None
         if i:
             ig = h[i].ig_comp = e.comp(layer, "BWD_IG", layer.ig_time, wg)
-        if i == lbl + 1:
+        if i == lbl + 1:  # type: ignore[operator]
             first = layers[0]
             parent = e.need(ig, f"an input-gradient node for last_bottom_layer {lbl}", 1)
             h[0].ig_comm = e.comm(first.name, first.ig_comm, first.ig_size, parent)
@@ -277,17 +279,22 @@ _POLICY = {
 
 
 def convert_text(input_path: str | os.PathLike, npus: int, out_prefix: str | os.PathLike, num_passes: int = 1,
-                 skip_none: bool = False) -> list[Path]:
+                 skip_none: bool = False, *, allow_large: bool = False) -> list[Path]:
     """Write ``PREFIX.<npu>.et`` for ``npus`` NPUs from an ASTRA-sim 1.0 text workload."""
     if npus < 1:
         raise InputError(f"need at least 1 NPU, got {npus}", where="--npus")
     if num_passes < 1:
         raise InputError(f"need at least 1 pass, got {num_passes}", where="--passes")
+    check_output(npus, npus * num_passes, "--npus" if npus >= num_passes else "--passes", allow_large=allow_large)
     wl = parse_text(input_path)
     metadata = schema.GlobalMetadata()
     set_attr(metadata, "schema", SCHEMA)
     set_attr(metadata, "input_file", wl.text)
     build = _POLICY[wl.policy]
+    probe = _Emitter(wl, skip_none)  # one pass of one NPU sizes the whole job (a scratch emitter: ids go on)
+    build(probe, wl.layers, [_Handles() for _ in wl.layers])
+    check_output(npus, npus * num_passes * len(probe.nodes), "--npus" if npus >= num_passes else "--passes",
+                 allow_large=allow_large)
     emitter = _Emitter(wl, skip_none)
     nodes_per_npu: list[list] = []
     for _ in range(npus):

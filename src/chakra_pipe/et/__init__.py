@@ -1,18 +1,30 @@
 """The Chakra execution-trace format: schema, framing, attributes, compact graphs, rank sets.
 
-Every other stage reads traces through this package; nothing else parses protobuf.
+Every other stage reads traces through this package; nothing else parses protobuf. Names are
+resolved lazily: every ``chakra-pipe`` start-up imports ``et.cli`` (hence this package) to register
+its verbs, and must not pay for protobuf and numpy unless a command reads a trace.
 """
 
-from . import schema
-from .attrs import CANONICAL_KINDS, get_attr, get_int, make_attr, set_attr
-from .framing import TraceReader, iter_nodes, read_trace, write_trace
-from .graph import TraceGraph, graph_from_bytes, load_graph
-from .schema import AttributeProto, GlobalMetadata, IOInfo, Node
-from .traceset import TraceSet, clear_rank_set, find_rank_files, load_comm_groups, rank_files, resolve, write_order
+from __future__ import annotations
 
-__all__ = [
-    "AttributeProto", "CANONICAL_KINDS", "GlobalMetadata", "IOInfo", "Node", "TraceGraph",
-    "TraceReader", "TraceSet", "clear_rank_set", "find_rank_files", "get_attr", "get_int", "graph_from_bytes", "iter_nodes",
-    "load_comm_groups", "load_graph", "make_attr", "rank_files", "read_trace", "resolve", "schema",
-    "set_attr", "write_order", "write_trace",
-]
+import importlib
+
+_EXPORTS = {
+    "schema": None,
+    "AttributeProto": "schema", "GlobalMetadata": "schema", "IOInfo": "schema", "Node": "schema",
+    "CANONICAL_KINDS": "attrs", "get_attr": "attrs", "get_int": "attrs", "make_attr": "attrs", "set_attr": "attrs",
+    "TraceReader": "framing", "iter_nodes": "framing", "read_trace": "framing", "write_trace": "framing",
+    "TraceGraph": "graph", "graph_from_bytes": "graph", "load_graph": "graph",
+    "TraceSet": "traceset", "clear_rank_set": "traceset", "find_rank_files": "traceset",
+    "load_comm_groups": "traceset", "rank_files": "traceset", "resolve": "traceset", "write_order": "traceset",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _EXPORTS[name]
+    if module is None:  # a submodule exported as itself
+        return importlib.import_module(f".{name}", __name__)
+    return getattr(importlib.import_module(f".{module}", __name__), name)

@@ -7,7 +7,6 @@ record, so a corrupt trace never surfaces as a traceback or a silent partial rea
 
 from __future__ import annotations
 
-import gzip
 import os
 import zlib
 from collections.abc import Iterable, Iterator
@@ -18,49 +17,18 @@ from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from ..atomic import atomic_open
+from ..decompress import BoundedGzip, open_input
 from ..errors import InputError, TraceFormatError
 from . import schema
 
-GZIP_MAGIC = b"\x1f\x8b"
 MAX_LENGTH_BYTES = 5  # ASTRA-sim's reader accepts at most a 5-byte varint32 length prefix
 _CHUNK = 1 << 20
-MAX_GZIP_RATIO = 1000  # decompressed / compressed size beyond which gzip input is refused
-GZIP_FLOOR = 64 << 20  # small files may always expand this far
 
 
-def open_binary(path: str | os.PathLike) -> IO[bytes]:
-    """Open a trace for reading, transparently decompressing gzip (detected by magic bytes)."""
-    try:
-        f = open(path, "rb")
-    except OSError as exc:
-        raise InputError(f"cannot open: {exc.strerror}", file=str(path)) from None
-    if f.peek(2)[:2] == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=f, mode="rb")
-    return f
-
-
-def read_bytes(path: str | os.PathLike) -> bytes:
-    """The whole decompressed content of a trace file.
-
-    A gzip file may expand to at most ``MAX_GZIP_RATIO`` times its size (and always to
-    ``GZIP_FLOOR`` bytes): real traces compress about 5-20x, while a small "gzip bomb" would
-    otherwise make every bulk reader allocate gigabytes before the first record is checked.
-    """
-    with open_binary(path) as f:
-        if not isinstance(f, gzip.GzipFile):
-            return f.read()
-        limit = max(GZIP_FLOOR, MAX_GZIP_RATIO * os.fstat(f.fileobj.fileno()).st_size)
-        parts, total = [], 0
-        try:
-            while chunk := f.read(_CHUNK):
-                total += len(chunk)
-                if total > limit:
-                    raise TraceFormatError(f"gzip data expands more than {MAX_GZIP_RATIO}x its compressed size "
-                                           f"(not a trace: a gzip bomb?)", file=str(path), where=f"byte {total - len(chunk)}")
-                parts.append(chunk)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceFormatError(f"corrupt gzip stream: {exc}", file=str(path)) from None
-        return b"".join(parts)
+def open_binary(path: str | os.PathLike) -> IO[bytes] | BoundedGzip:
+    """Open a trace for reading, transparently decompressing gzip (detected by magic bytes) within
+    the bounds of :mod:`chakra_pipe.decompress`."""
+    return open_input(path, TraceFormatError)
 
 
 def read_padded(path: str | os.PathLike, pad: int):
@@ -72,14 +40,17 @@ def read_padded(path: str | os.PathLike, pad: int):
     import numpy as np
 
     with open_binary(path) as f:
-        if isinstance(f, gzip.GzipFile):
-            data = read_bytes(path)
+        if isinstance(f, BoundedGzip):
+            data = f.read()
             arr = np.zeros(len(data) + pad, dtype=np.uint8)
             arr[:len(data)] = np.frombuffer(data, dtype=np.uint8)
             return arr, len(data)
         size = os.fstat(f.fileno()).st_size
         arr = np.zeros(size + pad, dtype=np.uint8)
-        got = f.readinto(memoryview(arr)[:size])
+        try:
+            got = f.readinto(memoryview(arr)[:size])
+        except OSError as exc:
+            raise TraceFormatError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
         return arr, got
 
 
@@ -211,7 +182,7 @@ def parse_node(payload: bytes, file: str = "<bytes>", offset: int = 0):
 class _Stream:
     """Buffered reader of framed records from a (possibly gzip) binary stream, in bounded memory."""
 
-    def __init__(self, f: IO[bytes], file: str):
+    def __init__(self, f: IO[bytes] | BoundedGzip, file: str):
         self.f, self.file = f, file
         self.buf = b""
         self.pos = 0      # position inside buf

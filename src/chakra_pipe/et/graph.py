@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from ..errors import TraceFormatError
 from . import attrs as _attrs
 from . import schema
 from .framing import encode_varint, parse_metadata, parse_node, read_padded, scan_records
@@ -39,7 +39,7 @@ class TraceGraph:
     """Columns of one ``.et`` file. Index ``i`` is the i-th node record in file order."""
 
     path: str
-    metadata: object
+    metadata: Any  # the decoded protobuf GlobalMetadata
     buf: memoryview = field(repr=False)
     rec_start: np.ndarray = field(repr=False)
     rec_len: np.ndarray = field(repr=False)
@@ -53,7 +53,7 @@ class TraceGraph:
     ctrl_ids: np.ndarray = field(repr=False)
     data_ptr: np.ndarray = field(repr=False)
     data_ids: np.ndarray = field(repr=False)
-    attr_spans: tuple[np.ndarray, np.ndarray, np.ndarray] = field(repr=False)
+    attr_parts: tuple[np.ndarray, _AttrParts] = field(repr=False)
     slow: np.ndarray = field(repr=False)
     _order: np.ndarray | None = field(default=None, repr=False)
     _attrs: _AttrColumns | None = field(default=None, repr=False)
@@ -90,7 +90,7 @@ class TraceGraph:
     # -- per-node access -------------------------------------------------------------------
     def name(self, i: int) -> str:
         s = int(self.name_start[i])
-        return bytes(self.buf[s:s + int(self.name_len[i])]).decode("utf-8", "replace")
+        return bytes(self.buf[s:s + int(self.name_len[i])]).decode("utf-8")
 
     def node(self, i: int):
         """The full protobuf ``Node`` of record ``i`` (decoded on demand)."""
@@ -104,10 +104,30 @@ class TraceGraph:
         return self.attr_kind[name] != 0
 
     def int_attr(self, name: str, default: int = 0) -> np.ndarray:
-        """Column of an integer attribute, ``default`` where absent or not an integer kind."""
+        """Column of an integer attribute, ``default`` where absent or not an integer kind.
+
+        uint64/fixed64 values of 2^63 and more saturate at 2^63-1 rather than wrap negative: a
+        huge size must stay huge for every check (see :meth:`exact_ints` for exact values).
+        """
         kind = self.attr_kind[name]
         ok = np.isin(kind, _INT_KIND_NUMBERS)
-        return np.where(ok, self.attr_value[name], default)
+        values = self.attr_value[name]
+        values = np.where(np.isin(kind, _UNSIGNED64) & (values < 0), np.iinfo(np.int64).max, values)
+        return np.where(ok, values, default)
+
+    def exact_ints(self, name: str) -> list[int]:
+        """Python ints of integer attribute ``name`` (0 where absent or not an integer kind).
+
+        ``uint64_val``/``fixed64_val`` values of 2^63 and more read unsigned, as ASTRA-sim's feeder
+        reads them: the int64 column wraps them negative, which made a huge ``tensor_size`` a
+        negative roofline time. Consumers that compute with sizes and counts use this.
+        """
+        kind = self.attr_kind[name]
+        values = np.where(np.isin(kind, _INT_KIND_NUMBERS), self.attr_value[name], 0)
+        out = values.tolist()
+        for i in np.flatnonzero(np.isin(kind, _UNSIGNED64) & (values < 0)).tolist():
+            out[i] += 1 << 64
+        return out
 
     @property
     def is_cpu_op(self) -> np.ndarray:
@@ -140,6 +160,7 @@ class TraceGraph:
         return ptr, self.index_of(ids)
 
 
+_UNSIGNED64 = np.array([_attrs.KIND_NUMBER["uint64_val"], _attrs.KIND_NUMBER["fixed64_val"]], dtype=np.uint8)
 _INT_KIND_NUMBERS = np.array([_attrs.KIND_NUMBER[k] for k in _attrs.INT_KINDS], dtype=np.uint8)
 
 
@@ -157,9 +178,9 @@ def graph_from_bytes(buf: bytes, path: str = "<bytes>") -> TraceGraph:
 
 
 def _graph(arr: np.ndarray, size: int, path: str) -> TraceGraph:
-    buf = memoryview(arr)[:size]
-    starts, lengths = scan_records(buf, path)
-    metadata = parse_metadata(buf[starts[0]:starts[0] + lengths[0]], path, 0)
+    buf = memoryview(arr)[:size]  # type: ignore[arg-type]
+    starts, lengths = scan_records(buf, path)  # type: ignore[arg-type]
+    metadata = parse_metadata(buf[starts[0]:starts[0] + lengths[0]], path, 0)  # type: ignore[arg-type]
     rec_start = np.array(starts[1:], dtype=np.int64)
     rec_len = np.array(lengths[1:], dtype=np.int64)
     return _Decoder(buf, arr, path, metadata, rec_start, rec_len).run()
@@ -193,7 +214,7 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
     nz = np.flatnonzero(lens)
     if not len(nz):
         return np.zeros(0, dtype=_U64), counts, ok
-    s, l = starts[nz], lens[nz]
+    s, l = starts[nz], lens[nz]  # noqa: E741
     offs = np.cumsum(l) - l
     total = int(offs[-1] + l[-1])
     # int32 offsets when the buffer allows: half the memory traffic of int64, and temporaries small
@@ -225,7 +246,7 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
     for k in range(1, min(longest, 10)):
         byte = b[vstarts + k] & 0x7F
         byte[vlen <= k] = 0
-        values |= byte.astype(acc) << acc(7 * k)
+        values |= byte.astype(acc) << acc(7 * k)  # type: ignore[misc, operator]
     return values.astype(_U64, copy=False), counts, ok
 
 
@@ -248,31 +269,33 @@ class _Decoder:
         self.attr_node: list[np.ndarray] = []
         self.attr_s: list[np.ndarray] = []
         self.attr_l: list[np.ndarray] = []
+        self.io_node: list[np.ndarray] = []
+        self.io_s: list[np.ndarray] = []
+        self.io_l: list[np.ndarray] = []
 
     def run(self) -> TraceGraph:
         if self.n <= _SMALL:
             # A handful of records costs less through the protobuf runtime than the fixed overhead
             # of ~100 numpy calls (a 1,024-rank microbenchmark set loads 1,024 one-node files).
             self.slow[:] = True
+            attrs = (np.zeros(0, dtype=np.int64), _AttrParts.empty(0))
         else:
             self._walk_nodes()
+            self._check_strings(np.arange(self.n), self.name_start, self.name_len)
+            self._check_io()
+            attrs = self._check_attrs()
         deps = self._deps()
         slow = np.flatnonzero(self.slow)
         if len(slow):
             deps = self._finish_slow(slow, deps)
         else:
             deps = {f: (_ptr(counts), values) for f, (counts, values) in deps.items()}
-        if self.attr_node:
-            spans = (np.concatenate(self.attr_node), np.concatenate(self.attr_s),
-                     np.concatenate(self.attr_s) + np.concatenate(self.attr_l))
-        else:
-            spans = (np.zeros(0, dtype=np.int64),) * 3
         return TraceGraph(
             path=self.path, metadata=self.metadata, buf=self.buf, rec_start=self.rec_start,
             rec_len=self.rec_len, ids=self.ids, types=np.clip(self.types, -1, 127).astype(np.int8),
             duration_micros=self.dur, start_time_micros=self.start, name_start=self.name_start,
             name_len=self.name_len, ctrl_ptr=deps[4][0], ctrl_ids=deps[4][1], data_ptr=deps[5][0],
-            data_ids=deps[5][1], attr_spans=spans, slow=self.slow)
+            data_ids=deps[5][1], attr_parts=attrs, slow=self.slow)
 
     # -- node fields -----------------------------------------------------------------------
     def _walk_nodes(self) -> None:
@@ -317,6 +340,11 @@ class _Decoder:
             m = f == 10
             if m.any():
                 self._add_attrs(a[m], s[m], v[m].astype(np.int64))
+            m = (f == 8) | (f == 9)
+            if m.any():
+                self.io_node.append(a[m])
+                self.io_s.append(s[m])
+                self.io_l.append(v[m].astype(np.int64))
             p[a] = newp[valid]
             a = a[p[a] < end[a]]
             # Canonical writers put attributes last: a record whose next field is an attribute
@@ -348,6 +376,67 @@ class _Decoder:
             self._add_attrs(a, start[ok], length[ok])
             p[a] = newp[ok]
             active = a[p[a] < end[a]]
+
+    # -- strict checks ---------------------------------------------------------------------
+    # The protobuf runtime refuses a record for reasons the field walk does not see: bad UTF-8 in a
+    # proto3 string, a malformed nested message. Every file must be accepted or refused exactly as
+    # the protobuf runtime does (and so as ``read_trace`` and ``validate`` do), so each check below
+    # only *proves* records valid; a record it cannot prove so is decoded by protobuf at load time,
+    # which either reads it or raises the framing reader's ``TraceFormatError``.
+    def _check_strings(self, nodes: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> None:
+        """ASCII strings are valid UTF-8; any other byte sends the record to protobuf's check."""
+        self.slow[nodes[~_ascii(self.arr, starts, lens)]] = True
+
+    def _check_io(self) -> None:
+        """``inputs``/``outputs`` (IOInfo): up to three ASCII string fields 1-3, in any order."""
+        if not self.io_node:
+            return
+        arr, node = self.arr, np.concatenate(self.io_node)
+        p = np.concatenate(self.io_s)
+        end = p + np.concatenate(self.io_l)
+        active = np.flatnonzero(p < end)
+        strings: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for _ in range(3):
+            if not len(active):
+                break
+            pa = p[active]
+            tag = arr[pa]
+            ln, nb = _varints(arr, pa + 1)
+            ln = np.minimum(ln, _U64(1 << 40)).astype(np.int64)
+            newp = pa + 1 + nb + ln
+            ok = (tag >= 0x0A) & (tag <= 0x1A) & (tag % 8 == 2) & (nb > 0) & (newp <= end[active])
+            self.slow[node[active[~ok]]] = True
+            a = active[ok]
+            strings.append((node[a], (pa + 1 + nb)[ok], ln[ok]))
+            p[a] = newp[ok]
+            active = a[p[a] < end[a]]
+        self.slow[node[active]] = True
+        if strings:  # one ASCII pass over all of them: these strings can be half the file
+            self._check_strings(*(np.concatenate(c) for c in zip(*strings)))
+
+    def _check_attrs(self) -> tuple[np.ndarray, _AttrParts]:
+        """Decode every attribute of the walked records in the canonical layout (name, then one
+        value) and check its strings and list payloads; ``(record index, parts)`` in file order."""
+        none = (np.zeros(0, dtype=np.int64), _AttrParts.empty(0))
+        if not self.attr_node:
+            return none
+        node, s = np.concatenate(self.attr_node), np.concatenate(self.attr_s)
+        end = s + np.concatenate(self.attr_l)
+        keep = ~self.slow[node]
+        node, s, end = node[keep], s[keep], end[keep]
+        if len(node) <= _SMALL:  # see run(): a few attributes decode faster one record at a time
+            self.slow[node] = True
+            return none
+        # Spans were collected field step by field step; ascending offset restores file order, so a
+        # repeated name reads last-wins as in protobuf.
+        order = np.argsort(s, kind="stable")
+        node, s, end = node[order], s[order], end[order]
+        parts = _AttrParts.canonical(self.arr, s, end)
+        ok = parts.ok
+        rows = np.flatnonzero(ok)
+        ok[rows] = _ascii(self.arr, parts.name_s[rows], parts.name_l[rows]) & _payload_ok(self.arr, parts, rows)
+        self.slow[node[~ok]] = True
+        return node, parts
 
     # -- dependencies ----------------------------------------------------------------------
     def _deps(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -418,6 +507,60 @@ def _ptr(counts: np.ndarray) -> np.ndarray:
     return ptr
 
 
+_HIGH_BITS = np.array([int("80" * k or "0", 16) for k in range(9)], dtype=_U64)  # 0x80 in the low k bytes
+
+
+def _ascii(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Whether each span ``[start, start + len)`` of ``arr`` holds only bytes below 0x80.
+
+    Spans of up to 16 bytes (names, most strings) are tested as two unaligned 8-byte words each,
+    read through a byte-strided uint64 view (the buffer's zero padding covers the overhang);
+    longer ones by one ``maximum.reduceat`` over the spans sorted by start, so the segments
+    between spans, which reduceat also reduces, add up to one pass over the buffer.
+    """
+    out = np.ones(len(starts), dtype=bool)
+    words = _words(arr)
+    for k in (0, 8):
+        sel = np.flatnonzero((lens > k) & (lens <= 16))
+        nbytes = np.minimum(lens[sel] - k, 8)
+        out[sel] &= (words[starts[sel] + k] & _HIGH_BITS[nbytes]) == 0
+    long = np.flatnonzero(lens > 16)
+    if len(long):
+        order = long[np.argsort(starts[long], kind="stable")]
+        idx = np.empty(2 * len(order), dtype=np.int64)
+        idx[0::2] = starts[order]
+        idx[1::2] = starts[order] + lens[order]
+        out[order] = np.maximum.reduceat(arr, idx)[0::2] < 0x80
+    return out
+
+
+# Element width of the packed list kinds of AttributeProto (0: varint elements); string and bytes
+# lists are left to protobuf.
+_LIST_WIDTH = {4: 8, 6: 4, 8: 0, 10: 0, 12: 0, 14: 0, 16: 0, 18: 0, 20: 4, 22: 8, 24: 4, 26: 8, 28: 0}
+_WIDTH_BY_KIND = np.full(33, -1, dtype=np.int64)  # -1: not a numeric list kind
+_WIDTH_BY_KIND[list(_LIST_WIDTH)] = list(_LIST_WIDTH.values())
+
+
+def _payload_ok(arr: np.ndarray, parts: _AttrParts, rows: np.ndarray) -> np.ndarray:
+    """Whether the length-delimited value of each attribute row is provably what protobuf reads:
+    an ASCII ``string_val``, any ``bytes_val``, or a numeric list packed in one field whose length
+    fits one byte, of whole fixed-width elements or of one-byte varints."""
+    kind, ss, sl = parts.kind[rows], parts.span_s[rows], parts.span_l[rows]
+    good = ~np.isin(kind, (30, 32))
+    is_str = kind == 29
+    good[is_str] = _ascii(arr, ss[is_str], sl[is_str])
+    lst = np.flatnonzero((_WIDTH_BY_KIND[np.minimum(kind, 32)] >= 0) & (sl > 0))
+    if len(lst):
+        width = _WIDTH_BY_KIND[kind[lst]]
+        inner = arr[ss[lst] + 1].astype(np.int64)
+        shape = (arr[ss[lst]] == 0x0A) & (inner < 0x80) & (sl[lst] == inner + 2)
+        shape &= (width == 0) | (inner % np.maximum(width, 1) == 0)
+        varint = np.flatnonzero(shape & (width == 0))
+        shape[varint] = _ascii(arr, ss[lst][varint] + 2, inner[varint])
+        good[lst] = shape
+    return good
+
+
 # Expected wire type per field number (-1: not a field of the message).
 _NODE_WT = np.full(32, -1, dtype=np.int64)  # indexed by the first tag byte >> 3
 _NODE_WT[[1, 3, 6, 7]] = 0
@@ -428,11 +571,18 @@ for _num, _wt in {3: 1, 5: 5, 7: 0, 9: 0, 11: 0, 13: 0, 15: 0, 17: 0, 19: 5, 21:
     _ATTR_WT[_num] = _wt
 
 
+def _words(arr: np.ndarray) -> np.ndarray:
+    """A uint64 view of ``arr`` at every byte offset (byte-strided, unaligned): ``words[p]`` is the
+    little-endian 8 bytes at ``p`` in one gather. Callers stay within the zero padding."""
+    return np.ndarray((len(arr) - 7,), dtype="<u8", buffer=arr.data, strides=(1,))
+
+
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=_U64)  # low k bytes
+
+
 def _fixed(arr: np.ndarray, pos: np.ndarray, width: np.ndarray) -> np.ndarray:
-    """Little-endian unsigned integer of ``width`` (4 or 8) bytes at each position."""
-    grab = arr[pos[:, None] + np.arange(8)].astype(_U64)
-    grab = np.where(np.arange(8)[None, :] < width[:, None], grab, _U64(0))
-    return (grab << (_U64(8) * np.arange(8, dtype=_U64))[None, :]).sum(axis=1, dtype=_U64)
+    """Little-endian unsigned integer of ``width`` (up to 8) bytes at each position."""
+    return _words(arr)[pos] & _LOW_BYTES[width]
 
 
 def _int_value(kind: np.ndarray, raw: np.ndarray) -> np.ndarray:
@@ -445,9 +595,22 @@ def _int_value(kind: np.ndarray, raw: np.ndarray) -> np.ndarray:
     out = np.zeros(len(kind), dtype=np.int64)
     for nums, values in (((7, 23), s32), ((9, 13, 21, 25), as64), ((11, 19), low),
                          ((15,), zig32), ((17,), zig), ((27,), (raw != 0).astype(np.int64))):
-        m = np.isin(kind, nums)
+        m = _kind_table(nums)[kind]
         out[m] = values[m]
     return out
+
+
+_KIND_TABLES: dict[tuple[int, ...], np.ndarray] = {}
+
+
+def _kind_table(nums: tuple[int, ...]) -> np.ndarray:
+    """Membership table over oneof field numbers: one gather instead of ``np.isin`` (~20 µs a call,
+    paid per attribute and rank set member: ~1 s of a 1,024-rank simulation's set-up)."""
+    table = _KIND_TABLES.get(nums)
+    if table is None:
+        table = _KIND_TABLES[nums] = np.zeros(256, dtype=bool)
+        table[list(nums)] = True
+    return table
 
 
 def _bool_list(payload: bytes) -> list[bool]:
@@ -470,10 +633,6 @@ class _AttrParts:
     def empty(cls, m: int) -> _AttrParts:
         z = lambda dt=np.int64: np.zeros(m, dtype=dt)  # noqa: E731
         return cls(np.ones(m, dtype=bool), z(), z(), z(), z(_U64), z(), z())
-
-    def merge(self, idx: np.ndarray, other: _AttrParts) -> None:
-        for name in ("ok", "name_s", "name_l", "kind", "raw", "span_s", "span_l"):
-            getattr(self, name)[idx] = getattr(other, name)
 
     def _value(self, arr: np.ndarray, rows: np.ndarray, q: np.ndarray, fnum: np.ndarray, wt: np.ndarray,
                end: np.ndarray) -> np.ndarray:
@@ -516,43 +675,6 @@ class _AttrParts:
         parts.ok &= newp == end
         return parts
 
-    @classmethod
-    def general(cls, arr: np.ndarray, s: np.ndarray, end: np.ndarray) -> _AttrParts:
-        """Any field order, doc_string present, empty name: walk field by field."""
-        m = len(s)
-        parts = cls.empty(m)
-        p = s.copy()
-        active = np.flatnonzero(p < end)
-        for _ in range(8):  # name, doc_string, value: more steps mean repeated fields
-            if not len(active):
-                break
-            pa = p[active]
-            tag, tb = _varints(arr, pa)
-            fnum = (tag >> _U64(3)).astype(np.int64)
-            wt = (tag & _U64(7)).astype(np.int64)
-            fclip = np.clip(fnum, 0, 32)
-            good = (tb > 0) & (tb <= 2) & (fnum >= 1) & (fnum <= 32) & (_ATTR_WT[fclip] == wt)
-            parts.ok[active[~good]] = False
-            a, f, w, q = active[good], fnum[good], wt[good], (pa + tb)[good]
-            newp = np.empty(len(a), dtype=np.int64)
-            is_name = f <= 2
-            if is_name.any():
-                ln, nb = _varints(arr, q[is_name])
-                an = a[is_name]
-                after = q[is_name] + nb + ln.astype(np.int64)
-                parts.ok[an] &= (nb > 0) & (after <= end[an])
-                first = f[is_name] == 1
-                parts.name_s[an[first]] = (q[is_name] + nb)[first]
-                parts.name_l[an[first]] = ln[first].astype(np.int64)
-                newp[is_name] = after
-            if (~is_name).any():
-                av = a[~is_name]
-                newp[~is_name] = parts._value(arr, av, q[~is_name], f[~is_name], w[~is_name], end[av])
-            p[a] = newp
-            active = a[parts.ok[a] & (p[a] < end[a])]
-        parts.ok[active] = False
-        return parts
-
 
 def _name_codes(arr: np.ndarray, name_s: np.ndarray, name_l: np.ndarray, usable: np.ndarray) -> np.ndarray:
     """Index into ``_KNOWN`` of each attribute name (-1 for other names), by length and bytes.
@@ -593,32 +715,17 @@ class _AttrColumns:
 
 
 def _decode_attrs(g: TraceGraph) -> _AttrColumns:
-    """Decode every attribute's name and value; keep the well-known ones as columns.
+    """Keep the well-known attributes (decoded and checked at load time) as columns.
 
-    Records the node walk flagged as unusual, and records whose attributes stray from the
-    canonical layout, are read through the protobuf runtime instead.
+    Records the load flagged as unusual (``slow``) are read through the protobuf runtime instead.
     """
     n = len(g)
     cols = _AttrColumns({k: np.zeros(n, dtype=np.int64) for k in INT_ATTRS},
                         {k: np.zeros(n, dtype=np.uint8) for k in _KNOWN}, {}, {})
-    node, s, end = g.attr_spans
-    slow = g.slow.copy()
-    if len(node) <= _SMALL:  # see _Decoder.run: few attributes decode faster one record at a time
-        slow[np.unique(node)] = True
-    keep = ~slow[node]
-    node, s, end = node[keep], s[keep], end[keep]
+    node, parts = g.attr_parts
+    slow = g.slow
     if len(node):
         arr = g.buf.obj  # the zero-padded array the buffer views
-        # Spans were collected field step by field step; ascending offset restores file order, so a
-        # repeated name reads last-wins as in protobuf.
-        order = np.argsort(s, kind="stable")
-        node, s, end = node[order], s[order], end[order]
-        parts = _AttrParts.canonical(arr, s, end)
-        odd = np.flatnonzero(~parts.ok)
-        if len(odd):
-            parts.merge(odd, _AttrParts.general(arr, s[odd], end[odd]))
-        if not parts.ok.all():
-            slow[np.unique(node[~parts.ok])] = True
         code = _name_codes(arr, parts.name_s, parts.name_l, parts.ok & ~slow[node])
         for i, name in enumerate(_KNOWN):
             sel = np.flatnonzero(code == i)
@@ -636,9 +743,9 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
                 if parts.kind[j] != wanted:
                     target.pop(int(node[j]), None)
                 elif name == "pg_name":
-                    target[int(node[j])] = payload.decode("utf-8", "replace")
+                    target[int(node[j])] = payload.decode("ascii")  # checked at load time
                 else:
-                    target[int(node[j])] = _bool_list(payload)
+                    target[int(node[j])] = _bool_list(payload)  # type: ignore[assignment]
     for i in map(int, np.flatnonzero(slow)):
         for name in _KNOWN:
             cols.kind[name][i] = 0

@@ -12,6 +12,7 @@ import base64
 import json
 import math
 import os
+import struct
 from typing import Any
 
 from ..atomic import atomic_open
@@ -106,7 +107,12 @@ def _from_json_scalar(kind: str, value: Any, loc: _Where, where: str) -> Any:
         if kind.startswith("bytes"):
             return base64.b64decode(value, validate=True)
         if kind.startswith(("double", "float")):
-            return float(value)
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                raise TypeError
+            number = float(value)  # OverflowError for an int past a double; "NaN"/"Infinity" as jsonize writes
+            if kind.startswith("float"):
+                struct.pack("<f", number)  # OverflowError where float32 would round a finite value to inf
+            return number
         if kind.startswith("bool"):
             if not isinstance(value, bool):
                 raise TypeError
@@ -118,6 +124,9 @@ def _from_json_scalar(kind: str, value: Any, loc: _Where, where: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError
         return value
+    except OverflowError:
+        raise loc.fail(where, f"value {value!r} overflows a {'32-bit float' if kind.startswith('float') else 'double'}"
+                              " (it would read as infinity)") from None
     except (TypeError, ValueError):
         raise loc.fail(where, f"value {value!r} is not a valid {kind}") from None
 
@@ -125,11 +134,13 @@ def _from_json_scalar(kind: str, value: Any, loc: _Where, where: str) -> Any:
 def attr_from_json(obj: Any, loc: _Where, where: str):
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or "kind" not in obj:
         raise loc.fail(where, 'attribute must be an object with "name", "kind" and "value"')
-    kind = obj["kind"]
-    attr = schema.AttributeProto(name=obj["name"], doc_string=obj.get("doc_string", ""))
+    kind, doc = obj["kind"], obj.get("doc_string", "")
+    if not isinstance(doc, str):
+        raise loc.fail(where + ".doc_string", "must be a string")
+    attr = schema.AttributeProto(name=obj["name"], doc_string=doc)
     if kind is None:
         return attr
-    if kind not in _attrs.KIND_NUMBER:
+    if not isinstance(kind, str) or kind not in _attrs.KIND_NUMBER:
         raise loc.fail(where + ".kind", f"unknown attribute kind {kind!r}")
     value = obj.get("value")
     try:

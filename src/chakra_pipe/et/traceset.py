@@ -9,14 +9,17 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..console import track
 from ..errors import InputError
 from ..readfile import read_json
 from .graph import TraceGraph, load_graph
 
 COMM_GROUPS_SUFFIX = ".comm_groups.json"
+_GROUP_ID = re.compile(r"[ \t\n]*\+?[0-9]{1,12}")
 WORLD_PG = "0"  # the pg_name writers give collectives on the default group of all ranks
 WORLD_PG_NAMES = frozenset({"", "0"})  # pg_name values that select that group (ASTRA-sim §2.5)
 
@@ -33,16 +36,38 @@ def find_rank_files(prefix: str | os.PathLike) -> dict[int, Path]:
         raise InputError(f"cannot list trace folder: {exc.strerror}", file=prefix) from None
 
 
+def missing_ranks(ranks: Iterable[int]) -> list[tuple[int, int]]:
+    """Inclusive ``(first, last)`` ranges of the ranks absent below the highest present one.
+
+    Computed from the sorted list of present ranks, so a stray ``PREFIX.3000000000.et`` costs one
+    range, not a set of three billion numbers.
+    """
+    gaps, expected = [], 0
+    for r in sorted(ranks):
+        if r > expected:
+            gaps.append((expected, r - 1))
+        expected = r + 1
+    return gaps
+
+
+def describe_ranges(ranges: list[tuple[int, int]], shown: int = 5) -> str:
+    """``"1,234 ranks (4-29999999, 30000001)"``: the count and the first ``shown`` ranges."""
+    count = sum(b - a + 1 for a, b in ranges)
+    parts = [f"{a}" if a == b else f"{a}-{b}" for a, b in ranges[:shown]]
+    more = f" and {len(ranges) - shown} more ranges" if len(ranges) > shown else ""
+    return f"{count:,} rank{'s' if count != 1 else ''} ({', '.join(parts)}{more})"
+
+
 def rank_files(prefix: str | os.PathLike) -> list[Path]:
     """The rank files of a prefix in rank order; errors on a missing prefix or a gap in the ranks."""
     found = find_rank_files(prefix)
     stem, folder = Path(prefix).name, Path(prefix).parent
     if not found:
         raise InputError(f"no rank files {stem}.<rank>.et found in {folder}", file=str(prefix))
-    missing = sorted(set(range(max(found) + 1)) - set(found))
-    if missing:
-        raise InputError(f"rank set has gaps: missing {stem}.{missing[0]}.et"
-                         + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""), file=str(prefix))
+    gaps = missing_ranks(found)
+    if gaps:
+        raise InputError(f"rank set has gaps: missing {stem}.{gaps[0][0]}.et ({describe_ranges(gaps)} missing "
+                         f"below the highest rank {max(found)}; a stray file?)", file=str(prefix))
     return [found[r] for r in range(len(found))]
 
 
@@ -84,8 +109,10 @@ def load_comm_groups(path: str | os.PathLike) -> dict[int, list[int]]:
         raise InputError("expected an object {\"<group id>\": [npu, ...]}", file=str(path))
     groups: dict[int, list[int]] = {}
     for key, members in raw.items():
-        if not (isinstance(key, str) and key.strip().isdigit() and int(key) > 0):
-            raise InputError(f"group id {key!r} is not an integer > 0", file=str(path), where=f"key {key!r}")
+        # ASTRA-sim reads ids with std::stoi: optional blanks and '+', ASCII digits, an int > 0.
+        if not (isinstance(key, str) and _GROUP_ID.fullmatch(key) and 0 < int(key) < 2**31):
+            raise InputError(f"group id {str(key)[:40]!r} is not an integer > 0 (and below 2^31: ASTRA-sim "
+                             "reads an int)", file=str(path), where=f"key {str(key)[:40]!r}")
         if not (isinstance(members, list) and members and all(isinstance(m, int) and not isinstance(m, bool)
                                                                and m >= 0 for m in members)):
             raise InputError("members must be a non-empty list of NPU ids", file=str(path), where=f"key {key!r}")
@@ -108,7 +135,7 @@ class TraceSet:
     @classmethod
     def load(cls, trace_or_prefix: str | os.PathLike, comm_groups: str | os.PathLike | None = None) -> TraceSet:
         files = resolve(trace_or_prefix)
-        ranks = [load_graph(f) for f in files]
+        ranks = [load_graph(f) for f in track(files, "load", len(files), "rank files")]
         cg_path = Path(comm_groups) if comm_groups else Path(str(trace_or_prefix) + COMM_GROUPS_SUFFIX)
         groups = None
         if comm_groups or cg_path.is_file():

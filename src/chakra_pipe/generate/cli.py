@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import re
+
+from ..errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "all_gather: per-rank input")
     p.add_argument("--iterations", type=int, default=1, help="collectives per rank, chained (default 1)")
     p.add_argument("--out", required=True, help="output prefix: writes PREFIX.<rank>.et")
-    p.set_defaults(func=_collective)
+    p.add_argument("--allow-large", action="store_true", help="lift the output-size limits (README: Output limits)")
+    p.set_defaults(func=_collective, prepare=_collective_spec)
 
     p = verbs.add_parser("llm", help="one Megatron-style training step (TP, 1F1B PP, DP, EP)")
     from .models import DTYPE_BYTES, PRESETS
@@ -45,27 +51,68 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-metadata-node", action="store_true",
                    help="omit the per-rank process-group METADATA node (groups stay in PREFIX.comm_groups.json)")
     p.add_argument("--out", required=True, help="output prefix: writes PREFIX.<rank>.et and PREFIX.comm_groups.json")
-    p.set_defaults(func=_llm)
+    p.add_argument("--allow-large", action="store_true", help="lift the output-size limits (README: Output limits)")
+    p.set_defaults(func=_llm, prepare=_llm_spec)
+
+
+def dry_run(argv: list[str]) -> None:
+    """Every check ``chakra-pipe generate ARGV --out X`` makes before it writes a file, writing none.
+
+    The workflow calls this while planning, so a workload the generator would refuse (unknown model,
+    a negative size, ``ep`` not dividing ``dp``) fails the plan naming its config key, not one job
+    after the others have run. Raises :class:`InputError` whose ``where`` is the offending flag.
+    """
+    parser = argparse.ArgumentParser(prog="chakra-pipe")
+    register(parser.add_subparsers(dest="command"))
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            args = parser.parse_args(["generate", *argv, "--out", "-"])
+    except SystemExit:
+        message = errors.getvalue().strip().splitlines()[-1].split(": error: ", 1)[-1]
+        flag = re.match(r"argument (--[\w-]+)", message)
+        raise InputError(message, where=flag.group(1) if flag else None) from None
+    args.prepare(args)
+
+
+def _collective_spec(args: argparse.Namespace):
+    from .collective import CollectiveSpec
+    from .sizes import parse_size
+
+    return CollectiveSpec(args.collective, args.npus, parse_size(args.size), args.iterations)
 
 
 def _collective(args: argparse.Namespace) -> int:
-    from .collective import CollectiveSpec, generate_collective
-    from .sizes import parse_size
+    from .collective import generate_collective
 
-    spec = CollectiveSpec(args.collective, args.npus, parse_size(args.size), args.iterations)
-    paths = generate_collective(spec, args.out)
+    spec = _collective_spec(args)
+    paths = generate_collective(spec, args.out, allow_large=args.allow_large)
     print(f"wrote {len(paths)} rank files {args.out}.<0..{len(paths) - 1}>.et ({spec.name})")
     return 0
 
 
-def _llm(args: argparse.Namespace) -> int:
-    from .llm import generate_llm
+def _llm_spec(args: argparse.Namespace):
+    """(model, training spec) of the arguments, checked as ``generate_llm`` checks them."""
+    from .limits import check_output
+    from .llm import check_llm
     from .options import LLM_FLAGS, resolve_llm
 
+    degrees = {"--dp": args.dp, "--tp": args.tp, "--pp": args.pp}
+    if min(degrees.values()) >= 1:  # before Layout numbers its groups, which is O(world)
+        check_output(args.dp * args.tp * args.pp, 0, max(degrees, key=degrees.__getitem__),
+                     allow_large=args.allow_large)
     opts = {k: getattr(args, k) for k in LLM_FLAGS}
     opts["no_metadata_node"] = args.no_metadata_node
     model, spec = resolve_llm({k: v for k, v in opts.items() if v is not None})
-    result = generate_llm(model, spec, args.out)
+    check_llm(model, spec, allow_large=args.allow_large)
+    return model, spec
+
+
+def _llm(args: argparse.Namespace) -> int:
+    from .llm import generate_llm
+
+    model, spec = _llm_spec(args)
+    result = generate_llm(model, spec, args.out, allow_large=args.allow_large)
     print(f"wrote {len(result.files)} rank files {args.out}.<rank>.et and {result.comm_groups_file}: "
           f"{result.nodes} nodes, {result.bytes} bytes, {result.flops:.6g} FLOPs")
     return 0

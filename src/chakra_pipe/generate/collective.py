@@ -20,6 +20,7 @@ from ..et import schema
 from ..et.attrs import set_attr
 from ..et.framing import write_trace
 from ..et.traceset import clear_rank_set, write_order
+from .limits import check_output
 from .sizes import INT64_MAX, size_label
 
 METADATA_VERSION = "0.0.4"  # what ASTRA-sim's example microbenchmarks carry
@@ -61,7 +62,7 @@ class CollectiveSpec:
 
     def nodes(self, rank: int) -> list:
         """The rank's nodes: the collective repeated ``iterations`` times, each after the previous."""
-        out = []
+        out: list = []
         for k in range(self.iterations):
             node = schema.Node(id=k * self.npus + rank, type=schema.COMM_COLL_NODE,
                                name=self.name if self.iterations == 1 else f"{self.name}_{k}")
@@ -74,8 +75,10 @@ class CollectiveSpec:
         return out
 
 
-def generate_collective(spec: CollectiveSpec, out_prefix: str | os.PathLike) -> list[Path]:
+def generate_collective(spec: CollectiveSpec, out_prefix: str | os.PathLike, *, allow_large: bool = False) -> list[Path]:
     """Write ``PREFIX.<rank>.et`` for every rank; returns the paths in rank order."""
+    check_output(spec.npus, spec.npus * spec.iterations, "--iterations" if spec.iterations > spec.npus else "--npus",
+                 allow_large=allow_large)
     metadata = schema.GlobalMetadata(version=METADATA_VERSION)
     clear_rank_set(out_prefix)
     for rank in write_order(spec.npus):

@@ -27,7 +27,6 @@ from ..errors import InputError
 from ..et.traceset import WORLD_PG
 
 
-
 @dataclass(frozen=True)
 class Layout:
     """Parallel degrees and the derived rank ↔ (tp_i, dp_i, pp_i) mapping."""

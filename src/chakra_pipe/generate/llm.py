@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..atomic import atomic_open, write_json
+from ..console import track
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
@@ -45,6 +46,7 @@ from ..et.process_groups import format_process_groups
 from ..et.traceset import COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, write_order
 from .encode import attr_record, framed
 from .layout import Layout
+from .limits import check_output
 from .models import DTYPE_BYTES, ModelSpec
 
 GENERATOR_VERSION = "1.0.0"
@@ -342,9 +344,9 @@ class StageBuilder:
             self.send(f"mb{mb}.bwd.send_gradient", "prev", 2 * mb + 1, act)
         if grads:
             if self.first:
-                self._weight_grads(self.tail, m.embedding_params // tp)
+                self._weight_grads(self.tail, m.embedding_params // tp)  # type: ignore[arg-type]
             for buckets in self.buckets.values():
-                self._reduce(buckets, self.tail)
+                self._reduce(buckets, self.tail)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------
@@ -431,6 +433,20 @@ class GeneratedSet:
     flops: int
 
 
+def check_llm(model: ModelSpec, spec: TrainingSpec, *, allow_large: bool = False) -> str:
+    """The checks ``generate_llm`` makes before writing (the workflow makes them at plan time): a lower
+    bound of the output size, then the shape. Returns the option to name if the exact node count, known
+    once the templates are built, is too large."""
+    layout = spec.layout
+    # Every layer of a stage has at least a forward and a backward node per microbatch: a lower bound
+    # checked before the templates (whose size grows with it) are built; the exact count after.
+    option = "--microbatches" if spec.microbatches > model.layers else "--layers"
+    check_output(layout.world, layout.world * spec.microbatches * 2 * (model.layers // layout.pp), option,
+                 allow_large=allow_large)
+    check_shape(model, layout)
+    return option
+
+
 def check_shape(model: ModelSpec, layout: Layout) -> None:
     """Refuse a layout the model cannot be split over (before any work, so planners can ask too)."""
     if model.moe and model.experts % layout.ep:
@@ -440,6 +456,7 @@ def check_shape(model: ModelSpec, layout: Layout) -> None:
         if value % layout.tp:
             raise InputError(f"tp {layout.tp} must divide the model's {value} {what} (Megatron splits them over TP)",
                              where="--tp")
+    stage_layers(model.layers, layout.pp)  # layers must fill every pipeline stage
 
 
 def build_templates(model: ModelSpec, spec: TrainingSpec) -> tuple[bytes, list[list[TemplateNode]], list[int]]:
@@ -464,15 +481,19 @@ def rank_bytes(header: bytes, templates: list[list[TemplateNode]], spec: Trainin
     return b"".join(records)
 
 
-def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.PathLike) -> GeneratedSet:
+def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.PathLike, *,
+                 allow_large: bool = False) -> GeneratedSet:
     """Write ``PREFIX.<rank>.et`` for every rank and ``PREFIX.comm_groups.json``."""
+    option = check_llm(model, spec, allow_large=allow_large)
     layout = spec.layout
     header, templates, stage_flops = build_templates(model, spec)
+    per_rank = [len(templates[layout.coords(r)[2]]) for r in range(layout.world)]
+    check_output(layout.world, sum(per_rank), option, allow_large=allow_large)
     clear_rank_set(out_prefix)
     groups_path = Path(f"{out_prefix}{COMM_GROUPS_SUFFIX}")
     write_json(groups_path, layout.comm_groups())
     total_nodes, total_bytes, total_flops = 0, 0, 0
-    for rank in write_order(layout.world):
+    for rank in track(write_order(layout.world), "generate llm", layout.world, "ranks"):
         stage = layout.coords(rank)[2]
         data = rank_bytes(header, templates, spec, rank)
         path = Path(f"{out_prefix}.{rank}.et")

@@ -19,6 +19,7 @@ Backward costs exactly twice the forward, so a training step over ``B`` sequence
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..errors import InputError
 
@@ -127,7 +128,7 @@ def resolve_model(name: str, **overrides: int | None) -> ModelSpec:
     if name not in PRESETS:
         raise InputError(f"unknown model {name!r} (choose from {', '.join(PRESETS)})", where="--model")
     base = PRESETS[name]
-    changes = {k: v for k, v in overrides.items() if v is not None}
+    changes: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
     if "heads" in changes and "kv_heads" not in changes:
         heads = changes["heads"]
         kv = base.kv_heads * heads // base.heads if (base.kv_heads * heads) % base.heads == 0 else heads

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("link", help="merge a host execution trace with its Kineto trace",
-                       description="Match host ops to Kineto CPU events by rf_id, attach GPU kernels/memcpys via "
+                       description="Match host ops to Kineto CPU events by rf_id (Kineto without 'Record function "
+                                   "id': by External id, when >= 90% of names agree), attach GPU kernels/memcpys via "
                                    "correlation to their launching op, add inclusive/exclusive durations and "
-                                   "start timestamps. Plain or gzip inputs; no ProfilerStep required.")
-    p.add_argument("--host", required=True, type=Path, help="host execution trace HOST.json[.gz]")
-    p.add_argument("--device", required=True, type=Path, help="Kineto trace KINETO.json[.gz]")
-    p.add_argument("--out", required=True, type=Path, help="linked output LINKED.json[.gz]")
+                                   "start timestamps, and measure the communication wait (idle while a collective "
+                                   "ran on a worker thread, time in collective calls). Plain or gzip inputs; no "
+                                   "ProfilerStep required.")
+    p.add_argument("--host", "--chakra-host-trace", required=True, type=Path, help="host execution trace HOST.json[.gz]")
+    p.add_argument("--device", "--chakra-device-trace", required=True, type=Path, help="Kineto trace KINETO.json[.gz]")
+    p.add_argument("--out", "--output-file", required=True, type=Path, help="linked output LINKED.json[.gz]")
     p.set_defaults(func=_link)
 
 
@@ -21,5 +27,6 @@ def _link(args) -> int:
     from .linker import link_files
 
     stats = link_files(args.host, args.device, args.out)
-    print(f"link: {args.out}: {stats.line()}")
+    log.info("link: %s: %s", args.out, stats.line())
+    print(f"link: wrote {args.out}" + (f"; {stats.wait_line()}" if stats.comm_wait_us else ""))
     return 0

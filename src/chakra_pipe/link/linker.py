@@ -12,14 +12,21 @@ import bisect
 import json
 import os
 from dataclasses import asdict, dataclass
+from datetime import UTC
 from typing import Any
 
 from ..atomic import atomic_open
 from ..errors import InputError
+from . import commwait
 from .hostet import HostTrace, attr, device_of, is_root, is_thread, load_host_trace
 from .kineto import KEvent, KinetoTrace, enclosing_ops, exclusive_durations, load_kineto
 
 MIN_MATCHED = 0.5
+RF_KEY, EXTERNAL_KEY = "Record function id", "External id"
+# Kineto from torch < 2.1 has no rf ids; its External id equals the host rf_id in some traces
+# (HTA's simple-add pair: 36/36 names agree) and is unrelated in others (PARAM's DLRM: at most
+# 801/1,673, the linear fixture 218/928). Below this share of agreeing names the fallback refuses.
+MIN_EXTERNAL_AGREEMENT = 0.9
 # The host ET's "time" is local wall time of unknown zone; zones span UTC-12..UTC+14, so two
 # clocks further apart than this cannot be one run.
 MAX_CLOCK_GAP_S = 26 * 3600
@@ -40,13 +47,32 @@ class LinkStats:
     attached: int
     no_launch: int
     sync_deps: int = 0
+    comm_idle_us: float = 0.0  # idle while a collective ran on another thread (taken out of compute)
+    comm_call_us: float = 0.0  # inside communication calls (modelled by the network, not compute)
+    correlation: str = RF_KEY  # the Kineto arg matched against the host rf_id
+
+    @property
+    def comm_wait_us(self) -> float:
+        """The measured communication wait: what a simulated network replaces."""
+        return self.comm_idle_us + self.comm_call_us
 
     def line(self) -> str:
         pct = 100.0 * self.matched / self.host_ops if self.host_ops else 0.0
-        return (f"host ops matched {self.matched}/{self.host_ops} ({pct:.1f}%), "
-                f"GPU ops attached {self.attached}/{self.gpu_ops}"
+        return (f"host ops matched {self.matched}/{self.host_ops} ({pct:.1f}%)"
+                + (f" by '{self.correlation}' == rf_id" if self.correlation != RF_KEY else "")
+                + f", GPU ops attached {self.attached}/{self.gpu_ops}"
                 + (f", {self.sync_deps} host ops wait for the GPU" if self.sync_deps else "")
-                + (f", {self.no_launch} without a launch record" if self.no_launch else ""))
+                + (f", {self.no_launch} without a launch record" if self.no_launch else "")
+                + (f", {self.wait_line()}" if self.comm_wait_us else ""))
+
+    def wait_line(self) -> str:
+        """The measured communication wait: a result (what a network what-if can shorten), not a diagnostic."""
+        return (f"communication wait {self.comm_wait_us / 1e3:.3f} ms ({self.comm_idle_us / 1e3:.3f} ms idle "
+                f"while a collective ran, {self.comm_call_us / 1e3:.3f} ms in collective calls)")
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.1f}%" if whole else "n/a"
 
 
 def _linkable(node: dict[str, Any]) -> bool:
@@ -61,20 +87,18 @@ def _check_pair(host: HostTrace, kineto: KinetoTrace) -> None:
     host_wall, kineto_wall = _host_wall_s(host), kineto.wall_start_s()
     if host_wall is not None and kineto_wall is not None and abs(host_wall - kineto_wall) > MAX_CLOCK_GAP_S:
         raise InputError(f"host trace recorded at {host.header['time']} but the Kineto trace "
-                         f"{abs(host_wall - kineto_wall) / 86400:.1f} days apart: the two files are from different runs",
+                         f"{abs(host_wall - kineto_wall) / 86400:.1f} days apart: "
+                         "the two files are from different runs",
                          file=kineto.path)
-    if not kineto.has_rf_ids():
-        raise InputError("Kineto CPU events carry no 'Record function id' (trace from torch < 2.1?): "
-                         "host ops cannot be linked; convert the host trace alone instead", file=kineto.path)
 
 
 def _host_wall_s(host: HostTrace) -> float | None:
     """The ET's ``time`` ("YYYY-MM-DD HH:MM:SS", local) read as if UTC, in epoch seconds."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     try:
         return datetime.strptime(str(host.header.get("time")), "%Y-%m-%d %H:%M:%S").replace(
-            tzinfo=timezone.utc).timestamp()
+            tzinfo=UTC).timestamp()
     except ValueError:
         return None
 
@@ -91,9 +115,10 @@ def _gpu_node(e: KEvent, nid: int, parent: int) -> dict[str, Any]:
 def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], LinkStats]:
     """The ET+ object and its coverage; raises InputError for a mismatched or unlinkable pair."""
     _check_pair(host, kineto)
+    key = RF_KEY if kineto.has_rf_ids() else EXTERNAL_KEY
     by_rf: dict[int, KEvent] = {}
     for e in kineto.cpu:
-        rf = e.arg_int("Record function id")
+        rf = e.arg_int(key)
         if rf is not None:
             by_rf.setdefault(rf, e)
     excl = exclusive_durations(kineto.cpu)
@@ -102,7 +127,7 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
     matched = mismatch = 0
     for node in linkable:
         rf = attr(node, "rf_id")
-        e = by_rf.get(rf) if isinstance(rf, int) else None
+        e = by_rf.get(rf) if isinstance(rf, int) else None  # type: ignore[assignment]
         if e is None:
             continue
         if e.name != node["name"]:
@@ -113,6 +138,11 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         node["ts"] = e.ts
         node["inclusive_dur"] = e.dur
         node["exclusive_dur"] = excl[e.index]
+    if key == EXTERNAL_KEY and matched < MIN_EXTERNAL_AGREEMENT * len(linkable):
+        raise InputError(f"Kineto CPU events carry no '{RF_KEY}' (trace from torch < 2.1?) and correlating "
+                         f"'{EXTERNAL_KEY}' with the host rf_id gives {matched}/{len(linkable)} agreeing op names "
+                         f"({_pct(matched, len(linkable))}, at least {MIN_EXTERNAL_AGREEMENT:.0%} needed): host ops "
+                         "cannot be linked; convert the host trace alone instead", file=kineto.path)
     if linkable and matched < MIN_MATCHED * len(linkable):
         raise InputError(f"only {matched} of {len(linkable)} host ops match a Kineto event by rf_id and name "
                          f"({mismatch} name mismatches): the two files are not from the same run",
@@ -143,11 +173,16 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
     waits = _sync_deps(kineto, launched, host_of_event)
     for hid, gpu_ids in waits.items():
         host.by_id[hid]["sync_dep"] = gpu_ids
-    stats = LinkStats(len(linkable), matched, mismatch, len(kineto.gpu), len(gpu_nodes), no_launch, len(waits))
+    wait = commwait.measure(kineto.cpu)
+    for index, idle in wait.idle_by_event.items():
+        if index in host_of_event:
+            host.by_id[host_of_event[index]]["comm_wait"] = idle
+    stats = LinkStats(len(linkable), matched, mismatch, len(kineto.gpu), len(gpu_nodes), no_launch, len(waits),
+                      sum(wait.idle_us.values()), sum(wait.in_calls_us.values()), key)
     out = dict(host.header)
     if "distributedInfo" in kineto.header:
         out["distributedInfo"] = kineto.header["distributedInfo"]
-    out["link"] = asdict(stats)
+    out["link"] = dict(asdict(stats), comm_wait_us=stats.comm_wait_us)
     out["nodes"] = sorted(host.nodes, key=lambda n: n["id"]) + gpu_nodes
     return out, stats
 

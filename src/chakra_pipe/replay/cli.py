@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..launch.options import add_launcher_option
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -25,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds after which the whole replay is stopped (default 300)")
     p.add_argument("--comm-groups", default=None,
                    help="communicator-group JSON (default: PREFIX.comm_groups.json when present)")
-    p.add_argument("--out", required=True, type=Path, help="RESULT.json to write")
+    p.add_argument("--out", required=True, type=Path, help="RESULT.json to write (by rank 0)")
+    add_launcher_option(p)
     p.set_defaults(func=_replay)
 
     c = sub.add_parser(
@@ -47,11 +50,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _replay(args) -> int:
-    from .launcher import ReplayConfig, run_replay
+    from .launcher import ReplayConfig, load_plan, run_replay
 
-    result = run_replay(ReplayConfig(prefix=args.prefix, out=args.out, ranks=args.ranks, backend=args.backend,
-                                     iterations=args.iterations, warmup=args.warmup, compute=args.compute,
-                                     timeout_s=args.timeout, comm_groups=args.comm_groups))
+    cfg = ReplayConfig(prefix=args.prefix, out=args.out, ranks=args.ranks, backend=args.backend,
+                       iterations=args.iterations, warmup=args.warmup, compute=args.compute, timeout_s=args.timeout,
+                       comm_groups=args.comm_groups, launcher=args.launcher)
+    if args.launcher == "srun":
+        from ..launch.srun import run_srun
+
+        world = load_plan(cfg).world_size  # static mismatches are refused before SLURM starts anything
+        task = ["replay", args.prefix, "--ranks", str(world), "--backend", args.backend, "--iterations",
+                str(args.iterations), "--warmup", str(args.warmup), "--compute", args.compute, "--timeout",
+                repr(args.timeout), "--out", str(args.out)]
+        if args.comm_groups is not None:
+            task += ["--comm-groups", args.comm_groups]
+        return run_srun(task, world, args.backend, args.timeout)
+    result = run_replay(cfg)
+    if result is None:  # a task other than rank 0's: rank 0 reports
+        return 0
     step = result["step_time_ns"]
     print(f"replay: {result['trace']['ranks']} ranks on {result['environment']['backend']}/"
           f"{result['environment']['device']}, median step {step['median'] / 1e6:.3f} ms over "

@@ -12,6 +12,7 @@ cannot be had is reported as absent rather than guessed.
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,12 +54,22 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 1)
 
 
+def _duration(value: float, path: Path, what: str) -> float:
+    """A time read from another stage's JSON: finite, >= 0 and an int64 of ns (else the file is damaged)."""
+    if not (math.isfinite(value) and 0 <= value < 2**63):
+        raise InputError(f"{what} {value!r} is not a duration in ns (0..2^63): a damaged file", file=str(path))
+    return value
+
+
 def read_capture(folder: Path) -> tuple[float, int]:
     """(untraced median step time in ns, number of profiled steps in the trace) from capture.json."""
     path = folder / "capture.json"
     try:
         doc = json.loads(path.read_text())
-        return float(doc["median_step_time_ms_untraced"]) * 1e6, int(doc["steps"])
+        step_ns, steps = float(doc["median_step_time_ms_untraced"]) * 1e6, doc["steps"]
+        if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps < 2**31:
+            raise ValueError(f"steps {steps!r} is not a positive count")
+        return _duration(step_ns * steps, path, "median step time x steps") / steps, steps
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
@@ -68,11 +79,12 @@ def read_capture(folder: Path) -> tuple[float, int]:
 def read_replay(path: Path) -> float:
     """Median replayed iteration time (ns) from a replay RESULT.json."""
     try:
-        return float(json.loads(path.read_text())["step_time_ns"]["median"])
+        median = float(json.loads(path.read_text())["step_time_ns"]["median"])
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
     except (json.JSONDecodeError, KeyError, TypeError, ValueError):
         raise InputError("not a replay result (no step_time_ns.median)", file=str(path)) from None
+    return _duration(median, path, "step_time_ns.median")
 
 
 def read_sim(path: Path) -> float:
@@ -113,7 +125,7 @@ def compare(source: str, *, prefix: str | None = None, replay: Path | None = Non
         from .launcher import ReplayConfig, run_replay
 
         out = work_dir / "replay.json"
-        replayed = float(run_replay(ReplayConfig(prefix=prefix, out=out, iterations=iterations,
+        replayed = float(run_replay(ReplayConfig(prefix=prefix, out=out, iterations=iterations,  # type: ignore[arg-type]
                                                  timeout_s=timeout_s))["step_time_ns"]["median"])
         sources["replayed"] = f"replayed now ({iterations} iterations)"
     simulated = None
@@ -124,12 +136,15 @@ def compare(source: str, *, prefix: str | None = None, replay: Path | None = Non
         from ..et.traceset import TraceSet
         from ..sim import load_hardware, simulate
 
-        res = simulate(TraceSet.load(prefix), load_hardware(system, network))
+        res = simulate(TraceSet.load(prefix), load_hardware(system, network))  # type: ignore[arg-type]
         simulated = float(max(res.finish_ns, default=0))
         sources["simulated"] = f"simulated now ({Path(system).name}, {Path(network).name})"
     else:
         sources["simulated"] = None
-    per_step = (lambda x: None if x is None else x / steps)
+
+    def per_step(x: float | None) -> float | None:
+        return None if x is None else x / steps
+
     return StepTimes(captured, per_step(replayed), per_step(simulated), steps, sources)
 
 

@@ -17,8 +17,7 @@ import torch
 import torch.distributed as dist
 
 from ..et import schema
-from .plan import (ACT_COLL, ACT_COMPUTE, ACT_RECV, ACT_SEND, SLOT_COMP, WORLD, CommSpec, RankPlan,
-                   topological_order)
+from .plan import ACT_COLL, ACT_COMPUTE, ACT_RECV, ACT_SEND, SLOT_COMP, WORLD, CommSpec, RankPlan, topological_order
 
 GEMM_MAX_N = 2048  # larger num_ops run as repeated GEMMs of this size (bounded memory)
 
@@ -98,11 +97,11 @@ class TorchEngine:
             return self._compute(i)
         spec = self.plan.comm.get(i)
         if action == ACT_COLL:
-            return _track(self._collective(i, spec))
+            return _track(self._collective(i, spec))  # type: ignore[arg-type]
         if action == ACT_SEND:
-            t = self._buffer("p2p", spec)
+            t = self._buffer("p2p", spec)  # type: ignore[arg-type]
             self._log(i, t)
-            return _track(dist.isend(t, dst=spec.peer, tag=spec.tag))
+            return _track(dist.isend(t, dst=spec.peer, tag=spec.tag))  # type: ignore[union-attr]
         if action == ACT_RECV:
             return self._posted.pop(i) if self._prepost else self._post_recv(i)
         return None

@@ -22,7 +22,6 @@ from typing import Protocol
 
 from .plan import SLOT_COMM, SLOT_COMP, SLOT_CPU, SLOT_NONE, RankPlan
 
-
 # Polling policy: spin (yielding) for a while after the last change, then nap briefly. Pure spinning
 # starves gloo's worker threads when ranks outnumber cores (8 ranks on 2 cores hung for minutes);
 # a nap bounds the added latency per completion to about one sleep quantum (~0.1 ms on Linux).

@@ -1,30 +1,22 @@
-"""Spawn one process per rank, watch them, and turn their measurements into RESULT.json.
+"""Replay a rank set through the shared launcher and turn the ranks' measurements into RESULT.json.
 
-Each rank is its own session (process group), so the launcher can kill a rank *and anything it
-started* with one ``killpg`` — on success, failure, timeout or Ctrl-C alike; nothing outlives a
-replay. The launcher hosts the rendezvous store itself (port 0, no free-port race). When a rank
-fails, the others usually notice within milliseconds and report the node they were on; the
-launcher waits briefly for those reports, then kills the rest and names the first failure.
+Where the ranks run (this machine, torchrun, a SLURM step, srun) is ``chakra_pipe.launch``'s job;
+this module says what a replay rank needs (its plan, the status board), what it leaves behind
+(``result.<rank>.json``) and how a failure is named (rank, node, iteration).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import pickle
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import write_json
-from ..errors import ChakraPipeError, EXIT_FINDINGS, InputError, StuckError
+from ..errors import EXIT_FINDINGS, ChakraPipeError, InputError, StuckError
 from ..et.traceset import TraceSet
+from ..launch import rankenv
+from ..launch.ranks import Outcome, first_failure, launch
 from ..torchdist import resolve_backend
 from . import status as st
 from .plan import WORLD, ReplayPlan, build_plan
@@ -32,7 +24,6 @@ from .result import assemble
 
 BACKENDS = ("auto", "gloo", "nccl")
 COMPUTE_MODES = ("duration", "skip", "ops")
-_REPORT_GRACE_S = 1.0  # how long surviving ranks get to report where they were
 
 
 class ReplayError(ChakraPipeError):
@@ -52,39 +43,40 @@ class ReplayConfig:
     compute: str = "duration"
     timeout_s: float = 300.0
     comm_groups: str | None = None
+    launcher: str = "local"
 
 
-def run_replay(cfg: ReplayConfig) -> dict:
-    """Replay ``cfg.prefix`` and write ``cfg.out``; returns the result document."""
+
+def load_plan(cfg: ReplayConfig) -> ReplayPlan:
+    """The checked plan of ``cfg.prefix``: every static mismatch is refused before any rank starts."""
     _check_settings(cfg)
     plan = build_plan(TraceSet.load(cfg.prefix, cfg.comm_groups))
     if cfg.ranks is not None and cfg.ranks != plan.world_size:
         raise InputError(f"the trace has {plan.world_size} ranks; --ranks {cfg.ranks} cannot replay it",
                          file=cfg.prefix, where="--ranks")
+    return plan
+
+
+def run_replay(cfg: ReplayConfig) -> dict | None:
+    """Replay ``cfg.prefix`` and write ``cfg.out``; returns the result document (None on a task other
+    than rank 0's under ``--launcher env``: rank 0 writes the result)."""
+    plan = load_plan(cfg)
     try:
-        import torch.distributed as dist
+        import torch.distributed  # noqa: F401
     except ImportError:
         raise InputError("replay needs PyTorch: pip install 'chakra-pipe[torch]'") from None
-    backend, device = resolve_backend(cfg.backend, plan.world_size)
+    mode = rankenv.resolve(cfg.launcher)
+    ranks_here = plan.world_size if mode == "local" else 1
+    backend, device = resolve_backend(cfg.backend, ranks_here)
     settings = {"backend": backend, "compute": cfg.compute, "iterations": cfg.iterations, "warmup": cfg.warmup,
                 "timeout_s": cfg.timeout_s}
-    run = Path(tempfile.mkdtemp(prefix="chakra-replay-"))
-    procs: list[subprocess.Popen] = []
-    try:
-        store = dist.TCPStore("127.0.0.1", 0, None, True, wait_for_workers=False)
-        start = time.monotonic_ns()
-        kill_at = start + int(cfg.timeout_s * 1e9)
-        _write_job(run, plan, backend, device, store.port, cfg, kill_at - int(min(1.0, 0.1 * cfg.timeout_s) * 1e9))
-        with _terminate_as_exit():
-            procs = _spawn(run, plan.world_size)
-            _watch(procs, run, plan, kill_at, cfg)
+    with launch(_ReplayJob(plan, cfg, backend, device), mode) as run:
+        if run is None:
+            return None
         per_rank = [json.loads((run / f"result.{r}.json").read_text()) for r in range(plan.world_size)]
-        result = assemble(plan, settings, per_rank)
-        write_json(cfg.out, result)
-        return result
-    finally:
-        _kill_all(procs)
-        shutil.rmtree(run, ignore_errors=True)
+    result = assemble(plan, settings, per_rank)
+    write_json(cfg.out, result)
+    return result
 
 
 def _check_settings(cfg: ReplayConfig) -> None:
@@ -103,130 +95,66 @@ def _check_settings(cfg: ReplayConfig) -> None:
         raise InputError("must be >= 1", where="--ranks")
 
 
-def _write_job(run: Path, plan: ReplayPlan, backend: str, device: str, port: int, cfg: ReplayConfig,
-               deadline_ns: int) -> None:
-    job = {"backend": backend, "device": device, "port": port, "world_size": plan.world_size,
-           "launcher_pid": os.getpid(),
-           "groups": {name: list(m) for name, m in plan.groups.items() if name != WORLD},
-           "compute": cfg.compute, "iterations": cfg.iterations, "warmup": cfg.warmup, "deadline_ns": deadline_ns}
-    (run / "job.json").write_text(json.dumps(job))
-    for rp in plan.ranks:
-        with open(run / f"plan.{rp.rank}.pkl", "wb") as f:
-            pickle.dump(rp, f, protocol=pickle.HIGHEST_PROTOCOL)
-    st.create(run / "status.bin", plan.world_size)
+@dataclass
+class _ReplayJob:
+    """The replay as the launcher sees it (``chakra_pipe.launch.ranks.RankJob``)."""
+
+    plan: ReplayPlan
+    cfg: ReplayConfig
+    backend: str
+    device: str
+    worker_module: str = "chakra_pipe.replay.worker"
+
+    @property
+    def world_size(self) -> int:
+        return self.plan.world_size
+
+    @property
+    def timeout_s(self) -> float:
+        return self.cfg.timeout_s
+
+    def settings(self) -> dict:
+        return {"backend": self.backend, "device": self.device,
+                "groups": {name: list(m) for name, m in self.plan.groups.items() if name != WORLD},
+                "compute": self.cfg.compute, "iterations": self.cfg.iterations, "warmup": self.cfg.warmup}
+
+    def prepare(self, run: Path, rank: int) -> None:
+        with open(run / f"plan.{rank}.pkl", "wb") as f:
+            pickle.dump(self.plan.ranks[rank], f, protocol=pickle.HIGHEST_PROTOCOL)
+        if not (run / "status.bin").exists():
+            st.create(run / "status.bin", self.plan.world_size)
+
+    def outputs(self, rank: int) -> list[str]:
+        return [f"result.{rank}.json"]
+
+    def snapshot(self, run: Path, rank: int) -> dict:
+        s = st.StatusBoard(run / "status.bin", self.plan.world_size, mode="r").get(rank)
+        return {"phase": s.phase, "iteration": s.iteration, "in_flight": s.in_flight}
+
+    def failure(self, outcomes: list[Outcome]) -> ChakraPipeError:
+        plan, cfg = self.plan, self.cfg
+        first = first_failure(outcomes)
+        if first is None or all((o.error or {}).get("kind") == "timeout" for o in outcomes if o.failed):
+            late = [o for o in outcomes if o.snapshot.get("phase") != "done"]
+            parts = [f"rank {o.rank} at {_where(plan, o)}" for o in late]
+            return StuckError(f"replay did not finish within {cfg.timeout_s:g} s: " + "; ".join(parts),
+                              stuck={o.rank: o.snapshot.get("in_flight", []) for o in late}, file=cfg.prefix)
+        others = len([o for o in outcomes if o.rank != first.rank and o.snapshot.get("phase") != "done"])
+        return ReplayError(f"rank {first.rank} failed at {_where(plan, first)}: {first.why()}"
+                           + (f" ({others} other rank(s) stopped)" if others else ""),
+                           file=plan.ranks[first.rank].file)
 
 
-def _spawn(run: Path, world: int) -> list[subprocess.Popen]:
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    procs = []
-    for r in range(world):
-        log = open(run / f"log.{r}.txt", "wb")
-        with log:
-            procs.append(subprocess.Popen([sys.executable, "-m", "chakra_pipe.replay.worker", str(run), str(r)],
-                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                          env=env, start_new_session=True))
-    return procs
-
-
-def _watch(procs: list[subprocess.Popen], run: Path, plan: ReplayPlan, kill_at: int, cfg: ReplayConfig) -> None:
-    """Return when every rank exited 0; otherwise kill them all and raise naming rank and node."""
-    failed: list[int] = []  # ranks in the order their failure was seen
-    while True:
-        codes = [p.poll() for p in procs]
-        # Within one poll, a rank killed by a signal is the cause; the others saw its connection drop.
-        failed += sorted((r for r, c in enumerate(codes) if c not in (None, 0) and r not in failed),
-                         key=lambda r: (codes[r] >= 0, r))
-        if all(c == 0 for c in codes):
-            return
-        if failed or time.monotonic_ns() > kill_at:
-            break
-        time.sleep(0.01)
-    grace_end = min(kill_at, time.monotonic_ns() + int(_REPORT_GRACE_S * 1e9)) if failed else kill_at
-    while time.monotonic_ns() < grace_end and any(p.poll() is None for p in procs):
-        time.sleep(0.01)
-    board = st.StatusBoard(run / "status.bin", plan.world_size, mode="r")
-    statuses = [board.get(r) for r in range(plan.world_size)]
-    _kill_all(procs)
-    failed += [r for r, p in enumerate(procs) if p.returncode not in (0, None) and r not in failed
-               and p.returncode > 0]
-    errors = {r: _read_error(run, r) for r in range(plan.world_size)}
-    if not failed or all((errors[r] or {}).get("kind") == "timeout" for r in failed):
-        stuck = {r: s.in_flight for r, s in enumerate(statuses) if s.phase != "done"}
-        parts = [f"rank {r} at {_where(plan, r, s.in_flight, errors[r], s)}" for r, s in enumerate(statuses)
-                 if s.phase != "done"]
-        raise StuckError(f"replay did not finish within {cfg.timeout_s:g} s: " + "; ".join(parts),
-                         stuck=stuck, file=cfg.prefix)
-    first = failed[0]
-    code = procs[first].returncode
-    err = errors[first]
-    s = statuses[first]
-    if err is not None:
-        why = err["message"]
-    elif code is not None and code < 0:
-        why = f"process killed by {signal.Signals(-code).name}"
-    else:
-        why = f"process exited with code {code}: {_last_line(run / f'log.{first}.txt')}"
-    others = len([r for r in range(plan.world_size) if r != first and statuses[r].phase != "done"])
-    raise ReplayError(f"rank {first} failed at {_where(plan, first, s.in_flight, err, s)}: {why}"
-                      + (f" ({others} other rank(s) stopped)" if others else ""),
-                      file=plan.ranks[first].file)
-
-
-def _where(plan: ReplayPlan, rank: int, in_flight: list[int], err: dict | None, status: st.RankStatus) -> str:
-    rp = plan.ranks[rank]
-    ids = (err or {}).get("nodes") or in_flight
+def _where(plan: ReplayPlan, o: Outcome) -> str:
+    rp = plan.ranks[o.rank]
+    err, snap = o.error or {}, o.snapshot
+    ids = err.get("nodes") or snap.get("in_flight") or []
     index = {nid: i for i, nid in enumerate(rp.ids)}
-    it = (err or {}).get("iteration", status.iteration)
+    it = err.get("iteration", snap.get("iteration"))
     if ids:
         nodes = ", ".join(rp.describe(index[n]) for n in ids if n in index)
-    elif err and err.get("where"):
+    elif err.get("where"):
         nodes = err["where"]
     else:
-        nodes = f"no node ({status.phase})"
+        nodes = f"no node ({snap.get('phase', 'unknown')})"
     return nodes + (f" in iteration {it}" if it is not None and it >= 0 else "")
-
-
-def _read_error(run: Path, rank: int) -> dict | None:
-    path = run / f"error.{rank}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-def _last_line(path: Path) -> str:
-    with contextlib.suppress(OSError):
-        lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
-        if lines:
-            return lines[-1].strip()
-    return "no output"
-
-
-@contextlib.contextmanager
-def _terminate_as_exit():
-    """Turn SIGTERM (Snakemake, a batch system) into SystemExit so the ranks are killed on the way out."""
-    def handler(signum, frame):
-        raise SystemExit(128 + signum)
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _kill_all(procs: list[subprocess.Popen]) -> None:
-    """SIGKILL each rank's whole process group and reap it."""
-    for p in procs:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(p.pid, signal.SIGKILL)  # also after the leader exited: its group may linger
-    for p in procs:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            p.wait(timeout=10)

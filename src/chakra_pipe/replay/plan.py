@@ -143,10 +143,10 @@ def _collect_groups(ts: TraceSet, world: int) -> dict[str, tuple[int, ...]]:
         groups[str(gid)] = tuple(members)
     for r, graph in enumerate(ts.ranks):
         for i in np.nonzero(graph.types == schema.METADATA_NODE)[0]:
-            for name, members in _metadata_groups(graph, int(i), world):
+            for name, members in _metadata_groups(graph, int(i), world):  # type: ignore[assignment]
                 if name == WORLD:
                     continue
-                old = groups.setdefault(name, members)
+                old = groups.setdefault(name, members)  # type: ignore[arg-type]
                 if old != members:
                     raise InputError(f"process group {name!r} is {list(members)} here but {list(old)} elsewhere",
                                      file=str(ts.files[r]), where=f"node {int(graph.ids[i])}")
@@ -335,7 +335,7 @@ def _check_collective_sequences(ranks: list[RankPlan], groups: dict[str, tuple[i
                                      f"issues as {ranks[ref_rank].describe(ref[k])}",
                                      stuck={r: [], ref_rank: [ranks[ref_rank].ids[ref[k]]]}, file=ranks[r].file)
                 raise StuckError(f"{label}: collective #{k + 1} is {ranks[r].describe(mine[k])} of {b[1]} B on rank "
-                                 f"{r} but {ranks[ref_rank].describe(ref[k])} of {a[1]} B on rank {ref_rank}",
+                                 f"{r} but {ranks[ref_rank].describe(ref[k])} of {a[1]} B on rank {ref_rank}",  # type: ignore[index]
                                  stuck={r: [ranks[r].ids[mine[k]]], ref_rank: [ranks[ref_rank].ids[ref[k]]]},
                                  file=ranks[r].file)
 

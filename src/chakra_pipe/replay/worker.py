@@ -1,6 +1,6 @@
-"""Entry point of one rank process: ``python -m chakra_pipe.replay.worker RUN_DIR RANK``.
+"""Entry point of one rank process: ``python -m chakra_pipe.replay.worker RUN_DIR RANK LOCAL_RANK``.
 
-The launcher writes ``job.json`` (backend, store port, groups, settings, deadline) and
+The launcher (``chakra_pipe.launch``) writes ``job.json`` (backend, store address, groups, settings, deadline) and
 ``plan.<rank>.pkl`` into RUN_DIR; the rank writes ``result.<rank>.json`` on success or
 ``error.<rank>.json`` on failure, and exits with os._exit so a dead peer can never make it hang in
 process-group teardown. Every wait polls against the shared deadline.
@@ -18,13 +18,14 @@ import time
 from pathlib import Path
 
 from ..atomic import write_json
+from ..torchdist import PG_STORE_PREFIX, cuda_device, lost_peer
 from . import status as st
 from .executor import BACKOFF_S, SPIN_POLLS, NodeFailed, ReplayTimeout, run_iteration
 
 EXIT_FAILED, EXIT_TIMEOUT = 1, 3
 
 
-def main(run_dir: str, rank: int) -> int:
+def main(run_dir: str, rank: int, local_rank: int) -> int:
     run = Path(run_dir)
     job = json.loads((run / "job.json").read_text())
     _die_with_launcher(job["launcher_pid"])
@@ -43,13 +44,12 @@ def main(run_dir: str, rank: int) -> int:
         torch.set_num_threads(1)
         device = torch.device("cpu")
         if job["device"] == "cuda":
-            torch.cuda.set_device(rank)
-            device = torch.device("cuda", rank)
+            device = cuda_device(torch, local_rank)
         remaining = max(1.0, (deadline - time.monotonic_ns()) / 1e9)
         timeout = datetime.timedelta(seconds=remaining)
-        store = dist.TCPStore("127.0.0.1", job["port"], job["world_size"], False, timeout=timeout)
-        dist.init_process_group(job["backend"], store=store, rank=rank, world_size=job["world_size"],
-                                timeout=timeout)
+        store = dist.TCPStore(job["master_addr"], job["port"], None, False, timeout=timeout)
+        dist.init_process_group(job["backend"], store=dist.PrefixStore(PG_STORE_PREFIX, store), rank=rank,
+                                world_size=job["world_size"], timeout=timeout)
         # Every rank creates every group, in the same order (torch.distributed requires it).
         groups = {name: dist.new_group(list(members)) for name, members in job["groups"].items()}
         engine = TorchEngine(plan, groups, device, job["compute"])
@@ -60,8 +60,8 @@ def main(run_dir: str, rank: int) -> int:
             board.set(rank, st.RUNNING, iteration)
             engine.new_iteration()
             timing = run_iteration(plan, engine, deadline,
-                                   on_change=lambda busy: board.set(rank, st.RUNNING, iteration,
-                                                                    [plan.ids[i] for i in busy]))
+                                   on_change=lambda busy, it=iteration: board.set(rank, st.RUNNING, it,  # type: ignore[misc]
+                                                                                   [plan.ids[i] for i in busy]))
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             if iteration >= job["warmup"]:
@@ -85,7 +85,8 @@ def main(run_dir: str, rank: int) -> int:
         return 0
     except NodeFailed as exc:
         i = exc.index
-        _fail(run, board, rank, iteration, "failed", str(exc), [plan.ids[i]], plan.describe(i))
+        _fail(run, board, rank, iteration, "failed", str(exc), [plan.ids[i]], plan.describe(i),
+              peer=lost_peer(exc.__cause__))
         return EXIT_FAILED
     except ReplayTimeout as exc:
         where = ", ".join(plan.describe(i) for i in exc.in_flight) or (
@@ -99,7 +100,8 @@ def main(run_dir: str, rank: int) -> int:
         return EXIT_TIMEOUT
     except Exception as exc:  # noqa: BLE001 - rendezvous, group creation, allocation: one line to the user
         text = str(exc).strip().splitlines()
-        _fail(run, board, rank, iteration, "error", f"{type(exc).__name__}: {text[0] if text else ''}", [], "")
+        _fail(run, board, rank, iteration, "error", f"{type(exc).__name__}: {text[0] if text else ''}", [], "",
+              peer=lost_peer(exc))
         return EXIT_FAILED
 
 
@@ -137,10 +139,10 @@ def _barrier(dist, deadline: int) -> None:
 
 
 def _fail(run: Path, board, rank: int, iteration: int, kind: str, message: str, nodes: list[int],
-          where: str) -> None:
+          where: str, peer: bool = False) -> None:
     board.set(rank, st.FAILED, iteration, nodes)
     write_json(run / f"error.{rank}.json", {"rank": rank, "iteration": iteration, "kind": kind,
-                                            "message": message, "nodes": nodes, "where": where})
+                                            "message": message, "nodes": nodes, "where": where, "peer": peer})
 
 
 def _environment(torch, job: dict, device) -> dict:
@@ -156,7 +158,7 @@ def _environment(torch, job: dict, device) -> dict:
 
 
 if __name__ == "__main__":
-    code = main(sys.argv[1], int(sys.argv[2]))
+    code = main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 from pathlib import Path
 
 from .. import __version__
 from ..atomic import write_bytes, write_text
-from ..errors import InputError
+from ..errors import ChakraPipeError, InputError
 from ..sweep.campaign import Campaign
-from .schema import NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS, SOURCES
+from . import collectives, tidy
+from .schema import NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS, SOURCES, UNITS
 
 FLOAT_COLUMNS = ("cost", "bottleneck_bandwidth_gbps", "time_x_cost", "speedup")
 INT_COLUMNS = ("npus", *NS_METRICS)
 
 
-def git_commit(cwd: str | Path = Path(__file__).resolve().parent) -> str:
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def git_commit(cwd: str | Path = _PACKAGE_DIR) -> str:
     """The commit of the chakra-pipe checkout that produced a result (``unknown`` for an installed
     package outside git) — looked up beside this file, not in the working directory, which under
     ``snakemake -d DIR`` is another folder."""
@@ -55,7 +60,7 @@ def capture_pass_ns(capture_dir: str | Path) -> tuple[int, str]:
     return int(round(step_ns * steps)), str(backend or "torch")
 
 
-def read_shard(path: str, workload: str, point_ids: list[str]):
+def read_shard(path: str, workload: str, point_ids: list[str], campaign: str):
     """One shard CSV, checked against the plan: a shard that a crash, a full disk or a hand edit left
     short or garbled must stop the aggregation, naming the file, not silently drop grid points."""
     import pandas as pd
@@ -80,19 +85,50 @@ def read_shard(path: str, workload: str, point_ids: list[str]):
         raise InputError(f"shard holds {len(got)} rows but the plan has {len(point_ids)} points for "
                          f"workload {workload} ({detail}): delete it to recompute", file=path)
     for i, row in enumerate(df.itertuples(index=False), start=2):
-        bad = row.status == "" or len(row.trace_sha256) != 64 or (row.status == "ok" and not all(
-            str(getattr(row, c)).lstrip("-").isdigit() for c in NS_METRICS))
-        if bad:
-            raise InputError("row is incomplete (no status, a short trace digest, or a metric that is not an "
-                             "integer): delete the shard to recompute", file=path, where=f"line {i}")
+        problem = _row_problem(row, campaign)
+        if problem:
+            raise InputError(f"{problem}: delete the shard to recompute", file=path, where=f"line {i}")
     return df
+
+
+# What `sweep run` writes in ``status``: "ok", or the error class and its one-line message.
+def _error_classes(base: type[ChakraPipeError] = ChakraPipeError) -> list[str]:
+    """Names of ``base`` and its subclasses: the prefixes a failed point's status can carry."""
+    subs: list[type[ChakraPipeError]] = base.__subclasses__()
+    return [base.__name__, *(name for sub in subs for name in _error_classes(sub))]
+
+
+_FAILED_STATUS = re.compile(rf"^(?:{'|'.join(_error_classes())}): \S")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_NS = re.compile(r"^[0-9]{1,19}$")
+
+
+def _row_problem(row, campaign: str) -> str | None:
+    """Why one shard row is not one `sweep run` of this campaign could have written (None if it is)."""
+    if row.campaign != campaign:
+        return f"row of campaign '{row.campaign}', not of this plan's '{campaign}'"
+    if row.source != "simulated":
+        return f"source '{row.source}' (shards hold simulated rows only)"
+    if not _SHA256.match(row.trace_sha256):
+        return "trace digest is not 64 hex digits"
+    if row.status == "ok":
+        for c in NS_METRICS:
+            value = str(getattr(row, c))
+            if not _NS.match(value) or int(value) >= 1 << 63:
+                return f"{c} '{value[:40]}' is not a whole number of ns in 0..2^63-1"
+        return None
+    if not _FAILED_STATUS.match(row.status):
+        return f"unknown status '{row.status[:60]}' (expected ok or an error line)"
+    if any(str(getattr(row, c)) for c in NS_METRICS):
+        return "a failed point with metrics"
+    return None
 
 
 def aggregate(plan: Campaign, commit: str | None = None):
     """The results table of a finished campaign (a pandas DataFrame with :data:`RESULT_COLUMNS`)."""
     import pandas as pd
 
-    frames = [read_shard(plan.shard_path(w.name, i), w.name, ids)
+    frames = [read_shard(plan.shard_path(w.name, i), w.name, ids, plan.name)
               for w in plan.workloads.values() for i, ids in enumerate(w.shards)]
     simulated = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SHARD_COLUMNS)
     sha_by_workload = dict(zip(simulated["workload"], simulated["trace_sha256"]))
@@ -103,15 +139,15 @@ def aggregate(plan: Campaign, commit: str | None = None):
             measured.append(("captured", "capture", *capture_pass_ns(plan.capture_dir(w.name))))
         if w.replay:
             measured.append(("replayed", "replay", *replay_pass_ns(plan.replay_path(w.name))))
-        for source, point_id, ns, backend in measured:
-            extra.append({"campaign": plan.name, "workload": w.name, "source": source, "point_id": point_id,
-                          "platform": "host", "backend": backend, "npus": str(w.npus), "status": "ok",
+        for source, _, ns, runtime in measured:
+            extra.append({"campaign": plan.name, "workload": w.name, "source": source, "point_id": "",
+                          "platform": "host", "backend": "", "runtime": runtime, "npus": str(w.npus), "status": "ok",
                           "step_time_ns": str(ns), "trace_sha256": sha_by_workload.get(w.name, "")})
     df = pd.concat([simulated, pd.DataFrame(extra, dtype=str)], ignore_index=True) if extra else simulated
     df = df.reindex(columns=RESULT_COLUMNS, fill_value="")
     df["transform"] = df["workload"].map({w.name: w.spec.get("transform", "") if w.kind == "transform" else ""
                                           for w in plan.workloads.values()}).fillna("")
-    df = _typed(df)
+    df = _typed(pd.concat([df, _dynamic(plan, df)], axis=1))
     ok = df["status"] == "ok"
     df["time_x_cost"] = (df["step_time_ns"].astype("float64") * df["cost"]).where(ok)
     base = {}
@@ -130,16 +166,68 @@ def aggregate(plan: Campaign, commit: str | None = None):
     df["_s"] = df["source"].map({s: i for i, s in enumerate(SOURCES)})
     df["_p"] = df["point_id"].map(order_p).fillna(-1)
     df = df.sort_values(["_w", "_s", "_p"], kind="stable").drop(columns=["_w", "_s", "_p"]).reset_index(drop=True)
-    string_cols = [c for c in RESULT_COLUMNS if c not in INT_COLUMNS + FLOAT_COLUMNS]
-    df[string_cols] = df[string_cols].astype("string")
     return df
+
+
+def aggregate_collectives(plan: Campaign):
+    """``collectives.parquet``: the shards' per-collective parts in plan order, then the replays."""
+    import pandas as pd
+
+    parts = []
+    for w in plan.workloads.values():
+        for i in range(len(w.shards)):
+            path = collectives.sidecar_path(plan.shard_path(w.name, i))
+            try:
+                parts.append(collectives.read_table(path))
+            except FileNotFoundError:
+                raise InputError("per-collective part of the shard is missing: delete the shard CSV beside it "
+                                 "to recompute", file=str(path)) from None
+            except (OSError, ValueError) as exc:
+                raise InputError(f"unreadable per-collective part ({str(exc).splitlines()[0]}): delete the shard "
+                                 "CSV beside it to recompute", file=str(path)) from None
+        if w.replay:
+            doc = json.loads(Path(plan.replay_path(w.name)).read_text(encoding="utf-8"))
+            parts.append(collectives.frame(collectives.replayed_rows(doc, plan.name, w.name)))
+    parts = [p for p in parts if len(p)]
+    return pd.concat(parts, ignore_index=True) if parts else collectives.frame([])
+
+
+def _dynamic(plan: Campaign, df):
+    """Per-dimension and per-axis text columns of each row, plus the hardware digest (see ``tidy``)."""
+    import pandas as pd
+
+    rows = []
+    for r in df[["workload", "source", "point_id"]].itertuples(index=False):
+        w = plan.workloads.get(r.workload)
+        row = tidy.workload_columns(w.spec) if w is not None else {}
+        point = plan.points.get(r.point_id) if r.source == "simulated" else None
+        if point is not None:
+            row.update(tidy.point_columns(point))
+        rows.append(row)
+    extra = pd.DataFrame(rows, index=df.index, dtype=object)
+    extra = extra.reindex(columns=tidy.order(extra.columns)).fillna("")
+    df["hardware_sha256"] = [tidy.hardware_sha256(plan.points[p]) if s == "simulated" and p in plan.points else ""
+                             for s, p in zip(df["source"], df["point_id"])]
+    return extra
+
+
+def units(columns) -> dict[str, str]:
+    """Unit of every column that has one (also stored in the parquet schema metadata)."""
+    out = {c: UNITS[c] for c in columns if c in UNITS}
+    out.update({c: tidy.unit_of(c) for c in columns if tidy.is_dynamic(c) and tidy.unit_of(c)})
+    return out
 
 
 def write_results(df, out_dir: str | Path) -> tuple[Path, Path]:
     """``results.parquet`` and ``results.csv`` (atomic, byte-reproducible for equal tables)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     out = Path(out_dir)
     buf = io.BytesIO()
-    df.to_parquet(buf, index=False, engine="pyarrow", compression="zstd")
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    meta = {**(table.schema.metadata or {}), b"chakra_pipe.units": json.dumps(units(df.columns), sort_keys=True).encode()}
+    pq.write_table(table.replace_schema_metadata(meta), buf, compression="zstd")
     write_bytes(out / "results.parquet", buf.getvalue())
     write_text(out / "results.csv", df.to_csv(index=False, lineterminator="\n"))
     return out / "results.parquet", out / "results.csv"
@@ -151,11 +239,19 @@ def _typed(df):
 
     df = df.astype(object)
     df = df.where(df.notna(), "")
-    for col in INT_COLUMNS:
-        df[col] = pd.to_numeric(df[col].replace("", None), errors="raise").astype("Int64")
-    for col in FLOAT_COLUMNS:
-        df[col] = pd.to_numeric(df[col].replace("", None), errors="raise").astype("float64")
+    kinds = {c: "Int64" for c in INT_COLUMNS} | {c: "float64" for c in FLOAT_COLUMNS}
+    for col in df.columns:
+        if tidy.is_dynamic(col):
+            df[col] = df[col].map(str)  # parquet's 400 / 400.0 and the CSV's "400" / "400.0" agree
+            kinds[col] = tidy.dtype_of(col, df[col])
+    for col in df.columns:
+        kind = kinds.get(col, "string")
+        if kind == "string":
+            df[col] = df[col].astype(str).astype("string")
+        else:
+            df[col] = pd.to_numeric(df[col].replace("", None), errors="raise").astype(kind)
     return df
+
 
 
 def read_results(path: str | Path):
@@ -172,7 +268,8 @@ def read_results(path: str | Path):
         raise InputError("results table not found (run `chakra-pipe report aggregate`)", file=str(path)) from None
     except (OSError, ValueError) as exc:  # pyarrow's and pandas' parse errors derive from these
         raise InputError(f"unreadable results table: {str(exc).splitlines()[0]}", file=str(path)) from None
-    if tuple(df.columns) != tuple(RESULT_COLUMNS):
+    fixed = tuple(c for c in df.columns if not tidy.is_dynamic(c))
+    if fixed != tuple(RESULT_COLUMNS) or list(df.columns[len(fixed):]) != tidy.order(df.columns[len(fixed):]):
         raise InputError(f"not a results table of this version (expected the {len(RESULT_COLUMNS)} columns "
                          "`report aggregate` writes)", file=str(path))
     try:

@@ -9,6 +9,8 @@ from ..atomic import write_json, write_text
 from ..readfile import read_json
 from ..sweep.campaign import Campaign
 from . import html, leaderboard, plots
+from .aggregate import units
+from .collectives import UNITS as COLLECTIVE_UNITS
 from .schema import METRICS
 
 
@@ -33,19 +35,31 @@ def summary(plan: Campaign, results) -> dict[str, Any]:
         "package_version": str(results["package_version"].iloc[0]) if len(results) else "",
         "git_commit": commit,
         "metrics": {m.name: {"unit": m.unit, "better": m.better, "meaning": m.meaning} for m in METRICS},
+        "units": {"results": units(results.columns), "collectives": COLLECTIVE_UNITS},
         "counts": {"rows": len(results), "grid_points": len(plan.points), "simulated_ok": len(ok),
                    "failed": int((sim["status"] != "ok").sum())},
         "workloads": workloads, "notes": plan.notes,
-        "files": {"results": ["results.parquet", "results.csv"], "leaderboard": ["leaderboard.md", "leaderboard.csv"],
-                  "plots": [f"plots/{p}" for p in plots.PLOTS], "page": "report.html"},
+        "files": {"results": ["results.parquet", "results.csv"], "collectives": ["collectives.parquet"],
+                  "leaderboard": ["leaderboard.md", "leaderboard.csv"],
+                  "plots": [f"plots/{p}" for p in plots.PLOTS] + [f"plots/{p[:-4]}.svg" for p in plots.PLOTS],
+                  "page": "report.html"},
     }
+
+
+def why_no_fidelity(plan: Campaign) -> str:
+    """The real reason a campaign has no captured or replayed numbers, for the fidelity plot."""
+    missing_torch = [n for n in plan.notes if "PyTorch is not installed" in n]
+    if missing_torch:
+        return "; ".join(missing_torch) + " (pip install -e '.[torch]')"
+    return ("capture and replay are disabled for this campaign (config capture/replay: never, "
+            "or no capture workload and no workload with replay: true)")
 
 
 def build(plan: Campaign, results, out_dir: str | Path) -> dict[str, Any]:
     out = Path(out_dir)
     baselines = {w.name: w.baseline for w in plan.workloads.values()}
     board = leaderboard.write_campaign_board(results, out, plan.name, baselines)
-    plots.write_plots(results, out, baselines)
+    plots.write_plots(results, out, baselines, why_no_fidelity(plan))
     info = summary(plan, results)
     if plan.searches:  # best layout per point of each search (search/<name>/best.json, written by its job)
         info["searches"] = {n: read_json(out / "search" / n / "best.json") for n in plan.searches}

@@ -30,12 +30,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _aggregate(args: argparse.Namespace) -> int:
     from ..sweep.campaign import Campaign
-    from .aggregate import aggregate, write_results
+    from .aggregate import aggregate, aggregate_collectives, write_results
+    from .collectives import write_table
 
     plan = Campaign.load(args.plan)
     out = args.out_dir or Path(plan.report_dir)
     parquet, csv = write_results(aggregate(plan), out)
-    print(f"report: wrote {parquet} and {csv}")
+    write_table(aggregate_collectives(plan), out / "collectives.parquet")
+    print(f"report: wrote {parquet}, {csv} and {out / 'collectives.parquet'}")
     return 0
 
 

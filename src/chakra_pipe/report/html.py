@@ -1,9 +1,16 @@
-"""``report.html``: one self-contained page (tables inline, plots as data URIs), no external assets."""
+"""``report.html``: one self-contained page rendered from a jinja2 template (no external assets).
+
+Tables carry every number twice: a readable cell (step times in ns, µs or ms as fits, thousands
+separators) and its exact value in ``data-v``, which the page's small script sorts by; a filter box
+above each table hides rows that do not contain the typed text. Wide tables scroll inside their box
+instead of widening the page. Every plot is embedded as a PNG with a numbered caption.
+"""
 
 from __future__ import annotations
 
 import base64
-import html
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,64 +18,118 @@ from .leaderboard import BOARD_VIEW, fmt
 from .plots import PLOTS
 
 MAX_ROWS = 500  # the full table is in results.csv; a browser page need not hold 10,000 rows
-STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}
-table{border-collapse:collapse;font-size:.85em;margin:.5em 0 1.5em}
-td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}td:nth-child(-n+3){text-align:left}
-th{background:#f2f2f2}img{max-width:100%;border:1px solid #eee}code{font-size:.9em}"""
+TEXT_COLUMNS = {"workload", "source", "point_id", "backend", "runtime", "status", "platform", "metric", "unit",
+                "better", "meaning", "hardware point"}
+WIDE_COLUMNS = {"point_id", "meaning"}  # long text that wraps anywhere; other cells stay on one line
+WRAP_COLUMNS = {"status", "settings"}  # errors and settings wrap at spaces
+RESULT_VIEW = (["workload", "source", "point_id", "backend", "runtime", "status", "step_time_ns", "compute_ns",
+                "exposed_comm_ns", "idle_ns", "speedup", "cost"],
+               ["workload", "source", "hardware point", "backend", "runtime", "status", "step time", "compute",
+                "exposed comm", "idle", "speed-up (x)", "cost"])
 
 
-def _table(df, columns: list[str], headers: list[str] | None = None) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in headers or columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row) + "</tr>"
-                   for row in df[columns].itertuples(index=False))
-    return f"<table><tr>{head}</tr>{body}</table>"
+def duration(ns: float | None) -> str:
+    """A duration in the unit that keeps 3-4 significant digits readable: 950 ns, 12.3 µs, 4.56 ms, 1.2 s."""
+    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+        return "–"
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if abs(ns) >= scale:
+            v = ns / scale
+            return f"{v:.3g} {unit}" if abs(v) < 100 else f"{v:,.0f} {unit}"
+    return f"{ns:,.0f} ns"
+
+
+@dataclass
+class Table:
+    headers: list[tuple[str, bool]]  # (title, is text)
+    rows: list[list[tuple[str, str | None, str]]]  # (shown text, sort value or None for text, css class)
+
+
+def make_table(df, columns: list[str], headers: list[str] | None = None) -> Table:
+    import pandas as pd
+
+    heads = headers or columns
+    text = [c in TEXT_COLUMNS or h in TEXT_COLUMNS for c, h in zip(columns, heads)]
+    rows = []
+    for values in df[columns].itertuples(index=False):
+        row: list[tuple[str, str | None, str]] = []
+        for col, v, is_text in zip(columns, values, text):
+            na = v is None or (not isinstance(v, str) and pd.isna(v))
+            if is_text or isinstance(v, str):
+                css = "t w" if col in WIDE_COLUMNS else "t s" if col in WRAP_COLUMNS else "t"
+                row.append(("" if na else str(v), None, css))
+            elif col.endswith("_ns"):
+                row.append((duration(None if na else float(v)), "" if na else repr(float(v)), "n"))
+            else:
+                row.append((fmt(v), "" if na else repr(float(v)), "n"))
+        rows.append(row)
+    return Table(list(zip(heads, text)), rows)
+
+
+def _render_table(t: Table) -> str:
+    from markupsafe import Markup, escape
+
+    head = "".join(f"<th class='{'t' if txt else 'n'}' scope='col'>{escape(h)}</th>" for h, txt in t.headers)
+    body = []
+    for row in t.rows:
+        cells = []
+        for shown, value, css in row:
+            if value is None:
+                text = str(escape(shown))
+                if "w" in css.split():  # point ids break after their separators, not mid-word
+                    for sep in (",", "[", ";"):
+                        text = text.replace(sep, sep + "<wbr>")
+                cells.append(f"<td class='{css}'>{text}</td>")
+            else:
+                cells.append(f"<td data-v='{escape(value)}'>{escape(shown)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return Markup(f"<div class='scroll'><table class='data'><thead><tr>{head}</tr></thead>"
+                  f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
 def render(summary: dict[str, Any], results, board, plot_dir: Path) -> str:
-    e = html.escape
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>chakra-pipe: {e(summary['campaign'])}"
-             f"</title><style>{STYLE}</style></head><body>",
-             f"<h1>Campaign <code>{e(summary['campaign'])}</code></h1>",
-             f"<p>{summary['counts']['simulated_ok']} successful simulations of {len(summary['workloads'])} "
-             f"workloads over {summary['counts']['grid_points']} hardware points; "
-             f"{summary['counts']['failed']} failed points. Config SHA-256 <code>{e(summary['config_sha256'])}"
-             f"</code>, chakra-pipe {e(summary['package_version'])}, commit <code>{e(summary['git_commit'])}</code>."
-             "</p>"]
-    if summary["notes"]:
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in summary["notes"]) + "</ul>")
-    parts.append("<h2>Leaderboard</h2><p>Ranked per workload by simulated step time (lower is better); "
-                 "speed-up against the workload's baseline point.</p>")
-    for workload, g in board.groupby("workload", sort=False):
-        base = summary["workloads"][workload]["baseline"]
-        parts.append(f"<h3>{e(workload)}</h3><p>baseline: <code>{e(str(base))}</code></p>")
-        parts.append(_table(g, *BOARD_VIEW))
-    parts.append("<h2>Plots</h2>")
-    for name, caption in PLOTS.items():
-        data = base64.b64encode((plot_dir / name).read_bytes()).decode("ascii")
-        parts.append(f"<figure><img alt='{e(caption)}' src='data:image/png;base64,{data}'>"
-                     f"<figcaption>{e(caption)}</figcaption></figure>")
+    import jinja2
+    import pandas as pd
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("chakra_pipe.report", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    boards = [{"workload": w, "baseline": str(summary["workloads"][w]["baseline"]),
+               "table": make_table(g, *_board_view())} for w, g in board.groupby("workload", sort=False)]
+    plots = [{"name": name, "caption": caption,
+              "data": base64.b64encode((plot_dir / name).read_bytes()).decode("ascii")} for name, caption in PLOTS.items()]
+    searches = []
     for name, best in (summary.get("searches") or {}).items():
-        parts.append(f"<h2>Parallelism search <code>{e(name)}</code></h2><p>Fastest layout per point that fits its "
-                     f"memory; every layout, its memory per GPU and verdict: <code>search/{e(name)}/layouts.md</code>."
-                     "</p><table><tr><th>point</th><th>layout</th><th>step time (ms)</th><th>memory/GPU (GiB)</th>"
-                     "<th>tokens/s</th><th>MFU</th></tr>"
-                     + "".join(f"<tr><td>{e(p)}</td><td>{e(b['layout'])}</td><td>{b['step_time_ns'] / 1e6:.3f}</td>"
-                               f"<td>{b['mem_total_gib']:.2f}</td><td>{b['tokens_per_s']:.0f}</td>"
-                               f"<td>{b['mfu']:.3f}</td></tr>" for p, b in best.items()) + "</table>")
+        rows = pd.DataFrame([{"point": p, "layout": b["layout"], "step_time_ms": round(b["step_time_ns"] / 1e6, 3),
+                              "mem_gib": round(b["mem_total_gib"], 2), "tokens_per_s": round(b["tokens_per_s"]),
+                              "mfu": round(b["mfu"], 3)} for p, b in best.items()])
         pareto = plot_dir.parent / "search" / name / "pareto.png"
-        data = base64.b64encode(pareto.read_bytes()).decode("ascii")
-        parts.append(f"<figure><img alt='Pareto' src='data:image/png;base64,{data}'><figcaption>{e(name)}: step "
-                     "time against memory per GPU</figcaption></figure>")
+        searches.append({"name": name, "pareto": base64.b64encode(pareto.read_bytes()).decode("ascii"),
+                         "table": make_table(rows, ["point", "layout", "step_time_ms", "mem_gib", "tokens_per_s", "mfu"],
+                                             ["point", "layout", "step time (ms)", "memory/GPU (GiB)", "tokens/s",
+                                              "MFU"])})
     failed = results[results["status"] != "ok"]
-    if len(failed):
-        parts.append("<h2>Failed points</h2>" + _table(failed, ["workload", "point_id", "backend", "status"]))
-    parts.append("<h2>Metrics</h2>" + "<table><tr><th>metric</th><th>unit</th><th>better</th><th>meaning</th></tr>"
-                 + "".join(f"<tr><td>{e(k)}</td><td>{e(m['unit'])}</td><td>{e(m['better'])}</td>"
-                           f"<td>{e(m['meaning'])}</td></tr>" for k, m in summary["metrics"].items()) + "</table>")
     shown = results.head(MAX_ROWS)
-    more = f" (first {MAX_ROWS} of {len(results)}; all rows in results.csv)" if len(results) > MAX_ROWS else ""
-    parts.append(f"<h2>Results{more}</h2>" + _table(shown, ["workload", "source", "point_id", "backend", "status",
-                                                          "step_time_ns", "compute_ns", "exposed_comm_ns",
-                                                          "idle_ns", "speedup", "cost"]))
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+    metrics = pd.DataFrame([{"metric": k, "unit": m["unit"], "better": m["better"], "meaning": m["meaning"]}
+                            for k, m in summary["metrics"].items()])
+    sections = ([{"id": "notes", "title": "Notes"}] if summary["notes"] else []) + [
+        {"id": "leaderboard", "title": "Leaderboard"}, {"id": "plots", "title": f"Plots ({len(plots)})"}] + [
+        {"id": f"search-{i}", "title": f"Parallelism search {x['name']}"} for i, x in enumerate(searches, 1)] + (
+        [{"id": "failed", "title": f"Failed points ({len(failed)})"}] if len(failed) else []) + [
+        {"id": "results", "title": "Results"}, {"id": "metrics", "title": "Metrics and units"}]
+    page = env.get_template("report.html.j2").render(
+        s=summary, sections=sections, boards=boards, plots=plots, searches=searches, table=_render_table,
+        failed=make_table(failed, ["workload", "point_id", "backend", "status"]) if len(failed) else None,
+        results=make_table(shown, *_non_empty(shown, *RESULT_VIEW)), more=len(results) > MAX_ROWS, shown=MAX_ROWS, total=len(results),
+        metrics=make_table(metrics, ["metric", "unit", "better", "meaning"]))
+    return page
+
+
+def _non_empty(df, columns: list[str], headers: list[str]) -> tuple[list[str], list[str]]:
+    """Drop columns with nothing in them (no replays: no runtime) so the table fits the page."""
+    keep = [(c, h) for c, h in zip(columns, headers) if df[c].astype(str).replace({"<NA>": "", "nan": ""}).ne("").any()]
+    return [c for c, _ in keep], [h for _, h in keep]
+
+
+def _board_view() -> tuple[list[str], list[str]]:
+    cols, heads = BOARD_VIEW
+    return cols, [h.replace("step time (ns)", "step time") for h in heads]

@@ -1,9 +1,9 @@
 """Leaderboards: per campaign (workloads x hardware, ranked) and the standing one across campaigns.
 
 The standing board is a CSV other campaigns share, so it is updated under a file lock, read-modify-
-write, keyed by (campaign, workload, point_id, backend): a campaign replaces exactly its own rows.
-A row whose measurements did not change keeps its old ``updated`` date, so rerunning an unchanged
-campaign leaves the file byte-identical.
+write, keyed by content (see ``KEY``) and read back as text only. A row whose measurements did not
+change keeps its old ``updated`` date, so rerunning an unchanged campaign leaves the file
+byte-identical.
 """
 
 from __future__ import annotations
@@ -20,9 +20,12 @@ from ..errors import InputError
 
 BOARD_COLUMNS = ("workload", "rank_time", "point_id", "platform", "backend", "step_time_ns", "speedup",
                  "cost", "time_x_cost", "rank_time_x_cost")
-KEY = ("campaign", "workload", "point_id", "backend")
-STANDING_COLUMNS = (*KEY, "platform", "npus", "step_time_ns", "speedup", "cost", "time_x_cost",
-                    "trace_sha256", "config_sha256", "package_version", "git_commit", "updated")
+# Standing entries are keyed by content, not by who produced them: the trace's SHA-256, the hardware
+# (a digest of the full network/system/memory/backend description) and the simulator version.
+KEY = ("workload", "trace_sha256", "backend", "hardware_sha256", "package_version")
+STANDING_COLUMNS = (*KEY, "topology", "npus_count", "bandwidth_gbps", "latency_ns", "settings", "npus",
+                    "platform", "point_id", "campaign", "step_time_ns", "reference", "vs_reference", "cost",
+                    "time_x_cost", "config_sha256", "git_commit", "updated")
 
 
 def campaign_board(results):
@@ -111,71 +114,122 @@ def locked(path: Path) -> Iterator[None]:
 def today() -> str:
     """UTC date of the update; ``SOURCE_DATE_EPOCH`` pins it for reproducible builds and tests."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    now = dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc) if epoch else dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.fromtimestamp(int(epoch), dt.UTC) if epoch else dt.datetime.now(dt.UTC)
     return now.date().isoformat()
 
 
-def update_standing(results, board_csv: str | Path, date: str | None = None):
-    """Replace this campaign's rows of the standing board; returns the new board."""
+def _text(value) -> str:
+    """One cell as the board's text: integers plainly, floats to 10 significant digits, NA empty."""
     import pandas as pd
 
-    board_csv = Path(board_csv)
-    campaigns = set(results["campaign"].astype(str))
-    new = results[(results["source"] == "simulated") & (results["status"] == "ok")].copy()
-    new = new.reindex(columns=STANDING_COLUMNS).astype({"step_time_ns": "Int64", "npus": "Int64"})
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return ""
+    if isinstance(value, float):
+        return format(value, ".10g")
+    return str(value)
+
+
+def read_board(board_csv: Path):
+    """The standing board as text, every cell verbatim: a campaign or workload called ``NA``, ``null``,
+    ``007`` or ``1e3`` must come back as written, or reruns duplicate rows and rename others'."""
+    import pandas as pd
+
+    if not board_csv.exists():
+        return pd.DataFrame(columns=STANDING_COLUMNS, dtype=str)
+    try:
+        old = pd.read_csv(board_csv, dtype=str, keep_default_na=False, na_filter=False, encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        raise InputError(f"unreadable standing leaderboard: {exc}", file=str(board_csv)) from None
+    if list(old.columns) != list(STANDING_COLUMNS):
+        raise InputError(f"standing leaderboard has columns {list(old.columns)}, expected "
+                         f"{list(STANDING_COLUMNS)} (a board from an older version: move it aside)",
+                         file=str(board_csv))
+    return old
+
+
+def update_standing(results, board_csv: str | Path, date: str | None = None):
+    """Add or replace this campaign's entries on the standing board; returns the new board (all text).
+
+    An entry is one trace (by content) on one hardware description with one simulator version, so a
+    different trace under a known workload name is a new entry and a rerun replaces its own entries.
+    """
+    import pandas as pd
+
+    # A symlinked board is shared: lock and rewrite the real file behind it, never the link.
+    board_csv = Path(os.path.realpath(board_csv))
+    ok = results[(results["source"] == "simulated") & (results["status"] == "ok")]
+    new = pd.DataFrame({c: [_text(v) for v in ok[c]] if c in ok.columns else [""] * len(ok)
+                        for c in STANDING_COLUMNS}, dtype=str)
+    is_baseline = [_text(v) == "1" for v in ok["speedup"]]
     with locked(board_csv):
-        if board_csv.exists():
-            try:
-                old = pd.read_csv(board_csv, dtype={"step_time_ns": "Int64", "npus": "Int64"},
-                                  keep_default_na=True)
-            except (OSError, ValueError) as exc:
-                raise InputError(f"unreadable standing leaderboard: {exc}", file=str(board_csv)) from None
-            if list(old.columns) != list(STANDING_COLUMNS):
-                raise InputError(f"standing leaderboard has columns {list(old.columns)}, expected "
-                                 f"{list(STANDING_COLUMNS)}", file=str(board_csv))
-        else:
-            old = pd.DataFrame(columns=STANDING_COLUMNS)
-        mine = old[old["campaign"].astype(str).isin(campaigns)]
-        others = old[~old["campaign"].astype(str).isin(campaigns)]
-        new["updated"] = date or today()
-        # keep the previous date where nothing but the date would change
-        previous = {tuple(str(x) for x in r[:len(KEY)]): r for r in mine.itertuples(index=False)}
-        compare = [c for c in STANDING_COLUMNS if c != "updated"]
-        dates = []
+        old = read_board(board_csv)
+        previous = {tuple(r[:len(KEY)]): r for r in old.itertuples(index=False)}
+        new_keys = set(map(tuple, new[list(KEY)].itertuples(index=False)))
+        keep = old[[tuple(k) not in new_keys for k in old[list(KEY)].itertuples(index=False)]]
+        compare = [c for c in STANDING_COLUMNS if c not in ("updated", "reference", "vs_reference")]
+        dates, refs = [], []
         for r in new.itertuples(index=False):
-            key = tuple(str(x) for x in r[:len(KEY)])
-            old_row = previous.get(key)
-            same = old_row is not None and all(
-                _same(getattr(old_row, c), getattr(r, c)) for c in compare)
-            dates.append(old_row.updated if same else r.updated)
-        new["updated"] = dates
-        merged = pd.concat([others, new], ignore_index=True) if len(others) else new
-        merged = merged.sort_values(["workload", "step_time_ns", "campaign", "point_id", "backend"],
-                                    kind="stable").reset_index(drop=True)
-        write_text(board_csv, merged.to_csv(index=False, lineterminator="\n", float_format="%.10g"))
-        ranked = merged.copy()
-        ranked["rank_time"] = ranked.groupby("workload", sort=False).cumcount() + 1
-        cols = ["rank_time", "campaign", "point_id", "backend", "step_time_ns", "speedup", "cost", "updated"]
-        heads = ["#", "campaign", "hardware point", "backend", "step time (ns)", "speed-up (x)", "cost", "updated"]
-        md = ["# Standing leaderboard", "",
-              "All campaigns, ranked per workload by simulated step time (lower is better). Each campaign "
-              "replaces its own rows when it finishes.", ""]
-        for workload, g in ranked.groupby("workload", sort=False):
-            md += [f"## {workload}", "", markdown_table(g, cols, heads), ""]
-        write_text(board_csv.with_suffix(".md"), "\n".join(md))
+            prev = previous.get(tuple(r[:len(KEY)]))
+            same = prev is not None and all(getattr(prev, c) == getattr(r, c) for c in compare)
+            dates.append(prev.updated if prev is not None and same else (date or today()))
+            refs.append(prev.reference if prev is not None else "")
+        new["updated"], new["reference"] = dates, refs
+        merged = pd.concat([keep, new], ignore_index=True)
+        merged = _references(merged, new, is_baseline)
+        step = pd.to_numeric(merged["step_time_ns"])
+        merged = merged.assign(_t=step).sort_values(["backend", "workload", "trace_sha256", "_t", *KEY],
+                                                    kind="stable").drop(columns="_t").reset_index(drop=True)
+        write_text(board_csv, merged.to_csv(index=False, lineterminator="\n"))
+        write_text(board_csv.with_suffix(".md"), standing_markdown(merged))
     return merged
 
 
-def _same(a, b) -> bool:
+def _references(board, new, is_baseline: list[bool]):
+    """Mark one fixed reference entry per (workload, trace, backend) and normalise against it.
+
+    The reference is chosen once, when a trace first reaches the board (the campaign's baseline point,
+    else its first point), and stays while that entry exists, so ``vs_reference`` of an entry does not
+    change when other campaigns add faster or slower hardware.
+    """
     import pandas as pd
 
-    a_na = a is None or (not isinstance(a, str) and pd.isna(a))
-    b_na = b is None or (not isinstance(b, str) and pd.isna(b))
-    if a_na or b_na:
-        return a_na and b_na
-    if isinstance(a, (int, float)) or isinstance(b, (int, float)):
-        try:
-            return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(b)))
-        except ValueError:
-            return False
-    return str(a) == str(b)
+    group = ["workload", "trace_sha256", "backend"]
+    marked = {tuple(k) for k in board.loc[board["reference"] == "yes", group].itertuples(index=False)}
+    candidates = sorted(range(len(new)), key=lambda i: not is_baseline[i])  # baselines first, then plan order
+    for i in candidates:
+        r = new.iloc[i]
+        g = (r["workload"], r["trace_sha256"], r["backend"])
+        if g not in marked:
+            hit = (board[list(KEY)] == r[list(KEY)].values).all(axis=1)
+            board.loc[hit, "reference"] = "yes"
+            marked.add(g)
+    step = pd.to_numeric(board["step_time_ns"]).astype("float64")
+    ref_rows = board[board["reference"] == "yes"]
+    ref = {tuple(k): float(t) for k, t in zip(ref_rows[group].itertuples(index=False), ref_rows["step_time_ns"])}
+    ref_step = [ref.get(tuple(k), float("nan")) for k in board[group].itertuples(index=False)]
+    board["vs_reference"] = [_text(a / b) if b > 0 else "" for a, b in zip(ref_step, step)]
+    return board
+
+
+def standing_markdown(board) -> str:
+    import pandas as pd
+
+    cols = ["rank", "campaign", "topology", "npus_count", "bandwidth_gbps", "latency_ns", "settings",
+            "step_time_ns", "vs_reference", "updated"]
+    heads = ["#", "campaign", "topology", "NPUs per dim", "bandwidth (GB/s, 2^30)", "latency (ns)", "settings",
+             "step time (ns)", "speed-up vs reference (x)", "updated"]
+    md = ["# Standing leaderboard", "",
+          ("Every campaign's simulated entries, one per trace (by content) x hardware description x simulator "
+           "version, ranked by step time (lower is better) within a backend division and a trace. "
+           "`vs_reference` is the division's fixed reference step time / this step time (reference marked *)."),
+          ""]
+    for backend, division in board.groupby("backend", sort=False):
+        md += [f"## Division {backend}", ""]
+        for (workload, sha, version), g in division.groupby(["workload", "trace_sha256", "package_version"],
+                                                             sort=False):
+            g = g.copy()
+            g["rank"] = [f"{i}{' *' if ref == 'yes' else ''}" for i, ref in enumerate(g["reference"], start=1)]
+            g["step_time_ns"] = pd.to_numeric(g["step_time_ns"]).astype("Int64")  # shown with separators
+            g["vs_reference"] = pd.to_numeric(g["vs_reference"].replace("", None)).astype("float64")
+            md += [f"### {workload} (trace {sha[:12]}, simulator {version})", "", markdown_table(g, cols, heads), ""]
+    return "\n".join(md)

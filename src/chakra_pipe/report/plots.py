@@ -1,8 +1,11 @@
 """Campaign plots (matplotlib, Agg): bandwidth sweep, time breakdown, cost Pareto front, fidelity.
 
-Every plot is always written, with a short explanation inside the figure when the campaign has no data
-for it, so the workflow's outputs (and ``snakemake --report``) are the same for every campaign.
-PNGs carry no software or date metadata, so equal inputs give equal bytes.
+Every plot is always written, as PNG and SVG, with a short explanation inside the figure when the
+campaign has no data for it (the fidelity plot names the real reason: PyTorch missing, or capture and
+replay disabled), so the workflow's outputs (and ``snakemake --report``) are the same for every
+campaign. Readable at their default size: no text under 9 pt, legends beside the axes, nothing
+clipped (tight bounding box), every number axis named with its unit. Neither format carries software
+or date metadata, and SVG ids are salted with a constant, so equal inputs give equal bytes.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ PLOTS = {
     "fidelity.png": "captured vs replayed vs simulated step time",
 }
 US = 1e-3  # ns -> µs
+STYLE = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "xtick.labelsize": 9, "ytick.labelsize": 9,
+         "legend.fontsize": 9, "svg.hashsalt": "chakra-pipe", "svg.fonttype": "path"}
+SMALL = 9  # pt: the smallest text in any plot
 MAX_SERIES = 8  # more lines than this become a best / median / worst envelope
 MAX_BARS = 30  # the breakdown shows at most this many points per workload (the fastest ones)
 
@@ -30,6 +36,7 @@ def _figure(n: int, width: float = 6.0, height: float = 3.6):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    plt.rcParams.update(STYLE)
     cols = 1 if n <= 1 else 2
     rows = max(1, math.ceil(n / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
@@ -39,20 +46,40 @@ def _figure(n: int, width: float = 6.0, height: float = 3.6):
     return fig, flat[:max(n, 1)]
 
 
-def _save(fig, path: Path, top: float = 1.0) -> None:
+def _save(fig, path: Path, top: float = 1.0, bottom: float = 0.0) -> None:
+    """``path`` (PNG) and the same figure as SVG beside it; the tight box keeps outside legends whole."""
     import matplotlib.pyplot as plt
 
-    buf = io.BytesIO()
-    fig.tight_layout(rect=(0, 0, 1, top))
-    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    fig.tight_layout(rect=(0, bottom, 1, top))
+    for fmt, meta in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=100, metadata=meta, bbox_inches="tight", pad_inches=0.1)
+        write_bytes(path.with_suffix("." + fmt), buf.getvalue())
     plt.close(fig)
-    write_bytes(path, buf.getvalue())
+
+
+def _legend_outside(ax) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=SMALL)
+
+
+def _shared_legend(fig, axes) -> float:
+    """One key under all panels (labels merged across them); returns the bottom margin to keep for it."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, h)
+    if not seen:
+        return 0.0
+    ncol = 1 if max(len(label) for label in seen) > 45 else 2
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=ncol, fontsize=SMALL, frameon=False)
+    rows = math.ceil(len(seen) / ncol)
+    return min(0.6, (0.22 * rows + 0.15) / fig.get_figheight())
 
 
 def _empty(path: Path, text: str) -> None:
     fig, (ax,) = _figure(1, height=2.0)
     ax.axis("off")
-    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True)
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=11)
     _save(fig, path)
 
 
@@ -86,6 +113,7 @@ def plot_bandwidth(ok, path: Path) -> None:
     if not workloads:
         return _empty(path, "no successful simulations")
     fig, axes = _figure(len(workloads))
+    colors: dict[str, str] = {}
     for ax, w in zip(axes, workloads):
         g = ok[ok["workload"] == w]
         bw_axes = _bandwidth_axes(g)
@@ -94,7 +122,8 @@ def plot_bandwidth(ok, path: Path) -> None:
         if len(set(keys)) <= MAX_SERIES:
             for key, s in g.groupby("_series", sort=False):
                 s = s.sort_values("bottleneck_bandwidth_gbps", kind="stable")
-                ax.plot(s["bottleneck_bandwidth_gbps"], s["_t"], marker="o", label=key)
+                color = colors.setdefault(key, f"C{len(colors) % 10}")  # one colour per series in every panel
+                ax.plot(s["bottleneck_bandwidth_gbps"], s["_t"], marker="o", label=key, color=color)
         else:  # a legend of 100 lines helps nobody: summarise the other axes at each bandwidth
             by_bw = g.groupby("bottleneck_bandwidth_gbps")["_t"]
             for stat, style in (("min", "-o"), ("median", "--"), ("max", ":")):
@@ -107,11 +136,10 @@ def plot_bandwidth(ok, path: Path) -> None:
         ax.set_xticklabels([f"{t:g}" for t in ticks])
         ax.minorticks_off()
         ax.set_title(w)
-        ax.set_xlabel("bottleneck link bandwidth (GB/s per direction, GB = 2^30 B)")
+        ax.set_xlabel("bottleneck link bandwidth (GB/s, GB = 2^30 B)")
         ax.set_ylabel("simulated step time (µs)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6)
-    _save(fig, path)
+    _save(fig, path, bottom=_shared_legend(fig, axes))
 
 
 def plot_breakdown(ok, path: Path) -> None:
@@ -119,7 +147,7 @@ def plot_breakdown(ok, path: Path) -> None:
     if not workloads:
         return _empty(path, "no successful simulations")
     heights = [max(2.5, 0.28 * min(MAX_BARS, (ok["workload"] == w).sum()) + 1.2) for w in workloads]
-    fig, axes = _figure(len(workloads), width=7.5, height=max(heights))
+    fig, axes = _figure(len(workloads), width=6.5, height=max(heights))
     for ax, w in zip(axes, workloads):
         g = ok[ok["workload"] == w]
         total = len(g)
@@ -128,21 +156,21 @@ def plot_breakdown(ok, path: Path) -> None:
         y = range(len(g))
         compute = g["compute_ns"].astype("float64").fillna(0) * US
         idle = g["idle_ns"].astype("float64").fillna(0) * US
-        # exposed_comm_ns is step time - compute and so contains idle: stack its other part and idle
-        exposed = (g["exposed_comm_ns"].astype("float64").fillna(0) * US - idle).clip(lower=0)
+        cpu = g["cpu_ns"].astype("float64").fillna(0) * US
+        exposed = (g["exposed_comm_ns"].astype("float64").fillna(0) * US).clip(lower=0)
         left = [0.0] * len(g)
-        for vals, label, color in ((compute, "compute", "#4c72b0"),
+        for vals, label, color in ((compute, "compute", "#4c72b0"), (cpu, "CPU ops", "#55a868"),
                                    (exposed, "exposed communication", "#dd8452"),
                                    (idle, "idle (nothing running)", "#bbbbbb")):
             ax.barh(list(y), list(vals), left=left, label=label, color=color)
             left = [a + b for a, b in zip(left, vals)]
         ax.set_yticks(list(y))
-        ax.set_yticklabels(g["point_id"], fontsize=6)
+        ax.set_yticklabels(g["point_id"], fontsize=SMALL)
         ax.invert_yaxis()
         ax.set_title(w if total <= MAX_BARS else f"{w} ({MAX_BARS} fastest of {total} points)")
         ax.set_xlabel("time of the slowest rank (µs)")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=8)
+    fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=SMALL)
     _save(fig, path, top=1 - 0.35 / fig.get_figheight())
 
 
@@ -172,23 +200,19 @@ def plot_pareto(ok, path: Path) -> None:
                 label="Pareto front")
         labels = [",".join(_settings(st).values()) or pid for st, pid in zip(g["settings"], g["point_id"])]
         for i in front:
-            note = ax.annotate(labels[i], pts[i], fontsize=6, xytext=(3, 3), textcoords="offset points",
-                               annotation_clip=True)
-            note.set_in_layout(False)  # long labels must not squeeze the axes
+            ax.annotate(labels[i], pts[i], fontsize=SMALL, xytext=(3, 3), textcoords="offset points")
         ax.set_title(w)
         ax.set_xlabel("cost (units declared in the config)")
         ax.set_ylabel("simulated step time (µs)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-    _save(fig, path)
+    _save(fig, path, bottom=_shared_legend(fig, axes))
 
 
-def plot_fidelity(results, baselines: dict[str, str | None], path: Path) -> None:
+def plot_fidelity(results, baselines: dict[str, str | None], path: Path, why_empty: str) -> None:
     ok = results[results["status"] == "ok"]
     measured = list(dict.fromkeys(ok[ok["source"] != "simulated"]["workload"]))
     if not measured:
-        return _empty(path, "no captured or replayed workloads in this campaign\n"
-                            "(capture and replay need PyTorch; see the notes in summary.json)")
+        return _empty(path, f"no captured or replayed step times to compare:\n{why_empty}")
     fig, (ax,) = _figure(1, width=max(7.0, 1.6 * len(measured)))
     width = 0.27
     for j, (source, color) in enumerate((("captured", "#55a868"), ("replayed", "#8172b2"),
@@ -203,19 +227,22 @@ def plot_fidelity(results, baselines: dict[str, str | None], path: Path) -> None
                 vals.append(float(g["step_time_ns"].iloc[0]) * US)
         ax.bar(xs, vals, width, label=source, color=color)
     ax.set_xticks(range(len(measured)))
-    ax.set_xticklabels(measured, fontsize=8)
+    ax.set_xticklabels(measured, fontsize=SMALL)
     ax.set_xlim(-0.7, len(measured) - 0.3)
     ax.set_ylabel("one pass over the trace (µs)")
-    ax.set_title("step time: captured, replayed, simulated at the baseline point", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.set_title("step time: captured, replayed, simulated at the baseline point")
+    ax.set_xlabel("workload")
+    _legend_outside(ax)
     _save(fig, path)
 
 
-def write_plots(results, out_dir: str | Path, baselines: dict[str, str | None]) -> list[Path]:
+def write_plots(results, out_dir: str | Path, baselines: dict[str, str | None],
+                why_no_fidelity: str = "this campaign captured and replayed nothing") -> list[Path]:
+    """Every plot as PNG (the names in :data:`PLOTS`) and SVG beside it."""
     out = Path(out_dir) / "plots"
     ok = results[(results["source"] == "simulated") & (results["status"] == "ok")]
     plot_bandwidth(ok, out / "step_time_vs_bandwidth.png")
     plot_breakdown(ok, out / "breakdown.png")
     plot_pareto(ok, out / "pareto_cost_time.png")
-    plot_fidelity(results, baselines, out / "fidelity.png")
-    return [out / name for name in PLOTS]
+    plot_fidelity(results, baselines, out / "fidelity.png", why_no_fidelity)
+    return [out / name for name in PLOTS] + [out / name.replace(".png", ".svg") for name in PLOTS]

@@ -27,8 +27,9 @@ METRICS: tuple[Metric, ...] = (
            "one pass over the trace: simulated, the last rank's finish time; replayed, the median iteration; "
            "captured, the untraced median step time x the profiled steps the trace holds"),
     Metric("compute_ns", "ns", "lower", "GPU compute time of the slowest rank (sum of its kernels)"),
+    Metric("cpu_ns", "ns", "lower", "CPU-op time of the slowest rank (is_cpu_op compute nodes)"),
     Metric("exposed_comm_ns", "ns", "lower",
-           "step time minus compute time of the slowest rank, as ASTRA-sim reports it (includes idle_ns)"),
+           "communication not hidden by compute or CPU ops, slowest rank: step - compute - cpu - idle"),
     Metric("idle_ns", "ns", "lower", "time during which no node of the slowest rank runs"),
     Metric("comm_ns", "ns", "lower", "time the slowest rank has communication in flight, hidden or not"),
     *(Metric(f"comm_{t}_ns", "ns", "lower", f"{t.replace('_', '-')} communication time of the slowest rank")
@@ -43,8 +44,15 @@ NS_METRICS = tuple(m.name for m in METRICS if m.unit == "ns")
 
 IDENTITY = ("campaign", "workload", "source", "point_id", "platform", "backend", "npus")
 HARDWARE = ("settings", "topology", "npus_count", "bandwidth_gbps", "latency_ns", "bottleneck_bandwidth_gbps")
-PROVENANCE = ("trace_sha256", "config_sha256", "package_version", "git_commit")
+PROVENANCE = ("trace_sha256", "hardware_sha256", "config_sha256", "package_version", "git_commit")
 # Columns a shard writes (speedup and time_x_cost are derived when aggregating).
 SHARD_COLUMNS = (*IDENTITY, "cost", *HARDWARE, "status", *NS_METRICS, "trace_sha256")
 # ``transform``: the op chain a derived workload was made with (empty for the others), to group by.
-RESULT_COLUMNS = (*IDENTITY, "transform", "cost", *HARDWARE, "status", *NS_METRICS, "time_x_cost", "speedup", *PROVENANCE)
+# Result rows: ``backend`` is the simulator backend (simulated rows only); a replay's or capture's
+# torch backend/device is ``runtime``, and such rows have no ``point_id`` (they ran on this host).
+# Campaign-specific typed columns (per-dimension, per-axis; see ``tidy``) follow these.
+RESULT_COLUMNS = (*IDENTITY, "transform", "runtime", "cost", *HARDWARE, "status", *NS_METRICS, "time_x_cost", "speedup",
+                  *PROVENANCE)
+UNITS = {**{m.name: m.unit for m in METRICS}, "npus": "NPUs",
+         "bandwidth_gbps": "GB/s per dimension, GB = 2^30 bytes (ASTRA-sim)", "latency_ns": "ns per dimension",
+         "bottleneck_bandwidth_gbps": "GB/s, GB = 2^30 bytes (ASTRA-sim)"}

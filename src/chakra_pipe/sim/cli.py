@@ -3,7 +3,8 @@
 Stdout carries ASTRA-sim's per-rank line ``sys[i] finished, T cycles, exposed communication X cycles.``
 so existing log parsers keep working. ``--logging-configuration``, ``--logging-folder``,
 ``--compute-scale`` and ``--comm-scale`` are accepted for compatibility; ASTRA-sim does not use the
-two scales and this simulator writes no spdlog files.
+two scales. The drop-in ``AstraSim_Analytical_Congestion_*`` scripts (``astrasim.py``) add the
+statistics lines, the log folder and warnings for settings that are not modelled.
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--num-queues-per-dim", type=int, default=1)
     p.add_argument("--injection-scale", type=float, default=1.0)
     p.add_argument("--rendezvous-protocol", type=_bool, nargs="?", const=True, default=False)
-    p.add_argument("--compute-scale", type=float, default=1.0, help="accepted; unused (as in ASTRA-sim)")
-    p.add_argument("--comm-scale", type=float, default=1.0, help="accepted; unused (as in ASTRA-sim)")
+    p.add_argument("--compute-scale", type=float, default=1.0,
+                   help="accepted; no effect, as in ASTRA-sim (a value other than 1 prints a warning)")
+    p.add_argument("--comm-scale", type=float, default=1.0,
+                   help="accepted; no effect, as in ASTRA-sim (a value other than 1 prints a warning)")
     p.add_argument("--logging-configuration", default="empty", help="accepted; no log files are written")
     p.add_argument("--logging-folder", default="log", help="accepted; no log files are written")
     p.add_argument("--output-json", metavar="OUT.json", help="write the full result (SimResult.to_dict)")
@@ -46,10 +49,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _simulate(args) -> int:
+    import sys
+
     from ..atomic import write_json
     from ..et.traceset import TraceSet, load_comm_groups
     from . import load_hardware, simulate
 
+    for name in ("compute_scale", "comm_scale"):
+        if getattr(args, name) != 1.0:
+            print(f"chakra-pipe simulate: warning: --{name.replace('_', '-')}={getattr(args, name):g} has no effect "
+                  "(ASTRA-sim parses it and never uses it)", file=sys.stderr)
     hw = load_hardware(args.system_configuration, args.network_configuration, args.remote_memory_configuration,
                        backend=args.backend, num_queues_per_dim=args.num_queues_per_dim,
                        injection_scale=args.injection_scale, rendezvous=args.rendezvous_protocol)
@@ -61,10 +70,11 @@ def _simulate(args) -> int:
         groups = {} if cg_path == "empty" else load_comm_groups(cg_path)
     ts = TraceSet.load(args.workload_configuration)
     res = simulate(ts, hw, comm_groups=groups, comm_groups_file=cg_path)
-    for rank, (t, x) in enumerate(zip(res.finish_ns, res.exposed_comm_ns)):
-        print(f"sys[{rank}] finished, {t} cycles, exposed communication {x} cycles.")
+    # Files first: printing is the part a closed stdout may cut short.
     if args.output_json:
         write_json(args.output_json, res.to_dict())
     if args.timeline:
         write_json(args.timeline, res.timeline())
+    for rank, (t, x) in enumerate(zip(res.finish_ns, res.exposed_comm_ns)):
+        print(f"sys[{rank}] finished, {t} cycles, exposed communication {x} cycles.")
     return 0

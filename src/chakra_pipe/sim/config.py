@@ -66,6 +66,16 @@ def _load_json(path: str | Path) -> dict:
     return data
 
 
+def _finite_number(v: Any) -> bool:
+    """An int or float a double can hold (an int past 1.8e308 would overflow every float use)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
 class _Reader:
     """Typed access to one config dict; every error names the file and the key."""
 
@@ -84,8 +94,8 @@ class _Reader:
                 raise self.err(key, "required key is missing")
             return default
         v = self.d[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
-            raise self.err(key, f"expected a number, got {v!r}")
+        if not _finite_number(v):
+            raise self.err(key, f"expected a number (finite), got {v!r}")
         if integer and v != int(v):
             raise self.err(key, f"expected an integer, got {v!r}")
         if positive and v <= 0:
@@ -120,9 +130,24 @@ class _Reader:
         if not isinstance(v, list) or not v:
             raise self.err(key, f"expected a non-empty list, got {v!r}")
         for x in v:
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-                raise self.err(key, f"expected numbers, got {x!r}")
+            if not _finite_number(x):
+                raise self.err(key, f"expected numbers (finite), got {x!r}")
         return v
+
+
+# Chunk streams per collective are about preferred-dataset-splits (time and memory grow linearly with it;
+# ASTRA-sim's own configs use 1-64). Far past any real use, and a bound keeps 10^9 from running for days.
+MAX_DATASET_SPLITS = 65_536
+
+
+def all_gather_too_small(size: int, splits: int) -> str | None:
+    """Why an all-gather of ``size`` bytes cannot run with ``preferred-dataset-splits`` = ``splits``
+    (None when it can): its chunk ``size // splits`` would be 0 bytes, and ASTRA-sim, which does not
+    round all-gather chunks up (spec §3.2), divides by zero. Simulate and validate share this rule."""
+    if size >= splits:
+        return None
+    return (f"ALL_GATHER comm_size {size} B is smaller than preferred-dataset-splits {splits}: its chunks would be "
+            "0 bytes (ASTRA-sim divides by zero); use comm_size >= preferred-dataset-splits")
 
 
 @dataclass(frozen=True)
@@ -173,6 +198,10 @@ class SystemConfig:
         if "per-node-custom-implementation" in d:
             raise r.err("per-node-custom-implementation",
                         "custom (Chakra-defined) collectives are not supported by this simulator")
+        splits = r.number("preferred-dataset-splits", None, integer=True, minimum=1)
+        if splits > MAX_DATASET_SPLITS:
+            raise r.err("preferred-dataset-splits", f"{splits} is past the supported {MAX_DATASET_SPLITS}: each split is "
+                        "a chunk stream per collective and NPU, simulated one by one")
         model_shared_bus = r.flag("model-shared-bus")
         if model_shared_bus:
             raise r.err("model-shared-bus", "the LogGP shared-bus model (1) is not supported; use 0")
@@ -181,7 +210,7 @@ class SystemConfig:
             collective_optimization=r.choice("collective-optimization", ("baseline", "localBWAware")),
             endpoint_delay=r.number("endpoint-delay", 10, integer=True, minimum=0),
             active_chunks_per_dimension=r.number("active-chunks-per-dimension", 1, integer=True, minimum=1),
-            preferred_dataset_splits=r.number("preferred-dataset-splits", None, integer=True, minimum=1),
+            preferred_dataset_splits=splits,
             local_mem_bw=r.number("local-mem-bw", None, positive=True),
             peak_perf=r.number("peak-perf", 0.0, minimum=0),
             roofline_enabled=r.flag("roofline-enabled"),
@@ -231,9 +260,11 @@ class NetworkConfig:
         for key, lst in (("npus_count", npus), ("bandwidth", bw), ("latency", lat)):
             if len(lst) != len(topo):
                 raise r.err(key, f"has {len(lst)} entries but topology has {len(topo)}")
+        single = all(n == 1 for n in npus)  # one NPU: a one-GPU trace's compute what-ifs (not ASTRA-sim)
         for n in npus:
-            if n != int(n) or n < 2:
-                raise r.err("npus_count", f"each entry must be an integer > 1, got {n!r}")
+            if n != int(n) or n < 2 and not single:
+                raise r.err("npus_count", f"each entry must be an integer > 1 (or all 1 for a single NPU), "
+                                          f"got {n!r}")
         for b in bw:
             if b <= 0:
                 raise r.err("bandwidth", f"must be > 0, got {b!r}")
@@ -267,11 +298,11 @@ class MemoryConfig:
         active = mtype != "NO_MEMORY_EXPANSION"
         return cls(
             memory_type=mtype,
-            num_nodes=r.number("num-nodes", None if per_node else 0, integer=True, minimum=1 if per_node else 0),
-            num_npus_per_node=r.number("num-npus-per-node", None if per_node else 0, integer=True,
+            num_nodes=r.number("num-nodes", None if per_node else 0, integer=True, minimum=1 if per_node else 0),  # type: ignore[arg-type]
+            num_npus_per_node=r.number("num-npus-per-node", None if per_node else 0, integer=True,  # type: ignore[arg-type]
                                        minimum=1 if per_node else 0),
-            remote_mem_latency=r.number("remote-mem-latency", 0, integer=True, minimum=0),
-            remote_mem_bw=r.number("remote-mem-bw", None if active else 0, integer=True,
+            remote_mem_latency=r.number("remote-mem-latency", 0, integer=True, minimum=0),  # type: ignore[arg-type]
+            remote_mem_bw=r.number("remote-mem-bw", None if active else 0, integer=True,  # type: ignore[arg-type]
                                    minimum=1 if active else 0),
             source=source,
         )

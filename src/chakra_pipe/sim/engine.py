@@ -8,7 +8,8 @@ by ``(time, insertion sequence)`` gives exactly that order without the linear in
 from __future__ import annotations
 
 import heapq
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class EventQueue:

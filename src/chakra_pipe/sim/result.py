@@ -3,6 +3,7 @@
 Definitions (all integer ns, per rank):
 * ``finish_ns`` — when the rank's last node finished (ASTRA-sim's "finished, T cycles").
 * ``compute_ns`` — sum of GPU compute durations (ASTRA-sim's ``tics_gpu_ops``; overlap not removed).
+* ``cpu_ns`` — sum of CPU-op durations (``is_cpu_op`` COMP nodes; one CPU slot, so no overlap).
 * ``exposed_comm_ns`` — ``finish_ns - compute_ns`` exactly as ASTRA-sim prints it (ignores CPU time;
   negative where ASTRA-sim's unsigned value would wrap, e.g. replay-only runs).
 * ``comm_ns`` — union of the intervals during which a collective, send or receive was in flight.
@@ -12,9 +13,6 @@ Definitions (all integer ns, per rank):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-from ..et import schema
-from .workload import SLOT_NAMES
 
 
 @dataclass(frozen=True)
@@ -28,17 +26,17 @@ class CollectiveRecord:
     end_ns: int
 
 
-def _union(intervals: list[tuple[int, int]]) -> int:
+def union_ns(intervals: list[tuple[int, int]]) -> int:
     total, cur_s, cur_e = 0, None, None
     for s, e in sorted(intervals):
         if cur_e is None or s > cur_e:
             if cur_e is not None:
-                total += cur_e - cur_s
+                total += cur_e - cur_s  # type: ignore[operator]
             cur_s, cur_e = s, e
         else:
             cur_e = max(cur_e, e)
     if cur_e is not None:
-        total += cur_e - cur_s
+        total += cur_e - cur_s  # type: ignore[operator]
     return total
 
 
@@ -47,6 +45,7 @@ class SimResult:
     backend: str
     finish_ns: list[int] = field(default_factory=list)
     compute_ns: list[int] = field(default_factory=list)
+    cpu_ns: list[int] = field(default_factory=list)
     exposed_comm_ns: list[int] = field(default_factory=list)
     comm_ns: list[int] = field(default_factory=list)
     idle_ns: list[int] = field(default_factory=list)
@@ -66,10 +65,16 @@ class SimResult:
         for w in workloads:
             self.finish_ns.append(w.finish_ns)
             self.compute_ns.append(w.tics_gpu)
+            self.cpu_ns.append(w.tics_cpu)
             self.exposed_comm_ns.append(w.finish_ns - w.tics_gpu)
-            self.comm_ns.append(_union(comm_by_rank.get(w.rank, [])))
-            self.idle_ns.append(w.finish_ns - _union([(s, e) for s, e in zip(w.start, w.end) if s >= 0]))
+            self.comm_ns.append(union_ns(comm_by_rank.get(w.rank, [])))
+            self.idle_ns.append(w.finish_ns - union_ns([(s, e) for s, e in zip(w.start, w.end) if s >= 0]))
         self._workloads = list(workloads)
+
+    @property
+    def workloads(self) -> list:
+        """The finished per-rank issue loops (node start/end times), for statistics and timelines."""
+        return self._workloads
 
     def comm_time_by_type_ns(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -85,6 +90,7 @@ class SimResult:
             "max_finish_ns": max(self.finish_ns, default=0),
             "exposed_comm_ns": self.exposed_comm_ns,
             "compute_ns": self.compute_ns,
+            "cpu_ns": self.cpu_ns,
             "comm_ns": self.comm_ns,
             "idle_ns": self.idle_ns,
             "comm_time_by_type_ns": self.comm_time_by_type_ns(),
@@ -92,18 +98,11 @@ class SimResult:
         }
 
     def timeline(self) -> dict:
-        """Chrome/Perfetto trace: one complete event per node, pid = rank, tid = hardware slot.
+        """Chrome/Perfetto trace of every node (see :mod:`chakra_pipe.sim.timeline`).
 
         Node names come from the simulated ``TraceSet``; call this while it is alive (the result keeps
         no strong reference to the traces), otherwise events are named ``node <id>``.
         """
-        nodes = [(w.rank, w.t.ids[i], i, w, SLOT_NAMES[w.slot(i)], w.t.types[i], s, e)
-                 for w in self._workloads for i, (s, e) in enumerate(zip(w.start, w.end)) if s >= 0]
-        events = []
-        for rank, node_id, i, w, slot, ty, s, e in sorted(nodes, key=lambda n: (n[0], n[6], n[1])):
-            graph = w.t.graph
-            name = (graph.name(i) if graph is not None else "") or f"node {node_id}"
-            events.append({"name": name, "ph": "X", "pid": rank, "tid": slot,
-                           "ts": s / 1000.0, "dur": (e - s) / 1000.0,
-                           "args": {"node_id": node_id, "type": schema.NODE_TYPE_NAMES.get(ty, str(ty))}})
-        return {"traceEvents": events, "displayTimeUnit": "ns"}
+        from .timeline import chrome_trace
+
+        return chrome_trace(self)

@@ -23,12 +23,16 @@ _CACHE: dict[int, tuple] = {}  # id(graph) -> (weakref to graph, RankTrace); gra
 STUCK_LIST_LIMIT = 20
 
 
+def _prune_cache() -> None:
+    """Drop the columns of graphs that are gone (once per run: per rank it was O(P^2) at scale)."""
+    for key in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
+        del _CACHE[key]
+
+
 def _rank_trace(graph) -> RankTrace:
     hit = _CACHE.get(id(graph))
     if hit is not None and hit[0]() is graph:
         return hit[1]
-    for key in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
-        del _CACHE[key]
     rt = RankTrace.build(graph)
     _CACHE[id(graph)] = (weakref.ref(graph), rt)
     return rt
@@ -41,17 +45,30 @@ class _Stats:
         self.messages = 0
 
 
-def _groups_for(rank: int, npus: int, comm_groups: dict[int, list[int]] | None,
-                source: str | None) -> dict[str, Group]:
-    groups = {"": Group(1, list(range(npus)), "")}
-    for gid, members in sorted((comm_groups or {}).items()):
-        bad = [m for m in members if not 0 <= m < npus]
-        if bad:
-            raise ConfigError(f"lists NPU {bad[0]} but the network has {npus} NPUs (0..{npus - 1})",
-                              file=source, where=f"group {gid}")
-        if rank in members:
-            groups[str(gid)] = Group(int(gid), list(members), str(gid))
-    return groups
+class _GroupTable:
+    """Communicator groups checked once and indexed by member, so each rank's set costs O(its groups).
+
+    Member lists are shared between the ranks' ``Group`` objects (they are never modified); the
+    per-rank state (stream counter, plans) stays per rank as ASTRA-sim keeps it.
+    """
+
+    def __init__(self, npus: int, comm_groups: dict[int, list[int]] | None, source: str | None):
+        self.world = list(range(npus))
+        self.by_rank: list[list[tuple[int, list[int]]]] = [[] for _ in range(npus)]
+        for gid, members in sorted((comm_groups or {}).items()):
+            bad = [m for m in members if not 0 <= m < npus]
+            if bad:
+                raise ConfigError(f"lists NPU {bad[0]} but the network has {npus} NPUs (0..{npus - 1})",
+                                  file=source, where=f"group {gid}")
+            shared = list(members)
+            for m in dict.fromkeys(shared):
+                self.by_rank[m].append((gid, shared))
+
+    def groups_for(self, rank: int) -> dict[str, Group]:
+        groups = {"": Group(1, self.world, "")}
+        for gid, members in self.by_rank[rank]:
+            groups[str(gid)] = Group(int(gid), members, str(gid))
+        return groups
 
 
 def _memory_servers(hw: HardwareConfig, npus: int) -> list:
@@ -104,17 +121,18 @@ def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_fil
         coordinator = RingCoordinator(network, queue, stats, aware=True)
     workloads = []
     rings: dict = {}
+    table = _GroupTable(npus, groups, groups_file)
+    _prune_cache()
     for rank, graph in enumerate(trace_set.ranks):
         sys = Sys(rank, hw, queue, network, stats, coordinator, rings)
-        workloads.append(Workload(rank, _rank_trace(graph), sys, hw, _groups_for(rank, npus, groups, groups_file),
-                                  servers[rank], result))
+        workloads.append(Workload(rank, _rank_trace(graph), sys, hw, table.groups_for(rank), servers[rank], result))
     for w in workloads:
         w.fire()
     queue.run()
     stuck = {}
     for w in workloads:
         if not w.finished:
-            ids = sorted(w.t.ids[i] for i in w.ongoing) + list(w.free)
+            ids = [w.t.ids[i] for i in (*w.ongoing, *w.free.indices())]
             if not ids:
                 ids = [w.t.ids[i] for i in range(len(w.t.ids)) if w.end[i] < 0]
             stuck[w.rank] = sorted(ids)[:STUCK_LIST_LIMIT]

@@ -8,7 +8,6 @@ no slot. A pass runs at start and after every completion.
 
 from __future__ import annotations
 
-import bisect
 import weakref
 from dataclasses import dataclass, field
 
@@ -19,12 +18,14 @@ from ..et import schema
 from ..et.attrs import INT_KINDS, KIND_NUMBER
 from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
+from .config import all_gather_too_small
+from .ready import SLOT_NONE, ReadySet
 from .system.sys import Group
 
 S = schema
 SUPPORTED_COLLECTIVES = {S.ALL_REDUCE: "ALL_REDUCE", S.REDUCE_SCATTER: "REDUCE_SCATTER",
                          S.ALL_GATHER: "ALL_GATHER", S.ALL_TO_ALL: "ALL_TO_ALL"}
-SLOT_NONE, SLOT_CPU, SLOT_GPU, SLOT_COMM = -1, 0, 1, 2
+SLOT_CPU, SLOT_GPU, SLOT_COMM = 0, 1, 2
 SLOT_NAMES = {SLOT_NONE: "recv", SLOT_CPU: "cpu", SLOT_GPU: "gpu", SLOT_COMM: "comm"}
 TAG_MODULUS = 500_000_000
 _INT_KIND_TABLE = np.zeros(256, dtype=bool)
@@ -46,6 +47,9 @@ class RankTrace:
     involved_dim: dict[int, list[bool]]
     n_parents: list[int]
     children: list[list[int]]
+    slot_of: list[int]  # SLOT_* of each node
+    pos: list[int]  # rank of each node in ascending id order (the issue order)
+    index: list[int]  # node index at each such rank
     graph_ref: weakref.ref = field(repr=False)  # weak: the column cache must not keep traces alive
 
     @property
@@ -64,7 +68,7 @@ class RankTrace:
         for a in names:
             kind = g.attr_kind[a]
             ok = _INT_KIND_TABLE[kind]
-            attrs[a] = np.where(ok, g.attr_value[a], 0).tolist()
+            attrs[a] = g.exact_ints(a)  # uint64 sizes of 2^63 and more stay positive
             # 1 = an integer value, 0 = absent, -1 = present with a non-integer kind (an input error)
             has[a] = np.where(ok, 1, np.where(kind != 0, -1, 0)).tolist()
         pairs = []  # (child, parent) over data ∪ ctrl deps, duplicates removed below
@@ -78,15 +82,21 @@ class RankTrace:
                                  f"file (ASTRA-sim aborts loading)", file=g.path, where=f"node {ids[rec]}")
             child = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr).astype(np.int64))
             pairs.append(par.astype(np.int64) * max(n, 1) + child)  # one sortable key per (parent, child)
-        keys = np.unique(np.concatenate(pairs))  # sorted by parent, then child
+        keys = np.sort(np.concatenate(pairs))  # sorted by parent, then child; duplicates dropped next
+        keys = keys[np.concatenate((keys[:1] == keys[:1], keys[1:] != keys[:-1]))]  # np.unique imports numpy.ma
         parent_of, child_of = np.divmod(keys, max(n, 1))
         n_parents = np.bincount(child_of, minlength=n).tolist()
         child_ptr = np.concatenate([[0], np.cumsum(np.bincount(parent_of, minlength=n))]).tolist()
         flat = child_of.tolist()
         children = [flat[child_ptr[i]:child_ptr[i + 1]] for i in range(n)]
+        slot_of = np.where(g.types == S.COMP_NODE, np.where(g.is_cpu_op, SLOT_CPU, SLOT_GPU),
+                           np.where(g.types == S.COMM_RECV_NODE, SLOT_NONE, SLOT_COMM))
+        order = np.argsort(g.ids, kind="stable")
+        pos = np.empty(n, dtype=np.int64)
+        pos[order] = np.arange(n, dtype=np.int64)
         return cls(str(g.path), ids, g.types.tolist(), g.duration_micros.tolist(),
                    g.is_cpu_op.tolist(), attrs, has, dict(g.pg_name), dict(g.involved_dim),
-                   n_parents, children, weakref.ref(g))
+                   n_parents, children, slot_of.tolist(), pos.tolist(), order.tolist(), weakref.ref(g))
 
 
 class FifoServer:
@@ -108,11 +118,14 @@ class Workload:
         self.res = result
         n = len(trace.ids)
         self.waiting = list(trace.n_parents)
-        self.idx = {nid: i for i, nid in enumerate(trace.ids)}
-        self.free: list[int] = sorted(trace.ids[i] for i in range(n) if self.waiting[i] == 0)
+        self.free = ReadySet(trace.pos, trace.index, trace.slot_of)
+        for i in range(n):
+            if self.waiting[i] == 0:
+                self.free.add(i)
         self.ongoing: set[int] = set()
         self.slots = [0, 0, 0]
         self.tics_gpu = 0
+        self.tics_cpu = 0  # CPU-op time (one CPU slot, so never overlapping itself)
         self.finished = False
         self.finish_ns = -1
         self.start = [-1] * n
@@ -124,12 +137,7 @@ class Workload:
 
     # -- slots ------------------------------------------------------------------------------------
     def slot(self, i: int) -> int:
-        ty = self.t.types[i]
-        if ty == S.COMP_NODE:
-            return SLOT_CPU if self.t.cpu[i] else SLOT_GPU
-        if ty == S.COMM_RECV_NODE:
-            return SLOT_NONE
-        return SLOT_COMM
+        return self.t.slot_of[i]
 
     # -- driving ----------------------------------------------------------------------------------
     def fire(self) -> None:
@@ -139,11 +147,7 @@ class Workload:
         self.check_finished()
 
     def issue_free(self) -> None:
-        for nid in list(self.free):
-            i = self.idx[nid]
-            s = self.slot(i)
-            if s == SLOT_NONE or self.slots[s] == 0:
-                self.issue(i, s)
+        self.free.issue_pass(self.slots, self.issue)
 
     def check_finished(self) -> None:
         # Fix of quirk 1: a skipped METADATA/INVALID node frees its children without a new pass;
@@ -167,21 +171,21 @@ class Workload:
         self.check_finished()
 
     def finish_node(self, i: int) -> None:
-        s = self.slot(i)
+        s = self.t.slot_of[i]
         if s != SLOT_NONE:
             self.slots[s] -= 1
         self.ongoing.discard(i)
-        self.end[i] = self.sys.now
+        self.end[i] = self.sys.queue.now
         self.done_count += 1
+        waiting = self.waiting
         for c in self.t.children[i]:
-            self.waiting[c] -= 1
-            if self.waiting[c] == 0:
-                bisect.insort(self.free, self.t.ids[c])
+            waiting[c] -= 1
+            if not waiting[c]:
+                self.free.add(c)
 
     # -- issue ------------------------------------------------------------------------------------
     def issue(self, i: int, s: int) -> None:
         t = self.t
-        self.free.remove(t.ids[i])
         self.ongoing.add(i)
         if s != SLOT_NONE:
             self.slots[s] += 1
@@ -211,12 +215,13 @@ class Workload:
 
     def replay(self, i: int) -> None:
         runtime = self.t.dur_us[i] * 1000 or 1
-        if not self.t.cpu[i]:
+        if self.t.cpu[i]:
+            self.tics_cpu += runtime
+        else:
             self.tics_gpu += runtime
         self.sys.register_event(self._done(i), runtime)
 
     def roofline(self, i: int) -> None:
-        t = self.t
         num_ops, tensor_size = float(self._attr(i, "num_ops")), float(self._attr(i, "tensor_size"))
         if tensor_size == 0:
             self.finish_node(i)  # ASTRA-sim skips it as invalid
@@ -226,7 +231,8 @@ class Workload:
                               where="peak-perf")
         oi = num_ops / tensor_size
         perf = min(self.cfg.local_mem_bw * 1e9 * oi, self.cfg.peak_perf * 1e12)
-        runtime = int(num_ops / perf * 1e9)
+        # Zero work is zero time; ASTRA-sim computes 0/0 and prints 2^63 ns (README, deliberate differences).
+        runtime = int(num_ops / perf * 1e9) if num_ops else 0
         self.tics_gpu += runtime
         self.sys.register_event(self._done(i), runtime)
 
@@ -284,10 +290,13 @@ class Workload:
                 raise self.err(i, f"unsupported collective comm type {name} (ASTRA-sim supports ALL_REDUCE, "
                                   "REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL; BROADCAST is replayed)")
             # ASTRA-sim rewrites a chunk smaller than the NPU count (0 included) to the minimum chunk,
-            # except for all-gather, whose zero-size chunking divides by zero (spec §3.2).
-            if size < 0 or (size == 0 and ctype == S.ALL_GATHER):
-                raise self.err(i, f"comm_size must be {'> 0' if ctype == S.ALL_GATHER else '>= 0'} "
-                                  f"for a {kind}, got {size}")
+            # except for all-gather: size // preferred-dataset-splits = 0 divides by zero (spec §3.2).
+            if size < 0:
+                raise self.err(i, f"comm_size must be >= 0 for a {kind}, got {size}")
+            too_small = all_gather_too_small(size, self.sys.cfg.preferred_dataset_splits) \
+                if ctype == S.ALL_GATHER else None
+            if too_small:
+                raise self.err(i, too_small)
             involved = t.involved_dim.get(i)
             pg = t.pg_name.get(i, "")
             group = None

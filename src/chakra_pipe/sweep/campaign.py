@@ -12,7 +12,6 @@ import hashlib
 import importlib.util
 import json
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from ..errors import ConfigError, InputError
 from ..generate.options import COLLECTIVE_FLAGS, LLM_FLAGS, MODEL_KEYS, cli_args
 from ..readfile import read_json
 from .grid import Point, expand
+from .planschema import check_plan
 from .transforms import variants
 from .workload_axes import expand as expand_axes
 from .workload_axes import has_axes
@@ -44,8 +44,9 @@ class Workload:
     shards: list[list[str]] = field(default_factory=list)  # point ids per shard
     baseline: str | None = None
 
-    def generate_args(self) -> str:
-        """Arguments of ``chakra-pipe generate`` for a generated workload (empty for others)."""
+    def generate_args(self) -> list[str]:
+        """Arguments of ``chakra-pipe generate`` for a generated workload (empty for others): a list, so
+        the workflow quotes each one (``{params.args:q}``) and a value is never read as shell syntax."""
         s = self.spec
         if self.kind == "collective":
             args = ["collective", *cli_args(COLLECTIVE_FLAGS, s)]
@@ -55,8 +56,8 @@ class Workload:
             args = ["llm", *cli_args(LLM_FLAGS, {**{k: v for k, v in s.items() if k in LLM_FLAGS},
                                                  **{k: s.get(k, d) for k, d in fixed.items()}})]
         else:
-            return ""
-        return shlex.join(str(a) for a in args)
+            return []
+        return [str(a) for a in args]
 
 
 @dataclass
@@ -133,36 +134,41 @@ class Campaign:
     @classmethod
     def from_config(cls, config: dict[str, Any], root: str | Path = ".",
                     torch_available: bool | None = None) -> Campaign:
-        """Resolve workloads, grid points, shards and baselines; errors name the config key."""
+        """Resolve workloads, grid points, shards and baselines; errors name the config key.
+
+        ``config`` must have been validated against ``workflow/schemas/config.schema.yaml`` with its
+        defaults filled in (the Snakefile does both): the schema's defaults are the only defaults.
+        """
         root = Path(root)
         if torch_available is None:
             torch_available = importlib.util.find_spec("torch") is not None
-        name = config.get("campaign", "default")
-        points_list = expand(config.get("hardware", {}).get("platforms", {}), root)
+        name = config["campaign"]
+        points_list = expand(config["hardware"]["platforms"], root)
         points = {p.id: p for p in points_list}
-        baseline = config.get("hardware", {}).get("baseline") or []
+        baseline = config["hardware"].get("baseline") or []
         baseline = [baseline] if isinstance(baseline, str) else list(baseline)
         for i, b in enumerate(baseline):
             if b not in points:
                 raise ConfigError(f"baseline point '{b}' is not a grid point", file="config",
                                   where=f"hardware.baseline[{i}]")
         notes: list[str] = []
-        capture, replay = config.get("capture", "auto"), config.get("replay", "auto")
+        capture, replay = config["capture"], config["replay"]
         if capture == "auto" and not torch_available:
             notes.append("capture skipped: PyTorch is not installed (capture: auto)")
         if replay == "auto" and not torch_available:
             notes.append("replay skipped: PyTorch is not installed (replay: auto)")
         do_capture = capture == "always" or (capture == "auto" and torch_available)
         do_replay = replay == "always" or (replay == "auto" and torch_available)
-        tracedir = config.get("tracedir", "traces")
-        shard_size = int(config.get("shard_size", 50))
+        tracedir = config["tracedir"]
+        shard_size = int(config["shard_size"])
         workloads: dict[str, Workload] = {}
         skipped: list[dict[str, str]] = []
-        for wname, spec in _expanded(config.get("workloads") or {}, points_list, skipped):
+        for wname, spec in _expanded(config["workloads"], points_list, skipped):
             kind = spec["kind"]
             if kind == "capture" and not do_capture:
                 continue
             workloads[wname] = _workload(wname, spec, tracedir, name, do_replay)
+            _check_workload(workloads[wname], root)
             for v in variants(wname, kind, spec, workloads[wname].npus):
                 if v["name"] in (config.get("workloads") or {}) or v["name"] in workloads:
                     raise ConfigError(f"derived workload name {v['name']} is taken", file="config",
@@ -185,9 +191,9 @@ class Campaign:
             _check_search(sname, sspec, points_list)
         digest = hashlib.sha256(json.dumps({"config": config, "points": [p.to_json() for p in points_list]},
                                            sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-        return cls(name=name, tracedir=tracedir, outdir=config.get("outdir", "reports"), shard_size=shard_size,
+        return cls(name=name, tracedir=tracedir, outdir=config["outdir"], shard_size=shard_size,
                    workloads=workloads, points=points, baseline=baseline,
-                   replay_iterations=int(config.get("replay_iterations", 2)), config_sha256=digest,
+                   replay_iterations=int(config["replay_iterations"]), config_sha256=digest,
                    notes=notes + [f"skipped {k['workload']} on {k['platform']}: {k['reason']}" for k in skipped],
                    skipped=skipped, searches=searches)
 
@@ -208,39 +214,42 @@ class Campaign:
     def write(self, path: str | Path | None = None) -> None:
         write_json(path or self.plan_path, self.to_json(), indent=1)
 
-    def sync(self) -> bool:
-        """Write ``plan.json`` only if its content changed; returns whether it wrote.
+    def _plan_text(self) -> str:
+        return json.dumps(self.to_json(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+    def is_current(self, path: str | Path | None = None) -> bool:
+        """Whether ``plan.json`` (or ``path``) already holds exactly this plan."""
+        try:
+            return Path(path or self.plan_path).read_text(encoding="utf-8") == self._plan_text()
+        except (OSError, UnicodeDecodeError):
+            return False
+
+    def sync(self, path: str | Path | None = None) -> bool:
+        """Write ``plan.json`` (or ``path``) only if its content changed; returns whether it wrote.
 
         The workflow calls this while it plans the DAG: an unchanged plan keeps its modification time,
         so nothing downstream reruns, and a changed one is in place before any job reads it.
         """
-        path = Path(self.plan_path)
-        text = json.dumps(self.to_json(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
-        try:
-            if path.read_text(encoding="utf-8") == text:
-                return False
-        except (OSError, UnicodeDecodeError):
-            pass
-        write_text(path, text)
+        if self.is_current(path):
+            return False
+        write_text(path or self.plan_path, self._plan_text())
         return True
 
     @classmethod
     def load(cls, path: str | Path) -> Campaign:
-        """Read a ``plan.json`` written by :meth:`write`."""
+        """Read a ``plan.json`` written by :meth:`write`, checked field by field (:func:`check_plan`)."""
         d = read_json(path)
         if not isinstance(d, dict) or d.get("plan_version") != PLAN_VERSION:
             raise InputError(f"not a chakra-pipe plan (plan_version {PLAN_VERSION} expected)", file=str(path))
-        try:
-            workloads = {n: Workload(name=n, kind=w["kind"], npus=w["npus"], spec=w["spec"], prefix=w["prefix"],
-                                     replay=w["replay"], shards=w["shards"], baseline=w["baseline"])
-                         for n, w in d["workloads"].items()}
-            points = {p["id"]: Point.from_json(p) for p in d["points"]}
-            return cls(name=d["campaign"], tracedir=d["tracedir"], outdir=d["outdir"], shard_size=d["shard_size"],
-                       workloads=workloads, points=points, baseline=d["baseline"],
-                       replay_iterations=d["replay_iterations"], config_sha256=d["config_sha256"], notes=d["notes"],
-                       skipped=d.get("skipped", []), searches=d.get("searches", {}))
-        except (KeyError, TypeError) as exc:
-            raise InputError(f"plan is missing or mistypes field {exc}", file=str(path)) from None
+        check_plan(d, str(path))
+        workloads = {n: Workload(name=n, kind=w["kind"], npus=w["npus"], spec=w["spec"], prefix=w["prefix"],
+                                 replay=w["replay"], shards=w["shards"], baseline=w["baseline"])
+                     for n, w in d["workloads"].items()}
+        points = {p["id"]: Point.from_json(p) for p in d["points"]}
+        return cls(name=d["campaign"], tracedir=d["tracedir"], outdir=d["outdir"], shard_size=d["shard_size"],
+                   workloads=workloads, points=points, baseline=d["baseline"],
+                   replay_iterations=d["replay_iterations"], config_sha256=d["config_sha256"], notes=d["notes"],
+                   skipped=d["skipped"], searches=d.get("searches", {}))
 
     def workload(self, name: str) -> Workload:
         if name not in self.workloads:
@@ -282,9 +291,9 @@ def _workload(name: str, spec: dict[str, Any], tracedir: str, campaign: str, do_
     if kind == "collective":
         n = spec["npus"]
     elif kind == "llm":
-        n = spec.get("dp", 1) * spec.get("tp", 1) * spec.get("pp", 1)
+        n = spec["dp"] * spec["tp"] * spec["pp"]
     elif kind == "capture":
-        n = spec.get("ranks", 2)
+        n = spec["ranks"]
     elif kind == "trace":
         n = spec["npus"]
     else:
@@ -292,6 +301,43 @@ def _workload(name: str, spec: dict[str, Any], tracedir: str, campaign: str, do_
     prefix = spec["prefix"] if kind == "trace" else f"{tracedir}/{campaign}/{name}/et/{name}"
     replay = do_replay and bool(spec.get("replay", kind == "capture"))
     return Workload(name=name, kind=kind, npus=int(n), spec=dict(spec), prefix=prefix, replay=replay)
+
+
+def _check_workload(w: Workload, root: Path) -> None:
+    """Refuse now what would fail only inside the workload's job, naming the config key.
+
+    Generated workloads go through every check ``chakra-pipe generate`` makes before writing; a
+    captured model must exist; an existing trace set must hold exactly ``npus`` rank files.
+    """
+    where = f"workloads.{w.name}"
+    if w.kind in ("collective", "llm"):
+        from ..generate.cli import dry_run
+
+        try:
+            dry_run(w.generate_args())
+        except InputError as exc:
+            key = f"{where}.{exc.where.lstrip('-')}" if exc.where else where
+            raise ConfigError(exc.what, file="config", where=key) from None
+    elif w.kind == "capture":
+        from ..capture.plan import BUILTIN_MODELS
+
+        model = str(w.spec["model"])
+        script = Path(model) if Path(model).is_absolute() else root / model
+        if model not in BUILTIN_MODELS and not (model.endswith(".py") and script.is_file()):
+            raise ConfigError(f"unknown model {model!r}: choose {', '.join(BUILTIN_MODELS)} or an existing .py script",
+                              file="config", where=f"{where}.model")
+    elif w.kind == "trace":
+        from ..et.traceset import find_rank_files
+
+        prefix = Path(w.prefix) if Path(w.prefix).is_absolute() else root / w.prefix
+        try:
+            ranks = set(find_rank_files(prefix))
+        except InputError:
+            ranks = set()
+        if ranks != set(range(w.npus)):
+            found = f"{len(ranks)} rank files (ranks {min(ranks)}..{max(ranks)})" if ranks else "no rank files"
+            raise ConfigError(f"{w.prefix}.<rank>.et: found {found}, but the workload declares {w.npus} NPUs",
+                              file="config", where=f"{where}.npus")
 
 
 def name_pattern(names: list[str]) -> str:

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_text
+from ..console import track
 from ..errors import ChakraPipeError
+from ..report import collectives
 from ..report.schema import COMM_TYPES, SHARD_COLUMNS
 from .campaign import Campaign
 from .grid import Point
@@ -39,15 +41,16 @@ def _critical(values: list[int], rank: int) -> int:
 def metrics(result: Any) -> dict[str, int]:
     """Per-point metrics of the slowest rank (the one that sets the step time; lowest rank on ties).
 
-    Reporting one rank keeps the parts consistent with the step time (compute + exposed communication
-    = step time, as ASTRA-sim defines exposed communication), which maxima over different ranks would not.
+    Reporting one rank keeps the parts consistent with the step time (compute + cpu + exposed
+    communication + idle = step time), which maxima over different ranks would not. Exposed
+    communication here leaves out CPU-op time and idle time, unlike ASTRA-sim's printed figure
+    (step - GPU compute), so a CPU-op trace is not reported as all communication.
     """
     finish = [int(x) for x in result.finish_ns]
     rank = max(range(len(finish)), key=lambda r: (finish[r], -r)) if finish else 0
-    row = {"step_time_ns": max(finish, default=0),
-           "compute_ns": _critical(result.compute_ns, rank),
-           "exposed_comm_ns": _critical(result.exposed_comm_ns, rank),
-           "idle_ns": _critical(result.idle_ns, rank),
+    parts = {key: _critical(getattr(result, key), rank) for key in ("compute_ns", "cpu_ns", "idle_ns")}
+    row = {"step_time_ns": max(finish, default=0), **parts,
+           "exposed_comm_ns": _critical(result.finish_ns, rank) - sum(parts.values()),
            "comm_ns": _critical(result.comm_ns, rank)}
     other = 0
     for rec in result.collectives:  # per-rank records: comm_time_by_type_ns() sums over all ranks
@@ -93,21 +96,25 @@ def run_shard(plan: Campaign, workload: str, shard: int, out: str | Path, prefix
         raise ChakraPipeError(f"trace set has {len(traces.ranks)} ranks but the plan expects {w.npus}",
                               file=str(prefix or w.prefix))
     sha = traces.sha256()
-    rows = []
+    rows, coll_rows = [], []
     failed = 0
-    for point_id in w.shards[shard]:
+    for point_id in track(w.shards[shard], f"sweep {workload} shard {shard}", len(w.shards[shard]), "points"):
         point = plan.points[point_id]
         row: dict[str, Any] = {"campaign": plan.name, "workload": workload, "source": "simulated",
                                "point_id": point.id, "platform": point.platform, "backend": point.backend,
                                "npus": point.npus, "cost": point.cost, **hardware_columns(point),
                                "trace_sha256": sha}
         try:
-            row.update(metrics(simulate(traces, hardware_config(point, f"point {point.id}"))))
+            result = simulate(traces, hardware_config(point, f"point {point.id}"))
+            row.update(metrics(result))
             row["status"] = "ok"
+            coll_rows += collectives.simulated_rows(result, plan.name, workload, point.id, point.backend)
         except ChakraPipeError as exc:
             failed += 1
             row["status"] = f"{type(exc).__name__}: {exc.line()}"
         rows.append(row)
+    # the per-collective part first: a finished shard CSV always has its part beside it
+    collectives.write_table(collectives.frame(coll_rows), collectives.sidecar_path(out))
     write_text(out, rows_to_csv(rows, SHARD_COLUMNS))
     return failed
 

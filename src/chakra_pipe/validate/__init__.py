@@ -1,6 +1,19 @@
-"""Trace validation (chakra-format.md §9), trace statistics (``info``) and graph export (``visualize``)."""
+"""Trace validation (chakra-format.md §9), trace statistics (``info``) and graph export (``visualize``).
 
-from .findings import ERROR, WARNING, Finding, Report
-from .validator import validate_set, validate_trace
+Names are resolved lazily so registering the ``validate`` verb (every ``chakra-pipe`` start-up) does not
+import the validator, numpy or protobuf.
+"""
 
-__all__ = ["ERROR", "WARNING", "Finding", "Report", "validate_set", "validate_trace"]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {"ERROR": "findings", "WARNING": "findings", "Finding": "findings", "Report": "findings",
+            "validate_set": "validator", "validate_trace": "validator"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

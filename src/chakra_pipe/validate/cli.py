@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ..aliases import path_argument
 from ..errors import EXIT_FINDINGS, EXIT_OK
 
 
@@ -19,6 +20,9 @@ def register(sub) -> None:
                    help="ASTRA-sim communicator-group JSON (default: PREFIX.comm_groups.json when present)")
     p.add_argument("--strict", action="store_true",
                    help="ASTRA-sim target: dangling ctrl_deps are errors, not warnings")
+    p.add_argument("--system-configuration", metavar="SYS.json",
+                   help="ASTRA-sim system JSON the trace is meant for: also check the rules that depend on it "
+                        "(an all-gather smaller than preferred-dataset-splits), as simulate would")
     p.add_argument("--json", metavar="OUT", help="write every finding to this JSON file")
     p.set_defaults(func=_validate)
 
@@ -28,8 +32,9 @@ def register(sub) -> None:
     p.set_defaults(func=_info)
 
     p = sub.add_parser("visualize", help="export the dependency graph as Graphviz dot or GraphML")
-    p.add_argument("trace", metavar="IN.et")
-    p.add_argument("out", metavar="OUT.{dot,graphml}")
+    path_argument(p, "trace", "IN.et", ("--input_filename", "--input-filename", "--input"), "trace to draw")
+    path_argument(p, "out", "OUT.{dot,graphml,pdf}", ("--output_filename", "--output-filename", "--output"),
+                  "graph file; .pdf needs Graphviz's dot on PATH")
     p.set_defaults(func=_visualize)
 
 
@@ -37,7 +42,13 @@ def _validate(args: argparse.Namespace) -> int:
     from ..atomic import write_json
     from .validator import validate_set
 
-    report = validate_set(args.trace, strict=args.strict, comm_groups=args.comm_group_configuration)
+    splits = 1
+    if args.system_configuration:
+        from ..sim.config import SystemConfig
+
+        splits = SystemConfig.from_file(args.system_configuration).preferred_dataset_splits
+    report = validate_set(args.trace, strict=args.strict, comm_groups=args.comm_group_configuration,
+                          dataset_splits=splits)
     if args.json:
         write_json(args.json, report.to_json())
     for line in report.lines():

@@ -1,9 +1,11 @@
 """Trace statistics (``chakra-pipe info``): the figures chakra-format.md §8 quotes for the fixtures.
 
 Degrees, roots, sinks and forward references are over ``data_deps`` — the edges every simulator
-resolves and the ones §8.1 measures. The critical path is reported twice: over ``data_deps`` (the
-Chakra C++ feeder's view, 46,140 µs on ``chakra.0.et``) and over ``data_deps ∪`` resolvable
-``ctrl_deps`` (ASTRA-sim's view; None when that union has a cycle, as in ``chakra.0.et``).
+resolves and the ones §8.1 measures. The critical path is the simulator's schedule on the recorded
+durations (``schedule``: slots and overlap as ``simulate`` has them, see schedule.py); the longest
+dependency chain is reported twice beside it: over ``data_deps`` (the Chakra C++ feeder's view,
+46,140 µs on ``chakra.0.et``) and over ``data_deps ∪`` resolvable ``ctrl_deps`` (None when that
+union has a cycle, as in ``chakra.0.et``). Without durations (all 0) the text says so plainly.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ..et import schema
 from ..et.graph import TraceGraph, load_graph
 from ..et.traceset import resolve
 from .graphalgo import critical_path, issue_order, resolved_parents
+from .schedule import scheduled_path
 
 TOP_DANGLING = 5  # most frequent dangling targets listed
 
@@ -54,6 +57,8 @@ def graph_info(g: TraceGraph) -> dict:
         "max_out_degree": int(outdeg.max()) if n else 0,
         "duration_micros_sum": int(g.duration_micros.sum()),
         "critical_path": {"data": _critical(g, ("data",)), "data_ctrl": _critical(g, ("data", "ctrl"))},
+        "durations_recorded": bool(g.duration_micros.any()),
+        "schedule": scheduled_path(g),
     }
 
 
@@ -100,7 +105,6 @@ def trace_info(trace_or_prefix: str | os.PathLike) -> list[dict]:
 def format_info(info: dict) -> str:
     """Human-readable block for one file."""
     deps = info["deps"]
-    cp = info["critical_path"]
     top = ", ".join(f"{i} ×{c}" for i, c in deps["top_dangling_ctrl"])
     lines = [
         f"{info['file']}:",
@@ -112,9 +116,20 @@ def format_info(info: dict) -> str:
         f"  forward references: {info['forward_references']:,}",
         f"  max in-degree: {info['max_in_degree']:,}  max out-degree: {info['max_out_degree']:,}",
         f"  duration_micros sum: {info['duration_micros_sum']:,}",
-        "  critical path: " + f"{_fmt(cp['data'])} over data deps, {_fmt(cp['data_ctrl'])} over data ∪ ctrl deps",
+        *_critical_lines(info),
     ]
     return "\n".join(lines)
+
+
+def _critical_lines(info: dict) -> list[str]:
+    if not info["durations_recorded"]:
+        return [("  critical path: none — every duration_micros is 0 (no timing recorded, e.g. a host trace "
+                 "converted without Kineto)")]
+    cp, sched = info["critical_path"], info["schedule"]
+    path = (f"{_fmt(sched)} as simulate issues it (CPU, GPU and comm slots, recorded durations)" if sched
+            else "none (the simulator cannot run this file; see validate)")
+    chain = f"{_fmt(cp['data'])} over data deps, {_fmt(cp['data_ctrl'])} over data ∪ ctrl deps"
+    return [f"  critical path: {path}", f"  longest dependency chain: {chain}"]
 
 
 def _fmt(path: dict | None) -> str:

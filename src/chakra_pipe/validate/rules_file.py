@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from ..decompress import GZIP_MAGIC
 from ..et import schema
 from ..et.attrs import CANONICAL_KINDS, INT_KINDS, KIND_NUMBER, NUMBER_KIND
-from ..et.framing import GZIP_MAGIC, parse_node
+from ..et.framing import parse_node
 from ..et.graph import TraceGraph
 from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
+from ..sim.config import all_gather_too_small
 from .findings import ERROR, WARNING, Finding
 from .graphalgo import find_cycle, issue_order, resolved_parents
 
@@ -65,8 +68,11 @@ class FileChecker:
     """Runs every per-file rule on one loaded graph."""
 
     def __init__(self, graph: TraceGraph, file: str, rank: int | None, strict: bool,
-                 comm_group_names: Iterable[str] = ()):
+                 comm_group_names: Iterable[str] = (), dataset_splits: int = 1):
         self.g, self.file, self.rank, self.strict = graph, file, rank, strict
+        # preferred-dataset-splits of the system config the trace is meant for (1 when none is given:
+        # then only a 0-byte all-gather is certain to fail, on any system)
+        self.dataset_splits = dataset_splits
         self.comm_group_names = set(comm_group_names)
         self.findings: list[Finding] = []
         # Ctrl lists naming absent ids are parent-op links from a converter (legacy and upstream
@@ -74,7 +80,7 @@ class FileChecker:
         # reported per node (E with --strict) and other ctrl-list defects of such a file
         # (self-links, repeats, cycles through ctrl) are downgraded to warnings.
         self.ctrl_usable = not (graph.dep_indices("ctrl")[1] < 0).any()
-        self.metadata_nodes: dict[int, object] = {}
+        self.metadata_nodes: dict[int, Any] = {}  # decoded protobuf Nodes
         self.metadata_groups: dict[str, list[int]] = {}
         self.informational_kinds: dict[tuple[str, str | None], list[int]] = {}
 
@@ -117,7 +123,7 @@ class FileChecker:
         expected = {name: kind for name, kind in CANONICAL_KINDS.items() if name not in columns}
         odd = self.informational_kinds
         for i, (s, n, p) in enumerate(zip(starts, lengths, prefix)):
-            decoded = parse_node(buf[s:s + n], path, s - p)
+            decoded = parse_node(buf[s:s + n], path, s - p)  # type: ignore[arg-type]
             if types[i] == schema.METADATA_NODE:
                 self.metadata_nodes[i] = decoded
             for attr in decoded.attr:
@@ -296,14 +302,15 @@ class FileChecker:
                         problems.append(f"{name} missing")
                 elif k not in _INT_NUMBERS:
                     problems.append(f"{name} is {NUMBER_KIND[k]}, not an integer")
-            ok = lambda name: int(kinds[name][i]) in _INT_NUMBERS  # noqa: E731
+            ok = lambda name: int(kinds[name][i]) in _INT_NUMBERS  # noqa: E731, B023 -- called at once, in this iteration
             if t == schema.COMM_COLL_NODE and ok("comm_type") and not 0 <= values["comm_type"][i] <= 9:
                 problems.append(f"comm_type {values['comm_type'][i]} is outside CollectiveCommType 0..9")
             if ok("comm_size") and values["comm_size"][i] < 0:
                 problems.append(f"comm_size {values['comm_size'][i]} is negative")
-            elif (t == schema.COMM_COLL_NODE and ok("comm_size") and ok("comm_type") and values["comm_size"][i] == 0
-                  and values["comm_type"][i] == schema.ALL_GATHER):
-                problems.append("comm_size 0 for an ALL_GATHER (ASTRA-sim divides by zero chunking it)")
+            elif (t == schema.COMM_COLL_NODE and ok("comm_size") and ok("comm_type")
+                  and values["comm_type"][i] == schema.ALL_GATHER
+                  and (too_small := all_gather_too_small(int(values["comm_size"][i]), self.dataset_splits))):
+                problems.append(too_small)
             if (t == schema.COMM_SEND_NODE and self.rank is not None and ok("comm_src")
                     and values["comm_src"][i] != self.rank):
                 problems.append(f"comm_src {values['comm_src'][i]} is not this file's rank {self.rank}")

@@ -14,8 +14,8 @@ import numpy as np
 
 from ..et import schema
 from ..et.graph import TraceGraph
-from .findings import ERROR, Finding
 from ..et.traceset import WORLD_PG_NAMES
+from .findings import ERROR, Finding
 from .rules_file import COMM_REQUIRED, INT_KIND_NUMBERS, FileResult, id_list
 
 
@@ -60,6 +60,14 @@ def group_members(ranks: list[RankView], comm_groups: dict[int, list[int]] | Non
                 findings.append(Finding(view.file, None, "group-members", ERROR,
                                         f"METADATA defines group {name!r} as ranks {id_list(members)} but rank "
                                         f"{defined_by[name]} defines it as {id_list(groups[name])}"))
+    for name, members in groups.items():
+        absent = [r for r in members if r >= len(ranks)]
+        if absent:
+            view = ranks[defined_by[name]]
+            findings.append(Finding(view.file, None, "incomplete-set", ERROR,
+                                    f"incomplete rank set: METADATA group {name!r} lists rank(s) {id_list(absent)} "
+                                    f"but the set has {len(ranks)} rank file(s); its collectives could never "
+                                    "complete"))
     for gid, members in (comm_groups or {}).items():
         groups[str(gid)] = list(members)
     for name in WORLD_PG_NAMES:
@@ -150,9 +158,9 @@ def check_point_to_point(ranks: list[RankView]) -> list[Finding]:
                 key = ((view.rank, int(dst[i])) if t == schema.COMM_SEND_NODE else (int(src[i]), view.rank))
                 bucket[(*key, int(tag[i]), int(size[i]))].append((view, i))
     findings: list[Finding] = []
-    for key in sorted(set(sends) | set(recvs)):
-        s, r = sends.get(key, []), recvs.get(key, [])
-        src, dst, tag, size = key
+    for pair in sorted(set(sends) | set(recvs)):
+        s, r = sends.get(pair, []), recvs.get(pair, [])
+        src, dst, tag, size = pair  # type: ignore[assignment]
         for view, i in s[len(r):]:
             where = f"rank {dst}" if 0 <= dst < n else f"rank {dst}, which is not in the {n}-rank set"
             findings.append(Finding(view.file, int(view.graph.ids[i]), "p2p-unmatched", ERROR,

@@ -11,7 +11,8 @@ chained by data deps) with exactly one defect. ``expect`` gives the exit code of
   a rule marked (E) is a finding (1).
 * astra-sim-semantics.md §2.2/§2.4: a dangling data dep, no dependency-free node, an unsupported
   collective or a COMM node with ``is_cpu_op`` make ASTRA-sim abort: invalid input (2). A trace that
-  loads but cannot finish (a cycle, an unmatched send, a collective one member never issues) is 3.
+  loads but cannot finish (a cycle behind a root, a receive whose send never comes, a collective one
+  member never issues) is 3; a send nobody receives completes on arrival (0, and a validate finding).
 * ``info`` reports statistics of any decodable file (0) and refuses undecodable ones (2).
 
 A ``null`` expectation means the spec leaves the outcome open; the test then only requires a clean one.

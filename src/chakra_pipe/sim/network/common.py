@@ -8,7 +8,7 @@ through a fresh event (delay 0). Sends never wait for receives.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..engine import EventQueue
 

@@ -10,6 +10,7 @@ peers and counts of their algorithm.
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from .stream import PacketBundle
 
@@ -25,7 +26,7 @@ class PacketAlgorithm:
         self.data_size = data_size
         self.P = ring.size
         self.fast = ring.local
-        self.stream = None
+        self.stream: Any = None  # the Stream running this phase, set by Stream.__init__
         self.parallel_reduce = 1
         self.free_packets = 0
         self.zero_latency = 0

@@ -36,7 +36,8 @@ class Direct(Ring):
             if self.received < self.middle:
                 return
             for _ in range(self.parallel_reduce):
-                self.ready()
+                if not self.ready():  # nothing changes until the next event: later calls fail too
+                    break
             self.iteratable()
         else:
             self.ready()

@@ -7,6 +7,8 @@ the root reduces its only child and sends back down. Successive chunks alternate
 
 from __future__ import annotations
 
+from typing import Any
+
 from .stream import PacketBundle
 from .topology import INTERMEDIATE, LEAF, ROOT
 
@@ -26,7 +28,7 @@ class DoubleBinaryTree:
         self.left = tree.left(self.id)
         self.right = tree.right(self.id)
         self.kind = tree.kind(self.id)
-        self.stream = None
+        self.stream: Any = None  # the Stream running this phase, set by Stream.__init__
 
     def start(self) -> None:
         self.run(INIT)

@@ -41,14 +41,14 @@ class RingCoordinator:
 
     def __init__(self, network, queue, stats, aware: bool = False):
         self.network, self.queue, self.stats = network, queue, stats
-        self._waiting: dict[tuple, dict[int, "FastRing"]] = {}
+        self._waiting: dict[tuple, dict[int, FastRing]] = {}
         self._delays: dict[tuple, list[int]] = {}
         self.aware = aware
         self._link_free: dict[tuple, int] = {}
 
-    def join(self, algo: "FastRing") -> None:
+    def join(self, algo: FastRing) -> None:
         ring = algo.ring
-        key = (tuple(ring.members), algo.stream.stream_id, algo.stream.steps_finished, algo.ctype,
+        key = (ring.key, algo.stream.stream_id, algo.stream.steps_finished, algo.ctype,
                algo.msg_size, algo.direction)
         members = self._waiting.setdefault(key, {})
         members[ring.index_of(algo.id)] = algo
@@ -56,15 +56,15 @@ class RingCoordinator:
             del self._waiting[key]
             self._evaluate(key, [members[i] for i in range(ring.size)])
 
-    def _net_delays(self, members: tuple, size: int, direction: int, ring) -> list[int]:
-        key = (members, size, direction)
+    def _net_delays(self, size: int, direction: int, ring) -> list[int]:
+        key = (ring.key, size, direction)
         out = self._delays.get(key)
         if out is None:
-            out = [self.network.delay(ring.sender(m, direction), m, size) for m in members]
+            out = [self.network.delay(ring.sender(m, direction), m, size) for m in ring.members]
             self._delays[key] = out
         return out
 
-    def _evaluate(self, key: tuple, algos: list["FastRing"]) -> None:
+    def _evaluate(self, key: tuple, algos: list[FastRing]) -> None:
         first = algos[0]
         ring, p, steps = first.ring, first.ring.size, first.stream_count
         d = first.packet_delays()
@@ -73,7 +73,7 @@ class RingCoordinator:
         if self.aware:
             self._finish(algos, self._evaluate_aware(ring, first, d, pred, starts), d[steps], steps)
             return
-        net = self._net_delays(key[0], first.msg_size, first.direction, ring)
+        net = self._net_delays(first.msg_size, first.direction, ring)
         if p >= NUMPY_FROM:
             send = np.asarray(starts, dtype=np.int64) + d[0]
             netv = np.asarray(net, dtype=np.int64)
@@ -85,13 +85,13 @@ class RingCoordinator:
                     send = recv + d[k]
             last = recv.tolist()
         else:
-            send = [s + d[0] for s in starts]
+            send = [s + d[0] for s in starts]  # type: ignore[assignment]
             recv = send
             for k in range(1, steps + 1):
-                recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]
+                recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]  # type: ignore[assignment]
                 if k < steps:
                     dk = d[k]
-                    send = [r + dk for r in recv]
+                    send = [r + dk for r in recv]  # type: ignore[assignment]
             last = recv
         self._finish(algos, last, d[steps], steps)
 
@@ -104,7 +104,7 @@ class RingCoordinator:
     def join_planned(self, algo) -> None:
         """Like :meth:`join` for algorithms whose peer and size change per step (``plan()``)."""
         ring = algo.ring
-        key = (tuple(ring.members), algo.stream.stream_id, algo.stream.steps_finished, algo.ctype,
+        key = (ring.key, algo.stream.stream_id, algo.stream.steps_finished, algo.ctype,
                algo.data_size, type(algo).__name__)
         members = self._waiting.setdefault(key, {})
         members[ring.index_of(algo.id)] = algo
@@ -131,7 +131,7 @@ class RingCoordinator:
         self._finish(algos, recv, [pl[2][steps] for pl in plans], steps)
 
 
-    def _evaluate_aware(self, ring, first: "FastRing", d: list[int], pred: list[int], starts: list[int]) -> list[int]:
+    def _evaluate_aware(self, ring, first: FastRing, d: list[int], pred: list[int], starts: list[int]) -> list[int]:
         """FIFO links on a 1-D network (see the module docstring for when this is exact)."""
         cfg = self.network.cfg
         kind, size = cfg.topology[0], first.msg_size

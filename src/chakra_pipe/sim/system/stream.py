@@ -8,14 +8,15 @@ rings) and, when they carry a reduction, ``Pd`` more ns before the algorithm is 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
 
 
 @dataclass
 class Phase:
     queue_id: int
-    algorithm: object
+    algorithm: Any  # a collective algorithm: start(), on_general(), on_received(), .stream
     initial_size: int
     final_size: int
 
@@ -59,13 +60,13 @@ class Stream:
     def init(self) -> None:
         self.initialized = True
         self.last_init = self.owner.now
-        self.phase.algorithm.start()
+        self.phase.algorithm.start()  # type: ignore[union-attr]
 
     def general(self) -> None:
-        self.phase.algorithm.on_general()
+        self.phase.algorithm.on_general()  # type: ignore[union-attr]
 
     def consume(self) -> None:
-        self.phase.algorithm.on_received()
+        self.phase.algorithm.on_received()  # type: ignore[union-attr]
 
 
 class PacketBundle:

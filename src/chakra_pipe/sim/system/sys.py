@@ -10,7 +10,9 @@ is a chain of phases, and each phase waits in its dimension's queue where only t
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections import deque
+from collections.abc import Callable
+from typing import Any
 
 from ...errors import ConfigError
 from .algorithm import AG, AR
@@ -83,7 +85,9 @@ class Sys:
         self.total_nodes = hw.network.npus
         nq = hw.num_queues_per_dim
         self.levels = [_QueueLevel(d, list(range(d * nq, (d + 1) * nq))) for d in range(len(self.physical))]
-        self.active: dict[int, list[Stream]] = {q: [] for q in range(nq * len(self.physical))}
+        # deques: a finished stream leaves from the front, and a list's front delete moves every waiting
+        # chunk (quadratic in preferred-dataset-splits)
+        self.active: dict[int, deque[Stream]] = {q: deque() for q in range(nq * len(self.physical))}
         self.running: dict[int, int] = dict.fromkeys(self.active, 0)
         self.threshold = math.ceil(self.cfg.active_chunks_per_dimension / nq)
         self.priority_counter = 0
@@ -143,7 +147,8 @@ class Sys:
         if group is not None and len(group.members) != self.total_nodes:
             plan = group.plans.get(ctype)
             if plan is None:
-                plan = group.plans[ctype] = LogicalTopology.group_ring(self.id, group.members, algos)
+                plan = group.plans[ctype] = LogicalTopology.group_ring(self.id, group.members, algos,
+                                                                       self.shared_rings)
             return plan
         plan = self._topologies.get(ctype)
         if plan is None:
@@ -165,6 +170,7 @@ class Sys:
         algo = dim.algorithm
         base = algo.base
         topo = dim.basic()
+        a: Any
         if base == "ring":
             cls = FastRing if self.ring_coordinator is not None else Ring
             a = cls(ctype, self, topo, size, queue[1])
@@ -236,8 +242,14 @@ class Sys:
 
     # -- queues -------------------------------------------------------------------------------
     @staticmethod
-    def _insert(queue: list[Stream], stream: Stream) -> None:
+    def _insert(queue: deque[Stream], stream: Stream) -> None:
         """After every started stream and every unstarted one of priority >= its own."""
+        # Started streams lead the queue and unstarted ones follow in non-increasing priority, so when the
+        # last one qualifies, all do: append in O(1) (chunks of one collective share a priority, and a
+        # scan per chunk made preferred-dataset-splits quadratic).
+        if not queue or queue[-1].initialized or queue[-1].priority >= stream.priority:
+            queue.append(stream)
+            return
         i = 0
         n = len(queue)
         while i < n and (queue[i].initialized or queue[i].priority >= stream.priority):
@@ -258,10 +270,13 @@ class Sys:
             stream.dataset.stream_finished()
         if prev >= 0:
             lst = self.active[stream.phase.queue_id]
-            for i, s in enumerate(lst):
-                if s is stream:
-                    del lst[i]
-                    break
+            if lst and lst[0] is stream:
+                lst.popleft()
+            else:
+                for i, s in enumerate(lst):
+                    if s is stream:
+                        del lst[i]
+                        break
         if not stream.phases:
             stream.phase = None  # drop the stream <-> algorithm cycle (the GC is paused during a run)
             if prev >= 0:

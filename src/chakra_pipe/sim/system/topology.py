@@ -19,14 +19,19 @@ CLOCKWISE, ANTICLOCKWISE = 0, 1
 class RingTopology:
     """NPUs of one logical ring in ring order; ``local`` rings (sub-groups) use the 10-ns bus hop."""
 
-    __slots__ = ("members", "index", "local")
+    __slots__ = ("index", "key", "local", "members")
 
-    def __init__(self, members: list[int], me: int, local: bool = False):
+    def __init__(self, members: list[int], me: int, local: bool = False, key=None):
         self.members = members
         self.index = {npu: i for i, npu in enumerate(members)}
-        if me not in self.index:
-            raise ConfigError(f"NPU {me} is not a member of its logical ring {members}")
+        self.check_member(me)
         self.local = local
+        # Identifies the ring among the NPUs of one simulation (hashing a P-tuple per use was O(P)).
+        self.key = tuple(members) if key is None else key
+
+    def check_member(self, me: int) -> None:
+        if me not in self.index:
+            raise ConfigError(f"NPU {me} is not a member of its logical ring {self.members}")
 
     @property
     def size(self) -> int:
@@ -77,7 +82,8 @@ class BinaryTree:
         return me
 
     def _number(self, n: int) -> None:
-        stack, cur = [], n
+        stack: list[int] = []
+        cur: int | None = n
         while stack or cur is not None:
             while cur is not None:
                 stack.append(cur)
@@ -118,10 +124,14 @@ class BinaryTree:
 class DoubleBinaryTree:
     """Two trees (root = max id, root = min id) handed out alternately, one per chunk."""
 
-    def __init__(self, size: int, start: int, stride: int):
-        self.trees = (BinaryTree(size, start, stride, True), BinaryTree(size, start, stride, False))
-        self.counter = 0
+    def __init__(self, size: int, trees: tuple[BinaryTree, BinaryTree]):
+        self.trees = trees
+        self.counter = 0  # per NPU: its successive chunks alternate trees
         self.size = size
+
+    @staticmethod
+    def build(size: int, start: int, stride: int) -> tuple[BinaryTree, BinaryTree]:
+        return BinaryTree(size, start, stride, True), BinaryTree(size, start, stride, False)
 
     def next_tree(self) -> BinaryTree:
         t = self.trees[self.counter % 2]
@@ -157,7 +167,7 @@ class LogicalTopology:
             key = (base, step, p)
             r = rings.get(key)
             if r is None:
-                r = rings[key] = RingTopology([base + k * step for k in range(p)], me)
+                r = rings[key] = RingTopology([base + k * step for k in range(p)], me, key=key)
             return r
 
         if len(algos) > len(physical):
@@ -173,7 +183,10 @@ class LogicalTopology:
                 break
             if algo.base == "doubleBinaryTree":
                 start = me % offset if d == last else (me - me % (offset * p)) + me % offset
-                dims.append(Dimension(algo, p, dbt=DoubleBinaryTree(p, start, offset)))
+                trees = rings.get(("dbt", p, start, offset))
+                if trees is None:  # the trees are immutable: one pair per tree set, not per NPU
+                    trees = rings["dbt", p, start, offset] = DoubleBinaryTree.build(p, start, offset)
+                dims.append(Dimension(algo, p, dbt=DoubleBinaryTree(p, trees)))
             else:
                 index = (me % (offset * p)) // offset
                 base = me - index * offset
@@ -182,9 +195,21 @@ class LogicalTopology:
         return cls(dims)
 
     @classmethod
-    def group_ring(cls, me: int, members: list[int], algos: tuple[Algorithm, ...]) -> LogicalTopology:
-        """Sub-group: a 1-D ring in listed order; a multi-entry list collapses to ``ring`` (§2.5)."""
+    def group_ring(cls, me: int, members: list[int], algos: tuple[Algorithm, ...],
+                   rings: dict | None = None) -> LogicalTopology:
+        """Sub-group: a 1-D ring in listed order; a multi-entry list collapses to ``ring`` (§2.5).
+
+        ``rings`` shares one ring object between the members (one per NPU was O(P^2) for big groups).
+        """
         algo = algos[0] if len(algos) == 1 else Algorithm("ring")
         if algo.base == "doubleBinaryTree":
             raise ConfigError("doubleBinaryTree cannot run on a communicator sub-group")
-        return cls([Dimension(algo, len(members), ring=RingTopology(list(members), me, local=True))])
+        key = ("group", tuple(members))
+        ring = None if rings is None else rings.get(key)
+        if ring is None:
+            ring = RingTopology(list(members), me, local=True, key=key)
+            if rings is not None:
+                rings[key] = ring
+        else:
+            ring.check_member(me)
+        return cls([Dimension(algo, len(members), ring=ring)])

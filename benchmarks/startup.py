@@ -1,0 +1,121 @@
+"""CLI start-up: ``python -X importtime`` summary and wall of ``chakra-pipe simulate --help`` / a tiny run.
+
+Every sweep point and every Snakemake ``shell:`` job is its own process, so interpreter start-up and
+imports are paid per point. Prints, each a median of N runs in fresh interpreters:
+
+* ``help``: wall of ``chakra-pipe simulate --help``;
+* ``first_event``: process start to the simulator's first event for an 8-NPU all-reduce (the
+  ``EventQueue.run`` entry, timed from a wrapper that starts the clock before any import);
+* ``run``: wall of the whole ``chakra-pipe simulate`` on that workload;
+* the self import time summed per top-level package for both commands (``-X importtime``), so a
+  heavy import sneaking into the CLI path shows up by name.
+
+Bytecode is cached in a temporary ``PYTHONPYCACHEPREFIX`` (one warm-up run first), as an installed
+package would have it: with ``PYTHONDONTWRITEBYTECODE`` set, every start recompiles all sources.
+ASTRA-sim's analytical binaries start in 0.02-0.1 s on the 2-core reference machine; numpy alone
+(``python -c "import numpy"``) is printed as the floor a numpy-based loader cannot go below.
+
+    python benchmarks/startup.py [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+SYSTEM = ('{"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1, '
+          '"preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600, '
+          '"all-reduce-implementation": ["ring"], "reduce-scatter-implementation": ["ring"], '
+          '"all-gather-implementation": ["ring"], "all-to-all-implementation": ["ring"]}')
+NETWORK = "topology: [Ring]\nnpus_count: [8]\nbandwidth: [50]\nlatency: [500]\n"
+# Starts the clock before any chakra_pipe import and prints the time at the first simulated event.
+FIRST_EVENT = """\
+import time, sys
+t0 = time.perf_counter()
+from chakra_pipe.sim import engine
+run = engine.EventQueue.run
+def timed(self):
+    sys.stderr.write(f"first_event {time.perf_counter() - t0 + float(sys.argv[1])}\\n")
+    engine.EventQueue.run = run
+    return run(self)
+engine.EventQueue.run = timed
+from chakra_pipe.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _env(cache: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=cache, PYTHONPATH=str(SRC))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _wall(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    return time.perf_counter() - t0, done.stderr
+
+
+def _interpreter_start(env: dict[str, str]) -> float:
+    """Seconds from process start to the first line of a script (subtracted by the wrapper)."""
+    return statistics.median(_wall([sys.executable, "-c", "pass"], env)[0] for _ in range(5))
+
+
+def _import_summary(cmd: list[str], env: dict[str, str], top: int = 8) -> str:
+    _, err = _wall([sys.executable, "-X", "importtime", *cmd], env)
+    self_us: collections.Counter[str] = collections.Counter()
+    for line in err.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        own, _, name = line.split(":", 1)[1].split("|")
+        name = name.strip()
+        parts = name.split(".")
+        self_us[".".join(parts[:2]) if parts[0] == "chakra_pipe" else parts[0]] += int(own)
+    total = sum(self_us.values()) / 1000
+    rows = ", ".join(f"{k} {v / 1000:.0f}" for k, v in self_us.most_common(top))
+    return f"{total:.0f} ms imports: {rows}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = _env(os.path.join(tmp, "pycache"))
+        prefix = os.path.join(tmp, "ar8")
+        subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "generate", "collective", "--type", "all_reduce",
+                        "--npus", "8", "--size", "1MiB", "--out", prefix], env=env, check=True, capture_output=True)
+        Path(tmp, "sys.json").write_text(SYSTEM)
+        Path(tmp, "net.yml").write_text(NETWORK)
+        sim_args = ["simulate", f"--workload-configuration={prefix}", f"--system-configuration={tmp}/sys.json",
+                    f"--network-configuration={tmp}/net.yml"]
+        cli = [sys.executable, "-m", "chakra_pipe.cli"]
+        _wall([*cli, *sim_args], env)  # fills the bytecode cache
+        base = _interpreter_start(env)
+        numpy = [_wall([sys.executable, "-c", "import numpy"], env)[0] for _ in range(args.repeat)]
+        helps = [_wall([*cli, "simulate", "--help"], env)[0] for _ in range(args.repeat)]
+        runs = [_wall([*cli, *sim_args], env)[0] for _ in range(args.repeat)]
+        firsts = []
+        for _ in range(args.repeat):
+            _, err = _wall([sys.executable, "-c", FIRST_EVENT, str(base), *sim_args], env)
+            firsts.extend(float(x.split()[1]) for x in err.splitlines() if x.startswith("first_event"))
+        med = statistics.median
+        print(f"interpreter start       {base:6.3f} s")
+        print(f"import numpy (floor)    {med(numpy):6.3f} s")
+        print(f"simulate --help         {med(helps):6.3f} s   (min {min(helps):.3f})")
+        print(f"first event (8-NPU AR)  {med(firsts):6.3f} s   (min {min(firsts):.3f}; target <= 0.2)")
+        print(f"whole run (8-NPU AR)    {med(runs):6.3f} s   (min {min(runs):.3f})")
+        print(f"--help   {_import_summary(['-m', 'chakra_pipe.cli', 'simulate', '--help'], env)}")
+        print(f"simulate {_import_summary(['-m', 'chakra_pipe.cli', *sim_args], env)}")
+
+
+if __name__ == "__main__":
+    main()

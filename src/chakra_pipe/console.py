@@ -1,0 +1,64 @@
+"""What the ``chakra-pipe`` command says besides its results: diagnostics and progress, both on stderr.
+
+Diagnostics go through stdlib :mod:`logging` (logger ``chakra_pipe.<module>``), shown from WARNING by
+default, from INFO with ``-v`` and DEBUG with ``-vv``, and only errors with ``-q``. Progress is a single
+self-overwriting line on stderr for the verbs that can run for minutes; it appears only when stderr is a
+terminal and ``-q`` was not given, so logs, pipes and Snakemake jobs never see it. A few lines of our own
+instead of tqdm or rich: the counters need no more, and the CLI keeps starting fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_state = {"progress": False}
+_MIN_INTERVAL_S = 0.1  # redraws per second are capped: a tight loop must not be slowed by its counter
+
+
+def configure(verbosity: int, quiet: bool) -> None:
+    """Set up logging and progress for one command run (``verbosity`` counts ``-v``)."""
+    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbosity, 2)]
+    root = logging.getLogger("chakra_pipe")
+    root.handlers.clear()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("chakra-pipe: %(levelname)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(level)
+    root.propagate = False
+    _state["progress"] = not quiet and sys.stderr.isatty()
+
+
+def track(items: Iterable[T], label: str, total: int, unit: str = "") -> Iterator[T]:
+    """Yield ``items`` unchanged while drawing ``label: done/total unit (pct%)`` in place on stderr.
+
+    A pass-through unless :func:`configure` enabled progress; redraws at most every 0.1 s, and ends its
+    line when the loop ends, however it ends.
+    """
+    if not _state["progress"]:
+        yield from items
+        return
+    done, last = 0, 0.0
+
+    def draw() -> None:
+        pct = f" ({100 * done // total}%)" if total else ""
+        sys.stderr.write(f"\r{label}: {done}/{total} {unit}{pct}\x1b[K")
+        sys.stderr.flush()
+
+    try:
+        for item in items:
+            yield item
+            done += 1
+            if (now := time.monotonic()) - last >= _MIN_INTERVAL_S:
+                last = now
+                draw()
+    finally:
+        if last:
+            draw()
+            sys.stderr.write("\n")
+            sys.stderr.flush()

@@ -1,0 +1,125 @@
+"""How a verb's process meets the world around it: a reader that goes away, a signal to stop.
+
+* ``... | head -1`` closes stdout early. Printing is the *last* thing a verb does and the least
+  important: a closed stdout must neither skip a file output nor change the exit status, so stdout
+  becomes a stream that stops writing (to ``/dev/null``) at the first ``BrokenPipeError``.
+* SIGTERM (Snakemake cancelling a job, ``scancel``, ``kill``) becomes ``SystemExit(143)``, so every
+  ``finally`` and ``except BaseException`` on the way out runs: atomic writers delete their
+  temporaries, replays kill their ranks and remove their scratch folders.
+* What SIGKILL leaves behind cannot be cleaned by the killed process; scratch folders carry their
+  owner's pid so the next run removes those whose owner is dead (:func:`sweep_dead_scratch`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+
+class ClosedPipeSafe:
+    """A text stream proxy that turns the first ``BrokenPipeError`` into "discard from now on"."""
+
+    def __init__(self, stream: IO[str] | None):
+        self._stream = stream
+        self.pipe_closed = stream is None  # started with stdout closed (`>&-`): Python sets it to None
+
+    def _discard(self) -> None:
+        self.pipe_closed = True
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            # Python flushes stdout again at exit: point the descriptor at /dev/null so that flush
+            # succeeds instead of printing "Exception ignored" and exiting 120.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())  # type: ignore[union-attr]  # None: fileno fails, suppressed
+            os.close(devnull)
+
+    def write(self, text: str) -> int:
+        if self._stream is not None and not self.pipe_closed:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._discard()
+        return len(text)
+
+    def flush(self) -> None:
+        if self._stream is not None and not self.pipe_closed:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._discard()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def pipe_safe_stdout() -> Iterator[None]:
+    """Run the body with a :class:`ClosedPipeSafe` stdout; flush it before restoring the original."""
+    original = sys.stdout
+    safe = ClosedPipeSafe(original)
+    sys.stdout = safe  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        safe.flush()
+        sys.stdout = original
+
+
+@contextlib.contextmanager
+def terminate_as_exit() -> Iterator[None]:
+    """Turn SIGTERM into ``SystemExit(128 + SIGTERM)`` for the body (main thread only), so clean-up runs."""
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def make_scratch(prefix: str, parent: str | os.PathLike | None = None) -> Path:
+    """A private folder ``<parent or tmp>/<prefix><pid>-<random>`` after removing those of dead owners."""
+    sweep_dead_scratch(prefix, None if parent is None else str(parent))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
+
+
+def sweep_dead_scratch(prefix: str, parent: str | None = None) -> list[Path]:
+    """Remove ``<prefix><pid>-*`` folders in the temp folder whose owning process no longer exists."""
+    pattern = re.compile(rf"^{re.escape(prefix)}(\d+)-[^/]+$")
+    removed = []
+    root = Path(parent or tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(root):
+            m = pattern.match(entry.name)
+            if m and entry.is_dir(follow_symlinks=False) and not pid_alive(int(m.group(1))):
+                try:
+                    if entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                        continue
+                except OSError:
+                    continue
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(Path(entry.path))
+    return removed

@@ -1,0 +1,135 @@
+"""How long each thread waited for communication, measured on the Kineto timeline.
+
+A collective issued asynchronously (DDP's bucketed all-reduce, ``async_op=True``) runs on a gloo
+worker thread (``gloo:*`` ranges) or a NCCL progress thread (``nccl:*``); the issuing thread later
+sits in ``work.wait()``, which is no recorded op. That idle time therefore lands in the exclusive
+time of whatever encloses it (``ProfilerStep#N``, a ``record_function`` label) and conversion would
+freeze it into compute, hiding it from any network what-if. Two figures per thread are measured:
+
+* **idle** — exclusive time of a *user annotation* (``ProfilerStep#N``, ``record_function``
+  labels: their own time is the gaps between recorded ops, never a kernel) that overlaps
+  collective work running on another thread of the process; it is credited to the annotation so
+  conversion can take it out of that node's duration;
+* **in calls** — time spent inside the communication calls themselves (``c10d::*``,
+  ``record_param_comms``): these become COMM nodes, whose time the simulator models from the
+  network, so it is not compute either.
+
+Their sum is the thread's *communication wait*: the part of the measured step that a simulated
+network replaces. Leaf ``cpu_op`` time is never counted, even when a collective runs alongside:
+that is real computation overlapping communication.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any
+
+from .kineto import KEvent
+
+WORK_PREFIXES = ("gloo:", "nccl:")  # ranges of a backend's worker thread doing the transfer
+CALL_PREFIXES = ("c10d::",)
+CALL_NAMES = frozenset({"record_param_comms"})
+IDLE_CAT = "user_annotation"
+
+
+def is_call(e: KEvent) -> bool:
+    return e.name.startswith(CALL_PREFIXES) or e.name in CALL_NAMES
+
+
+@dataclass
+class CommWait:
+    """Per event index: µs of idle overlapping collective work; per thread: totals (µs)."""
+
+    idle_by_event: dict[int, float] = field(default_factory=dict)
+    idle_us: dict[Any, float] = field(default_factory=dict)
+    in_calls_us: dict[Any, float] = field(default_factory=dict)
+
+    def total_us(self, tid: Any) -> float:
+        return self.idle_us.get(tid, 0.0) + self.in_calls_us.get(tid, 0.0)
+
+
+def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        elif b > a:
+            out.append((a, b))
+    return out
+
+
+def _overlap(a: float, b: float, merged: list[tuple[float, float]], starts: list[float]) -> float:
+    """Length of [a, b) covered by the sorted, disjoint ``merged`` intervals."""
+    total = 0.0
+    i = max(0, bisect.bisect_right(starts, a) - 1)
+    while i < len(merged) and merged[i][0] < b:
+        total += max(0.0, min(b, merged[i][1]) - max(a, merged[i][0]))
+        i += 1
+    return total
+
+
+def _exclusive_intervals(evs: list[KEvent]) -> dict[int, list[tuple[float, float]]]:
+    """Each event's own time on its thread as intervals: its span minus its direct children's."""
+    out: dict[int, list[tuple[float, float]]] = {}
+    stack: list[tuple[KEvent, float]] = []  # (event, start of its current own-time segment)
+
+    def close(upto: float) -> None:
+        e, seg = stack.pop()
+        out.setdefault(e.index, []).append((seg, min(upto, e.end)))
+        if stack:
+            parent, _ = stack[-1]
+            stack[-1] = (parent, min(e.end, parent.end))
+
+    for e in sorted(evs, key=lambda e: (e.ts, -e.dur, e.index)):
+        # Close what ended before e, and what e sticks out of (not its parent: events should nest).
+        while stack and (stack[-1][0].end <= e.ts or stack[-1][0].end < e.end):
+            close(stack[-1][0].end)
+        if stack:
+            parent, seg = stack[-1]
+            out.setdefault(parent.index, []).append((seg, e.ts))
+        stack.append((e, e.ts))
+    while stack:
+        close(stack[-1][0].end)
+    return out
+
+
+def measure(events: list[KEvent]) -> CommWait:
+    """Idle-while-communicating and in-call time per thread, and idle per annotation event."""
+    threads: dict[tuple[Any, Any], list[KEvent]] = {}
+    for e in events:
+        threads.setdefault((e.pid, e.tid), []).append(e)
+    work = {key: _merge([(e.ts, e.end) for e in evs if e.name.startswith(WORK_PREFIXES)])
+            for key, evs in threads.items()}
+    result = CommWait()
+    for key, evs in threads.items():
+        others = _merge([iv for k, ivs in work.items() if k != key and k[0] == key[0] for iv in ivs])
+        calls = _merge([(e.ts, e.end) for e in evs if is_call(e)])
+        if calls:
+            result.in_calls_us[key[1]] = sum(b - a for a, b in calls)
+        if not others:
+            continue
+        starts = [a for a, _ in others]
+        call_starts = [a for a, _ in calls]
+        own = _exclusive_intervals(evs)
+        for e in evs:
+            if e.cat != IDLE_CAT or e.name.startswith(WORK_PREFIXES):  # a worker's range is the work itself
+                continue
+            idle = sum(_overlap(a, b, others, starts) - _overlap_in(a, b, others, starts, calls, call_starts)
+                       for a, b in own.get(e.index, ()))
+            if idle > 0:
+                result.idle_by_event[e.index] = idle
+                result.idle_us[key[1]] = result.idle_us.get(key[1], 0.0) + idle
+    return result
+
+
+def _overlap_in(a: float, b: float, others, starts, calls, call_starts) -> float:
+    """Part of [a, b) covered both by other threads' work and by a call (counted as in-call already)."""
+    total = 0.0
+    i = max(0, bisect.bisect_right(call_starts, a) - 1)
+    while i < len(calls) and calls[i][0] < b:
+        lo, hi = max(a, calls[i][0]), min(b, calls[i][1])
+        if hi > lo:
+            total += _overlap(lo, hi, others, starts)
+        i += 1
+    return total

@@ -1,0 +1,102 @@
+"""``collectives.parquet``: one row per (point, rank, collective) for simulated points and replays.
+
+So simulated collectives can be set beside nccl-tests numbers: ``algbw_GBps`` and ``busbw_GBps`` are
+nccl-tests' algorithm and bus bandwidth (GB = 10^9 bytes, size column as nccl-tests counts it, see
+``replay.busbw``), next to the network's ``bandwidth_gbps_dK`` in results (GB = 2^30 bytes, as
+ASTRA-sim). Each shard job writes its part beside its CSV (``NNNN.collectives.parquet``, written
+before the CSV so a finished CSV always has one); aggregation concatenates the parts in plan order
+and adds the replays (median time per node over the timed iterations; no start or end).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from ..atomic import write_bytes
+from ..et import schema
+from ..replay.busbw import bandwidth
+
+COLUMNS = ("campaign", "workload", "source", "point_id", "backend", "rank", "node_id", "comm_type", "group",
+           "group_size", "comm_size_bytes", "nccl_size_bytes", "start_ns", "end_ns", "duration_ns",
+           "algbw_GBps", "busbw_GBps")
+DTYPES = {"rank": "Int64", "node_id": "UInt64", "group_size": "Int64", "comm_size_bytes": "Int64",
+          "nccl_size_bytes": "Int64", "start_ns": "Int64", "end_ns": "Int64", "duration_ns": "Int64",
+          "algbw_GBps": "float64", "busbw_GBps": "float64"}
+UNITS = {"comm_size_bytes": "bytes (Chakra comm_size)", "nccl_size_bytes": "bytes (nccl-tests size column)",
+         "start_ns": "ns", "end_ns": "ns", "duration_ns": "ns",
+         "algbw_GBps": "GB/s, GB = 10^9 bytes (nccl-tests algbw)",
+         "busbw_GBps": "GB/s, GB = 10^9 bytes (nccl-tests busbw)"}
+_KINDS = {"ALL_REDUCE": schema.ALL_REDUCE, "ALL_GATHER": schema.ALL_GATHER, "REDUCE_SCATTER": schema.REDUCE_SCATTER,
+          "ALL_TO_ALL": schema.ALL_TO_ALL, "BROADCAST": schema.BROADCAST}
+
+
+def sidecar_path(shard_csv: str | Path) -> Path:
+    p = Path(shard_csv)
+    return p.with_name(p.name.removesuffix(".csv") + ".collectives.parquet")
+
+
+def _row(ident: dict[str, Any], rank: int, node_id: int, kind: str, group: str, group_size: int, size: int,
+         start: int | None, end: int | None, duration: int) -> dict[str, Any]:
+    ctype = _KINDS.get(kind)
+    bw = bandwidth(ctype, size, group_size, duration)
+    return {**ident, "rank": rank, "node_id": node_id, "comm_type": kind, "group": group, "group_size": group_size,
+            "comm_size_bytes": size, "nccl_size_bytes": None if bw is None else bw.size_bytes,
+            "start_ns": start, "end_ns": end, "duration_ns": duration,
+            "algbw_GBps": None if bw is None else bw.algbw_GBps, "busbw_GBps": None if bw is None else bw.busbw_GBps}
+
+
+def simulated_rows(result, campaign: str, workload: str, point_id: str, backend: str) -> list[dict[str, Any]]:
+    """Every collective, send and receive of every rank of one simulated point."""
+    ident = {"campaign": campaign, "workload": workload, "source": "simulated", "point_id": point_id,
+             "backend": backend}
+    npus = len(result.finish_ns)
+    members = {w.rank: {name: len(g.members) for name, g in w.groups.items()} for w in result.workloads}
+    rows = []
+    for c in result.collectives:
+        n = 2 if c.kind in ("SEND", "RECV") else members.get(c.rank, {}).get(c.group, npus)
+        rows.append(_row(ident, c.rank, c.node_id, c.kind, c.group or "world", n, c.bytes, c.start_ns, c.end_ns,
+                         c.end_ns - c.start_ns))
+    return rows
+
+
+def replayed_rows(replay: dict[str, Any], campaign: str, workload: str) -> list[dict[str, Any]]:
+    """The collectives and point-to-point calls of a replay's RESULT.json (median durations)."""
+    ident = {"campaign": campaign, "workload": workload, "source": "replayed", "point_id": "", "backend": ""}
+    rows = [_row(ident, c["rank"], c["node"], c["comm_type"], str(c["group"]), int(c["group_size"]),
+                 int(c["comm_size"]), None, None, int(c["median_time_ns"])) for c in replay.get("collectives", [])]
+    rows += [_row(ident, p["rank"], p["node"], str(p["kind"]).upper(), "p2p", 2, int(p["comm_size"]), None, None,
+                  int(p["median_time_ns"])) for p in replay.get("p2p", [])]
+    return rows
+
+
+def frame(rows: list[dict[str, Any]]):
+    import pandas as pd
+
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    for col in COLUMNS:
+        df[col] = df[col].astype(DTYPES.get(col, "string"))
+    return df
+
+
+def write_table(df, path: str | Path) -> None:
+    """Parquet with the units in the schema metadata (atomic, byte-reproducible)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    meta = {**(table.schema.metadata or {}), b"chakra_pipe.units": json.dumps(UNITS, sort_keys=True).encode()}
+    buf = io.BytesIO()
+    pq.write_table(table.replace_schema_metadata(meta), buf, compression="zstd")
+    write_bytes(path, buf.getvalue())
+
+
+def read_table(path: str | Path):
+    import pandas as pd
+
+    df = pd.read_parquet(path)
+    if tuple(df.columns) != COLUMNS:
+        raise ValueError(f"columns are not the {len(COLUMNS)} this version writes")
+    return df.astype({c: DTYPES.get(c, "string") for c in COLUMNS})

@@ -1,0 +1,96 @@
+"""``calibrate``: the fit recovers a platform from times it produced, the written files say what
+was fitted, and a real gloo calibration runs end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chakra_pipe.calibrate.bench import KINDS, Measurement
+from chakra_pipe.calibrate.fit import Platform, _hardware, _Sets, _time, fit
+from chakra_pipe.calibrate.report import write_outputs
+from chakra_pipe.generate.collective import COLLECTIVES
+from chakra_pipe.replay.busbw import bandwidth
+from chakra_pipe.sim import load_hardware, simulate
+
+SIZES = (256 << 10, 1 << 20, 4 << 20)
+TRUTH = {"bandwidth": 3.0, "latency": 2500.0, "endpoint-delay": 40_000, "local-mem-bw": 8.0}
+TRUTH_IMPL = {"all_reduce": "halvingDoubling", "all_gather": "ring", "reduce_scatter": "ring", "all_to_all": "direct"}
+
+
+def _synthetic(npus: int, tmp_path: Path) -> list[Measurement]:
+    """What a machine that *is* the simulator at TRUTH would measure."""
+    sets = _Sets(npus, tmp_path)
+    out = []
+    for kind in KINDS:
+        for size in SIZES:
+            t = _time(sets, "Switch", kind, TRUTH_IMPL[kind], size, TRUTH)
+            bw = bandwidth(COLLECTIVES[kind], size, npus, t)
+            out.append(Measurement(kind, size, t, bw.algbw_GBps, bw.busbw_GBps, 1))
+    return out
+
+
+@pytest.mark.parametrize("npus", [2, 4])
+def test_fit_recovers_times_the_model_produced(tmp_path, npus):
+    measured = _synthetic(npus, tmp_path)
+    result = fit(measured, npus, 256 << 10)
+    for m in measured:
+        assert abs(result.predicted_ns[(m.kind, m.size)] - m.time_ns) <= 0.01 * m.time_ns, (m, result.platform)
+    assert result.platform.npus == npus and result.platform.topology in ("Ring", "Switch")
+
+
+def test_written_platform_files_reproduce_the_reported_predictions(tmp_path):
+    measured = _synthetic(2, tmp_path / "sets")
+    result = fit(measured, 2, 256 << 10)
+    doc = write_outputs(tmp_path / "cal", measured, result, {"backend": "synthetic", "ranks": 2}, 256 << 10)
+    assert [(r["collective"], r["size_bytes"]) for r in doc["rows"]] == [(k, s) for k in KINDS for s in SIZES]
+    assert doc["median_rel_error_fitted_sizes"] <= 0.01
+    hw = load_hardware(tmp_path / "cal" / "system.json", tmp_path / "cal" / "network.yml")
+    sets = _Sets(2, tmp_path / "sets2")
+    for row in doc["rows"]:
+        got = max(simulate(sets.get(row["collective"], row["size_bytes"]), hw).finish_ns)
+        assert got == row["predicted_ns"]
+    csv_lines = (tmp_path / "cal" / "fit.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("collective,size_bytes,measured_ns,predicted_ns,rel_error,algbw_GBps,busbw_GBps")
+    assert len(csv_lines) == 1 + len(KINDS) * len(SIZES)
+    assert (tmp_path / "cal" / "fit.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_platform_files_are_the_fitted_values():
+    p = Platform("Ring", 4, 1.5, 100.0, 7, 9.0, {"all_reduce": "direct"})
+    assert p.network() == {"topology": ["Ring"], "npus_count": [4], "bandwidth": [1.5], "latency": [100.0]}
+    system = p.system()
+    assert system["endpoint-delay"] == 7 and system["all-reduce-implementation"] == ["direct"]
+    assert system["all-gather-implementation"] == ["ring"] and system["local-mem-bw"] == 9.0
+    _hardware("Ring", 4, "all_reduce", "direct", TRUTH)  # every key parses
+
+
+def test_cli_rejects_one_rank(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "calibrate", "--ranks", "1", "--out",
+                        str(tmp_path / "c")], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 2 and "--ranks" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_gloo_calibration_end_to_end(tmp_path):
+    pytest.importorskip("torch", reason="calibrate measures through the replay engine: the optional torch extra")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "calibrate", "--ranks", "2", "--backend", "gloo",
+                        "--min-size", "256KiB", "--max-size", "1MiB", "--iterations", "3", "--out",
+                        str(tmp_path / "cal")], capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads((tmp_path / "cal" / "fit.json").read_text())
+    assert doc["backend"] == "gloo" and doc["sizes_bytes"] == [256 << 10, 1 << 20]
+    assert len(doc["rows"]) == 8 and all(row["measured_ns"] > 0 for row in doc["rows"])
+    for row in doc["rows"]:
+        size = row["size_bytes"] * (2 if row["collective"] == "all_gather" else 1)  # nccl-tests' size column
+        assert row["algbw_GBps"] == pytest.approx(size / row["measured_ns"], rel=1e-3)
+        assert row["rel_error"] == pytest.approx((row["predicted_ns"] - row["measured_ns"]) / row["measured_ns"],
+                                                 abs=1e-4)
+    assert f"median |error| {100 * doc['median_rel_error_fitted_sizes']:.1f}%" in r.stdout
+    load_hardware(tmp_path / "cal" / "system.json", tmp_path / "cal" / "network.yml")

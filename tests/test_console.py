@@ -1,0 +1,54 @@
+"""Diagnostics and progress of the chakra-pipe command: stderr only, progress only on a terminal."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+
+from chakra_pipe import console
+
+
+def test_levels_follow_verbose_and_quiet():
+    for args, level in (((0, False), logging.WARNING), ((1, False), logging.INFO), ((2, False), logging.DEBUG),
+                        ((3, False), logging.DEBUG), ((2, True), logging.ERROR)):
+        console.configure(*args)
+        assert logging.getLogger("chakra_pipe").level == level
+    console.configure(0, False)
+
+
+def test_track_passes_items_through_and_draws_nothing_off_a_terminal(capsys):
+    console.configure(0, False)  # pytest's stderr is not a terminal
+    assert list(console.track(iter(range(5)), "x", 5)) == [0, 1, 2, 3, 4]
+    assert capsys.readouterr().err == ""
+
+
+def _run_on_a_terminal(*argv: str) -> str:
+    """Run ``python -m chakra_pipe ARGV`` with stderr on a pseudo-terminal; returns what it drew there."""
+    main, sub = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "chakra_pipe", *argv], stdout=subprocess.DEVNULL, stderr=sub)
+    os.close(sub)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert proc.wait(timeout=120) == 0
+    os.close(main)
+    return out.decode()
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_generate_llm_shows_progress_on_a_terminal_unless_quiet(tmp_path, quiet):
+    argv = ["generate", "llm", "--model", "llama3-8b", "--layers", "2", "--dp", "16", "--tp", "2",
+            "--out", str(tmp_path / "w")]
+    drawn = _run_on_a_terminal(*(["-q"] if quiet else []), *argv)
+    assert ("generate llm: 32/32 ranks (100%)" in drawn) != quiet
