@@ -40,7 +40,11 @@ def rank_launcher(wildcards):
     under the SLURM executor, every rank on this machine otherwise. A function, not a constant:
     the executor is known only once the workflow runs, after this file was read."""
     plugin = workflow.executor_plugin
-    return "srun" if plugin is not None and plugin.name in ("slurm", "slurm-jobstep") else "local"
+    return (
+        "srun"
+        if plugin is not None and plugin.name in ("slurm", "slurm-jobstep")
+        else "local"
+    )
 
 
 # Cluster resources of an N-rank job: a task and a CPU per rank (resource `mpi`: the job's shell

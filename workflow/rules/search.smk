@@ -6,19 +6,19 @@ rule search:
         plan=ancient(CAMPAIGN.plan_path),
     output:
         [f"{REPORT}/search/{{search}}/{name}" for name in SEARCH_FILES],
+    log:
+        f"{LOGS}/search/{{search}}.log",
     wildcard_constraints:
         search=name_pattern(list(CAMPAIGN.searches)),
+    conda:
+        "../envs/chakra-pipe.yaml"
+    resources:
+        mem_mb=4000,
+        runtime=240,
     params:
         args=lambda wc: CAMPAIGN.search_args(wc.search),
         out=lambda wc: CAMPAIGN.search_dir(wc.search),
         # the search's own settings: a change to them reruns it, an unrelated config edit does not
         spec=lambda wc: json.dumps(CAMPAIGN.searches[wc.search], sort_keys=True),
-    resources:
-        mem_mb=4000,
-        runtime=240,
-    conda:
-        "../envs/chakra-pipe.yaml"
-    log:
-        f"{LOGS}/search/{{search}}.log",
     shell:
         "chakra-pipe search --plan {input.plan} {params.args} --out {params.out:q} > {log} 2>&1"
