@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import validated
+
 from chakra_pipe.generate.models import PRESETS, resolve_model
 from chakra_pipe.search.layouts import enumerate_layouts
 from chakra_pipe.search.run import SearchSpec, search, select_points
@@ -69,9 +71,9 @@ def test_every_layout_has_a_verdict_and_best_equals_a_campaign_point(tmp_path):
     config = {"campaign": "check", "tracedir": str(tmp_path / "traces"), "outdir": str(tmp_path / "reports"),
               "capture": "never", "replay": "never", "workloads": {"best": workload},
               "hardware": {"platforms": {"slow": PLATFORMS["slow"]}}}
-    plan = Campaign.from_config(config, root=REPO)
+    plan = Campaign.from_config(validated(config), root=REPO)
     w = plan.workloads["best"]
-    subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "generate", *w.generate_args().split(),
+    subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "generate", *w.generate_args(),
                     "--out", w.prefix], check=True, cwd=REPO, capture_output=True)
     run_shard(plan, "best", 0, tmp_path / "shard.csv")
     with open(tmp_path / "shard.csv", newline="") as fh:
@@ -122,7 +124,7 @@ def test_search_section_runs_in_the_workflow_and_reports_the_best_layouts(tmp_pa
     (tmp_path / "config" / "s.yaml").write_text(yaml.safe_dump(config))
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
                SOURCE_DATE_EPOCH="1767225600")
-    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "-d", str(tmp_path),
                           "--configfile", "config/s.yaml", "--cores", "2"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -154,8 +156,8 @@ def test_a_search_whose_platform_cannot_host_it_fails_when_planned():
               "search": {"big": {"model": "gpt3-13b", "gpus": 64, "platforms": ["hgx"]}},
               "hardware": {"platforms": PLATFORMS}}
     with pytest.raises(ConfigError, match=r"search\.big\.platforms: platform hgx has no grid point with 64 NPUs"):
-        Campaign.from_config(config, root=REPO)
+        Campaign.from_config(validated(config), root=REPO)
     config["search"]["big"]["gpus"] = 8
-    plan = Campaign.from_config(config, root=REPO)
-    assert plan.search_args("big") == "--model gpt3-13b --gpus 8 --platform hgx"
+    plan = Campaign.from_config(validated(config), root=REPO)
+    assert plan.search_args("big") == ["--model", "gpt3-13b", "--gpus", "8", "--platform", "hgx"]
     assert plan.search_files()[0] == "reports/c/search/big/layouts.parquet"

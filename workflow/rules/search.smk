@@ -3,7 +3,7 @@
 
 rule search:
     input:
-        plan=ancient(CAMPAIGN.plan_path),
+        plan=ancient(PLAN),
     output:
         [f"{REPORT}/search/{{search}}/{name}" for name in SEARCH_FILES],
     log:
@@ -21,4 +21,4 @@ rule search:
         # the search's own settings: a change to them reruns it, an unrelated config edit does not
         spec=lambda wc: json.dumps(CAMPAIGN.searches[wc.search], sort_keys=True),
     shell:
-        "chakra-pipe search --plan {input.plan} {params.args} --out {params.out:q} > {log} 2>&1"
+        "chakra-pipe search --plan {input.plan:q} {params.args:q} --out {params.out:q} > {log:q} 2>&1"

@@ -11,6 +11,7 @@ import copy
 import hashlib
 import importlib.util
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,10 @@ from .workload_axes import expand as expand_axes
 from .workload_axes import has_axes
 
 PLAN_VERSION = 1
+# The layout keys of an `llm` workload that a campaign fills in when absent (layers: 2 keeps campaign
+# steps small, unlike the CLI's preset depth). Not schema defaults: Snakemake's validator would write
+# them into every workload, where they would clash with workload axes over the same keys.
+LLM_LAYOUT_DEFAULTS = {"layers": 2, "dp": 1, "tp": 1, "pp": 1}
 SEARCH_FILES = ("layouts.parquet", "layouts.csv", "layouts.md", "best.json", "pareto.png")
 
 
@@ -51,10 +56,8 @@ class Workload:
         if self.kind == "collective":
             args = ["collective", *cli_args(COLLECTIVE_FLAGS, s)]
         elif self.kind == "llm":
-            # layers/dp/tp/pp always appear (layers defaults to 2 in a campaign, unlike the CLI's preset).
-            fixed = {"layers": 2, "dp": 1, "tp": 1, "pp": 1}
             args = ["llm", *cli_args(LLM_FLAGS, {**{k: v for k, v in s.items() if k in LLM_FLAGS},
-                                                 **{k: s.get(k, d) for k, d in fixed.items()}})]
+                                                 **{k: s.get(k, d) for k, d in LLM_LAYOUT_DEFAULTS.items()}})]
         else:
             return []
         return [str(a) for a in args]
@@ -109,8 +112,9 @@ class Campaign:
     def search_files(self) -> list[str]:
         return [f"{self.search_dir(n)}/{f}" for n in self.searches for f in SEARCH_FILES]
 
-    def search_args(self, name: str) -> str:
-        """``chakra-pipe search`` arguments of one ``search:`` entry (without ``--plan`` and ``--out``)."""
+    def search_args(self, name: str) -> list[str]:
+        """``chakra-pipe search`` arguments of one ``search:`` entry (without ``--plan`` and ``--out``): a
+        list, so the workflow quotes each one (``{params.args:q}``)."""
         s = self.searches[name]
         args: list[Any] = ["--model", s["model"], "--gpus", s["gpus"]]
         for p in s["platforms"]:
@@ -122,7 +126,7 @@ class Campaign:
                 args += [f"--{key.replace('_', '-')}", s[key]]
         if s.get("exhaustive"):
             args.append("--exhaustive")
-        return shlex.join(str(a) for a in args)
+        return [str(a) for a in args]
 
     def replayed(self) -> list[str]:
         return [w.name for w in self.workloads.values() if w.replay]
@@ -291,7 +295,7 @@ def _workload(name: str, spec: dict[str, Any], tracedir: str, campaign: str, do_
     if kind == "collective":
         n = spec["npus"]
     elif kind == "llm":
-        n = spec["dp"] * spec["tp"] * spec["pp"]
+        n = math.prod(spec.get(k, LLM_LAYOUT_DEFAULTS[k]) for k in ("dp", "tp", "pp"))
     elif kind == "capture":
         n = spec["ranks"]
     elif kind == "trace":
