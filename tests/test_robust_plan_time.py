@@ -3,7 +3,6 @@ config key and the workload: one bad workload must not surface as a failed job a
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -12,11 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import validated
+
 from chakra_pipe.errors import ConfigError
 from chakra_pipe.sweep.campaign import Campaign
 
 REPO = Path(__file__).resolve().parent.parent
-SNAKEFILE = next((p for p in (REPO / "workflow" / "Snakefile", REPO / "Snakefile") if p.is_file()), None)
+SNAKEFILE = REPO / "workflow" / "Snakefile"
 
 
 def _config(workload: dict) -> dict:
@@ -57,7 +58,7 @@ CASES = [
 def test_job_time_failures_are_refused_at_plan_time(workload, key, message, four_rank_set):
     workload = {k: (v.format(set4=four_rank_set) if isinstance(v, str) else v) for k, v in workload.items()}
     with pytest.raises(ConfigError) as err:
-        Campaign.from_config(_config(workload), root=REPO, torch_available=True)
+        Campaign.from_config(validated(_config(workload)), root=REPO, torch_available=True)
     assert err.value.where == key and message in err.value.what, str(err.value)
 
 
@@ -66,13 +67,11 @@ def test_the_checks_pass_what_the_jobs_accept(four_rank_set):
     cfg["workloads"]["set"] = {"kind": "trace", "prefix": str(four_rank_set), "npus": 4}
     cfg["workloads"]["cap"] = {"kind": "capture", "model": "mlp", "ranks": 8}
     cfg["hardware"]["platforms"]["hgx_h100"]["axes"]["network.npus_count"] = [[4], [8]]
-    camp = Campaign.from_config(cfg, root=REPO, torch_available=True)
+    camp = Campaign.from_config(validated(cfg), root=REPO, torch_available=True)
     assert set(camp.workloads) == {"bad", "set", "cap"}
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("snakemake") is None, reason="snakemake is not installed")
-@pytest.mark.skipif(SNAKEFILE is None, reason="no Snakefile in this checkout")
 def test_workflow_stops_before_any_job_naming_the_key(tmp_path):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(_config({"kind": "llm", "model": "mixtral-8x7b", "dp": 8,
                                                                 "ep": 3})))

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from test_robust_support import assert_clean, call_cli, corpus_builder
 
+from conftest import validated
+
 from chakra_pipe.errors import ConfigError
 from chakra_pipe.et import schema
 from chakra_pipe.et.attrs import set_attr
@@ -57,7 +59,7 @@ def test_small_all_gather_is_a_failed_row_in_a_campaign_not_a_failed_campaign(tm
            "workloads": {"ag": {"kind": "collective", "type": "all_gather", "npus": 8, "size": 1}},
            "hardware": {"platforms": {"hgx": {"network": str(HW / "network.yml"), "system": str(HW / "system.json"),
                                               "axes": {"system.preferred-dataset-splits": [1, SPLITS]}}}}}
-    camp = Campaign.from_config(cfg, root=tmp_path, torch_available=False)
+    camp = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
     w = camp.workloads["ag"]
     assert call_cli(["generate", *w.generate_args(), "--out", w.prefix]).code == 0
     out = tmp_path / "shard.csv"

@@ -232,7 +232,7 @@ def test_smoke_campaign_through_the_slurm_profile_matches_a_local_run(slurm, tmp
         work = tmp_path / how
         shutil.copytree(REPO / "config", work / "config")
         env = dict(slurm, SOURCE_DATE_EPOCH="1767225600")
-        snakefile = next(p for p in (REPO / "workflow" / "Snakefile", REPO / "Snakefile") if p.is_file())
+        snakefile = REPO / "workflow" / "Snakefile"
         base = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "-d", str(work),
                 "--configfile", "config/smoke.yaml"]
         extra = (["--cores", "2"] if how == "local" else

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import validated
+
 from chakra_pipe.errors import ConfigError
 from chakra_pipe.sweep.axes import combinations, label
 from chakra_pipe.sweep.campaign import Campaign
@@ -45,7 +47,7 @@ def test_transform_axes_become_workloads_on_the_grid(tmp_path):
     cfg = _config(tmp_path, [{"dp": {"to": [4, 8]}}, {"compute": {"scale": [1.0, 0.5], "type": "COMP"}},
                              {"straggler": {"ranks": [1, 3], "delay": 2000}}])
     _validate(cfg)
-    camp = Campaign.from_config(cfg, root=tmp_path, torch_available=False)
+    camp = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
     derived = [w for w in camp.workloads.values() if w.kind == "transform"]
     assert [w.name for w in derived] == ["llm.dp.to-4.compute.scale-1.0", "llm.dp.to-4.compute.scale-0.5",
                                          "llm.dp.to-8.compute.scale-1.0", "llm.dp.to-8.compute.scale-0.5"]
@@ -72,13 +74,13 @@ def test_list_valued_parameters_take_lists_of_lists_as_axes(tmp_path):
     cfg = _config(tmp_path, [{"straggler": {"ranks": [[0], [1, 2]], "slowdown": 2}},
                              {"comm": {"scale": 0.5, "type": ["all_reduce", "send"]}}])
     _validate(cfg)
-    derived = [w for w in Campaign.from_config(cfg, root=tmp_path, torch_available=False).workloads.values()
+    derived = [w for w in Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False).workloads.values()
                if w.kind == "transform"]
     assert [w.name for w in derived] == ["llm.straggler.ranks-0", "llm.straggler.ranks-1_2"]
     assert derived[1].spec["args"] == ["straggler", "--ranks", "1", "2", "--slowdown", "2", "comm", "--scale",
                                        "0.5", "--type", "all_reduce", "send"]
     fixed = _config(tmp_path, [{"comm": {"drop": True}}])
-    assert [w.name for w in Campaign.from_config(fixed, root=tmp_path, torch_available=False).workloads.values()
+    assert [w.name for w in Campaign.from_config(validated(fixed), root=tmp_path, torch_available=False).workloads.values()
             ] == ["llm", "llm.transformed"]
 
 
@@ -88,7 +90,7 @@ def test_list_valued_parameters_take_lists_of_lists_as_axes(tmp_path):
 ])
 def test_bad_transform_plans_name_the_workload(tmp_path, transforms, needle):
     with pytest.raises(ConfigError, match="workloads.llm.transforms") as err:
-        Campaign.from_config(_config(tmp_path, transforms), root=tmp_path, torch_available=False)
+        Campaign.from_config(validated(_config(tmp_path, transforms)), root=tmp_path, torch_available=False)
     assert needle in str(err.value)
 
 

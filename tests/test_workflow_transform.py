@@ -36,7 +36,7 @@ def test_transform_variants_run_and_report_their_op_chain(tmp_path):
     (tmp_path / "config" / "what-if.yaml").write_text(yaml.safe_dump(CONFIG))
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
                SOURCE_DATE_EPOCH="1767225600")
-    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
+    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "-d", str(tmp_path),
                           "--configfile", "config/what-if.yaml", "--cores", "2"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stderr[-3000:]

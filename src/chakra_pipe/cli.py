@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "chakra_pipe.replay.cli",
     "chakra_pipe.calibrate.cli",
     "chakra_pipe.sweep.cli",
+    "chakra_pipe.search.cli",
     "chakra_pipe.report.cli",
 )
 

@@ -9,11 +9,8 @@ rule capture:
         f"{LOGS}/capture/{{workload}}.log",
     wildcard_constraints:
         workload=name_pattern(CAMPAIGN.of_kind("capture")),
-    params:
-        model=lambda wc: workload(wc).spec["model"],
-        ranks=lambda wc: workload(wc).npus,
-        steps=lambda wc: workload(wc).spec["steps"],
-        launcher=rank_launcher,
+    conda:
+        "../envs/chakra-pipe.yaml"
     threads: rank_tasks
     resources:
         tasks=rank_tasks,
@@ -21,8 +18,11 @@ rule capture:
         mpi="srun",
         mem_mb=rank_mem_mb,
         gpu=rank_gpus,
-    conda:
-        "../envs/chakra-pipe.yaml"
+    params:
+        model=lambda wc: workload(wc).spec["model"],
+        ranks=lambda wc: workload(wc).npus,
+        steps=lambda wc: workload(wc).spec["steps"],
+        launcher=rank_launcher,
     shell:
         "chakra-pipe capture --model {params.model:q} --ranks {params.ranks:q} --steps {params.steps:q}"
         " --launcher {params.launcher:q} --out {output:q} > {log:q} 2>&1"

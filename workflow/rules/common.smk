@@ -1,8 +1,9 @@
 # Campaign resolution shared by every rule: workloads, grid points, shards and paths come from
 # chakra_pipe.sweep.Campaign, so the DAG and the jobs read one definition.
+import json
 import os
 
-from chakra_pipe.sweep.campaign import Campaign, name_pattern
+from chakra_pipe.sweep.campaign import SEARCH_FILES, Campaign, name_pattern
 
 CAMPAIGN = Campaign.from_config(config)
 # plan.json (grid points, shards, config digest) is written here, when its content changed, rather
@@ -39,7 +40,11 @@ def rank_launcher(wildcards):
     under the SLURM executor, every rank on this machine otherwise. A function, not a constant:
     the executor is known only once the workflow runs, after this file was read."""
     plugin = workflow.executor_plugin
-    return "srun" if plugin is not None and plugin.name in ("slurm", "slurm-jobstep") else "local"
+    return (
+        "srun"
+        if plugin is not None and plugin.name in ("slurm", "slurm-jobstep")
+        else "local"
+    )
 
 
 # Cluster resources of an N-rank job: a task and a CPU per rank (resource `mpi`: the job's shell
@@ -85,4 +90,5 @@ def final_outputs():
         files
         + [f"{REPORT}/plots/{name}" for name in PLOT_FILES]
         + CAMPAIGN.shard_files()
+        + CAMPAIGN.search_files()
     )

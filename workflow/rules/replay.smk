@@ -11,11 +11,6 @@ rule replay:
         f"{LOGS}/replay/{{workload}}.log",
     conda:
         "../envs/chakra-pipe.yaml"
-    params:
-        prefix=lambda wc: workload(wc).prefix,
-        ranks=lambda wc: workload(wc).npus,
-        iterations=CAMPAIGN.replay_iterations,
-        launcher=rank_launcher,
     threads: rank_tasks
     resources:
         tasks=rank_tasks,
@@ -23,6 +18,11 @@ rule replay:
         mpi="srun",
         mem_mb=rank_mem_mb,
         gpu=rank_gpus,
+    params:
+        prefix=lambda wc: workload(wc).prefix,
+        ranks=lambda wc: workload(wc).npus,
+        iterations=CAMPAIGN.replay_iterations,
+        launcher=rank_launcher,
     shell:
         "chakra-pipe replay {params.prefix:q} --ranks {params.ranks:q} --iterations {params.iterations:q}"
         " --launcher {params.launcher:q} --out {output:q} > {log:q} 2>&1"

@@ -10,6 +10,7 @@ rule report:
     input:
         plan=PLAN,
         results=f"{REPORT}/results.parquet",
+        searches=CAMPAIGN.search_files(),
     output:
         board_md=f"{REPORT}/leaderboard.md",
         board_csv=report(

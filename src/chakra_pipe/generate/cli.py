@@ -45,6 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="1: gradient reduce-scatter + parameter all-gather instead of all-reduce")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="device peak, TFLOP/s (default 989, H100)")
     p.add_argument("--mem-bw", type=float, default=3350.0, help="device memory bandwidth, GB/s (default 3350)")
+    p.add_argument("--recompute", action="store_true",
+                   help="full activation recomputation: each layer's forward re-runs before its backward")
     p.add_argument("--bucket-mb", type=float, default=25.0, help="gradient bucket cap, MiB (default 25)")
     p.add_argument("--no-metadata-node", action="store_true",
                    help="omit the per-rank process-group METADATA node (groups stay in PREFIX.comm_groups.json)")
@@ -91,22 +93,17 @@ def _collective(args: argparse.Namespace) -> int:
 
 def _llm_spec(args: argparse.Namespace):
     """(model, training spec) of the arguments, checked as ``generate_llm`` checks them."""
-    from .layout import Layout
     from .limits import check_output
-    from .llm import TrainingSpec, check_llm
-    from .models import resolve_model
+    from .llm import check_llm
+    from .options import LLM_FLAGS, resolve_llm
 
     degrees = {"--dp": args.dp, "--tp": args.tp, "--pp": args.pp}
     if min(degrees.values()) >= 1:  # before Layout numbers its groups, which is O(world)
-        check_output(args.dp * args.tp * args.pp, 0, max(degrees, key=degrees.get), allow_large=args.allow_large)
-    model = resolve_model(args.model, layers=args.layers, hidden=args.hidden, heads=args.heads, ffn=args.ffn,
-                          vocab=args.vocab, experts=args.experts, seq=args.seq)
-    layout = Layout(dp=args.dp, tp=args.tp, pp=args.pp, ep=args.ep, moe=model.moe)
-    microbatches = args.microbatches if args.microbatches is not None else args.pp
-    global_batch = args.global_batch if args.global_batch is not None else args.dp * microbatches
-    spec = TrainingSpec(layout, microbatches=microbatches, global_batch=global_batch, dtype=args.dtype,
-                        zero=args.zero, peak_tflops=args.peak_tflops, mem_bw_gbps=args.mem_bw,
-                        bucket_mb=args.bucket_mb, metadata_node=not args.no_metadata_node)
+        check_output(args.dp * args.tp * args.pp, 0, max(degrees, key=degrees.__getitem__),
+                     allow_large=args.allow_large)
+    opts = {k: getattr(args, k) for k in LLM_FLAGS}
+    opts["no_metadata_node"] = args.no_metadata_node
+    model, spec = resolve_llm({k: v for k, v in opts.items() if v is not None})
     check_llm(model, spec, allow_large=args.allow_large)
     return model, spec
 

@@ -66,6 +66,7 @@ class TrainingSpec:
     mem_bw_gbps: float = 3350.0  # H100 SXM HBM3, decimal GB/s (ASTRA-sim's local-mem-bw unit)
     bucket_mb: float = 25.0      # PyTorch DDP's default bucket cap, MiB
     metadata_node: bool = True
+    recompute: bool = False      # full activation recomputation: each layer's forward re-runs before its backward
 
     def __post_init__(self) -> None:
         if self.microbatches < 1:
@@ -285,21 +286,25 @@ class StageBuilder:
                               size // buckets.group_size, buckets.role, chain=False)
         return self.nodes
 
-    def forward(self, mb: int) -> None:
+    def _layer_forward(self, p: str, phase: str) -> None:
+        """One layer's forward (``phase`` "fwd", or "recompute" when re-run before its backward)."""
         act, a2a = self.act_bytes, self.a2a_bytes
+        self.comp(f"{p}.attn.{phase}", *self._attn_cost())
+        self.coll(f"{p}.attn.{phase}.tp_all_reduce", schema.ALL_REDUCE, act, "tp")
+        if self.expert_parallel:
+            self.coll(f"{p}.moe.{phase}.dispatch", schema.ALL_TO_ALL, a2a, "ep")
+            self.comp(f"{p}.mlp.{phase}", *self._mlp_cost())
+            self.coll(f"{p}.moe.{phase}.combine", schema.ALL_TO_ALL, a2a, "ep")
+        else:
+            self.comp(f"{p}.mlp.{phase}", *self._mlp_cost())
+        self.coll(f"{p}.mlp.{phase}.tp_all_reduce", schema.ALL_REDUCE, act, "tp")
+
+    def forward(self, mb: int) -> None:
+        act = self.act_bytes
         if not self.first:
             self.recv(f"mb{mb}.fwd.recv_activation", "prev", 2 * mb, act)
         for layer in self.layers:
-            p = f"mb{mb}.layer{layer}"
-            self.comp(f"{p}.attn.fwd", *self._attn_cost())
-            self.coll(f"{p}.attn.fwd.tp_all_reduce", schema.ALL_REDUCE, act, "tp")
-            if self.expert_parallel:
-                self.coll(f"{p}.moe.fwd.dispatch", schema.ALL_TO_ALL, a2a, "ep")
-                self.comp(f"{p}.mlp.fwd", *self._mlp_cost())
-                self.coll(f"{p}.moe.fwd.combine", schema.ALL_TO_ALL, a2a, "ep")
-            else:
-                self.comp(f"{p}.mlp.fwd", *self._mlp_cost())
-            self.coll(f"{p}.mlp.fwd.tp_all_reduce", schema.ALL_REDUCE, act, "tp")
+            self._layer_forward(f"mb{mb}.layer{layer}", "fwd")
         if self.last:
             self.comp(f"mb{mb}.head.fwd", *self._head_cost())
         else:
@@ -316,6 +321,8 @@ class StageBuilder:
             self.recv(f"mb{mb}.bwd.recv_gradient", "next", 2 * mb + 1, act)
         for layer in reversed(self.layers):
             p = f"mb{mb}.layer{layer}"
+            if self.spec.recompute:
+                self._layer_forward(p, "recompute")
             flops, nbytes = self._mlp_cost()
             if self.expert_parallel:
                 self.coll(f"{p}.moe.bwd.combine", schema.ALL_TO_ALL, a2a, "ep")
@@ -394,7 +401,9 @@ def global_metadata(model: ModelSpec, spec: TrainingSpec) -> bytes:
     """GlobalMetadata with the generator's parameters as provenance (no timestamps: reproducible)."""
     md = schema.GlobalMetadata(version=GENERATOR_VERSION)
     set_attr(md, "generator", "chakra-pipe generate llm")
-    params = {"model": asdict(model), **{k: v for k, v in asdict(spec).items() if k != "layout"},
+    # ``recompute`` is recorded only when on, so traces generated before it existed keep their bytes.
+    params = {"model": asdict(model), **{k: v for k, v in asdict(spec).items()
+                                         if k != "layout" and (k != "recompute" or v)},
               "dp": spec.layout.dp, "tp": spec.layout.tp, "pp": spec.layout.pp, "ep": spec.layout.ep}
     set_attr(md, "config", json.dumps(params, sort_keys=True))
     return framed(md.SerializeToString())
@@ -425,16 +434,21 @@ class GeneratedSet:
 
 
 def check_llm(model: ModelSpec, spec: TrainingSpec, *, allow_large: bool = False) -> str:
-    """The model/layout checks ``generate_llm`` makes before writing (the workflow makes them at plan time).
-
-    Returns the option to name if the exact node count, known once the templates are built, is too large.
-    """
+    """The checks ``generate_llm`` makes before writing (the workflow makes them at plan time): a lower
+    bound of the output size, then the shape. Returns the option to name if the exact node count, known
+    once the templates are built, is too large."""
     layout = spec.layout
     # Every layer of a stage has at least a forward and a backward node per microbatch: a lower bound
     # checked before the templates (whose size grows with it) are built; the exact count after.
     option = "--microbatches" if spec.microbatches > model.layers else "--layers"
     check_output(layout.world, layout.world * spec.microbatches * 2 * (model.layers // layout.pp), option,
                  allow_large=allow_large)
+    check_shape(model, layout)
+    return option
+
+
+def check_shape(model: ModelSpec, layout: Layout) -> None:
+    """Refuse a layout the model cannot be split over (before any work, so planners can ask too)."""
     if model.moe and model.experts % layout.ep:
         raise InputError(f"ep {layout.ep} must divide the {model.experts} experts", where="--ep")
     # Megatron splits attention by heads and the MLP by columns: both must divide evenly over TP.
@@ -442,8 +456,29 @@ def check_llm(model: ModelSpec, spec: TrainingSpec, *, allow_large: bool = False
         if value % layout.tp:
             raise InputError(f"tp {layout.tp} must divide the model's {value} {what} (Megatron splits them over TP)",
                              where="--tp")
-    stage_layers(model.layers, layout.pp)
-    return option
+    stage_layers(model.layers, layout.pp)  # layers must fill every pipeline stage
+
+
+def build_templates(model: ModelSpec, spec: TrainingSpec) -> tuple[bytes, list[list[TemplateNode]], list[int]]:
+    """The GlobalMetadata record, each pipeline stage's node template and its FLOPs."""
+    check_shape(model, spec.layout)
+    templates: list[list[TemplateNode]] = []
+    stage_flops: list[int] = []
+    for stage, (first, count) in enumerate(stage_layers(model.layers, spec.layout.pp)):
+        builder = StageBuilder(model, spec, stage, first, count)
+        templates.append(builder.build())
+        stage_flops.append(builder.flops)
+    return global_metadata(model, spec), templates, stage_flops
+
+
+def rank_bytes(header: bytes, templates: list[list[TemplateNode]], spec: TrainingSpec, rank: int) -> bytes:
+    """One rank's whole ``.et`` file content."""
+    layout = spec.layout
+    records = [header]
+    if spec.metadata_node:
+        records.append(framed(metadata_node(layout, rank)))
+    records.extend(rank_records(templates[layout.coords(rank)[2]], layout, rank))
+    return b"".join(records)
 
 
 def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.PathLike, *,
@@ -451,13 +486,7 @@ def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.Path
     """Write ``PREFIX.<rank>.et`` for every rank and ``PREFIX.comm_groups.json``."""
     option = check_llm(model, spec, allow_large=allow_large)
     layout = spec.layout
-    header = global_metadata(model, spec)
-    templates: list[list[TemplateNode]] = []
-    stage_flops: list[int] = []
-    for stage, (first, count) in enumerate(stage_layers(model.layers, layout.pp)):
-        builder = StageBuilder(model, spec, stage, first, count)
-        templates.append(builder.build())
-        stage_flops.append(builder.flops)
+    header, templates, stage_flops = build_templates(model, spec)
     per_rank = [len(templates[layout.coords(r)[2]]) for r in range(layout.world)]
     check_output(layout.world, sum(per_rank), option, allow_large=allow_large)
     clear_rank_set(out_prefix)
@@ -466,15 +495,11 @@ def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.Path
     total_nodes, total_bytes, total_flops = 0, 0, 0
     for rank in track(write_order(layout.world), "generate llm", layout.world, "ranks"):
         stage = layout.coords(rank)[2]
-        records = [header]
-        if spec.metadata_node:
-            records.append(framed(metadata_node(layout, rank)))
-        records.extend(rank_records(templates[stage], layout, rank))
-        data = b"".join(records)
+        data = rank_bytes(header, templates, spec, rank)
         path = Path(f"{out_prefix}.{rank}.et")
         with atomic_open(path, "wb", gzip_output=False) as f:
             f.write(data)
-        total_nodes += len(records) - 1
+        total_nodes += len(templates[stage]) + int(spec.metadata_node)
         total_bytes += len(data)
         total_flops += stage_flops[stage]
     files = [Path(f"{out_prefix}.{rank}.et") for rank in range(layout.world)]

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json, write_text
+from ..readfile import read_json
 from ..sweep.campaign import Campaign
 from . import html, leaderboard, plots
 from .aggregate import units
@@ -60,6 +61,8 @@ def build(plan: Campaign, results, out_dir: str | Path) -> dict[str, Any]:
     board = leaderboard.write_campaign_board(results, out, plan.name, baselines)
     plots.write_plots(results, out, baselines, why_no_fidelity(plan))
     info = summary(plan, results)
+    if plan.searches:  # best layout per point of each search (search/<name>/best.json, written by its job)
+        info["searches"] = {n: read_json(out / "search" / n / "best.json") for n in plan.searches}
     write_json(out / "summary.json", info)
     write_text(out / "report.html", html.render(info, results, board, out / "plots"))
     return info

@@ -97,16 +97,27 @@ def render(summary: dict[str, Any], results, board, plot_dir: Path) -> str:
                "table": make_table(g, *_board_view())} for w, g in board.groupby("workload", sort=False)]
     plots = [{"name": name, "caption": caption,
               "data": base64.b64encode((plot_dir / name).read_bytes()).decode("ascii")} for name, caption in PLOTS.items()]
+    searches = []
+    for name, best in (summary.get("searches") or {}).items():
+        rows = pd.DataFrame([{"point": p, "layout": b["layout"], "step_time_ms": round(b["step_time_ns"] / 1e6, 3),
+                              "mem_gib": round(b["mem_total_gib"], 2), "tokens_per_s": round(b["tokens_per_s"]),
+                              "mfu": round(b["mfu"], 3)} for p, b in best.items()])
+        pareto = plot_dir.parent / "search" / name / "pareto.png"
+        searches.append({"name": name, "pareto": base64.b64encode(pareto.read_bytes()).decode("ascii"),
+                         "table": make_table(rows, ["point", "layout", "step_time_ms", "mem_gib", "tokens_per_s", "mfu"],
+                                             ["point", "layout", "step time (ms)", "memory/GPU (GiB)", "tokens/s",
+                                              "MFU"])})
     failed = results[results["status"] != "ok"]
     shown = results.head(MAX_ROWS)
     metrics = pd.DataFrame([{"metric": k, "unit": m["unit"], "better": m["better"], "meaning": m["meaning"]}
                             for k, m in summary["metrics"].items()])
     sections = ([{"id": "notes", "title": "Notes"}] if summary["notes"] else []) + [
-        {"id": "leaderboard", "title": "Leaderboard"}, {"id": "plots", "title": f"Plots ({len(plots)})"}] + (
+        {"id": "leaderboard", "title": "Leaderboard"}, {"id": "plots", "title": f"Plots ({len(plots)})"}] + [
+        {"id": f"search-{i}", "title": f"Parallelism search {x['name']}"} for i, x in enumerate(searches, 1)] + (
         [{"id": "failed", "title": f"Failed points ({len(failed)})"}] if len(failed) else []) + [
         {"id": "results", "title": "Results"}, {"id": "metrics", "title": "Metrics and units"}]
     page = env.get_template("report.html.j2").render(
-        s=summary, sections=sections, boards=boards, plots=plots, table=_render_table,
+        s=summary, sections=sections, boards=boards, plots=plots, searches=searches, table=_render_table,
         failed=make_table(failed, ["workload", "point_id", "backend", "status"]) if len(failed) else None,
         results=make_table(shown, *_non_empty(shown, *RESULT_VIEW)), more=len(results) > MAX_ROWS, shown=MAX_ROWS, total=len(results),
         metrics=make_table(metrics, ["metric", "unit", "better", "meaning"]))

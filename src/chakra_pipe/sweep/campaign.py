@@ -7,9 +7,11 @@ that file instead of re-parsing the config, so a job sees exactly the grid the D
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,12 +20,20 @@ from typing import Any
 from .. import __version__
 from ..atomic import write_json, write_text
 from ..errors import ConfigError, InputError
+from ..generate.options import COLLECTIVE_FLAGS, LLM_FLAGS, MODEL_KEYS, cli_args
 from ..readfile import read_json
 from .grid import Point, expand
 from .planschema import check_plan
 from .transforms import variants
+from .workload_axes import expand as expand_axes
+from .workload_axes import has_axes
 
 PLAN_VERSION = 1
+# The layout keys of an `llm` workload that a campaign fills in when absent (layers: 2 keeps campaign
+# steps small, unlike the CLI's preset depth). Not schema defaults: Snakemake's validator would write
+# them into every workload, where they would clash with workload axes over the same keys.
+LLM_LAYOUT_DEFAULTS = {"layers": 2, "dp": 1, "tp": 1, "pp": 1}
+SEARCH_FILES = ("layouts.parquet", "layouts.csv", "layouts.md", "best.json", "pareto.png")
 
 
 @dataclass
@@ -44,12 +54,10 @@ class Workload:
         the workflow quotes each one (``{params.args:q}``) and a value is never read as shell syntax."""
         s = self.spec
         if self.kind == "collective":
-            args = ["collective", "--type", s["type"], "--npus", s["npus"], "--size", s["size"]]
+            args = ["collective", *cli_args(COLLECTIVE_FLAGS, s)]
         elif self.kind == "llm":
-            args = ["llm", "--model", s["model"], "--layers", s["layers"], "--dp", s["dp"], "--tp", s["tp"],
-                    "--pp", s["pp"]]
-            if s.get("ep"):
-                args += ["--ep", s["ep"]]
+            args = ["llm", *cli_args(LLM_FLAGS, {**{k: v for k, v in s.items() if k in LLM_FLAGS},
+                                                 **{k: s.get(k, d) for k, d in LLM_LAYOUT_DEFAULTS.items()}})]
         else:
             return []
         return [str(a) for a in args]
@@ -67,6 +75,8 @@ class Campaign:
     replay_iterations: int
     config_sha256: str
     notes: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)  # workload-axis points not simulated, and why
+    searches: dict[str, dict[str, Any]] = field(default_factory=dict)  # config ``search:`` section
 
     # ---- paths (one place, so rules, jobs and reports agree) ----
     @property
@@ -95,6 +105,28 @@ class Campaign:
 
     def shard_files(self) -> list[str]:
         return [self.shard_path(w.name, i) for w in self.workloads.values() for i in range(len(w.shards))]
+
+    def search_dir(self, name: str) -> str:
+        return f"{self.report_dir}/search/{name}"
+
+    def search_files(self) -> list[str]:
+        return [f"{self.search_dir(n)}/{f}" for n in self.searches for f in SEARCH_FILES]
+
+    def search_args(self, name: str) -> list[str]:
+        """``chakra-pipe search`` arguments of one ``search:`` entry (without ``--plan`` and ``--out``): a
+        list, so the workflow quotes each one (``{params.args:q}``)."""
+        s = self.searches[name]
+        args: list[Any] = ["--model", s["model"], "--gpus", s["gpus"]]
+        for p in s["platforms"]:
+            args += ["--platform", p]
+        if s.get("micro_batch"):
+            args += ["--micro-batch", *s["micro_batch"]]
+        for key in ("global_batch", *MODEL_KEYS, "dtype", "peak_tflops", "mem_bw", "hbm_gib", "keep_top"):
+            if s.get(key) is not None:
+                args += [f"--{key.replace('_', '-')}", s[key]]
+        if s.get("exhaustive"):
+            args.append("--exhaustive")
+        return [str(a) for a in args]
 
     def replayed(self) -> list[str]:
         return [w.name for w in self.workloads.values() if w.replay]
@@ -134,7 +166,8 @@ class Campaign:
         tracedir = config["tracedir"]
         shard_size = int(config["shard_size"])
         workloads: dict[str, Workload] = {}
-        for wname, spec in config["workloads"].items():
+        skipped: list[dict[str, str]] = []
+        for wname, spec in _expanded(config["workloads"], points_list, skipped):
             kind = spec["kind"]
             if kind == "capture" and not do_capture:
                 continue
@@ -157,11 +190,16 @@ class Campaign:
                                   file="config", where=f"workloads.{w.name}")
             w.shards = [ids[i:i + shard_size] for i in range(0, len(ids), shard_size)]
             w.baseline = next((b for b in baseline if b in ids), None)
+        searches = dict(config.get("search") or {})
+        for sname, sspec in searches.items():
+            _check_search(sname, sspec, points_list)
         digest = hashlib.sha256(json.dumps({"config": config, "points": [p.to_json() for p in points_list]},
                                            sort_keys=True, separators=(",", ":")).encode()).hexdigest()
         return cls(name=name, tracedir=tracedir, outdir=config["outdir"], shard_size=shard_size,
                    workloads=workloads, points=points, baseline=baseline,
-                   replay_iterations=int(config["replay_iterations"]), config_sha256=digest, notes=notes)
+                   replay_iterations=int(config["replay_iterations"]), config_sha256=digest,
+                   notes=notes + [f"skipped {k['workload']} on {k['platform']}: {k['reason']}" for k in skipped],
+                   skipped=skipped, searches=searches)
 
     # ---- plan.json ----
     def to_json(self) -> dict[str, Any]:
@@ -169,7 +207,8 @@ class Campaign:
             "plan_version": PLAN_VERSION, "campaign": self.name, "package_version": __version__,
             "config_sha256": self.config_sha256, "tracedir": self.tracedir, "outdir": self.outdir,
             "shard_size": self.shard_size, "baseline": self.baseline,
-            "replay_iterations": self.replay_iterations, "notes": self.notes,
+            "replay_iterations": self.replay_iterations, "notes": self.notes, "skipped": self.skipped,
+            **({"searches": self.searches} if self.searches else {}),
             "workloads": {w.name: {"kind": w.kind, "npus": w.npus, "spec": w.spec, "prefix": w.prefix,
                                    "replay": w.replay, "shards": w.shards, "baseline": w.baseline}
                           for w in self.workloads.values()},
@@ -213,12 +252,41 @@ class Campaign:
         points = {p["id"]: Point.from_json(p) for p in d["points"]}
         return cls(name=d["campaign"], tracedir=d["tracedir"], outdir=d["outdir"], shard_size=d["shard_size"],
                    workloads=workloads, points=points, baseline=d["baseline"],
-                   replay_iterations=d["replay_iterations"], config_sha256=d["config_sha256"], notes=d["notes"])
+                   replay_iterations=d["replay_iterations"], config_sha256=d["config_sha256"], notes=d["notes"],
+                   skipped=d["skipped"], searches=d.get("searches", {}))
 
     def workload(self, name: str) -> Workload:
         if name not in self.workloads:
             raise InputError(f"workload '{name}' is not in the plan (have: {', '.join(self.workloads)})")
         return self.workloads[name]
+
+
+def _expanded(specs: dict[str, Any], points: list[Point],
+              skipped: list[dict[str, str]]) -> list[tuple[str, dict[str, Any]]]:
+    """Config workloads with workload axes replaced by their combinations; skips go to ``skipped``."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for name, spec in specs.items():
+        if spec.get("kind") not in ("llm", "collective") or not has_axes(spec):
+            out.append((name, spec))
+            continue
+        derived, skips = expand_axes(name, spec, points)
+        skipped += [k.to_json() for k in skips]
+        for dname, dspec in derived:
+            if dname in specs:
+                raise ConfigError(f"derived workload name {dname} is taken", file="config",
+                                  where=f"workloads.{name}.axes")
+            out.append((dname, dspec))
+    return out
+
+
+def _check_search(name: str, spec: dict[str, Any], points: list[Point]) -> None:
+    """A ``search:`` entry whose platforms lack the GPU count or ``hbm_gib`` fails at planning, not in its job."""
+    from ..search.run import select_points
+
+    try:
+        select_points(copy.deepcopy(points), list(spec["platforms"]), int(spec["gpus"]), spec.get("hbm_gib"))
+    except ConfigError as exc:
+        raise ConfigError(exc.what, file="config", where=f"search.{name}.platforms") from None
 
 
 def _workload(name: str, spec: dict[str, Any], tracedir: str, campaign: str, do_replay: bool) -> Workload:
@@ -227,7 +295,7 @@ def _workload(name: str, spec: dict[str, Any], tracedir: str, campaign: str, do_
     if kind == "collective":
         n = spec["npus"]
     elif kind == "llm":
-        n = spec["dp"] * spec["tp"] * spec["pp"]
+        n = math.prod(spec.get(k, LLM_LAYOUT_DEFAULTS[k]) for k in ("dp", "tp", "pp"))
     elif kind == "capture":
         n = spec["ranks"]
     elif kind == "trace":

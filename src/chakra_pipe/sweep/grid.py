@@ -34,16 +34,20 @@ class Point:
     system: dict[str, Any]
     memory: dict[str, Any] | None
     settings: dict[str, str] = field(default_factory=dict)  # axis name -> value label
+    hbm_gib: float | None = None  # per-GPU memory, for search's memory check (platform key hbm_gib)
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "platform": self.platform, "backend": self.backend, "cost": self.cost,
-                "npus": self.npus, "settings": self.settings, "network": self.network,
-                "system": self.system, "memory": self.memory}
+        d = {"id": self.id, "platform": self.platform, "backend": self.backend, "cost": self.cost,
+             "npus": self.npus, "settings": self.settings, "network": self.network,
+             "system": self.system, "memory": self.memory}
+        # Only when set, so plans (and shard digests) of configs without it keep their bytes.
+        return d if self.hbm_gib is None else {**d, "hbm_gib": self.hbm_gib}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Point:
         return cls(id=d["id"], platform=d["platform"], backend=d["backend"], cost=d["cost"], npus=d["npus"],
-                   network=d["network"], system=d["system"], memory=d["memory"], settings=d["settings"])
+                   network=d["network"], system=d["system"], memory=d["memory"], settings=d["settings"],
+                   hbm_gib=d.get("hbm_gib"))
 
 
 def _is_key(name: str) -> bool:
@@ -150,6 +154,8 @@ def expand_platform(name: str, spec: dict[str, Any], root: Path) -> list[Point]:
             sets["cost"] = explicit["cost"]
         settings = {k: hardware.label(v) for k, v in sets.items()}
         points.append(_build(name, base, str(explicit["id"]), sets, settings, pwhere))
+    for point in points:
+        point.hbm_gib = spec.get("hbm_gib")
     return points
 
 

@@ -55,6 +55,12 @@ def check_plan(d: Any, file: str) -> None:
     notes = c.field(d, "notes", list, "", "a list")
     for i, note in enumerate(notes):
         c.typed(note, str, f"notes[{i}]", "text")
+    for i, skip in enumerate(c.field(d, "skipped", list, "", "a list")):
+        c.typed(skip, dict, f"skipped[{i}]", "an object")
+        for key in ("workload", "platform", "reason"):
+            c.field(skip, key, str, f"skipped[{i}]", "text")
+    if "searches" in d:
+        c.field(d, "searches", dict, "", "an object")
     points = c.field(d, "points", list, "", "a list of points")
     ids: set[str] = set()
     for i, p in enumerate(points):
@@ -75,6 +81,10 @@ def check_plan(d: Any, file: str) -> None:
         c.field(p, "network", dict, where, "an object")
         c.field(p, "system", dict, where, "an object")
         c.field(p, "memory", (dict, type(None)), where, "an object or null")
+        if "hbm_gib" in p:
+            hbm = c.field(p, "hbm_gib", (int, float), where, "a number")
+            if not (math.isfinite(hbm) and hbm > 0):
+                raise c.fail(f"{where}.hbm_gib", f"must be a finite number > 0, got {hbm}")
     baseline = c.field(d, "baseline", list, "", "a list of point ids")
     for i, b in enumerate(baseline):
         if c.typed(b, str, f"baseline[{i}]", "a point id") not in ids:
