@@ -170,7 +170,7 @@ def test_output_to_a_closed_stdout_is_not_reported_as_written(trace8):
 
 def test_sigterm_mid_write_leaves_no_temporary(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "chakra_pipe.cli", "generate", "collective", "--type", "all_reduce",
-                             "--npus", "200000", "--size", "1MiB", "--out", str(tmp_path / "big")],
+                             "--npus", "200000", "--size", "1MiB", "--allow-large", "--out", str(tmp_path / "big")],
                             stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while len(list(tmp_path.glob("big.*.et"))) < 20 and proc.poll() is None and time.monotonic() < deadline:
