@@ -45,16 +45,20 @@ def record(model: str, steps: int, out: Path) -> None:
 
     t0 = time.perf_counter()
     run_capture(CaptureConfig(model=model, ranks=2, steps=steps, backend="gloo", out=out))
-    print(f"capture: 2 ranks, {model}, {steps} profiled steps: {time.perf_counter() - t0:.1f} s wall "
-          "(spawn, rendezvous, warm-up, timing, tracing)")
+    print(
+        f"capture: 2 ranks, {model}, {steps} profiled steps: {time.perf_counter() - t0:.1f} s wall "
+        "(spawn, rendezvous, warm-up, timing, tracing)"
+    )
 
 
 def report_overhead(folder: Path) -> None:
     cap = json.loads((folder / "capture.json").read_text())
     untraced = statistics.median(x for v in cap["step_time_ms_untraced"].values() for x in v)
     traced = statistics.median(x for v in cap["step_time_ms_traced"].values() for x in v)
-    print(f"capture overhead: step {untraced:.2f} ms untraced, {traced:.2f} ms with ET + Kineto "
-          f"-> x{traced / untraced:.2f}")
+    print(
+        f"capture overhead: step {untraced:.2f} ms untraced, {traced:.2f} ms with ET + Kineto "
+        f"-> x{traced / untraced:.2f}"
+    )
 
 
 def bench_link_convert(folder: Path, repeat: int) -> None:
@@ -66,9 +70,12 @@ def bench_link_convert(folder: Path, repeat: int) -> None:
 
     def link_once():
         return link_traces(load_host_trace(host_path), load_kineto(kineto_path))
+
     t = best_of(repeat, link_once)
-    print(f"link (parse + link, rank 0): {n_host} host ops, {n_events} Kineto events in {t * 1e3:.1f} ms "
-          f"-> {n_host / t:,.0f} host ops/s, {n_events / t:,.0f} events/s")
+    print(
+        f"link (parse + link, rank 0): {n_host} host ops, {n_events} Kineto events in {t * 1e3:.1f} ms "
+        f"-> {n_host / t:,.0f} host ops/s, {n_events / t:,.0f} events/s"
+    )
     obj, _ = link_once()
 
     linked = parse_host_trace(obj, "linked")
@@ -88,15 +95,34 @@ def bench_fixture(repeat: int) -> None:
 
 def synthetic_gpu_pair(n_ops: int) -> tuple[dict, dict]:
     """Host ET + Kineto of ``n_ops`` ops: a linear op with two mm children each launching a kernel."""
-    host = [{"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1},
-            {"id": 2, "name": "[pytorch|profiler|execution_trace|thread]", "ctrl_deps": 1}]
+    host = [
+        {"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1},
+        {"id": 2, "name": "[pytorch|profiler|execution_trace|thread]", "ctrl_deps": 1},
+    ]
     events: list[dict] = []
 
     def op(nid: int, name: str, parent: int, ts: float, dur: float) -> None:
-        host.append({"id": nid, "name": name, "ctrl_deps": parent,
-                     "attrs": [{"name": "rf_id", "value": nid}, {"name": "tid", "value": 1}]})
-        events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
-                       "args": {"Record function id": nid, "External id": nid}})
+        host.append(
+            {
+                "id": nid,
+                "name": name,
+                "ctrl_deps": parent,
+                "attrs": [{"name": "rf_id", "value": nid}, {"name": "tid", "value": 1}],
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": name,
+                "pid": 1,
+                "tid": 1,
+                "ts": ts,
+                "dur": dur,
+                "args": {"Record function id": nid, "External id": nid},
+            }
+        )
+
     nid, ts = 3, 0.0
     for i in range(n_ops // 3):
         parent = nid
@@ -104,13 +130,43 @@ def synthetic_gpu_pair(n_ops: int) -> tuple[dict, dict]:
         for c in range(2):
             nid += 1
             op(nid, "aten::mm", parent, ts + 1 + 4 * c, 3)
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                           "ts": ts + 2 + 4 * c, "dur": 0.5, "args": {"correlation": nid, "External id": nid}})
-            events.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": ts + 5 + 4 * c,
-                           "dur": 2, "args": {"correlation": nid, "stream": 7, "device": 0}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": ts + 2 + 4 * c,
+                    "dur": 0.5,
+                    "args": {"correlation": nid, "External id": nid},
+                }
+            )
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "gemm",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": ts + 5 + 4 * c,
+                    "dur": 2,
+                    "args": {"correlation": nid, "stream": 7, "device": 0},
+                }
+            )
         if i % 100 == 0:
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1,
-                           "ts": ts + 10.2, "dur": 0.5, "args": {"correlation": -1 - i}})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaDeviceSynchronize",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": ts + 10.2,
+                    "dur": 0.5,
+                    "args": {"correlation": -1 - i},
+                }
+            )
         nid += 1
         ts += 12
     return {"schema": "1.1.1-chakra.0.0.4", "pid": 1, "nodes": host}, {"traceEvents": events}
@@ -123,9 +179,11 @@ def bench_scale(n_ops: int) -> None:
     t1 = time.perf_counter()
     conv = convert_trace(parse_host_trace(obj, "linked"), 0)
     t2 = time.perf_counter()
-    print(f"scale: {stats.host_ops} host ops + {stats.attached} kernels: link {t1 - t0:.2f} s "
-          f"({stats.host_ops / (t1 - t0):,.0f} host ops/s), convert {t2 - t1:.2f} s "
-          f"({len(conv.nodes) / (t2 - t1):,.0f} nodes/s)")
+    print(
+        f"scale: {stats.host_ops} host ops + {stats.attached} kernels: link {t1 - t0:.2f} s "
+        f"({stats.host_ops / (t1 - t0):,.0f} host ops/s), convert {t2 - t1:.2f} s "
+        f"({len(conv.nodes) / (t2 - t1):,.0f} nodes/s)"
+    )
 
 
 def main() -> None:

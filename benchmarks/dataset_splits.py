@@ -32,7 +32,9 @@ def main() -> None:
         generate_collective(CollectiveSpec("all_reduce", args.npus, 1 << 20), root / "ar")
         traces = TraceSet.load(root / "ar")
         net = root / "net.yml"
-        net.write_text(f"topology: [ Switch ]\nnpus_count: [ {args.npus} ]\nbandwidth: [ 400.0 ]\nlatency: [ 936.25 ]\n")
+        net.write_text(
+            f"topology: [ Switch ]\nnpus_count: [ {args.npus} ]\nbandwidth: [ 400.0 ]\nlatency: [ 936.25 ]\n"
+        )
         per_split = []
         for splits in args.splits:
             system = json.loads((HW / "system.json").read_text())
@@ -43,8 +45,10 @@ def main() -> None:
             finish = max(simulate(traces, hw).finish_ns)
             seconds = time.perf_counter() - start
             per_split.append(seconds / splits)
-            print(f"splits {splits:>7,}: {seconds:8.2f} s  ({seconds / splits * 1e6:7.1f} µs per split), "
-                  f"finish {finish:,} ns")
+            print(
+                f"splits {splits:>7,}: {seconds:8.2f} s  ({seconds / splits * 1e6:7.1f} µs per split), "
+                f"finish {finish:,} ns"
+            )
     print(f"time per split, largest / smallest: {per_split[-1] / per_split[0]:.2f} (1.0 = linear)")
 
 

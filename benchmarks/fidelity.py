@@ -57,28 +57,63 @@ def main() -> None:
         work = Path(tmp)
         cal = args.cal or work / "cal"
         if args.cal is None:
-            _run(["calibrate", "--ranks", str(args.ranks), "--backend", "gloo", "--max-size", args.max_size,
-                  "--out", str(cal)])
+            _run(
+                [
+                    "calibrate",
+                    "--ranks",
+                    str(args.ranks),
+                    "--backend",
+                    "gloo",
+                    "--max-size",
+                    args.max_size,
+                    "--out",
+                    str(cal),
+                ]
+            )
         fit = json.loads((cal / "fit.json").read_text())
-        print(f"calibration: {fit['platform']['topology']} {fit['platform']['bandwidth_gbps']} GB/s, median |error| "
-              f"{100 * fit['median_rel_error_fitted_sizes']:.1f}% (sizes >= {fit['fit_min_size_bytes']} B)")
+        print(
+            f"calibration: {fit['platform']['topology']} {fit['platform']['bandwidth_gbps']} GB/s, median |error| "
+            f"{100 * fit['median_rel_error_fitted_sizes']:.1f}% (sizes >= {fit['fit_min_size_bytes']} B)"
+        )
         hw = load_hardware(cal / "system.json", cal / "network.yml")
         net = json.loads(json.dumps(hw.network.__dict__))
-        infinite = HardwareConfig(system=hw.system, network=NetworkConfig.from_dict(
-            {**{k: net[k] for k in ("topology", "npus_count", "latency")}, "bandwidth": [1e9] * len(net["topology"])}))
+        infinite = HardwareConfig(
+            system=hw.system,
+            network=NetworkConfig.from_dict(
+                {
+                    **{k: net[k] for k in ("topology", "npus_count", "latency")},
+                    "bandwidth": [1e9] * len(net["topology"]),
+                }
+            ),
+        )
         print(f"{'model':<12} {'simulated':>10} {'infinite':>10} {'traced':>10} {'err':>7} {'untraced':>10} {'err':>7}")
         for model in args.models.split(","):
             cap, prefix = work / f"cap_{model}", str(work / "set" / model)
-            _run(["capture", "--model", model, "--ranks", str(args.ranks), "--steps", "1", "--backend", "gloo",
-                  "--out", str(cap)])
+            _run(
+                [
+                    "capture",
+                    "--model",
+                    model,
+                    "--ranks",
+                    str(args.ranks),
+                    "--steps",
+                    "1",
+                    "--backend",
+                    "gloo",
+                    "--out",
+                    str(cap),
+                ]
+            )
             _run(["convert", "pytorch", "--ranks-dir", str(cap), "--out", prefix])
             ts = TraceSet.load(prefix)
             sim = max(simulate(ts, hw).finish_ns)
             inf = max(simulate(ts, infinite).finish_ns)
             traced = _traced_step_ns(cap, args.ranks)
             untraced = json.loads((cap / "capture.json").read_text())["median_step_time_ms_untraced"] * 1e6
-            print(f"{model:<12} {sim / 1e6:>8.2f}ms {inf / 1e6:>8.2f}ms {traced / 1e6:>8.2f}ms "
-                  f"{100 * (sim / traced - 1):>+6.1f}% {untraced / 1e6:>8.2f}ms {100 * (sim / untraced - 1):>+6.1f}%")
+            print(
+                f"{model:<12} {sim / 1e6:>8.2f}ms {inf / 1e6:>8.2f}ms {traced / 1e6:>8.2f}ms "
+                f"{100 * (sim / traced - 1):>+6.1f}% {untraced / 1e6:>8.2f}ms {100 * (sim / untraced - 1):>+6.1f}%"
+            )
 
 
 if __name__ == "__main__":

@@ -56,10 +56,12 @@ from chakra_pipe.et.traceset import TraceSet
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "data" / "robust" / "traces"
-SYSTEM = ('{"scheduling-policy": "LIFO", "collective-optimization": "baseline", "endpoint-delay": 10, '
-          '"preferred-dataset-splits": 4, "local-mem-bw": 1600, "peak-perf": 900, "roofline-enabled": 1, '
-          '"all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"], '
-          '"reduce-scatter-implementation": ["ring"], "all-to-all-implementation": ["ring"]}')
+SYSTEM = (
+    '{"scheduling-policy": "LIFO", "collective-optimization": "baseline", "endpoint-delay": 10, '
+    '"preferred-dataset-splits": 4, "local-mem-bw": 1600, "peak-perf": 900, "roofline-enabled": 1, '
+    '"all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"], '
+    '"reduce-scatter-implementation": ["ring"], "all-to-all-implementation": ["ring"]}'
+)
 
 
 class Expired(Exception):
@@ -98,8 +100,20 @@ def mutate(rng: random.Random, data: bytes, donor: bytes) -> tuple[bytes, str]:
     b = bytearray(data)
     spans = records(data)[1:]  # node records; the metadata record is left to byte-level edits
     # Record-level edits keep the framing valid more often, so they reach validate and simulate.
-    op = rng.choice(["flip", "set", "truncate", "insert", "delete", "huge_prefix", "cut_record", "max_varint",
-                     "gzip", *["drop_record", "dup_record", "swap_records", "splice"] * 3])
+    op = rng.choice(
+        [
+            "flip",
+            "set",
+            "truncate",
+            "insert",
+            "delete",
+            "huge_prefix",
+            "cut_record",
+            "max_varint",
+            "gzip",
+            *["drop_record", "dup_record", "swap_records", "splice"] * 3,
+        ]
+    )
     if not b:
         return bytes(rng.randrange(256) for _ in range(rng.randint(1, 16))), "random"
     i = rng.randrange(len(b))
@@ -112,7 +126,7 @@ def mutate(rng: random.Random, data: bytes, donor: bytes) -> tuple[bytes, str]:
     elif op == "insert":
         b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
     elif op == "delete":
-        del b[i:i + rng.randint(1, 8)]
+        del b[i : i + rng.randint(1, 8)]
     elif op == "huge_prefix":
         b[i:i] = rng.choice([b"\xff\xff\xff\xff\x0f", b"\xff\xff\xff\xff\xff\x01", b"\x80\x80\x80\x80"])
     elif op == "max_varint":
@@ -136,7 +150,7 @@ def mutate(rng: random.Random, data: bytes, donor: bytes) -> tuple[bytes, str]:
             b[at:at] = donor[s:e]
     elif spans and op == "cut_record":
         s, e = rng.choice(spans)
-        del b[rng.randint(s + 1, max(s + 1, e - 1)):e]
+        del b[rng.randint(s + 1, max(s + 1, e - 1)) : e]
     else:
         b[i] ^= 0xFF
         op = "invert"
@@ -144,6 +158,7 @@ def mutate(rng: random.Random, data: bytes, donor: bytes) -> tuple[bytes, str]:
 
 
 # -- decoders against the protobuf runtime (also imported by tests/test_robust_decoders.py) ------
+
 
 def protobuf_accepts(data: bytes) -> list | None:
     """The protobuf runtime's reading of a decompressed ``.et`` file: its nodes, or None if refused.
@@ -171,7 +186,7 @@ def protobuf_accepts(data: bytes) -> list | None:
         if length > len(data) - pos or (length == 0 and not first):
             return None
         try:
-            msg = (schema.GlobalMetadata if first else schema.Node).FromString(data[pos:pos + length])
+            msg = (schema.GlobalMetadata if first else schema.Node).FromString(data[pos : pos + length])
         except DecodeError:
             return None
         if any(len(UnknownFieldSet(m)) for m in [msg, *msg.attr]):
@@ -198,7 +213,7 @@ def mutate_bytes(rng: random.Random, data: bytes) -> bytes:
         elif op == "insert":
             b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 4)))
         else:
-            del b[i:i + rng.randint(1, 4)]
+            del b[i : i + rng.randint(1, 4)]
     return bytes(b)
 
 
@@ -242,8 +257,11 @@ def rich_trace(count: int = 70) -> bytes:
 def decoder_bases() -> dict[str, bytes]:
     """Valid traces for decoder fuzzing: two small corpus files (record-by-record path) and a rich
     70-node one (vectorised path)."""
-    return {"small": (CORPUS / "valid.0.et").read_bytes(), "p2p": (CORPUS / "mismatched_tag.0.et").read_bytes(),
-            "rich": rich_trace()}
+    return {
+        "small": (CORPUS / "valid.0.et").read_bytes(),
+        "p2p": (CORPUS / "mismatched_tag.0.et").read_bytes(),
+        "rich": rich_trace(),
+    }
 
 
 def _node_tuples(ids, types, durs, data, ctrl, pg) -> list[tuple]:
@@ -254,17 +272,28 @@ def _expected_tuples(nodes: list) -> list[tuple]:
     def pg(n):
         last = [a for a in n.attr if a.name == "pg_name"]
         return last[-1].string_val if last and last[-1].WhichOneof("value") == "string_val" else None
-    return _node_tuples([n.id for n in nodes], [max(-1, min(127, n.type)) for n in nodes],
-                        [n.duration_micros for n in nodes], [list(n.data_deps) for n in nodes],
-                        [list(n.ctrl_deps) for n in nodes], [pg(n) for n in nodes])
+
+    return _node_tuples(
+        [n.id for n in nodes],
+        [max(-1, min(127, n.type)) for n in nodes],
+        [n.duration_micros for n in nodes],
+        [list(n.data_deps) for n in nodes],
+        [list(n.ctrl_deps) for n in nodes],
+        [pg(n) for n in nodes],
+    )
 
 
 def _graph_tuples(path: Path) -> list[tuple]:
     g = load_graph(path)
     n = len(g)
-    return _node_tuples(g.ids.tolist(), g.types.tolist(), g.duration_micros.tolist(),
-                        [g.data_deps(i).tolist() for i in range(n)], [g.ctrl_deps(i).tolist() for i in range(n)],
-                        [g.pg_name.get(i) for i in range(n)])
+    return _node_tuples(
+        g.ids.tolist(),
+        g.types.tolist(),
+        g.duration_micros.tolist(),
+        [g.data_deps(i).tolist() for i in range(n)],
+        [g.ctrl_deps(i).tolist() for i in range(n)],
+        [g.pg_name.get(i) for i in range(n)],
+    )
 
 
 def decoders_agree(path: Path, data: bytes) -> str:
@@ -295,35 +324,72 @@ def decoders_agree(path: Path, data: bytes) -> str:
 
 def _load_system(path: Path):
     from chakra_pipe.sim.config import SystemConfig
+
     return SystemConfig.from_file(path)
 
 
 def _load_memory(path: Path):
     from chakra_pipe.sim.config import MemoryConfig
+
     return MemoryConfig.from_file(path)
 
 
 def _load_network(path: Path):
     from chakra_pipe.sim.config import NetworkConfig
+
     return NetworkConfig.from_file(path)
 
 
 def _load_groups(path: Path):
     from chakra_pipe.et.traceset import load_comm_groups
+
     return load_comm_groups(path)
 
 
 READER_BASES = {
     "system": (".json", SYSTEM, _load_system),
-    "memory": (".json", ('{"memory-type": "PER_NODE_MEMORY_EXPANSION", "num-nodes": 1, "num-npus-per-node": 4, '
-                         '"remote-mem-latency": 10, "remote-mem-bw": 100}'), _load_memory),
+    "memory": (
+        ".json",
+        (
+            '{"memory-type": "PER_NODE_MEMORY_EXPANSION", "num-nodes": 1, "num-npus-per-node": 4, '
+            '"remote-mem-latency": 10, "remote-mem-bw": 100}'
+        ),
+        _load_memory,
+    ),
     "comm_groups": (".json", '{"1": [0, 1], "2": [2, 3], "3": [0, 1, 2, 3]}', _load_groups),
-    "network": (".yml", ("topology: [ Ring, Switch ]\nnpus_count: [ 2, 2 ]\nbandwidth: [ 50.0, 25 ]\n"
-                         "latency: [ 500.0, 10 ]\n"), _load_network),
+    "network": (
+        ".yml",
+        ("topology: [ Ring, Switch ]\nnpus_count: [ 2, 2 ]\nbandwidth: [ 50.0, 25 ]\nlatency: [ 500.0, 10 ]\n"),
+        _load_network,
+    ),
 }
-HOSTILE_NUMBERS = ["0", "-1", "1e999", "-1e999", "1e-400", "1e308", "1.5e3", "NaN", "Infinity", "-Infinity",
-                   ".inf", ".nan", str(2**63 - 1), str(2**63), str(2**64), str(-2**63 - 1), "9" * 5000,
-                   "1" + "0" * 400, "0x10", "1_000", "true", "null", '"7"', "[]", "{}"]
+HOSTILE_NUMBERS = [
+    "0",
+    "-1",
+    "1e999",
+    "-1e999",
+    "1e-400",
+    "1e308",
+    "1.5e3",
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    ".inf",
+    ".nan",
+    str(2**63 - 1),
+    str(2**63),
+    str(2**64),
+    str(-(2**63) - 1),
+    "9" * 5000,
+    "1" + "0" * 400,
+    "0x10",
+    "1_000",
+    "true",
+    "null",
+    '"7"',
+    "[]",
+    "{}",
+]
 _NUMBER = re.compile(r"(?<![\w.\"])-?[0-9]+(?:\.[0-9]+)?(?![\w.\"])")
 _BOMB: list[bytes] = []
 
@@ -382,6 +448,7 @@ def hostile_text(rng: random.Random, text: str, *, yaml: bool) -> tuple[bytes, l
 def _strict_json_refuses(data: bytes) -> bool:
     """Whether a strict reading of ``data`` refuses it: not UTF-8, not JSON, a duplicate key, a
     non-finite or over-long number (what our reader must refuse too)."""
+
     def unique(pairs):
         if len({k for k, _ in pairs}) != len(pairs):
             raise ValueError("duplicate")
@@ -417,15 +484,42 @@ def jsonio_doc(trace: bytes) -> dict:
     from chakra_pipe.et.jsonio import metadata_to_json, node_to_json
 
     starts, lengths = scan_records(trace)
-    md = parse_metadata(trace[starts[0]:starts[0] + lengths[0]])
-    nodes = [node_to_json(parse_node(trace[s:s + n])) for s, n in zip(starts[1:], lengths[1:])]
+    md = parse_metadata(trace[starts[0] : starts[0] + lengths[0]])
+    nodes = [node_to_json(parse_node(trace[s : s + n])) for s, n in zip(starts[1:], lengths[1:])]
     return {"metadata": metadata_to_json(md), "nodes": nodes}
 
 
-HOSTILE_KINDS = ['[1]', '{}', 'null', '"float_val"', '"double_val"', '"double_list"', '"bool_list"', '"bytes_val"',
-                 '"nope"', '5', '"uint64_val"', '"int32_val"']
-HOSTILE_VALUES = ['"1e300"', '1e300', '"Infinity"', '"NaN"', '[1e39]', '["3.5e38"]', '{"a": 1}', '"AAAA"', '"!!"',
-                  '-1', str(2**64), "1" + "0" * 400, '[true, 2]', 'null', '"' + "x" * 100 + '"']
+HOSTILE_KINDS = [
+    "[1]",
+    "{}",
+    "null",
+    '"float_val"',
+    '"double_val"',
+    '"double_list"',
+    '"bool_list"',
+    '"bytes_val"',
+    '"nope"',
+    "5",
+    '"uint64_val"',
+    '"int32_val"',
+]
+HOSTILE_VALUES = [
+    '"1e300"',
+    "1e300",
+    '"Infinity"',
+    '"NaN"',
+    "[1e39]",
+    '["3.5e38"]',
+    '{"a": 1}',
+    '"AAAA"',
+    '"!!"',
+    "-1",
+    str(2**64),
+    "1" + "0" * 400,
+    "[true, 2]",
+    "null",
+    '"' + "x" * 100 + '"',
+]
 
 
 def hostile_json_trace(rng: random.Random, text: str) -> tuple[bytes, list[str]]:
@@ -491,9 +585,34 @@ def generated_set(directory: Path) -> Path:
     from chakra_pipe.cli import main
 
     prefix = directory / "llm" / "t"
-    main(["generate", "llm", "--model", "llama3-8b", "--layers", "8", "--hidden", "256", "--ffn", "512",
-          "--heads", "4", "--vocab", "1000", "--seq", "64", "--dp", "2", "--tp", "2", "--pp", "2",
-          "--out", str(prefix)])
+    main(
+        [
+            "generate",
+            "llm",
+            "--model",
+            "llama3-8b",
+            "--layers",
+            "8",
+            "--hidden",
+            "256",
+            "--ffn",
+            "512",
+            "--heads",
+            "4",
+            "--vocab",
+            "1000",
+            "--seq",
+            "64",
+            "--dp",
+            "2",
+            "--tp",
+            "2",
+            "--pp",
+            "2",
+            "--out",
+            str(prefix),
+        ]
+    )
     return prefix
 
 
@@ -517,8 +636,7 @@ class Fuzzer:
         self.mutations: Counter[str] = Counter()
         self.found = 0
         self.cases: Counter[str] = Counter()
-        self.kinds: Counter[str] = Counter({k: 0 for k in ("traceback", "hang", "silent-wrong", "bad-error",
-                                                           "memory")})
+        self.kinds: Counter[str] = Counter({k: 0 for k in ("traceback", "hang", "silent-wrong", "bad-error", "memory")})
         self.bases = decoder_bases()
         self.json_bases = [json.dumps(jsonio_doc(b)) for b in self.bases.values()]
 
@@ -653,14 +771,18 @@ class Fuzzer:
 
     def report(self, elapsed: float) -> None:
         total = sum(self.cases.values())
-        print(f"{total} cases in {elapsed:.0f} s ({total / max(elapsed, 1e-9):.1f} cases/s; "
-              + ", ".join(f"{k} {v}" for k, v in sorted(self.cases.items())) + f"), {self.found} finding(s)",
-              flush=True)
+        print(
+            f"{total} cases in {elapsed:.0f} s ({total / max(elapsed, 1e-9):.1f} cases/s; "
+            + ", ".join(f"{k} {v}" for k, v in sorted(self.cases.items()))
+            + f"), {self.found} finding(s)",
+            flush=True,
+        )
         print("  outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items())), flush=True)
 
     def summary(self, elapsed: float) -> str:
-        return (f"SUMMARY {sum(self.cases.values())} cases in {elapsed / 60:.1f} min: "
-                + ", ".join(f"{v} {k}" for k, v in self.kinds.items()))
+        return f"SUMMARY {sum(self.cases.values())} cases in {elapsed / 60:.1f} min: " + ", ".join(
+            f"{v} {k}" for k, v in self.kinds.items()
+        )
 
 
 SURFACES = ("sets", "decoders", "readers", "dejsonize")
@@ -673,8 +795,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1, help="random seed: the same seed replays the same cases")
     ap.add_argument("--timeout", type=int, default=30, help="seconds per verb before a case counts as a hang")
     ap.add_argument("--memory-gb", type=float, default=4.0, help="peak resident memory allowed")
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "out" / "fuzz-findings",
-                    help="where failing cases are kept (default: benchmarks/out/fuzz-findings, git-ignored)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=REPO / "benchmarks" / "out" / "fuzz-findings",
+        help="where failing cases are kept (default: benchmarks/out/fuzz-findings, git-ignored)",
+    )
     args = ap.parse_args(argv)
     surfaces = SURFACES if args.surface == "all" else (args.surface,)
     with tempfile.TemporaryDirectory(prefix="chakra-fuzz-") as tmp:

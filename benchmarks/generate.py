@@ -54,15 +54,20 @@ def main() -> None:
         if not (args.out or args.keep):
             shutil.rmtree(folder, ignore_errors=True)
     peak = peak_rss_bytes()
-    print(f"llm {args.model} dp={args.dp} tp={args.tp} pp={args.pp} microbatches={mbs}: "
-          f"{layout.world} ranks, {result.nodes:,} nodes, {result.bytes:,} bytes")
-    print(f"  time {llm_s:.2f} s ({llm_s / TARGET_S:.3f} of the {TARGET_S:.0f} s target), "
-          f"{result.nodes / llm_s:,.0f} nodes/s, {result.bytes / llm_s / 1e6:.1f} MB/s")
-    print(f"  peak RSS {peak / 2**20:.0f} MiB ({peak / TARGET_BYTES:.3f} of the 2 GiB target; "
-          f"{rss_before / 2**20:.0f} MiB before generating)")
+    print(
+        f"llm {args.model} dp={args.dp} tp={args.tp} pp={args.pp} microbatches={mbs}: "
+        f"{layout.world} ranks, {result.nodes:,} nodes, {result.bytes:,} bytes"
+    )
+    print(
+        f"  time {llm_s:.2f} s ({llm_s / TARGET_S:.3f} of the {TARGET_S:.0f} s target), "
+        f"{result.nodes / llm_s:,.0f} nodes/s, {result.bytes / llm_s / 1e6:.1f} MB/s"
+    )
+    print(
+        f"  peak RSS {peak / 2**20:.0f} MiB ({peak / TARGET_BYTES:.3f} of the 2 GiB target; "
+        f"{rss_before / 2**20:.0f} MiB before generating)"
+    )
     print(f"  step FLOPs {result.flops:.4e} (analytic {model.step_flops(spec.global_batch):.4e})")
-    print(f"collective all_reduce 1,024 ranks × 8 iterations: {micro_s:.2f} s, "
-          f"{len(micro) * 8 / micro_s:,.0f} nodes/s")
+    print(f"collective all_reduce 1,024 ranks × 8 iterations: {micro_s:.2f} s, {len(micro) * 8 / micro_s:,.0f} nodes/s")
     if args.keep and not args.out:
         print(f"files kept in {folder}")
 

@@ -85,12 +85,17 @@ def bench_gloo(ranks: int) -> None:
             set_attr(n, "comm_size", 1 << 20)
             write_trace(f"{prefix}.{r}.et", GlobalMetadata(version="1.0.0"), [n])
         t0 = time.perf_counter()
-        res = run_replay(ReplayConfig(prefix=prefix, out=Path(tmp) / "r.json", iterations=10, warmup=2,
-                                      backend="gloo", timeout_s=120))
+        res = run_replay(
+            ReplayConfig(
+                prefix=prefix, out=Path(tmp) / "r.json", iterations=10, warmup=2, backend="gloo", timeout_s=120
+            )
+        )
         wall = time.perf_counter() - t0
     busbw = statistics.median(c["busbw_GBps"] for c in res["collectives"])
-    print(f"gloo {ranks} ranks: median step {res['step_time_ns']['median'] / 1e3:9.1f} µs, "
-          f"busbw {busbw:.3f} GB/s, command wall {wall:.1f} s")
+    print(
+        f"gloo {ranks} ranks: median step {res['step_time_ns']['median'] / 1e3:9.1f} µs, "
+        f"busbw {busbw:.3f} GB/s, command wall {wall:.1f} s"
+    )
 
 
 def main() -> None:

@@ -33,9 +33,14 @@ def main() -> None:
     ap.add_argument("--hbm-gib", type=float, default=80.0)
     ap.add_argument("--memory-only", action="store_true")
     args = ap.parse_args()
-    platform = {"p": {"network": "config/hardware/scaleout_2d/network.yml",
-                      "system": "config/hardware/scaleout_2d/system.json", "backend": "congestion_unaware",
-                      "axes": {"network.npus_count": [[8, max(1, args.gpus // 8)]]}}}
+    platform = {
+        "p": {
+            "network": "config/hardware/scaleout_2d/network.yml",
+            "system": "config/hardware/scaleout_2d/system.json",
+            "backend": "congestion_unaware",
+            "axes": {"network.npus_count": [[8, max(1, args.gpus // 8)]]},
+        }
+    }
     points = select_points(expand(platform, REPO), ["p"], args.gpus, args.hbm_gib)
     options = {"layers": args.layers} if args.layers else {}
     spec = SearchSpec(args.model, args.gpus, args.global_batch, [1], options, memory_only=True)
@@ -43,8 +48,10 @@ def main() -> None:
     rows = search(spec, points, log=io.StringIO())
     memory_s = time.perf_counter() - t
     verdicts = Counter(r["verdict"].split(":")[0] for r in rows)
-    print(f"{args.model} on {args.gpus} GPUs, global batch {args.global_batch}: {len(rows)} layouts "
-          f"({dict(verdicts)}); enumeration + memory model {memory_s:.2f} s")
+    print(
+        f"{args.model} on {args.gpus} GPUs, global batch {args.global_batch}: {len(rows)} layouts "
+        f"({dict(verdicts)}); enumeration + memory model {memory_s:.2f} s"
+    )
     if args.memory_only:
         return
     spec.memory_only = False
@@ -56,8 +63,10 @@ def main() -> None:
     print(f"full search {total:.1f} s: {simulated} layouts simulated, {total / max(simulated, 1):.1f} s per layout")
     best = next((r for r in rows if r.get("rank") == 1), None)
     if best:
-        print(f"best {best['layout']}: {best['step_time_ns'] / 1e6:.3f} ms, {best['mem_total_gib']:.1f} GiB/GPU, "
-              f"MFU {best['mfu']:.3f}")
+        print(
+            f"best {best['layout']}: {best['step_time_ns'] / 1e6:.3f} ms, {best['mem_total_gib']:.1f} GiB/GPU, "
+            f"MFU {best['mfu']:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -36,10 +36,23 @@ from chakra_pipe.et.framing import write_trace
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, load_hardware, simulate
 
-SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-          "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600,
-          **{k: ["ring"] for k in ("all-reduce-implementation", "reduce-scatter-implementation",
-                                  "all-gather-implementation", "all-to-all-implementation")}}
+SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 4,
+    "collective-optimization": "localBWAware",
+    "local-mem-bw": 1600,
+    **{
+        k: ["ring"]
+        for k in (
+            "all-reduce-implementation",
+            "reduce-scatter-implementation",
+            "all-gather-implementation",
+            "all-to-all-implementation",
+        )
+    },
+}
 
 
 def all_reduce_set(folder: Path, npus: int) -> TraceSet:
@@ -76,25 +89,48 @@ LLM_CASES = [
     ("llama3-8b t8d8 zero1", ["--model", "llama3-8b", "--tp", "8", "--dp", "8", "--zero", "1"], 64, [8, 8]),
     ("gpt3-13b t8d4", ["--model", "gpt3-13b", "--tp", "8", "--dp", "4"], 32, [8, 4]),
     ("mixtral t2d8e4", ["--model", "mixtral-8x7b", "--tp", "2", "--dp", "8", "--ep", "4"], 16, [2, 8]),
-    ("gpt3-175b t8d2p8 L8", ["--model", "gpt3-175b", "--tp", "8", "--dp", "2", "--pp", "8", "--layers", "8"], 128,
-     [8, 2, 8]),
-    ("gpt3-175b t8d8p8 L8", ["--model", "gpt3-175b", "--tp", "8", "--dp", "8", "--pp", "8", "--layers", "8"], 512,
-     [8, 8, 8]),
-    ("gpt3-175b t8d16p8 L8", ["--model", "gpt3-175b", "--tp", "8", "--dp", "16", "--pp", "8", "--layers", "8"], 1024,
-     [8, 16, 8]),
+    (
+        "gpt3-175b t8d2p8 L8",
+        ["--model", "gpt3-175b", "--tp", "8", "--dp", "2", "--pp", "8", "--layers", "8"],
+        128,
+        [8, 2, 8],
+    ),
+    (
+        "gpt3-175b t8d8p8 L8",
+        ["--model", "gpt3-175b", "--tp", "8", "--dp", "8", "--pp", "8", "--layers", "8"],
+        512,
+        [8, 8, 8],
+    ),
+    (
+        "gpt3-175b t8d16p8 L8",
+        ["--model", "gpt3-175b", "--tp", "8", "--dp", "16", "--pp", "8", "--layers", "8"],
+        1024,
+        [8, 16, 8],
+    ),
 ]
 AWARE_MAX_RANKS = 128  # message by message on sub-groups: ~20 us per message
 
 
 def _llm_system(algo: str, dims: int) -> dict:
     impl = [algo] * dims
-    return {**SYSTEM, "collective-optimization": "baseline", "local-mem-bw": 3350,
-            **{k: impl for k in ("all-reduce-implementation", "reduce-scatter-implementation",
-                                 "all-gather-implementation", "all-to-all-implementation")}}
+    return {
+        **SYSTEM,
+        "collective-optimization": "baseline",
+        "local-mem-bw": 3350,
+        **{
+            k: impl
+            for k in (
+                "all-reduce-implementation",
+                "reduce-scatter-implementation",
+                "all-gather-implementation",
+                "all-to-all-implementation",
+            )
+        },
+    }
 
 
 def _switch(sizes: list[int]) -> dict:
-    bws, lats = [400, 200, 100][:len(sizes)], [936.25, 1000, 2000][:len(sizes)]
+    bws, lats = [400, 200, 100][: len(sizes)], [936.25, 1000, 2000][: len(sizes)]
     return {"topology": ["Switch"] * len(sizes), "npus_count": sizes, "bandwidth": bws, "latency": lats}
 
 
@@ -102,7 +138,8 @@ CASE_SCRIPT = """
 import json, resource, sys, time
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
-prefix, system, network, backend, event = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
+prefix, backend, event = sys.argv[1], sys.argv[4], sys.argv[5]
+system, network = json.loads(sys.argv[2]), json.loads(sys.argv[3])
 ts = TraceSet.load(prefix)
 hw = HardwareConfig(SystemConfig.from_dict(system, source="sys"), NetworkConfig.from_dict(network, source="net"),
                     backend=backend)
@@ -119,34 +156,61 @@ print(json.dumps(out))
 
 def realistic(max_ranks: int, event: bool, event_max: int) -> None:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
-    print(f"{'case':22s} {'ranks':>5s} {'network':12s} {'backend':8s} {'algo':6s} {'wall_s':>7s} {'cpu_s':>7s} "
-          f"{'messages':>9s} {'rss_MB':>7s} {'finish_ns':>12s} {'event=fast':>10s}")
+    print(
+        f"{'case':22s} {'ranks':>5s} {'network':12s} {'backend':8s} {'algo':6s} {'wall_s':>7s} {'cpu_s':>7s} "
+        f"{'messages':>9s} {'rss_MB':>7s} {'finish_ns':>12s} {'event=fast':>10s}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for label, flags, ranks, sizes in LLM_CASES:
             if ranks > max_ranks:
                 continue
             prefix = str(Path(tmp) / label.split()[0])
-            subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "generate", "llm", *flags, "--out", prefix],
-                           env=env, check=True, capture_output=True)
-            runs = [([ranks], "aware", "ring"), ([ranks], "unaware", "ring"), ([ranks], "unaware", "direct"),
-                    (sizes, "unaware", "ring")]
+            subprocess.run(
+                [sys.executable, "-m", "chakra_pipe.cli", "generate", "llm", *flags, "--out", prefix],
+                env=env,
+                check=True,
+                capture_output=True,
+            )
+            runs = [
+                ([ranks], "aware", "ring"),
+                ([ranks], "unaware", "ring"),
+                ([ranks], "unaware", "direct"),
+                (sizes, "unaware", "ring"),
+            ]
             for dims, backend, algo in runs:
                 if backend == "aware" and ranks > AWARE_MAX_RANKS:
                     continue
                 check = event and ranks <= event_max
-                done = subprocess.run([sys.executable, "-c", CASE_SCRIPT, prefix,
-                                       json.dumps(_llm_system(algo, len(dims))), json.dumps(_switch(dims)),
-                                       f"congestion_{backend}", "1" if check else "0"],
-                                      env=env, capture_output=True, text=True)
+                done = subprocess.run(
+                    [
+                        sys.executable,
+                        "-c",
+                        CASE_SCRIPT,
+                        prefix,
+                        json.dumps(_llm_system(algo, len(dims))),
+                        json.dumps(_switch(dims)),
+                        f"congestion_{backend}",
+                        "1" if check else "0",
+                    ],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                )
                 net = "switch " + "x".join(map(str, dims))
                 if done.returncode:
-                    print(f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} failed: "
-                          f"{done.stderr.strip().splitlines()[-1]}", flush=True)
+                    print(
+                        f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} failed: "
+                        f"{done.stderr.strip().splitlines()[-1]}",
+                        flush=True,
+                    )
                     continue
                 r = json.loads(done.stdout.splitlines()[-1])
                 eq = ("yes" if r["equal"] else "NO") if "equal" in r else "-"
-                print(f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} {r['wall']:7.2f} {r['cpu']:7.2f} "
-                      f"{r['messages']:9d} {r['rss_mb']:7.0f} {r['finish']:12d} {eq:>10s}", flush=True)
+                print(
+                    f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} {r['wall']:7.2f} {r['cpu']:7.2f} "
+                    f"{r['messages']:9d} {r['rss_mb']:7.0f} {r['finish']:12d} {eq:>10s}",
+                    flush=True,
+                )
 
 
 def main(argv: list[str]) -> None:
@@ -157,27 +221,36 @@ def main(argv: list[str]) -> None:
         realistic(max_ranks, "--event" in rest, event_max)
         return
     event_too = os.environ.get("SIM_BENCH_EVENT") == "1"
-    print(f"{'topology':15s} {'backend':19s} {'npus':>5s} {'path':6s} {'first_s':>8s} {'repeat_s':>8s} "
-          f"{'peak_MiB':>9s} {'finish_ns':>10s}")
+    print(
+        f"{'topology':15s} {'backend':19s} {'npus':>5s} {'path':6s} {'first_s':>8s} {'repeat_s':>8s} "
+        f"{'peak_MiB':>9s} {'finish_ns':>10s}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for npus in (64, 256, 1024):
             ts = all_reduce_set(Path(tmp), npus)
             for topo in ("Ring", "Switch", "FullyConnected"):
-                net = NetworkConfig.from_dict({"topology": [topo], "npus_count": [npus], "bandwidth": [50],
-                                               "latency": [500]}, source=f"{topo}_{npus}")
+                net = NetworkConfig.from_dict(
+                    {"topology": [topo], "npus_count": [npus], "bandwidth": [50], "latency": [500]},
+                    source=f"{topo}_{npus}",
+                )
                 for backend in ("congestion_unaware", "congestion_aware"):
                     hw = HardwareConfig(SystemConfig.from_dict(SYSTEM, source="Ring_4chunks"), net, backend=backend)
-                    for fast in ([True, False] if event_too else [True]):
+                    for fast in [True, False] if event_too else [True]:
                         first, repeat, peak, fin = measure(ts, hw, fast)
-                        print(f"{topo:15s} {backend:19s} {npus:5d} {'fast' if fast else 'event':6s} {first:8.3f} "
-                              f"{repeat:8.3f} {peak:9.1f} {fin:10d}", flush=True)
+                        print(
+                            f"{topo:15s} {backend:19s} {npus:5d} {'fast' if fast else 'event':6s} {first:8.3f} "
+                            f"{repeat:8.3f} {peak:9.1f} {fin:10d}",
+                            flush=True,
+                        )
     if len(argv) >= 3:
         ts = TraceSet.load(argv[0])
         for backend in ("congestion_unaware", "congestion_aware"):
             hw = load_hardware(argv[1], argv[2], backend=backend)
             first, repeat, peak, fin = measure(ts, hw)
-            print(f"{Path(argv[0]).name}: {backend} {len(ts.ranks)} ranks first {first:.3f} s repeat {repeat:.3f} s "
-                  f"peak {peak:.1f} MiB finish {fin} ns")
+            print(
+                f"{Path(argv[0]).name}: {backend} {len(ts.ranks)} ranks first {first:.3f} s repeat {repeat:.3f} s "
+                f"peak {peak:.1f} MiB finish {fin} ns"
+            )
 
 
 if __name__ == "__main__":

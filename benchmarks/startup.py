@@ -31,10 +31,12 @@ import time
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-SYSTEM = ('{"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1, '
-          '"preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600, '
-          '"all-reduce-implementation": ["ring"], "reduce-scatter-implementation": ["ring"], '
-          '"all-gather-implementation": ["ring"], "all-to-all-implementation": ["ring"]}')
+SYSTEM = (
+    '{"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1, '
+    '"preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600, '
+    '"all-reduce-implementation": ["ring"], "reduce-scatter-implementation": ["ring"], '
+    '"all-gather-implementation": ["ring"], "all-to-all-implementation": ["ring"]}'
+)
 NETWORK = "topology: [Ring]\nnpus_count: [8]\nbandwidth: [50]\nlatency: [500]\n"
 # Starts the clock before any chakra_pipe import and prints the time at the first simulated event.
 FIRST_EVENT = """\
@@ -91,12 +93,34 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         env = _env(os.path.join(tmp, "pycache"))
         prefix = os.path.join(tmp, "ar8")
-        subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "generate", "collective", "--type", "all_reduce",
-                        "--npus", "8", "--size", "1MiB", "--out", prefix], env=env, check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "chakra_pipe.cli",
+                "generate",
+                "collective",
+                "--type",
+                "all_reduce",
+                "--npus",
+                "8",
+                "--size",
+                "1MiB",
+                "--out",
+                prefix,
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         Path(tmp, "sys.json").write_text(SYSTEM)
         Path(tmp, "net.yml").write_text(NETWORK)
-        sim_args = ["simulate", f"--workload-configuration={prefix}", f"--system-configuration={tmp}/sys.json",
-                    f"--network-configuration={tmp}/net.yml"]
+        sim_args = [
+            "simulate",
+            f"--workload-configuration={prefix}",
+            f"--system-configuration={tmp}/sys.json",
+            f"--network-configuration={tmp}/net.yml",
+        ]
         cli = [sys.executable, "-m", "chakra_pipe.cli"]
         _wall([*cli, *sim_args], env)  # fills the bytecode cache
         base = _interpreter_start(env)

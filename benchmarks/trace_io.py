@@ -32,13 +32,13 @@ def baseline_load(path: str) -> int:
     pos, _ = 0, None
     length, pos = _DecodeVarint32(buf, 0)
     md = schema.GlobalMetadata()
-    md.ParseFromString(buf[pos:pos + length])
+    md.ParseFromString(buf[pos : pos + length])
     pos += length
     ids, types, durations, data_deps, ctrl_deps = [], [], [], [], []
     while pos < len(buf):
         length, pos = _DecodeVarint32(buf, pos)
         node = schema.Node()
-        node.ParseFromString(buf[pos:pos + length])
+        node.ParseFromString(buf[pos : pos + length])
         pos += length
         ids.append(node.id)
         types.append(node.type)
@@ -84,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     md, nodes = read_trace(args.trace)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.et")
-        t_wbase, t_wours = best_pair(lambda: baseline_write(out, md, nodes), lambda: write_trace(out, md, nodes),
-                                     args.repeat)
+        t_wbase, t_wours = best_pair(
+            lambda: baseline_write(out, md, nodes), lambda: write_trace(out, md, nodes), args.repeat
+        )
 
     def row(label: str, t: float) -> None:
         print(f"  {label:<34} {t * 1e3:9.2f} ms {n / t:14,.0f} nodes/s {size_mb / t:9.1f} MB/s")

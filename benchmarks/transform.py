@@ -39,6 +39,7 @@ def main() -> None:
     model = resolve_model(args.model, layers=args.layers)
     folder = Path(tempfile.mkdtemp(prefix="chakra-transform-"))
     try:
+
         def spec(dp: int) -> TrainingSpec:
             layout = Layout(dp=dp, tp=args.tp, pp=args.pp, moe=model.moe)
             return TrainingSpec(layout, microbatches=args.microbatches, global_batch=dp * args.microbatches)
@@ -55,11 +56,15 @@ def main() -> None:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     nodes = result.stats[-1].after.nodes
-    print(f"dp {args.dp} -> {args.to} ({args.model}, {args.layers} layers, tp={args.tp} pp={args.pp}): "
-          f"{len(result.files)} ranks, {nodes:,} nodes")
-    print(f"  transform {transform_s:.2f} s, {nodes / transform_s:,.0f} nodes/s; generate llm --dp {args.to} "
-          f"{generate_s:.2f} s ({wide.nodes / generate_s:,.0f} nodes/s); ratio transform/generate "
-          f"{transform_s / generate_s:.1f}")
+    print(
+        f"dp {args.dp} -> {args.to} ({args.model}, {args.layers} layers, tp={args.tp} pp={args.pp}): "
+        f"{len(result.files)} ranks, {nodes:,} nodes"
+    )
+    print(
+        f"  transform {transform_s:.2f} s, {nodes / transform_s:,.0f} nodes/s; generate llm --dp {args.to} "
+        f"{generate_s:.2f} s ({wide.nodes / generate_s:,.0f} nodes/s); ratio transform/generate "
+        f"{transform_s / generate_s:.1f}"
+    )
     print(f"  peak RSS {peak / 2**20:.0f} MiB (before the transform {rss_before / 2**20:.0f} MiB)")
 
 

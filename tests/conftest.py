@@ -72,7 +72,6 @@ def conformance_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (view / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
     prefix = view / GENERATED_MICROBENCHMARK
     prefix.parent.mkdir(parents=True)
-    rc = main(["generate", "collective", "--type", "all_reduce", "--npus", "8", "--size", "1MiB",
-               "--out", str(prefix)])
+    rc = main(["generate", "collective", "--type", "all_reduce", "--npus", "8", "--size", "1MiB", "--out", str(prefix)])
     assert rc == 0, "generate collective failed for the conformance microbenchmark"
     return view

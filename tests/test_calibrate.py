@@ -71,8 +71,13 @@ def test_platform_files_are_the_fitted_values():
 
 
 def test_cli_rejects_one_rank(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "calibrate", "--ranks", "1", "--out",
-                        str(tmp_path / "c")], capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "chakra_pipe.cli", "calibrate", "--ranks", "1", "--out", str(tmp_path / "c")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 2 and "--ranks" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
@@ -80,9 +85,31 @@ def test_cli_rejects_one_rank(tmp_path):
 def test_gloo_calibration_end_to_end(tmp_path):
     pytest.importorskip("torch", reason="calibrate measures through the replay engine: the optional torch extra")
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    r = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "calibrate", "--ranks", "2", "--backend", "gloo",
-                        "--min-size", "256KiB", "--max-size", "1MiB", "--iterations", "3", "--out",
-                        str(tmp_path / "cal")], capture_output=True, text=True, timeout=300, env=env, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "calibrate",
+            "--ranks",
+            "2",
+            "--backend",
+            "gloo",
+            "--min-size",
+            "256KiB",
+            "--max-size",
+            "1MiB",
+            "--iterations",
+            "3",
+            "--out",
+            str(tmp_path / "cal"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads((tmp_path / "cal" / "fit.json").read_text())
     assert doc["backend"] == "gloo" and doc["sizes_bytes"] == [256 << 10, 1 << 20]
@@ -90,7 +117,8 @@ def test_gloo_calibration_end_to_end(tmp_path):
     for row in doc["rows"]:
         size = row["size_bytes"] * (2 if row["collective"] == "all_gather" else 1)  # nccl-tests' size column
         assert row["algbw_GBps"] == pytest.approx(size / row["measured_ns"], rel=1e-3)
-        assert row["rel_error"] == pytest.approx((row["predicted_ns"] - row["measured_ns"]) / row["measured_ns"],
-                                                 abs=1e-4)
+        assert row["rel_error"] == pytest.approx(
+            (row["predicted_ns"] - row["measured_ns"]) / row["measured_ns"], abs=1e-4
+        )
     assert f"median |error| {100 * doc['median_rel_error_fitted_sizes']:.1f}%" in r.stdout
     load_hardware(tmp_path / "cal" / "system.json", tmp_path / "cal" / "network.yml")

@@ -24,9 +24,13 @@ DATA = Path(__file__).parent / "data" / "capture"
 RANKS = 2
 FLOAT = 4
 # ASTRA-sim comm_size of each planned call: AG = per-rank input, RS/A2A = full input buffer.
-COLL_OF = {"all_reduce": schema.ALL_REDUCE, "all_gather_into_tensor": schema.ALL_GATHER,
-           "reduce_scatter_tensor": schema.REDUCE_SCATTER, "all_to_all_single": schema.ALL_TO_ALL,
-           "broadcast": schema.BROADCAST}
+COLL_OF = {
+    "all_reduce": schema.ALL_REDUCE,
+    "all_gather_into_tensor": schema.ALL_GATHER,
+    "reduce_scatter_tensor": schema.REDUCE_SCATTER,
+    "all_to_all_single": schema.ALL_TO_ALL,
+    "broadcast": schema.BROADCAST,
+}
 
 
 def expected_comm(rank: int) -> Counter:
@@ -45,9 +49,19 @@ def expected_comm(rank: int) -> Counter:
 
 def comm_nodes(path: Path) -> Counter:
     _, nodes = read_trace(path)
-    return Counter((n.type, get_attr(n, "comm_type", None), get_attr(n, "comm_size"), get_attr(n, "pg_name"),
-                    get_attr(n, "comm_src", None), get_attr(n, "comm_dst", None), get_attr(n, "comm_tag", None))
-                   for n in nodes if n.type in (schema.COMM_COLL_NODE, schema.COMM_SEND_NODE, schema.COMM_RECV_NODE))
+    return Counter(
+        (
+            n.type,
+            get_attr(n, "comm_type", None),
+            get_attr(n, "comm_size"),
+            get_attr(n, "pg_name"),
+            get_attr(n, "comm_src", None),
+            get_attr(n, "comm_dst", None),
+            get_attr(n, "comm_tag", None),
+        )
+        for n in nodes
+        if n.type in (schema.COMM_COLL_NODE, schema.COMM_SEND_NODE, schema.COMM_RECV_NODE)
+    )
 
 
 def test_plan_has_every_simulated_kind_a_broadcast_a_subgroup_and_a_matched_pair():
@@ -102,17 +116,19 @@ def test_builtin_capture_converts_validates_and_simulates(model: str, tmp_path: 
     assert json.loads(Path(prefix + ".comm_groups.json").read_text()) == {"1": sub_group_ranks(RANKS)}
 
     from chakra_pipe.validate import validate_set
+
     report = validate_set(prefix, strict=True)
     assert report.errors == 0
 
     from chakra_pipe.et import TraceSet
     from chakra_pipe.sim import load_hardware, simulate
+
     hw = load_hardware(DATA / "system_ring.json", DATA / "network_ring_2npus.yml")
     result = simulate(TraceSet.load(prefix), hw)
     assert len(result.finish_ns) == RANKS and min(result.finish_ns) > 0
 
 
-USER_SCRIPT = '''
+USER_SCRIPT = """
 import torch
 import torch.distributed as dist
 
@@ -123,7 +139,7 @@ def train_step(rank, world_size):
         dist.send(torch.ones(8), dst=1, tag=3)
     else:
         dist.recv(torch.empty(8), src=0, tag=3)
-'''
+"""
 
 
 @pytest.mark.slow
@@ -131,25 +147,54 @@ def test_user_script_capture_via_cli(tmp_path: Path, torch_env):
     script = tmp_path / "step.py"
     script.write_text(USER_SCRIPT)
     cli = [sys.executable, "-m", "chakra_pipe.cli"]
-    r = subprocess.run(cli + ["capture", "--model", str(script), "--ranks", "2", "--steps", "1", "--backend", "gloo",
-                              "--out", str(tmp_path / "cap")], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        cli
+        + [
+            "capture",
+            "--model",
+            str(script),
+            "--ranks",
+            "2",
+            "--steps",
+            "1",
+            "--backend",
+            "gloo",
+            "--out",
+            str(tmp_path / "cap"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
-    r = subprocess.run(cli + ["convert", "pytorch", "--ranks-dir", str(tmp_path / "cap"), "--out",
-                              str(tmp_path / "u")], capture_output=True, text=True)
+    r = subprocess.run(
+        cli + ["convert", "pytorch", "--ranks-dir", str(tmp_path / "cap"), "--out", str(tmp_path / "u")],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
-    assert comm_nodes(tmp_path / "u.0.et") == Counter({
-        (schema.COMM_COLL_NODE, schema.ALL_REDUCE, 400, "0", None, None, None): 1,
-        (schema.COMM_SEND_NODE, None, 32, "0", 0, 1, 3): 1})
-    assert comm_nodes(tmp_path / "u.1.et") == Counter({
-        (schema.COMM_COLL_NODE, schema.ALL_REDUCE, 400, "0", None, None, None): 1,
-        (schema.COMM_RECV_NODE, None, 32, "0", 0, 1, 3): 1})
+    assert comm_nodes(tmp_path / "u.0.et") == Counter(
+        {
+            (schema.COMM_COLL_NODE, schema.ALL_REDUCE, 400, "0", None, None, None): 1,
+            (schema.COMM_SEND_NODE, None, 32, "0", 0, 1, 3): 1,
+        }
+    )
+    assert comm_nodes(tmp_path / "u.1.et") == Counter(
+        {
+            (schema.COMM_COLL_NODE, schema.ALL_REDUCE, 400, "0", None, None, None): 1,
+            (schema.COMM_RECV_NODE, None, 32, "0", 0, 1, 3): 1,
+        }
+    )
 
 
 def test_capture_cli_rejects_bad_arguments(tmp_path: Path, capsys):
     from chakra_pipe.cli import main
 
-    for extra, needle in ((["--model", "nope"], "unknown model"), (["--model", "missing.py"], "no such script"),
-                          (["--model", "mlp", "--ranks", "0"], "--ranks")):
+    for extra, needle in (
+        (["--model", "nope"], "unknown model"),
+        (["--model", "missing.py"], "no such script"),
+        (["--model", "mlp", "--ranks", "0"], "--ranks"),
+    ):
         assert main(["capture", "--out", str(tmp_path / "o"), *extra]) == 2
         err = capsys.readouterr().err
         assert needle in err and len(err.strip().splitlines()) == 1, err
@@ -159,9 +204,25 @@ def test_capture_cli_rejects_bad_arguments(tmp_path: Path, capsys):
 def test_a_failing_rank_stops_the_capture_with_one_line(tmp_path: Path, torch_env):
     script = tmp_path / "bad.py"
     script.write_text("def train_step(rank, world_size):\n    raise RuntimeError(f'boom on rank {rank}')\n")
-    r = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "capture", "--model", str(script), "--ranks", "2",
-                        "--backend", "gloo", "--out", str(tmp_path / "cap")], capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "capture",
+            "--model",
+            str(script),
+            "--ranks",
+            "2",
+            "--backend",
+            "gloo",
+            "--out",
+            str(tmp_path / "cap"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 2
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("chakra-pipe capture: error:") and "RuntimeError: boom on rank" in last
@@ -172,9 +233,27 @@ def test_a_failing_rank_stops_the_capture_with_one_line(tmp_path: Path, torch_en
 def test_a_hanging_train_step_ends_at_the_timeout_with_nothing_left(tmp_path: Path, torch_env):
     script = tmp_path / "hang.py"
     script.write_text("import time\n\ndef train_step(rank, world_size):\n    time.sleep(3600)\n")
-    r = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "capture", "--model", str(script), "--ranks", "2",
-                        "--backend", "gloo", "--timeout", "8", "--out", str(tmp_path / "cap")], capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "capture",
+            "--model",
+            str(script),
+            "--ranks",
+            "2",
+            "--backend",
+            "gloo",
+            "--timeout",
+            "8",
+            "--out",
+            str(tmp_path / "cap"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2
     last = r.stderr.strip().splitlines()[-1]
     assert "did not finish within --timeout 8 s" in last and "Traceback" not in r.stderr

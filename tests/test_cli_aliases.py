@@ -15,13 +15,18 @@ from chakra_pipe.et import schema, write_trace
 @pytest.fixture
 def trace(tmp_path: Path) -> Path:
     path = tmp_path / "t.et"
-    write_trace(path, schema.GlobalMetadata(version="1.0.0"),
-                [schema.Node(id=1, name="a", type=schema.COMP_NODE, duration_micros=3)])
+    write_trace(
+        path,
+        schema.GlobalMetadata(version="1.0.0"),
+        [schema.Node(id=1, name="a", type=schema.COMP_NODE, duration_micros=3)],
+    )
     return path
 
 
-@pytest.mark.parametrize("flags", [("--input_filename", "--output_filename"), ("--input-filename", "--output-filename"),
-                                   ("--input", "--output")])
+@pytest.mark.parametrize(
+    "flags",
+    [("--input_filename", "--output_filename"), ("--input-filename", "--output-filename"), ("--input", "--output")],
+)
 def test_jsonize_and_dejsonize_take_upstream_flags(trace: Path, tmp_path: Path, flags) -> None:
     out, back = tmp_path / "t.json", tmp_path / "back.et"
     assert cli.main(["jsonize", flags[0], str(trace), flags[1], str(out)]) == 0
@@ -42,8 +47,23 @@ def test_mixed_spellings_and_conflicts(trace: Path, tmp_path: Path, capsys) -> N
 def test_convert_text_takes_upstream_flags(tmp_path: Path) -> None:
     src = tmp_path / "w.txt"
     src.write_text("DATA\n1\nconv1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1024 10\n")
-    assert cli.main(["convert", "text", "--input", str(src), "--output", str(tmp_path / "w"), "--num-npus", "2",
-                     "--num-passes", "1"]) == 0
+    assert (
+        cli.main(
+            [
+                "convert",
+                "text",
+                "--input",
+                str(src),
+                "--output",
+                str(tmp_path / "w"),
+                "--num-npus",
+                "2",
+                "--num-passes",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert sorted(p.name for p in tmp_path.glob("w.*.et")) == ["w.0.et", "w.1.et"]
 
 
@@ -54,6 +74,7 @@ def test_convert_pytorch_accepts_input_and_output_flags() -> None:
 
 
 def test_trace_link_takes_upstream_flags() -> None:
-    args = cli.build_parser().parse_args(["link", "--chakra-host-trace", "h.json", "--chakra-device-trace", "k.json",
-                                          "--output-file", "o.json"])
+    args = cli.build_parser().parse_args(
+        ["link", "--chakra-host-trace", "h.json", "--chakra-device-trace", "k.json", "--output-file", "o.json"]
+    )
     assert (str(args.host), str(args.device), str(args.out)) == ("h.json", "k.json", "o.json")

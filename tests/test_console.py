@@ -14,8 +14,13 @@ from chakra_pipe import console
 
 
 def test_levels_follow_verbose_and_quiet():
-    for args, level in (((0, False), logging.WARNING), ((1, False), logging.INFO), ((2, False), logging.DEBUG),
-                        ((3, False), logging.DEBUG), ((2, True), logging.ERROR)):
+    for args, level in (
+        ((0, False), logging.WARNING),
+        ((1, False), logging.INFO),
+        ((2, False), logging.DEBUG),
+        ((3, False), logging.DEBUG),
+        ((2, True), logging.ERROR),
+    ):
         console.configure(*args)
         assert logging.getLogger("chakra_pipe").level == level
     console.configure(0, False)
@@ -48,7 +53,19 @@ def _run_on_a_terminal(*argv: str) -> str:
 
 @pytest.mark.parametrize("quiet", [False, True])
 def test_generate_llm_shows_progress_on_a_terminal_unless_quiet(tmp_path, quiet):
-    argv = ["generate", "llm", "--model", "llama3-8b", "--layers", "2", "--dp", "16", "--tp", "2",
-            "--out", str(tmp_path / "w")]
+    argv = [
+        "generate",
+        "llm",
+        "--model",
+        "llama3-8b",
+        "--layers",
+        "2",
+        "--dp",
+        "16",
+        "--tp",
+        "2",
+        "--out",
+        str(tmp_path / "w"),
+    ]
     drawn = _run_on_a_terminal(*(["-q"] if quiet else []), *argv)
     assert ("generate llm: 32/32 ranks (100%)" in drawn) != quiet

@@ -17,8 +17,9 @@ def test_convert_text_writes_one_file_per_npu(tmp_path: Path, capsys):
     assert "2 rank file(s)" in capsys.readouterr().out
     for rank in (0, 1):
         _, nodes = read_trace(tmp_path / f"t.{rank}.et")
-        sizes = sorted(a.int64_val for n in nodes if n.type == schema.COMM_COLL_NODE for a in n.attr
-                       if a.name == "comm_size")
+        sizes = sorted(
+            a.int64_val for n in nodes if n.type == schema.COMM_COLL_NODE for a in n.attr if a.name == "comm_size"
+        )
         assert sizes == [400, 800]
 
 

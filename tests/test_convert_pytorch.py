@@ -23,10 +23,14 @@ EMPTY = {"values": [], "shapes": [], "types": []}
 
 
 def _n(nid, name, parent, values=None, types=None, **extra):
-    node = {"id": nid, "name": name, "ctrl_deps": parent,
-            "inputs": {"values": values or [], "shapes": [], "types": types or []},
-            "outputs": dict(EMPTY), "attrs": [{"name": "tid", "type": "uint64", "value": 1},
-                                              {"name": "rf_id", "type": "uint64", "value": nid}]}
+    node = {
+        "id": nid,
+        "name": name,
+        "ctrl_deps": parent,
+        "inputs": {"values": values or [], "shapes": [], "types": types or []},
+        "outputs": dict(EMPTY),
+        "attrs": [{"name": "tid", "type": "uint64", "value": 1}, {"name": "rf_id", "type": "uint64", "value": nid}],
+    }
     node.update(extra)
     return node
 
@@ -35,10 +39,24 @@ def _t(tid, numel, itemsize=4):
     return [tid, tid + 1, 0, numel, itemsize, "cpu"]
 
 
-PG_TABLE = [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cpu:gloo", "ranks": [], "group_size": 4,
-             "group_count": 2},
-            {"pg_name": "1", "pg_desc": "undefined", "backend_config": "cpu:gloo", "ranks": [0, 2], "group_size": 2,
-             "group_count": 2}]
+PG_TABLE = [
+    {
+        "pg_name": "0",
+        "pg_desc": "default_pg",
+        "backend_config": "cpu:gloo",
+        "ranks": [],
+        "group_size": 4,
+        "group_count": 2,
+    },
+    {
+        "pg_name": "1",
+        "pg_desc": "undefined",
+        "backend_config": "cpu:gloo",
+        "ranks": [0, 2],
+        "group_size": 2,
+        "group_count": 2,
+    },
+]
 
 
 def gloo_trace():
@@ -52,26 +70,62 @@ def gloo_trace():
         # all_reduce on the sub-group (label from capture), 1000 floats, blocking.
         # The linker measured 50 us of the label's own time idle while gloo ran (``comm_wait``).
         _n(10, "chakra_pipe.pg:1", 4, exclusive_dur=60, inclusive_dur=70, ts=1030, comm_wait=50),
-        _n(11, "c10d::allreduce_", 10, [[_t(90, 1000)], "<Object>", "<Object>", "<None>", False, -1],
-           ["GenericList[Tensor(float)]", "Object", "Object", "None", "Bool", "Int"],
-           exclusive_dur=5, inclusive_dur=10, ts=1031),
+        _n(
+            11,
+            "c10d::allreduce_",
+            10,
+            [[_t(90, 1000)], "<Object>", "<Object>", "<None>", False, -1],
+            ["GenericList[Tensor(float)]", "Object", "Object", "None", "Bool", "Int"],
+            exclusive_dur=5,
+            inclusive_dur=10,
+            ts=1031,
+        ),
         _n(12, "gloo:all_reduce", 4, [_t(90, 1000)], ["Tensor(float)"], inclusive_dur=50, ts=1040),
         # all_gather into a 4x tensor: comm_size is the per-rank *input* (ASTRA-sim §6.1).
-        _n(20, "c10d::_allgather_base_", 4, [_t(100, 1024), _t(102, 256), "<Object>", False, -1],
-           ["Tensor(float)", "Tensor(float)", "Object", "Bool", "Int"], exclusive_dur=3, inclusive_dur=3, ts=1100),
+        _n(
+            20,
+            "c10d::_allgather_base_",
+            4,
+            [_t(100, 1024), _t(102, 256), "<Object>", False, -1],
+            ["Tensor(float)", "Tensor(float)", "Object", "Bool", "Int"],
+            exclusive_dur=3,
+            inclusive_dur=3,
+            ts=1100,
+        ),
         _n(21, "gloo:all_gather", 20, [_t(102, 256)], ["Tensor(float)"], inclusive_dur=40, ts=1101),
         # reduce_scatter: full input; two gloo ranges (list form) add up.
-        _n(30, "c10d::_reduce_scatter_base_", 4, [_t(110, 64), _t(112, 256), "<Object>", "<Object>", False, -1],
-           ["Tensor(float)", "Tensor(float)", "Object", "Object", "Bool", "Int"], inclusive_dur=2, ts=1200),
+        _n(
+            30,
+            "c10d::_reduce_scatter_base_",
+            4,
+            [_t(110, 64), _t(112, 256), "<Object>", "<Object>", False, -1],
+            ["Tensor(float)", "Tensor(float)", "Object", "Object", "Bool", "Int"],
+            inclusive_dur=2,
+            ts=1200,
+        ),
         _n(31, "gloo:all_reduce", 4, [_t(112, 256)], ["Tensor(float)"], inclusive_dur=7, ts=1201),
         _n(32, "gloo:all_reduce", 4, [_t(112, 256)], ["Tensor(float)"], inclusive_dur=8, ts=1210),
         # send of 64 floats to group-local rank 1 of sub-group [0, 2] = global rank 2, tag 7.
         _n(40, "chakra_pipe.pg:1", 4, exclusive_dur=30, inclusive_dur=31, ts=1300),
-        _n(41, "c10d::send", 40, [[_t(120, 64)], "<Object>", 1, 7],
-           ["GenericList[Tensor(float)]", "Object", "Int", "Int"], inclusive_dur=1, ts=1300),
+        _n(
+            41,
+            "c10d::send",
+            40,
+            [[_t(120, 64)], "<Object>", 1, 7],
+            ["GenericList[Tensor(float)]", "Object", "Int", "Int"],
+            inclusive_dur=1,
+            ts=1300,
+        ),
         _n(42, "gloo:send", 41, [_t(120, 64)], ["Tensor(float)"], inclusive_dur=25, ts=1301),
-        _n(50, "c10d::broadcast_", 4, [[_t(130, 10, 8)], "<Object>", 0, 0, False, -1],
-           ["GenericList[Tensor(long)]", "Object", "Int", "Int", "Bool", "Int"], inclusive_dur=4, ts=1400),
+        _n(
+            50,
+            "c10d::broadcast_",
+            4,
+            [[_t(130, 10, 8)], "<Object>", 0, 0, False, -1],
+            ["GenericList[Tensor(long)]", "Object", "Int", "Int", "Bool", "Int"],
+            inclusive_dur=4,
+            ts=1400,
+        ),
         _n(60, "aten::add_", 4, exclusive_dur=2, inclusive_dur=2, ts=1450),
     ]
     return {"schema": "1.1.1-chakra.0.0.4", "pid": 1, "time": "t", "start_ts": 0, "nodes": nodes, "finish_ts": 1}
@@ -84,8 +138,11 @@ def _convert(obj, rank=0):
 
 def test_gloo_collectives_become_comm_nodes_with_astra_sim_sizes():
     conv, nodes = _convert(gloo_trace())
-    comm = {nid: (n.type, get_attr(n, "comm_type", None), get_attr(n, "comm_size"), get_attr(n, "pg_name"))
-            for nid, n in nodes.items() if n.type in (schema.COMM_COLL_NODE, schema.COMM_SEND_NODE)}
+    comm = {
+        nid: (n.type, get_attr(n, "comm_type", None), get_attr(n, "comm_size"), get_attr(n, "pg_name"))
+        for nid, n in nodes.items()
+        if n.type in (schema.COMM_COLL_NODE, schema.COMM_SEND_NODE)
+    }
     assert comm == {
         11: (schema.COMM_COLL_NODE, schema.ALL_REDUCE, 4000, "1"),
         20: (schema.COMM_COLL_NODE, schema.ALL_GATHER, 1024, "0"),
@@ -124,10 +181,10 @@ def test_p2p_peer_is_mapped_from_group_local_to_global():
 
 def test_gloo_duration_is_the_worker_range_and_the_measured_wait_leaves_the_caller():
     _, nodes = _convert(gloo_trace())
-    assert nodes[11].duration_micros == 50          # gloo:all_reduce, not the 10 us enqueue
-    assert nodes[30].duration_micros == 15          # two gloo ranges of the list form
-    assert nodes[50].duration_micros == 4           # no gloo range: the op's own time
-    assert nodes[10].duration_micros == 60 - 50     # the label's idle while the all_reduce ran
+    assert nodes[11].duration_micros == 50  # gloo:all_reduce, not the 10 us enqueue
+    assert nodes[30].duration_micros == 15  # two gloo ranges of the list form
+    assert nodes[50].duration_micros == 4  # no gloo range: the op's own time
+    assert nodes[10].duration_micros == 60 - 50  # the label's idle while the all_reduce ran
     assert nodes[5].duration_micros == 20 and nodes[5].start_time_micros == 1001
 
 
@@ -145,34 +202,79 @@ def test_implementation_nodes_and_roots_are_folded_and_deps_stay_inside():
 
 def test_nccl_record_param_comms_with_attrs_and_linked_kernel():
     """1.1.0-style NCCL record: the linked kernel carries the comm; host ops stay CPU COMP."""
+
     def a(name, value):
         return {"name": name, "type": "string" if isinstance(value, str) else "uint64", "value": value}
-    rpc = _n(6, "record_param_comms", 5, [[_t(200, 53120)], 1, ["0", "default_pg"], 0, "allreduce", [], [], 0, 1, 2],
-             ts=105)
-    rpc["attrs"] += [a("collective_name", "allreduce"), a("dtype", "Float"), a("in_msg_nelems", 53120),
-                     a("pg_name", "0")]
-    nodes = [_n(1, "[pytorch|profiler|execution_trace|process]", 1),
-             _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
-             _n(5, "c10d::allreduce_", 2, [[_t(200, 53120)], "<Object>", "<Object>", "<None>", False, -1]),
-             rpc, _n(7, "nccl:all_reduce", 6), _n(8, "aten::add_", 2)]
+
+    rpc = _n(
+        6, "record_param_comms", 5, [[_t(200, 53120)], 1, ["0", "default_pg"], 0, "allreduce", [], [], 0, 1, 2], ts=105
+    )
+    rpc["attrs"] += [
+        a("collective_name", "allreduce"),
+        a("dtype", "Float"),
+        a("in_msg_nelems", 53120),
+        a("pg_name", "0"),
+    ]
+    nodes = [
+        _n(1, "[pytorch|profiler|execution_trace|process]", 1),
+        _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        _n(5, "c10d::allreduce_", 2, [[_t(200, 53120)], "<Object>", "<Object>", "<None>", False, -1]),
+        rpc,
+        _n(7, "nccl:all_reduce", 6),
+        _n(8, "aten::add_", 2),
+    ]
     host = {"schema": "1.1.0-chakra.0.0.4", "pid": 9, "nodes": nodes}
 
     def ev(name, rf, ts, dur):
-        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 9, "tid": 1, "ts": ts, "dur": dur,
-                "args": {"Record function id": rf, "External id": rf}}
-    kineto = {"traceEvents": [
-        ev("c10d::allreduce_", 5, 100, 20), ev("record_param_comms", 6, 105, 10), ev("nccl:all_reduce", 7, 106, 8),
-        ev("aten::add_", 8, 130, 5),
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 1, "ts": 107, "dur": 1,
-         "args": {"correlation": 5, "External id": 7}},
-        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "pid": 0, "tid": 20,
-         "ts": 150, "dur": 40, "args": {"correlation": 5, "stream": 20, "device": 0}}]}
+        return {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": name,
+            "pid": 9,
+            "tid": 1,
+            "ts": ts,
+            "dur": dur,
+            "args": {"Record function id": rf, "External id": rf},
+        }
+
+    kineto = {
+        "traceEvents": [
+            ev("c10d::allreduce_", 5, 100, 20),
+            ev("record_param_comms", 6, 105, 10),
+            ev("nccl:all_reduce", 7, 106, 8),
+            ev("aten::add_", 8, 130, 5),
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 9,
+                "tid": 1,
+                "ts": 107,
+                "dur": 1,
+                "args": {"correlation": 5, "External id": 7},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                "pid": 0,
+                "tid": 20,
+                "ts": 150,
+                "dur": 40,
+                "args": {"correlation": 5, "stream": 20, "device": 0},
+            },
+        ]
+    }
     obj, stats = link_traces(parse_host_trace(host, "h"), parse_kineto(kineto, "k"))
     assert stats.attached == 1
     conv, out = _convert(obj)
     kernel = out[9]
-    assert (kernel.type, get_attr(kernel, "comm_type"), get_attr(kernel, "comm_size"), get_attr(kernel, "pg_name")) \
-        == (schema.COMM_COLL_NODE, schema.ALL_REDUCE, 53120 * 4, "0")
+    assert (kernel.type, get_attr(kernel, "comm_type"), get_attr(kernel, "comm_size"), get_attr(kernel, "pg_name")) == (
+        schema.COMM_COLL_NODE,
+        schema.ALL_REDUCE,
+        53120 * 4,
+        "0",
+    )
     assert kernel.duration_micros == 40 and kernel.start_time_micros == 150
     assert list(kernel.data_deps) == [7]  # after its launching op (nccl:all_reduce)
     assert out[5].type == out[6].type == out[7].type == schema.COMP_NODE
@@ -204,12 +306,15 @@ def test_threads_chain_separately_and_a_resuming_thread_waits_for_the_other():
         node = _n(nid, name, 2, ts=ts, inclusive_dur=dur, exclusive_dur=dur)
         node["attrs"][0]["value"] = tid
         return node
-    nodes = [_n(1, "[pytorch|profiler|execution_trace|process]", 1),
-             _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
-             op(3, "aten::sum", 1, 0, 10),            # main thread: the loss
-             op(4, "MulBackward0", 2, 20, 100),       # autograd thread starts after it
-             op(5, "AddmmBackward0", 2, 130, 10),     # 10 us later: same burst, no cross edge
-             op(6, "Optimizer.step", 1, 500, 10)]     # main thread resumes after a 490 us wait
+
+    nodes = [
+        _n(1, "[pytorch|profiler|execution_trace|process]", 1),
+        _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        op(3, "aten::sum", 1, 0, 10),  # main thread: the loss
+        op(4, "MulBackward0", 2, 20, 100),  # autograd thread starts after it
+        op(5, "AddmmBackward0", 2, 130, 10),  # 10 us later: same burst, no cross edge
+        op(6, "Optimizer.step", 1, 500, 10),
+    ]  # main thread resumes after a 490 us wait
     _, out = _convert({"schema": "1.1.1-chakra.0.0.4", "nodes": nodes})
     assert [list(out[i].data_deps) for i in (3, 4, 5, 6)] == [[], [3], [4], [3, 5]]
 
@@ -217,11 +322,13 @@ def test_threads_chain_separately_and_a_resuming_thread_waits_for_the_other():
 def test_gpu_wait_edges_that_would_close_a_cycle_are_dropped():
     # Inconsistent clocks: op 4 runs after op 3 in call order but carries an earlier timestamp,
     # so "3 waits for the kernel op 4 launched" would close the cycle 3 -> 9 -> 4 -> 3.
-    nodes = [_n(1, "[pytorch|profiler|execution_trace|process]", 1),
-             _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
-             _n(3, "aten::item", 2, ts=100, exclusive_dur=1, inclusive_dur=1, sync_dep=[9]),
-             _n(4, "aten::mm", 2, ts=50, exclusive_dur=1, inclusive_dur=1),
-             _n(9, "gemm", 4, ts=60, inclusive_dur=5, cat="kernel", stream=7, args={"device": 0})]
+    nodes = [
+        _n(1, "[pytorch|profiler|execution_trace|process]", 1),
+        _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        _n(3, "aten::item", 2, ts=100, exclusive_dur=1, inclusive_dur=1, sync_dep=[9]),
+        _n(4, "aten::mm", 2, ts=50, exclusive_dur=1, inclusive_dur=1),
+        _n(9, "gemm", 4, ts=60, inclusive_dur=5, cat="kernel", stream=7, args={"device": 0}),
+    ]
     conv, out = _convert({"schema": "1.1.1-chakra.0.0.4", "nodes": nodes})
     assert conv.sync_dropped == 1
     assert list(out[3].data_deps) == [] and list(out[4].data_deps) == [3] and list(out[9].data_deps) == [4]
@@ -230,10 +337,13 @@ def test_gpu_wait_edges_that_would_close_a_cycle_are_dropped():
 
 def test_send_recv_matching_across_ranks():
     def p2p(kind, peer):
-        nodes = [_n(1, "[pytorch|profiler|execution_trace|process]", 1),
-                 _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
-                 _n(3, f"c10d::{kind}", 2, [[_t(5, 16)], "<Object>", peer, 3], inclusive_dur=1)]
+        nodes = [
+            _n(1, "[pytorch|profiler|execution_trace|process]", 1),
+            _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
+            _n(3, f"c10d::{kind}", 2, [[_t(5, 16)], "<Object>", peer, 3], inclusive_dur=1),
+        ]
         return {"schema": "1.1.1-chakra.0.0.4", "nodes": nodes}
+
     r0, _ = _convert(p2p("send", 1), rank=0)
     r1, _ = _convert(p2p("recv_", 0), rank=1)
     assert p2p_problems([r0.nodes, r1.nodes]) == []
@@ -255,8 +365,9 @@ def test_chakra_fixture_102_converts_and_validates(fixtures_dir: Path, tmp_path:
     comm = [n for n in nodes if n.type == schema.COMM_COLL_NODE]
     # 10 record_param_comms all_gather records (the 10 waits stay COMP), 1-float tensor each.
     assert len(comm) == 10
-    assert {(get_attr(n, "comm_type"), get_attr(n, "comm_size"), get_attr(n, "pg_name")) for n in comm} == \
-        {(schema.ALL_GATHER, 4, "0")}
+    assert {(get_attr(n, "comm_type"), get_attr(n, "comm_size"), get_attr(n, "pg_name")) for n in comm} == {
+        (schema.ALL_GATHER, 4, "0")
+    }
     assert summary.counts[schema.METADATA_NODE] == 1
     assert rank_problems(nodes) == []
     assert _validate(str(tmp_path / "c102")).errors == 0
@@ -302,7 +413,10 @@ def test_bad_inputs_fail_with_one_line(tmp_path: Path):
     with pytest.raises(InputError, match="trace is rank 1"):
         convert_file(src, tmp_path / "x.0.et")
     src.write_text("[1, 2")
-    r = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "convert", "pytorch", str(src),
-                        "--out", str(tmp_path / "y.0.et")], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "chakra_pipe.cli", "convert", "pytorch", str(src), "--out", str(tmp_path / "y.0.et")],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "invalid JSON" in r.stderr
     assert not (tmp_path / "y.0.et").exists()

@@ -17,10 +17,22 @@ from chakra_pipe.link.hostet import parse_host_trace
 from chakra_pipe.link.kineto import parse_kineto
 from chakra_pipe.link.linker import link_traces
 
-JUNK = [None, "x", -5, 3.5, [], {}, [[1]], [1, 2, 3, 4, 5, 6], True, {"values": 1}, 10**30,
-        float("nan"), float("inf")]
-NODE_KEYS = ["id", "name", "ctrl_deps", "inputs", "outputs", "attrs", "ts", "inclusive_dur", "exclusive_dur",
-             "sync_dep", "cat", "stream", "args"]
+JUNK = [None, "x", -5, 3.5, [], {}, [[1]], [1, 2, 3, 4, 5, 6], True, {"values": 1}, 10**30, float("nan"), float("inf")]
+NODE_KEYS = [
+    "id",
+    "name",
+    "ctrl_deps",
+    "inputs",
+    "outputs",
+    "attrs",
+    "ts",
+    "inclusive_dur",
+    "exclusive_dur",
+    "sync_dep",
+    "cat",
+    "stream",
+    "args",
+]
 EVENT_KEYS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args"]
 
 
@@ -70,5 +82,6 @@ def test_mutated_kineto_traces_link_or_fail_cleanly(seed: int):
         def build():
             obj, _ = link_traces(parse_host_trace(host_obj(), "h.json"), parse_kineto(k, "k.json"))  # noqa: B023
             return convert_trace(parse_host_trace(obj, "linked.json"), 0)
+
         outcomes.append(_convert_or_refuse(build))
     assert any(outcomes) and not all(outcomes)

@@ -26,8 +26,9 @@ INFINITE_GBPS = 1e9
 
 def _hw(npus: int, bandwidth: float, latency: float = 0.0) -> HardwareConfig:
     system = SystemConfig.from_file(DATA / "system_ring.json")
-    network = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [npus], "bandwidth": [bandwidth],
-                                       "latency": [latency]})
+    network = NetworkConfig.from_dict(
+        {"topology": ["Ring"], "npus_count": [npus], "bandwidth": [bandwidth], "latency": [latency]}
+    )
     return HardwareConfig(system=system, network=network)
 
 
@@ -35,40 +36,71 @@ def _node(nid, name, parent, rf=None, tid=1, values=None, types=None):
     attrs = [{"name": "tid", "type": "uint64", "value": tid}]
     if rf is not None:
         attrs.append({"name": "rf_id", "type": "uint64", "value": rf})
-    return {"id": nid, "name": name, "ctrl_deps": parent,
-            "inputs": {"values": values or [], "shapes": [], "types": types or []},
-            "outputs": {"values": [], "shapes": [], "types": []}, "attrs": attrs}
+    return {
+        "id": nid,
+        "name": name,
+        "ctrl_deps": parent,
+        "inputs": {"values": values or [], "shapes": [], "types": types or []},
+        "outputs": {"values": [], "shapes": [], "types": []},
+        "attrs": attrs,
+    }
 
 
 def _tensor(tid, numel):
     return [tid, tid + 1, 0, numel, 4, "cpu"]
 
 
-ALLREDUCE_IN = ([[_tensor(90, 1000)], "<Object>", "<Object>", "<None>", True, -1],
-                ["GenericList[Tensor(float)]", "Object", "Object", "None", "Bool", "Int"])
-ALLTOALL_IN = ([_tensor(100, 256), _tensor(102, 256), "<Object>", [], [], False, -1],
-               ["Tensor(float)", "Tensor(float)", "Object", "GenericList[Int]", "GenericList[Int]", "Bool", "Int"])
+ALLREDUCE_IN = (
+    [[_tensor(90, 1000)], "<Object>", "<Object>", "<None>", True, -1],
+    ["GenericList[Tensor(float)]", "Object", "Object", "None", "Bool", "Int"],
+)
+ALLTOALL_IN = (
+    [_tensor(100, 256), _tensor(102, 256), "<Object>", [], [], False, -1],
+    ["Tensor(float)", "Tensor(float)", "Object", "GenericList[Int]", "GenericList[Int]", "Bool", "Int"],
+)
 
 
 def ddp_pair():
     """One DDP step in miniature: the main thread issues an async all-reduce, then sits idle in
     ``ProfilerStep`` (DDP's finalize) while ``gloo:all_reduce`` runs on a worker thread."""
-    host = {"schema": "1.1.1-chakra.0.0.4", "pid": PID, "time": "2024-01-01 00:00:00", "start_ts": 1,
-            "finish_ts": 2, "nodes": [
-                _node(1, "[pytorch|profiler|execution_trace|process]", 1),
-                _node(2, "[pytorch|profiler|execution_trace|thread]", 1),
-                _node(3, "ProfilerStep#1", 2, rf=2), _node(4, "aten::mm", 3, rf=3),
-                _node(5, "c10d::allreduce_", 3, rf=4, values=ALLREDUCE_IN[0], types=ALLREDUCE_IN[1]),
-                _node(6, "gloo:all_reduce", 3, rf=5), _node(7, "aten::add_", 3, rf=6)]}
+    host = {
+        "schema": "1.1.1-chakra.0.0.4",
+        "pid": PID,
+        "time": "2024-01-01 00:00:00",
+        "start_ts": 1,
+        "finish_ts": 2,
+        "nodes": [
+            _node(1, "[pytorch|profiler|execution_trace|process]", 1),
+            _node(2, "[pytorch|profiler|execution_trace|thread]", 1),
+            _node(3, "ProfilerStep#1", 2, rf=2),
+            _node(4, "aten::mm", 3, rf=3),
+            _node(5, "c10d::allreduce_", 3, rf=4, values=ALLREDUCE_IN[0], types=ALLREDUCE_IN[1]),
+            _node(6, "gloo:all_reduce", 3, rf=5),
+            _node(7, "aten::add_", 3, rf=6),
+        ],
+    }
 
     def ev(name, ts, dur, rf, tid=1, cat="cpu_op"):
-        return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur,
-                "args": {"Record function id": rf, "External id": rf}}
+        return {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": PID,
+            "tid": tid,
+            "ts": ts,
+            "dur": dur,
+            "args": {"Record function id": rf, "External id": rf},
+        }
 
-    kineto = {"traceEvents": [ev("ProfilerStep#1", 1000, 1000, 2, cat="user_annotation"),
-                              ev("aten::mm", 1000, 300, 3), ev("c10d::allreduce_", 1300, 20, 4),
-                              ev("gloo:all_reduce", 1320, 480, 5, tid=2, cat="user_annotation"),
-                              ev("aten::add_", 1900, 100, 6)]}
+    kineto = {
+        "traceEvents": [
+            ev("ProfilerStep#1", 1000, 1000, 2, cat="user_annotation"),
+            ev("aten::mm", 1000, 300, 3),
+            ev("c10d::allreduce_", 1300, 20, 4),
+            ev("gloo:all_reduce", 1320, 480, 5, tid=2, cat="user_annotation"),
+            ev("aten::add_", 1900, 100, 6),
+        ]
+    }
     return host, kineto
 
 
@@ -85,8 +117,10 @@ def test_async_wait_is_measured_and_taken_out_of_the_enclosing_op(tmp_path):
     # ProfilerStep's own time is 1000 - 300 - 20 - 100 = 580 us, of which 480 overlap the worker's
     # gloo range; the 20 us inside c10d::allreduce_ are in the call.
     assert (stats.comm_idle_us, stats.comm_call_us, stats.comm_wait_us) == (480.0, 20.0, 500.0)
-    assert "communication wait 0.500 ms (0.480 ms idle while a collective ran, 0.020 ms in collective calls)" \
+    assert (
+        "communication wait 0.500 ms (0.480 ms idle while a collective ran, 0.020 ms in collective calls)"
         in stats.line()
+    )
     _, nodes = read_trace(tmp_path / "ddp.0.et")
     by_name = {n.name: n for n in nodes}
     assert by_name["ProfilerStep#1"].duration_micros == 580 - 480
@@ -106,6 +140,7 @@ def test_infinite_network_gives_measured_minus_wait_and_bandwidth_now_matters(tm
 
 
 # --- real captures (torch) -------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def torch_env():
@@ -128,8 +163,23 @@ def _measured_step_us(kineto_path: Path) -> float:
 @pytest.mark.parametrize("model", ["resnet-tiny", "gpt-tiny"])
 def test_ddp_capture_wait_is_reported_and_network_sweeps_see_it(model, tmp_path, torch_env):
     cap = _capture(model, 2, tmp_path / "cap")
-    r = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "convert", "pytorch", "--ranks-dir", str(cap),
-                        "--out", str(tmp_path / "set" / model)], capture_output=True, text=True, timeout=300, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "convert",
+            "pytorch",
+            "--ranks-dir",
+            str(cap),
+            "--out",
+            str(tmp_path / "set" / model),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     from chakra_pipe.convert.rankset import convert_capture
 
@@ -164,14 +214,21 @@ def test_one_rank_capture_converts_validates_and_simulates(tmp_path, torch_env):
 
 
 def test_single_npu_network_is_accepted_but_not_a_degenerate_dimension():
-    assert NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [1], "bandwidth": [1.0],
-                                    "latency": [0]}).npus == 1
-    assert NetworkConfig.from_dict({"topology": ["Ring", "Switch"], "npus_count": [1, 1], "bandwidth": [1.0, 1.0],
-                                    "latency": [0, 0]}).npus == 1
+    assert (
+        NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [1], "bandwidth": [1.0], "latency": [0]}).npus == 1
+    )
+    assert (
+        NetworkConfig.from_dict(
+            {"topology": ["Ring", "Switch"], "npus_count": [1, 1], "bandwidth": [1.0, 1.0], "latency": [0, 0]}
+        ).npus
+        == 1
+    )
     from chakra_pipe.errors import ConfigError
+
     with pytest.raises(ConfigError, match="npus_count"):
-        NetworkConfig.from_dict({"topology": ["Ring", "Switch"], "npus_count": [1, 4], "bandwidth": [1.0, 1.0],
-                                 "latency": [0, 0]})
+        NetworkConfig.from_dict(
+            {"topology": ["Ring", "Switch"], "npus_count": [1, 4], "bandwidth": [1.0, 1.0], "latency": [0, 0]}
+        )
 
 
 def test_one_rank_simulation_via_cli(tmp_path):
@@ -180,31 +237,51 @@ def test_one_rank_simulation_via_cli(tmp_path):
     write_rank_set(str(tmp_path / "one"), [convert_trace(parse_host_trace(obj, "l.json"), 0)])
     net = tmp_path / "net.yml"
     net.write_text("topology: [ Switch ]\nnpus_count: [ 1 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
-    r = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "simulate",
-                        f"--workload-configuration={tmp_path / 'one'}",
-                        f"--system-configuration={DATA / 'system_ring.json'}", f"--network-configuration={net}"],
-                       capture_output=True, text=True, timeout=120, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "simulate",
+            f"--workload-configuration={tmp_path / 'one'}",
+            f"--system-configuration={DATA / 'system_ring.json'}",
+            f"--network-configuration={net}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("sys[0] finished, ")
 
 
 # --- host-only traces with several threads -----------------------------------------------------
 
+
 def two_thread_host_trace():
     """No Kineto: ids (assigned at op entry) are the only record of order. The main thread runs two
     forward all-to-alls, then the autograd thread a backward all-reduce; nothing but the ids says
     the autograd thread started after the second all-to-all (PARAM's DLRM: 727, 1068, …, 1246)."""
-    nodes = [_node(1, "[pytorch|profiler|execution_trace|process]", 1),
-             _node(2, "[pytorch|profiler|execution_trace|thread]", 1),
-             _node(3, "[pytorch|profiler|execution_trace|thread]", 1, tid=2),
-             _node(10, "aten::mm", 2),
-             _node(11, "c10d::alltoall_base_", 2, values=ALLTOALL_IN[0], types=ALLTOALL_IN[1]),
-             _node(12, "aten::add_", 2),
-             _node(13, "c10d::alltoall_base_", 2, values=ALLTOALL_IN[0], types=ALLTOALL_IN[1]),
-             _node(20, "autograd::engine::evaluate_function: MmBackward0", 3, tid=2),
-             _node(21, "c10d::allreduce_", 20, tid=2, values=ALLREDUCE_IN[0], types=ALLREDUCE_IN[1])]
-    return {"schema": "1.1.1-chakra.0.0.4", "pid": PID, "time": "2024-01-01 00:00:00", "start_ts": 1,
-            "finish_ts": 2, "nodes": nodes}
+    nodes = [
+        _node(1, "[pytorch|profiler|execution_trace|process]", 1),
+        _node(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        _node(3, "[pytorch|profiler|execution_trace|thread]", 1, tid=2),
+        _node(10, "aten::mm", 2),
+        _node(11, "c10d::alltoall_base_", 2, values=ALLTOALL_IN[0], types=ALLTOALL_IN[1]),
+        _node(12, "aten::add_", 2),
+        _node(13, "c10d::alltoall_base_", 2, values=ALLTOALL_IN[0], types=ALLTOALL_IN[1]),
+        _node(20, "autograd::engine::evaluate_function: MmBackward0", 3, tid=2),
+        _node(21, "c10d::allreduce_", 20, tid=2, values=ALLREDUCE_IN[0], types=ALLREDUCE_IN[1]),
+    ]
+    return {
+        "schema": "1.1.1-chakra.0.0.4",
+        "pid": PID,
+        "time": "2024-01-01 00:00:00",
+        "start_ts": 1,
+        "finish_ts": 2,
+        "nodes": nodes,
+    }
 
 
 def test_host_only_threads_issue_collectives_in_entry_order(tmp_path):
@@ -263,7 +340,7 @@ def test_uint64_comm_size_is_read_at_face_value_and_validate_warns(tmp_path, kin
         write_trace(f"{prefix}.{rank}.et", schema.GlobalMetadata(version="0.0.4"), [node])
     result = simulate(TraceSet.load(prefix), _hw(2, 1.0, 500.0))
     assert [c.bytes for c in result.collectives] == [1 << 20] * 2
-    assert max(result.finish_ns) > (1 << 20) / 2 ** 30 * 1e9 / 2  # ring all-reduce sends ~size bytes at 1 GiB/s
+    assert max(result.finish_ns) > (1 << 20) / 2**30 * 1e9 / 2  # ring all-reduce sends ~size bytes at 1 GiB/s
     warnings = [f for f in validate_set(prefix).findings if f.rule == "attr-kind"]
     assert bool(warnings) == (kind == "uint64_val")
     if warnings:
@@ -277,10 +354,19 @@ def test_comm_wait_counts_annotation_gaps_under_the_union_of_worker_ranges():
     def ev(i, name, ts, dur, tid, cat="user_annotation"):
         return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": {}}
 
-    k = parse_kineto({"traceEvents": [
-        ev(0, "ProfilerStep#1", 0, 1000, 1), ev(1, "label", 100, 300, 1), ev(2, "aten::mm", 150, 50, 1, "cpu_op"),
-        ev(3, "c10d::allreduce_", 700, 50, 1, "cpu_op"),
-        ev(4, "gloo:all_reduce", 120, 180, 2), ev(5, "gloo:all_reduce", 250, 350, 3)]}, "k.json")
+    k = parse_kineto(
+        {
+            "traceEvents": [
+                ev(0, "ProfilerStep#1", 0, 1000, 1),
+                ev(1, "label", 100, 300, 1),
+                ev(2, "aten::mm", 150, 50, 1, "cpu_op"),
+                ev(3, "c10d::allreduce_", 700, 50, 1, "cpu_op"),
+                ev(4, "gloo:all_reduce", 120, 180, 2),
+                ev(5, "gloo:all_reduce", 250, 350, 3),
+            ]
+        },
+        "k.json",
+    )
     wait = measure(k.cpu)
     # Worker ranges [120, 300] and [250, 600] overlap: their union [120, 600] counts once.
     # ProfilerStep's own time [0, 100] + [400, 700] + [750, 1000] meets it on [400, 600]: 200 us.

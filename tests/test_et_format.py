@@ -14,26 +14,38 @@ from chakra_pipe.et.framing import encode_varint, iter_nodes
 
 # Field numbers and types from the published Chakra schema (chakra-format.md §1).
 NODE_FIELDS = {
-    "id": (1, "uint64"), "name": (2, "string"), "type": (3, "enum"), "ctrl_deps": (4, "uint64"),
-    "data_deps": (5, "uint64"), "start_time_micros": (6, "uint64"), "duration_micros": (7, "uint64"),
-    "inputs": (8, "message"), "outputs": (9, "message"), "attr": (10, "message"),
+    "id": (1, "uint64"),
+    "name": (2, "string"),
+    "type": (3, "enum"),
+    "ctrl_deps": (4, "uint64"),
+    "data_deps": (5, "uint64"),
+    "start_time_micros": (6, "uint64"),
+    "duration_micros": (7, "uint64"),
+    "inputs": (8, "message"),
+    "outputs": (9, "message"),
+    "attr": (10, "message"),
 }
 _TYPE_NAMES = {4: "uint64", 9: "string", 14: "enum", 11: "message"}
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "chakra_pipe.cli", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-m", "chakra_pipe.cli", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_schema_matches_published_field_numbers():
     fields = {f.name: (f.number, _TYPE_NAMES[f.type]) for f in schema.Node.DESCRIPTOR.fields}
     assert fields == NODE_FIELDS
-    assert [f.name for f in schema.Node.DESCRIPTOR.fields if f.is_repeated] == [
-        "ctrl_deps", "data_deps", "attr"]
+    assert [f.name for f in schema.Node.DESCRIPTOR.fields if f.is_repeated] == ["ctrl_deps", "data_deps", "attr"]
     assert {v.name: v.number for v in schema.NodeType.values} == {
-        "INVALID_NODE": 0, "METADATA_NODE": 1, "MEM_LOAD_NODE": 2, "MEM_STORE_NODE": 3, "COMP_NODE": 4,
-        "COMM_SEND_NODE": 5, "COMM_RECV_NODE": 6, "COMM_COLL_NODE": 7}
+        "INVALID_NODE": 0,
+        "METADATA_NODE": 1,
+        "MEM_LOAD_NODE": 2,
+        "MEM_STORE_NODE": 3,
+        "COMP_NODE": 4,
+        "COMM_SEND_NODE": 5,
+        "COMM_RECV_NODE": 6,
+        "COMM_COLL_NODE": 7,
+    }
     assert [v.number for v in schema.CollectiveCommType.values] == list(range(10))
     oneof = schema.AttributeProto.DESCRIPTOR.oneofs_by_name["value"].fields
     assert [f.number for f in oneof] == list(range(3, 33))
@@ -50,10 +62,16 @@ def test_worked_byte_example_from_spec():
     attrs.set_attr(node, "comm_size", 1_048_576)
     md = schema.GlobalMetadata(version="0.0.4")
     expected = bytes.fromhex(
-        "07" "0a05" + b"0.0.4".hex() + "48" "1214" + b"all_reduce_8npus_1MB".hex() + "1807"
-        "520e" "0a09" + b"is_cpu_op".hex() + "d80100"
-        "520d" "0a09" + b"comm_type".hex() + "4800"
-        "520f" "0a09" + b"comm_size".hex() + "48808040")
+        "07"
+        "0a05" + b"0.0.4".hex() + "48"
+        "1214" + b"all_reduce_8npus_1MB".hex() + "1807"
+        "520e"
+        "0a09" + b"is_cpu_op".hex() + "d80100"
+        "520d"
+        "0a09" + b"comm_type".hex() + "4800"
+        "520f"
+        "0a09" + b"comm_size".hex() + "48808040"
+    )
     data = encode_varint(len(md.SerializeToString())) + md.SerializeToString()
     data += encode_varint(len(node.SerializeToString())) + node.SerializeToString()
     assert data == expected and len(data) == 81
@@ -61,15 +79,33 @@ def test_worked_byte_example_from_spec():
 
 def test_canonical_kinds_written_and_lenient_read():
     node = schema.Node(id=1)
-    for name, value in [("is_cpu_op", True), ("num_ops", 10), ("tensor_size", 5), ("comm_type", 7),
-                        ("comm_size", 9), ("comm_src", 1), ("comm_dst", 2), ("comm_tag", 3),
-                        ("comm_priority", 4), ("pg_name", "g"), ("involved_dim", [True, False])]:
+    for name, value in [
+        ("is_cpu_op", True),
+        ("num_ops", 10),
+        ("tensor_size", 5),
+        ("comm_type", 7),
+        ("comm_size", 9),
+        ("comm_src", 1),
+        ("comm_dst", 2),
+        ("comm_tag", 3),
+        ("comm_priority", 4),
+        ("pg_name", "g"),
+        ("involved_dim", [True, False]),
+    ]:
         attrs.set_attr(node, name, value)
     assert {a.name: a.WhichOneof("value") for a in node.attr} == {
-        "is_cpu_op": "bool_val", "num_ops": "int64_val", "tensor_size": "uint64_val",
-        "comm_type": "int64_val", "comm_size": "int64_val", "comm_src": "int32_val",
-        "comm_dst": "int32_val", "comm_tag": "int32_val", "comm_priority": "int32_val",
-        "pg_name": "string_val", "involved_dim": "bool_list"}
+        "is_cpu_op": "bool_val",
+        "num_ops": "int64_val",
+        "tensor_size": "uint64_val",
+        "comm_type": "int64_val",
+        "comm_size": "int64_val",
+        "comm_src": "int32_val",
+        "comm_dst": "int32_val",
+        "comm_tag": "int32_val",
+        "comm_priority": "int32_val",
+        "pg_name": "string_val",
+        "involved_dim": "bool_list",
+    }
     skewed = schema.Node(id=2)
     attrs.set_attr(skewed, "comm_size", 4096, kind="uint64_val")  # astra-sim #224: written as uint64
     attrs.set_attr(skewed, "comm_src", -3, kind="sint32_val")
@@ -104,7 +140,10 @@ def test_jsonize_dejsonize_cli_byte_identical(fixtures_dir, tmp_path):
 
     doc = json.loads((tmp_path / "t.json").read_text())
     assert len(doc["nodes"]) == 3664 and doc["metadata"]["attr"][0] == {
-        "name": "schema", "kind": "string_val", "value": "1.0.1"}
+        "name": "schema",
+        "kind": "string_val",
+        "value": "1.0.1",
+    }
     node0 = doc["nodes"][0]
     assert node0["id"] == 216 and node0["type"] == "COMP_NODE" and node0["inputs"] is not None
     r = run_cli("dejsonize", str(tmp_path / "t.json"), str(tmp_path / "back.et"))
@@ -117,9 +156,23 @@ def test_json_round_trip_of_every_attribute_kind(tmp_path):
 
     node = schema.Node(id=7, name="all kinds", type=schema.METADATA_NODE)
     node.inputs.SetInParent()  # set but empty: must survive as "42 00"
-    values = {"double": 1.5, "float": 0.25, "int32": -5, "int64": -(2**40), "uint32": 2**31, "uint64": 2**63,
-              "sint32": -7, "sint64": -(2**50), "fixed32": 9, "fixed64": 2**60, "sfixed32": -9,
-              "sfixed64": -(2**60), "bool": False, "string": "ünï", "bytes": b"\x00\xff"}
+    values = {
+        "double": 1.5,
+        "float": 0.25,
+        "int32": -5,
+        "int64": -(2**40),
+        "uint32": 2**31,
+        "uint64": 2**63,
+        "sint32": -7,
+        "sint64": -(2**50),
+        "fixed32": 9,
+        "fixed64": 2**60,
+        "sfixed32": -9,
+        "sfixed64": -(2**60),
+        "bool": False,
+        "string": "ünï",
+        "bytes": b"\x00\xff",
+    }
     for kind, v in values.items():
         attrs.set_attr(node, kind, v, kind=f"{kind}_val")
         attrs.set_attr(node, kind + "_list", [v, v] if kind != "bool" else [True, False], kind=f"{kind}_list")
@@ -155,8 +208,9 @@ def _node_bytes(**kw) -> bytes:
     return encode_varint(len(data)) + data
 
 
-GOOD = (encode_varint(7) + schema.GlobalMetadata(version="0.0.4").SerializeToString()
-        + _node_bytes(id=1, name="a", type=4))
+GOOD = (
+    encode_varint(7) + schema.GlobalMetadata(version="0.0.4").SerializeToString() + _node_bytes(id=1, name="a", type=4)
+)
 
 CORRUPT = {
     "truncated message": (GOOD[:-3], "exceeds"),
@@ -164,8 +218,10 @@ CORRUPT = {
     "length prefix larger than the file": (GOOD + encode_varint(10_000) + b"\x08\x01", "record length 10000"),
     "message that does not parse": (GOOD + b"\x03\x0a\x05\x41", "does not parse"),
     "non-trace file": (b'{"schema": "1.0.1", "nodes": []}', "not a Chakra trace"),
-    "non-trace file, long": (b'{"schema": "1.0.1", "pid": 1, "nodes": [' + b'{"id": 1}, ' * 20 + b"]}",
-                             "not a Chakra trace"),
+    "non-trace file, long": (
+        b'{"schema": "1.0.1", "pid": 1, "nodes": [' + b'{"id": 1}, ' * 20 + b"]}",
+        "not a Chakra trace",
+    ),
     "zero-length node message": (GOOD + b"\x00" + _node_bytes(id=2, type=4), "zero-length node record"),
     "truncated length prefix": (GOOD + b"\x80", "truncated length prefix"),
 }
@@ -203,8 +259,9 @@ def test_missing_file_is_input_error(tmp_path):
 
 
 def test_dejsonize_bad_json_names_location(tmp_path):
-    (tmp_path / "bad.json").write_text('{"metadata": {}, "nodes": [{"id": 1, "attr": '
-                                       '[{"name": "x", "kind": "int64_val", "value": "q"}]}]}')
+    (tmp_path / "bad.json").write_text(
+        '{"metadata": {}, "nodes": [{"id": 1, "attr": [{"name": "x", "kind": "int64_val", "value": "q"}]}]}'
+    )
     r = run_cli("dejsonize", str(tmp_path / "bad.json"), str(tmp_path / "o.et"))
     assert r.returncode == 2 and "nodes[0].attr[0].value" in r.stderr
     (tmp_path / "bad2.json").write_text("{not json")

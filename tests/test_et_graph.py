@@ -25,13 +25,17 @@ def frame_all(md, node_payloads: list[bytes]) -> bytes:
 
 def expected_columns(nodes):
     return {
-        "ids": [n.id for n in nodes], "types": [n.type for n in nodes],
-        "dur": [n.duration_micros for n in nodes], "start": [n.start_time_micros for n in nodes],
+        "ids": [n.id for n in nodes],
+        "types": [n.type for n in nodes],
+        "dur": [n.duration_micros for n in nodes],
+        "start": [n.start_time_micros for n in nodes],
         "names": [n.name for n in nodes],
-        "data": [list(n.data_deps) for n in nodes], "ctrl": [list(n.ctrl_deps) for n in nodes],
+        "data": [list(n.data_deps) for n in nodes],
+        "ctrl": [list(n.ctrl_deps) for n in nodes],
         **{a: [attrs.get_int(n, a, 0) if _int_kind(n, a) else 0 for n in nodes] for a in INT_ATTRS},
-        "pg": {i: attrs.get_attr(n, "pg_name") for i, n in enumerate(nodes)
-               if _last_kind(n, "pg_name") == "string_val"},
+        "pg": {
+            i: attrs.get_attr(n, "pg_name") for i, n in enumerate(nodes) if _last_kind(n, "pg_name") == "string_val"
+        },
     }
 
 
@@ -105,12 +109,18 @@ def test_rank_set_gaps_and_bad_comm_groups(tmp_path):
 
 # -- property: random nodes, any attribute kind, serialized canonically -------------------------
 _KIND_VALUES = {
-    "bool_val": st.booleans(), "int64_val": st.integers(-(2**63), 2**63 - 1),
-    "int32_val": st.integers(-(2**31), 2**31 - 1), "uint32_val": st.integers(0, 2**32 - 1),
-    "uint64_val": st.integers(0, 2**63 - 1), "sint32_val": st.integers(-(2**31), 2**31 - 1),
-    "sint64_val": st.integers(-(2**63), 2**63 - 1), "fixed32_val": st.integers(0, 2**32 - 1),
-    "fixed64_val": st.integers(0, 2**63 - 1), "sfixed32_val": st.integers(-(2**31), 2**31 - 1),
-    "sfixed64_val": st.integers(-(2**63), 2**63 - 1), "double_val": st.floats(allow_nan=False),
+    "bool_val": st.booleans(),
+    "int64_val": st.integers(-(2**63), 2**63 - 1),
+    "int32_val": st.integers(-(2**31), 2**31 - 1),
+    "uint32_val": st.integers(0, 2**32 - 1),
+    "uint64_val": st.integers(0, 2**63 - 1),
+    "sint32_val": st.integers(-(2**31), 2**31 - 1),
+    "sint64_val": st.integers(-(2**63), 2**63 - 1),
+    "fixed32_val": st.integers(0, 2**32 - 1),
+    "fixed64_val": st.integers(0, 2**63 - 1),
+    "sfixed32_val": st.integers(-(2**31), 2**31 - 1),
+    "sfixed64_val": st.integers(-(2**63), 2**63 - 1),
+    "double_val": st.floats(allow_nan=False),
     "string_val": st.text(max_size=5),
 }
 _NAMES = list(INT_ATTRS) + ["pg_name", "involved_dim", "rf_id", "x" * 20, "tid"]
@@ -122,9 +132,13 @@ def nodes_strategy(draw):
     ids = draw(st.lists(st.integers(0, 2**64 - 1), min_size=n, max_size=n))
     nodes = []
     for i in range(n):
-        node = schema.Node(id=ids[i], name=draw(st.text(max_size=8)), type=draw(st.integers(0, 7)),
-                           duration_micros=draw(st.integers(0, 2**64 - 1)),
-                           start_time_micros=draw(st.integers(0, 2**40)))
+        node = schema.Node(
+            id=ids[i],
+            name=draw(st.text(max_size=8)),
+            type=draw(st.integers(0, 7)),
+            duration_micros=draw(st.integers(0, 2**64 - 1)),
+            start_time_micros=draw(st.integers(0, 2**40)),
+        )
         node.data_deps.extend(draw(st.lists(st.integers(0, 2**64 - 1), max_size=6)))
         node.ctrl_deps.extend(draw(st.lists(st.integers(0, 300), max_size=3)))
         if draw(st.booleans()):
@@ -153,13 +167,30 @@ def test_compact_graph_equals_protobuf_reading(nodes):
 def test_non_canonical_layouts_fall_back_exactly():
     """Hand-made wire layouts no Chakra writer emits but protobuf accepts: out-of-order fields,
     unpacked repeats, a repeated scalar (last wins), an attribute with fields reversed."""
+
     def tag(f, wt):
         return encode_varint(f << 3 | wt)
 
     attr = tag(9, 0) + encode_varint(42) + tag(1, 2) + encode_varint(9) + b"comm_size"
-    odd = (tag(3, 0) + b"\x07" + tag(1, 0) + b"\x05" + tag(5, 0) + b"\x01" + tag(5, 0) + b"\x02"
-           + tag(7, 0) + b"\x03" + tag(7, 0) + b"\x09" + tag(10, 2) + encode_varint(len(attr)) + attr
-           + tag(2, 2) + b"\x01z")
+    odd = (
+        tag(3, 0)
+        + b"\x07"
+        + tag(1, 0)
+        + b"\x05"
+        + tag(5, 0)
+        + b"\x01"
+        + tag(5, 0)
+        + b"\x02"
+        + tag(7, 0)
+        + b"\x03"
+        + tag(7, 0)
+        + b"\x09"
+        + tag(10, 2)
+        + encode_varint(len(attr))
+        + attr
+        + tag(2, 2)
+        + b"\x01z"
+    )
     md = schema.GlobalMetadata()
     normal = schema.Node(id=1, type=4, duration_micros=4)
     data = frame_all(md, [normal.SerializeToString(), odd])

@@ -22,8 +22,23 @@ def test_byte_identical_to_astra_sim_fixtures(fixtures_dir, tmp_path, coll, npus
     folder = fixtures_dir / MICRO / coll / f"{npus}npus_1MB"
     if not folder.is_dir():
         pytest.skip(skip_reason(folder))
-    assert main(["generate", "collective", "--type", coll, "--npus", str(npus), "--size", "1MB",
-                 "--out", str(tmp_path / coll)]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "collective",
+                "--type",
+                coll,
+                "--npus",
+                str(npus),
+                "--size",
+                "1MB",
+                "--out",
+                str(tmp_path / coll),
+            ]
+        )
+        == 0
+    )
     for rank in range(npus):
         ours = (tmp_path / f"{coll}.{rank}.et").read_bytes()
         assert ours == (folder / f"{coll}.{rank}.et").read_bytes(), f"rank {rank} differs"
@@ -60,8 +75,10 @@ def test_iterations_are_chained_by_data_deps(tmp_path):
     assert g.int_attr("comm_size").tolist() == [4096] * 3
 
 
-@pytest.mark.parametrize("text,expected", [("1MiB", 1 << 20), ("64KiB", 65536), ("1MB", 1 << 20),
-                                           ("4096", 4096), ("2 GiB", 2 << 30), ("7b", 7)])
+@pytest.mark.parametrize(
+    "text,expected",
+    [("1MiB", 1 << 20), ("64KiB", 65536), ("1MB", 1 << 20), ("4096", 4096), ("2 GiB", 2 << 30), ("7b", 7)],
+)
 def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
@@ -77,8 +94,23 @@ def test_size_label():
 
 
 def test_cli_rejects_bad_values_with_one_line(tmp_path, capsys):
-    assert main(["generate", "collective", "--type", "all_reduce", "--npus", "0", "--size", "1MB",
-                 "--out", str(tmp_path / "x")]) == 2
+    assert (
+        main(
+            [
+                "generate",
+                "collective",
+                "--type",
+                "all_reduce",
+                "--npus",
+                "0",
+                "--size",
+                "1MB",
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--npus" in err
     assert not list(tmp_path.iterdir())

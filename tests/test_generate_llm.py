@@ -23,6 +23,7 @@ COLL, SEND, RECV, COMP = schema.COMM_COLL_NODE, schema.COMM_SEND_NODE, schema.CO
 
 # -- structural checks written against the TraceSet columns ---------------------------------------
 
+
 def topological(g) -> bool:
     """Kahn's algorithm over data ∪ ctrl deps: True when every node can issue."""
     n = len(g)
@@ -31,7 +32,7 @@ def topological(g) -> bool:
     for which in ("data", "ctrl"):
         ptr, parents = g.dep_indices(which)
         for child in range(n):
-            for parent in parents[ptr[child]:ptr[child + 1]]:
+            for parent in parents[ptr[child] : ptr[child + 1]]:
                 children[int(parent)].append(child)
                 indeg[child] += 1
     ready = deque(np.flatnonzero(indeg == 0).tolist())
@@ -53,7 +54,7 @@ def ancestors_reach(g, child: int, target: int) -> bool:
     floor = int(g.ids[target])
     while stack:
         i = stack.pop()
-        for p in parents[ptr[i]:ptr[i + 1]].tolist():
+        for p in parents[ptr[i] : ptr[i + 1]].tolist():
             if p == target:
                 return True
             if p not in seen and int(g.ids[p]) > floor:
@@ -74,7 +75,7 @@ def check_rank_set(ts: TraceSet, ordered_comm: bool = True) -> dict:
             ptr, parents = g.dep_indices(which)
             assert (parents >= 0).all(), f"rank {rank}: dangling {which} dep"
             for i in range(len(g)):  # no duplicate entries inside one list (C++ feeder stalls)
-                row = parents[ptr[i]:ptr[i + 1]]
+                row = parents[ptr[i] : ptr[i + 1]]
                 assert len(set(row.tolist())) == len(row)
         assert (np.diff(g.data_ptr) == 0).any(), f"rank {rank}: no dependency-free node"
         assert topological(g), f"rank {rank}: dependency cycle"
@@ -106,18 +107,32 @@ def check_rank_set(ts: TraceSet, ordered_comm: bool = True) -> dict:
     return sequences
 
 
-def make(tmp_path, model="llama3-8b", name="w", dp=2, tp=2, pp=2, ep=1, microbatches=None, global_batch=None,
-         zero=0, metadata=True, **dims):
+def make(
+    tmp_path,
+    model="llama3-8b",
+    name="w",
+    dp=2,
+    tp=2,
+    pp=2,
+    ep=1,
+    microbatches=None,
+    global_batch=None,
+    zero=0,
+    metadata=True,
+    **dims,
+):
     m = resolve_model(model, **dims)
     layout = Layout(dp=dp, tp=tp, pp=pp, ep=ep, moe=m.moe)
     mbs = microbatches or pp
-    spec = TrainingSpec(layout, microbatches=mbs, global_batch=global_batch or dp * mbs, zero=zero,
-                        metadata_node=metadata)
+    spec = TrainingSpec(
+        layout, microbatches=mbs, global_batch=global_batch or dp * mbs, zero=zero, metadata_node=metadata
+    )
     result = generate_llm(m, spec, tmp_path / name)
     return m, spec, result, TraceSet.load(tmp_path / name)
 
 
 # -- the analytic formulas of the README, written out independently -------------------------------
+
 
 def step_flops(L, h, a, kv, f, V, S, B, gated, experts=0, top_k=2):
     t = B * S
@@ -132,16 +147,30 @@ def total_num_ops(ts: TraceSet) -> int:
     return sum(int(g.int_attr("num_ops")[g.types == COMP].sum()) for g in ts.ranks)
 
 
-@pytest.mark.parametrize("case", [
-    dict(model="llama3-8b", layers=4, dp=2, tp=2, pp=2, seq=1024),
-    dict(model="gpt3-13b", layers=5, dp=1, tp=4, pp=2, microbatches=3, seq=512),
-    dict(model="mixtral-8x7b", layers=2, dp=4, tp=1, pp=1, ep=2, seq=256, global_batch=8),
-    dict(model="llama2-70b", layers=3, dp=1, tp=8, pp=3, seq=128, hidden=1024, heads=16, ffn=2816, vocab=1000),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        dict(model="llama3-8b", layers=4, dp=2, tp=2, pp=2, seq=1024),
+        dict(model="gpt3-13b", layers=5, dp=1, tp=4, pp=2, microbatches=3, seq=512),
+        dict(model="mixtral-8x7b", layers=2, dp=4, tp=1, pp=1, ep=2, seq=256, global_batch=8),
+        dict(model="llama2-70b", layers=3, dp=1, tp=8, pp=3, seq=128, hidden=1024, heads=16, ffn=2816, vocab=1000),
+    ],
+)
 def test_flops_equal_the_analytic_training_flops(tmp_path, case):
     m, spec, result, ts = make(tmp_path, **case)
-    expected = step_flops(m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, m.seq, spec.global_batch,
-                          m.gated_mlp, m.experts, m.top_k)
+    expected = step_flops(
+        m.layers,
+        m.hidden,
+        m.heads,
+        m.kv_heads,
+        m.ffn,
+        m.vocab,
+        m.seq,
+        spec.global_batch,
+        m.gated_mlp,
+        m.experts,
+        m.top_k,
+    )
     assert total_num_ops(ts) == pytest.approx(expected, rel=0.01)
     assert result.flops == total_num_ops(ts)
 
@@ -154,14 +183,17 @@ def test_llama3_8b_flops_against_hand_numbers(tmp_path):
     assert total_num_ops(ts) == 3 * t * (2 * per_token_layer + 2 * h * V)
 
 
-@pytest.mark.parametrize("case", [
-    dict(dp=2, tp=2, pp=2),
-    dict(dp=2, tp=1, pp=4, microbatches=6),
-    dict(dp=4, tp=2, pp=1, zero=1),
-    dict(dp=1, tp=2, pp=3, microbatches=2, layers=3),
-    dict(model="mixtral-8x7b", dp=4, tp=2, pp=2, ep=2, layers=2),
-    dict(model="mixtral-8x7b", dp=2, tp=1, pp=1, ep=2, layers=2, zero=1),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        dict(dp=2, tp=2, pp=2),
+        dict(dp=2, tp=1, pp=4, microbatches=6),
+        dict(dp=4, tp=2, pp=1, zero=1),
+        dict(dp=1, tp=2, pp=3, microbatches=2, layers=3),
+        dict(model="mixtral-8x7b", dp=4, tp=2, pp=2, ep=2, layers=2),
+        dict(model="mixtral-8x7b", dp=2, tp=1, pp=1, ep=2, layers=2, zero=1),
+    ],
+)
 def test_generated_sets_are_structurally_valid(tmp_path, case):
     case.setdefault("layers", 4)
     case.setdefault("seq", 256)
@@ -181,8 +213,16 @@ def test_megatron_layout_and_group_numbering(tmp_path):
     _, _, result, ts = make(tmp_path, layers=2, seq=128)
     groups = json.loads(result.comm_groups_file.read_text())
     # TP pairs of adjacent ranks first, then DP pairs (stride tp) per stage.
-    assert groups == {"1": [0, 1], "2": [2, 3], "3": [4, 5], "4": [6, 7],
-                      "5": [0, 2], "6": [1, 3], "7": [4, 6], "8": [5, 7]}
+    assert groups == {
+        "1": [0, 1],
+        "2": [2, 3],
+        "3": [4, 5],
+        "4": [6, 7],
+        "5": [0, 2],
+        "6": [1, 3],
+        "7": [4, 6],
+        "8": [5, 7],
+    }
     assert ts.comm_groups == {int(k): v for k, v in groups.items()}
     g = ts.ranks[5]  # tp 1, dp 0, stage 1
     names = {g.name(i): pg for i, pg in g.pg_name.items()}
@@ -227,13 +267,28 @@ def test_without_metadata_node(tmp_path):
 def test_one_f_one_b_order_on_first_stage(tmp_path):
     _, _, _, ts = make(tmp_path, dp=1, tp=1, pp=4, microbatches=6, layers=4, seq=128)
     g = ts.ranks[0]
-    order = [g.name(i).split(".")[0] + ("F" if g.name(i).endswith("attn.fwd") else "B")
-             for i in range(len(g)) if g.name(i).endswith(("layer0.attn.fwd", "layer0.attn.bwd"))]
+    order = [
+        g.name(i).split(".")[0] + ("F" if g.name(i).endswith("attn.fwd") else "B")
+        for i in range(len(g))
+        if g.name(i).endswith(("layer0.attn.fwd", "layer0.attn.bwd"))
+    ]
     assert order == ["mb0F", "mb1F", "mb2F", "mb3F", "mb0B", "mb4F", "mb1B", "mb5F", "mb2B", "mb3B", "mb4B", "mb5B"]
     last = ts.ranks[3]  # no warm-up on the last stage: F0 B0 F1 B1 ...
     order = [last.name(i)[:3] + last.name(i)[-3:] for i in range(len(last)) if ".head." in last.name(i)]
-    assert order == ["mb0fwd", "mb0bwd", "mb1fwd", "mb1bwd", "mb2fwd", "mb2bwd",
-                     "mb3fwd", "mb3bwd", "mb4fwd", "mb4bwd", "mb5fwd", "mb5bwd"]
+    assert order == [
+        "mb0fwd",
+        "mb0bwd",
+        "mb1fwd",
+        "mb1bwd",
+        "mb2fwd",
+        "mb2bwd",
+        "mb3fwd",
+        "mb3bwd",
+        "mb4fwd",
+        "mb4bwd",
+        "mb5fwd",
+        "mb5bwd",
+    ]
 
 
 def test_pipeline_messages_carry_activation_bytes(tmp_path):
@@ -284,8 +339,9 @@ def test_gradient_buckets_overlap_backward(tmp_path):
 
 
 def test_moe_all_to_all_over_expert_groups(tmp_path):
-    _, _, result, ts = make(tmp_path, model="mixtral-8x7b", dp=4, tp=1, pp=1, ep=2, layers=2, seq=128,
-                            global_batch=4, microbatches=1)
+    _, _, result, ts = make(
+        tmp_path, model="mixtral-8x7b", dp=4, tp=1, pp=1, ep=2, layers=2, seq=128, global_batch=4, microbatches=1
+    )
     groups = json.loads(result.comm_groups_file.read_text())
     g = ts.ranks[1]
     a2a = [i for i in range(len(g)) if g.types[i] == COLL and g.int_attr("comm_type")[i] == schema.ALL_TO_ALL]
@@ -311,9 +367,17 @@ def test_duration_follows_the_device_model(tmp_path):
 def test_canonical_attribute_kinds(tmp_path):
     make(tmp_path, layers=2, seq=128)
     _, nodes = read_trace(tmp_path / "w.4.et")
-    expected = {"is_cpu_op": "bool_val", "num_ops": "int64_val", "tensor_size": "uint64_val",
-                "comm_type": "int64_val", "comm_size": "int64_val", "comm_src": "int32_val",
-                "comm_dst": "int32_val", "comm_tag": "int32_val", "pg_name": "string_val"}
+    expected = {
+        "is_cpu_op": "bool_val",
+        "num_ops": "int64_val",
+        "tensor_size": "uint64_val",
+        "comm_type": "int64_val",
+        "comm_size": "int64_val",
+        "comm_src": "int32_val",
+        "comm_dst": "int32_val",
+        "comm_tag": "int32_val",
+        "pg_name": "string_val",
+    }
     seen = set()
     for n in nodes:
         for a in n.attr:
@@ -330,16 +394,19 @@ def test_output_is_byte_identical_across_runs(tmp_path):
     assert (tmp_path / "a.comm_groups.json").read_bytes() == (tmp_path / "b.comm_groups.json").read_bytes()
 
 
-@pytest.mark.parametrize("argv,where", [
-    (["--dp", "4", "--ep", "3", "--model", "mixtral-8x7b"], "--ep"),
-    (["--ep", "2", "--dp", "2"], "--ep"),                       # dense model
-    (["--pp", "4", "--layers", "2"], "--pp"),
-    (["--dp", "2", "--global-batch", "3"], "--global-batch"),
-    (["--heads", "7"], "--heads"),
-    (["--tp", "3"], "--tp"),                                   # 32 heads do not split over 3 TP ranks
-    (["--mem-bw", "0"], "--mem-bw"),
-    (["--model", "gpt5"], None),
-])
+@pytest.mark.parametrize(
+    "argv,where",
+    [
+        (["--dp", "4", "--ep", "3", "--model", "mixtral-8x7b"], "--ep"),
+        (["--ep", "2", "--dp", "2"], "--ep"),  # dense model
+        (["--pp", "4", "--layers", "2"], "--pp"),
+        (["--dp", "2", "--global-batch", "3"], "--global-batch"),
+        (["--heads", "7"], "--heads"),
+        (["--tp", "3"], "--tp"),  # 32 heads do not split over 3 TP ranks
+        (["--mem-bw", "0"], "--mem-bw"),
+        (["--model", "gpt5"], None),
+    ],
+)
 def test_cli_rejects_bad_configurations(tmp_path, capsys, argv, where):
     if "--model" not in argv:
         argv = ["--model", "llama3-8b", *argv]
@@ -355,8 +422,29 @@ def test_cli_rejects_bad_configurations(tmp_path, capsys, argv, where):
 
 
 def test_cli_writes_a_set(tmp_path, capsys):
-    assert main(["generate", "llm", "--model", "gpt3-13b", "--layers", "2", "--tp", "2", "--pp", "2",
-                 "--seq", "128", "--zero", "1", "--out", str(tmp_path / "g")]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "llm",
+                "--model",
+                "gpt3-13b",
+                "--layers",
+                "2",
+                "--tp",
+                "2",
+                "--pp",
+                "2",
+                "--seq",
+                "128",
+                "--zero",
+                "1",
+                "--out",
+                str(tmp_path / "g"),
+            ]
+        )
+        == 0
+    )
     assert "4 rank files" in capsys.readouterr().out
     check_rank_set(TraceSet.load(tmp_path / "g"))
 
@@ -371,6 +459,7 @@ def test_resolve_model_overrides():
 def test_checker_catches_divergent_collectives_and_unmatched_sends(tmp_path):
     # The structural checker must be able to fail: swap in a rank file from another configuration.
     import shutil
+
     make(tmp_path, name="a", dp=2, tp=1, pp=1, layers=2, seq=128)
     make(tmp_path, name="b", dp=2, tp=1, pp=1, layers=3, seq=128)
     shutil.copy(tmp_path / "b.1.et", tmp_path / "a.1.et")  # rank 1: other sizes in the DP group
@@ -393,11 +482,35 @@ def test_random_configurations_are_valid_and_exact(tmp_path, seed):
     pp = int(rng.integers(1, 4))
     layers = int(rng.integers(pp, pp + 3))
     mbs = int(rng.integers(1, 5))
-    case = dict(model="mixtral-8x7b" if moe else "gpt3-13b", dp=dp, tp=int(rng.choice([1, 2])), pp=pp, ep=ep,
-                microbatches=mbs, global_batch=dp * mbs * int(rng.integers(1, 3)), zero=int(rng.integers(2)),
-                layers=layers, seq=64, hidden=256, heads=4, ffn=512, vocab=500)
+    case = dict(
+        model="mixtral-8x7b" if moe else "gpt3-13b",
+        dp=dp,
+        tp=int(rng.choice([1, 2])),
+        pp=pp,
+        ep=ep,
+        microbatches=mbs,
+        global_batch=dp * mbs * int(rng.integers(1, 3)),
+        zero=int(rng.integers(2)),
+        layers=layers,
+        seq=64,
+        hidden=256,
+        heads=4,
+        ffn=512,
+        vocab=500,
+    )
     m, spec, _, ts = make(tmp_path, **case)
     check_rank_set(ts)
-    expected = step_flops(m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, m.seq, spec.global_batch,
-                          m.gated_mlp, m.experts, m.top_k)
+    expected = step_flops(
+        m.layers,
+        m.hidden,
+        m.heads,
+        m.kv_heads,
+        m.ffn,
+        m.vocab,
+        m.seq,
+        spec.global_batch,
+        m.gated_mlp,
+        m.experts,
+        m.top_k,
+    )
     assert total_num_ops(ts) == pytest.approx(expected, rel=0.01)

@@ -8,8 +8,20 @@ from chakra_pipe.et import TraceSet, schema
 from chakra_pipe.generate.llm import generate_llm
 from chakra_pipe.generate.options import resolve_llm
 
-OPTS = {"model": "gpt3-13b", "layers": 4, "hidden": 512, "heads": 8, "ffn": 2048, "vocab": 1000, "seq": 128,
-        "dp": 2, "tp": 2, "pp": 2, "microbatches": 3, "global_batch": 6}
+OPTS = {
+    "model": "gpt3-13b",
+    "layers": 4,
+    "hidden": 512,
+    "heads": 8,
+    "ffn": 2048,
+    "vocab": 1000,
+    "seq": 128,
+    "dp": 2,
+    "tp": 2,
+    "pp": 2,
+    "microbatches": 3,
+    "global_batch": 6,
+}
 
 
 def _load(tmp_path, name, **kw):

@@ -19,14 +19,17 @@ from chakra_pipe.launch.rankenv import from_environ, resolve
 from chakra_pipe.launch.ranks import Outcome, first_failure
 
 
-@pytest.mark.parametrize("expr, hosts", [
-    ("node1", ["node1"]),
-    ("node[1-3,5]", ["node1", "node2", "node3", "node5"]),
-    ("gpu[08-10]", ["gpu08", "gpu09", "gpu10"]),
-    ("gpu[01-02]-ib,login", ["gpu01-ib", "gpu02-ib", "login"]),
-    ("a[1-2]b[7,9]", ["a1b7", "a1b9", "a2b7", "a2b9"]),
-    ("x,y[3]", ["x", "y3"]),
-])
+@pytest.mark.parametrize(
+    "expr, hosts",
+    [
+        ("node1", ["node1"]),
+        ("node[1-3,5]", ["node1", "node2", "node3", "node5"]),
+        ("gpu[08-10]", ["gpu08", "gpu09", "gpu10"]),
+        ("gpu[01-02]-ib,login", ["gpu01-ib", "gpu02-ib", "login"]),
+        ("a[1-2]b[7,9]", ["a1b7", "a1b9", "a2b7", "a2b9"]),
+        ("x,y[3]", ["x", "y3"]),
+    ],
+)
 def test_slurm_host_lists_expand_in_order(expr, hosts):
     assert expand(expr) == hosts
 
@@ -37,10 +40,22 @@ def test_bad_host_lists_are_input_errors_naming_the_variable(expr):
         expand(expr)
 
 
-SLURM_STEP = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "3", "SLURM_PROCID": "5", "SLURM_NTASKS": "8",
-              "SLURM_LOCALID": "1", "SLURM_STEP_NODELIST": "gpu[12-15]"}
-TORCHRUN = {"RANK": "2", "WORLD_SIZE": "4", "LOCAL_RANK": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29400",
-            "TORCHELASTIC_USE_AGENT_STORE": "True"}
+SLURM_STEP = {
+    "SLURM_JOB_ID": "77",
+    "SLURM_STEP_ID": "3",
+    "SLURM_PROCID": "5",
+    "SLURM_NTASKS": "8",
+    "SLURM_LOCALID": "1",
+    "SLURM_STEP_NODELIST": "gpu[12-15]",
+}
+TORCHRUN = {
+    "RANK": "2",
+    "WORLD_SIZE": "4",
+    "LOCAL_RANK": "2",
+    "MASTER_ADDR": "10.0.0.1",
+    "MASTER_PORT": "29400",
+    "TORCHELASTIC_USE_AGENT_STORE": "True",
+}
 
 
 def test_a_slurm_step_names_rank_world_local_rank_and_its_first_node_as_master():
@@ -55,7 +70,13 @@ def test_a_slurm_step_names_rank_world_local_rank_and_its_first_node_as_master()
 def test_torchrun_wins_over_slurm_and_uses_its_agent_store():
     r = from_environ({**SLURM_STEP, **TORCHRUN})
     assert (r.rank, r.world_size, r.local_rank, r.master_addr, r.master_port, r.agent_store) == (
-        2, 4, 2, "10.0.0.1", 29400, True)
+        2,
+        4,
+        2,
+        "10.0.0.1",
+        29400,
+        True,
+    )
 
 
 def test_auto_is_env_under_torchrun_or_a_multi_task_step_else_local():
@@ -67,12 +88,15 @@ def test_auto_is_env_under_torchrun_or_a_multi_task_step_else_local():
     assert resolve("srun", {}) == "srun"
 
 
-@pytest.mark.parametrize("env, needle", [
-    ({}, "RANK, WORLD_SIZE"),
-    ({**TORCHRUN, "RANK": "x"}, "RANK='x'"),
-    ({**TORCHRUN, "RANK": "4"}, "outside a world of 4"),
-    ({**TORCHRUN, "MASTER_PORT": "70000"}, "not a TCP port"),
-])
+@pytest.mark.parametrize(
+    "env, needle",
+    [
+        ({}, "RANK, WORLD_SIZE"),
+        ({**TORCHRUN, "RANK": "x"}, "RANK='x'"),
+        ({**TORCHRUN, "RANK": "4"}, "outside a world of 4"),
+        ({**TORCHRUN, "MASTER_PORT": "70000"}, "not a TCP port"),
+    ],
+)
 def test_an_incomplete_environment_is_an_input_error(env, needle):
     with pytest.raises(InputError, match=needle.replace("[", r"\[")):
         from_environ(env)
@@ -110,7 +134,10 @@ def test_srun_launcher_without_slurm_is_one_clear_line(tmp_path, capsys, monkeyp
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no srun anywhere
     assert main(["capture", "--model", "mlp", "--ranks", "2", "--launcher", "srun", "--out", str(tmp_path / "c")]) == 2
-    assert capsys.readouterr().err.strip() == "chakra-pipe capture: error: --launcher: --launcher srun needs SLURM's srun on PATH"
+    assert (
+        capsys.readouterr().err.strip()
+        == "chakra-pipe capture: error: --launcher: --launcher srun needs SLURM's srun on PATH"
+    )
 
 
 torch = pytest.importorskip("torch", reason="the launcher's process tests need torch: pip install 'chakra-pipe[torch]'")
@@ -118,8 +145,9 @@ torch = pytest.importorskip("torch", reason="the launcher's process tests need t
 
 def _run(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -136,25 +164,69 @@ def call_bytes(result: dict) -> list:
 
 def dp_tp_set(tmp_path: Path) -> str:
     prefix = str(tmp_path / "llm")
-    gen = _run([sys.executable, "-m", "chakra_pipe.cli", "generate", "llm", "--model", "llama3-8b", "--layers", "1",
-                "--dp", "2", "--tp", "2", "--pp", "1", "--hidden", "128", "--heads", "4", "--ffn", "256", "--vocab",
-                "512", "--seq", "32", "--out", prefix])
+    gen = _run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "generate",
+            "llm",
+            "--model",
+            "llama3-8b",
+            "--layers",
+            "1",
+            "--dp",
+            "2",
+            "--tp",
+            "2",
+            "--pp",
+            "1",
+            "--hidden",
+            "128",
+            "--heads",
+            "4",
+            "--ffn",
+            "256",
+            "--vocab",
+            "512",
+            "--seq",
+            "32",
+            "--out",
+            prefix,
+        ]
+    )
     assert gen.returncode == 0, gen.stderr
     return prefix
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("torchrun") is None and not (Path(sys.executable).parent / "torchrun").exists(),
-                    reason="torchrun (from torch) is not on PATH")
+@pytest.mark.skipif(
+    shutil.which("torchrun") is None and not (Path(sys.executable).parent / "torchrun").exists(),
+    reason="torchrun (from torch) is not on PATH",
+)
 def test_replay_env_launcher_under_torchrun_matches_the_local_replay(tmp_path):
     prefix = dp_tp_set(tmp_path)
     args = ["replay", prefix, "--iterations", "2", "--compute", "skip", "--timeout", "120"]
-    local = _run([sys.executable, "-m", "chakra_pipe.cli", *args, "--launcher", "local", "--out",
-                  str(tmp_path / "local.json")])
+    local = _run(
+        [sys.executable, "-m", "chakra_pipe.cli", *args, "--launcher", "local", "--out", str(tmp_path / "local.json")]
+    )
     assert local.returncode == 0, local.stderr
     torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
-    res = _run([torchrun, "--standalone", "--nproc-per-node", "4", "-m", "chakra_pipe.cli", *args,
-                "--launcher", "env", "--out", str(tmp_path / "env.json")])
+    res = _run(
+        [
+            torchrun,
+            "--standalone",
+            "--nproc-per-node",
+            "4",
+            "-m",
+            "chakra_pipe.cli",
+            *args,
+            "--launcher",
+            "env",
+            "--out",
+            str(tmp_path / "env.json"),
+        ]
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert res.stdout.count("replay: 4 ranks on gloo/cpu") == 1  # rank 0 reports, the others stay quiet
     a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("local", "env"))
@@ -167,14 +239,33 @@ def test_replay_env_launcher_under_torchrun_matches_the_local_replay(tmp_path):
 def test_a_capture_names_the_rank_that_raised_not_the_peer_that_lost_it(tmp_path, bad_rank):
     """The other rank waits in an all-reduce and fails with gloo's knock-on error; it is not named."""
     script = tmp_path / "bad.py"
-    script.write_text("import torch\nimport torch.distributed as dist\n\n"
-                      "def train_step(rank, world_size):\n"
-                      f"    if rank == {bad_rank}:\n"
-                      "        raise ValueError(f'bad batch on rank {rank}')\n"
-                      "    dist.all_reduce(torch.ones(4))\n")
-    res = _run([sys.executable, "-m", "chakra_pipe.cli", "capture", "--model", str(script), "--ranks", "2",
-                "--backend", "gloo", "--launcher", "local", "--out", str(tmp_path / "cap")])
+    script.write_text(
+        "import torch\nimport torch.distributed as dist\n\n"
+        "def train_step(rank, world_size):\n"
+        f"    if rank == {bad_rank}:\n"
+        "        raise ValueError(f'bad batch on rank {rank}')\n"
+        "    dist.all_reduce(torch.ones(4))\n"
+    )
+    res = _run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "capture",
+            "--model",
+            str(script),
+            "--ranks",
+            "2",
+            "--backend",
+            "gloo",
+            "--launcher",
+            "local",
+            "--out",
+            str(tmp_path / "cap"),
+        ]
+    )
     assert res.returncode == 2
     assert res.stderr.strip().splitlines()[-1] == (
-        f"chakra-pipe capture: error: {tmp_path / 'cap'}: rank {bad_rank}: ValueError: bad batch on rank {bad_rank}")
+        f"chakra-pipe capture: error: {tmp_path / 'cap'}: rank {bad_rank}: ValueError: bad batch on rank {bad_rank}"
+    )
     assert not list((tmp_path / "cap").iterdir())  # no traces, no run folder

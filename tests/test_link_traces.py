@@ -21,41 +21,115 @@ PID = 4242
 def _node(nid, name, parent, rf=None, tid=1, inputs=None):
     attrs = [{"name": "rf_id", "type": "uint64", "value": rf}] if rf is not None else []
     attrs.append({"name": "tid", "type": "uint64", "value": tid})
-    return {"id": nid, "name": name, "ctrl_deps": parent,
-            "inputs": inputs or {"values": [], "shapes": [], "types": []},
-            "outputs": {"values": [], "shapes": [], "types": []}, "attrs": attrs}
+    return {
+        "id": nid,
+        "name": name,
+        "ctrl_deps": parent,
+        "inputs": inputs or {"values": [], "shapes": [], "types": []},
+        "outputs": {"values": [], "shapes": [], "types": []},
+        "attrs": attrs,
+    }
 
 
 def host_obj(pid=PID):
     """Post-order file (children before parents, root last), as PyTorch writes it."""
-    nodes = [_node(4, "aten::mm", 3, rf=11), _node(5, "aten::relu", 3, rf=12), _node(3, "Outer", 2, rf=10),
-             _node(2, "[pytorch|profiler|execution_trace|thread]", 1),
-             _node(1, "[pytorch|profiler|execution_trace|process]", 1)]
-    return {"schema": "1.1.1-chakra.0.0.4", "pid": pid, "time": "2024-01-01 00:00:00", "start_ts": 1,
-            "nodes": nodes, "finish_ts": 2}
+    nodes = [
+        _node(4, "aten::mm", 3, rf=11),
+        _node(5, "aten::relu", 3, rf=12),
+        _node(3, "Outer", 2, rf=10),
+        _node(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        _node(1, "[pytorch|profiler|execution_trace|process]", 1),
+    ]
+    return {
+        "schema": "1.1.1-chakra.0.0.4",
+        "pid": pid,
+        "time": "2024-01-01 00:00:00",
+        "start_ts": 1,
+        "nodes": nodes,
+        "finish_ts": 2,
+    }
 
 
 def _cpu(name, ts, dur, rf, ext, tid=7, cat="cpu_op"):
-    return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur,
-            "args": {"External id": ext, "Record function id": rf}}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": PID,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": {"External id": ext, "Record function id": rf},
+    }
 
 
 def kineto_obj(rf=True):
-    evs = [_cpu("Outer", 100, 10, 10, 1, cat="user_annotation"), _cpu("aten::mm", 105, 3, 11, 2),
-           _cpu("aten::relu", 108, 1, 12, 3),
-           {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": 7, "ts": 106, "dur": 1,
-            "args": {"External id": 2, "correlation": 77}},
-           {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": 7, "ts": 108.5,
-            "dur": 0.2, "args": {"External id": 3, "correlation": 78}},
-           {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemsetAsync", "pid": PID, "tid": 7, "ts": 109.5,
-            "dur": 0.2, "args": {"External id": 1, "correlation": 79}},
-           {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 120, "dur": 5,
-            "args": {"correlation": 77, "stream": 7, "device": 0}},
-           {"ph": "X", "cat": "gpu_memset", "name": "Memset", "pid": 0, "tid": 7, "ts": 125, "dur": 1,
-            "args": {"correlation": 79, "stream": 7, "device": 0}},
-           {"ph": "X", "cat": "kernel", "name": "relu_kernel", "pid": 0, "tid": 7, "ts": 130, "dur": 2,
-            "args": {"correlation": 78, "stream": 7, "device": 0}},
-           {"ph": "M", "name": "process_name", "pid": PID, "args": {"name": "python"}}]
+    evs = [
+        _cpu("Outer", 100, 10, 10, 1, cat="user_annotation"),
+        _cpu("aten::mm", 105, 3, 11, 2),
+        _cpu("aten::relu", 108, 1, 12, 3),
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": PID,
+            "tid": 7,
+            "ts": 106,
+            "dur": 1,
+            "args": {"External id": 2, "correlation": 77},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": PID,
+            "tid": 7,
+            "ts": 108.5,
+            "dur": 0.2,
+            "args": {"External id": 3, "correlation": 78},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaMemsetAsync",
+            "pid": PID,
+            "tid": 7,
+            "ts": 109.5,
+            "dur": 0.2,
+            "args": {"External id": 1, "correlation": 79},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "sgemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 120,
+            "dur": 5,
+            "args": {"correlation": 77, "stream": 7, "device": 0},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memset",
+            "name": "Memset",
+            "pid": 0,
+            "tid": 7,
+            "ts": 125,
+            "dur": 1,
+            "args": {"correlation": 79, "stream": 7, "device": 0},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "relu_kernel",
+            "pid": 0,
+            "tid": 7,
+            "ts": 130,
+            "dur": 2,
+            "args": {"correlation": 78, "stream": 7, "device": 0},
+        },
+        {"ph": "M", "name": "process_name", "pid": PID, "args": {"name": "python"}},
+    ]
     if not rf:
         for e in evs:
             e.get("args", {}).pop("Record function id", None)
@@ -63,16 +137,20 @@ def kineto_obj(rf=True):
 
 
 def linked(host=None, kineto=None):
-    return link_traces(parse_host_trace(host or host_obj(), "host.json"),
-                       parse_kineto(kineto or kineto_obj(), "kineto.json"))
+    return link_traces(
+        parse_host_trace(host or host_obj(), "host.json"), parse_kineto(kineto or kineto_obj(), "kineto.json")
+    )
 
 
 def test_host_ops_get_inclusive_exclusive_and_start_times():
     # Spec §5.2 example: ops [ts, dur] = [100,10], [105,3], [108,1] give exclusive 6, 3, 1.
     obj, stats = linked()
     by_id = {n["id"]: n for n in obj["nodes"]}
-    assert [(by_id[i]["ts"], by_id[i]["inclusive_dur"], by_id[i]["exclusive_dur"]) for i in (3, 4, 5)] == \
-        [(100, 10, 6), (105, 3, 3), (108, 1, 1)]
+    assert [(by_id[i]["ts"], by_id[i]["inclusive_dur"], by_id[i]["exclusive_dur"]) for i in (3, 4, 5)] == [
+        (100, 10, 6),
+        (105, 3, 3),
+        (108, 1, 1),
+    ]
     assert (stats.host_ops, stats.matched) == (3, 3)
     assert "ts" not in by_id[1] and "ts" not in by_id[2]  # roots have no Kineto event
 
@@ -82,7 +160,10 @@ def test_gpu_ops_attach_to_launching_op_via_correlation_in_time_order():
     gpu = [n for n in obj["nodes"] if "cat" in n]
     # Fresh ids above the host ids, in device time order; memsets are kept (upstream drops them).
     assert [(n["id"], n["name"], n["ctrl_deps"], n["stream"], n["inclusive_dur"]) for n in gpu] == [
-        (6, "sgemm", 4, 7, 5), (7, "Memset", 3, 7, 1), (8, "relu_kernel", 5, 7, 2)]
+        (6, "sgemm", 4, 7, 5),
+        (7, "Memset", 3, 7, 1),
+        (8, "relu_kernel", 5, 7, 2),
+    ]
     assert (stats.gpu_ops, stats.attached) == (3, 3)
 
 
@@ -99,9 +180,18 @@ def with_device_synchronize():
     host, k = host_obj(), kineto_obj()
     host["nodes"].insert(3, _node(6, "aten::item", 2, rf=13))
     k["traceEvents"] += [
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": PID, "tid": 7, "ts": 111,
-         "dur": 22, "args": {"correlation": 80}},
-        _cpu("aten::item", 134, 1, 13, 4)]
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaDeviceSynchronize",
+            "pid": PID,
+            "tid": 7,
+            "ts": 111,
+            "dur": 22,
+            "args": {"correlation": 80},
+        },
+        _cpu("aten::item", 134, 1, 13, 4),
+    ]
     return host, k
 
 

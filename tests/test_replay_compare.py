@@ -34,8 +34,11 @@ def test_ratios_are_per_step(inputs, tmp_path, capsys):
     assert doc["captured_step_ns"] == 2_000_000
     assert doc["replayed_step_ns"] == 3_000_000
     assert doc["simulated_step_ns"] == 2_500_000
-    assert doc["ratios"] == {"replayed/captured": 1.5, "simulated/captured": 1.25,
-                             "simulated/replayed": pytest.approx(2.5 / 3, rel=1e-5)}
+    assert doc["ratios"] == {
+        "replayed/captured": 1.5,
+        "simulated/captured": 1.25,
+        "simulated/replayed": pytest.approx(2.5 / 3, rel=1e-5),
+    }
     table = capsys.readouterr().out.splitlines()
     assert table[1].split()[-3:] == ["2.0000", "1.000", "-"]
     assert table[2].split()[1:] == ["3.0000", "1.500", "1.000"]
@@ -46,9 +49,23 @@ def test_simulates_the_trace_when_given_hardware(fixtures_dir, tmp_path, capsys)
     prefix = fixtures_dir / "astra-sim/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce"
     replay = write(tmp_path / "replay.json", {"step_time_ns": {"median": 128_880}})
     out = tmp_path / "cmp.json"
-    assert cli_main(["compare", str(prefix), "--replay", str(replay), "--out", str(out),
-                     "--system", str(fixtures_dir / "astra-sim/system/native_collectives/Ring_4chunks.json"),
-                     "--network", str(fixtures_dir / "astra-sim/network/analytical/Ring_8npus.yml")]) == 0
+    assert (
+        cli_main(
+            [
+                "compare",
+                str(prefix),
+                "--replay",
+                str(replay),
+                "--out",
+                str(out),
+                "--system",
+                str(fixtures_dir / "astra-sim/system/native_collectives/Ring_4chunks.json"),
+                "--network",
+                str(fixtures_dir / "astra-sim/network/analytical/Ring_8npus.yml"),
+            ]
+        )
+        == 0
+    )
     doc = json.loads(out.read_text())
     assert doc["captured_step_ns"] is None
     assert doc["simulated_step_ns"] == 64_440  # astra-sim-semantics.md §7.1

@@ -77,8 +77,12 @@ def test_cpu_ops_have_their_own_slot(tmp_path):
 
 
 def test_children_start_after_every_data_and_ctrl_parent(tmp_path):
-    nodes = [comp(1, 30), comp(2, 5, cpu=True), coll(3, schema.ALL_REDUCE, 64, data=[1], ctrl=[2]),
-             comp(4, 5, ctrl=[3])]
+    nodes = [
+        comp(1, 30),
+        comp(2, 5, cpu=True),
+        coll(3, schema.ALL_REDUCE, 64, data=[1], ctrl=[2]),
+        comp(4, 5, ctrl=[3]),
+    ]
     _, timing, span = run_rank(tmp_path, [nodes])
     assert span[3][0] >= max(span[1][1], span[2][1])
     assert span[4][0] >= span[3][1]
@@ -110,6 +114,7 @@ def test_deadline_reports_in_flight_and_unissued_nodes(tmp_path):
 
 # -- bandwidth (nccl-tests definitions; PERFORMANCE.md) -----------------------------------------
 
+
 def test_bus_factors_match_nccl_tests():
     assert bus_factor(schema.ALL_REDUCE, 4) == pytest.approx(2 * 3 / 4)
     for ct in (schema.ALL_GATHER, schema.REDUCE_SCATTER, schema.ALL_TO_ALL):
@@ -129,7 +134,6 @@ def test_bandwidth_of_one_call():
     assert bw.algbw_GBps == pytest.approx(1.0)
     assert bw.busbw_GBps == pytest.approx(1.5)
     assert bandwidth(schema.BARRIER, 0, 4, 10) is None
-
 
 
 def test_status_board_round_trip(tmp_path):

@@ -27,8 +27,9 @@ from chakra_pipe.replay.plan import (
 
 
 def comp(nid, dur=0, cpu=False, data=(), ctrl=(), num_ops=None):
-    n = Node(id=nid, name=f"c{nid}", type=schema.COMP_NODE, duration_micros=dur, data_deps=list(data),
-             ctrl_deps=list(ctrl))
+    n = Node(
+        id=nid, name=f"c{nid}", type=schema.COMP_NODE, duration_micros=dur, data_deps=list(data), ctrl_deps=list(ctrl)
+    )
     set_attr(n, "is_cpu_op", cpu)
     if num_ops is not None:
         set_attr(n, "num_ops", num_ops)
@@ -46,8 +47,9 @@ def coll(nid, ctype, size, pg=None, data=(), ctrl=()):
 
 
 def p2p(nid, send, src, dst, size, tag=0, data=()):
-    n = Node(id=nid, name=f"p{nid}", type=schema.COMM_SEND_NODE if send else schema.COMM_RECV_NODE,
-             data_deps=list(data))
+    n = Node(
+        id=nid, name=f"p{nid}", type=schema.COMM_SEND_NODE if send else schema.COMM_RECV_NODE, data_deps=list(data)
+    )
     set_attr(n, "is_cpu_op", False)
     set_attr(n, "comm_src", src)
     set_attr(n, "comm_dst", dst)
@@ -70,10 +72,20 @@ def plan_of(tmp, per_rank, groups=None, name="w"):
 
 
 def test_slots_and_actions_follow_the_simulator(tmp_path):
-    nodes = [comp(0, 5), comp(1, 5, cpu=True), coll(2, schema.ALL_REDUCE, 64), p2p(3, True, 0, 1, 8),
-             Node(id=4, name="meta", type=schema.METADATA_NODE)]
-    peer = [comp(0, 5), comp(1, 5, cpu=True), coll(2, schema.ALL_REDUCE, 64), p2p(3, False, 0, 1, 8),
-            Node(id=4, name="meta", type=schema.METADATA_NODE)]
+    nodes = [
+        comp(0, 5),
+        comp(1, 5, cpu=True),
+        coll(2, schema.ALL_REDUCE, 64),
+        p2p(3, True, 0, 1, 8),
+        Node(id=4, name="meta", type=schema.METADATA_NODE),
+    ]
+    peer = [
+        comp(0, 5),
+        comp(1, 5, cpu=True),
+        coll(2, schema.ALL_REDUCE, 64),
+        p2p(3, False, 0, 1, 8),
+        Node(id=4, name="meta", type=schema.METADATA_NODE),
+    ]
     plan = plan_of(tmp_path, [nodes, peer])
     r0, r1 = plan.ranks
     assert r0.slots == [SLOT_COMP, SLOT_CPU, SLOT_COMM, SLOT_COMM, SLOT_COMM]
@@ -95,8 +107,12 @@ def test_data_and_ctrl_parents_are_both_enforced(tmp_path):
 def test_comm_order_is_topological_with_ascending_ids(tmp_path):
     # coll 5 waits for compute 1; coll 3 is free: Kahn's order by id gives 3 then 5, and
     # coll 2 (which depends on 5) comes last even though its id is the smallest.
-    nodes = [comp(1, 10), coll(5, schema.ALL_REDUCE, 64, data=[1]), coll(3, schema.ALL_GATHER, 16),
-             coll(2, schema.BROADCAST, 8, data=[5])]
+    nodes = [
+        comp(1, 10),
+        coll(5, schema.ALL_REDUCE, 64, data=[1]),
+        coll(3, schema.ALL_GATHER, 16),
+        coll(2, schema.BROADCAST, 8, data=[5]),
+    ]
     rp = plan_of(tmp_path, [nodes]).ranks[0]
     assert [rp.ids[i] for i in rp.comm_order] == [3, 5, 2]
     assert [rp.ids[i] for i in topological_order(rp)] == [1, 3, 5, 2]
@@ -113,8 +129,10 @@ def test_cycle_is_refused(tmp_path):
 
 
 def test_groups_from_comm_group_json_and_pg_name(tmp_path):
-    per_rank = [[coll(1, schema.ALL_REDUCE, 64, pg="1" if r < 2 else "2"), coll(2, schema.ALL_REDUCE, 64, pg="0")]
-                for r in range(4)]
+    per_rank = [
+        [coll(1, schema.ALL_REDUCE, 64, pg="1" if r < 2 else "2"), coll(2, schema.ALL_REDUCE, 64, pg="0")]
+        for r in range(4)
+    ]
     plan = plan_of(tmp_path, per_rank, {"1": [0, 1], "2": [3, 2]})
     assert plan.groups == {"1": (0, 1), "2": (3, 2)}
     spec = plan.ranks[2].comm[0]
@@ -124,8 +142,7 @@ def test_groups_from_comm_group_json_and_pg_name(tmp_path):
 
 def test_groups_from_pytorch_metadata_node(tmp_path):
     table = json.dumps([{"pg_name": "0", "ranks": []}, {"pg_name": "7", "ranks": [0, 1]}])
-    meta = Node(id=0, name="## process_group:init ##", type=schema.METADATA_NODE,
-                inputs=IOInfo(values=f"['{table}']"))
+    meta = Node(id=0, name="## process_group:init ##", type=schema.METADATA_NODE, inputs=IOInfo(values=f"['{table}']"))
     per_rank = [[meta, coll(1, schema.ALL_REDUCE, 64, pg="7")] for _ in range(2)]
     plan = plan_of(tmp_path, per_rank)
     assert plan.groups == {"7": (0, 1)}
@@ -163,8 +180,15 @@ def test_reduce_scatter_must_split_evenly(tmp_path):
 
 
 def test_element_size_keeps_the_exact_byte_count(tmp_path):
-    per_rank = [[coll(1, schema.ALL_REDUCE, 1024), coll(2, schema.ALL_REDUCE, 1022),
-                 coll(3, schema.REDUCE_SCATTER, 18), coll(4, schema.REDUCE_SCATTER, 12)] for _ in range(3)]
+    per_rank = [
+        [
+            coll(1, schema.ALL_REDUCE, 1024),
+            coll(2, schema.ALL_REDUCE, 1022),
+            coll(3, schema.REDUCE_SCATTER, 18),
+            coll(4, schema.REDUCE_SCATTER, 12),
+        ]
+        for _ in range(3)
+    ]
     rp = plan_of(tmp_path, per_rank).ranks[0]
     # float32 only when the size (per-rank chunk for reduce-scatter) is a whole number of floats
     assert [rp.comm[i].elem_bytes for i in range(4)] == [4, 1, 1, 4]

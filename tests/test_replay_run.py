@@ -32,8 +32,14 @@ COMM_TYPES = (schema.COMM_COLL_NODE, schema.COMM_SEND_NODE, schema.COMM_RECV_NOD
 def run_cli(*args: str, timeout: float = HARD_TIMEOUT_S) -> subprocess.CompletedProcess:
     """``chakra-pipe ARGS`` in a new session; the whole group is killed if it overruns."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, "-m", "chakra_pipe.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chakra_pipe.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -85,9 +91,20 @@ def assert_p2p_pairs_matched(result: dict, iterations: int) -> None:
 
 # -- a trace with every collective torch.distributed offers, p2p and compute ------------------------
 
+
 def all_kinds_trace(tmp_path: Path) -> str:
-    kinds = [schema.ALL_REDUCE, schema.REDUCE, schema.ALL_GATHER, schema.GATHER, schema.SCATTER, schema.BROADCAST,
-             schema.ALL_TO_ALL, schema.REDUCE_SCATTER, schema.REDUCE_SCATTER_BLOCK, schema.BARRIER]
+    kinds = [
+        schema.ALL_REDUCE,
+        schema.REDUCE,
+        schema.ALL_GATHER,
+        schema.GATHER,
+        schema.SCATTER,
+        schema.BROADCAST,
+        schema.ALL_TO_ALL,
+        schema.REDUCE_SCATTER,
+        schema.REDUCE_SCATTER_BLOCK,
+        schema.BARRIER,
+    ]
     per_rank = []
     for r in range(2):
         nodes = [comp(0, 200), comp(1, 100, cpu=True)]
@@ -135,8 +152,32 @@ def test_every_collective_kind_and_p2p_replay_with_recorded_bytes(tmp_path):
 @pytest.mark.slow
 def test_generated_llm_dp_tp_trace_replays(tmp_path):
     prefix = str(tmp_path / "llm")
-    gen = run_cli("generate", "llm", "--model", "llama3-8b", "--layers", "2", "--dp", "2", "--tp", "2", "--pp", "1",
-                  "--hidden", "256", "--heads", "4", "--ffn", "512", "--vocab", "1024", "--seq", "64", "--out", prefix)
+    gen = run_cli(
+        "generate",
+        "llm",
+        "--model",
+        "llama3-8b",
+        "--layers",
+        "2",
+        "--dp",
+        "2",
+        "--tp",
+        "2",
+        "--pp",
+        "1",
+        "--hidden",
+        "256",
+        "--heads",
+        "4",
+        "--ffn",
+        "512",
+        "--vocab",
+        "1024",
+        "--seq",
+        "64",
+        "--out",
+        prefix,
+    )
     assert gen.returncode == 0, gen.stderr
     result = replay(prefix, tmp_path / "r.json", "--iterations", "3", "--compute", "ops")
     assert result["trace"]["ranks"] == 4
@@ -157,9 +198,34 @@ def test_pipeline_sends_facing_each_other_do_not_deadlock(tmp_path):
     # With 1F1B-style microbatches both stages send at once (activations forward, gradients back);
     # ASTRA-sim lets a send complete on arrival, so replay must not wait for the RECV to be issued.
     prefix = str(tmp_path / "pp")
-    gen = run_cli("generate", "llm", "--model", "llama3-8b", "--layers", "2", "--dp", "1", "--tp", "1", "--pp", "2",
-                  "--microbatches", "4", "--hidden", "128", "--heads", "2", "--ffn", "256", "--vocab", "512",
-                  "--seq", "32", "--out", prefix)
+    gen = run_cli(
+        "generate",
+        "llm",
+        "--model",
+        "llama3-8b",
+        "--layers",
+        "2",
+        "--dp",
+        "1",
+        "--tp",
+        "1",
+        "--pp",
+        "2",
+        "--microbatches",
+        "4",
+        "--hidden",
+        "128",
+        "--heads",
+        "2",
+        "--ffn",
+        "256",
+        "--vocab",
+        "512",
+        "--seq",
+        "32",
+        "--out",
+        prefix,
+    )
     assert gen.returncode == 0, gen.stderr
     result = replay(prefix, tmp_path / "r.json", "--iterations", "2", "--compute", "skip")
     assert result["p2p"], "a 2-stage pipeline has sends and receives"
@@ -201,12 +267,14 @@ def test_compare_puts_captured_and_replayed_step_side_by_side(capture, tmp_path)
     assert doc["trace_steps"] == summary["steps"]
     assert doc["captured_step_ns"] == pytest.approx(summary["median_step_time_ms_untraced"] * 1e6, abs=0.1)
     assert doc["replayed_step_ns"] > 0
-    assert doc["ratios"]["replayed/captured"] == pytest.approx(doc["replayed_step_ns"] / doc["captured_step_ns"],
-                                                               rel=1e-5)
+    assert doc["ratios"]["replayed/captured"] == pytest.approx(
+        doc["replayed_step_ns"] / doc["captured_step_ns"], rel=1e-5
+    )
     assert "captured (untraced)" in res.stdout and "replayed" in res.stdout
 
 
 # -- failures --------------------------------------------------------------------------------------
+
 
 def stall_trace(tmp_path: Path, seconds: int) -> str:
     """Rank 1 computes for ``seconds`` before the all-reduce rank 0 is already waiting in."""
@@ -246,9 +314,14 @@ def _start_stalled_replay(tmp_path: Path, out: Path) -> tuple[subprocess.Popen, 
 
     prefix = stall_trace(tmp_path, 100)
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, "-m", "chakra_pipe.cli", "replay", prefix, "--out", str(out),
-                             "--timeout", "100"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chakra_pipe.cli", "replay", prefix, "--out", str(out), "--timeout", "100"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         workers = _worker_pids(proc.pid)
@@ -367,8 +440,12 @@ def test_nccl_replay_on_gpu(tmp_path):
     ranks = min(torch.cuda.device_count(), 2)
     per_rank = []
     for _ in range(ranks):
-        nodes = [comp(0, 100, num_ops=2 * 512 ** 3), coll(1, schema.ALL_REDUCE, 1 << 20, data=[0]),
-                 coll(2, schema.ALL_GATHER, 1 << 16, data=[1]), coll(3, schema.REDUCE_SCATTER, ranks << 16)]
+        nodes = [
+            comp(0, 100, num_ops=2 * 512**3),
+            coll(1, schema.ALL_REDUCE, 1 << 20, data=[0]),
+            coll(2, schema.ALL_GATHER, 1 << 16, data=[1]),
+            coll(3, schema.REDUCE_SCATTER, ranks << 16),
+        ]
         per_rank.append(nodes)
     prefix = write_set(tmp_path, per_rank, name="gpu")
     for mode in ("duration", "ops"):
@@ -378,12 +455,12 @@ def test_nccl_replay_on_gpu(tmp_path):
         assert_every_comm_node_ran_once_per_iteration(result, prefix, 3)
         if mode == "ops":
             node0 = result["ranks"][0]["nodes"][0]
-            assert node0["replayed_ops"] == 2 * 512 ** 3
+            assert node0["replayed_ops"] == 2 * 512**3
 
 
 def test_gemm_sizing_for_num_ops():
     from chakra_pipe.replay.engine import GEMM_MAX_N, Gemm
 
-    assert Gemm.for_ops(2 * 512 ** 3) == Gemm(512, 1)
-    big = Gemm.for_ops(8 * 2 * GEMM_MAX_N ** 3)  # too big for one GEMM: repeated at the cap
-    assert big == Gemm(GEMM_MAX_N, 8) and big.ops == 8 * 2 * GEMM_MAX_N ** 3
+    assert Gemm.for_ops(2 * 512**3) == Gemm(512, 1)
+    big = Gemm.for_ops(8 * 2 * GEMM_MAX_N**3)  # too big for one GEMM: repeated at the cap
+    assert big == Gemm(GEMM_MAX_N, 8) and big.ops == 8 * 2 * GEMM_MAX_N**3

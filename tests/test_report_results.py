@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import validated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from conftest import validated
 from test_sweep_grid import SYSTEM
 
 from chakra_pipe.errors import InputError
@@ -33,10 +33,18 @@ COST = {"p[bandwidth=100]": 1.0, "p[bandwidth=200]": 1.5, "p[bandwidth=400]": 4.
 def _plan(tmp_path: Path, name: str = "c1") -> Campaign:
     (tmp_path / "net.yml").write_text("topology: [Switch]\nnpus_count: [4]\nbandwidth: [50]\nlatency: [500]\n")
     (tmp_path / "sys.json").write_text(json.dumps(SYSTEM))
-    cfg = {"campaign": name, "outdir": str(tmp_path / "reports"), "shard_size": 2,
-           "workloads": {"ar": {"kind": "collective", "type": "all_reduce", "npus": 4, "size": "1MiB"}},
-           "hardware": {"baseline": "p[bandwidth=200]", "platforms": {"p": {
-               "network": "net.yml", "system": "sys.json", "axes": {"network.bandwidth": [100, 200, 400]}}}}}
+    cfg = {
+        "campaign": name,
+        "outdir": str(tmp_path / "reports"),
+        "shard_size": 2,
+        "workloads": {"ar": {"kind": "collective", "type": "all_reduce", "npus": 4, "size": "1MiB"}},
+        "hardware": {
+            "baseline": "p[bandwidth=200]",
+            "platforms": {
+                "p": {"network": "net.yml", "system": "sys.json", "axes": {"network.bandwidth": [100, 200, 400]}}
+            },
+        },
+    }
     return Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
 
 
@@ -46,15 +54,30 @@ def _write_shards(camp: Campaign, fail: str | None = None) -> None:
         rows = []
         for pid in ids:
             ok = pid != fail
-            row = {"campaign": camp.name, "workload": "ar", "source": "simulated", "point_id": pid,
-                   "platform": "p", "backend": "congestion_unaware", "npus": 4, "cost": COST[pid],
-                   "bottleneck_bandwidth_gbps": float(pid.split("=")[1].rstrip("]")),
-                   "settings": "bandwidth=" + pid.split("=")[1].rstrip("]"),
-                   "status": "ok" if ok else "StuckError: deadlock", "trace_sha256": "ab" * 32}
+            row = {
+                "campaign": camp.name,
+                "workload": "ar",
+                "source": "simulated",
+                "point_id": pid,
+                "platform": "p",
+                "backend": "congestion_unaware",
+                "npus": 4,
+                "cost": COST[pid],
+                "bottleneck_bandwidth_gbps": float(pid.split("=")[1].rstrip("]")),
+                "settings": "bandwidth=" + pid.split("=")[1].rstrip("]"),
+                "status": "ok" if ok else "StuckError: deadlock",
+                "trace_sha256": "ab" * 32,
+            }
             if ok:
                 row.update(dict.fromkeys(NS_METRICS, 0))
-                row.update(step_time_ns=STEP[pid], compute_ns=STEP[pid] // 4, exposed_comm_ns=STEP[pid] * 3 // 4,
-                           idle_ns=STEP[pid] // 8, comm_ns=STEP[pid] // 2, comm_all_reduce_ns=STEP[pid] // 2)
+                row.update(
+                    step_time_ns=STEP[pid],
+                    compute_ns=STEP[pid] // 4,
+                    exposed_comm_ns=STEP[pid] * 3 // 4,
+                    idle_ns=STEP[pid] // 8,
+                    comm_ns=STEP[pid] // 2,
+                    comm_all_reduce_ns=STEP[pid] // 2,
+                )
             rows.append(row)
         path = Path(camp.shard_path("ar", i))
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,12 +89,22 @@ def test_aggregate_derives_speedup_cost_and_provenance(tmp_path):
     camp = _plan(tmp_path)
     _write_shards(camp)
     df = aggregate(camp, commit="deadbeef")
-    assert list(df.columns) == [*RESULT_COLUMNS, "topology_d0", "npus_d0", "bandwidth_gbps_d0", "latency_ns_d0",
-                                "hw.network.bandwidth", "wl.kind", "wl.npus", "wl.size_bytes", "wl.type"]
+    assert list(df.columns) == [
+        *RESULT_COLUMNS,
+        "topology_d0",
+        "npus_d0",
+        "bandwidth_gbps_d0",
+        "latency_ns_d0",
+        "hw.network.bandwidth",
+        "wl.kind",
+        "wl.npus",
+        "wl.size_bytes",
+        "wl.type",
+    ]
     assert list(df["point_id"]) == list(STEP)  # plan order, not file order
     by = df.set_index("point_id")
-    assert by.loc["p[bandwidth=100]", "speedup"] == pytest.approx(0.5)   # 2000 / 4000
-    assert by.loc["p[bandwidth=400]", "speedup"] == pytest.approx(2.0)   # 2000 / 1000
+    assert by.loc["p[bandwidth=100]", "speedup"] == pytest.approx(0.5)  # 2000 / 4000
+    assert by.loc["p[bandwidth=400]", "speedup"] == pytest.approx(2.0)  # 2000 / 1000
     assert by.loc["p[bandwidth=200]", "time_x_cost"] == pytest.approx(3000.0)  # 2000 ns x 1.5
     assert set(df["git_commit"]) == {"deadbeef"} and set(df["config_sha256"]) == {camp.config_sha256}
     assert str(df["step_time_ns"].dtype) == "Int64"
@@ -105,18 +138,24 @@ def test_missing_shard_is_an_input_error(tmp_path):
         aggregate(camp, commit="x")
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda b: b[:60], "shard columns are not"),
-    (lambda b: b[:b.index(b"\n") + 1], "shard holds 0 rows but the plan has 2 points"),
-    (lambda b: b[:-30], "line 3: trace digest is not 64 hex digits"),
-    (lambda b: b.replace(b",ok,4000,", b",ok,40x0,"), "line 2: step_time_ns '40x0' is not a whole number"),
-    (lambda b: b.replace(b",ok,4000,", b",ok,99999999999999999999,"), "line 2: step_time_ns '99999999999999999999'"),
-    (lambda b: b.replace(b",ok,4000,", b",ok,-4000,"), "line 2: step_time_ns '-4000' is not a whole number"),
-    (lambda b: b.replace(b",ok,4000,", b",fine,4000,"), "line 2: unknown status 'fine'"),
-    (lambda b: b.replace(b"\nc1,", b"\nc9,"), "line 2: row of campaign 'c9', not of this plan's 'c1'"),
-    (lambda b: b"\xff\xfe" + b, "not UTF-8 text (byte offset 0)"),
-    (lambda b: b.replace(b"p[bandwidth=200]", b"p[bandwidth=999]"), "missing 1 of them, first 'p[bandwidth=200]'"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda b: b[:60], "shard columns are not"),
+        (lambda b: b[: b.index(b"\n") + 1], "shard holds 0 rows but the plan has 2 points"),
+        (lambda b: b[:-30], "line 3: trace digest is not 64 hex digits"),
+        (lambda b: b.replace(b",ok,4000,", b",ok,40x0,"), "line 2: step_time_ns '40x0' is not a whole number"),
+        (
+            lambda b: b.replace(b",ok,4000,", b",ok,99999999999999999999,"),
+            "line 2: step_time_ns '99999999999999999999'",
+        ),
+        (lambda b: b.replace(b",ok,4000,", b",ok,-4000,"), "line 2: step_time_ns '-4000' is not a whole number"),
+        (lambda b: b.replace(b",ok,4000,", b",fine,4000,"), "line 2: unknown status 'fine'"),
+        (lambda b: b.replace(b"\nc1,", b"\nc9,"), "line 2: row of campaign 'c9', not of this plan's 'c1'"),
+        (lambda b: b"\xff\xfe" + b, "not UTF-8 text (byte offset 0)"),
+        (lambda b: b.replace(b"p[bandwidth=200]", b"p[bandwidth=999]"), "missing 1 of them, first 'p[bandwidth=200]'"),
+    ],
+)
 def test_damaged_shard_stops_aggregation_naming_it(tmp_path, damage, message):
     camp = _plan(tmp_path)
     _write_shards(camp)
@@ -135,7 +174,10 @@ def test_campaign_board_ranks_by_time_and_by_time_x_cost(tmp_path):
     assert list(board["rank_time"]) == [1, 2, 3]
     # time x cost: 400 -> 4000, 200 -> 3000, 100 -> 4000 (tie broken by grid order: 100 before 400)
     assert dict(zip(board["point_id"], board["rank_time_x_cost"])) == {
-        "p[bandwidth=200]": 1, "p[bandwidth=100]": 2, "p[bandwidth=400]": 3}
+        "p[bandwidth=200]": 1,
+        "p[bandwidth=100]": 2,
+        "p[bandwidth=400]": 3,
+    }
 
 
 def _board(path: Path):
@@ -246,8 +288,11 @@ def test_build_writes_every_output_with_units(tmp_path):
         assert (out / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["metrics"]) == set(METRIC_NAMES)
-    assert summary["metrics"]["step_time_ns"] == {"unit": "ns", "better": "lower",
-                                                  "meaning": summary["metrics"]["step_time_ns"]["meaning"]}
+    assert summary["metrics"]["step_time_ns"] == {
+        "unit": "ns",
+        "better": "lower",
+        "meaning": summary["metrics"]["step_time_ns"]["meaning"],
+    }
     assert summary["metrics"]["speedup"]["better"] == "higher"
     assert summary["workloads"]["ar"]["best_point"] == "p[bandwidth=400]"
     assert summary["workloads"]["ar"]["best_step_time_ns"] == 1000
@@ -263,29 +308,58 @@ def test_build_writes_every_output_with_units(tmp_path):
 def test_captured_and_replayed_rows_are_one_pass_over_the_trace(tmp_path):
     camp = _plan(tmp_path)
     cfg_workload = {"kind": "capture", "model": "mlp", "ranks": 4, "steps": 2}
-    cfg = {"campaign": "c1", "outdir": str(tmp_path / "reports"), "tracedir": str(tmp_path / "traces"),
-           "shard_size": 2, "workloads": {"ar": camp.workloads["ar"].spec, "cap": cfg_workload},
-           "hardware": {"baseline": "p[bandwidth=200]", "platforms": {"p": {
-               "network": "net.yml", "system": "sys.json", "axes": {"network.bandwidth": [100, 200, 400]}}}}}
+    cfg = {
+        "campaign": "c1",
+        "outdir": str(tmp_path / "reports"),
+        "tracedir": str(tmp_path / "traces"),
+        "shard_size": 2,
+        "workloads": {"ar": camp.workloads["ar"].spec, "cap": cfg_workload},
+        "hardware": {
+            "baseline": "p[bandwidth=200]",
+            "platforms": {
+                "p": {"network": "net.yml", "system": "sys.json", "axes": {"network.bandwidth": [100, 200, 400]}}
+            },
+        },
+    }
     camp = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=True)
     assert camp.replayed() == ["cap"]
     _write_shards(camp)
     cap = camp.workloads["cap"]
-    rows = [{"campaign": "c1", "workload": "cap", "source": "simulated", "point_id": pid, "platform": "p",
-             "backend": "congestion_unaware", "npus": 4, "status": "ok", "step_time_ns": 5_000_000,
-             "trace_sha256": "cd" * 32, **dict.fromkeys(NS_METRICS[1:], 0)} for pid in cap.shards[0][:1]]
+    rows = [
+        {
+            "campaign": "c1",
+            "workload": "cap",
+            "source": "simulated",
+            "point_id": pid,
+            "platform": "p",
+            "backend": "congestion_unaware",
+            "npus": 4,
+            "status": "ok",
+            "step_time_ns": 5_000_000,
+            "trace_sha256": "cd" * 32,
+            **dict.fromkeys(NS_METRICS[1:], 0),
+        }
+        for pid in cap.shards[0][:1]
+    ]
     for i, ids in enumerate(cap.shards):
         path = Path(camp.shard_path("cap", i))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(rows_to_csv([dict(rows[0], point_id=pid) for pid in ids], SHARD_COLUMNS))
     capture = Path(camp.capture_dir("cap"))
     capture.mkdir(parents=True)
-    (capture / "capture.json").write_text(json.dumps({"backend": "gloo", "steps": 2,
-                                                      "median_step_time_ms_untraced": 1.25}))
+    (capture / "capture.json").write_text(
+        json.dumps({"backend": "gloo", "steps": 2, "median_step_time_ms_untraced": 1.25})
+    )
     replay = Path(camp.replay_path("cap"))
     replay.parent.mkdir(parents=True)
-    replay.write_text(json.dumps({"step_time_ns": {"median": 3_000_000.4, "per_iteration": [3e6, 3e6]},
-                                  "environment": {"backend": "gloo", "device": "cpu"}}))
+    replay.write_text(
+        json.dumps(
+            {
+                "step_time_ns": {"median": 3_000_000.4, "per_iteration": [3e6, 3e6]},
+                "environment": {"backend": "gloo", "device": "cpu"},
+            }
+        )
+    )
     df = aggregate(camp, commit="x")
     measured = df[(df["workload"] == "cap") & (df["source"] != "simulated")].set_index("source")
     assert measured.loc["captured", "step_time_ns"] == 2_500_000  # 1.25 ms per step x 2 profiled steps
@@ -317,8 +391,23 @@ def test_cli_verbs_and_their_errors(tmp_path, capsys):
     assert (out / "report.html").is_file() and (out / "plots" / "fidelity.png").is_file()
     board = tmp_path / "reports" / "leaderboard.csv"
     stamp = tmp_path / "stamp.json"
-    assert main(["report", "standing", "--results", str(out / "results.parquet"), "--board", str(board),
-                 "--date", "2026-05-01", "--stamp", str(stamp)]) == 0
+    assert (
+        main(
+            [
+                "report",
+                "standing",
+                "--results",
+                str(out / "results.parquet"),
+                "--board",
+                str(board),
+                "--date",
+                "2026-05-01",
+                "--stamp",
+                str(stamp),
+            ]
+        )
+        == 0
+    )
     assert len(json.loads(stamp.read_text())["rows"]) == 3
     capsys.readouterr()
     assert main(["report", "build", "--plan", camp.plan_path, "--results", str(tmp_path / "none.parquet")]) == 2
@@ -341,14 +430,39 @@ def test_results_csv_reads_back_like_the_parquet_and_builds(tmp_path):
         read_results(tmp_path / "other.csv")
 
 
-AWKWARD_NAMES = ["NA", "nan", "NaN", "null", "None", "N/A", "", "007", "1e3", "-0", "true", "#N/A", " x ", "a,b",
-                 'q"uote', "line\nbreak", "ünï", "1.0"]
+AWKWARD_NAMES = [
+    "NA",
+    "nan",
+    "NaN",
+    "null",
+    "None",
+    "N/A",
+    "",
+    "007",
+    "1e3",
+    "-0",
+    "true",
+    "#N/A",
+    " x ",
+    "a,b",
+    'q"uote',
+    "line\nbreak",
+    "ünï",
+    "1.0",
+]
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(names=st.lists(st.one_of(st.sampled_from(AWKWARD_NAMES[:-1]),
-                                st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8)),
-                      min_size=3, max_size=3))
+@given(
+    names=st.lists(
+        st.one_of(
+            st.sampled_from(AWKWARD_NAMES[:-1]),
+            st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8),
+        ),
+        min_size=3,
+        max_size=3,
+    )
+)
 def test_names_survive_the_board_and_the_results_readers(tmp_path_factory, names):
     """Campaign and workload names are data: read back verbatim, never as NA or numbers (issue 12)."""
     tmp = tmp_path_factory.mktemp("names")
@@ -404,8 +518,7 @@ def test_results_group_by_every_axis_without_string_parsing(tmp_path):
     assert str(raw["hw.network.bandwidth"].dtype) == "Int64" and str(raw["wl.size_bytes"].dtype) == "Int64"
     by_bw = raw.groupby("hw.network.bandwidth")["step_time_ns"].min().to_dict()
     assert by_bw == {100: 4000, 200: 2000, 400: 1000}
-    assert raw.groupby("bandwidth_gbps_d0")["step_time_ns"].min().to_dict() == {100.0: 4000, 200.0: 2000,
-                                                                                400.0: 1000}
+    assert raw.groupby("bandwidth_gbps_d0")["step_time_ns"].min().to_dict() == {100.0: 4000, 200.0: 2000, 400.0: 1000}
     assert set(raw["topology_d0"]) == {"Switch"} and set(raw["latency_ns_d0"]) == {500.0}
     assert raw.groupby("wl.size_bytes").size().to_dict() == {1 << 20: 3}
     import pyarrow.parquet as papq
@@ -432,7 +545,11 @@ def test_report_page_has_contents_captions_and_sortable_tables(tmp_path):
     # durations readable, exact value kept for sorting
     assert "<td data-v='4000.0'>4 µs</td>" in page and "<td data-v='2000.0'>2 µs</td>" in page
     assert (duration(950), duration(12_345), duration(4_560_000), duration(2.5e9)) == (
-        "950 ns", "12.3 µs", "4.56 ms", "2.5 s")
+        "950 ns",
+        "12.3 µs",
+        "4.56 ms",
+        "2.5 s",
+    )
     for name in PLOTS:  # every plot as PNG and SVG
         assert (out / "plots" / name.replace(".png", ".svg")).read_bytes().lstrip().startswith(b"<?xml")
 

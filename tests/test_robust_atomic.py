@@ -27,12 +27,15 @@ ALLOWED_DIRECT_WRITES = {
     ("launch/ranks.py", "_run"): "job.json in the run's private folder, read only by workers started afterwards",
     ("launch/ranks.py", "_spawn"): "a worker's live log stream in the run's private folder",
     ("replay/launcher.py", "prepare"): "a rank's plan in the run's private folder, read only by the worker "
-                                       "started afterwards",
+    "started afterwards",
     ("replay/status.py", "create"): "the replay status board, a fixed-size file the ranks mmap and update in place",
     ("replay/status.py", "__init__"): "opening that status board for mmap (read-write for a rank, read-only for the "
-                                      "launcher)",
+    "launcher)",
     ("report/leaderboard.py", "locked"): "an empty lock file, opened only to flock it",
-    ("sim/astrasim.py", "open"): "log.log / err.log are append-only logs like spdlog's file sinks (runs share a folder)",
+    (
+        "sim/astrasim.py",
+        "open",
+    ): "log.log / err.log are append-only logs like spdlog's file sinks (runs share a folder)",
     ("sim/astrasim.py", "run"): "a closed stdout (| head) is pointed at /dev/null so the exit flush cannot fail",
 }
 
@@ -54,6 +57,7 @@ def test_gzip_output_is_reproducible_and_complete(tmp_path):
             f.write('{"x": 1}\n')
     assert (tmp_path / "a.json.gz").read_bytes() == (tmp_path / "b.json.gz").read_bytes()
     import gzip
+
     assert gzip.decompress((tmp_path / "a.json.gz").read_bytes()) == b'{"x": 1}\n'
 
 
@@ -126,18 +130,31 @@ def _direct_writes(path: Path) -> list[tuple[str, int, str]]:
 
 def _write_call(call: ast.Call) -> str | None:
     f = call.func
-    if isinstance(f, ast.Name) and f.id == "open" or isinstance(f, ast.Attribute) and f.attr == "open" and \
-            isinstance(f.value, ast.Name) and f.value.id in ("os", "io", "gzip", "bz2", "lzma"):
+    if (
+        isinstance(f, ast.Name)
+        and f.id == "open"
+        or isinstance(f, ast.Attribute)
+        and f.attr == "open"
+        and isinstance(f.value, ast.Name)
+        and f.value.id in ("os", "io", "gzip", "bz2", "lzma")
+    ):
         mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
         flags = ast.unparse(mode) if mode is not None else ""
         if isinstance(f, ast.Attribute) and f.value.id == "os":
             return "os.open" if "O_WRONLY" in ast.unparse(call) or "O_RDWR" in ast.unparse(call) else None
         return f"open(mode={flags})" if any(c in flags for c in "wax+") else None
-    if isinstance(f, ast.Attribute) and f.attr in ("write_text", "write_bytes", "touch") and not (
-            isinstance(f.value, ast.Name) and f.value.id == "atomic"):
+    if (
+        isinstance(f, ast.Attribute)
+        and f.attr in ("write_text", "write_bytes", "touch")
+        and not (isinstance(f.value, ast.Name) and f.value.id == "atomic")
+    ):
         return f".{f.attr}()"
-    if isinstance(f, ast.Attribute) and f.attr in ("save", "savez", "savez_compressed", "tofile") and \
-            isinstance(f.value, ast.Name) and f.value.id in ("np", "numpy"):
+    if (
+        isinstance(f, ast.Attribute)
+        and f.attr in ("save", "savez", "savez_compressed", "tofile")
+        and isinstance(f.value, ast.Name)
+        and f.value.id in ("np", "numpy")
+    ):
         return f"np.{f.attr}()"
     return None
 
@@ -157,11 +174,17 @@ def test_every_writer_in_the_package_is_atomic():
 def test_the_scan_finds_direct_writes(tmp_path):
     """The scanner itself must flag the patterns it promises to flag."""
     sample = tmp_path / "sample.py"
-    sample.write_text("import numpy as np\nfrom pathlib import Path\n"
-                      "def f(p):\n    open(p, 'w').write('x')\n    Path(p).write_text('x')\n"
-                      "    np.save(p, [1])\n    open(p).read()\n    open(p, mode='ab')\n")
+    sample.write_text(
+        "import numpy as np\nfrom pathlib import Path\n"
+        "def f(p):\n    open(p, 'w').write('x')\n    Path(p).write_text('x')\n"
+        "    np.save(p, [1])\n    open(p).read()\n    open(p, mode='ab')\n"
+    )
     assert [(fn, what) for fn, _, what in _direct_writes(sample)] == [
-        ("f", "open(mode='w')"), ("f", ".write_text()"), ("f", "np.save()"), ("f", "open(mode='ab')")]
+        ("f", "open(mode='w')"),
+        ("f", ".write_text()"),
+        ("f", "np.save()"),
+        ("f", "open(mode='ab')"),
+    ]
 
 
 def test_killed_generate_never_leaves_a_set_that_loads_as_complete(tmp_path):
@@ -170,9 +193,25 @@ def test_killed_generate_never_leaves_a_set_that_loads_as_complete(tmp_path):
     from chakra_pipe.et.traceset import TraceSet
 
     prefix = tmp_path / "big"
-    proc = subprocess.Popen([sys.executable, "-m", "chakra_pipe.cli", "generate", "collective", "--type", "all_reduce",
-                             "--npus", "200000", "--size", "1MiB", "--allow-large", "--out", str(prefix)],
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "generate",
+            "collective",
+            "--type",
+            "all_reduce",
+            "--npus",
+            "200000",
+            "--size",
+            "1MiB",
+            "--allow-large",
+            "--out",
+            str(prefix),
+        ],
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while len(list(tmp_path.glob("big.*.et"))) <= 50 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -193,8 +232,12 @@ def test_ctrl_c_ends_with_130_one_line_and_no_output(tmp_path):
     trace = tmp_path / "big.0.et"
     trace.write_bytes(chain_bytes(1_000_000))
     out = tmp_path / "findings.json"
-    proc = subprocess.Popen([sys.executable, "-m", "chakra_pipe.cli", "validate", str(trace), "--json", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chakra_pipe.cli", "validate", str(trace), "--json", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(3)  # past interpreter start-up, inside loading or checking the million nodes
     assert proc.poll() is None, "validate finished before it could be interrupted"
     proc.send_signal(signal.SIGINT)
@@ -209,8 +252,9 @@ def test_writing_a_smaller_set_over_an_old_one_leaves_no_stale_ranks(tmp_path):
 
     prefix = tmp_path / "w"
     for npus in (4, 2):
-        r = call_cli(["generate", "collective", "--type", "all_reduce", "--npus", npus, "--size", "1MiB",
-                      "--out", prefix])
+        r = call_cli(
+            ["generate", "collective", "--type", "all_reduce", "--npus", npus, "--size", "1MiB", "--out", prefix]
+        )
         assert r.code == 0, r.stderr
     assert len(TraceSet.load(prefix).ranks) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.0.et", "w.1.et"]

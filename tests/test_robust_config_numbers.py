@@ -20,20 +20,49 @@ from chakra_pipe.errors import ChakraPipeError
 from chakra_pipe.et.traceset import load_comm_groups
 from chakra_pipe.sim.config import MemoryConfig, NetworkConfig, SystemConfig
 
-BOUNDARIES = [0, 1, -1, 2**31 - 1, 2**31, 2**32, 2**53 + 1, 2**63 - 1, 2**63, -2**63, -2**63 - 1, 2**64 - 1,
-              2**64, 10**30, -10**30]
+BOUNDARIES = [
+    0,
+    1,
+    -1,
+    2**31 - 1,
+    2**31,
+    2**32,
+    2**53 + 1,
+    2**63 - 1,
+    2**63,
+    -(2**63),
+    -(2**63) - 1,
+    2**64 - 1,
+    2**64,
+    10**30,
+    -(10**30),
+]
 JSON_ONLY = ["NaN", "Infinity", "-Infinity"]
 YAML_ONLY = [".inf", "-.inf", ".nan", ".NaN", "1e308", "1.5e3"]
-COMMON = ["1e999", "-1e999", "1e-400", "2.5e-320", "1.7976931348623157e308", "9" * 5000, "-" + "9" * 5000,
-          "1" + "0" * 400, "-1" + "0" * 400,
-          "0." + "1" * 5000, "1" * 5000 + ".5"]
+COMMON = [
+    "1e999",
+    "-1e999",
+    "1e-400",
+    "2.5e-320",
+    "1.7976931348623157e308",
+    "9" * 5000,
+    "-" + "9" * 5000,
+    "1" + "0" * 400,
+    "-1" + "0" * 400,
+    "0." + "1" * 5000,
+    "1" * 5000 + ".5",
+]
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def numbers(extra: list[str]):
     """Number tokens as they appear in a file."""
-    return st.one_of(st.sampled_from(BOUNDARIES).map(str), st.integers(-2**80, 2**80).map(str),
-                     st.floats(allow_nan=False, allow_infinity=False).map(repr), st.sampled_from(COMMON + extra))
+    return st.one_of(
+        st.sampled_from(BOUNDARIES).map(str),
+        st.integers(-(2**80), 2**80).map(str),
+        st.floats(allow_nan=False, allow_infinity=False).map(repr),
+        st.sampled_from(COMMON + extra),
+    )
 
 
 def _expected(token: str):
@@ -60,20 +89,32 @@ def _check(read, path: Path, token: str, got) -> None:
     assert value == expected or value == int(expected) or float(value) == float(expected), (token[:40], value)
 
 
-SYSTEM_KEYS = {"endpoint-delay": "endpoint_delay", "active-chunks-per-dimension": "active_chunks_per_dimension",
-               "preferred-dataset-splits": "preferred_dataset_splits", "local-mem-bw": "local_mem_bw",
-               "peak-perf": "peak_perf"}
+SYSTEM_KEYS = {
+    "endpoint-delay": "endpoint_delay",
+    "active-chunks-per-dimension": "active_chunks_per_dimension",
+    "preferred-dataset-splits": "preferred_dataset_splits",
+    "local-mem-bw": "local_mem_bw",
+    "peak-perf": "peak_perf",
+}
 
 
 @SETTINGS
 @given(key=st.sampled_from(sorted(SYSTEM_KEYS)), token=numbers(JSON_ONLY))
 def test_system_json_numbers(tmp_path, key, token):
-    base = {"scheduling-policy": "LIFO", "collective-optimization": "baseline", "endpoint-delay": 10,
-            "preferred-dataset-splits": 4, "local-mem-bw": 1600, "peak-perf": 900, "roofline-enabled": 1,
-            "all-reduce-implementation": ["ring"]}
+    base = {
+        "scheduling-policy": "LIFO",
+        "collective-optimization": "baseline",
+        "endpoint-delay": 10,
+        "preferred-dataset-splits": 4,
+        "local-mem-bw": 1600,
+        "peak-perf": 900,
+        "roofline-enabled": 1,
+        "all-reduce-implementation": ["ring"],
+    }
     text = json.dumps(base).replace(f'"{key}": ', f'"{key}": @', 1)
-    text = text.replace("@" + json.dumps(base.get(key, 1)), token) if key in base else \
-        text[:-1] + f', "{key}": {token}}}'
+    text = (
+        text.replace("@" + json.dumps(base.get(key, 1)), token) if key in base else text[:-1] + f', "{key}": {token}}}'
+    )
     path = tmp_path / "s.json"
     path.write_text(text)
     _check(SystemConfig.from_file, path, token, lambda c: getattr(c, SYSTEM_KEYS[key]))
@@ -90,14 +131,17 @@ def test_network_yaml_numbers(tmp_path, key, token):
 
 
 @SETTINGS
-@given(key=st.sampled_from(["num-nodes", "num-npus-per-node", "remote-mem-latency", "remote-mem-bw"]),
-       token=numbers(JSON_ONLY))
+@given(
+    key=st.sampled_from(["num-nodes", "num-npus-per-node", "remote-mem-latency", "remote-mem-bw"]),
+    token=numbers(JSON_ONLY),
+)
 def test_remote_memory_json_numbers(tmp_path, key, token):
     values = {"num-nodes": "1", "num-npus-per-node": "4", "remote-mem-latency": "10", "remote-mem-bw": "100"}
     values[key] = token
     path = tmp_path / "m.json"
-    path.write_text('{"memory-type": "PER_NODE_MEMORY_EXPANSION", '
-                    + ", ".join(f'"{k}": {v}' for k, v in values.items()) + "}")
+    path.write_text(
+        '{"memory-type": "PER_NODE_MEMORY_EXPANSION", ' + ", ".join(f'"{k}": {v}' for k, v in values.items()) + "}"
+    )
     _check(MemoryConfig.from_file, path, token, lambda c: getattr(c, key.replace("-", "_")))
 
 

@@ -22,10 +22,17 @@ REPO = Path(__file__).resolve().parent.parent
 WORKLOAD = REPO / "tests" / "data" / "robust" / "traces" / "valid"  # two ranks, one all-reduce each
 
 NETWORK = {"topology": ["Ring"], "npus_count": [2], "bandwidth": [50.0], "latency": [500.0]}
-SYSTEM = {"scheduling-policy": "LIFO", "collective-optimization": "baseline", "endpoint-delay": 10,
-          "active-chunks-per-dimension": 1, "preferred-dataset-splits": 4, "local-mem-bw": 1600,
-          "peak-perf": 900, "roofline-enabled": 0,
-          **{f"{c}-implementation": ["ring"] for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")}}
+SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "collective-optimization": "baseline",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 4,
+    "local-mem-bw": 1600,
+    "peak-perf": 900,
+    "roofline-enabled": 0,
+    **{f"{c}-implementation": ["ring"] for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
+}
 MEMORY = {"memory-type": "NO_MEMORY_EXPANSION"}
 
 _DROP = object()
@@ -80,8 +87,13 @@ def _write_all(directory: Path, network: dict, system: dict, memory: dict) -> di
 
 
 def _simulate(paths: dict[str, Path]) -> list[str]:
-    return ["simulate", f"--workload-configuration={WORKLOAD}", f"--system-configuration={paths['system']}",
-            f"--network-configuration={paths['network']}", f"--remote-memory-configuration={paths['memory']}"]
+    return [
+        "simulate",
+        f"--workload-configuration={WORKLOAD}",
+        f"--system-configuration={paths['system']}",
+        f"--network-configuration={paths['network']}",
+        f"--remote-memory-configuration={paths['memory']}",
+    ]
 
 
 def test_valid_configuration_simulates(tmp_path):
@@ -89,8 +101,11 @@ def test_valid_configuration_simulates(tmp_path):
     assert_clean(outcome, allowed={0})
 
 
-@pytest.mark.parametrize("which,key,value,what", BROKEN_KEYS,
-                         ids=[f"{w}-{k}-{'missing' if v is _DROP else json.dumps(v)}" for w, k, v, _ in BROKEN_KEYS])
+@pytest.mark.parametrize(
+    "which,key,value,what",
+    BROKEN_KEYS,
+    ids=[f"{w}-{k}-{'missing' if v is _DROP else json.dumps(v)}" for w, k, v, _ in BROKEN_KEYS],
+)
 def test_broken_astra_sim_key_is_named_with_its_file(tmp_path, which, key, value, what):
     bases = {"network": NETWORK, "system": SYSTEM, "memory": MEMORY}
     bases[which] = _edit(bases[which], key, value)
@@ -102,16 +117,19 @@ def test_broken_astra_sim_key_is_named_with_its_file(tmp_path, which, key, value
     assert what in line, line
 
 
-@pytest.mark.parametrize("which,text,what", [
-    ("network", "topology: [ Ring\nnpus_count: [2]\n", "invalid YAML"),
-    ("network", "- just\n- a list\n", "mapping"),
-    ("network", "", "mapping"),
-    ("system", '{"scheduling-policy": "LIFO",', "invalid JSON"),
-    ("system", "[1, 2]", "JSON object"),
-    ("system", "\xff\xfe binary", "UTF-8"),
-    ("system", "[" * 100_000 + "]" * 100_000, "nested"),
-    ("memory", "null", "JSON object"),
-])
+@pytest.mark.parametrize(
+    "which,text,what",
+    [
+        ("network", "topology: [ Ring\nnpus_count: [2]\n", "invalid YAML"),
+        ("network", "- just\n- a list\n", "mapping"),
+        ("network", "", "mapping"),
+        ("system", '{"scheduling-policy": "LIFO",', "invalid JSON"),
+        ("system", "[1, 2]", "JSON object"),
+        ("system", "\xff\xfe binary", "UTF-8"),
+        ("system", "[" * 100_000 + "]" * 100_000, "nested"),
+        ("memory", "null", "JSON object"),
+    ],
+)
 def test_unparsable_configuration_file_is_named(tmp_path, which, text, what):
     paths = _write_all(tmp_path, NETWORK, SYSTEM, MEMORY)
     paths[which].write_bytes(text.encode("latin-1"))
@@ -130,6 +148,7 @@ def test_missing_configuration_file_is_named(tmp_path):
 
 
 # -- campaign configs -----------------------------------------------------------------------------
+
 
 def _smoke() -> dict:
     return yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
@@ -160,17 +179,30 @@ CAMPAIGN_CASES = {
     "shard_size zero": (lambda c, t: c.update(shard_size=0), "shard_size"),
     "workload kind unknown": (lambda c, t: c["workloads"]["allreduce_1MiB_8"].update(kind="magic"), "kind"),
     "workload kind missing": (lambda c, t: c["workloads"]["allreduce_1MiB_8"].pop("kind"), "kind"),
-    "npus match no grid point": (lambda c, t: c["workloads"]["allreduce_1MiB_8"].update(npus=16),
-                                 "workloads.allreduce_1MiB_8"),
-    "axis negative bandwidth": (lambda c, t: _platform(c)["axes"].update({"network.bandwidth": [-200, 400]}),
-                                "network.bandwidth"),
-    "axis unknown algorithm": (lambda c, t: (c["hardware"].pop("baseline"), _platform(c)["axes"].update(
-        {"system.all-reduce-implementation": [["ringo"]]})), "all-reduce-implementation"),
-    "network file dims mismatch": (lambda c, t: _platform(c).update(network=_network_file(t, npus_count=[8, 2])),
-                                   "npus_count"),
+    "npus match no grid point": (
+        lambda c, t: c["workloads"]["allreduce_1MiB_8"].update(npus=16),
+        "workloads.allreduce_1MiB_8",
+    ),
+    "axis negative bandwidth": (
+        lambda c, t: _platform(c)["axes"].update({"network.bandwidth": [-200, 400]}),
+        "network.bandwidth",
+    ),
+    "axis unknown algorithm": (
+        lambda c, t: (
+            c["hardware"].pop("baseline"),
+            _platform(c)["axes"].update({"system.all-reduce-implementation": [["ringo"]]}),
+        ),
+        "all-reduce-implementation",
+    ),
+    "network file dims mismatch": (
+        lambda c, t: _platform(c).update(network=_network_file(t, npus_count=[8, 2])),
+        "npus_count",
+    ),
     "network file missing": (lambda c, t: _platform(c).update(network=str(t / "nope.yml")), "network"),
-    "baseline not a point": (lambda c, t: c["hardware"].update(baseline="hgx_h100[bandwidth=999]"),
-                             "hardware.baseline"),
+    "baseline not a point": (
+        lambda c, t: c["hardware"].update(baseline="hgx_h100[bandwidth=999]"),
+        "hardware.baseline",
+    ),
 }
 
 
@@ -201,15 +233,18 @@ def test_absurdly_nested_config_is_one_line_not_a_traceback(tmp_path):
     assert_clean(call_cli(_simulate(paths)), allowed={2})
 
 
-@pytest.mark.parametrize("text,what", [
-    ('{"1": [0, 5]}', "NPU 5"),
-    ('{"1": "all"}', "non-empty list"),
-    ('{"0": [0, 1]}', "integer > 0"),
-    ('{"1": [0, 0]}', "listed twice"),
-    ('{"1": [0, 1.5]}', "non-empty list"),
-    ("[1, 2]", "expected an object"),
-    ("nope", "invalid JSON"),
-])
+@pytest.mark.parametrize(
+    "text,what",
+    [
+        ('{"1": [0, 5]}', "NPU 5"),
+        ('{"1": "all"}', "non-empty list"),
+        ('{"0": [0, 1]}', "integer > 0"),
+        ('{"1": [0, 0]}', "listed twice"),
+        ('{"1": [0, 1.5]}', "non-empty list"),
+        ("[1, 2]", "expected an object"),
+        ("nope", "invalid JSON"),
+    ],
+)
 def test_broken_comm_group_file_is_named_with_its_group(tmp_path, text, what):
     paths = _write_all(tmp_path, NETWORK, SYSTEM, MEMORY)
     groups = tmp_path / "groups.json"

@@ -17,6 +17,7 @@ from test_robust_support import CORPUS, assert_clean, assert_no_partial_output, 
 MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())
 FRAMING_CASES = [name for name, case in MANIFEST.items() if case["expect"]["info"] == 2]  # undecodable files
 
+
 @pytest.fixture(scope="module")
 def hardware(tmp_path_factory, fixtures_dir) -> list[str]:
     """ASTRA-sim flags for a 2-NPU ring (the corpus sets have two ranks)."""
@@ -34,8 +35,10 @@ def _argv(verb: str, prefix: Path, hardware: list[str] | None) -> list[str]:
     return [verb, str(prefix)]
 
 
-@pytest.mark.parametrize("name,verb", [pytest.param(name, verb, id=f"{name}-{verb}") for name in MANIFEST
-                                       for verb in ("validate", "info", "simulate")])
+@pytest.mark.parametrize(
+    "name,verb",
+    [pytest.param(name, verb, id=f"{name}-{verb}") for name in MANIFEST for verb in ("validate", "info", "simulate")],
+)
 def test_corpus_case_ends_cleanly_with_the_documented_code(name, verb, request):
     hw = request.getfixturevalue("hardware") if verb == "simulate" else None
     prefix = CORPUS / "traces" / name
@@ -43,8 +46,10 @@ def test_corpus_case_ends_cleanly_with_the_documented_code(name, verb, request):
     assert_clean(outcome, what=f"{verb} {name}")
     expected = MANIFEST[name]["expect"][verb]
     if expected is not None:
-        assert outcome.code == expected, (f"{verb} {name}: exit {outcome.code}, expected {expected} "
-                                          f"({MANIFEST[name]['reason']}); stderr: {outcome.stderr.strip()}")
+        assert outcome.code == expected, (
+            f"{verb} {name}: exit {outcome.code}, expected {expected} "
+            f"({MANIFEST[name]['reason']}); stderr: {outcome.stderr.strip()}"
+        )
 
 
 @pytest.mark.parametrize("name", FRAMING_CASES)
@@ -62,8 +67,7 @@ def test_huge_length_prefix_is_refused_without_allocating_it(verb, hardware, tmp
     loader (validate, simulate) and the streaming reader (jsonize; it once asked for the claimed 4 GiB
     in one read and died with MemoryError) must both refuse it from the bytes actually present."""
     prefix = CORPUS / "traces" / "huge_length"
-    argv = (["jsonize", f"{prefix}.0.et", tmp_path / "out.json"] if verb == "jsonize"
-            else _argv(verb, prefix, hardware))
+    argv = ["jsonize", f"{prefix}.0.et", tmp_path / "out.json"] if verb == "jsonize" else _argv(verb, prefix, hardware)
     outcome = run_cli(argv, timeout=60)
     assert_clean(outcome, allowed={2})
     assert "record length 4294967295" in outcome.stderr
@@ -76,8 +80,16 @@ def _failing_run(verb: str, out: Path, hardware: list[str]) -> tuple[list, list[
         return ["validate", broken, "--json", out / "findings.json"], [out / "findings.json"]
     if verb == "simulate":  # reads fine, then cannot finish (exit 3)
         outputs = [out / "sim.json", out / "timeline.json"]
-        return (["simulate", f"--workload-configuration={CORPUS / 'traces' / 'missing_collective'}", *hardware,
-                 f"--output-json={outputs[0]}", f"--timeline={outputs[1]}"], outputs)
+        return (
+            [
+                "simulate",
+                f"--workload-configuration={CORPUS / 'traces' / 'missing_collective'}",
+                *hardware,
+                f"--output-json={outputs[0]}",
+                f"--timeline={outputs[1]}",
+            ],
+            outputs,
+        )
     target = out / ("t.json" if verb == "jsonize" else "t.graphml")
     return [verb, f"{broken}.0.et", target], [target]
 

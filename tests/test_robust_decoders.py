@@ -31,8 +31,12 @@ MUTANTS = 12_000
 
 
 def _refusal_ok(exc: TraceFormatError, name: str, size: int) -> bool:
-    return exc.file == name and exc.where is not None and exc.where.startswith("byte ") \
+    return (
+        exc.file == name
+        and exc.where is not None
+        and exc.where.startswith("byte ")
         and 0 <= int(exc.where.split()[1]) <= size
+    )
 
 
 def test_bases_take_both_decoder_paths():
@@ -136,9 +140,16 @@ def test_invalid_utf8_strings_are_one_answer_everywhere(tmp_path, fixtures_dir, 
     system = fixtures_dir / "astra-sim" / "system" / "native_collectives" / "Ring_4chunks.json"
     net = tmp_path / "ring2.yml"
     net.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
-    for argv in (["info", prefix], ["validate", prefix],
-                 ["simulate", f"--workload-configuration={prefix}", f"--system-configuration={system}",
-                  f"--network-configuration={net}"]):
+    for argv in (
+        ["info", prefix],
+        ["validate", prefix],
+        [
+            "simulate",
+            f"--workload-configuration={prefix}",
+            f"--system-configuration={system}",
+            f"--network-configuration={net}",
+        ],
+    ):
         outcome = call_cli(argv)
         assert_clean(outcome, allowed={2}, what=argv[0])
         assert "u.0.et: byte " in outcome.stderr and "UTF-8" in outcome.stderr, outcome.stderr

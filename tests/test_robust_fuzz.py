@@ -62,7 +62,7 @@ def mutated(draw, base: bytes = BASE) -> bytes:
         elif op == "insert":
             data[i:i] = draw(st.binary(min_size=1, max_size=8))
         else:
-            del data[i:i + draw(st.integers(1, 8))]
+            del data[i : i + draw(st.integers(1, 8))]
     return bytes(data)
 
 
@@ -72,7 +72,7 @@ def _columns_equal(graph, nodes) -> None:
     assert graph.types.tolist() == [max(-1, min(127, n.type)) for n in nodes]
     assert graph.duration_micros.tolist() == [n.duration_micros for n in nodes]
     for which, ptr, ids in (("data", graph.data_ptr, graph.data_ids), ("ctrl", graph.ctrl_ptr, graph.ctrl_ids)):
-        got = [ids[ptr[i]:ptr[i + 1]].tolist() for i in range(len(nodes))]
+        got = [ids[ptr[i] : ptr[i + 1]].tolist() for i in range(len(nodes))]
         assert got == [list(getattr(n, f"{which}_deps")) for n in nodes], which
     for name, kinds in graph.attr_kind.items():
         expected = []
@@ -143,23 +143,42 @@ def test_validate_and_simulate_end_cleanly_on_mutated_rank_sets(tmp_path, two_ra
 
 
 _KIND_VALUES = {  # one value per oneof member: in range for the kind, hostile for the attribute
-    "int32_val": st.integers(-2**31, 2**31 - 1), "int64_val": st.integers(-2**63, 2**63 - 1),
-    "uint32_val": st.integers(0, 2**32 - 1), "uint64_val": st.integers(0, 2**64 - 1),
-    "sint64_val": st.integers(-2**63, 2**63 - 1), "fixed64_val": st.integers(0, 2**64 - 1),
-    "bool_val": st.booleans(), "double_val": st.floats(allow_nan=True, allow_infinity=True),
-    "string_val": st.text(max_size=8), "bytes_val": st.binary(max_size=8),
-    "bool_list": st.lists(st.booleans(), max_size=4), "int64_list": st.lists(st.integers(-5, 5), max_size=4),
+    "int32_val": st.integers(-(2**31), 2**31 - 1),
+    "int64_val": st.integers(-(2**63), 2**63 - 1),
+    "uint32_val": st.integers(0, 2**32 - 1),
+    "uint64_val": st.integers(0, 2**64 - 1),
+    "sint64_val": st.integers(-(2**63), 2**63 - 1),
+    "fixed64_val": st.integers(0, 2**64 - 1),
+    "bool_val": st.booleans(),
+    "double_val": st.floats(allow_nan=True, allow_infinity=True),
+    "string_val": st.text(max_size=8),
+    "bytes_val": st.binary(max_size=8),
+    "bool_list": st.lists(st.booleans(), max_size=4),
+    "int64_list": st.lists(st.integers(-5, 5), max_size=4),
 }
-_WELL_KNOWN = ["is_cpu_op", "num_ops", "tensor_size", "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag",
-               "comm_priority", "pg_name", "involved_dim"]
+_WELL_KNOWN = [
+    "is_cpu_op",
+    "num_ops",
+    "tensor_size",
+    "comm_type",
+    "comm_size",
+    "comm_src",
+    "comm_dst",
+    "comm_tag",
+    "comm_priority",
+    "pg_name",
+    "involved_dim",
+]
 
 
 @st.composite
 def hostile_attribute_sets(draw):
     """The p2p corpus set with 1-3 well-known attributes of some node rewritten in any kind and value."""
     corpus = corpus_builder()
-    ranks = [list(corpus.base_nodes()) + [corpus.p2p(4, [3], schema.COMM_SEND_NODE, peer=1)],
-             list(corpus.base_nodes()) + [corpus.p2p(4, [3], schema.COMM_RECV_NODE, peer=0)]]
+    ranks = [
+        list(corpus.base_nodes()) + [corpus.p2p(4, [3], schema.COMM_SEND_NODE, peer=1)],
+        list(corpus.base_nodes()) + [corpus.p2p(4, [3], schema.COMM_RECV_NODE, peer=0)],
+    ]
     for _ in range(draw(st.integers(1, 3))):
         node = draw(st.sampled_from(ranks[draw(st.integers(0, 1))]))
         name, kind = draw(st.sampled_from(_WELL_KNOWN)), draw(st.sampled_from(sorted(_KIND_VALUES)))
@@ -215,30 +234,44 @@ def test_uint64_attribute_values_above_int64_read_alike_on_both_decoder_paths(tm
 
 # -- structural extremes, generated at test time --------------------------------------------------
 
+
 def _write_set(directory: Path, name: str, data: bytes) -> Path:
     for rank in range(2):
         (directory / f"{name}.{rank}.et").write_bytes(data)
     return directory / name
 
 
-@pytest.mark.parametrize("shape,expect", [
-    ("chain", {"info": 0, "validate": 0, "simulate": 0}),
-    ("cycle", {"info": 0, "validate": 1, "simulate": None}),
-    ("fan_in", {"info": 0, "validate": 0, "simulate": 0}),
-])
+@pytest.mark.parametrize(
+    "shape,expect",
+    [
+        ("chain", {"info": 0, "validate": 0, "simulate": 0}),
+        ("cycle", {"info": 0, "validate": 1, "simulate": None}),
+        ("fan_in", {"info": 0, "validate": 0, "simulate": 0}),
+    ],
+)
 def test_deep_and_wide_graphs_end_cleanly_without_recursion_limits(tmp_path, fixtures_dir, shape, expect):
     """20,000-deep dependency chains and cycles are far past Python's recursion limit; a 200-way
     fan-in on 2,000 nodes is 400k edges. All must finish in seconds with a clean outcome."""
-    data = {"chain": lambda: chain_bytes(20_000), "cycle": lambda: chain_bytes(20_000, cycle=True),
-            "fan_in": lambda: chain_bytes(2_000, fan_in=200)}[shape]()
+    data = {
+        "chain": lambda: chain_bytes(20_000),
+        "cycle": lambda: chain_bytes(20_000, cycle=True),
+        "fan_in": lambda: chain_bytes(2_000, fan_in=200),
+    }[shape]()
     prefix = _write_set(tmp_path, shape, data)
     net = tmp_path / "ring2.yml"
     net.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
     system = fixtures_dir / "astra-sim" / "system" / "native_collectives" / "Ring_4chunks.json"
     for verb, code in expect.items():
-        argv = ([verb, prefix] if verb != "simulate" else
-                [verb, f"--workload-configuration={prefix}", f"--system-configuration={system}",
-                 f"--network-configuration={net}"])
+        argv = (
+            [verb, prefix]
+            if verb != "simulate"
+            else [
+                verb,
+                f"--workload-configuration={prefix}",
+                f"--system-configuration={system}",
+                f"--network-configuration={net}",
+            ]
+        )
         outcome = call_cli(argv, timeout=60)
         assert_clean(outcome, what=f"{verb} {shape}")
         if code is not None:
@@ -255,17 +288,27 @@ def test_million_node_trace_reads_validates_and_simulates_within_bounds(tmp_path
     net = tmp_path / "ring2.yml"
     net.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
     system = fixtures_dir / "astra-sim" / "system" / "native_collectives" / "Ring_4chunks.json"
-    for argv in (["info", prefix], ["validate", prefix],
-                 ["simulate", f"--workload-configuration={prefix}", f"--system-configuration={system}",
-                  f"--network-configuration={net}", f"--output-json={tmp_path / 'sim.json'}"]):
+    for argv in (
+        ["info", prefix],
+        ["validate", prefix],
+        [
+            "simulate",
+            f"--workload-configuration={prefix}",
+            f"--system-configuration={system}",
+            f"--network-configuration={net}",
+            f"--output-json={tmp_path / 'sim.json'}",
+        ],
+    ):
         outcome = run_cli(argv, timeout=600)
         assert_clean(outcome, allowed={0}, what=argv[0])
     import json
+
     result = json.loads((tmp_path / "sim.json").read_text())
     assert result["finish_ns"] == [1_000_000 * 1000] * 2
 
 
 # -- extreme field values -------------------------------------------------------------------------
+
 
 def _simulate_json(tmp_path: Path, fixtures_dir: Path, nodes) -> tuple:
     corpus = corpus_builder()
@@ -274,10 +317,18 @@ def _simulate_json(tmp_path: Path, fixtures_dir: Path, nodes) -> tuple:
     net.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
     system = fixtures_dir / "astra-sim" / "system" / "native_collectives" / "Ring_4chunks.json"
     out = tmp_path / "sim.json"
-    outcome = call_cli(["simulate", f"--workload-configuration={prefix}", f"--system-configuration={system}",
-                        f"--network-configuration={net}", f"--output-json={out}"])
+    outcome = call_cli(
+        [
+            "simulate",
+            f"--workload-configuration={prefix}",
+            f"--system-configuration={system}",
+            f"--network-configuration={net}",
+            f"--output-json={out}",
+        ]
+    )
     assert_clean(outcome, allowed={0, 2})
     import json
+
     return outcome, (json.loads(out.read_text()) if outcome.code == 0 else None)
 
 
@@ -287,8 +338,9 @@ def test_huge_durations_never_make_simulated_time_run_backwards(tmp_path, fixtur
     node lasts that long cannot finish earlier — the result is at least that, or a clean refusal.
     (Durations of 2^63 µs and more once became negative and time ran backwards.)"""
     corpus = corpus_builder()
-    outcome, result = _simulate_json(tmp_path, fixtures_dir,
-                                     [corpus.comp(1, [], micros), corpus.coll(2, [1]), corpus.comp(3, [2], 3)])
+    outcome, result = _simulate_json(
+        tmp_path, fixtures_dir, [corpus.comp(1, [], micros), corpus.coll(2, [1]), corpus.comp(3, [2], 3)]
+    )
     if result is not None:
         assert min(result["finish_ns"]) >= micros * 1000, result["finish_ns"]
     else:

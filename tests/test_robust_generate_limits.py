@@ -12,16 +12,34 @@ from chakra_pipe.generate import limits
 TEXT = "DATA\n1\nlayer0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1024 10\n"
 
 
-@pytest.mark.parametrize("argv,option", [
-    (["generate", "llm", "--model", "llama3-8b", "--dp", str(10**8)], "--dp"),
-    (["generate", "llm", "--model", "llama3-8b", "--layers", "4", "--pp", "2", "--microbatches", str(10**8)],
-     "--microbatches"),
-    (["generate", "collective", "--type", "all_reduce", "--npus", str(10**8), "--size", "1KiB"], "--npus"),
-    (["generate", "collective", "--type", "all_reduce", "--npus", "4", "--size", "1KiB", "--iterations",
-      str(10**7)], "--iterations"),
-    (["convert", "text", "IN", "--npus", str(10**8)], "--npus"),
-    (["convert", "text", "IN", "--npus", "2", "--passes", str(10**8)], "--passes"),
-])
+@pytest.mark.parametrize(
+    "argv,option",
+    [
+        (["generate", "llm", "--model", "llama3-8b", "--dp", str(10**8)], "--dp"),
+        (
+            ["generate", "llm", "--model", "llama3-8b", "--layers", "4", "--pp", "2", "--microbatches", str(10**8)],
+            "--microbatches",
+        ),
+        (["generate", "collective", "--type", "all_reduce", "--npus", str(10**8), "--size", "1KiB"], "--npus"),
+        (
+            [
+                "generate",
+                "collective",
+                "--type",
+                "all_reduce",
+                "--npus",
+                "4",
+                "--size",
+                "1KiB",
+                "--iterations",
+                str(10**7),
+            ],
+            "--iterations",
+        ),
+        (["convert", "text", "IN", "--npus", str(10**8)], "--npus"),
+        (["convert", "text", "IN", "--npus", "2", "--passes", str(10**8)], "--passes"),
+    ],
+)
 def test_absurd_outputs_are_refused_fast_naming_the_option(tmp_path, argv, option):
     (tmp_path / "in.txt").write_text(TEXT)
     argv = [str(tmp_path / "in.txt") if a == "IN" else a for a in argv] + ["--out", str(tmp_path / "o")]

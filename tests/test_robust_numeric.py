@@ -14,10 +14,19 @@ from test_robust_support import assert_clean, call_cli, corpus_builder
 from chakra_pipe.et import schema
 from chakra_pipe.et.graph import graph_from_bytes
 
-SYSTEM = {"scheduling-policy": "LIFO", "collective-optimization": "baseline", "endpoint-delay": 10,
-          "preferred-dataset-splits": 4, "local-mem-bw": 1600, "peak-perf": 900, "roofline-enabled": 1,
-          "all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"],
-          "reduce-scatter-implementation": ["ring"], "all-to-all-implementation": ["ring"]}
+SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "collective-optimization": "baseline",
+    "endpoint-delay": 10,
+    "preferred-dataset-splits": 4,
+    "local-mem-bw": 1600,
+    "peak-perf": 900,
+    "roofline-enabled": 1,
+    "all-reduce-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+}
 NETWORK = "topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n"
 
 
@@ -42,9 +51,15 @@ def test_uint64_tensor_size_past_int64_is_a_huge_positive_roofline_time(tmp_path
     (tmp_path / "sys.json").write_text(json.dumps(SYSTEM))
     (tmp_path / "net.yml").write_text(NETWORK)
     out = tmp_path / "sim.json"
-    outcome = call_cli(["simulate", f"--workload-configuration={tmp_path / 't'}",
-                        f"--system-configuration={tmp_path / 'sys.json'}",
-                        f"--network-configuration={tmp_path / 'net.yml'}", f"--output-json={out}"])
+    outcome = call_cli(
+        [
+            "simulate",
+            f"--workload-configuration={tmp_path / 't'}",
+            f"--system-configuration={tmp_path / 'sys.json'}",
+            f"--network-configuration={tmp_path / 'net.yml'}",
+            f"--output-json={out}",
+        ]
+    )
     assert_clean(outcome, allowed={0})
     finish = json.loads(out.read_text())["finish_ns"]
     first = _roofline_ns(1000, tensor_size)
@@ -64,26 +79,44 @@ def test_uint64_comm_size_past_int64_is_not_negative_in_validate(tmp_path):
 
 # -- dejsonize: attribute values at and past the limits of their kinds ---------------------------
 
+
 def _dejsonize(tmp_path, attr_text: str):
     from chakra_pipe.et.jsonio import dejsonize
 
     src = tmp_path / "t.json"
-    src.write_text('{"metadata": {"version": "0.0.4", "attr": []}, "nodes": [{"id": 1, "name": "n", "type": '
-                   '"COMP_NODE", "attr": [' + attr_text + ']}]}')
+    src.write_text(
+        '{"metadata": {"version": "0.0.4", "attr": []}, "nodes": [{"id": 1, "name": "n", "type": '
+        '"COMP_NODE", "attr": [' + attr_text + "]}]}"
+    )
     return dejsonize(src, tmp_path / "t.et")
 
 
-@pytest.mark.parametrize("attr,what,where", [
-    ('{"name": "x", "kind": "double_val", "value": 1' + "0" * 400 + "}", "overflows a double", "nodes[0].attr[0].value"),
-    ('{"name": "x", "kind": "float_val", "value": 1e300}', "overflows a 32-bit float", "nodes[0].attr[0].value"),
-    ('{"name": "x", "kind": "float_list", "value": [1, "1e39"]}', "overflows a 32-bit float", "nodes[0].attr[0].value[1]"),
-    ('{"name": "x", "kind": ["int64_val"], "value": 1}', "unknown attribute kind", "nodes[0].attr[0].kind"),
-    ('{"name": "x", "kind": {"a": 1}, "value": 1}', "unknown attribute kind", "nodes[0].attr[0].kind"),
-    ('{"name": "x", "kind": "int64_val", "value": 9223372036854775808}', "out of range", "nodes[0].attr[0].value"),
-    ('{"name": "x", "kind": "uint64_val", "value": -1}', "out of range", "nodes[0].attr[0].value"),
-    ('{"name": "x", "kind": "int64_val", "value": ' + "9" * 5000 + "}", "4,300 digits", "line 1 column"),
-    ('{"name": "x", "doc_string": 5, "kind": "int64_val", "value": 1}', "must be a string", "nodes[0].attr[0].doc_string"),
-])
+@pytest.mark.parametrize(
+    "attr,what,where",
+    [
+        (
+            '{"name": "x", "kind": "double_val", "value": 1' + "0" * 400 + "}",
+            "overflows a double",
+            "nodes[0].attr[0].value",
+        ),
+        ('{"name": "x", "kind": "float_val", "value": 1e300}', "overflows a 32-bit float", "nodes[0].attr[0].value"),
+        (
+            '{"name": "x", "kind": "float_list", "value": [1, "1e39"]}',
+            "overflows a 32-bit float",
+            "nodes[0].attr[0].value[1]",
+        ),
+        ('{"name": "x", "kind": ["int64_val"], "value": 1}', "unknown attribute kind", "nodes[0].attr[0].kind"),
+        ('{"name": "x", "kind": {"a": 1}, "value": 1}', "unknown attribute kind", "nodes[0].attr[0].kind"),
+        ('{"name": "x", "kind": "int64_val", "value": 9223372036854775808}', "out of range", "nodes[0].attr[0].value"),
+        ('{"name": "x", "kind": "uint64_val", "value": -1}', "out of range", "nodes[0].attr[0].value"),
+        ('{"name": "x", "kind": "int64_val", "value": ' + "9" * 5000 + "}", "4,300 digits", "line 1 column"),
+        (
+            '{"name": "x", "doc_string": 5, "kind": "int64_val", "value": 1}',
+            "must be a string",
+            "nodes[0].attr[0].doc_string",
+        ),
+    ],
+)
 def test_dejsonize_refuses_values_its_kind_cannot_hold(tmp_path, attr, what, where):
     from chakra_pipe.errors import InputError
 

@@ -24,8 +24,19 @@ from chakra_pipe.atomic import atomic_open, write_bytes
 from chakra_pipe.errors import InputError
 from chakra_pipe.lifecycle import sweep_dead_scratch
 
-KINDS = ("absent", "file", "link", "link_chain", "dangling_link", "fifo", "devnull", "folder", "read_only",
-         "link_to_read_only", "missing_parent")
+KINDS = (
+    "absent",
+    "file",
+    "link",
+    "link_chain",
+    "dangling_link",
+    "fifo",
+    "devnull",
+    "folder",
+    "read_only",
+    "link_to_read_only",
+    "missing_parent",
+)
 
 
 def _make(root: Path, kind: str) -> tuple[Path, Path | None]:
@@ -105,15 +116,20 @@ def test_dash_is_stdout(capfdbinary):
 
 
 def _cli(*argv, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "chakra_pipe.cli", *map(str, argv)], capture_output=True,
-                          text=True, timeout=120, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "chakra_pipe.cli", *map(str, argv)], capture_output=True, text=True, timeout=120, **kw
+    )
 
 
 @pytest.fixture(scope="module")
 def trace8(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("trace8")
-    assert _cli("generate", "collective", "--type", "all_reduce", "--npus", 8, "--size", "1MiB",
-                "--out", root / "ar").returncode == 0
+    assert (
+        _cli(
+            "generate", "collective", "--type", "all_reduce", "--npus", 8, "--size", "1MiB", "--out", root / "ar"
+        ).returncode
+        == 0
+    )
     return root / "ar"
 
 
@@ -125,19 +141,44 @@ def _closed_stdout(*argv) -> subprocess.CompletedProcess:
     r, w = os.pipe()
     os.close(r)
     try:
-        return subprocess.run([sys.executable, "-m", "chakra_pipe.cli", *map(str, argv)], stdout=w,
-                              stderr=subprocess.PIPE, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "chakra_pipe.cli", *map(str, argv)],
+            stdout=w,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
     finally:
         os.close(w)
 
 
 def test_closed_stdout_keeps_simulate_outputs_and_exit_code(trace8, tmp_path):
     out, timeline = tmp_path / "o.json", tmp_path / "t.json"
-    p = _closed_stdout("simulate", "--workload-configuration", trace8, "--system-configuration", HW / "system.json",
-                       "--network-configuration", HW / "network.yml", "--output-json", out, "--timeline", timeline)
+    p = _closed_stdout(
+        "simulate",
+        "--workload-configuration",
+        trace8,
+        "--system-configuration",
+        HW / "system.json",
+        "--network-configuration",
+        HW / "network.yml",
+        "--output-json",
+        out,
+        "--timeline",
+        timeline,
+    )
     assert p.returncode == 0 and p.stderr == ""
-    ref = _cli("simulate", "--workload-configuration", trace8, "--system-configuration", HW / "system.json",
-               "--network-configuration", HW / "network.yml", "--output-json", tmp_path / "ref.json")
+    ref = _cli(
+        "simulate",
+        "--workload-configuration",
+        trace8,
+        "--system-configuration",
+        HW / "system.json",
+        "--network-configuration",
+        HW / "network.yml",
+        "--output-json",
+        tmp_path / "ref.json",
+    )
     assert out.read_bytes() == (tmp_path / "ref.json").read_bytes() and timeline.stat().st_size > 0
     assert ref.stdout.startswith("sys[0] finished")
 
@@ -155,11 +196,27 @@ def test_closed_stdout_keeps_validate_findings_and_exit_code(trace8, tmp_path):
 
 def test_no_stdout_at_all_changes_nothing(trace8, tmp_path):
     """`>&-`: Python starts with sys.stdout None; printing must not crash the verb."""
-    p = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "simulate", "--workload-configuration", str(trace8),
-                        "--system-configuration", str(HW / "system.json"), "--network-configuration",
-                        str(HW / "network.yml"), "--output-json", str(tmp_path / "o.json")],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
-                       preexec_fn=lambda: os.close(1))
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "simulate",
+            "--workload-configuration",
+            str(trace8),
+            "--system-configuration",
+            str(HW / "system.json"),
+            "--network-configuration",
+            str(HW / "network.yml"),
+            "--output-json",
+            str(tmp_path / "o.json"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.close(1),
+    )
     assert (p.returncode, p.stderr) == (0, "") and (tmp_path / "o.json").stat().st_size > 0
 
 
@@ -169,9 +226,25 @@ def test_output_to_a_closed_stdout_is_not_reported_as_written(trace8):
 
 
 def test_sigterm_mid_write_leaves_no_temporary(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "chakra_pipe.cli", "generate", "collective", "--type", "all_reduce",
-                             "--npus", "200000", "--size", "1MiB", "--allow-large", "--out", str(tmp_path / "big")],
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "generate",
+            "collective",
+            "--type",
+            "all_reduce",
+            "--npus",
+            "200000",
+            "--size",
+            "1MiB",
+            "--allow-large",
+            "--out",
+            str(tmp_path / "big"),
+        ],
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while len(list(tmp_path.glob("big.*.et"))) < 20 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -254,7 +327,9 @@ def test_dash_through_the_cli_is_parseable_json(trace8):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="replay needs torch (pip install 'chakra-pipe[torch]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None, reason="replay needs torch (pip install 'chakra-pipe[torch]')"
+)
 def test_sigterm_mid_replay_removes_its_scratch_folder_and_ranks(tmp_path):
     from test_robust_support import corpus_builder
 
@@ -265,13 +340,33 @@ def test_sigterm_mid_replay_removes_its_scratch_folder_and_ranks(tmp_path):
     scratch.mkdir()
     stale = scratch / f".chakra-ranks-{_dead_pid()}-old"  # what a SIGKILLed replay left
     stale.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "chakra_pipe.cli", "replay", str(tmp_path / "long"),
-                             "--iterations", "1", "--warmup", "0", "--backend", "gloo", "--timeout", "120",
-                             "--out", str(tmp_path / "r.json")], stderr=subprocess.PIPE,
-                            env={**os.environ, "TMPDIR": str(scratch)})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "replay",
+            str(tmp_path / "long"),
+            "--iterations",
+            "1",
+            "--warmup",
+            "0",
+            "--backend",
+            "gloo",
+            "--timeout",
+            "120",
+            "--out",
+            str(tmp_path / "r.json"),
+        ],
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
     deadline = time.monotonic() + 60
-    while proc.poll() is None and time.monotonic() < deadline and \
-            not any((d / "log.1.txt").exists() for d in scratch.glob(".chakra-ranks-*")):
+    while (
+        proc.poll() is None
+        and time.monotonic() < deadline
+        and not any((d / "log.1.txt").exists() for d in scratch.glob(".chakra-ranks-*"))
+    ):
         time.sleep(0.1)
     assert not stale.exists(), "the next replay did not remove a dead replay's scratch folder"
     time.sleep(1)

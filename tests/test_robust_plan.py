@@ -36,7 +36,11 @@ def _edit(doc: dict, path: tuple, value) -> dict:
 
 DAMAGE = [
     (("points",), {}, "points: damaged plan: expected a list of points, got dict"),
-    (("workloads", "ar", "shards", 0), 7, "workloads.ar.shards[0]: damaged plan: expected a list of point ids, got int"),
+    (
+        ("workloads", "ar", "shards", 0),
+        7,
+        "workloads.ar.shards[0]: damaged plan: expected a list of point ids, got int",
+    ),
     (("workloads", "ar", "shards", 0, 0), "nowhere[x=1]", "workloads.ar.shards[0][0]: damaged plan: unknown point id"),
     (("workloads", "ar", "shards", 0, 0), 3, "workloads.ar.shards[0][0]: damaged plan: expected a point id, got int"),
     (("workloads", "ar", "npus"), "4", "workloads.ar.npus: damaged plan: expected an integer, got str"),
@@ -59,8 +63,10 @@ def test_damaged_plan_is_refused_naming_the_field(plan_doc, path, value, message
     with pytest.raises(InputError) as err:
         Campaign.load(plan)
     assert message in str(err.value) and str(plan) in str(err.value)
-    for argv in (["sweep", "run", "--plan", plan, "--workload", "ar", "--shard", 0, "--out", plan.parent / "x.csv"],
-                 ["report", "aggregate", "--plan", plan, "--out-dir", plan.parent / "out"]):
+    for argv in (
+        ["sweep", "run", "--plan", plan, "--workload", "ar", "--shard", 0, "--out", plan.parent / "x.csv"],
+        ["report", "aggregate", "--plan", plan, "--out-dir", plan.parent / "out"],
+    ):
         outcome = call_cli(argv)
         assert_clean(outcome, allowed={2})
         assert message in outcome.stderr
@@ -85,9 +91,11 @@ def _paths(doc, prefix=()):
             yield from _paths(v, (*prefix, i))
 
 
-JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False)
-                           | st.text(max_size=8), lambda inner: st.lists(inner, max_size=3)
-                           | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=6)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -98,10 +106,14 @@ def test_any_single_edit_of_a_plan_gives_a_result_or_one_clean_error(plan_doc, d
     path = data.draw(st.sampled_from(paths))
     plan.write_text(json.dumps(_edit(doc, path, data.draw(JSON_VALUES))))
     out = plan.parent / "out"
-    assert_clean(call_cli(["report", "aggregate", "--plan", plan, "--out-dir", out]), allowed={0, 2},
-                 what=f"plan edit at {path}")
-    assert_clean(call_cli(["sweep", "run", "--plan", plan, "--workload", "ar", "--shard", 0, "--out", out / "s.csv"]),
-                 allowed={0, 2}, what=f"plan edit at {path}")
+    assert_clean(
+        call_cli(["report", "aggregate", "--plan", plan, "--out-dir", out]), allowed={0, 2}, what=f"plan edit at {path}"
+    )
+    assert_clean(
+        call_cli(["sweep", "run", "--plan", plan, "--workload", "ar", "--shard", 0, "--out", out / "s.csv"]),
+        allowed={0, 2},
+        what=f"plan edit at {path}",
+    )
 
 
 @pytest.mark.parametrize("median", ["-5", "Infinity", "NaN", "1e300", '"fast"'])
@@ -115,11 +127,16 @@ def test_damaged_replay_result_is_refused(tmp_path, median):
     assert str(path) in str(err.value)
 
 
-@pytest.mark.parametrize("doc", [{"median_step_time_ms_untraced": -1.0, "steps": 2},
-                                 {"median_step_time_ms_untraced": 1e300, "steps": 2},
-                                 {"median_step_time_ms_untraced": 1.5, "steps": 0},
-                                 {"median_step_time_ms_untraced": 1.5, "steps": True},
-                                 {"median_step_time_ms_untraced": 1.5, "steps": "2"}])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"median_step_time_ms_untraced": -1.0, "steps": 2},
+        {"median_step_time_ms_untraced": 1e300, "steps": 2},
+        {"median_step_time_ms_untraced": 1.5, "steps": 0},
+        {"median_step_time_ms_untraced": 1.5, "steps": True},
+        {"median_step_time_ms_untraced": 1.5, "steps": "2"},
+    ],
+)
 def test_damaged_capture_summary_is_refused(tmp_path, doc):
     from chakra_pipe.replay.compare import read_capture
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import validated
 
 from chakra_pipe.errors import ConfigError
@@ -34,18 +33,43 @@ def _config(workload: dict) -> dict:
 @pytest.fixture(scope="module")
 def four_rank_set(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("set4")
-    run = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "generate", "collective", "--type", "all_reduce",
-                          "--npus", "4", "--size", "1KiB", "--out", str(root / "ar")], capture_output=True, timeout=60)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "generate",
+            "collective",
+            "--type",
+            "all_reduce",
+            "--npus",
+            "4",
+            "--size",
+            "1KiB",
+            "--out",
+            str(root / "ar"),
+        ],
+        capture_output=True,
+        timeout=60,
+    )
     assert run.returncode == 0
     return root / "ar"
 
 
 CASES = [
     ({"kind": "llm", "model": "gpt-9"}, "workloads.bad.model", "invalid choice: 'gpt-9'"),
-    ({"kind": "collective", "type": "all_reduce", "npus": 8, "size": -1}, "workloads.bad.size", "cannot read size '-1'"),
+    (
+        {"kind": "collective", "type": "all_reduce", "npus": 8, "size": -1},
+        "workloads.bad.size",
+        "cannot read size '-1'",
+    ),
     ({"kind": "llm", "model": "mixtral-8x7b", "dp": 8, "ep": 3}, "workloads.bad.ep", "ep 3 must divide dp 8"),
     ({"kind": "llm", "model": "llama3-8b", "dp": 4, "ep": 2}, "workloads.bad.ep", "mixture-of-experts"),
-    ({"kind": "llm", "model": "llama3-8b", "layers": 2, "pp": 4, "dp": 2}, "workloads.bad.pp", "2 layers cannot fill 4"),
+    (
+        {"kind": "llm", "model": "llama3-8b", "layers": 2, "pp": 4, "dp": 2},
+        "workloads.bad.pp",
+        "2 layers cannot fill 4",
+    ),
     ({"kind": "llm", "model": "llama3-8b", "tp": 3}, "workloads.bad.tp", "tp 3 must divide"),
     ({"kind": "collective", "type": "all_gather", "npus": 8, "size": 0}, "workloads.bad.size", "0-byte all_gather"),
     ({"kind": "capture", "model": "resnet-huge", "ranks": 8}, "workloads.bad.model", "unknown model 'resnet-huge'"),
@@ -73,12 +97,30 @@ def test_the_checks_pass_what_the_jobs_accept(four_rank_set):
 
 @pytest.mark.slow
 def test_workflow_stops_before_any_job_naming_the_key(tmp_path):
-    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(_config({"kind": "llm", "model": "mixtral-8x7b", "dp": 8,
-                                                                "ep": 3})))
+    (tmp_path / "bad.yaml").write_text(
+        yaml.safe_dump(_config({"kind": "llm", "model": "mixtral-8x7b", "dp": 8, "ep": 3}))
+    )
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(tmp_path),
-                          "--configfile", "bad.yaml", "--cores", "1"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(SNAKEFILE),
+            "-d",
+            str(tmp_path),
+            "--configfile",
+            "bad.yaml",
+            "--cores",
+            "1",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode != 0
     assert "workloads.bad.ep: ep 3 must divide dp 8" in run.stderr
     assert not (tmp_path / "traces").exists() and not (tmp_path / "reports").exists()

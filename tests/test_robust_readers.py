@@ -18,10 +18,19 @@ from chakra_pipe import decompress
 from chakra_pipe.errors import ConfigError, InputError, TraceFormatError
 from chakra_pipe.readfile import read_json, read_yaml
 
-SYSTEM = {"scheduling-policy": "LIFO", "collective-optimization": "baseline", "endpoint-delay": 10,
-          "preferred-dataset-splits": 4, "local-mem-bw": 1600, "peak-perf": 900, "roofline-enabled": 0,
-          "all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"],
-          "reduce-scatter-implementation": ["ring"], "all-to-all-implementation": ["ring"]}
+SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "collective-optimization": "baseline",
+    "endpoint-delay": 10,
+    "preferred-dataset-splits": 4,
+    "local-mem-bw": 1600,
+    "peak-perf": 900,
+    "roofline-enabled": 0,
+    "all-reduce-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+}
 NETWORK = "topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n"
 
 
@@ -32,13 +41,17 @@ def _write(path: Path, text: str) -> Path:
 
 # -- JSON ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text,what,where", [
-    ('{"a": 1,\n "b": {"c": 2, "c": 3}}', "duplicate key 'c'", "line 2 column 16"),
-    ('{"x": 1e999}', "overflows a double", "line 1 column 7"),
-    ('{"x": [1, NaN]}', "NaN is not a finite number", "line 1 column 11"),
-    ('{"x": -Infinity}', "-Infinity is not a finite number", "line 1 column 7"),
-    ('{"x": ' + "9" * 5000 + "}", "more than 4,300 digits", "line 1 column 7"),
-])
+
+@pytest.mark.parametrize(
+    "text,what,where",
+    [
+        ('{"a": 1,\n "b": {"c": 2, "c": 3}}', "duplicate key 'c'", "line 2 column 16"),
+        ('{"x": 1e999}', "overflows a double", "line 1 column 7"),
+        ('{"x": [1, NaN]}', "NaN is not a finite number", "line 1 column 11"),
+        ('{"x": -Infinity}', "-Infinity is not a finite number", "line 1 column 7"),
+        ('{"x": ' + "9" * 5000 + "}", "more than 4,300 digits", "line 1 column 7"),
+    ],
+)
 def test_json_values_read_silently_wrong_are_refused_with_their_place(tmp_path, text, what, where):
     path = _write(tmp_path / "c.json", text)
     with pytest.raises(ConfigError) as exc:
@@ -63,21 +76,26 @@ def test_duplicate_comm_group_is_refused_by_simulate(tmp_path):
     _write(tmp_path / "t.comm_groups.json", '{"1": [0, 1], "1": [0]}')
     _write(tmp_path / "sys.json", json.dumps(SYSTEM))
     _write(tmp_path / "net.yml", NETWORK)
-    outcome = run_cli(["simulate", f"--workload-configuration={tmp_path / 't'}",
-                       f"--system-configuration={tmp_path / 'sys.json'}",
-                       f"--network-configuration={tmp_path / 'net.yml'}",
-                       f"--comm-group-configuration={tmp_path / 't.comm_groups.json'}"])
+    outcome = run_cli(
+        [
+            "simulate",
+            f"--workload-configuration={tmp_path / 't'}",
+            f"--system-configuration={tmp_path / 'sys.json'}",
+            f"--network-configuration={tmp_path / 'net.yml'}",
+            f"--comm-group-configuration={tmp_path / 't.comm_groups.json'}",
+        ]
+    )
     assert_clean(outcome, allowed={2})
     assert "t.comm_groups.json: line 1 column 15: duplicate key '1'" in outcome.stderr, outcome.stderr
 
 
 # -- YAML ----------------------------------------------------------------------------------------
 
+
 def test_yaml_numbers_read_as_yaml_cpp_reads_them(tmp_path):
     """YAML 1.1 (PyYAML) reads 1e308 and 1.5e3 as strings; yaml-cpp, and so ASTRA-sim, as numbers."""
     path = _write(tmp_path / "n.yml", "a: 1e308\nb: 1.5e3\nc: -2E-3\nd: 7\ne: 1.0\nf: .inf\ng: 1e3x\n")
-    assert read_yaml(path) == {"a": 1e308, "b": 1500.0, "c": -0.002, "d": 7, "e": 1.0, "f": float("inf"),
-                               "g": "1e3x"}
+    assert read_yaml(path) == {"a": 1e308, "b": 1500.0, "c": -0.002, "d": 7, "e": 1.0, "f": float("inf"), "g": "1e3x"}
 
 
 @pytest.mark.parametrize("text,value", [("010", 10), ("0x1F", 31), ("+3", 3), ("-0", 0), ("007", 7)])
@@ -100,13 +118,16 @@ def test_network_bandwidth_in_exponent_form_is_a_number(tmp_path):
     assert list(net.bandwidth) == [50.0]
 
 
-@pytest.mark.parametrize("text,what,where", [
-    ("a: 1\nb: 2\na: 3\n", "duplicate key 'a'", "line 3 column 1"),
-    ("a: {x: 1, x: 2}\n", "duplicate key 'x'", "line 1 column 11"),
-    ("a: 1e999\n", "overflows a double", "line 1 column 4"),
-    ("a: " + "9" * 5000 + "\n", "more than 4,300 digits", "line 1 column 4"),
-    ("a: &a [*a]\n", "recursive alias", None),
-])
+@pytest.mark.parametrize(
+    "text,what,where",
+    [
+        ("a: 1\nb: 2\na: 3\n", "duplicate key 'a'", "line 3 column 1"),
+        ("a: {x: 1, x: 2}\n", "duplicate key 'x'", "line 1 column 11"),
+        ("a: 1e999\n", "overflows a double", "line 1 column 4"),
+        ("a: " + "9" * 5000 + "\n", "more than 4,300 digits", "line 1 column 4"),
+        ("a: &a [*a]\n", "recursive alias", None),
+    ],
+)
 def test_yaml_values_read_silently_wrong_are_refused_with_their_place(tmp_path, text, what, where):
     path = _write(tmp_path / "c.yml", text)
     with pytest.raises(InputError) as exc:
@@ -129,9 +150,15 @@ def test_yaml_alias_bomb_in_a_network_file_is_refused_in_bounded_time_and_memory
     _write(tmp_path / "sys.json", json.dumps(SYSTEM))
     for rank in range(2):
         (tmp_path / f"t.{rank}.et").write_bytes(chain_bytes(3))
-    outcome = run_cli(["simulate", f"--workload-configuration={tmp_path / 't'}",
-                       f"--system-configuration={tmp_path / 'sys.json'}", f"--network-configuration={bomb}"],
-                      timeout=30)
+    outcome = run_cli(
+        [
+            "simulate",
+            f"--workload-configuration={tmp_path / 't'}",
+            f"--system-configuration={tmp_path / 'sys.json'}",
+            f"--network-configuration={bomb}",
+        ],
+        timeout=30,
+    )
     assert_clean(outcome, allowed={2})
     assert "alias bomb" in outcome.stderr and len(outcome.stderr) < 500, outcome.stderr[:500]
 
@@ -140,14 +167,17 @@ def test_errors_never_echo_a_whole_huge_value(tmp_path):
     """A 100,000-element topology list is legal YAML; the error about it stays one short line."""
     from chakra_pipe.sim.config import NetworkConfig
 
-    path = _write(tmp_path / "n.yml", "topology: [" + ", ".join(["Nope"] * 100_000) + "]\nnpus_count: [2]\n"
-                  "bandwidth: [1]\nlatency: [1]\n")
+    path = _write(
+        tmp_path / "n.yml",
+        "topology: [" + ", ".join(["Nope"] * 100_000) + "]\nnpus_count: [2]\nbandwidth: [1]\nlatency: [1]\n",
+    )
     with pytest.raises(ConfigError) as exc:
         NetworkConfig.from_file(path)
     assert len(exc.value.line()) < 1200
 
 
 # -- decompression -------------------------------------------------------------------------------
+
 
 def _gzip_of(chunk: bytes, count: int) -> bytes:
     packer = zlib.compressobj(9, zlib.DEFLATED, 31)
@@ -193,8 +223,14 @@ def test_gzip_bomb_in_json_inputs_is_refused_in_bounded_memory(tmp_path):
     _write(tmp_path / "net.yml", NETWORK)
     for rank in range(2):
         (tmp_path / f"t.{rank}.et").write_bytes(chain_bytes(3))
-    outcome = run_cli(["simulate", f"--workload-configuration={tmp_path / 't'}",
-                       f"--system-configuration={bomb}", f"--network-configuration={tmp_path / 'net.yml'}"])
+    outcome = run_cli(
+        [
+            "simulate",
+            f"--workload-configuration={tmp_path / 't'}",
+            f"--system-configuration={bomb}",
+            f"--network-configuration={tmp_path / 'net.yml'}",
+        ]
+    )
     assert_clean(outcome, allowed={2})
     assert f"{bomb}: byte " in outcome.stderr and "gzip bomb" in outcome.stderr, outcome.stderr
     with pytest.raises(InputError, match="gzip bomb"):

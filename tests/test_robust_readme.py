@@ -16,7 +16,10 @@ from chakra_pipe.errors import ChakraPipeError
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SRC = Path(errors.__file__).resolve().parent
-CLI_ONLY_CODES = {130: "interrupted (Ctrl-C)", 143: "terminated (SIGTERM)"}  # returned by cli.main itself, not by an error class
+CLI_ONLY_CODES = {
+    130: "interrupted (Ctrl-C)",
+    143: "terminated (SIGTERM)",
+}  # returned by cli.main itself, not by an error class
 
 
 def _error_classes() -> dict[str, int]:
@@ -29,9 +32,16 @@ def _error_classes() -> dict[str, int]:
     for path in sorted(SRC.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ClassDef) and node.bases and isinstance(node.bases[0], ast.Name):
-                code = next((stmt.value.id for stmt in node.body if isinstance(stmt, ast.Assign)
-                             and [t.id for t in stmt.targets if isinstance(t, ast.Name)] == ["exit_code"]
-                             and isinstance(stmt.value, ast.Name)), None)
+                code = next(
+                    (
+                        stmt.value.id
+                        for stmt in node.body
+                        if isinstance(stmt, ast.Assign)
+                        and [t.id for t in stmt.targets if isinstance(t, ast.Name)] == ["exit_code"]
+                        and isinstance(stmt.value, ast.Name)
+                    ),
+                    None,
+                )
                 classes[node.name] = (node.bases[0].id, code)
     found = {"ChakraPipeError": ChakraPipeError.exit_code}
     grew = True

@@ -17,24 +17,43 @@ import pytest
 from conftest import TORCH_EXTRA
 from test_robust_support import CORPUS, assert_clean, corpus_builder, leftovers, run_cli
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=TORCH_EXTRA)]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=TORCH_EXTRA)]
 TIMEOUT_S = 10
 
 
 def _replay(prefix: Path, out: Path, wall: float):
     """Replay under a hard wall-clock bound (a hang fails the test)."""
-    return run_cli(["replay", prefix, "--timeout", TIMEOUT_S, "--iterations", 1, "--warmup", 0,
-                    "--compute", "skip", "--backend", "gloo", "--out", out], timeout=wall)
+    return run_cli(
+        [
+            "replay",
+            prefix,
+            "--timeout",
+            TIMEOUT_S,
+            "--iterations",
+            1,
+            "--warmup",
+            0,
+            "--compute",
+            "skip",
+            "--backend",
+            "gloo",
+            "--out",
+            out,
+        ],
+        timeout=wall,
+    )
 
 
-@pytest.mark.parametrize("case,cause", [
-    ("unmatched_recv", r"rank 0 node 4 'p2p4' \(COMM_RECV_NODE\) waits for rank 1 tag 7"),
-    ("unmatched_send", r"rank 0 node 4 'p2p4' \(COMM_SEND_NODE\) sends to rank 1 tag 7 but rank 1 posts no"),
-    ("mismatched_tag", r"rank 0 node 4 'p2p4' \(COMM_SEND_NODE\) sends to rank 1 tag 7"),
-    ("pg_mismatch", r"group 1 \[0, 1\]: rank 1 never issues collective #1"),
-    ("missing_collective", r"rank 0 never issues collective #1"),
-])
+@pytest.mark.parametrize(
+    "case,cause",
+    [
+        ("unmatched_recv", r"rank 0 node 4 'p2p4' \(COMM_RECV_NODE\) waits for rank 1 tag 7"),
+        ("unmatched_send", r"rank 0 node 4 'p2p4' \(COMM_SEND_NODE\) sends to rank 1 tag 7 but rank 1 posts no"),
+        ("mismatched_tag", r"rank 0 node 4 'p2p4' \(COMM_SEND_NODE\) sends to rank 1 tag 7"),
+        ("pg_mismatch", r"group 1 \[0, 1\]: rank 1 never issues collective #1"),
+        ("missing_collective", r"rank 0 never issues collective #1"),
+    ],
+)
 def test_static_mismatch_is_refused_before_any_rank_starts(tmp_path, case, cause):
     out = tmp_path / "replay.json"
     outcome = _replay(CORPUS / "traces" / case, out, wall=60)

@@ -34,8 +34,20 @@ def campaign(tmp_path_factory) -> Path:
     for w in plan.workloads.values():
         assert_clean(call_cli(["generate", *w.generate_args(), "--out", w.prefix]), allowed={0})
         for shard in range(len(w.shards)):
-            outcome = call_cli(["sweep", "run", "--plan", root / plan.plan_path, "--workload", w.name,
-                                "--shard", shard, "--out", plan.shard_path(w.name, shard)])
+            outcome = call_cli(
+                [
+                    "sweep",
+                    "run",
+                    "--plan",
+                    root / plan.plan_path,
+                    "--workload",
+                    w.name,
+                    "--shard",
+                    shard,
+                    "--out",
+                    plan.shard_path(w.name, shard),
+                ]
+            )
             assert_clean(outcome, allowed={0})
     return root
 
@@ -61,9 +73,9 @@ def _damage(shard: Path, how: str) -> None:
     if how == "truncated mid-header":
         shard.write_bytes(data[:120])
     elif how == "header only":
-        shard.write_bytes(data[:data.index(b"\n") + 1])
+        shard.write_bytes(data[: data.index(b"\n") + 1])
     elif how == "truncated mid-row":
-        shard.write_bytes(data[:data.rindex(b"\n", 0, len(data) - 1) + 20])
+        shard.write_bytes(data[: data.rindex(b"\n", 0, len(data) - 1) + 20])
     elif how == "empty":
         shard.write_bytes(b"")
     elif how == "binary":

@@ -8,9 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from test_robust_support import assert_clean, call_cli, corpus_builder
-
 from conftest import validated
+from test_robust_support import assert_clean, call_cli, corpus_builder
 
 from chakra_pipe.errors import ConfigError
 from chakra_pipe.et import schema
@@ -33,10 +32,18 @@ def net4(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("size", sorted({1, SPLITS - 1, SPLITS, SPLITS + 1, 2 * SPLITS + 3}))
 def test_simulate_and_validate_agree_on_small_all_gathers(size, net4, tmp_path):
     prefix = tmp_path / "ag"
-    assert call_cli(["generate", "collective", "--type", "all_gather", "--npus", 4, "--size", size,
-                     "--out", prefix]).code == 0
-    sim = call_cli(["simulate", f"--workload-configuration={prefix}", f"--system-configuration={HW / 'system.json'}",
-                    f"--network-configuration={net4}"])
+    assert (
+        call_cli(["generate", "collective", "--type", "all_gather", "--npus", 4, "--size", size, "--out", prefix]).code
+        == 0
+    )
+    sim = call_cli(
+        [
+            "simulate",
+            f"--workload-configuration={prefix}",
+            f"--system-configuration={HW / 'system.json'}",
+            f"--network-configuration={net4}",
+        ]
+    )
     val = call_cli(["validate", prefix, "--system-configuration", HW / "system.json"])
     assert_clean(sim)
     assert_clean(val)
@@ -55,10 +62,21 @@ def test_small_all_gather_is_a_failed_row_in_a_campaign_not_a_failed_campaign(tm
     from chakra_pipe.sweep.campaign import Campaign
     from chakra_pipe.sweep.shard import run_shard
 
-    cfg = {"campaign": "ag", "outdir": str(tmp_path / "reports"), "tracedir": str(tmp_path / "traces"),
-           "workloads": {"ag": {"kind": "collective", "type": "all_gather", "npus": 8, "size": 1}},
-           "hardware": {"platforms": {"hgx": {"network": str(HW / "network.yml"), "system": str(HW / "system.json"),
-                                              "axes": {"system.preferred-dataset-splits": [1, SPLITS]}}}}}
+    cfg = {
+        "campaign": "ag",
+        "outdir": str(tmp_path / "reports"),
+        "tracedir": str(tmp_path / "traces"),
+        "workloads": {"ag": {"kind": "collective", "type": "all_gather", "npus": 8, "size": 1}},
+        "hardware": {
+            "platforms": {
+                "hgx": {
+                    "network": str(HW / "network.yml"),
+                    "system": str(HW / "system.json"),
+                    "axes": {"system.preferred-dataset-splits": [1, SPLITS]},
+                }
+            }
+        },
+    }
     camp = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
     w = camp.workloads["ag"]
     assert call_cli(["generate", *w.generate_args(), "--out", w.prefix]).code == 0
@@ -142,10 +160,15 @@ def test_exit_codes_of_unfinishable_traces_agree_with_the_readme(tmp_path, ring2
 
 def test_dataset_splits_have_a_documented_bound():
     base = json.loads((HW / "system.json").read_text())
-    assert SystemConfig.from_dict({**base, "preferred-dataset-splits": MAX_DATASET_SPLITS}).preferred_dataset_splits \
+    assert (
+        SystemConfig.from_dict({**base, "preferred-dataset-splits": MAX_DATASET_SPLITS}).preferred_dataset_splits
         == MAX_DATASET_SPLITS
+    )
     for absurd in (MAX_DATASET_SPLITS + 1, 10**9, 10**30):
-        with pytest.raises(ConfigError, match=rf"preferred-dataset-splits: {absurd} is past the supported "
-                                              rf"{MAX_DATASET_SPLITS}"):
+        with pytest.raises(
+            ConfigError,
+            match=rf"preferred-dataset-splits: {absurd} is past the supported "
+            rf"{MAX_DATASET_SPLITS}",
+        ):
             SystemConfig.from_dict({**base, "preferred-dataset-splits": absurd}, source="sys.json")
     assert f"{MAX_DATASET_SPLITS:,}" in README.read_text()

@@ -53,6 +53,7 @@ class TimeBound(Exception):
 @contextlib.contextmanager
 def time_bound(seconds: int) -> Iterator[None]:
     """Fail the enclosed code with :class:`TimeBound` after ``seconds`` (main thread only)."""
+
     def _expired(signum, frame):
         raise TimeBound(f"still running after {seconds} s")
 
@@ -74,8 +75,9 @@ def run_cli(argv: list[str], *, timeout: float = 60, cwd: str | os.PathLike | No
     cmd = [sys.executable, "-m", "chakra_pipe.cli", *map(str, argv)]
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")  # 2 shared cores: no thread pools
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
-                              preexec_fn=_limit_memory)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env, preexec_fn=_limit_memory
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"hang: `chakra-pipe {' '.join(map(str, argv))}` still running after {timeout} s")
     return Outcome(proc.returncode, proc.stdout, proc.stderr)
@@ -96,8 +98,9 @@ def assert_clean(outcome: Outcome, *, allowed: set[int] = DOCUMENTED_CODES, what
     """A documented exit code; on failure exactly one ``error:`` line on stderr; never a traceback."""
     label = f"{what}: " if what else ""
     assert "Traceback" not in outcome.stderr + outcome.stdout, f"{label}traceback:\n{outcome.stderr[-2000:]}"
-    assert outcome.code in allowed, (f"{label}exit code {outcome.code}, expected one of {sorted(allowed)}; "
-                                     f"stderr: {outcome.stderr[-500:]}")
+    assert outcome.code in allowed, (
+        f"{label}exit code {outcome.code}, expected one of {sorted(allowed)}; stderr: {outcome.stderr[-500:]}"
+    )
     if outcome.code in (2, 3):
         lines = outcome.stderr.strip().splitlines()
         assert len(lines) == 1, f"{label}expected one error line on stderr, got {len(lines)}: {outcome.stderr[-500:]}"
@@ -134,14 +137,19 @@ def chain_bytes(n: int, *, cycle: bool = False, fan_in: int = 0) -> bytes:
         if cycle and i == 2:
             deps.append(n)
         packed = b"".join(encode_varint(d) for d in deps)
-        body = (b"\x08" + encode_varint(i) + b"\x12\x01c\x18\x04"
-                + (b"\x2a" + encode_varint(len(packed)) + packed if deps else b"") + b"\x38\x01")
+        body = (
+            b"\x08"
+            + encode_varint(i)
+            + b"\x12\x01c\x18\x04"
+            + (b"\x2a" + encode_varint(len(packed)) + packed if deps else b"")
+            + b"\x38\x01"
+        )
         out.append(encode_varint(len(body)) + body)
     return b"".join(out)
 
 
-
 # -- the checks themselves must be able to fail ----------------------------------------------------
+
 
 def test_assert_clean_rejects_traceback_and_undocumented_codes():
     with pytest.raises(AssertionError, match="traceback"):
@@ -159,8 +167,9 @@ def test_run_cli_reports_hangs_and_bounds_memory(tmp_path):
     """A run past its time bound fails the test instead of hanging CI; RLIMIT_AS stops a blow-up."""
     with pytest.raises(pytest.fail.Exception, match="hang"):
         run_cli(["info", "/dev/stdin"], timeout=0.01)
-    hog = subprocess.run([sys.executable, "-c", "b = bytearray(4 << 30)"], capture_output=True,
-                         preexec_fn=_limit_memory, timeout=60)
+    hog = subprocess.run(
+        [sys.executable, "-c", "b = bytearray(4 << 30)"], capture_output=True, preexec_fn=_limit_memory, timeout=60
+    )
     assert hog.returncode != 0 and b"MemoryError" in hog.stderr
 
 

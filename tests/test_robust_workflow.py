@@ -43,8 +43,20 @@ def _command(workdir: Path, *extra: str) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ, SOURCE_DATE_EPOCH="1767225600")
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     # Snakemake applies workflow/profiles/default (rerun-incomplete) beside workflow/Snakefile by itself.
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "-d", str(workdir),
-           "--configfile", "config/smoke.yaml", "--cores", "2", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "workflow" / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--configfile",
+        "config/smoke.yaml",
+        "--cores",
+        "2",
+        *extra,
+    ]
     return cmd, env
 
 
@@ -59,8 +71,9 @@ def _run_and_kill_after_first_shard(workdir: Path) -> set[str]:
     Returns the outputs of the shard jobs Snakemake reported finished before the kill.
     """
     cmd, env = _command(workdir)
-    proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     outputs: dict[str, str] = {}
     finished: set[str] = set()
     last_output = None
@@ -106,8 +119,11 @@ def _assert_nothing_truncated(workdir: Path) -> None:
 def _report_files(workdir: Path) -> dict[str, bytes]:
     """Every report output (results, leaderboards, plots, summary, HTML, plan, shards) but the logs."""
     root = workdir / "reports"
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and "logs" not in p.parts and not p.name.startswith(".")}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "logs" not in p.parts and not p.name.startswith(".")
+    }
 
 
 def _stamp(path: Path) -> tuple[int, int]:

@@ -62,14 +62,18 @@ class _Everywhere:
 
 
 # bash functions standing in for the programs the rules call: each records its arguments, NUL-separated
-_RECORDERS = "".join(f"{name}() {{ printf '%s\\0' {name} \"$@\" >> \"$ARGS\"; }}; "
-                     for name in ("chakra-pipe", "mkdir", "cp", "mv"))
+_RECORDERS = "".join(
+    f'{name}() {{ printf \'%s\\0\' {name} "$@" >> "$ARGS"; }}; ' for name in ("chakra-pipe", "mkdir", "cp", "mv")
+)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("snakemake") is None, reason="snakemake is not installed")
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(name=st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=20)
-       .map(lambda t: t.replace("/", "_")).filter(lambda t: t not in (".", "..")))
+@given(
+    name=st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=20)
+    .map(lambda t: t.replace("/", "_"))
+    .filter(lambda t: t not in (".", ".."))
+)
 def test_any_name_reaches_every_command_as_one_argument(name):
     """Every rule's command, rendered as Snakemake renders it with ``name`` in every field and run by
     bash: no command substitution, globbing or word splitting touches the name."""
@@ -82,12 +86,17 @@ def test_any_name_reaches_every_command_as_one_argument(name):
                 ns = _Everywhere(name)
                 line = render(cmd, input=ns, output=ns, params=ns, log=ns, wildcards=ns, threads=1)
                 args.write_bytes(b"")
-                run = subprocess.run(["bash", "-c", _RECORDERS + line.replace("$(seq 0 ", "$(seq 0 0*")],
-                                     cwd=tmp, env={**os.environ, "ARGS": str(args)}, capture_output=True,
-                                     timeout=30)
+                run = subprocess.run(
+                    ["bash", "-c", _RECORDERS + line.replace("$(seq 0 ", "$(seq 0 0*")],
+                    cwd=tmp,
+                    env={**os.environ, "ARGS": str(args)},
+                    capture_output=True,
+                    timeout=30,
+                )
                 recorded = args.read_bytes().split(b"\0")
-                assert name.encode() in recorded or any(a.startswith(name.encode() + b"/") for a in recorded), \
+                assert name.encode() in recorded or any(a.startswith(name.encode() + b"/") for a in recorded), (
                     f"{path.name}: {name!r} did not arrive whole: {recorded[:12]} ({run.stderr[-300:]!r})"
+                )
                 stray = sorted(set(os.listdir(tmp)) - {"ARGS.bin", name})
                 assert not stray, f"{path.name}: {name!r} left {stray}"
 
@@ -100,25 +109,71 @@ HOSTILE = "we ird $(touch INJECTED_A) `touch INJECTED_B` 'q\" $HOME"
 def test_hostile_names_run_as_data_through_the_whole_workflow(tmp_path):
     shutil.copytree(REPO / "config", tmp_path / "config")
     prefix = f"inputs/{HOSTILE}/ar"
-    gen = subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "generate", "collective", "--type", "all_reduce",
-                          "--npus", "8", "--size", "1MiB", "--out", str(tmp_path / prefix)], capture_output=True,
-                         text=True, timeout=120)
+    gen = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "generate",
+            "collective",
+            "--type",
+            "all_reduce",
+            "--npus",
+            "8",
+            "--size",
+            "1MiB",
+            "--out",
+            str(tmp_path / prefix),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert gen.returncode == 0, gen.stderr
     config = {
-        "campaign": "names", "tracedir": f"traces {HOSTILE}", "outdir": f"reports {HOSTILE}", "shard_size": 1,
-        "capture": "never", "replay": "never",
-        "workloads": {"given": {"kind": "trace", "prefix": prefix, "npus": 8},
-                      "made": {"kind": "collective", "type": "all_reduce", "npus": 8, "size": "1MiB"}},
-        "hardware": {"platforms": {"hgx": {"network": "config/hardware/hgx_h100/network.yml",
-                                           "system": "config/hardware/hgx_h100/system.json"}}},
+        "campaign": "names",
+        "tracedir": f"traces {HOSTILE}",
+        "outdir": f"reports {HOSTILE}",
+        "shard_size": 1,
+        "capture": "never",
+        "replay": "never",
+        "workloads": {
+            "given": {"kind": "trace", "prefix": prefix, "npus": 8},
+            "made": {"kind": "collective", "type": "all_reduce", "npus": 8, "size": "1MiB"},
+        },
+        "hardware": {
+            "platforms": {
+                "hgx": {
+                    "network": "config/hardware/hgx_h100/network.yml",
+                    "system": "config/hardware/hgx_h100/system.json",
+                }
+            }
+        },
     }
     (tmp_path / "names.yaml").write_text(yaml.safe_dump(config))
     before = set(os.listdir(tmp_path))
     env = dict(os.environ, SOURCE_DATE_EPOCH="1767225600")
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(tmp_path),
-                          "--configfile", "names.yaml", "--cores", "2"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(SNAKEFILE),
+            "-d",
+            str(tmp_path),
+            "--configfile",
+            "names.yaml",
+            "--cores",
+            "2",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     injected = [str(p) for p in tmp_path.rglob("INJECTED*")] + [str(p) for p in REPO.glob("INJECTED*")]
     assert not injected, f"the shell ran a name: {injected}"

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import validated
 
 from chakra_pipe.generate.models import PRESETS, resolve_model
@@ -23,10 +22,21 @@ from chakra_pipe.sweep.shard import run_shard
 REPO = Path(__file__).resolve().parent.parent
 SMALL = {"layers": 4, "hidden": 512, "heads": 8, "ffn": 2048, "vocab": 1024, "seq": 256}
 PLATFORMS = {
-    "hgx": {"network": "config/hardware/hgx_h100/network.yml", "system": "config/hardware/hgx_h100/system.json",
-            "backend": "congestion_unaware", "hbm_gib": 0.25, "cost": 8.0},
-    "slow": {"network": "config/hardware/hgx_h100/network.yml", "system": "config/hardware/hgx_h100/system.json",
-             "backend": "congestion_unaware", "hbm_gib": 0.25, "cost": 3.0, "axes": {"network.bandwidth": [64]}},
+    "hgx": {
+        "network": "config/hardware/hgx_h100/network.yml",
+        "system": "config/hardware/hgx_h100/system.json",
+        "backend": "congestion_unaware",
+        "hbm_gib": 0.25,
+        "cost": 8.0,
+    },
+    "slow": {
+        "network": "config/hardware/hgx_h100/network.yml",
+        "system": "config/hardware/hgx_h100/system.json",
+        "backend": "congestion_unaware",
+        "hbm_gib": 0.25,
+        "cost": 3.0,
+        "axes": {"network.bandwidth": [64]},
+    },
 }
 
 
@@ -65,16 +75,35 @@ def test_every_layout_has_a_verdict_and_best_equals_a_campaign_point(tmp_path):
         assert [r["step_time_ns"] for r in ok] == sorted(r["step_time_ns"] for r in ok)
     # The best layout on the slow network, as a campaign workload: generated to files, simulated by a shard.
     top = next(r for r in rows if r["point_id"] == "slow[bandwidth=64]" and r["rank"] == 1)
-    workload = {"kind": "llm", "model": "gpt3-13b", **SMALL, "dp": top["dp"], "tp": top["tp"], "pp": top["pp"],
-                "microbatches": top["microbatches"], "global_batch": 16, "zero": top["zero"],
-                "recompute": top["recompute"]}
-    config = {"campaign": "check", "tracedir": str(tmp_path / "traces"), "outdir": str(tmp_path / "reports"),
-              "capture": "never", "replay": "never", "workloads": {"best": workload},
-              "hardware": {"platforms": {"slow": PLATFORMS["slow"]}}}
+    workload = {
+        "kind": "llm",
+        "model": "gpt3-13b",
+        **SMALL,
+        "dp": top["dp"],
+        "tp": top["tp"],
+        "pp": top["pp"],
+        "microbatches": top["microbatches"],
+        "global_batch": 16,
+        "zero": top["zero"],
+        "recompute": top["recompute"],
+    }
+    config = {
+        "campaign": "check",
+        "tracedir": str(tmp_path / "traces"),
+        "outdir": str(tmp_path / "reports"),
+        "capture": "never",
+        "replay": "never",
+        "workloads": {"best": workload},
+        "hardware": {"platforms": {"slow": PLATFORMS["slow"]}},
+    }
     plan = Campaign.from_config(validated(config), root=REPO)
     w = plan.workloads["best"]
-    subprocess.run([sys.executable, "-m", "chakra_pipe.cli", "generate", *w.generate_args(),
-                    "--out", w.prefix], check=True, cwd=REPO, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "chakra_pipe.cli", "generate", *w.generate_args(), "--out", w.prefix],
+        check=True,
+        cwd=REPO,
+        capture_output=True,
+    )
     run_shard(plan, "best", 0, tmp_path / "shard.csv")
     with open(tmp_path / "shard.csv", newline="") as fh:
         (row,) = list(csv.DictReader(fh))
@@ -86,14 +115,33 @@ def test_cli_writes_tables_and_refuses_a_platform_without_that_many_gpus(tmp_pat
 
     cfg = tmp_path / "hw.yaml"
     cfg.write_text(yaml.safe_dump({"hardware": {"platforms": PLATFORMS}}))
-    base = [sys.executable, "-m", "chakra_pipe.cli", "search", "--model", "gpt3-13b", "--config", str(cfg),
-            "--platform", "hgx", "--global-batch", "8", *[f"--{k}={v}" for k, v in SMALL.items()]]
-    run = subprocess.run([*base, "--gpus", "16", "--out", str(tmp_path / "x")], cwd=REPO, capture_output=True,
-                         text=True, check=False)
+    base = [
+        sys.executable,
+        "-m",
+        "chakra_pipe.cli",
+        "search",
+        "--model",
+        "gpt3-13b",
+        "--config",
+        str(cfg),
+        "--platform",
+        "hgx",
+        "--global-batch",
+        "8",
+        *[f"--{k}={v}" for k, v in SMALL.items()],
+    ]
+    run = subprocess.run(
+        [*base, "--gpus", "16", "--out", str(tmp_path / "x")], cwd=REPO, capture_output=True, text=True, check=False
+    )
     assert run.returncode == 2 and "platform hgx has no grid point with 16 NPUs (has 8)" in run.stderr
     assert not (tmp_path / "x").exists()
-    run = subprocess.run([*base, "--gpus", "8", "--hbm-gib", "40", "--keep-top", "1", "--out", str(tmp_path / "o")],
-                         cwd=REPO, capture_output=True, text=True, check=False)
+    run = subprocess.run(
+        [*base, "--gpus", "8", "--hbm-gib", "40", "--keep-top", "1", "--out", str(tmp_path / "o")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr
     with open(tmp_path / "o/layouts.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -115,18 +163,42 @@ def test_search_section_runs_in_the_workflow_and_reports_the_best_layouts(tmp_pa
 
     if importlib.util.find_spec("snakemake") is None:
         pytest.skip("snakemake is not installed")
-    config = {"campaign": "co-design", "capture": "never", "replay": "never",
-              "workloads": {"ar": {"kind": "collective", "type": "all_reduce", "npus": 8, "size": "1MiB"}},
-              "search": {"small": {"model": "gpt3-13b", "gpus": 8, "global_batch": 8, "platforms": ["hgx", "slow"],
-                                   **SMALL}},
-              "hardware": {"platforms": PLATFORMS}}
+    config = {
+        "campaign": "co-design",
+        "capture": "never",
+        "replay": "never",
+        "workloads": {"ar": {"kind": "collective", "type": "all_reduce", "npus": 8, "size": "1MiB"}},
+        "search": {"small": {"model": "gpt3-13b", "gpus": 8, "global_batch": 8, "platforms": ["hgx", "slow"], **SMALL}},
+        "hardware": {"platforms": PLATFORMS},
+    }
     shutil.copytree(REPO / "config", tmp_path / "config")
     (tmp_path / "config" / "s.yaml").write_text(yaml.safe_dump(config))
-    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-               SOURCE_DATE_EPOCH="1767225600")
-    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "-d", str(tmp_path),
-                          "--configfile", "config/s.yaml", "--cores", "2"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    env = dict(
+        os.environ,
+        PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+        SOURCE_DATE_EPOCH="1767225600",
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO / "workflow" / "Snakefile"),
+            "-d",
+            str(tmp_path),
+            "--configfile",
+            "config/s.yaml",
+            "--cores",
+            "2",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     out = tmp_path / "reports/co-design"
     with open(out / "search/small/layouts.csv", newline="") as fh:
@@ -141,8 +213,9 @@ def test_search_section_runs_in_the_workflow_and_reports_the_best_layouts(tmp_pa
 
 def test_memory_only_lists_every_layout_without_simulating():
     points = select_points(expand(PLATFORMS, REPO), ["hgx"], 8, None)
-    spec = SearchSpec(model="gpt3-13b", gpus=8, global_batch=16, micro_batches=[1, 2], options=dict(SMALL),
-                      memory_only=True)
+    spec = SearchSpec(
+        model="gpt3-13b", gpus=8, global_batch=16, micro_batches=[1, 2], options=dict(SMALL), memory_only=True
+    )
     rows = search(spec, points, log=io.StringIO())
     assert {r["verdict"].split(":")[0] for r in rows} == {"fits", "pruned", "dominated"}
     assert all(r.get("step_time_ns") is None and r.get("rank") is None for r in rows)
@@ -151,10 +224,14 @@ def test_memory_only_lists_every_layout_without_simulating():
 def test_a_search_whose_platform_cannot_host_it_fails_when_planned():
     from chakra_pipe.errors import ConfigError
 
-    config = {"campaign": "c", "capture": "never", "replay": "never",
-              "workloads": {"ar": {"kind": "collective", "type": "all_reduce", "npus": 8, "size": "1MiB"}},
-              "search": {"big": {"model": "gpt3-13b", "gpus": 64, "platforms": ["hgx"]}},
-              "hardware": {"platforms": PLATFORMS}}
+    config = {
+        "campaign": "c",
+        "capture": "never",
+        "replay": "never",
+        "workloads": {"ar": {"kind": "collective", "type": "all_reduce", "npus": 8, "size": "1MiB"}},
+        "search": {"big": {"model": "gpt3-13b", "gpus": 64, "platforms": ["hgx"]}},
+        "hardware": {"platforms": PLATFORMS},
+    }
     with pytest.raises(ConfigError, match=r"search\.big\.platforms: platform hgx has no grid point with 64 NPUs"):
         Campaign.from_config(validated(config), root=REPO)
     config["search"]["big"]["gpus"] = 8

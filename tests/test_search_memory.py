@@ -45,12 +45,13 @@ def test_zero1_and_recompute_and_fp32():
 
 
 def test_moe_experts_shard_over_ep():
-    model, spec = resolve_llm({"model": "mixtral-8x7b", "dp": 4, "tp": 2, "pp": 1, "ep": 4,
-                               "microbatches": 1, "global_batch": 4})
+    model, spec = resolve_llm(
+        {"model": "mixtral-8x7b", "dp": 4, "tp": 2, "pp": 1, "ep": 4, "microbatches": 1, "global_batch": 4}
+    )
     m = memory_per_gpu(model, spec)
     h, f, kv, v = 4096, 14336, 8, 32000
     attn = h * (h + 2 * kv * 128) + h * h
     dense = (32 * (attn + h * 8) + 2 * v * h) // 2  # router h·E, embedding + head (pp 1), over tp 2
-    expert = 32 * 2 * 3 * h * f // 2                 # 8 experts / ep 4 = 2 per GPU, SwiGLU 3 matrices
+    expert = 32 * 2 * 3 * h * f // 2  # 8 experts / ep 4 = 2 per GPU, SwiGLU 3 matrices
     assert m.weights == 2 * (dense + expert)
     assert m.optimizer == 12 * (dense + expert)

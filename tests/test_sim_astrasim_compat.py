@@ -53,10 +53,12 @@ def _rows(conformance: Path) -> list[dict]:
 
 
 def _argv(conformance: Path, row: dict, folder: Path) -> list[str]:
-    argv = [f"--workload-configuration={conformance / row['workload']}",
-            f"--system-configuration={conformance / row['system']}",
-            f"--network-configuration={conformance / row['network']}",
-            f"--logging-folder={folder}"]
+    argv = [
+        f"--workload-configuration={conformance / row['workload']}",
+        f"--system-configuration={conformance / row['system']}",
+        f"--network-configuration={conformance / row['network']}",
+        f"--logging-folder={folder}",
+    ]
     if row["remote_memory"]:
         argv.append(f"--remote-memory-configuration={conformance / row['remote_memory']}")
     if row["comm_groups"]:
@@ -91,8 +93,10 @@ def test_every_conformance_run_prints_astrasim_log_lines(conformance_dir: Path, 
 
 def _wrapper(bin_dir: Path, name: str) -> None:
     path = bin_dir / name
-    path.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import sys; from chakra_pipe.sim.astrasim import "
-                    f"main_{name.rsplit('_', 1)[1].lower()} as m; m()' \"$@\"\n")
+    path.write_text(
+        f"#!/bin/sh\nexec {sys.executable} -c 'import sys; from chakra_pipe.sim.astrasim import "
+        f'main_{name.rsplit("_", 1)[1].lower()} as m; m()\' "$@"\n'
+    )
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
 
 
@@ -121,28 +125,38 @@ def test_upstream_run_script_runs_unchanged(binary: str, fixtures_dir: Path, tmp
     _wrapper(bin_dir, binary)
     script = tmp_path / "run.sh"
     script.write_text(RUN_SCRIPT.format(binary=binary, fixtures=fixtures_dir / "astra-sim"))
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120, check=False)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        ["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     runs = parse_runs(proc.stdout)
     assert len(runs) == 1 and sorted(runs[0]) == list(range(8))
     for rank, lines in runs[0].items():  # spec §7.1: 8-NPU ring all-reduce of 1 MiB, 64,440 ns
-        assert lines == [f"sys[{rank}] finished, 64440 cycles, exposed communication 64440 cycles.",
-                         f"sys[{rank}]. Post statistics processing start.",
-                         f"sys[{rank}]. Post statistics processing end.",
-                         f"sys[{rank}], Wall time: 64440", f"sys[{rank}], Comm time: 64440"]
+        assert lines == [
+            f"sys[{rank}] finished, 64440 cycles, exposed communication 64440 cycles.",
+            f"sys[{rank}]. Post statistics processing start.",
+            f"sys[{rank}]. Post statistics processing end.",
+            f"sys[{rank}], Wall time: 64440",
+            f"sys[{rank}], Comm time: 64440",
+        ]
     assert parse_runs((tmp_path / "log" / "log.log").read_text()) == runs
     assert (tmp_path / "log" / "err.log").read_text() == ""
 
 
 def _fixture_argv(fixtures: Path, folder: Path, system: Path | None = None) -> list[str]:
     f = fixtures / "astra-sim"
-    return [f"--workload-configuration={f}/workload/microbenchmarks/all_reduce/4npus_1MB/all_reduce",
-            f"--system-configuration={system or f / 'system/native_collectives/Ring_4chunks.json'}",
-            "--network-configuration", str(f / "network/analytical/Ring_4npus.yml"),
-            f"--logging-folder={folder}"]
+    return [
+        f"--workload-configuration={f}/workload/microbenchmarks/all_reduce/4npus_1MB/all_reduce",
+        f"--system-configuration={system or f / 'system/native_collectives/Ring_4chunks.json'}",
+        "--network-configuration",
+        str(f / "network/analytical/Ring_4npus.yml"),
+        f"--logging-folder={folder}",
+    ]
 
 
 def test_unknown_flags_warn_and_are_ignored(fixtures_dir: Path, tmp_path: Path) -> None:
@@ -175,8 +189,15 @@ def test_bad_flags_and_inputs_exit_2_and_write_err_log(fixtures_dir: Path, tmp_p
     assert "--num-queues-per-dim: expected an integer, got 'two'" in err.getvalue()
     assert "--num-queues-per-dim" in (tmp_path / "log" / "err.log").read_text()
     err = io.StringIO()
-    assert run(["--system-configuration=x", f"--logging-folder={tmp_path / 'log1'}"], "congestion_unaware",
-               io.StringIO(), err) == 2
+    assert (
+        run(
+            ["--system-configuration=x", f"--logging-folder={tmp_path / 'log1'}"],
+            "congestion_unaware",
+            io.StringIO(),
+            err,
+        )
+        == 2
+    )
     assert "--workload-configuration" in err.getvalue() and "--network-configuration" in err.getvalue()
     argv = _fixture_argv(fixtures_dir, tmp_path / "log2")
     argv[0] = f"--workload-configuration={tmp_path / 'missing'}"
@@ -185,13 +206,38 @@ def test_bad_flags_and_inputs_exit_2_and_write_err_log(fixtures_dir: Path, tmp_p
 
 
 def test_flag_spellings() -> None:
-    opts = parse_flags(["--workload-configuration", "w", "--system-configuration=s", "--network-configuration=n",
-                        "--rendezvous-protocol", "--injection-scale=0.5", "--num-queues-per-dim", "2"])
+    opts = parse_flags(
+        [
+            "--workload-configuration",
+            "w",
+            "--system-configuration=s",
+            "--network-configuration=n",
+            "--rendezvous-protocol",
+            "--injection-scale=0.5",
+            "--num-queues-per-dim",
+            "2",
+        ]
+    )
     v = opts.values
-    assert (v["workload-configuration"], v["rendezvous-protocol"], v["injection-scale"], v["num-queues-per-dim"],
-            v["comm-group-configuration"], v["logging-folder"]) == ("w", True, 0.5, 2, "empty", "log")
-    assert parse_flags(["--workload-configuration=w", "--system-configuration=s", "--network-configuration=n",
-                        "--rendezvous-protocol=false"]).values["rendezvous-protocol"] is False
+    assert (
+        v["workload-configuration"],
+        v["rendezvous-protocol"],
+        v["injection-scale"],
+        v["num-queues-per-dim"],
+        v["comm-group-configuration"],
+        v["logging-folder"],
+    ) == ("w", True, 0.5, 2, "empty", "log")
+    assert (
+        parse_flags(
+            [
+                "--workload-configuration=w",
+                "--system-configuration=s",
+                "--network-configuration=n",
+                "--rendezvous-protocol=false",
+            ]
+        ).values["rendezvous-protocol"]
+        is False
+    )
 
 
 def test_injection_scale_multiplies_endpoint_delay(fixtures_dir: Path, tmp_path: Path) -> None:
@@ -221,8 +267,7 @@ def test_closed_stdout_keeps_exit_status_and_log_files(fixtures_dir: Path, tmp_p
     argv = " ".join(f"'{a}'" for a in _fixture_argv(fixtures_dir, tmp_path / "log"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     script = f"{sys.executable} -m chakra_pipe.sim.astrasim {argv} | true; echo ${{PIPESTATUS[0]}}"
-    proc = subprocess.run(["bash", "-c", script],
-                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.stdout.strip() == "0", proc.stderr
     assert "Traceback" not in proc.stderr
     runs = parse_runs((tmp_path / "log" / "log.log").read_text())

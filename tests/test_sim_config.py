@@ -11,15 +11,31 @@ from chakra_pipe.errors import ConfigError
 from chakra_pipe.sim import HardwareConfig, MemoryConfig, NetworkConfig, SystemConfig, load_hardware
 from chakra_pipe.sim.config import Algorithm
 
-SYS = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-       "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600,
-       "all-reduce-implementation": ["ring"], "boost-mode": 0, "intra-dimension-scheduling": "FIFO"}
+SYS = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 4,
+    "collective-optimization": "localBWAware",
+    "local-mem-bw": 1600,
+    "all-reduce-implementation": ["ring"],
+    "boost-mode": 0,
+    "intra-dimension-scheduling": "FIFO",
+}
 NET = {"topology": ["Ring", "Switch"], "npus_count": [4, 2], "bandwidth": [50, 25], "latency": [500, 1000]}
 
 
 def test_system_parses_every_key() -> None:
-    s = SystemConfig.from_dict({**SYS, "all-gather-implementation": ["direct4", "oneHalvingDoubling"],
-                                "roofline-enabled": 1, "peak-perf": 312, "replay-only": 0}, source="s.json")
+    s = SystemConfig.from_dict(
+        {
+            **SYS,
+            "all-gather-implementation": ["direct4", "oneHalvingDoubling"],
+            "roofline-enabled": 1,
+            "peak-perf": 312,
+            "replay-only": 0,
+        },
+        source="s.json",
+    )
     assert s.scheduling_policy == "LIFO" and s.preferred_dataset_splits == 4 and s.local_mem_bw == 1600
     assert s.implementation("ALL_GATHER") == (Algorithm("direct", 4), Algorithm("oneHalvingDoubling"))
     assert s.roofline_enabled and s.peak_perf == 312 and not s.replay_only
@@ -27,19 +43,22 @@ def test_system_parses_every_key() -> None:
         s.implementation("REDUCE_SCATTER")
 
 
-@pytest.mark.parametrize("key,value,match", [
-    ("preferred-dataset-splits", None, "required key is missing"),
-    ("scheduling-policy", None, "required key is missing"),
-    ("collective-optimization", None, "required key is missing"),
-    ("local-mem-bw", None, "required key is missing"),
-    ("local-mem-bw", 0, "must be > 0"),
-    ("preferred-dataset-splits", 2.5, "expected an integer"),
-    ("endpoint-delay", "10", "expected a number"),
-    ("scheduling-policy", "RANDOM", "unknown value"),
-    ("all-reduce-implementation", ["ring", "spiral"], "unknown algorithm 'spiral'"),
-    ("all-reduce-implementation", "ring", "expected a non-empty list"),
-    ("model-shared-bus", 1, "not supported"),
-])
+@pytest.mark.parametrize(
+    "key,value,match",
+    [
+        ("preferred-dataset-splits", None, "required key is missing"),
+        ("scheduling-policy", None, "required key is missing"),
+        ("collective-optimization", None, "required key is missing"),
+        ("local-mem-bw", None, "required key is missing"),
+        ("local-mem-bw", 0, "must be > 0"),
+        ("preferred-dataset-splits", 2.5, "expected an integer"),
+        ("endpoint-delay", "10", "expected a number"),
+        ("scheduling-policy", "RANDOM", "unknown value"),
+        ("all-reduce-implementation", ["ring", "spiral"], "unknown algorithm 'spiral'"),
+        ("all-reduce-implementation", "ring", "expected a non-empty list"),
+        ("model-shared-bus", 1, "not supported"),
+    ],
+)
 def test_system_errors_name_file_and_key(key: str, value, match: str) -> None:
     d = dict(SYS)
     if value is None:
@@ -56,15 +75,18 @@ def test_network_parses_and_validates() -> None:
     assert n.npus == 8 and n.dims == 2 and n.latency == (500.0, 1000.0)
 
 
-@pytest.mark.parametrize("key,value,match", [
-    ("topology", ["Ring", "Torus"], "unknown topology"),
-    ("npus_count", [4], "has 1 entries but topology has 2"),
-    ("npus_count", [4, 1], "integer > 1"),
-    ("bandwidth", [50, 0], "must be > 0"),
-    ("bandwidth", [50, -1], "must be > 0"),
-    ("latency", [500, -5], ">= 0"),
-    ("latency", None, "required key is missing"),
-])
+@pytest.mark.parametrize(
+    "key,value,match",
+    [
+        ("topology", ["Ring", "Torus"], "unknown topology"),
+        ("npus_count", [4], "has 1 entries but topology has 2"),
+        ("npus_count", [4, 1], "integer > 1"),
+        ("bandwidth", [50, 0], "must be > 0"),
+        ("bandwidth", [50, -1], "must be > 0"),
+        ("latency", [500, -5], ">= 0"),
+        ("latency", None, "required key is missing"),
+    ],
+)
 def test_network_errors(key: str, value, match: str) -> None:
     d = dict(NET)
     if value is None:
@@ -79,8 +101,9 @@ def test_network_errors(key: str, value, match: str) -> None:
 def test_memory_config() -> None:
     assert MemoryConfig.from_dict({"memory-type": "NO_MEMORY_EXPANSION"}).remote_mem_bw == 0
     with pytest.raises(ConfigError, match="num-npus-per-node"):
-        MemoryConfig.from_dict({"memory-type": "PER_NODE_MEMORY_EXPANSION", "num-nodes": 2,
-                                "remote-mem-bw": 10}, source="m.json")
+        MemoryConfig.from_dict(
+            {"memory-type": "PER_NODE_MEMORY_EXPANSION", "num-nodes": 2, "remote-mem-bw": 10}, source="m.json"
+        )
     with pytest.raises(ConfigError, match="unknown value"):
         MemoryConfig.from_dict({"memory-type": "CXL"})
 
@@ -110,8 +133,9 @@ def test_algorithm_list_longer_than_network_is_rejected() -> None:
     assert exc.value.file == "s.json" and exc.value.where == "all-reduce-implementation"
 
 
-@pytest.mark.parametrize("text,match", [(b"\xff\xfe binary", "not UTF-8"), (b"[" * 100_000 + b"]" * 100_000,
-                                                                           "nested too deeply")])
+@pytest.mark.parametrize(
+    "text,match", [(b"\xff\xfe binary", "not UTF-8"), (b"[" * 100_000 + b"]" * 100_000, "nested too deeply")]
+)
 def test_unreadable_json_is_a_config_error(tmp_path: Path, text: bytes, match: str) -> None:
     path = tmp_path / "s.json"
     path.write_bytes(text)

@@ -34,8 +34,12 @@ def test_the_suite_has_all_its_rows() -> None:
 @pytest.mark.parametrize("row", [pytest.param(r, id=f"{r['case']}[{r['backend']}]") for r in ROWS])
 def test_conformance_row(conformance_dir: Path, row: dict[str, str]) -> None:
     base = conformance_dir
-    hw = load_hardware(base / row["system"], base / row["network"],
-                       base / row["remote_memory"] if row["remote_memory"] else None, backend=row["backend"])
+    hw = load_hardware(
+        base / row["system"],
+        base / row["network"],
+        base / row["remote_memory"] if row["remote_memory"] else None,
+        backend=row["backend"],
+    )
     groups = load_comm_groups(base / row["comm_groups"]) if row["comm_groups"] else {}
     res = simulate(_traces(base / row["workload"]), hw, comm_groups=groups)
     expected = [int(x) for x in row["per_npu_finish_ns"].strip().split(";")]

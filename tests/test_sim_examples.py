@@ -75,10 +75,23 @@ def coll(nid: int, ctype: int, size: int = D, **kw) -> object:
 
 def ring_system(**sys_overrides) -> SystemConfig:
     """The Ring_4chunks system file of the fixtures, with overrides."""
-    sysd = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-            "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600,
-            **{k: ["ring"] for k in ("all-reduce-implementation", "reduce-scatter-implementation",
-                                    "all-gather-implementation", "all-to-all-implementation")}}
+    sysd = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4,
+        "collective-optimization": "localBWAware",
+        "local-mem-bw": 1600,
+        **{
+            k: ["ring"]
+            for k in (
+                "all-reduce-implementation",
+                "reduce-scatter-implementation",
+                "all-gather-implementation",
+                "all-to-all-implementation",
+            )
+        },
+    }
     sysd.update(sys_overrides)
     return SystemConfig.from_dict(sysd, source="sys")
 
@@ -99,19 +112,32 @@ def fixture_set(astra: Path, coll_name: str, p: int) -> TraceSet:
 
 
 # -- §7.1 / §7.3: fixture workloads with their own config files, unchanged --------------------------
-TABLE_7_3 = {("AR", 4): 43_000, ("AR", 8): 64_440, ("AR", 16): 99_640,
-             ("RS", 4): 22_240, ("RS", 8): 33_080, ("RS", 16): 50_740,
-             ("AG", 4): 64_744, ("AG", 8): 151_016, ("AG", 16): 323_560,
-             ("A2A", 4): 41_560, ("A2A", 8): 125_480, ("A2A", 16): 391_240}
+TABLE_7_3 = {
+    ("AR", 4): 43_000,
+    ("AR", 8): 64_440,
+    ("AR", 16): 99_640,
+    ("RS", 4): 22_240,
+    ("RS", 8): 33_080,
+    ("RS", 16): 50_740,
+    ("AG", 4): 64_744,
+    ("AG", 8): 151_016,
+    ("AG", 16): 323_560,
+    ("A2A", 4): 41_560,
+    ("A2A", 8): 125_480,
+    ("A2A", 16): 391_240,
+}
 FIXTURE_NAMES = {"AR": "all_reduce", "AG": "all_gather", "A2A": "all_to_all"}
 
 
 @pytest.mark.parametrize("backend", ["congestion_unaware", "congestion_aware"])
 @pytest.mark.parametrize("kind,p", sorted(TABLE_7_3))
 def test_table_7_3_with_fixture_configs(astra: Path, tmp_path: Path, kind: str, p: int, backend: str) -> None:
-    hw = load_hardware(astra / "system/native_collectives/Ring_4chunks.json",
-                       astra / f"network/analytical/Ring_{p}npus.yml",
-                       astra / "remote_memory/analytical/no_memory_expansion.json", backend=backend)
+    hw = load_hardware(
+        astra / "system/native_collectives/Ring_4chunks.json",
+        astra / f"network/analytical/Ring_{p}npus.yml",
+        astra / "remote_memory/analytical/no_memory_expansion.json",
+        backend=backend,
+    )
     if kind == "RS":  # no RS fixture: one node per rank, as the microbenchmarks are written
         ts = write_set(tmp_path, [[coll(r, schema.REDUCE_SCATTER)] for r in range(p)])
     else:
@@ -135,9 +161,13 @@ HGX_L, HGX_BW, HGX_M = Fraction("936.25"), 400, 3350
 
 
 def hgx_hw(astra: Path, backend: str, splits: int = 4, active: int = 2) -> HardwareConfig:
-    base = load_hardware(astra / "system/native_collectives/HGX-H100-validated.json",
-                         astra / "network/analytical/HGX-H100-validated.yml", backend=backend)
+    base = load_hardware(
+        astra / "system/native_collectives/HGX-H100-validated.json",
+        astra / "network/analytical/HGX-H100-validated.yml",
+        backend=backend,
+    )
     import json
+
     d = json.loads((astra / "system/native_collectives/HGX-H100-validated.json").read_text())
     d.update({"preferred-dataset-splits": splits, "active-chunks-per-dimension": active})
     return HardwareConfig(SystemConfig.from_dict(d, source="hgx"), base.network, backend=backend)
@@ -152,8 +182,7 @@ def test_hgx_unaware(astra: Path) -> None:
     assert result.finish_ns == [expected] * 8
 
 
-@pytest.mark.parametrize("splits,active,published", [(4, 2, 57_426), (1, 1, 35_717), (4, 1, 114_700),
-                                                     (4, 4, 28_903)])
+@pytest.mark.parametrize("splits,active,published", [(4, 2, 57_426), (1, 1, 35_717), (4, 1, 114_700), (4, 4, 28_903)])
 def test_hgx_aware_chunking(astra: Path, splits: int, active: int, published: int) -> None:
     c = D // splits
     m = c // 8
@@ -183,8 +212,9 @@ def test_halving_doubling_all_reduce(astra: Path) -> None:
     sizes = [c // 2**j for j in range(1, k + 1)] + [2 ** (i - 1) * c // p for i in range(1, k + 1)]
     hops = [min(2 ** (j - 1), p - 2 ** (j - 1)) for j in range(1, k + 1)]
     hops += [hops[k - i] for i in range(1, k + 1)]
-    t_chunk = E + sum(N(m, h, 500, 50) + E for m, h in zip(sizes, hops)) + sum(Pd(c // 2**j, 1600)
-                                                                              for j in range(2, k + 1))
+    t_chunk = (
+        E + sum(N(m, h, 500, 50) + E for m, h in zip(sizes, hops)) + sum(Pd(c // 2**j, 1600) for j in range(2, k + 1))
+    )
     assert 4 * t_chunk == 63_168
     assert simulate(fixture_set(astra, "all_reduce", 8), hw).finish_ns == [4 * t_chunk] * 8
 
@@ -207,8 +237,7 @@ def test_cpu_and_gpu_slots_overlap(tmp_path: Path) -> None:
 @pytest.mark.parametrize("dependent", [False, True])
 def test_compute_beside_or_before_all_reduce(tmp_path: Path, dependent: bool) -> None:
     ar = 4 * ring_chunk("AR", 8, D // 4)
-    nodes = [make_node(0, schema.COMP_NODE, 50),
-             coll(1, schema.ALL_REDUCE, data=[0] if dependent else [])]
+    nodes = [make_node(0, schema.COMP_NODE, 50), coll(1, schema.ALL_REDUCE, data=[0] if dependent else [])]
     res = simulate(write_set(tmp_path, [nodes] * 8), ring_hw(8))
     t = 50_000 + ar if dependent else max(50_000, ar)
     assert res.finish_ns == [t] * 8
@@ -226,12 +255,14 @@ def test_zero_durations_and_broadcast_take_one_ns(tmp_path: Path) -> None:
 def test_send_recv_completes_at_arrival(tmp_path: Path) -> None:
     size = 1 << 20
     r0 = [make_node(0, schema.COMM_SEND_NODE, comm_src=0, comm_dst=1, comm_size=size, comm_tag=7)]
-    r1 = [make_node(0, schema.COMP_NODE, 100), make_node(1, schema.COMM_RECV_NODE, data=[0], comm_src=0,
-                                                         comm_dst=1, comm_size=size, comm_tag=7)]
+    r1 = [
+        make_node(0, schema.COMP_NODE, 100),
+        make_node(1, schema.COMM_RECV_NODE, data=[0], comm_src=0, comm_dst=1, comm_size=size, comm_tag=7),
+    ]
     idle = [make_node(0, schema.COMP_NODE, 1)]
     res = simulate(write_set(tmp_path, [r0, r1, idle, idle]), ring_hw(4))
     arrival = N(size, 1, 500, 50)
-    assert res.finish_ns[0] == arrival           # the send does not wait for the receive
+    assert res.finish_ns[0] == arrival  # the send does not wait for the receive
     assert res.finish_ns[1] == max(arrival, 100_000)  # the receive completes when posted, data already there
 
 
@@ -297,8 +328,11 @@ def test_collective_missing_on_one_rank_is_stuck(tmp_path: Path) -> None:
 
 def test_receive_deadlock_is_stuck(tmp_path: Path) -> None:
     def rank(me: int, peer: int) -> list:
-        return [make_node(0, schema.COMM_RECV_NODE, comm_src=peer, comm_dst=me, comm_size=64, comm_tag=0),
-                make_node(1, schema.COMM_SEND_NODE, data=[0], comm_src=me, comm_dst=peer, comm_size=64, comm_tag=0)]
+        return [
+            make_node(0, schema.COMM_RECV_NODE, comm_src=peer, comm_dst=me, comm_size=64, comm_tag=0),
+            make_node(1, schema.COMM_SEND_NODE, data=[0], comm_src=me, comm_dst=peer, comm_size=64, comm_tag=0),
+        ]
+
     ranks = [rank(0, 1), rank(1, 0), [make_node(0, schema.COMP_NODE, 1)], [make_node(0, schema.COMP_NODE, 1)]]
     with pytest.raises(StuckError) as exc:
         simulate(write_set(tmp_path, ranks), ring_hw(4))
@@ -307,22 +341,30 @@ def test_receive_deadlock_is_stuck(tmp_path: Path) -> None:
 
 # -- CLI ---------------------------------------------------------------------------------------------
 def test_cli_prints_astra_sim_lines(astra: Path, capsys) -> None:
-    rc = cli.main(["simulate",
-                   f"--workload-configuration={astra}/workload/microbenchmarks/all_reduce/4npus_1MB/all_reduce",
-                   f"--system-configuration={astra}/system/native_collectives/Ring_4chunks.json",
-                   f"--network-configuration={astra}/network/analytical/Ring_4npus.yml",
-                   "--comm-group-configuration=empty"])
+    rc = cli.main(
+        [
+            "simulate",
+            f"--workload-configuration={astra}/workload/microbenchmarks/all_reduce/4npus_1MB/all_reduce",
+            f"--system-configuration={astra}/system/native_collectives/Ring_4chunks.json",
+            f"--network-configuration={astra}/network/analytical/Ring_4npus.yml",
+            "--comm-group-configuration=empty",
+        ]
+    )
     assert rc == 0
     t = 4 * ring_chunk("AR", 4, D // 4)
     assert capsys.readouterr().out.splitlines() == [
-        f"sys[{r}] finished, {t} cycles, exposed communication {t} cycles." for r in range(4)]
+        f"sys[{r}] finished, {t} cycles, exposed communication {t} cycles." for r in range(4)
+    ]
 
 
 def test_cli_exit_codes(astra: Path, tmp_path: Path, capsys) -> None:
     bad = tmp_path / "sys.json"
     bad.write_text('{"scheduling-policy": "LIFO", "collective-optimization": "baseline", "local-mem-bw": 50}')
-    args = [f"--workload-configuration={astra}/workload/microbenchmarks/all_reduce/4npus_1MB/all_reduce",
-            f"--system-configuration={bad}", f"--network-configuration={astra}/network/analytical/Ring_4npus.yml"]
+    args = [
+        f"--workload-configuration={astra}/workload/microbenchmarks/all_reduce/4npus_1MB/all_reduce",
+        f"--system-configuration={bad}",
+        f"--network-configuration={astra}/network/analytical/Ring_4npus.yml",
+    ]
     assert cli.main(["simulate", *args]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and "preferred-dataset-splits" in err
@@ -337,10 +379,14 @@ def test_cli_exit_codes(astra: Path, tmp_path: Path, capsys) -> None:
 def _straggler_set(tmp: Path, p: int, kind: int) -> TraceSet:
     ranks = []
     for r in range(p):
-        ranks.append([make_node(0, schema.COMP_NODE, (r * 7) % 5),
-                      coll(1, kind, size=3 << 18, data=[0]),
-                      make_node(2, schema.COMP_NODE, 2, data=[1]),
-                      coll(3, schema.ALL_REDUCE, size=1 << 16, data=[2])])
+        ranks.append(
+            [
+                make_node(0, schema.COMP_NODE, (r * 7) % 5),
+                coll(1, kind, size=3 << 18, data=[0]),
+                make_node(2, schema.COMP_NODE, 2, data=[1]),
+                coll(3, schema.ALL_REDUCE, size=1 << 16, data=[2]),
+            ]
+        )
     return write_set(tmp, ranks)
 
 
@@ -350,12 +396,16 @@ def _straggler_set(tmp: Path, p: int, kind: int) -> TraceSet:
 def test_fast_path_equals_event_path(tmp_path: Path, kind: int, sysd: dict, algo: str) -> None:
     """Skewed starts, several chunks, a 2-D network: the recurrences must match the events exactly."""
     ts = _straggler_set(tmp_path, 8, kind)
-    two_dims = {k: [algo, algo] for k in ("all-reduce-implementation", "reduce-scatter-implementation",
-                                         "all-gather-implementation")}
+    two_dims = {
+        k: [algo, algo]
+        for k in ("all-reduce-implementation", "reduce-scatter-implementation", "all-gather-implementation")
+    }
     two_dims["all-to-all-implementation"] = ["ring", "ring"]  # halving-doubling has no all-to-all
     system = ring_system(**sysd, **two_dims)
-    net = NetworkConfig.from_dict({"topology": ["Ring", "Switch"], "npus_count": [4, 2], "bandwidth": [100, 25],
-                                   "latency": [300, 2000]}, source="net")
+    net = NetworkConfig.from_dict(
+        {"topology": ["Ring", "Switch"], "npus_count": [4, 2], "bandwidth": [100, 25], "latency": [300, 2000]},
+        source="net",
+    )
     hw = HardwareConfig(system, net)
     fast, slow = simulate(ts, hw), simulate(ts, hw, fast=False)
     assert fast.finish_ns == slow.finish_ns
@@ -367,8 +417,9 @@ def test_fast_path_equals_event_path(tmp_path: Path, kind: int, sysd: dict, algo
 def test_fast_aware_path_equals_event_path(tmp_path: Path, topology: str, kind: int) -> None:
     """FIFO links carried over from collective to collective, skewed starts, 4 chunks in turn."""
     ts = _straggler_set(tmp_path, 8, kind)
-    net = NetworkConfig.from_dict({"topology": [topology], "npus_count": [8], "bandwidth": [100],
-                                   "latency": [700]}, source="net")
+    net = NetworkConfig.from_dict(
+        {"topology": [topology], "npus_count": [8], "bandwidth": [100], "latency": [700]}, source="net"
+    )
     hw = HardwareConfig(ring_hw(8).system, net, backend="congestion_aware")
     fast, slow = simulate(ts, hw), simulate(ts, hw, fast=False)
     assert fast.to_dict() == slow.to_dict()
@@ -376,6 +427,7 @@ def test_fast_aware_path_equals_event_path(tmp_path: Path, topology: str, kind: 
 
 def test_aware_fast_path_only_where_exact(tmp_path: Path) -> None:
     from chakra_pipe.sim.system.ring_fast import aware_fast_path_is_exact
+
     ts = _straggler_set(tmp_path, 8, schema.ALL_REDUCE)
     hw = ring_hw(8, "congestion_aware")
     assert aware_fast_path_is_exact(ts, hw, None)
@@ -388,8 +440,10 @@ def test_aware_fast_path_only_where_exact(tmp_path: Path) -> None:
 def test_rendezvous_protocol_adds_a_handshake(tmp_path: Path) -> None:
     size = 1 << 20
     r0 = [make_node(0, schema.COMM_SEND_NODE, comm_src=0, comm_dst=1, comm_size=size, comm_tag=7)]
-    r1 = [make_node(0, schema.COMP_NODE, 100), make_node(1, schema.COMM_RECV_NODE, data=[0], comm_src=0,
-                                                         comm_dst=1, comm_size=size, comm_tag=7)]
+    r1 = [
+        make_node(0, schema.COMP_NODE, 100),
+        make_node(1, schema.COMM_RECV_NODE, data=[0], comm_src=0, comm_dst=1, comm_size=size, comm_tag=7),
+    ]
     idle = [make_node(0, schema.COMP_NODE, 1)]
     base = ring_hw(4)
     hw = HardwareConfig(base.system, base.network, rendezvous=True)
@@ -400,16 +454,25 @@ def test_rendezvous_protocol_adds_a_handshake(tmp_path: Path) -> None:
 
 
 def test_dependency_cycle_is_stuck_not_success(tmp_path: Path) -> None:
-    nodes = [make_node(1, schema.COMP_NODE, 5), make_node(3, schema.COMP_NODE, 3, data=[1, 5]),
-             make_node(4, schema.COMP_NODE, 1, data=[3]), make_node(5, schema.COMP_NODE, 1, data=[4])]
+    nodes = [
+        make_node(1, schema.COMP_NODE, 5),
+        make_node(3, schema.COMP_NODE, 3, data=[1, 5]),
+        make_node(4, schema.COMP_NODE, 1, data=[3]),
+        make_node(5, schema.COMP_NODE, 1, data=[4]),
+    ]
     with pytest.raises(StuckError) as exc:
         simulate(write_set(tmp_path, [nodes] * 4), ring_hw(4))
     assert exc.value.stuck[0] == [3, 4, 5]
 
 
-@pytest.mark.parametrize("ctype,size,match", [(schema.ALL_REDUCE, -5, "comm_size must be >= 0"),
-                                              (schema.ALL_GATHER, 0, "ALL_GATHER comm_size 0 B is smaller than preferred-dataset-splits"),
-                                              (schema.ALL_REDUCE, "big", "must be an integer")])
+@pytest.mark.parametrize(
+    "ctype,size,match",
+    [
+        (schema.ALL_REDUCE, -5, "comm_size must be >= 0"),
+        (schema.ALL_GATHER, 0, "ALL_GATHER comm_size 0 B is smaller than preferred-dataset-splits"),
+        (schema.ALL_REDUCE, "big", "must be an integer"),
+    ],
+)
 def test_bad_comm_size_is_invalid_input(tmp_path: Path, ctype: int, size, match: str) -> None:
     n = make_node(0, schema.COMM_COLL_NODE, comm_type=ctype)
     set_attr(n, "comm_size", size, "string_val" if isinstance(size, str) else None)
@@ -417,8 +480,9 @@ def test_bad_comm_size_is_invalid_input(tmp_path: Path, ctype: int, size, match:
         simulate(write_set(tmp_path, [[n]] * 4), ring_hw(4))
 
 
-@pytest.mark.parametrize("kind,ctype", [("AR", schema.ALL_REDUCE), ("RS", schema.REDUCE_SCATTER),
-                                        ("A2A", schema.ALL_TO_ALL)])
+@pytest.mark.parametrize(
+    "kind,ctype", [("AR", schema.ALL_REDUCE), ("RS", schema.REDUCE_SCATTER), ("A2A", schema.ALL_TO_ALL)]
+)
 def test_zero_size_collective_runs_minimum_chunks(tmp_path: Path, kind: str, ctype: int) -> None:
     """Spec §3.2: a chunk below the NPU count becomes one of `total_nodes` bytes and the size is rewritten
     to splits × total_nodes — so a 0-byte collective (ASTRA-sim 1.0 text workloads' NONE) still costs
@@ -430,8 +494,9 @@ def test_zero_size_collective_runs_minimum_chunks(tmp_path: Path, kind: str, cty
 
 # -- groups and memory ---------------------------------------------------------------------------------
 def _fc_hw(p: int, e: int = 25, **sysd) -> HardwareConfig:
-    net = NetworkConfig.from_dict({"topology": ["FullyConnected"], "npus_count": [p], "bandwidth": [50],
-                                   "latency": [500]}, source="net")
+    net = NetworkConfig.from_dict(
+        {"topology": ["FullyConnected"], "npus_count": [p], "bandwidth": [50], "latency": [500]}, source="net"
+    )
     return HardwareConfig(ring_system(**{"endpoint-delay": e, **sysd}), net)
 
 
@@ -452,8 +517,10 @@ def test_metadata_process_group_runs_a_local_ring(tmp_path: Path) -> None:
 
 
 def test_comm_group_file_and_world_collective(tmp_path: Path) -> None:
-    ranks = [[coll(0, schema.ALL_GATHER, pg_name="1" if r < 4 else "2"), coll(1, schema.ALL_GATHER, data=[0])]
-             for r in range(8)]
+    ranks = [
+        [coll(0, schema.ALL_GATHER, pg_name="1" if r < 4 else "2"), coll(1, schema.ALL_GATHER, data=[0])]
+        for r in range(8)
+    ]
     res = simulate(write_set(tmp_path, ranks), _fc_hw(8), comm_groups={1: [0, 1, 2, 3], 2: [4, 5, 6, 7]})
     group = 4 * ring_chunk("AG", 4, D // 4, e=10)
     world = 4 * ring_chunk("AG", 8, D // 4, e=25)
@@ -465,12 +532,16 @@ def test_unknown_pg_name_is_an_error(tmp_path: Path) -> None:
         simulate(write_set(tmp_path, [[coll(0, schema.ALL_REDUCE, pg_name="9")]] * 4), ring_hw(4))
 
 
-@pytest.mark.parametrize("memory,expected", [
-    ({"memory-type": "PER_NPU_MEMORY_EXPANSION", "remote-mem-latency": 100, "remote-mem-bw": 8}, [100 + 1000] * 2),
-    ({"memory-type": "MEMORY_POOL", "remote-mem-latency": 100, "remote-mem-bw": 8}, [1100, 2200]),
-])
+@pytest.mark.parametrize(
+    "memory,expected",
+    [
+        ({"memory-type": "PER_NPU_MEMORY_EXPANSION", "remote-mem-latency": 100, "remote-mem-bw": 8}, [100 + 1000] * 2),
+        ({"memory-type": "MEMORY_POOL", "remote-mem-latency": 100, "remote-mem-bw": 8}, [1100, 2200]),
+    ],
+)
 def test_remote_memory_models(tmp_path: Path, memory: dict, expected: list[int]) -> None:
     from chakra_pipe.sim import MemoryConfig
+
     nodes = [make_node(0, schema.MEM_LOAD_NODE, tensor_size=8000, tensor_loc=1)]
     base = ring_hw(2)
     hw = HardwareConfig(base.system, base.network, MemoryConfig.from_dict(memory, source="mem"))

@@ -8,8 +8,6 @@ identical per-rank finish times and identical collective records.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from chakra_pipe import cli
@@ -17,7 +15,10 @@ from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
 
 CASES = {
-    "llama3-8b-t2d2-zero1": (["--model", "llama3-8b", "--layers", "2", "--tp", "2", "--dp", "2", "--zero", "1"], [2, 2]),
+    "llama3-8b-t2d2-zero1": (
+        ["--model", "llama3-8b", "--layers", "2", "--tp", "2", "--dp", "2", "--zero", "1"],
+        [2, 2],
+    ),
     "gpt3-13b-t2d2": (["--model", "gpt3-13b", "--layers", "2", "--tp", "2", "--dp", "2"], [2, 2]),
     "mixtral-t2d4e2": (["--model", "mixtral-8x7b", "--layers", "1", "--tp", "2", "--dp", "4", "--ep", "2"], [2, 4]),
     "gpt3-175b-t2d2p2": (["--model", "gpt3-175b", "--layers", "2", "--tp", "2", "--dp", "2", "--pp", "2"], [4, 2]),
@@ -36,14 +37,32 @@ def rank_sets(tmp_path_factory) -> dict[str, TraceSet]:
 
 def _hw(algo: str, sizes: list[int], backend: str) -> HardwareConfig:
     impl = [algo] * len(sizes)
-    system = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-              "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 3350,
-              **{k: impl for k in ("all-reduce-implementation", "reduce-scatter-implementation",
-                                  "all-gather-implementation", "all-to-all-implementation")}}
-    net = {"topology": ["Switch"] * len(sizes), "npus_count": sizes, "bandwidth": [400, 200][:len(sizes)],
-           "latency": [936.25, 1000][:len(sizes)]}
-    return HardwareConfig(SystemConfig.from_dict(system, source="sys"), NetworkConfig.from_dict(net, source="net"),
-                          backend=backend)
+    system = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4,
+        "collective-optimization": "localBWAware",
+        "local-mem-bw": 3350,
+        **{
+            k: impl
+            for k in (
+                "all-reduce-implementation",
+                "reduce-scatter-implementation",
+                "all-gather-implementation",
+                "all-to-all-implementation",
+            )
+        },
+    }
+    net = {
+        "topology": ["Switch"] * len(sizes),
+        "npus_count": sizes,
+        "bandwidth": [400, 200][: len(sizes)],
+        "latency": [936.25, 1000][: len(sizes)],
+    }
+    return HardwareConfig(
+        SystemConfig.from_dict(system, source="sys"), NetworkConfig.from_dict(net, source="net"), backend=backend
+    )
 
 
 @pytest.mark.parametrize("algo", ["ring", "direct"])

@@ -21,17 +21,29 @@ from chakra_pipe.sim.ready import ReadySet
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 # Stacks a simulation never needs; each verb's own ``cli`` module (flags only) is allowed.
-HEAVY = ("pandas", "matplotlib", "snakemake", "torch", "chakra_pipe.report.build", "chakra_pipe.report.aggregate",
-         "chakra_pipe.sweep.shard", "chakra_pipe.sweep.campaign", "chakra_pipe.validate.validator",
-         "chakra_pipe.replay.launcher", "chakra_pipe.replay.worker", "numpy.ma")
+HEAVY = (
+    "pandas",
+    "matplotlib",
+    "snakemake",
+    "torch",
+    "chakra_pipe.report.build",
+    "chakra_pipe.report.aggregate",
+    "chakra_pipe.sweep.shard",
+    "chakra_pipe.sweep.campaign",
+    "chakra_pipe.validate.validator",
+    "chakra_pipe.replay.launcher",
+    "chakra_pipe.replay.worker",
+    "numpy.ma",
+)
 
 
 def _loaded_after(code: str, timeout: int = 120) -> set[str]:
     """Top-level module names loaded in a fresh interpreter after running ``code``."""
     probe = code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
     env = dict(os.environ, PYTHONPATH=str(SRC))
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=timeout,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=timeout, check=True
+    ).stdout
     return set(json.loads(out.splitlines()[-1]))
 
 
@@ -48,16 +60,28 @@ def test_cli_parser_imports_no_numpy_protobuf_or_heavy_stacks() -> None:
 def test_simulate_run_imports_nothing_it_does_not_need(tmp_path: Path) -> None:
     prefix = tmp_path / "ar"
     sysf, netf = tmp_path / "sys.json", tmp_path / "net.yml"
-    sysf.write_text(json.dumps({"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-                                "preferred-dataset-splits": 4, "collective-optimization": "localBWAware",
-                                "local-mem-bw": 1600, "all-reduce-implementation": ["ring"]}))
+    sysf.write_text(
+        json.dumps(
+            {
+                "scheduling-policy": "LIFO",
+                "endpoint-delay": 10,
+                "active-chunks-per-dimension": 1,
+                "preferred-dataset-splits": 4,
+                "collective-optimization": "localBWAware",
+                "local-mem-bw": 1600,
+                "all-reduce-implementation": ["ring"],
+            }
+        )
+    )
     netf.write_text("topology: [Ring]\nnpus_count: [4]\nbandwidth: [50]\nlatency: [500]\n")
-    code = (f"from chakra_pipe.cli import main\n"
-            f"assert main(['generate', 'collective', '--type', 'all_reduce', '--npus', '4', '--size', '1MiB', "
-            f"'--out', {str(prefix)!r}]) == 0\n"
-            f"import sys\nbefore = set(sys.modules)\n"
-            f"assert main(['simulate', '--workload-configuration', {str(prefix)!r}, '--system-configuration', "
-            f"{str(sysf)!r}, '--network-configuration', {str(netf)!r}]) == 0\n")
+    code = (
+        f"from chakra_pipe.cli import main\n"
+        f"assert main(['generate', 'collective', '--type', 'all_reduce', '--npus', '4', '--size', '1MiB', "
+        f"'--out', {str(prefix)!r}]) == 0\n"
+        f"import sys\nbefore = set(sys.modules)\n"
+        f"assert main(['simulate', '--workload-configuration', {str(prefix)!r}, '--system-configuration', "
+        f"{str(sysf)!r}, '--network-configuration', {str(netf)!r}]) == 0\n"
+    )
     assert _heavy(_loaded_after(code)) == []
 
 
@@ -116,8 +140,13 @@ def test_wide_graphs_finish_with_exact_times(tmp_path: Path) -> None:
     """
     msgs = 1000
     env = dict(os.environ, PYTHONPATH=str(SRC))
-    done = subprocess.run([sys.executable, "-c", WIDE_SCRIPT, str(WIDE), str(msgs), str(tmp_path / "w")], env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", WIDE_SCRIPT, str(WIDE), str(msgs), str(tmp_path / "w")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.splitlines()[-1])
 
@@ -143,8 +172,11 @@ def _reference_pass(free: list[int], slot_of: list[int], slots: list[int], issue
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(-1, 2), st.booleans(), st.integers(0, 3)), min_size=1, max_size=40),
-       st.lists(st.integers(0, 39), max_size=10), st.randoms(use_true_random=False))
+@given(
+    st.lists(st.tuples(st.integers(-1, 2), st.booleans(), st.integers(0, 3)), min_size=1, max_size=40),
+    st.lists(st.integers(0, 39), max_size=10),
+    st.randoms(use_true_random=False),
+)
 def test_ready_set_issues_exactly_like_the_full_walk(nodes, initial, rnd) -> None:
     """Same nodes issued, in the same order, as walking a copy of the free set (synchronous finishes
     releasing their slot and freeing later nodes mid-pass included)."""
@@ -178,6 +210,7 @@ def test_ready_set_issues_exactly_like_the_full_walk(nodes, initial, rnd) -> Non
                     j = next(nxt, None)
                     if j is not None:
                         add(j)
+
         for i in pending:
             add(i)
         for _ in range(2 * n + 2):  # passes, each after releasing every held slot

@@ -22,12 +22,48 @@ def _timeline(tmp_path: Path) -> dict:
     (tmp_path / "sys.json").write_text(json.dumps(SYSTEM))
     (tmp_path / "net.yml").write_text(NETWORK)
     prefix = tmp_path / "llm"
-    assert main(["generate", "llm", "--model", "gpt3-13b", "--layers", "1", "--hidden", "256", "--ffn", "512",
-                 "--heads", "4", "--vocab", "1000", "--seq", "64", "--dp", "2", "--tp", "2",
-                 "--out", str(prefix)]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "llm",
+                "--model",
+                "gpt3-13b",
+                "--layers",
+                "1",
+                "--hidden",
+                "256",
+                "--ffn",
+                "512",
+                "--heads",
+                "4",
+                "--vocab",
+                "1000",
+                "--seq",
+                "64",
+                "--dp",
+                "2",
+                "--tp",
+                "2",
+                "--out",
+                str(prefix),
+            ]
+        )
+        == 0
+    )
     out = tmp_path / "timeline.json"
-    assert main(["simulate", f"--workload-configuration={prefix}", f"--system-configuration={tmp_path / 'sys.json'}",
-                 f"--network-configuration={tmp_path / 'net.yml'}", f"--timeline={out}"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                f"--workload-configuration={prefix}",
+                f"--system-configuration={tmp_path / 'sys.json'}",
+                f"--network-configuration={tmp_path / 'net.yml'}",
+                f"--timeline={out}",
+            ]
+        )
+        == 0
+    )
     return json.loads(out.read_text())
 
 

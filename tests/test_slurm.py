@@ -49,15 +49,18 @@ def slurm() -> dict[str, str]:
     res = subprocess.run(["sinfo", "-h", "-o", "%T"], check=False, capture_output=True, text=True, env=env, timeout=30)
     states = res.stdout.split()
     if res.returncode != 0 or not any(s.rstrip("*") in ("idle", "mixed", "allocated") for s in states):
-        pytest.skip(f"no SLURM node is up (sinfo: {(res.stdout + res.stderr).strip() or 'no nodes'}): "
-                    "run .ci/slurm.sh start")
+        pytest.skip(
+            f"no SLURM node is up (sinfo: {(res.stdout + res.stderr).strip() or 'no nodes'}): run .ci/slurm.sh start"
+        )
     return env
 
 
-def run(cmd: list[str], env: dict[str, str], timeout: float = 300, cwd: Path | None = None
-        ) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
-                            start_new_session=True)
+def run(
+    cmd: list[str], env: dict[str, str], timeout: float = 300, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -88,9 +91,35 @@ def call_bytes(result: dict) -> list:
 
 def dp_tp_set(tmp_path: Path, env: dict[str, str]) -> str:
     prefix = str(tmp_path / "llm")
-    gen = run(cli("generate", "llm", "--model", "llama3-8b", "--layers", "1", "--dp", "2", "--tp", "2", "--pp", "1",
-                  "--hidden", "128", "--heads", "4", "--ffn", "256", "--vocab", "512", "--seq", "32", "--out", prefix),
-              env)
+    gen = run(
+        cli(
+            "generate",
+            "llm",
+            "--model",
+            "llama3-8b",
+            "--layers",
+            "1",
+            "--dp",
+            "2",
+            "--tp",
+            "2",
+            "--pp",
+            "1",
+            "--hidden",
+            "128",
+            "--heads",
+            "4",
+            "--ffn",
+            "256",
+            "--vocab",
+            "512",
+            "--seq",
+            "32",
+            "--out",
+            prefix,
+        ),
+        env,
+    )
     assert gen.returncode == 0, gen.stderr
     return prefix
 
@@ -115,15 +144,35 @@ def test_two_rank_capture_as_one_srun_step(slurm, tmp_path):
     pytest.importorskip("torch", reason="capture needs torch: pip install 'chakra-pipe[torch]'")
     env, log = srun_spy(tmp_path, slurm)
     out = tmp_path / "cap"
-    res = run(cli("capture", "--model", "mlp", "--ranks", "2", "--steps", "1", "--backend", "gloo",
-                  "--launcher", "srun", "--out", str(out)), env)
+    res = run(
+        cli(
+            "capture",
+            "--model",
+            "mlp",
+            "--ranks",
+            "2",
+            "--steps",
+            "1",
+            "--backend",
+            "gloo",
+            "--launcher",
+            "srun",
+            "--out",
+            str(out),
+        ),
+        env,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert "--ntasks=2" in log.read_text()
     summary = json.loads((out / "capture.json").read_text())
     assert summary["world_size"] == 2 and summary["backend"] == "gloo"
     assert sorted(p.name for p in out.iterdir()) == [
-        "capture.json", "rank0.host_et.json.gz", "rank0.kineto.json.gz", "rank1.host_et.json.gz",
-        "rank1.kineto.json.gz"]
+        "capture.json",
+        "rank0.host_et.json.gz",
+        "rank0.kineto.json.gz",
+        "rank1.host_et.json.gz",
+        "rank1.kineto.json.gz",
+    ]
     # the traces gathered on rank 0 are whole and convert into a 2-rank set
     conv = run(cli("convert", "pytorch", "--ranks-dir", str(out), "--out", str(tmp_path / "et" / "cap")), slurm)
     if conv.returncode != 0 and "invalid choice" not in conv.stderr:
@@ -161,8 +210,11 @@ def test_scancel_mid_replay_ends_every_task_and_the_rerun_completes(slurm, tmp_p
     slow, quick = trace("long", 300), trace("short", 0.01)
     out = tmp_path / "r.json"
     script = tmp_path / "job.sh"
-    script.write_text("#!/bin/sh\nexec " + " ".join(cli("replay", "\"$1\"", "--launcher", "srun", "--timeout", "600",
-                                                          "--out", str(out))) + "\n")
+    script.write_text(
+        "#!/bin/sh\nexec "
+        + " ".join(cli("replay", '"$1"', "--launcher", "srun", "--timeout", "600", "--out", str(out)))
+        + "\n"
+    )
     scratch = tmp_path / "tmp"  # the tasks' run folders go here (TMPDIR): none may survive scancel
     scratch.mkdir()
     env = dict(slurm, TMPDIR=str(scratch))
@@ -178,8 +230,9 @@ def test_scancel_mid_replay_ends_every_task_and_the_rerun_completes(slurm, tmp_p
     time.sleep(2)  # inside the long compute node
     assert run(["scancel", job], slurm).returncode == 0
     end = time.monotonic() + 60
-    while time.monotonic() < end and (any(Path(f"/proc/{p}").exists() for p in workers)
-                                      or run(["squeue", "-h", "-j", job], slurm).stdout.strip()):
+    while time.monotonic() < end and (
+        any(Path(f"/proc/{p}").exists() for p in workers) or run(["squeue", "-h", "-j", job], slurm).stdout.strip()
+    ):
         time.sleep(0.2)
     assert not any(Path(f"/proc/{p}").exists() for p in workers), "a rank outlived scancel"
     assert not run(["squeue", "-h", "-j", job], slurm).stdout.strip(), "the job is still queued or running"
@@ -203,17 +256,39 @@ def test_failures_are_named_the_same_through_srun_as_locally(slurm, tmp_path):
 
     from chakra_pipe.et import schema
 
-    stall = write_set(tmp_path, [[comp(0, 1), coll(1, schema.ALL_REDUCE, 4096)],
-                                 [comp(0, 600_000_000), coll(1, schema.ALL_REDUCE, 4096, data=[0])]], name="stall")
+    stall = write_set(
+        tmp_path,
+        [
+            [comp(0, 1), coll(1, schema.ALL_REDUCE, 4096)],
+            [comp(0, 600_000_000), coll(1, schema.ALL_REDUCE, 4096, data=[0])],
+        ],
+        name="stall",
+    )
     script = tmp_path / "bad.py"
-    script.write_text("import torch\nimport torch.distributed as dist\n\ndef train_step(rank, world_size):\n"
-                      "    if rank == 1:\n        raise ValueError('bad batch')\n    dist.all_reduce(torch.ones(4))\n")
+    script.write_text(
+        "import torch\nimport torch.distributed as dist\n\ndef train_step(rank, world_size):\n"
+        "    if rank == 1:\n        raise ValueError('bad batch')\n    dist.all_reduce(torch.ones(4))\n"
+    )
     lines = {}
     for how in ("local", "srun"):
         out = tmp_path / f"{how}.json"
         rep = run(cli("replay", stall, "--timeout", "10", "--launcher", how, "--out", str(out)), slurm)
-        cap = run(cli("capture", "--model", str(script), "--ranks", "2", "--backend", "gloo", "--launcher", how,
-                      "--out", str(tmp_path / "cap")), slurm)
+        cap = run(
+            cli(
+                "capture",
+                "--model",
+                str(script),
+                "--ranks",
+                "2",
+                "--backend",
+                "gloo",
+                "--launcher",
+                how,
+                "--out",
+                str(tmp_path / "cap"),
+            ),
+            slurm,
+        )
         assert (rep.returncode, cap.returncode) == (3, 2), rep.stderr + cap.stderr
         assert not out.exists() and not list((tmp_path / "cap").iterdir())
         lines[how] = (_error_line(rep), _error_line(cap))
@@ -233,16 +308,36 @@ def test_smoke_campaign_through_the_slurm_profile_matches_a_local_run(slurm, tmp
         shutil.copytree(REPO / "config", work / "config")
         env = dict(slurm, SOURCE_DATE_EPOCH="1767225600")
         snakefile = REPO / "workflow" / "Snakefile"
-        base = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "-d", str(work),
-                "--configfile", "config/smoke.yaml"]
-        extra = (["--cores", "2"] if how == "local" else
-                 ["--profile", str(REPO / "workflow/profiles/slurm"), "--default-resources",
-                  f"slurm_partition={partition}", "--slurm-init-seconds-before-status-checks", "5"])
+        base = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(snakefile),
+            "-d",
+            str(work),
+            "--configfile",
+            "config/smoke.yaml",
+        ]
+        extra = (
+            ["--cores", "2"]
+            if how == "local"
+            else [
+                "--profile",
+                str(REPO / "workflow/profiles/slurm"),
+                "--default-resources",
+                f"slurm_partition={partition}",
+                "--slurm-init-seconds-before-status-checks",
+                "5",
+            ]
+        )
         res = run([*base, *extra], env, timeout=900, cwd=work)
         assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
         results[how] = {name: (work / "reports/smoke" / name).read_bytes() for name in SMOKE_OUTPUTS}
         if how == "slurm":  # real sbatch submissions; the campaign's tiny jobs as one group
-            submitted = [x for x in (res.stdout + res.stderr).splitlines() if "has been submitted with SLURM jobid" in x]
+            submitted = [
+                x for x in (res.stdout + res.stderr).splitlines() if "has been submitted with SLURM jobid" in x
+            ]
             assert submitted, (res.stdout + res.stderr)[-3000:]
             assert len([x for x in submitted if "/group_campaign_" in x]) == 1, submitted
             assert not any("rule_generate" in x or "rule_simulate_shard" in x for x in submitted), submitted

@@ -15,37 +15,56 @@ from chakra_pipe.sweep.campaign import Campaign, name_pattern
 from chakra_pipe.sweep.grid import expand
 
 REPO = Path(__file__).resolve().parent.parent
-SYSTEM = {"scheduling-policy": "LIFO", "collective-optimization": "localBWAware", "endpoint-delay": 10,
-          "preferred-dataset-splits": 4, "active-chunks-per-dimension": 1, "local-mem-bw": 1600,
-          "all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"],
-          "reduce-scatter-implementation": ["ring"], "all-to-all-implementation": ["ring"]}
+SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "collective-optimization": "localBWAware",
+    "endpoint-delay": 10,
+    "preferred-dataset-splits": 4,
+    "active-chunks-per-dimension": 1,
+    "local-mem-bw": 1600,
+    "all-reduce-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+}
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def _hw(tmp_path: Path, dims: int = 1) -> dict:
     (tmp_path / "net.yml").write_text(
-        "topology: [%s]\nnpus_count: [%s]\nbandwidth: [%s]\nlatency: [%s]\n" % (  # noqa: UP031
-            ", ".join(["Ring"] * dims), ", ".join(["4"] * dims), ", ".join(["50.0"] * dims),
-            ", ".join(["500.0"] * dims)))
+        "topology: [%s]\nnpus_count: [%s]\nbandwidth: [%s]\nlatency: [%s]\n"  # noqa: UP031
+        % (
+            ", ".join(["Ring"] * dims),
+            ", ".join(["4"] * dims),
+            ", ".join(["50.0"] * dims),
+            ", ".join(["500.0"] * dims),
+        )
+    )
     (tmp_path / "sys.json").write_text(json.dumps(SYSTEM))
     return {"network": "net.yml", "system": "sys.json"}
 
 
 def _config(tmp_path: Path, **platform) -> dict:
-    return {"campaign": "t", "workloads": {"ar": {"kind": "collective", "type": "all_reduce", "npus": 4,
-                                                  "size": "1MiB"}},
-            "hardware": {"platforms": {"p": {**_hw(tmp_path), **platform}}}}
+    return {
+        "campaign": "t",
+        "workloads": {"ar": {"kind": "collective", "type": "all_reduce", "npus": 4, "size": "1MiB"}},
+        "hardware": {"platforms": {"p": {**_hw(tmp_path), **platform}}},
+    }
 
 
 def test_cartesian_product_order_ids_and_overrides(tmp_path):
-    spec = {**_hw(tmp_path), "axes": {"network.bandwidth": [100, 200, 400],
-                                      "system.all-reduce-implementation": ["ring", "direct"]}}
+    spec = {
+        **_hw(tmp_path),
+        "axes": {"network.bandwidth": [100, 200, 400], "system.all-reduce-implementation": ["ring", "direct"]},
+    }
     points = expand({"p": spec}, tmp_path)
     assert len(points) == 6  # 3 x 2
     # last axis varies fastest, ids name the key's last part and the value
-    assert [p.id for p in points[:3]] == ["p[bandwidth=100,all-reduce-implementation=ring]",
-                                         "p[bandwidth=100,all-reduce-implementation=direct]",
-                                         "p[bandwidth=200,all-reduce-implementation=ring]"]
+    assert [p.id for p in points[:3]] == [
+        "p[bandwidth=100,all-reduce-implementation=ring]",
+        "p[bandwidth=100,all-reduce-implementation=direct]",
+        "p[bandwidth=200,all-reduce-implementation=ring]",
+    ]
     # a scalar fills every dimension of a per-dimension list
     assert points[2].network["bandwidth"] == [200]
     assert points[3].system["all-reduce-implementation"] == ["direct"]
@@ -64,9 +83,17 @@ def test_scalar_broadcast_on_two_dimensions(tmp_path):
 
 
 def test_zipped_axis_sets_several_keys_and_cost(tmp_path):
-    spec = {**_hw(tmp_path), "cost": 1.0, "backend": "congestion_aware",
-            "axes": {"link": [{"label": "slow", "network.bandwidth": 50, "cost": 1.5},
-                              {"network.bandwidth": 400, "network.latency": 100, "cost": 4}]}}
+    spec = {
+        **_hw(tmp_path),
+        "cost": 1.0,
+        "backend": "congestion_aware",
+        "axes": {
+            "link": [
+                {"label": "slow", "network.bandwidth": 50, "cost": 1.5},
+                {"network.bandwidth": 400, "network.latency": 100, "cost": 4},
+            ]
+        },
+    }
     slow, fast = expand({"p": spec}, tmp_path)
     assert (slow.id, slow.cost, slow.network["bandwidth"]) == ("p[link=slow]", 1.5, [50])
     assert (fast.id, fast.cost, fast.network["latency"]) == ("p[link=1]", 4.0, [100])
@@ -82,14 +109,17 @@ def test_explicit_points_and_no_axes(tmp_path):
     assert points[0].npus == 2 and points[0].cost == 3.0
 
 
-@pytest.mark.parametrize("axes, message", [
-    ({"network.bandwith": [1]}, "unknown network key 'bandwith'"),
-    ({"sytem.x": [1]}, "unknown key 'sytem.x'"),
-    ({"backend": ["fast"]}, "backend must be one of"),
-    ({"cost": [-1]}, "cost must be a non-negative number"),
-    ({"link": [5]}, "each value must be a mapping"),
-    ({"network.bandwidth": []}, "non-empty list"),
-])
+@pytest.mark.parametrize(
+    "axes, message",
+    [
+        ({"network.bandwith": [1]}, "unknown network key 'bandwith'"),
+        ({"sytem.x": [1]}, "unknown key 'sytem.x'"),
+        ({"backend": ["fast"]}, "backend must be one of"),
+        ({"cost": [-1]}, "cost must be a non-negative number"),
+        ({"link": [5]}, "each value must be a mapping"),
+        ({"network.bandwidth": []}, "non-empty list"),
+    ],
+)
 def test_bad_axes_name_the_key(tmp_path, axes, message):
     with pytest.raises(ConfigError) as err:
         expand({"p": {**_hw(tmp_path), "axes": axes}}, tmp_path)
@@ -97,12 +127,17 @@ def test_bad_axes_name_the_key(tmp_path, axes, message):
     assert "hardware.platforms.p" in str(err.value)
 
 
-@pytest.mark.parametrize("axes, message", [
-    ({"network.bandwidth": [100, -5]}, "point 'p[bandwidth=-5]': network.bandwidth: must be > 0"),
-    ({"system.all-reduce-implementation": ["ring", "rnig"]},
-     "point 'p[all-reduce-implementation=rnig]': system.all-reduce-implementation: unknown algorithm 'rnig'"),
-    ({"network.npus_count": [[4, 2]]}, "network.npus_count: has 2 entries but topology has 1"),
-])
+@pytest.mark.parametrize(
+    "axes, message",
+    [
+        ({"network.bandwidth": [100, -5]}, "point 'p[bandwidth=-5]': network.bandwidth: must be > 0"),
+        (
+            {"system.all-reduce-implementation": ["ring", "rnig"]},
+            "point 'p[all-reduce-implementation=rnig]': system.all-reduce-implementation: unknown algorithm 'rnig'",
+        ),
+        ({"network.npus_count": [[4, 2]]}, "network.npus_count: has 2 entries but topology has 1"),
+    ],
+)
 def test_bad_values_fail_when_the_plan_is_made(tmp_path, axes, message):
     with pytest.raises(ConfigError, match="hardware.platforms.p.axes") as err:
         expand({"p": {**_hw(tmp_path), "axes": axes}}, tmp_path)
@@ -121,8 +156,7 @@ def test_shards_baseline_and_npus_matching(tmp_path):
     cfg["hardware"]["baseline"] = "p[bandwidth=3]"
     camp = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
     w = camp.workloads["ar"]
-    assert w.shards == [["p[bandwidth=1]", "p[bandwidth=2]"], ["p[bandwidth=3]", "p[bandwidth=4]"],
-                        ["p[bandwidth=5]"]]
+    assert w.shards == [["p[bandwidth=1]", "p[bandwidth=2]"], ["p[bandwidth=3]", "p[bandwidth=4]"], ["p[bandwidth=5]"]]
     assert w.baseline == "p[bandwidth=3]"
     assert camp.shard_files()[2] == "reports/t/data/shards/ar/0002.csv"
     cfg["workloads"]["ar"]["npus"] = 8
@@ -173,9 +207,12 @@ def test_generate_args_and_name_pattern(tmp_path):
     (tmp_path / "net.yml").write_text("topology: [Ring]\nnpus_count: [4]\nbandwidth: [1]\nlatency: [1]\n")
     camp = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
     assert camp.workloads["m"].npus == 4
-    assert camp.workloads["m"].generate_args() == "llm --model mixtral-8x7b --layers 2 --dp 2 --tp 2 --pp 1 --ep 2".split()
+    assert (
+        camp.workloads["m"].generate_args() == "llm --model mixtral-8x7b --layers 2 --dp 2 --tp 2 --pp 1 --ep 2".split()
+    )
     assert camp.workloads["ar"].generate_args() == "collective --type all_reduce --npus 4 --size 1MiB".split()
     import re
+
     assert re.fullmatch(name_pattern(["a.b", "c"]), "a.b") and not re.fullmatch(name_pattern(["a.b"]), "axb")
     assert not re.fullmatch(name_pattern([]), "")
 
@@ -191,12 +228,15 @@ def test_shipped_configs_validate_and_plan(name):
     assert all(w.baseline for w in camp.workloads.values())
 
 
-@pytest.mark.parametrize("mutate, key", [
-    (lambda c: c.update(shard_sise=3), "shard_sise"),
-    (lambda c: c["workloads"]["ar"].update(npu=4), "npu"),
-    (lambda c: c["hardware"]["platforms"]["p"].update(axes={"network.bandwidth": []}), "network.bandwidth"),
-    (lambda c: c.update(replay="sometimes"), "sometimes"),
-])
+@pytest.mark.parametrize(
+    "mutate, key",
+    [
+        (lambda c: c.update(shard_sise=3), "shard_sise"),
+        (lambda c: c["workloads"]["ar"].update(npu=4), "npu"),
+        (lambda c: c["hardware"]["platforms"]["p"].update(axes={"network.bandwidth": []}), "network.bandwidth"),
+        (lambda c: c.update(replay="sometimes"), "sometimes"),
+    ],
+)
 def test_schema_rejects_bad_keys_naming_them(tmp_path, mutate, key):
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
@@ -214,18 +254,22 @@ def test_product_size_unique_stable_ids(tmp_path):
     _hw(tmp_path)
 
     @hypothesis.settings(max_examples=30, deadline=None)
-    @hypothesis.given(bw=st.lists(st.integers(1, 1000), min_size=1, max_size=4, unique=True),
-                      chunks=st.lists(st.integers(1, 8), min_size=1, max_size=3, unique=True),
-                      backends=st.sampled_from([["congestion_unaware"], ["congestion_unaware", "congestion_aware"]]))
+    @hypothesis.given(
+        bw=st.lists(st.integers(1, 1000), min_size=1, max_size=4, unique=True),
+        chunks=st.lists(st.integers(1, 8), min_size=1, max_size=3, unique=True),
+        backends=st.sampled_from([["congestion_unaware"], ["congestion_unaware", "congestion_aware"]]),
+    )
     def check(bw, chunks, backends):
-        spec = {**_hw(tmp_path), "axes": {"network.bandwidth": bw, "system.active-chunks-per-dimension": chunks,
-                                          "backend": backends}}
+        spec = {
+            **_hw(tmp_path),
+            "axes": {"network.bandwidth": bw, "system.active-chunks-per-dimension": chunks, "backend": backends},
+        }
         points = expand({"p": spec}, tmp_path)
         assert len(points) == len(bw) * len(chunks) * len(backends)
         ids = [p.id for p in points]
         assert len(set(ids)) == len(ids)
         assert ids == [p.id for p in expand({"p": spec}, tmp_path)]
-        assert [p.network["bandwidth"][0] for p in points[::len(chunks) * len(backends)]] == bw
+        assert [p.network["bandwidth"][0] for p in points[:: len(chunks) * len(backends)]] == bw
 
     check()
 

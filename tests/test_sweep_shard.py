@@ -35,8 +35,11 @@ def _mem_load_set(tmp_path: Path) -> str:
         node = schema.Node(id=0, name="remote_load", type=schema.MEM_LOAD_NODE)
         set_attr(node, "tensor_size", MEM_BYTES)
         write_trace(f"{prefix}.{rank}.et", schema.GlobalMetadata(version="0.0.4"), [node])
-    (tmp_path / "mem.json").write_text(json.dumps({"memory-type": "PER_NPU_MEMORY_EXPANSION",
-                                                   "remote-mem-latency": MEM_LATENCY, "remote-mem-bw": MEM_BW}))
+    (tmp_path / "mem.json").write_text(
+        json.dumps(
+            {"memory-type": "PER_NPU_MEMORY_EXPANSION", "remote-mem-latency": MEM_LATENCY, "remote-mem-bw": MEM_BW}
+        )
+    )
     return str(prefix)
 
 
@@ -46,21 +49,35 @@ def plan(fixtures_dir: Path, tmp_path: Path) -> Campaign:
     prefix = a / "workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce"
     if not Path(f"{prefix}.0.et").is_file():
         pytest.skip(f"fixture {prefix}.0.et not found")
-    cfg = {"campaign": "t", "outdir": str(tmp_path / "reports"), "shard_size": 2,
-           "workloads": {"ar8": {"kind": "trace", "prefix": str(prefix), "npus": 8, "platforms": ["hgx", "ring"]},
-                         "mem8": {"kind": "trace", "prefix": _mem_load_set(tmp_path), "npus": 8,
-                                  "platforms": ["ring_mem"]}},
-           "hardware": {"platforms": {
-               "hgx": {"network": str(a / "network/analytical/HGX-H100-validated.yml"),
-                       "system": str(a / "system/native_collectives/HGX-H100-validated.json"),
-                       "memory": str(a / "remote_memory/analytical/no_memory_expansion.json"),
-                       "axes": {"backend": ["congestion_unaware", "congestion_aware"]}},
-               "ring": {"network": str(a / "network/analytical/Ring_8npus.yml"),
-                        "system": str(a / "system/native_collectives/Ring_4chunks.json")},
-               "ring_mem": {"network": str(a / "network/analytical/Ring_8npus.yml"),
-                            "system": str(a / "system/native_collectives/Ring_4chunks.json"),
-                            "memory": str(tmp_path / "mem.json"),
-                            "axes": {"memory.memory-type": ["NO_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION"]}}}}}
+    cfg = {
+        "campaign": "t",
+        "outdir": str(tmp_path / "reports"),
+        "shard_size": 2,
+        "workloads": {
+            "ar8": {"kind": "trace", "prefix": str(prefix), "npus": 8, "platforms": ["hgx", "ring"]},
+            "mem8": {"kind": "trace", "prefix": _mem_load_set(tmp_path), "npus": 8, "platforms": ["ring_mem"]},
+        },
+        "hardware": {
+            "platforms": {
+                "hgx": {
+                    "network": str(a / "network/analytical/HGX-H100-validated.yml"),
+                    "system": str(a / "system/native_collectives/HGX-H100-validated.json"),
+                    "memory": str(a / "remote_memory/analytical/no_memory_expansion.json"),
+                    "axes": {"backend": ["congestion_unaware", "congestion_aware"]},
+                },
+                "ring": {
+                    "network": str(a / "network/analytical/Ring_8npus.yml"),
+                    "system": str(a / "system/native_collectives/Ring_4chunks.json"),
+                },
+                "ring_mem": {
+                    "network": str(a / "network/analytical/Ring_8npus.yml"),
+                    "system": str(a / "system/native_collectives/Ring_4chunks.json"),
+                    "memory": str(tmp_path / "mem.json"),
+                    "axes": {"memory.memory-type": ["NO_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION"]},
+                },
+            }
+        },
+    }
     camp = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
     camp.write()
     return camp
@@ -74,8 +91,10 @@ def _rows(path: Path) -> dict[str, dict[str, str]]:
 
 
 def test_shard_reproduces_astra_sim_numbers(plan, tmp_path):
-    assert plan.workloads["ar8"].shards == [["hgx[backend=congestion_unaware]", "hgx[backend=congestion_aware]"],
-                                            ["ring"]]
+    assert plan.workloads["ar8"].shards == [
+        ["hgx[backend=congestion_unaware]", "hgx[backend=congestion_aware]"],
+        ["ring"],
+    ]
     out = tmp_path / "s0.csv"
     assert run_shard(plan, "ar8", 0, out) == 0
     rows = _rows(out)
@@ -103,17 +122,33 @@ def test_point_failing_in_the_simulator_becomes_a_status_row(plan, tmp_path):
 
 def test_cli_run_and_errors(plan, tmp_path, capsys):
     out = tmp_path / "cli.csv"
-    assert main(["sweep", "run", "--plan", plan.plan_path, "--workload", "ar8", "--shard", "1",
-                 "--out", str(out)]) == 0
+    assert main(["sweep", "run", "--plan", plan.plan_path, "--workload", "ar8", "--shard", "1", "--out", str(out)]) == 0
     assert _rows(out)["ring"]["step_time_ns"] == "64440"  # spec §7.1
-    assert main(["sweep", "run", "--plan", plan.plan_path, "--workload", "mem8", "--shard", "0",
-                 "--out", str(out)]) == 0
+    assert (
+        main(["sweep", "run", "--plan", plan.plan_path, "--workload", "mem8", "--shard", "0", "--out", str(out)]) == 0
+    )
     assert "1 of 2 points failed" in capsys.readouterr().err
-    assert main(["sweep", "run", "--plan", plan.plan_path, "--workload", "nope", "--shard", "0",
-                 "--out", str(out)]) == 2
+    assert (
+        main(["sweep", "run", "--plan", plan.plan_path, "--workload", "nope", "--shard", "0", "--out", str(out)]) == 2
+    )
     assert "workload 'nope' is not in the plan" in capsys.readouterr().err
-    assert main(["sweep", "run", "--plan", str(tmp_path / "missing.json"), "--workload", "ar8", "--shard", "0",
-                 "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "sweep",
+                "run",
+                "--plan",
+                str(tmp_path / "missing.json"),
+                "--workload",
+                "ar8",
+                "--shard",
+                "0",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "missing.json: cannot read" in capsys.readouterr().err
 
 
@@ -141,8 +176,11 @@ def test_collectives_table_per_point_rank_and_collective(plan, tmp_path):
     df = pd.read_parquet(out)
     # ar8: 3 points x 8 ranks x one 1 MiB all-reduce; mem8 has no communication
     assert len(df) == 24 and set(df["workload"]) == {"ar8"} and set(df["comm_type"]) == {"ALL_REDUCE"}
-    assert df.groupby("point_id").size().to_dict() == {"hgx[backend=congestion_aware]": 8,
-                                                       "hgx[backend=congestion_unaware]": 8, "ring": 8}
+    assert df.groupby("point_id").size().to_dict() == {
+        "hgx[backend=congestion_aware]": 8,
+        "hgx[backend=congestion_unaware]": 8,
+        "ring": 8,
+    }
     ring = df[df["point_id"] == "ring"].set_index("rank")
     assert list(ring.index) == list(range(8)) and (ring["duration_ns"] == 64440).all()  # spec §7.1
     assert (ring["end_ns"] - ring["start_ns"] == ring["duration_ns"]).all()
@@ -160,9 +198,20 @@ def test_collectives_table_per_point_rank_and_collective(plan, tmp_path):
 def test_replay_collectives_rows_use_nccl_tests_bandwidths():
     from chakra_pipe.report.collectives import frame, replayed_rows
 
-    doc = {"collectives": [{"rank": 0, "node": 7, "comm_type": "ALL_GATHER", "group": "0", "group_size": 4,
-                            "comm_size": 1000, "median_time_ns": 2000}],
-           "p2p": [{"rank": 1, "node": 3, "kind": "send", "comm_size": 500, "median_time_ns": 1000}]}
+    doc = {
+        "collectives": [
+            {
+                "rank": 0,
+                "node": 7,
+                "comm_type": "ALL_GATHER",
+                "group": "0",
+                "group_size": 4,
+                "comm_size": 1000,
+                "median_time_ns": 2000,
+            }
+        ],
+        "p2p": [{"rank": 1, "node": 3, "kind": "send", "comm_size": 500, "median_time_ns": 1000}],
+    }
     df = frame(replayed_rows(doc, "c", "w"))
     ag, send = df.iloc[0], df.iloc[1]
     assert (ag["source"], ag["point_id"], ag["backend"]) == ("replayed", "", "")

@@ -30,15 +30,29 @@ def two_level_hardware(tmp_path: Path, dims: tuple[int, ...], roofline: int = 0)
     """A Ring (then Switch) network of ``dims`` NPUs; one dimension when ``dims`` has one entry."""
     k = len(dims)
     net = tmp_path / f"net{'x'.join(map(str, dims))}.yml"
-    net.write_text(f"topology: [ {', '.join(['Ring', 'Switch'][:k])} ]\nnpus_count: {list(dims)}\n"
-                   f"bandwidth: {[200.0, 50.0][:k]}\nlatency: {[500.0, 1000.0][:k]}\n")
+    net.write_text(
+        f"topology: [ {', '.join(['Ring', 'Switch'][:k])} ]\nnpus_count: {list(dims)}\n"
+        f"bandwidth: {[200.0, 50.0][:k]}\nlatency: {[500.0, 1000.0][:k]}\n"
+    )
     system = tmp_path / "sys.json"
-    system.write_text(json.dumps({
-        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"] * k,
-        "all-gather-implementation": ["ring"] * k, "reduce-scatter-implementation": ["ring"] * k,
-        "all-to-all-implementation": ["ring"] * k, "collective-optimization": "localBWAware",
-        "local-mem-bw": 1600, "roofline-enabled": roofline, "peak-perf": 900}))
+    system.write_text(
+        json.dumps(
+            {
+                "scheduling-policy": "LIFO",
+                "endpoint-delay": 10,
+                "active-chunks-per-dimension": 1,
+                "preferred-dataset-splits": 4,
+                "all-reduce-implementation": ["ring"] * k,
+                "all-gather-implementation": ["ring"] * k,
+                "reduce-scatter-implementation": ["ring"] * k,
+                "all-to-all-implementation": ["ring"] * k,
+                "collective-optimization": "localBWAware",
+                "local-mem-bw": 1600,
+                "roofline-enabled": roofline,
+                "peak-perf": 900,
+            }
+        )
+    )
     return load_hardware(system, net)
 
 
@@ -63,12 +77,16 @@ def rank_count(prefix: str) -> int:
 
 # -- dp --to -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("model,kw,dims", [
-    ("llama3-8b", {"tp": 2, "pp": 2}, (2, 16)),
-    ("llama3-8b", {"tp": 2, "zero": 1, "bucket_mb": 0.3}, (2, 8)),
-    ("mixtral-8x7b", {"tp": 2, "pp": 2, "ep": 2}, (2, 16)),
-    ("mixtral-8x7b", {"ep": 2, "zero": 1, "metadata_node": False}, (8,)),
-])
+
+@pytest.mark.parametrize(
+    "model,kw,dims",
+    [
+        ("llama3-8b", {"tp": 2, "pp": 2}, (2, 16)),
+        ("llama3-8b", {"tp": 2, "zero": 1, "bucket_mb": 0.3}, (2, 8)),
+        ("mixtral-8x7b", {"tp": 2, "pp": 2, "ep": 2}, (2, 16)),
+        ("mixtral-8x7b", {"ep": 2, "zero": 1, "metadata_node": False}, (8,)),
+    ],
+)
 def test_dp_retarget_equals_generating_at_the_new_width(tmp_path, model, kw, dims):
     small = 4 if kw.get("ep") else 2
     src = llm(tmp_path, "src", model, small, **kw)
@@ -90,8 +108,14 @@ def test_dp_retarget_equals_generating_at_the_new_width(tmp_path, model, kw, dim
 def test_dp_keeps_all_reduce_sizes_and_scales_zero_shards(tmp_path):
     src = llm(tmp_path, "src", "llama3-8b", 2, zero=1, bucket_mb=0.3)
     assert transform(src, tmp_path / "out", "dp", "--to", 8) == 0
-    before = {n.name: get_int(n, "comm_size") for n in read_trace(f"{src}.0.et")[1] if n.name.startswith(("grad", "param"))}
-    after = {n.name: get_int(n, "comm_size") for n in read_trace(f"{tmp_path}/out.0.et")[1] if n.name.startswith(("grad", "param"))}
+    before = {
+        n.name: get_int(n, "comm_size") for n in read_trace(f"{src}.0.et")[1] if n.name.startswith(("grad", "param"))
+    }
+    after = {
+        n.name: get_int(n, "comm_size")
+        for n in read_trace(f"{tmp_path}/out.0.et")[1]
+        if n.name.startswith(("grad", "param"))
+    }
     assert before.keys() == after.keys() and before
     for name, size in before.items():
         if name.endswith("reduce_scatter"):  # the whole bucket, re-padded to the wider group
@@ -107,8 +131,10 @@ def test_dp_output_is_reproducible_and_records_provenance(tmp_path):
     for rank in range(8):
         assert (tmp_path / f"a.{rank}.et").read_bytes() == (tmp_path / f"b.{rank}.et").read_bytes()
     note = json.loads(get_attr(read_trace(tmp_path / "a.0.et")[0], "chakra_pipe.transform"))
-    assert note == {"input_sha256": TraceSet.load(src).sha256(),
-                    "transforms": [{"op": "dp", "args": ["--to", "4"]}, {"op": "compute", "args": ["--scale", "0.5"]}]}
+    assert note == {
+        "input_sha256": TraceSet.load(src).sha256(),
+        "transforms": [{"op": "dp", "args": ["--to", "4"]}, {"op": "compute", "args": ["--scale", "0.5"]}],
+    }
     stats = json.loads((tmp_path / "a.transform_stats.json").read_text())
     assert [s["op"] for s in stats["ops"]] == ["dp", "compute"]
     assert stats["ops"][0]["before"]["ranks"] == 4 and stats["ops"][0]["after"]["ranks"] == 8
@@ -124,24 +150,30 @@ def test_dp_rewrites_metadata_tables_to_the_new_groups(tmp_path):
         table, problem = parse_process_groups(meta.inputs.values)
         assert not problem
         # tp pairs (2r, 2r+1) and dp groups of 4 strided by tp = 2, each named as in the comm-group file.
-        assert table == {"0": [], groups_key(groups, [rank - rank % 2, rank - rank % 2 + 1]): [rank - rank % 2, rank - rank % 2 + 1],
-                         groups_key(groups, list(range(rank % 2, 8, 2))): list(range(rank % 2, 8, 2))}
+        assert table == {
+            "0": [],
+            groups_key(groups, [rank - rank % 2, rank - rank % 2 + 1]): [rank - rank % 2, rank - rank % 2 + 1],
+            groups_key(groups, list(range(rank % 2, 8, 2))): list(range(rank % 2, 8, 2)),
+        }
 
 
 def groups_key(groups: dict[str, list[int]], members: list[int]) -> str:
     return next(k for k, v in groups.items() if v == members)
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["dp", "--to", "6"], "--to 6 is not a multiple of the set's DP width 4"),
-    (["dp", "--to", "0"], "not a positive width"),
-    (["straggler", "--ranks", "3", "99", "--delay", "1000"], "rank 99 is not in the set (ranks 0..7)"),
-    (["straggler", "--ranks", "1", "--delay", "1500"], "whole number of µs"),
-    (["compute", "--scale", "-1"], "is not a number >= 0"),
-    (["compute", "--match", "("], "bad regular expression"),
-    (["frobnicate"], "expected an op"),
-    (["comm", "--scale", "0.5", "--drop"], "not allowed with argument"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["dp", "--to", "6"], "--to 6 is not a multiple of the set's DP width 4"),
+        (["dp", "--to", "0"], "not a positive width"),
+        (["straggler", "--ranks", "3", "99", "--delay", "1000"], "rank 99 is not in the set (ranks 0..7)"),
+        (["straggler", "--ranks", "1", "--delay", "1500"], "whole number of µs"),
+        (["compute", "--scale", "-1"], "is not a number >= 0"),
+        (["compute", "--match", "("], "bad regular expression"),
+        (["frobnicate"], "expected an op"),
+        (["comm", "--scale", "0.5", "--drop"], "not allowed with argument"),
+    ],
+)
 def test_bad_transforms_exit_2_with_one_line_and_write_nothing(tmp_path, capsys, argv, needle):
     src = llm(tmp_path, "src", "llama3-8b", 4, tp=2)
     assert transform(src, tmp_path / "out", *argv) == 2
@@ -177,7 +209,11 @@ def test_naming_the_dp_group_widens_an_unlabelled_set(tmp_path, fixtures_dir):
     (tmp_path / "ar.comm_groups.json").write_text('{"1": [0, 1], "2": [2, 3]}')
     assert transform(tmp_path / "ar", tmp_path / "w", "dp", "--to", 8, "--group", "0") == 0
     assert json.loads((tmp_path / "w.comm_groups.json").read_text()) == {
-        "1": [0, 1], "2": [2, 3], "3": [4, 5], "4": [6, 7]}
+        "1": [0, 1],
+        "2": [2, 3],
+        "3": [4, 5],
+        "4": [6, 7],
+    }
     hw = load_hardware(fixtures_dir / RING_4CHUNKS, fixtures_dir / "astra-sim/network/analytical/Ring_8npus.yml")
     assert simulate(TraceSet.load(tmp_path / "w"), hw).finish_ns == [64_440] * 8  # spec §7.1
 
@@ -200,6 +236,7 @@ def test_a_set_without_groups_widens_as_one_dp_group(tmp_path, fixtures_dir):
 
 # -- compute, straggler, comm ---------------------------------------------------------------------
 
+
 def comp_durations(prefix: str, rank: int) -> list[int]:
     return [n.duration_micros for n in read_trace(f"{prefix}.{rank}.et")[1] if n.type == schema.COMP_NODE]
 
@@ -212,7 +249,9 @@ def test_compute_scale_halves_every_comp_duration_and_the_simulated_compute(tmp_
     hw = two_level_hardware(tmp_path, (2, 4))
     doubled, halved = (simulate(TraceSet.load(tmp_path / p), hw) for p in ("x2", "half"))
     for rank in range(8):
-        assert comp_durations(str(tmp_path / "half"), rank) == [d // 2 for d in comp_durations(str(tmp_path / "x2"), rank)]
+        assert comp_durations(str(tmp_path / "half"), rank) == [
+            d // 2 for d in comp_durations(str(tmp_path / "x2"), rank)
+        ]
         assert nodes_of(str(tmp_path / "half"), rank) == nodes_of(src, rank)
     assert [c // 2 for c in doubled.compute_ns] == halved.compute_ns
     assert all(c > 0 for c in halved.compute_ns)

@@ -35,8 +35,11 @@ def captured(tmp_path_factory) -> str:
 
 
 def all_reduce_sizes(path: Path) -> Counter:
-    return Counter((get_attr(n, "pg_name", ""), get_int(n, "comm_size")) for n in read_trace(path)[1]
-                   if n.type == schema.COMM_COLL_NODE and get_int(n, "comm_type") == schema.ALL_REDUCE)
+    return Counter(
+        (get_attr(n, "pg_name", ""), get_int(n, "comm_size"))
+        for n in read_trace(path)[1]
+        if n.type == schema.COMM_COLL_NODE and get_int(n, "comm_type") == schema.ALL_REDUCE
+    )
 
 
 def ring_network(tmp_path: Path, npus: int) -> Path:
@@ -68,8 +71,11 @@ def test_capture_retargets_validates_and_simulates(captured, tmp_path, width):
             assert not problem and table == {"0": [], "1": []}  # PyTorch's "every rank"
             sizes = {e["pg_name"]: e["group_size"] for e in json.loads(node.inputs.values[2:-2])}
             assert sizes == {"0": width, "1": width}
-        peers = {(n.type, get_int(n, "comm_src"), get_int(n, "comm_dst"), get_int(n, "comm_tag"))
-                 for n in read_trace(path)[1] if n.type in (schema.COMM_SEND_NODE, schema.COMM_RECV_NODE)}
+        peers = {
+            (n.type, get_int(n, "comm_src"), get_int(n, "comm_dst"), get_int(n, "comm_tag"))
+            for n in read_trace(path)[1]
+            if n.type in (schema.COMM_SEND_NODE, schema.COMM_RECV_NODE)
+        }
         pair = (rank - src, rank - src + 1)
         kind = schema.COMM_SEND_NODE if src == 0 else schema.COMM_RECV_NODE
         assert peers == {(kind, *pair, 7)}

@@ -35,8 +35,10 @@ def test_legacy_trace_has_exactly_the_14_cpu_side_collectives_as_errors(chakra0,
     # §8.1: 14 CPU-side c10d::* COMM_COLL nodes with is_cpu_op true and no comm attributes.
     assert {f.rule for f in errs} == {"comm-node"}
     assert all(names[f.node].startswith("c10d::") for f in errs) and len({f.node for f in errs}) == 14
-    assert all("is_cpu_op is true" in f.message and "comm_type missing" in f.message
-               and "comm_size missing" in f.message for f in errs)
+    assert all(
+        "is_cpu_op is true" in f.message and "comm_type missing" in f.message and "comm_size missing" in f.message
+        for f in errs
+    )
     # §8.1: 1,277 ctrl_deps point at absent ids — warnings by default, one per node (one ctrl dep each).
     assert report.count("dangling-ctrl-dep", "warning") == 1277
     assert int(warnings.split()[0]) == report.warnings >= 1277
@@ -100,8 +102,9 @@ def test_conformance_workloads_have_no_errors(conformance_dir, workload, comm_gr
 def test_every_conformance_workload_is_covered(conformance_dir):
     """Each rank set under gen/ appears in expected.csv, so the parametrized test checks all of them."""
     listed = {w for w, _ in _conformance_rows()}
-    found = {str(p.relative_to(conformance_dir)).removesuffix(".0.et")
-             for p in (conformance_dir / "gen").glob("**/*.0.et")}
+    found = {
+        str(p.relative_to(conformance_dir)).removesuffix(".0.et") for p in (conformance_dir / "gen").glob("**/*.0.et")
+    }
     assert found and found <= listed
 
 

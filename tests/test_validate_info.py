@@ -56,20 +56,34 @@ def test_small_graph_by_hand(tmp_path):
     #   3(10)                      alone: 10 µs
     #   5(1) ctrl-after 3, data parent 9 (forward reference), 9(2) root
     path = tmp_path / "g.et"
-    write_trace(path, schema.GlobalMetadata(version="1.0.0"), [
-        _node(1, dur=3), _node(2, data=[1], dur=4), _node(3, dur=10), _node(4, data=[2], dur=5),
-        _node(5, data=[9], ctrl=[3, 42], dur=1), _node(9, dur=2),
-        _node(10, schema.COMM_COLL_NODE, comm_type=schema.ALL_GATHER, comm_size=100),
-        _node(11, schema.COMM_COLL_NODE, comm_type=schema.ALL_GATHER, comm_size=50),
-        _node(12, schema.COMM_SEND_NODE, comm_size=7),
-    ])
+    write_trace(
+        path,
+        schema.GlobalMetadata(version="1.0.0"),
+        [
+            _node(1, dur=3),
+            _node(2, data=[1], dur=4),
+            _node(3, dur=10),
+            _node(4, data=[2], dur=5),
+            _node(5, data=[9], ctrl=[3, 42], dur=1),
+            _node(9, dur=2),
+            _node(10, schema.COMM_COLL_NODE, comm_type=schema.ALL_GATHER, comm_size=100),
+            _node(11, schema.COMM_COLL_NODE, comm_type=schema.ALL_GATHER, comm_size=50),
+            _node(12, schema.COMM_SEND_NODE, comm_size=7),
+        ],
+    )
     (info,) = trace_info(path)
     assert info["nodes"] == 9 and info["nodes_by_type"] == {"COMP_NODE": 6, "COMM_SEND_NODE": 1, "COMM_COLL_NODE": 2}
     assert info["comm_bytes"] == {"ALL_GATHER": 150, "SEND": 7}
-    assert info["roots"] == 6          # 1, 3, 9, 10, 11, 12 have no data deps
-    assert info["sinks"] == 6          # 3, 4, 5, 10, 11, 12 have no data children
-    assert info["deps"] == {"data": 3, "ctrl": 2, "dangling_data": 0, "dangling_ctrl": 1,
-                            "top_dangling_ctrl": [[42, 1]], "top_dangling_data": []}
+    assert info["roots"] == 6  # 1, 3, 9, 10, 11, 12 have no data deps
+    assert info["sinks"] == 6  # 3, 4, 5, 10, 11, 12 have no data children
+    assert info["deps"] == {
+        "data": 3,
+        "ctrl": 2,
+        "dangling_data": 0,
+        "dangling_ctrl": 1,
+        "top_dangling_ctrl": [[42, 1]],
+        "top_dangling_data": [],
+    }
     assert info["forward_references"] == 1
     assert info["max_in_degree"] == 1 and info["max_out_degree"] == 1
     assert info["duration_micros_sum"] == 25
@@ -79,8 +93,11 @@ def test_small_graph_by_hand(tmp_path):
 
 def test_critical_path_over_ctrl_deps(tmp_path):
     path = tmp_path / "g.et"
-    write_trace(path, schema.GlobalMetadata(version="1.0.0"),
-                [_node(1, dur=10), _node(2, dur=4), _node(3, data=[2], ctrl=[1], dur=5)])
+    write_trace(
+        path,
+        schema.GlobalMetadata(version="1.0.0"),
+        [_node(1, dur=10), _node(2, dur=4), _node(3, data=[2], ctrl=[1], dur=5)],
+    )
     (info,) = trace_info(path)
     assert info["critical_path"]["data"] == {"micros": 10, "nodes": 1, "from": 1, "to": 1}
     assert info["critical_path"]["data_ctrl"] == {"micros": 15, "nodes": 2, "from": 1, "to": 3}
@@ -118,9 +135,15 @@ def test_critical_path_follows_the_simulators_slots_and_overlap(tmp_path):
     # Two independent GPU kernels share the one GPU slot (20 µs, not the 10 µs longest chain); the
     # collective runs beside them on the comm slot instead of adding its 8 µs.
     path = tmp_path / "g.et"
-    write_trace(path, schema.GlobalMetadata(version="1.0.0"), [
-        _node(1, dur=10), _node(2, dur=10),
-        _node(3, schema.COMM_COLL_NODE, comm_type=schema.ALL_REDUCE, comm_size=64, dur=8)])
+    write_trace(
+        path,
+        schema.GlobalMetadata(version="1.0.0"),
+        [
+            _node(1, dur=10),
+            _node(2, dur=10),
+            _node(3, schema.COMM_COLL_NODE, comm_type=schema.ALL_REDUCE, comm_size=64, dur=8),
+        ],
+    )
     (info,) = trace_info(path)
     assert info["critical_path"]["data"]["micros"] == 10
     assert info["schedule"] == {"micros": 20, "nodes": 2, "from": 1, "to": 2}

@@ -18,8 +18,15 @@ COMP, COLL, SEND, RECV = schema.COMP_NODE, schema.COMM_COLL_NODE, schema.COMM_SE
 
 def node(i: int, type_: int = COMP, data=(), ctrl=(), dur: int = 5, start: int = 1, **attrs) -> schema.Node:
     """A node that passes every rule unless the test breaks it (durations and start times set)."""
-    n = schema.Node(id=i, name=f"n{i}", type=type_, data_deps=list(data), ctrl_deps=list(ctrl),
-                    duration_micros=dur, start_time_micros=start)
+    n = schema.Node(
+        id=i,
+        name=f"n{i}",
+        type=type_,
+        data_deps=list(data),
+        ctrl_deps=list(ctrl),
+        duration_micros=dur,
+        start_time_micros=start,
+    )
     set_attr(n, "is_cpu_op", attrs.pop("is_cpu_op", False))
     for name, value in attrs.items():
         if isinstance(value, tuple):  # (value, kind) for a deliberately non-canonical kind
@@ -116,12 +123,15 @@ def test_node_type_out_of_range_and_invalid_nodes(tmp_path):
 
 
 def test_attribute_kinds(tmp_path):
-    found = check(tmp_path, [
-        coll(1, size=(1024, "uint64_val")),                       # lenient readers cope: warning
-        coll(2, size=(2048, "uint64_val")),
-        coll(3, involved_dim=([1], "int64_list")),                # ASTRA-sim rejects: error
-        coll(4, pg_name=(7, "int64_val")),                        # pg_name must be a string
-    ])
+    found = check(
+        tmp_path,
+        [
+            coll(1, size=(1024, "uint64_val")),  # lenient readers cope: warning
+            coll(2, size=(2048, "uint64_val")),
+            coll(3, involved_dim=([1], "int64_list")),  # ASTRA-sim rejects: error
+            coll(4, pg_name=(7, "int64_val")),  # pg_name must be a string
+        ],
+    )
     assert rules(found, "error") == ["involved-dim", "pg-name"]
     (kind,) = [f for f in found if f.rule == "attr-kind"]
     assert kind.severity == "warning" and "comm_size stored as uint64_val on 2 nodes" in kind.message
@@ -142,20 +152,28 @@ def test_comm_node_problems_are_one_finding_per_node(tmp_path):
     assert "is_cpu_op is true" in msg and "comm_type missing" in msg and "comm_size missing" in msg
 
 
-@pytest.mark.parametrize("comm_type,size,problem", [
-    (10, 8, "comm_type 10 is outside CollectiveCommType 0..9"),
-    (schema.ALL_REDUCE, -4, "comm_size -4 is negative"),
-    (("x", "string_val"), 8, "comm_type is string_val, not an integer"),
-])
+@pytest.mark.parametrize(
+    "comm_type,size,problem",
+    [
+        (10, 8, "comm_type 10 is outside CollectiveCommType 0..9"),
+        (schema.ALL_REDUCE, -4, "comm_size -4 is negative"),
+        (("x", "string_val"), 8, "comm_type is string_val, not an integer"),
+    ],
+)
 def test_collective_attribute_values(tmp_path, comm_type, size, problem):
     found = check(tmp_path, [node(1, COLL, comm_type=comm_type, comm_size=size)])
     assert rules(found, "error") == ["comm-node"] and problem in found[0].message
 
 
-@pytest.mark.parametrize("comm_type,expected", [
-    (schema.BARRIER, "BARRIER is not simulated"), (schema.REDUCE, "REDUCE is not simulated"),
-    (schema.BROADCAST, "BROADCAST is replayed"), (schema.REDUCE_SCATTER_BLOCK, "REDUCE_SCATTER_BLOCK is not"),
-])
+@pytest.mark.parametrize(
+    "comm_type,expected",
+    [
+        (schema.BARRIER, "BARRIER is not simulated"),
+        (schema.REDUCE, "REDUCE is not simulated"),
+        (schema.BROADCAST, "BROADCAST is replayed"),
+        (schema.REDUCE_SCATTER_BLOCK, "REDUCE_SCATTER_BLOCK is not"),
+    ],
+)
 def test_collectives_astra_sim_does_not_simulate_are_warnings(tmp_path, comm_type, expected):
     found = check(tmp_path, [coll(1, comm_type=comm_type)])
     assert rules(found) == ["comm-type-unsupported"] and found[0].severity == "warning"
@@ -163,13 +181,17 @@ def test_collectives_astra_sim_does_not_simulate_are_warnings(tmp_path, comm_typ
 
 
 def test_point_to_point_attributes(tmp_path):
-    found = check(tmp_path, [
-        node(1, SEND, comm_dst=1, comm_tag=3, comm_size=64),                   # fine
-        node(2, SEND, comm_dst=1, comm_size=64),                               # no tag
-        node(3, RECV, comm_dst=0, comm_tag=3, comm_size=64),                   # no src
-        node(4, SEND, comm_src=5, comm_dst=1, comm_tag=3, comm_size=64),       # src is not rank 0
-        node(5, SEND, comm_src=("0", "string_val"), comm_dst=1, comm_tag=3, comm_size=64),
-    ], name="p.0.et")
+    found = check(
+        tmp_path,
+        [
+            node(1, SEND, comm_dst=1, comm_tag=3, comm_size=64),  # fine
+            node(2, SEND, comm_dst=1, comm_size=64),  # no tag
+            node(3, RECV, comm_dst=0, comm_tag=3, comm_size=64),  # no src
+            node(4, SEND, comm_src=5, comm_dst=1, comm_tag=3, comm_size=64),  # src is not rank 0
+            node(5, SEND, comm_src=("0", "string_val"), comm_dst=1, comm_tag=3, comm_size=64),
+        ],
+        name="p.0.et",
+    )
     by_node = {f.node: f.message for f in found}
     assert rules(found) == ["comm-node"] * 4 and set(by_node) == {2, 3, 4, 5}
     assert "comm_src is string_val, not an integer" in by_node[5]
@@ -178,8 +200,15 @@ def test_point_to_point_attributes(tmp_path):
 
 
 def test_memory_nodes_need_tensor_size_and_roofline_needs_both_inputs(tmp_path):
-    found = check(tmp_path, [node(1, schema.MEM_LOAD_NODE), node(2, schema.MEM_STORE_NODE, tensor_size=8),
-                             node(3, num_ops=1000), node(4, num_ops=1000, tensor_size=16)])
+    found = check(
+        tmp_path,
+        [
+            node(1, schema.MEM_LOAD_NODE),
+            node(2, schema.MEM_STORE_NODE, tensor_size=8),
+            node(3, num_ops=1000),
+            node(4, num_ops=1000, tensor_size=16),
+        ],
+    )
     assert rules(found, "error") == ["mem-node"] and found[0].node == 1
     (roof,) = [f for f in found if f.rule == "roofline-inputs"]
     assert roof.severity == "warning" and roof.node == 3 and "1 COMP nodes" in roof.message
@@ -196,8 +225,16 @@ PG_TABLE = "['" + json.dumps([{"pg_name": "0", "ranks": []}, {"pg_name": "7", "r
 
 
 def test_metadata_groups_make_pg_names_known(tmp_path):
-    found = check(tmp_path, [metadata_node(1, PG_TABLE), coll(2, pg_name="7"), coll(3, pg_name="0"),
-                             coll(4, pg_name=""), coll(5, pg_name="nope")])
+    found = check(
+        tmp_path,
+        [
+            metadata_node(1, PG_TABLE),
+            coll(2, pg_name="7"),
+            coll(3, pg_name="0"),
+            coll(4, pg_name=""),
+            coll(5, pg_name="nope"),
+        ],
+    )
     assert rules(found) == ["pg-name"] and found[0].node == 5
     assert "'nope'" in found[0].message and "7" in found[0].message
 
@@ -207,15 +244,18 @@ def test_comm_group_file_makes_pg_names_known(tmp_path):
     assert rules(check(tmp_path, [coll(1, pg_name="3")])) == ["pg-name"]
 
 
-@pytest.mark.parametrize("values,problem", [
-    (None, "ASTRA-sim needs"),
-    ('["[]"]', "ASTRA-sim needs"),
-    ("['[{\"pg_name\": \"1\"'] ", "ASTRA-sim needs"),
-    ("['{not json}']", "does not hold JSON"),
-    ("['{\"pg_name\": \"1\"}']", "not a list"),
-    ("['[{\"ranks\": [0]}]']", "no string pg_name"),
-    ("['[{\"pg_name\": \"1\", \"ranks\": [-1]}]']", "non-negative integer ranks"),
-])
+@pytest.mark.parametrize(
+    "values,problem",
+    [
+        (None, "ASTRA-sim needs"),
+        ('["[]"]', "ASTRA-sim needs"),
+        ('[\'[{"pg_name": "1"\'] ', "ASTRA-sim needs"),
+        ("['{not json}']", "does not hold JSON"),
+        ('[\'{"pg_name": "1"}\']', "not a list"),
+        ("['[{\"ranks\": [0]}]']", "no string pg_name"),
+        ('[\'[{"pg_name": "1", "ranks": [-1]}]\']', "non-negative integer ranks"),
+    ],
+)
 def test_metadata_process_group_payload(tmp_path, values, problem):
     found = check(tmp_path, [metadata_node(1, values)])
     assert rules(found) == ["metadata-pg"] and problem in found[0].message
@@ -235,6 +275,7 @@ def test_gzip_trace_is_a_warning(tmp_path):
 
 
 # -- cross-rank -------------------------------------------------------------------------------
+
 
 def test_matching_collectives_across_ranks(tmp_path):
     prefix = write_set(tmp_path, [[coll(1), coll(2, schema.ALL_GATHER, data=[1])]] * 3)
@@ -269,8 +310,12 @@ def test_missing_collective_on_one_rank(tmp_path):
 
 def test_group_sequences_and_membership(tmp_path):
     groups = {"1": [0, 1], "2": [2, 3]}
-    ranks = [[coll(1, pg_name="1")], [coll(1, pg_name="1")], [coll(1, size=8, pg_name="2")],
-             [coll(1, size=8, pg_name="2"), coll(2, pg_name="1")]]
+    ranks = [
+        [coll(1, pg_name="1")],
+        [coll(1, pg_name="1")],
+        [coll(1, size=8, pg_name="2")],
+        [coll(1, size=8, pg_name="2"), coll(2, pg_name="1")],
+    ]
     report = validate_set(write_set(tmp_path, ranks, groups))
     (f,) = report.findings
     assert f.rule == "group-members" and f.file.endswith("w.3.et") and "group '1'" in f.message
@@ -313,6 +358,7 @@ def test_send_to_a_rank_outside_the_set(tmp_path):
 
 # -- rank gaps (a finding) and unreadable input (exit 2, one line, no traceback) ---------------
 
+
 def test_gap_in_rank_set_is_an_error_finding(tmp_path, capsys):
     write(tmp_path / "w.0.et", [coll(1)])
     write(tmp_path / "w.2.et", [coll(1)])
@@ -347,8 +393,10 @@ def test_cli_exit_codes_and_summary_line(tmp_path, capsys):
     assert cli.main(["validate", str(bad)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[-1] == "1 errors, 0 warnings"
-    assert lines[0] == f"{bad}: node 2: error: dangling-data-dep: data_deps names ids absent from the file: 5 " \
-                       "(every simulator waits for it forever)"
+    assert (
+        lines[0] == f"{bad}: node 2: error: dangling-data-dep: data_deps names ids absent from the file: 5 "
+        "(every simulator waits for it forever)"
+    )
 
 
 def test_simulator_refusals_are_validation_errors(tmp_path):
@@ -361,7 +409,7 @@ def test_simulator_refusals_are_validation_errors(tmp_path):
     assert f.rule == "comm-node" and "ALL_GATHER comm_size 0 B is smaller than preferred-dataset-splits" in f.message
 
     meta = schema.Node(id=5, name="## process_group:init ##", type=schema.METADATA_NODE)
-    meta.inputs.values = "['[{\"pg_name\": \"tp\", \"ranks\": [0]}]']"
+    meta.inputs.values = '[\'[{"pg_name": "tp", "ranks": [0]}]\']'
     et_attrs.set_attr(meta, "is_cpu_op", False)
     write(tmp_path / "m.0.et", [meta, coll(1)])
     errors = [f for f in validate_set(tmp_path / "m").findings if f.is_error]

@@ -22,11 +22,19 @@ NAME = 'aten::add_(0) <x> "q" {a|b} & c-d \\ [e]'
 @pytest.fixture
 def trace(tmp_path: Path) -> Path:
     # data: 1->2, 1->3, 2->3 ; ctrl: 2->3 (same pair as a data edge), 1->4 ; dangling ctrl 99 -> 4
-    nodes = [schema.Node(id=1, name=NAME, type=schema.COMP_NODE),
-             schema.Node(id=2, name="b", type=schema.COMP_NODE, data_deps=[1]),
-             schema.Node(id=3, name="c", type=schema.COMP_NODE, data_deps=[1, 2], ctrl_deps=[2]),
-             schema.Node(id=4, name="d", type=schema.COMM_COLL_NODE, ctrl_deps=[1, 99], duration_micros=7,
-                         attr=[schema.AttributeProto(name="comm_size", int64_val=4096)])]
+    nodes = [
+        schema.Node(id=1, name=NAME, type=schema.COMP_NODE),
+        schema.Node(id=2, name="b", type=schema.COMP_NODE, data_deps=[1]),
+        schema.Node(id=3, name="c", type=schema.COMP_NODE, data_deps=[1, 2], ctrl_deps=[2]),
+        schema.Node(
+            id=4,
+            name="d",
+            type=schema.COMM_COLL_NODE,
+            ctrl_deps=[1, 99],
+            duration_micros=7,
+            attr=[schema.AttributeProto(name="comm_size", int64_val=4096)],
+        ),
+    ]
     path = tmp_path / "t.et"
     write_trace(path, schema.GlobalMetadata(version="1.0.0"), nodes)
     return path
@@ -51,13 +59,18 @@ def test_dot_edges_and_arrowheads(trace, tmp_path):
     assert cli.main(["visualize", str(trace), str(out)]) == 0
     nodes, edges = parse_dot(out.read_text())
     assert set(nodes) == {"1", "2", "3", "4"}
-    assert sorted(edges) == [("1", "2", "data"), ("1", "3", "data"), ("1", "4", "control"),
-                             ("2", "3", "control"), ("2", "3", "data")]
+    assert sorted(edges) == [
+        ("1", "2", "data"),
+        ("1", "3", "data"),
+        ("1", "4", "control"),
+        ("2", "3", "control"),
+        ("2", "3", "data"),
+    ]
 
 
 def test_dot_label_escaping():
     # Chakra's record labels escape {}()<>[]|&- ; a quoted dot string also needs \ and " escaped.
-    assert dot_label(NAME) == r'aten::add_\(0\) \<x\> \"q\" \{a\|b\} \& c\-d \\ \[e\]'
+    assert dot_label(NAME) == r"aten::add_\(0\) \<x\> \"q\" \{a\|b\} \& c\-d \\ \[e\]"
     assert dot_label("two\nlines") == r"two\nlines"
 
 
@@ -68,11 +81,18 @@ def test_graphml_round_trip(trace, tmp_path):
     assert g.is_directed() and set(g.nodes) == {"1", "2", "3", "4"}
     assert g.nodes["1"]["label"] == NAME
     assert (g.nodes["4"]["type"], g.nodes["4"]["duration_micros"], g.nodes["4"]["comm_size"]) == (
-        "COMM_COLL_NODE", 7, 4096)
+        "COMM_COLL_NODE",
+        7,
+        4096,
+    )
     assert g.nodes["1"]["type"] == "COMP_NODE" and "comm_size" not in g.nodes["1"]
     # a control edge overrides the data edge between the same pair, as upstream
     assert {(u, v): d["dependency"] for u, v, d in g.edges(data=True)} == {
-        ("1", "2"): "data", ("1", "3"): "data", ("2", "3"): "control", ("1", "4"): "control"}
+        ("1", "2"): "data",
+        ("1", "3"): "data",
+        ("2", "3"): "control",
+        ("1", "4"): "control",
+    }
 
 
 def test_outputs_are_deterministic(trace, tmp_path):

@@ -26,9 +26,18 @@ REPO = Path(__file__).resolve().parent.parent
 SNAKEFILE = REPO / "workflow" / "Snakefile"
 
 pytestmark = pytest.mark.slow
-OUTPUTS = ["results.parquet", "results.csv", "leaderboard.md", "leaderboard.csv", "summary.json", "report.html",
-           "plots/step_time_vs_bandwidth.png", "plots/breakdown.png", "plots/pareto_cost_time.png",
-           "plots/fidelity.png"]
+OUTPUTS = [
+    "results.parquet",
+    "results.csv",
+    "leaderboard.md",
+    "leaderboard.csv",
+    "summary.json",
+    "report.html",
+    "plots/step_time_vs_bandwidth.png",
+    "plots/breakdown.png",
+    "plots/pareto_cost_time.png",
+    "plots/fidelity.png",
+]
 
 
 def _env() -> dict[str, str]:
@@ -44,8 +53,18 @@ def _workdir(tmp: Path) -> Path:
 
 
 def snakemake(workdir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir),
-           "--configfile", "config/smoke.yaml", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(SNAKEFILE),
+        "-d",
+        str(workdir),
+        "--configfile",
+        "config/smoke.yaml",
+        *args,
+    ]
     return subprocess.run(cmd, cwd=workdir, env=_env(), capture_output=True, text=True, timeout=timeout)
 
 
@@ -103,8 +122,16 @@ def test_snakemake_report_has_every_plot_with_its_caption(local_run, tmp_path):
     run = snakemake(local_run, "--report", str(out))
     assert run.returncode == 0, run.stderr[-3000:]
     names = zipfile.ZipFile(out).namelist()
-    for plot in ("step_time_vs_bandwidth.png", "breakdown.png", "pareto_cost_time.png", "fidelity.png",
-                 "leaderboard.csv", "results.csv", "summary.json", "report.html"):
+    for plot in (
+        "step_time_vs_bandwidth.png",
+        "breakdown.png",
+        "pareto_cost_time.png",
+        "fidelity.png",
+        "leaderboard.csv",
+        "results.csv",
+        "summary.json",
+        "report.html",
+    ):
         assert any(n.endswith(plot) for n in names), plot
     captions = (REPO / "workflow" / "report").glob("*.rst")
     assert {c.stem for c in captions} >= {"step_time_vs_bandwidth", "breakdown", "pareto_cost_time", "fidelity"}
@@ -135,9 +162,25 @@ def test_lint_and_dry_run_of_default_config(tmp_path):
 def test_a_configfile_with_one_key_merges_over_the_default_config(tmp_path):
     workdir = _workdir(tmp_path)
     (workdir / "one_key.yaml").write_text("shard_size: 1\n")
-    dry = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir), "-n",
-                          "--configfile", "one_key.yaml"], cwd=workdir, env=_env(), capture_output=True, text=True,
-                         timeout=120)
+    dry = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(SNAKEFILE),
+            "-d",
+            str(workdir),
+            "-n",
+            "--configfile",
+            "one_key.yaml",
+        ],
+        cwd=workdir,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert dry.returncode == 0, dry.stderr[-3000:]
     campaign = _default_campaign(workdir, shard_size=1)
     assert _job_counts(dry.stdout + dry.stderr)["simulate_shard"] == len(campaign.shard_files())
@@ -152,8 +195,11 @@ def test_bad_config_key_fails_before_any_job(tmp_path):
     assert run.returncode != 0
     assert "shard_sise" in run.stdout + run.stderr
     assert not (workdir / "traces").exists() and not (workdir / "reports").exists()
-    smoke.write_text(smoke.read_text().replace("shard_sise: 2", "shard_size: 2").replace(
-        "network.bandwidth: [200, 400]", "network.bandwith: [200, 400]"))
+    smoke.write_text(
+        smoke.read_text()
+        .replace("shard_sise: 2", "shard_size: 2")
+        .replace("network.bandwidth: [200, 400]", "network.bandwith: [200, 400]")
+    )
     run = snakemake(workdir, "--cores", "2")
     assert run.returncode != 0
     message = "hardware.platforms.hgx_h100.axes.network.bandwith: unknown network key 'bandwith'"
@@ -174,8 +220,18 @@ def test_cluster_generic_executor_submits_every_job(local_run, tmp_path):
     log = tmp_path / "submissions.log"
     submit = tmp_path / "submit.sh"
     submit.write_text(SUBMIT.format(log=log))
-    run = snakemake(workdir, "--executor", "cluster-generic", "--cluster-generic-submit-cmd", f"bash {submit}",
-                    "--jobs", "2", "--latency-wait", "10", timeout=600)
+    run = snakemake(
+        workdir,
+        "--executor",
+        "cluster-generic",
+        "--cluster-generic-submit-cmd",
+        f"bash {submit}",
+        "--jobs",
+        "2",
+        "--latency-wait",
+        "10",
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     submitted = log.read_text().splitlines()
     # every simulation shard went through its own submission; the tiny jobs (localrules) ran in Snakemake
@@ -188,8 +244,11 @@ def test_cluster_generic_executor_submits_every_job(local_run, tmp_path):
 def test_editing_one_grid_value_reruns_only_the_shards_that_hold_it(local_run):
     """Runs last in this module: it changes the smoke config of the shared working directory."""
     smoke = local_run / "config/smoke.yaml"
-    smoke.write_text(smoke.read_text().replace("network.bandwidth: [200, 400]", "network.bandwidth: [200, 800]")
-                     .replace("hgx_h100[bandwidth=400,", "hgx_h100[bandwidth=800,"))
+    smoke.write_text(
+        smoke.read_text()
+        .replace("network.bandwidth: [200, 400]", "network.bandwidth: [200, 800]")
+        .replace("hgx_h100[bandwidth=400,", "hgx_h100[bandwidth=800,")
+    )
     run = snakemake(local_run, "--cores", "2")
     assert run.returncode == 0, run.stderr[-3000:]
     counts = _job_counts(run.stdout + run.stderr)

@@ -20,12 +20,29 @@ pytestmark = [
 ]
 
 CONFIG = {
-    "campaign": "what-if", "shard_size": 4, "capture": "never", "replay": "never",
-    "workloads": {"ar4": {"kind": "collective", "type": "all_reduce", "npus": 4, "size": "1MiB",
-                          "transforms": [{"dp": {"to": 8}}, {"straggler": {"ranks": [3], "delay": [0, 1000000]}}]}},
-    "hardware": {"platforms": {"hgx": {
-        "network": "config/hardware/hgx_h100/network.yml", "system": "config/hardware/hgx_h100/system.json",
-        "backend": "congestion_unaware", "axes": {"network.npus_count": [4, 8], "network.bandwidth": [400]}}}},
+    "campaign": "what-if",
+    "shard_size": 4,
+    "capture": "never",
+    "replay": "never",
+    "workloads": {
+        "ar4": {
+            "kind": "collective",
+            "type": "all_reduce",
+            "npus": 4,
+            "size": "1MiB",
+            "transforms": [{"dp": {"to": 8}}, {"straggler": {"ranks": [3], "delay": [0, 1000000]}}],
+        }
+    },
+    "hardware": {
+        "platforms": {
+            "hgx": {
+                "network": "config/hardware/hgx_h100/network.yml",
+                "system": "config/hardware/hgx_h100/system.json",
+                "backend": "congestion_unaware",
+                "axes": {"network.npus_count": [4, 8], "network.bandwidth": [400]},
+            }
+        }
+    },
 }
 
 
@@ -34,11 +51,32 @@ def test_transform_variants_run_and_report_their_op_chain(tmp_path):
 
     shutil.copytree(REPO / "config", tmp_path / "config")
     (tmp_path / "config" / "what-if.yaml").write_text(yaml.safe_dump(CONFIG))
-    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-               SOURCE_DATE_EPOCH="1767225600")
-    run = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "-d", str(tmp_path),
-                          "--configfile", "config/what-if.yaml", "--cores", "2"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    env = dict(
+        os.environ,
+        PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+        SOURCE_DATE_EPOCH="1767225600",
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO / "workflow" / "Snakefile"),
+            "-d",
+            str(tmp_path),
+            "--configfile",
+            "config/what-if.yaml",
+            "--cores",
+            "2",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     with open(tmp_path / "reports/what-if/results.csv", newline="") as fh:
         rows = {r["workload"]: r for r in csv.DictReader(fh)}

@@ -16,12 +16,20 @@ from .errors import InputError
 _ALIASES = "_path_aliases"
 
 
-def path_argument(parser: argparse.ArgumentParser, dest: str, metavar: str, flags: tuple[str, ...],
-                  help: str, type: Any = None, required: bool = True) -> None:
+def path_argument(
+    parser: argparse.ArgumentParser,
+    dest: str,
+    metavar: str,
+    flags: tuple[str, ...],
+    help: str,
+    type: Any = None,
+    required: bool = True,
+) -> None:
     """A positional ``dest`` that may also be given as any of ``flags`` (resolved by :func:`resolve`)."""
     parser.add_argument(dest, nargs="?", metavar=metavar, type=type, help=help)
-    parser.add_argument(*flags, dest=f"{dest}_alias", metavar=metavar, type=type,
-                        help=f"same as {metavar} (upstream Chakra spelling)")
+    parser.add_argument(
+        *flags, dest=f"{dest}_alias", metavar=metavar, type=type, help=f"same as {metavar} (upstream Chakra spelling)"
+    )
     aliases = dict(parser.get_default(_ALIASES) or {})
     aliases[dest] = (metavar, flags, required)
     parser.set_defaults(**{_ALIASES: aliases})

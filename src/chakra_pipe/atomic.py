@@ -101,8 +101,9 @@ def _create_temp(target: Path) -> tuple[int, str]:
             continue
         except PermissionError:
             _PENDING.discard(tmp)
-            raise InputError(f"cannot create a file in folder {target.parent} (permission denied)",
-                             file=str(target)) from None
+            raise InputError(
+                f"cannot create a file in folder {target.parent} (permission denied)", file=str(target)
+            ) from None
     raise FileExistsError(f"no free temporary name beside {target}")
 
 
@@ -120,16 +121,16 @@ def resolve_target(path: str | os.PathLike) -> tuple[Path, os.stat_result | None
 def _written_straight(target: Path, st: os.stat_result | None) -> bool:
     """FIFOs and devices, and anything behind ``/proc/*/fd`` (``/dev/stdout`` is such a link, and its
     "real path" may name a pipe that no rename can reach): streams, not files to replace."""
-    return st is not None and (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)) or \
-        target.parts[:2] == ("/", "proc")
+    return (
+        st is not None and (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)) or target.parts[:2] == ("/", "proc")
+    )
 
 
 @contextlib.contextmanager
 def _streamed(raw: IO[bytes], mode: str, gzip_output: bool) -> Iterator[IO]:
     """``raw`` as the caller's stream: optionally gzip (no name, no time: reproducible), optionally text."""
     # GzipFile is a binary file object in all but name (typeshed does not say it is an IO[bytes])
-    stream: IO[bytes] = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if gzip_output \
-        else raw  # type: ignore[assignment]
+    stream: IO[bytes] = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if gzip_output else raw  # type: ignore[assignment]
     if "b" in mode:
         yield stream
     else:

@@ -38,10 +38,10 @@ COMMAND_MODULES = (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="chakra-pipe",
-        description="Chakra execution traces: generate, capture, link, convert, validate, simulate, replay, report.")
+        description="Chakra execution traces: generate, capture, link, convert, validate, simulate, replay, report.",
+    )
     parser.add_argument("--version", action="version", version=f"chakra-pipe {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="more diagnostics on stderr (-vv: debug)")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more diagnostics on stderr (-vv: debug)")
     parser.add_argument("-q", "--quiet", action="store_true", help="errors only on stderr, no progress")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:

@@ -65,13 +65,17 @@ class BoundedGzip:
         try:
             chunk = self._gz.read(min(size, CHUNK))
         except (OSError, EOFError, zlib.error) as exc:
-            raise self.error(f"corrupt gzip stream: {exc}", file=self.file,
-                             where=f"byte {self.total}") from None  # decompressed offset, as for traces
+            raise self.error(
+                f"corrupt gzip stream: {exc}", file=self.file, where=f"byte {self.total}"
+            ) from None  # decompressed offset, as for traces
         self.total += len(chunk)
         if self.total > self.limit:
-            raise self.error(f"gzip data expands past {self.limit:,} bytes (a gzip bomb? the limit is "
-                             f"{MAX_RATIO}x the compressed size, at most 512 MiB; set {ENV} to raise it)",
-                             file=self.file, where=f"byte {self.total - len(chunk)}")
+            raise self.error(
+                f"gzip data expands past {self.limit:,} bytes (a gzip bomb? the limit is "
+                f"{MAX_RATIO}x the compressed size, at most 512 MiB; set {ENV} to raise it)",
+                file=self.file,
+                where=f"byte {self.total - len(chunk)}",
+            )
         return chunk
 
     def close(self) -> None:

@@ -22,9 +22,9 @@ class ChakraPipeError(Exception):
 
     def __init__(self, what: str, file: str | None = None, where: str | None = None):
         if len(what) > self.MAX_WHAT:
-            what = f"{what[:self.MAX_WHAT]}... ({len(what):,} characters)"
+            what = f"{what[: self.MAX_WHAT]}... ({len(what):,} characters)"
         if where is not None and len(where) > self.MAX_WHAT // 4:
-            where = f"{where[:self.MAX_WHAT // 4]}..."
+            where = f"{where[: self.MAX_WHAT // 4]}..."
         self.file, self.where, self.what = file, where, what
         super().__init__(self.line())
 

@@ -64,7 +64,7 @@ def pipe_safe_stdout() -> Iterator[None]:
     """Run the body with a :class:`ClosedPipeSafe` stdout; flush it before restoring the original."""
     original = sys.stdout
     safe = ClosedPipeSafe(original)
-    sys.stdout = safe  # type: ignore[assignment]
+    sys.stdout = safe
     try:
         yield
     finally:
@@ -75,6 +75,7 @@ def pipe_safe_stdout() -> Iterator[None]:
 @contextlib.contextmanager
 def terminate_as_exit() -> Iterator[None]:
     """Turn SIGTERM into ``SystemExit(128 + SIGTERM)`` for the body (main thread only), so clean-up runs."""
+
     def handler(signum, frame):
         raise SystemExit(128 + signum)
 

@@ -58,8 +58,11 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(out) != len(pairs):
         seen: set[str] = set()
         key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise _Refused(f"duplicate key {_brief(key)} (refusing to guess which value was meant)",
-                       json.dumps(key) if len(key) < 200 else key[:200], 2)
+        raise _Refused(
+            f"duplicate key {_brief(key)} (refusing to guess which value was meant)",
+            json.dumps(key) if len(key) < 200 else key[:200],
+            2,
+        )
     return out
 
 
@@ -98,8 +101,11 @@ def parse_json(text: str, file: str, *, error: type[ChakraPipeError] = InputErro
         raise error("invalid JSON: nested too deeply", file=file) from None
     except ValueError:  # int() past sys.get_int_max_str_digits(); nothing else in json raises it
         m = _DIGITS.search(text)
-        raise error("integer with more than 4,300 digits (past Python's conversion limit)", file=file,
-                    where=_position(text, m.group(0)[:50]) if m else None) from None
+        raise error(
+            "integer with more than 4,300 digits (past Python's conversion limit)",
+            file=file,
+            where=_position(text, m.group(0)[:50]) if m else None,
+        ) from None
 
 
 def _text(path: str | os.PathLike, error: type[ChakraPipeError]) -> str:
@@ -139,8 +145,11 @@ def _yaml_loader():
                         break
                     if dup:
                         raise yaml.constructor.ConstructorError(
-                            None, None, f"duplicate key {_brief(key)} (refusing to guess which value was meant)",
-                            key_node.start_mark)
+                            None,
+                            None,
+                            f"duplicate key {_brief(key)} (refusing to guess which value was meant)",
+                            key_node.start_mark,
+                        )
             return super().construct_mapping(node, deep)
 
         def construct_yaml_int(self, node):
@@ -157,16 +166,21 @@ def _yaml_loader():
             value = super().construct_yaml_float(node)
             if not math.isfinite(value) and not re.search(r"\.(inf|nan)", node.value, re.IGNORECASE):
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"number {node.value[:40]} overflows a double (it would read as infinity)",
-                    node.start_mark)
+                    None,
+                    None,
+                    f"number {node.value[:40]} overflows a double (it would read as infinity)",
+                    node.start_mark,
+                )
             return value
 
     Loader.add_constructor("tag:yaml.org,2002:float", Loader.construct_yaml_float)
     Loader.add_constructor("tag:yaml.org,2002:int", Loader.construct_yaml_int)
     # YAML 1.2 / yaml-cpp floats that YAML 1.1 reads as strings: an exponent without a sign or dot.
-    Loader.add_implicit_resolver("tag:yaml.org,2002:float",
-                                 re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
-                                 list("-+0123456789."))
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
+        list("-+0123456789."),
+    )
     return Loader
 
 
@@ -178,8 +192,11 @@ def _yaml_cpp_refuses(text: str, node):
     import yaml
 
     return yaml.constructor.ConstructorError(
-        None, None, f"{text[:40]!r} is a number only in YAML 1.1 (ASTRA-sim's yaml-cpp does not read it as one)",
-        node.start_mark)
+        None,
+        None,
+        f"{text[:40]!r} is a number only in YAML 1.1 (ASTRA-sim's yaml-cpp does not read it as one)",
+        node.start_mark,
+    )
 
 
 def _expanded_size(root) -> int:
@@ -193,14 +210,22 @@ def _expanded_size(root) -> int:
         node, done = stack.pop()
         if id(node) in size and not done:
             continue
-        children = ([c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode)
-                    else node.value if isinstance(node, yaml.SequenceNode) else [])
+        children = (
+            [c for pair in node.value for c in pair]
+            if isinstance(node, yaml.MappingNode)
+            else node.value
+            if isinstance(node, yaml.SequenceNode)
+            else []
+        )
         if done:
             total = 1 + sum(size[id(c)] for c in children)
             if total > MAX_YAML_NODES:
                 raise yaml.composer.ComposerError(
-                    None, None, f"the document expands to more than {MAX_YAML_NODES:,} values through "
-                    "aliases (a YAML alias bomb?)", node.start_mark)
+                    None,
+                    None,
+                    f"the document expands to more than {MAX_YAML_NODES:,} values through aliases (a YAML alias bomb?)",
+                    node.start_mark,
+                )
             size[id(node)] = total
             continue
         size[id(node)] = -1  # in progress: meeting it again below it is a recursive alias
@@ -232,5 +257,8 @@ def read_yaml(path: str | os.PathLike, *, error: type[ChakraPipeError] = InputEr
         m = _DIGITS.search(text)
         if m is None:
             raise error(f"invalid YAML value: {exc}", file=file) from None
-        raise error("integer with more than 4,300 digits (past Python's conversion limit)", file=file,
-                    where=_position(text, m.group(0)[:50])) from None
+        raise error(
+            "integer with more than 4,300 digits (past Python's conversion limit)",
+            file=file,
+            where=_position(text, m.group(0)[:50]),
+        ) from None

@@ -27,8 +27,15 @@ def resolve_backend(requested: str, world: int) -> tuple[str, str]:
 
 # The process group's keys live under this prefix of the rendezvous store, apart from the launcher's.
 PG_STORE_PREFIX = "chakra-pipe/pg/"
-_PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe", "gloo", "nccl",
-              "socket timeout", "connection refused")
+_PEER_LOST = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "broken pipe",
+    "gloo",
+    "nccl",
+    "socket timeout",
+    "connection refused",
+)
 
 
 def cuda_device(torch, local_rank: int):

@@ -57,24 +57,36 @@ def write_benchmark(prefix: str, ranks: int, sizes: tuple[int, ...]) -> list[tup
     return cases
 
 
-def measure(ranks: int, sizes: tuple[int, ...], backend: str, iterations: int, warmup: int,
-            timeout_s: float) -> tuple[list[Measurement], dict]:
+def measure(
+    ranks: int, sizes: tuple[int, ...], backend: str, iterations: int, warmup: int, timeout_s: float
+) -> tuple[list[Measurement], dict]:
     """Replay the benchmark set once; per (kind, size) the median of the slowest rank's times."""
-    from ..replay.launcher import ReplayConfig, run_replay
+    from ..replay.launcher import ReplayConfig, replay_here
 
     with tempfile.TemporaryDirectory(prefix="chakra-calibrate-") as tmp:
         prefix = str(Path(tmp) / "bench")
         cases = write_benchmark(prefix, ranks, sizes)
-        result = run_replay(ReplayConfig(prefix=prefix, out=Path(tmp) / "replay.json", ranks=ranks, backend=backend,
-                                         iterations=iterations, warmup=warmup, compute="skip",
-                                         timeout_s=timeout_s))
+        result = replay_here(
+            ReplayConfig(
+                prefix=prefix,
+                out=Path(tmp) / "replay.json",
+                ranks=ranks,
+                backend=backend,
+                iterations=iterations,
+                warmup=warmup,
+                compute="skip",
+                timeout_s=timeout_s,
+            )
+        )
     nodes = [{n["id"]: n for n in r["nodes"]} for r in result["ranks"]]
     out = []
     for k, (kind, size) in enumerate(cases):
-        calls = [max(r[k]["start_ns"][it] + r[k]["duration_ns"][it] for r in nodes)
-                 - max(r[k]["start_ns"][it] for r in nodes) for it in range(iterations)]
+        calls = [
+            max(r[k]["start_ns"][it] + r[k]["duration_ns"][it] for r in nodes)
+            - max(r[k]["start_ns"][it] for r in nodes)
+            for it in range(iterations)
+        ]
         med = int(statistics.median(calls))
         bw = bandwidth(COLLECTIVES[kind], size, ranks, med)
-        out.append(Measurement(kind, size, med, bw.algbw_GBps if bw else 0.0, bw.busbw_GBps if bw else 0.0,
-                               iterations))
+        out.append(Measurement(kind, size, med, bw.algbw_GBps if bw else 0.0, bw.busbw_GBps if bw else 0.0, iterations))
     return out, {"backend": result["settings"]["backend"], "environment": result["environment"]}

@@ -7,19 +7,25 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("calibrate", help="fit an ASTRA-sim network.yml + system.json to collectives measured here",
-                       description="Run all-reduce, all-gather, reduce-scatter and all-to-all microbenchmarks "
-                                   "through the replay engine, fit bandwidth, latency, endpoint-delay, local-mem-bw, "
-                                   "topology and each collective's implementation by minimising the relative error "
-                                   "of our simulator, and write DIR/network.yml, DIR/system.json and the fit report "
-                                   "DIR/fit.json, fit.csv, fit.png. Needs the optional torch extra.")
+    p = sub.add_parser(
+        "calibrate",
+        help="fit an ASTRA-sim network.yml + system.json to collectives measured here",
+        description="Run all-reduce, all-gather, reduce-scatter and all-to-all microbenchmarks "
+        "through the replay engine, fit bandwidth, latency, endpoint-delay, local-mem-bw, "
+        "topology and each collective's implementation by minimising the relative error "
+        "of our simulator, and write DIR/network.yml, DIR/system.json and the fit report "
+        "DIR/fit.json, fit.csv, fit.png. Needs the optional torch extra.",
+    )
     p.add_argument("--ranks", type=int, required=True, help="number of ranks (processes / GPUs)")
     p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--min-size", default="4KiB", help="smallest message (default 4KiB)")
     p.add_argument("--max-size", default="64MiB", help="largest message (default 64MiB); sizes step by 4x")
-    p.add_argument("--fit-min-size", default="256KiB",
-                   help="fit only sizes >= this (default 256KiB; smaller ones are reported, not fitted)")
+    p.add_argument(
+        "--fit-min-size",
+        default="256KiB",
+        help="fit only sizes >= this (default 256KiB; smaller ones are reported, not fitted)",
+    )
     p.add_argument("--iterations", type=int, default=7, help="timed repeats of every call (median kept)")
     p.add_argument("--warmup", type=int, default=1, help="untimed passes over every call first")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="give up after S seconds")
@@ -39,12 +45,15 @@ def _calibrate(args) -> int:
         raise InputError(f"need 0 < --min-size <= --max-size, got {lo} and {hi}", where="--min-size")
     if args.iterations < 1 or args.warmup < 0:
         raise InputError("--iterations must be >= 1 and --warmup >= 0", where="--iterations")
-    doc = calibrate(CalibrateConfig(args.ranks, args.backend, args.out, lo, hi, fit_min, args.iterations,
-                                    args.warmup, args.timeout))
+    doc = calibrate(
+        CalibrateConfig(args.ranks, args.backend, args.out, lo, hi, fit_min, args.iterations, args.warmup, args.timeout)
+    )
     p = doc["platform"]
     err = doc["median_rel_error_fitted_sizes"]
-    print(f"calibrate: {args.out}: {p['topology']} x{p['npus']}, {p['bandwidth_gbps']} GB/s, latency "
-          f"{p['latency_ns']} ns, endpoint-delay {p['endpoint_delay_ns']} ns, local-mem-bw {p['local_mem_bw_gbps']} "
-          f"GB/s, {p['implementations']}; median |error| {100 * err:.1f}% for sizes >= {fit_min} B, "
-          f"{100 * doc['median_rel_error_all_sizes']:.1f}% over all sizes")
+    print(
+        f"calibrate: {args.out}: {p['topology']} x{p['npus']}, {p['bandwidth_gbps']} GB/s, latency "
+        f"{p['latency_ns']} ns, endpoint-delay {p['endpoint_delay_ns']} ns, local-mem-bw {p['local_mem_bw_gbps']} "
+        f"GB/s, {p['implementations']}; median |error| {100 * err:.1f}% for sizes >= {fit_min} B, "
+        f"{100 * doc['median_rel_error_all_sizes']:.1f}% over all sizes"
+    )
     return 0

@@ -9,8 +9,8 @@ implementation, size) give the exact coefficients, and the fit is a non-negative
 least-absolute-deviations problem in relative error (the best-fitting 60 % of the rows; iteratively
 reweighted least squares, each step solved exactly by trying every active set of the four
 variables) for every topology and every combination of implementations. Absolute, trimmed error
-aims at the median, so a collective the model cannot follow does not pull the others off. The winner's predictions are then
-*re-simulated* at the fitted values, so the reported errors are the simulator's, not the
+aims at the median, so a collective the model cannot follow does not pull the others off. The winner's
+predictions are then *re-simulated* at the fitted values, so the reported errors are the simulator's, not the
 linearisation's.
 """
 
@@ -28,17 +28,27 @@ from ..generate.collective import CollectiveSpec, generate_collective
 from .bench import Measurement
 
 TOPOLOGIES = ("Ring", "Switch")
-IMPLEMENTATIONS = {"all_reduce": ("ring", "direct", "halvingDoubling", "doubleBinaryTree"),
-                   "all_gather": ("ring", "direct", "halvingDoubling"),
-                   "reduce_scatter": ("ring", "direct", "halvingDoubling"),
-                   "all_to_all": ("ring", "direct")}
-IMPL_KEY = {"all_reduce": "all-reduce-implementation", "all_gather": "all-gather-implementation",
-            "reduce_scatter": "reduce-scatter-implementation", "all_to_all": "all-to-all-implementation"}
+IMPLEMENTATIONS = {
+    "all_reduce": ("ring", "direct", "halvingDoubling", "doubleBinaryTree"),
+    "all_gather": ("ring", "direct", "halvingDoubling"),
+    "reduce_scatter": ("ring", "direct", "halvingDoubling"),
+    "all_to_all": ("ring", "direct"),
+}
+IMPL_KEY = {
+    "all_reduce": "all-reduce-implementation",
+    "all_gather": "all-gather-implementation",
+    "reduce_scatter": "reduce-scatter-implementation",
+    "all_to_all": "all-to-all-implementation",
+}
 PARAMS = ("inv_bandwidth", "latency_ns", "endpoint_delay_ns", "inv_local_mem_bw")
 # Probe values: one parameter switched on at a time, the others at "free" (huge bandwidths, 0 delays).
 _FREE: dict[str, float] = {"bandwidth": 1e9, "latency": 0.0, "endpoint-delay": 0, "local-mem-bw": 1e9}
-_PROBES: tuple[dict[str, float], ...] = ({"bandwidth": 1.0}, {"latency": 1000.0}, {"endpoint-delay": 1000},
-                                         {"local-mem-bw": 1.0})
+_PROBES: tuple[dict[str, float], ...] = (
+    {"bandwidth": 1.0},
+    {"latency": 1000.0},
+    {"endpoint-delay": 1000},
+    {"local-mem-bw": 1.0},
+)
 _PROBE_SCALE = (1.0, 1000.0, 1000.0, 1.0)  # coefficient = (probe - base) / scale
 TRIM_CANDIDATES = 8  # implementation/topology choices (best by plain LAD) given the trimmed fit
 TRIM_KEEP = 0.6  # share of the fitted rows the trimmed fit must follow (the median needs half)
@@ -57,24 +67,45 @@ class Platform:
     implementations: dict[str, str]
 
     def network(self) -> dict:
-        return {"topology": [self.topology], "npus_count": [self.npus], "bandwidth": [self.bandwidth_gbps],
-                "latency": [self.latency_ns]}
+        return {
+            "topology": [self.topology],
+            "npus_count": [self.npus],
+            "bandwidth": [self.bandwidth_gbps],
+            "latency": [self.latency_ns],
+        }
 
     def system(self) -> dict:
         impl = {IMPL_KEY[k]: [self.implementations.get(k, "ring")] for k in IMPL_KEY}
-        return {"scheduling-policy": "LIFO", "collective-optimization": "baseline",
-                "endpoint-delay": self.endpoint_delay_ns, "active-chunks-per-dimension": 1,
-                "preferred-dataset-splits": 1, **impl, "local-mem-bw": self.local_mem_bw_gbps,
-                "boost-mode": 0, "roofline-enabled": 0, "peak-perf": 1}
+        return {
+            "scheduling-policy": "LIFO",
+            "collective-optimization": "baseline",
+            "endpoint-delay": self.endpoint_delay_ns,
+            "active-chunks-per-dimension": 1,
+            "preferred-dataset-splits": 1,
+            **impl,
+            "local-mem-bw": self.local_mem_bw_gbps,
+            "boost-mode": 0,
+            "roofline-enabled": 0,
+            "peak-perf": 1,
+        }
 
 
 def _hardware(topology: str, npus: int, kind: str, algo: str, values: dict):
     from ..sim import HardwareConfig, NetworkConfig, SystemConfig
 
-    p = Platform(topology, npus, values["bandwidth"], values["latency"], values["endpoint-delay"],
-                 values["local-mem-bw"], {kind: algo})
-    return HardwareConfig(system=SystemConfig.from_dict(p.system(), source="<calibrate>"),
-                          network=NetworkConfig.from_dict(p.network(), source="<calibrate>"))
+    p = Platform(
+        topology,
+        npus,
+        values["bandwidth"],
+        values["latency"],
+        values["endpoint-delay"],
+        values["local-mem-bw"],
+        {kind: algo},
+    )
+    return HardwareConfig(
+        system=SystemConfig.from_dict(p.system(), source="<calibrate>"),
+        network=NetworkConfig.from_dict(p.network(), source="<calibrate>"),
+    )
 
 
 class _Sets:
@@ -103,8 +134,10 @@ def _time(sets: _Sets, topology: str, kind: str, algo: str, size: int, values: d
 
 def _coefficients(sets: _Sets, topology: str, kind: str, algo: str, size: int) -> tuple[float, np.ndarray]:
     base = _time(sets, topology, kind, algo, size, _FREE)
-    coef = [(_time(sets, topology, kind, algo, size, {**_FREE, **probe}) - base) / scale
-            for probe, scale in zip(_PROBES, _PROBE_SCALE)]
+    coef = [
+        (_time(sets, topology, kind, algo, size, {**_FREE, **probe}) - base) / scale
+        for probe, scale in zip(_PROBES, _PROBE_SCALE)
+    ]
     return float(base), np.array(coef, dtype=float)
 
 
@@ -133,8 +166,9 @@ def _lad(a: np.ndarray, b: np.ndarray, rounds: int = 12) -> np.ndarray:
     return x
 
 
-def _trimmed_fit(a: np.ndarray, b: np.ndarray, keep: float = TRIM_KEEP,
-                 rounds: int = 5) -> tuple[np.ndarray, tuple[float, float]]:
+def _trimmed_fit(
+    a: np.ndarray, b: np.ndarray, keep: float = TRIM_KEEP, rounds: int = 5
+) -> tuple[np.ndarray, tuple[float, float]]:
     """Least trimmed absolute deviations: the LAD fit of the ``keep`` share of rows it fits best.
 
     The target is the median error, which only the better-fitting half of the rows decides; a
@@ -171,8 +205,11 @@ def fit(measurements: list[Measurement], npus: int, min_size: int) -> FitResult:
         sets = _Sets(npus, Path(tmp))
         candidates: dict[bytes, tuple[float, str, dict[str, str], np.ndarray, np.ndarray]] = {}
         for topology in TOPOLOGIES:
-            rows = {(k, a): [(m, *_coefficients(sets, topology, k, a, m.size)) for m in used if m.kind == k]
-                    for k in kinds for a in IMPLEMENTATIONS[k]}
+            rows = {
+                (k, a): [(m, *_coefficients(sets, topology, k, a, m.size)) for m in used if m.kind == k]
+                for k in kinds
+                for a in IMPLEMENTATIONS[k]
+            }
             for combo in itertools.product(*(IMPLEMENTATIONS[k] for k in kinds)):
                 chosen = [r for k, a in zip(kinds, combo) for r in rows[(k, a)]]
                 w = np.array([1.0 / m.time_ns for m, _, _ in chosen])
@@ -190,12 +227,19 @@ def fit(measurements: list[Measurement], npus: int, min_size: int) -> FitResult:
                 best = (obj, topology, impls, x)
         assert best is not None
         obj, topology, impls, x = best
-        platform = Platform(topology, npus, _bandwidth(x[0]), round(float(x[1]), 3), round(float(x[2])),
-                            _bandwidth(x[3]), impls)
-        values = {"bandwidth": platform.bandwidth_gbps, "latency": platform.latency_ns,
-                  "endpoint-delay": platform.endpoint_delay_ns, "local-mem-bw": platform.local_mem_bw_gbps}
-        predicted = {(m.kind, m.size): _time(sets, topology, m.kind, impls.get(m.kind, "ring"), m.size, values)
-                     for m in measurements}
+        platform = Platform(
+            topology, npus, _bandwidth(x[0]), round(float(x[1]), 3), round(float(x[2])), _bandwidth(x[3]), impls
+        )
+        values = {
+            "bandwidth": platform.bandwidth_gbps,
+            "latency": platform.latency_ns,
+            "endpoint-delay": platform.endpoint_delay_ns,
+            "local-mem-bw": platform.local_mem_bw_gbps,
+        }
+        predicted = {
+            (m.kind, m.size): _time(sets, topology, m.kind, impls.get(m.kind, "ring"), m.size, values)
+            for m in measurements
+        }
     return FitResult(platform, predicted, obj)
 
 

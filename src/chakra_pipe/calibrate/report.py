@@ -26,10 +26,18 @@ def rows(measurements: list[Measurement], result: FitResult) -> list[dict]:
     out = []
     for m in sorted(measurements, key=lambda m: (KINDS.index(m.kind), m.size)):
         pred = result.predicted_ns[(m.kind, m.size)]
-        out.append({"collective": m.kind, "size_bytes": m.size, "measured_ns": m.time_ns, "predicted_ns": pred,
-                    "rel_error": round((pred - m.time_ns) / m.time_ns, 4) if m.time_ns else None,
-                    "algbw_GBps": float(f"{m.algbw_GBps:.4g}"), "busbw_GBps": float(f"{m.busbw_GBps:.4g}"),
-                    "samples": m.samples})
+        out.append(
+            {
+                "collective": m.kind,
+                "size_bytes": m.size,
+                "measured_ns": m.time_ns,
+                "predicted_ns": pred,
+                "rel_error": round((pred - m.time_ns) / m.time_ns, 4) if m.time_ns else None,
+                "algbw_GBps": float(f"{m.algbw_GBps:.4g}"),
+                "busbw_GBps": float(f"{m.busbw_GBps:.4g}"),
+                "samples": m.samples,
+            }
+        )
     return out
 
 
@@ -42,12 +50,13 @@ def _yaml(network: dict) -> str:
     def seq(values) -> str:
         return "[ " + ", ".join(str(v) for v in values) + " ]"
 
-    return ("# Fitted by chakra-pipe calibrate. bandwidth: GB/s per link and direction (GB = 2^30 B);\n"
-            "# latency: ns per hop.\n" + "".join(f"{k}: {seq(v)}\n" for k, v in network.items()))
+    return (
+        "# Fitted by chakra-pipe calibrate. bandwidth: GB/s per link and direction (GB = 2^30 B);\n"
+        "# latency: ns per hop.\n" + "".join(f"{k}: {seq(v)}\n" for k, v in network.items())
+    )
 
 
-def write_outputs(out: Path, measurements: list[Measurement], result: FitResult, meta: dict,
-                  min_size: int) -> dict:
+def write_outputs(out: Path, measurements: list[Measurement], result: FitResult, meta: dict, min_size: int) -> dict:
     """Write every file under ``out``; returns the fit.json document."""
     from ..sim import NetworkConfig, SystemConfig
 
@@ -59,9 +68,15 @@ def write_outputs(out: Path, measurements: list[Measurement], result: FitResult,
         f.write(_yaml(network))
     write_json(out / "system.json", system)
     table = rows(measurements, result)
-    doc = {"schema": SCHEMA, **meta, "platform": asdict(result.platform), "fit_min_size_bytes": min_size,
-           "median_rel_error_fitted_sizes": median_error(table, min_size),
-           "median_rel_error_all_sizes": median_error(table, 0), "rows": table}
+    doc = {
+        "schema": SCHEMA,
+        **meta,
+        "platform": asdict(result.platform),
+        "fit_min_size_bytes": min_size,
+        "median_rel_error_fitted_sizes": median_error(table, min_size),
+        "median_rel_error_all_sizes": median_error(table, 0),
+        "rows": table,
+    }
     write_json(out / "fit.json", doc)
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(table[0]), lineterminator="\n")
@@ -93,9 +108,11 @@ def _plot(table: list[dict], path: Path, doc: dict) -> None:
     ax.set_xlabel("comm_size (bytes)")
     ax.set_ylabel("time (µs)")
     p = doc["platform"]
-    ax.set_title(f"{p['npus']} ranks, {doc.get('backend', '?')}: {p['topology']} {p['bandwidth_gbps']} GB/s, "
-                 f"median |error| {100 * (doc['median_rel_error_fitted_sizes'] or 0):.1f}% (fitted sizes)",
-                 fontsize=9)
+    ax.set_title(
+        f"{p['npus']} ranks, {doc.get('backend', '?')}: {p['topology']} {p['bandwidth_gbps']} GB/s, "
+        f"median |error| {100 * (doc['median_rel_error_fitted_sizes'] or 0):.1f}% (fitted sizes)",
+        fontsize=9,
+    )
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     with atomic_open(path, "wb") as f:

@@ -37,10 +37,16 @@ class CalibrateConfig:
 def calibrate(cfg: CalibrateConfig) -> dict:
     sizes = cfg.sizes()
     if not any(s >= cfg.fit_min_size for s in sizes):
-        raise InputError(f"no size >= --fit-min-size {cfg.fit_min_size} B among {list(sizes)}",
-                         where="--fit-min-size")
+        raise InputError(f"no size >= --fit-min-size {cfg.fit_min_size} B among {list(sizes)}", where="--fit-min-size")
     measurements, meta = measure(cfg.ranks, sizes, cfg.backend, cfg.iterations, cfg.warmup, cfg.timeout_s)
     result = fit(measurements, cfg.ranks, cfg.fit_min_size)
-    meta = {"backend": meta["backend"], "ranks": cfg.ranks, "collectives": list(KINDS), "sizes_bytes": list(sizes),
-            "iterations": cfg.iterations, "warmup": cfg.warmup, "environment": meta["environment"]}
+    meta = {
+        "backend": meta["backend"],
+        "ranks": cfg.ranks,
+        "collectives": list(KINDS),
+        "sizes_bytes": list(sizes),
+        "iterations": cfg.iterations,
+        "warmup": cfg.warmup,
+        "environment": meta["environment"],
+    }
     return write_outputs(cfg.out, measurements, result, meta, cfg.fit_min_size)

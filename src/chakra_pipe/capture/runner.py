@@ -80,8 +80,11 @@ class _CaptureJob:
     def failure(self, outcomes: list[Outcome]) -> ChakraPipeError:
         first = first_failure(outcomes)
         if first is None:
-            return CaptureError(f"the capture did not finish within --timeout {self.cfg.timeout_s:g} s "
-                                "(a train_step that never returns, or a rank waiting on a peer)", file=str(self.cfg.out))
+            return CaptureError(
+                f"the capture did not finish within --timeout {self.cfg.timeout_s:g} s "
+                "(a train_step that never returns, or a rank waiting on a peer)",
+                file=str(self.cfg.out),
+            )
         return CaptureError(f"rank {first.rank}: {first.why()}", file=str(self.cfg.out))
 
 
@@ -96,8 +99,9 @@ def check_config(cfg: CaptureConfig) -> None:
     if cfg.is_script and not Path(cfg.model).is_file():
         raise InputError("no such script", file=cfg.model)
     if not cfg.is_script and cfg.model not in BUILTIN_MODELS:
-        raise InputError(f"unknown model {cfg.model!r}; choose {', '.join(BUILTIN_MODELS)} or a .py script",
-                         where="--model")
+        raise InputError(
+            f"unknown model {cfg.model!r}; choose {', '.join(BUILTIN_MODELS)} or a .py script", where="--model"
+        )
 
 
 def run_capture(cfg: CaptureConfig) -> Path | None:
@@ -130,15 +134,18 @@ def run_capture(cfg: CaptureConfig) -> Path | None:
         "steps": cfg.steps,
         "warmup_steps": WARMUP_STEPS,
         "sub_group_ranks": None if cfg.is_script else sub_group_ranks(cfg.ranks),
-        "explicit_calls": None if cfg.is_script else {
-            str(r): [c.to_json() for c in explicit_calls(r, cfg.ranks)] for r in range(cfg.ranks)},
+        "explicit_calls": None
+        if cfg.is_script
+        else {str(r): [c.to_json() for c in explicit_calls(r, cfg.ranks)] for r in range(cfg.ranks)},
         "step_time_ms_untraced": {str(r): t["untraced"] for r, t in enumerate(times)},
         "step_time_ms_traced": {str(r): t["traced"] for r, t in enumerate(times)},
         "median_step_time_ms_untraced": statistics.median(x for t in times for x in t["untraced"]),
         "median_step_time_ms_traced": statistics.median(x for t in times for x in t["traced"]),
         "wall_time_s": round(wall_s, 3),
-        "files": {str(r): {"host": host_path(cfg.out, r).name, "kineto": kineto_path(cfg.out, r).name}
-                  for r in range(cfg.ranks)},
+        "files": {
+            str(r): {"host": host_path(cfg.out, r).name, "kineto": kineto_path(cfg.out, r).name}
+            for r in range(cfg.ranks)
+        },
     }
     summary_path = cfg.out / "capture.json"
     write_json(summary_path, summary)

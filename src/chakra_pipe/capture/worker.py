@@ -51,9 +51,15 @@ def main(run_dir: str, rank: int, local_rank: int) -> int:
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure becomes one line for the launcher
         text = str(exc).strip().splitlines()
-        write_json(run / f"error.{rank}.json", {
-            "rank": rank, "message": f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": "),
-            "peer": lost_peer(exc), "traceback": traceback.format_exc()})
+        write_json(
+            run / f"error.{rank}.json",
+            {
+                "rank": rank,
+                "message": f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": "),
+                "peer": lost_peer(exc),
+                "traceback": traceback.format_exc(),
+            },
+        )
         return 1
 
 
@@ -72,12 +78,14 @@ def _capture(run: Path, job: dict, rank: int, local_rank: int) -> None:
     device = cuda_device(torch, local_rank) if job["backend"] == "nccl" else torch.device("cpu")
     timeout = datetime.timedelta(seconds=RENDEZVOUS_TIMEOUT_S)
     store = dist.TCPStore(job["master_addr"], job["port"], None, False, timeout=timeout)
-    dist.init_process_group(job["backend"], store=dist.PrefixStore(PG_STORE_PREFIX, store), rank=rank,
-                            world_size=world, timeout=timeout)
+    dist.init_process_group(
+        job["backend"], store=dist.PrefixStore(PG_STORE_PREFIX, store), rank=rank, world_size=world, timeout=timeout
+    )
     if model.endswith(".py"):
         step = _load_user_step(model, rank, world)
     else:
         from .models import make_builtin_step
+
         step = make_builtin_step(model, rank, world, device)
 
     def timed_step() -> float:
@@ -98,9 +106,13 @@ def _capture(run: Path, job: dict, rank: int, local_rank: int) -> None:
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     traced: list[float] = []
     dist.barrier()
-    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
-                 record_shapes=True, execution_trace_observer=observer,
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(kineto_tmp))) as prof:
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
+        record_shapes=True,
+        execution_trace_observer=observer,
+        on_trace_ready=lambda p: p.export_chrome_trace(str(kineto_tmp)),
+    ) as prof:
         for _ in range(1 + steps):
             traced.append(timed_step())
             prof.step()

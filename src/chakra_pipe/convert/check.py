@@ -34,8 +34,9 @@ def rank_problems(nodes: list) -> list[str]:
         if n.type in _COMM:
             if get_attr(n, "is_cpu_op", True):
                 problems.append(f"node {n.id}: comm node marked is_cpu_op")
-            needed = ["comm_size", "pg_name"] + (["comm_type"] if n.type == schema.COMM_COLL_NODE
-                                                  else ["comm_src", "comm_dst", "comm_tag"])
+            needed = ["comm_size", "pg_name"] + (
+                ["comm_type"] if n.type == schema.COMM_COLL_NODE else ["comm_src", "comm_dst", "comm_tag"]
+            )
             absent = [a for a in needed if get_attr(n, a, None) is None]
             if absent:
                 problems.append(f"node {n.id}: comm node lacks {', '.join(absent)}")
@@ -75,8 +76,12 @@ def p2p_problems(ranks: list[list]) -> list[str]:
     for nodes in ranks:
         for n in nodes:
             if n.type in (schema.COMM_SEND_NODE, schema.COMM_RECV_NODE):
-                key = (get_int(n, "comm_src", -1), get_int(n, "comm_dst", -1), get_int(n, "comm_tag", 0),
-                       get_int(n, "comm_size", 0))
+                key = (
+                    get_int(n, "comm_src", -1),
+                    get_int(n, "comm_dst", -1),
+                    get_int(n, "comm_tag", 0),
+                    get_int(n, "comm_size", 0),
+                )
                 (sends if n.type == schema.COMM_SEND_NODE else recvs)[key] += 1
     out = []
     for key in sorted(set(sends) | set(recvs)):

@@ -10,23 +10,37 @@ from ..aliases import path_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("convert", help="convert PyTorch or ASTRA-sim text workloads to Chakra",
-                       description="Convert to Chakra rank files PREFIX.<rank>.et plus PREFIX.comm_groups.json.")
+    p = sub.add_parser(
+        "convert",
+        help="convert PyTorch or ASTRA-sim text workloads to Chakra",
+        description="Convert to Chakra rank files PREFIX.<rank>.et plus PREFIX.comm_groups.json.",
+    )
     kinds = p.add_subparsers(dest="source", metavar="SOURCE", required=True)
 
-    pt = kinds.add_parser("pytorch", help="host ET or linked ET+ JSON (one rank), or a whole capture folder",
-                          description="One rank: convert pytorch LINKED.json.gz --out PREFIX.RANK.et; "
-                                      "a capture: convert pytorch --ranks-dir DIR --out PREFIX.")
-    path_argument(pt, "input", "INPUT", ("--input",), "host ET or linked ET+ (.json or .json.gz)", type=Path,
-                  required=False)
-    pt.add_argument("--ranks-dir", type=Path,
-                    help="folder of per-rank traces (instead of INPUT): rank{r}.host_et/kineto/linked.json[.gz] "
-                         "(capture, link), host.{r}.json + device.{r}.json (Chakra's collection recipe), "
-                         "pytorch_et_{r}.json + kineto_{r}.json (ASTRA-sim tutorials)")
-    pt.add_argument("--host-pattern", metavar="NAME",
-                    help="with --ranks-dir: host trace file names, e.g. 'et_{rank}.json.gz'")
-    pt.add_argument("--device-pattern", metavar="NAME",
-                    help="with --ranks-dir: Kineto trace file names, e.g. 'kineto_trace_{rank}.json'")
+    pt = kinds.add_parser(
+        "pytorch",
+        help="host ET or linked ET+ JSON (one rank), or a whole capture folder",
+        description="One rank: convert pytorch LINKED.json.gz --out PREFIX.RANK.et; "
+        "a capture: convert pytorch --ranks-dir DIR --out PREFIX.",
+    )
+    path_argument(
+        pt, "input", "INPUT", ("--input",), "host ET or linked ET+ (.json or .json.gz)", type=Path, required=False
+    )
+    pt.add_argument(
+        "--ranks-dir",
+        type=Path,
+        help="folder of per-rank traces (instead of INPUT): rank{r}.host_et/kineto/linked.json[.gz] "
+        "(capture, link), host.{r}.json + device.{r}.json (Chakra's collection recipe), "
+        "pytorch_et_{r}.json + kineto_{r}.json (ASTRA-sim tutorials)",
+    )
+    pt.add_argument(
+        "--host-pattern", metavar="NAME", help="with --ranks-dir: host trace file names, e.g. 'et_{rank}.json.gz'"
+    )
+    pt.add_argument(
+        "--device-pattern",
+        metavar="NAME",
+        help="with --ranks-dir: Kineto trace file names, e.g. 'kineto_trace_{rank}.json'",
+    )
     pt.add_argument("--out", "--output", required=True, help="PREFIX.RANK.et (one rank) or PREFIX (--ranks-dir)")
     pt.set_defaults(func=_pytorch)
 
@@ -36,8 +50,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     tx.add_argument("--out", "--output", required=True, help="output PREFIX")
     tx.add_argument("--passes", "--num-passes", type=int, default=1, help="number of training passes")
     p.add_argument("--allow-large", action="store_true", help="lift the output-size limits (README: Output limits)")
-    tx.add_argument("--skip-none", action="store_true",
-                    help="drop NONE-type communication instead of emitting upstream's ALL_REDUCE placeholder")
+    tx.add_argument(
+        "--skip-none",
+        action="store_true",
+        help="drop NONE-type communication instead of emitting upstream's ALL_REDUCE placeholder",
+    )
     tx.set_defaults(func=_text)
 
 
@@ -48,8 +65,9 @@ def _pytorch(args) -> int:
     if (args.input is None) == (args.ranks_dir is None):
         raise InputError("give exactly one of INPUT or --ranks-dir", where="convert pytorch")
     if (args.host_pattern or args.device_pattern) and not (args.ranks_dir and args.host_pattern):
-        raise InputError("--host-pattern is needed with --device-pattern, and both only with --ranks-dir",
-                         where="convert pytorch")
+        raise InputError(
+            "--host-pattern is needed with --device-pattern, and both only with --ranks-dir", where="convert pytorch"
+        )
     if args.ranks_dir:
         patterns = None
         if args.host_pattern:
@@ -70,7 +88,8 @@ def _pytorch(args) -> int:
 def _text(args) -> int:
     from .text import convert_text
 
-    paths = convert_text(args.input, args.npus, args.out, num_passes=args.passes, skip_none=args.skip_none,
-                         allow_large=args.allow_large)
+    paths = convert_text(
+        args.input, args.npus, args.out, num_passes=args.passes, skip_none=args.skip_none, allow_large=args.allow_large
+    )
     print(f"convert: wrote {len(paths)} rank file(s) for {args.out}")
     return 0

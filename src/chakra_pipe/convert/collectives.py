@@ -19,12 +19,17 @@ from ..link.hostet import attr
 # kind: (Chakra node type, comm_type or -1 for p2p)
 _COLL = schema.COMM_COLL_NODE
 KINDS: dict[str, tuple[int, int]] = {
-    "all_reduce": (_COLL, schema.ALL_REDUCE), "reduce": (_COLL, schema.REDUCE),
-    "all_gather": (_COLL, schema.ALL_GATHER), "gather": (_COLL, schema.GATHER),
-    "scatter": (_COLL, schema.SCATTER), "broadcast": (_COLL, schema.BROADCAST),
-    "all_to_all": (_COLL, schema.ALL_TO_ALL), "reduce_scatter": (_COLL, schema.REDUCE_SCATTER),
+    "all_reduce": (_COLL, schema.ALL_REDUCE),
+    "reduce": (_COLL, schema.REDUCE),
+    "all_gather": (_COLL, schema.ALL_GATHER),
+    "gather": (_COLL, schema.GATHER),
+    "scatter": (_COLL, schema.SCATTER),
+    "broadcast": (_COLL, schema.BROADCAST),
+    "all_to_all": (_COLL, schema.ALL_TO_ALL),
+    "reduce_scatter": (_COLL, schema.REDUCE_SCATTER),
     "barrier": (_COLL, schema.BARRIER),
-    "send": (schema.COMM_SEND_NODE, -1), "recv": (schema.COMM_RECV_NODE, -1),
+    "send": (schema.COMM_SEND_NODE, -1),
+    "recv": (schema.COMM_RECV_NODE, -1),
 }
 
 
@@ -61,13 +66,39 @@ C10D_OPS: dict[str, C10dOp] = {
 }
 
 # record_param_comms collective names, normalised (lower case, no '_'), matched by prefix in order.
-_NCCL_PREFIXES = (("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
-                  ("alltoall", "all_to_all"), ("broadcast", "broadcast"), ("reduce", "reduce"),
-                  ("gather", "gather"), ("scatter", "scatter"), ("barrier", "barrier"),
-                  ("send", "send"), ("recv", "recv"))
-DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
-               "bfloat16": 2, "long": 8, "int64": 8, "int": 4, "int32": 4, "short": 2, "int16": 2,
-               "char": 1, "int8": 1, "byte": 1, "uint8": 1, "bool": 1}
+_NCCL_PREFIXES = (
+    ("allreduce", "all_reduce"),
+    ("allgather", "all_gather"),
+    ("reducescatter", "reduce_scatter"),
+    ("alltoall", "all_to_all"),
+    ("broadcast", "broadcast"),
+    ("reduce", "reduce"),
+    ("gather", "gather"),
+    ("scatter", "scatter"),
+    ("barrier", "barrier"),
+    ("send", "send"),
+    ("recv", "recv"),
+)
+DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "long": 8,
+    "int64": 8,
+    "int": 4,
+    "int32": 4,
+    "short": 2,
+    "int16": 2,
+    "char": 1,
+    "int8": 1,
+    "byte": 1,
+    "uint8": 1,
+    "bool": 1,
+}
 
 
 @dataclass
@@ -101,7 +132,7 @@ def normalise_collective(name: str) -> str | None:
 
 
 def _is_tensor(value: Any) -> bool:
-    return (isinstance(value, list) and len(value) >= 5 and all(isinstance(v, int) for v in value[:5]))
+    return isinstance(value, list) and len(value) >= 5 and all(isinstance(v, int) for v in value[:5])
 
 
 def tensor_bytes(value: Any) -> int:
@@ -132,6 +163,7 @@ def shape_bytes(shape: Any, type_str: Any) -> int:
                 out *= max(0, d)
             return out
         return sum(numel(x) for x in sh) if isinstance(sh, list) else 0
+
     return numel(shape) * itemsize
 
 
@@ -148,7 +180,7 @@ def from_c10d(node: dict[str, Any]) -> Comm | None:
     name = node["name"]
     if not name.startswith("c10d::"):
         return None
-    spec = C10D_OPS.get(name[len("c10d::"):])
+    spec = C10D_OPS.get(name[len("c10d::") :])
     if spec is None:
         return None
     values = node["inputs"].get("values") or []
@@ -180,14 +212,24 @@ def from_record_param_comms(node: dict[str, Any]) -> Comm | None:
     else:
         size = tensor_bytes(values[0]) if values else 0
     pg = attr(node, "pg_name")
-    if not isinstance(pg, str) and len(values) > 2 and isinstance(values[2], list) and values[2] \
-            and isinstance(values[2][0], str):
+    if (
+        not isinstance(pg, str)
+        and len(values) > 2
+        and isinstance(values[2], list)
+        and values[2]
+        and isinstance(values[2][0], str)
+    ):
         pg = values[2][0]
     peer = _int_input(values, 3)
     start, stride = attr(node, "global_rank_start"), attr(node, "global_rank_stride")
     mapped = peer is not None and isinstance(start, int) and isinstance(stride, int) and stride > 0
-    return Comm(kind, size, pg_name=pg if isinstance(pg, str) else "",
-                peer=-1 if peer is None else (start + peer * stride if mapped else peer), peer_global=mapped)
+    return Comm(
+        kind,
+        size,
+        pg_name=pg if isinstance(pg, str) else "",
+        peer=-1 if peer is None else (start + peer * stride if mapped else peer),
+        peer_global=mapped,
+    )
 
 
 def kernel_kind(name: str) -> str | None:
@@ -199,6 +241,6 @@ def kernel_kind(name: str) -> str | None:
     key = name.lower().replace("_", "").replace("-", "")
     for prefix in ("nccldevkernel", "ncclkernel"):
         if key.startswith(prefix):
-            rest = key[len(prefix):]
+            rest = key[len(prefix) :]
             return None if rest.startswith("sendrecv") else normalise_collective(rest)
     return None

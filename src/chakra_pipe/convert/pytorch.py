@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from itertools import pairwise
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from ..capture.plan import PG_LABEL_PREFIX
@@ -33,8 +33,7 @@ from ..et.process_groups import format_process_groups
 from ..et.traceset import WORLD_PG
 from ..link.hostet import PG_INIT_MARK, HostTrace, attr, device_of, is_root, is_thread, process_groups
 from .check import cycle_node
-from .collectives import (DTYPE_BYTES, Comm, from_c10d, from_record_param_comms, kernel_kind,
-                          normalise_collective)
+from .collectives import DTYPE_BYTES, Comm, from_c10d, from_record_param_comms, kernel_kind, normalise_collective
 
 # Roles of a host/ET+ node in the output.
 DROP, ABSORB, CPU, COMM, METADATA, GPU = range(6)
@@ -85,8 +84,9 @@ def process_groups_of(trace: HostTrace, table: list[dict[str, Any]]) -> ProcessG
     for g in table:
         if isinstance(g.get("pg_name"), str):
             ranks = g.get("ranks")
-            pgs.members[g["pg_name"]] = ([r for r in ranks if isinstance(r, int)]
-                                         if isinstance(ranks, list) and ranks else None)
+            pgs.members[g["pg_name"]] = (
+                [r for r in ranks if isinstance(r, int)] if isinstance(ranks, list) and ranks else None
+            )
             if g["pg_name"] == WORLD_PG and isinstance(g.get("group_size"), int) and not isinstance(world, int):
                 world = g["group_size"]
     for g in info.get("pg_config") or []:  # type: ignore[union-attr]
@@ -159,8 +159,13 @@ class _Converter:
         for n in self.order:
             nid, name = n["id"], n["name"]
             p = self.parent.get(nid)
-            self.label[nid] = (name[len(PG_LABEL_PREFIX):] if name.startswith(PG_LABEL_PREFIX)
-                               else self.label.get(p, "") if p is not None else "")
+            self.label[nid] = (
+                name[len(PG_LABEL_PREFIX) :]
+                if name.startswith(PG_LABEL_PREFIX)
+                else self.label.get(p, "")
+                if p is not None
+                else ""
+            )
             if p is not None and (p in absorbed_by or self.role.get(p) == COMM):
                 absorbed_by[nid] = absorbed_by.get(p, p)
             anchor = open_anchor.get(p) if p is not None else None
@@ -341,8 +346,11 @@ class _Converter:
         """GPU ops this host op waits for (linker ``sync_dep``), kept only when they started earlier."""
         ts = _num(n, "ts")
         by_id = self.trace.by_id
-        return [g for g in n.get("sync_dep") or () if isinstance(g, int) and self.role.get(g) == GPU
-                and _num(by_id[g], "ts") < ts]
+        return [
+            g
+            for g in n.get("sync_dep") or ()
+            if isinstance(g, int) and self.role.get(g) == GPU and _num(by_id[g], "ts") < ts
+        ]
 
     def _comm_attrs(self, out, n: dict[str, Any], comm: Comm, used: set[str]) -> int:
         set_attr(out, "is_cpu_op", False)
@@ -353,16 +361,20 @@ class _Converter:
             unknown = int(len(self.groups.members) > 1)
         where = f"node {n['id']}"
         if not 0 <= comm.size <= _INT64[1]:
-            raise InputError(f"{comm.kind} of {comm.size} bytes does not fit comm_size (int64)",
-                             file=self.trace.path, where=where)
+            raise InputError(
+                f"{comm.kind} of {comm.size} bytes does not fit comm_size (int64)", file=self.trace.path, where=where
+            )
         if comm.node_type == schema.COMM_COLL_NODE:
             set_attr(out, "comm_type", comm.comm_type)
         set_attr(out, "comm_size", comm.size)
         if comm.node_type != schema.COMM_COLL_NODE:
             peer = comm.peer if comm.peer_global or comm.peer < 0 else self.groups.to_global(pg, comm.peer)
             if not (0 <= peer < _INT32 and -_INT32 <= comm.tag < _INT32):
-                raise InputError(f"{comm.kind} without a valid peer rank and tag (peer {peer}, tag {comm.tag})",
-                                 file=self.trace.path, where=where)
+                raise InputError(
+                    f"{comm.kind} without a valid peer rank and tag (peer {peer}, tag {comm.tag})",
+                    file=self.trace.path,
+                    where=where,
+                )
             src, dst = (self.rank, peer) if comm.node_type == schema.COMM_SEND_NODE else (peer, self.rank)
             set_attr(out, "comm_src", src)
             set_attr(out, "comm_dst", dst)
@@ -375,8 +387,10 @@ class _Converter:
 
     def _io(self, out, n: dict[str, Any], role: int) -> None:
         if role == METADATA:
-            mapped = [dict(g, pg_name=self.groups.chakra_name(g["pg_name"])) if isinstance(g.get("pg_name"), str)
-                      else g for g in self.table]
+            mapped = [
+                dict(g, pg_name=self.groups.chakra_name(g["pg_name"])) if isinstance(g.get("pg_name"), str) else g
+                for g in self.table
+            ]
             try:
                 out.inputs.values = format_process_groups(mapped, compact=False)
             except ValueError:  # a quote or backslash ASTRA-sim's parser would mangle: leave it out
@@ -404,8 +418,13 @@ class _Converter:
     def _metadata(self):
         md = schema.GlobalMetadata(version="0.0.4")
         h = self.trace.header
-        for key, kind in (("schema", "string_val"), ("pid", "uint64_val"), ("time", "string_val"),
-                          ("start_ts", "uint64_val"), ("finish_ts", "uint64_val")):
+        for key, kind in (
+            ("schema", "string_val"),
+            ("pid", "uint64_val"),
+            ("time", "string_val"),
+            ("start_ts", "uint64_val"),
+            ("finish_ts", "uint64_val"),
+        ):
             v = h.get(key)
             if kind == "string_val" and isinstance(v, str) or kind == "uint64_val" and isinstance(v, int) and v >= 0:
                 set_attr(md, key, v, kind)

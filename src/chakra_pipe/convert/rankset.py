@@ -20,8 +20,7 @@ from ..console import track
 from ..errors import InputError
 from ..et import schema
 from ..et.framing import write_trace
-from ..et.traceset import (COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, describe_ranges, missing_ranks,
-                           write_order)
+from ..et.traceset import COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, describe_ranges, missing_ranks, write_order
 from ..link.hostet import HostTrace, load_host_trace
 from ..link.kineto import load_kineto
 from ..link.linker import LinkStats, link_traces
@@ -33,9 +32,11 @@ RANK_OUT = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
 _GZ = r"\.json(\.gz)?$"
 # Rank-file layouts a --ranks-dir may use: ours (capture, link), the upstream Chakra collection
 # recipe's host.{r}.json / device.{r}.json, and the ASTRA-sim tutorials' pytorch_et_{r} / kineto_{r}.
-_LAYOUTS = (re.compile(r"^rank(?P<rank>\d+)\.(?P<kind>linked|host_et|kineto)" + _GZ),
-            re.compile(r"^(?P<kind>host|device)\.(?P<rank>\d+)" + _GZ),
-            re.compile(r"^(?P<kind>pytorch_et|kineto)_(?P<rank>\d+)" + _GZ))
+_LAYOUTS = (
+    re.compile(r"^rank(?P<rank>\d+)\.(?P<kind>linked|host_et|kineto)" + _GZ),
+    re.compile(r"^(?P<kind>host|device)\.(?P<rank>\d+)" + _GZ),
+    re.compile(r"^(?P<kind>pytorch_et|kineto)_(?P<rank>\d+)" + _GZ),
+)
 _KIND = {"host": "host_et", "pytorch_et": "host_et", "device": "kineto"}
 RANK_FIELD = "{rank}"
 
@@ -53,8 +54,7 @@ class ConvertSummary:
 
     def line(self) -> str:
         kinds = ", ".join(f"{schema.NODE_TYPE_NAMES[t]} {c}" for t, c in sorted(self.counts.items()))
-        extra = (f"; {self.pg_unknown} comm ops with unknown process group (assumed default)"
-                 if self.pg_unknown else "")
+        extra = f"; {self.pg_unknown} comm ops with unknown process group (assumed default)" if self.pg_unknown else ""
         if self.sync_dropped:
             extra += f"; {self.sync_dropped} GPU-wait edges dropped (they closed a cycle)"
         return f"{len(self.files)} rank file(s): {kinds}{extra}"
@@ -70,8 +70,11 @@ def _self_check(conversions: list[RankConversion], source: str, with_p2p: bool) 
     for rank, conv in enumerate(conversions):
         problems = rank_problems(conv.nodes)
         if problems:
-            raise InputError(f"converted rank {rank} is inconsistent: {problems[0]}"
-                             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""), file=source)
+            raise InputError(
+                f"converted rank {rank} is inconsistent: {problems[0]}"
+                + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+                file=source,
+            )
     problems = p2p_problems([c.nodes for c in conversions]) if with_p2p else []
     if problems:
         raise InputError(f"unmatched point-to-point: {problems[0]}", file=source)
@@ -91,15 +94,19 @@ def write_comm_groups(prefix: str, conversions: list[RankConversion]) -> Path:
                 continue
             members = conv.groups.ranks_of(pg)
             if groups.setdefault(name, members) != members:
-                raise InputError(f"process group {pg!r} has members {members} in rank {rank}'s trace but "
-                                 f"{groups[name]} in an earlier one", file=prefix)
+                raise InputError(
+                    f"process group {pg!r} has members {members} in rank {rank}'s trace but "
+                    f"{groups[name]} in an earlier one",
+                    file=prefix,
+                )
     path = Path(prefix + COMM_GROUPS_SUFFIX)
     write_json(path, {k: groups[k] for k in sorted(groups, key=int)})
     return path
 
 
-def write_rank_set(prefix: str, conversions: list[RankConversion],
-                   links: list[LinkStats] | None = None) -> ConvertSummary:
+def write_rank_set(
+    prefix: str, conversions: list[RankConversion], links: list[LinkStats] | None = None
+) -> ConvertSummary:
     """Check, then write every rank file and the comm-group JSON."""
     _self_check(conversions, prefix, with_p2p=True)
     clear_rank_set(prefix)
@@ -110,8 +117,14 @@ def write_rank_set(prefix: str, conversions: list[RankConversion],
         write_trace(f"{prefix}.{rank}.et", conv.metadata, conv.nodes)
         counts.update(conv.counts)
     files = [Path(f"{prefix}.{rank}.et") for rank in range(len(conversions))]
-    return ConvertSummary(files, comm_path, counts, sum(c.pg_unknown for c in conversions), links or [],
-                          sum(c.sync_dropped for c in conversions))
+    return ConvertSummary(
+        files,
+        comm_path,
+        counts,
+        sum(c.pg_unknown for c in conversions),
+        links or [],
+        sum(c.sync_dropped for c in conversions),
+    )
 
 
 def convert_file(in_path: str | os.PathLike, out_path: str | os.PathLike) -> ConvertSummary:
@@ -128,15 +141,15 @@ def convert_file(in_path: str | os.PathLike, out_path: str | os.PathLike) -> Con
     _self_check([conv], str(in_path), with_p2p=False)
     write_trace(out_path, conv.metadata, conv.nodes)
     comm_path = write_comm_groups(m.group("prefix"), [conv])
-    return ConvertSummary([Path(out_path)], comm_path, Counter(conv.counts), conv.pg_unknown,
-                          sync_dropped=conv.sync_dropped)
+    return ConvertSummary(
+        [Path(out_path)], comm_path, Counter(conv.counts), conv.pg_unknown, sync_dropped=conv.sync_dropped
+    )
 
 
 def pattern_regex(pattern: str, where: str) -> re.Pattern:
     """A file-name pattern with one ``{rank}`` (``et_{rank}.json.gz``) as a regex with a rank group."""
     if pattern.count(RANK_FIELD) != 1 or "/" in pattern:
-        raise InputError(f"pattern {pattern!r} must be a file name containing {RANK_FIELD} exactly once",
-                         where=where)
+        raise InputError(f"pattern {pattern!r} must be a file name containing {RANK_FIELD} exactly once", where=where)
     head, tail = pattern.split(RANK_FIELD)
     return re.compile(f"^{re.escape(head)}(?P<rank>\\d+){re.escape(tail)}$")
 
@@ -157,17 +170,22 @@ def _capture_ranks(folder: Path, patterns: dict[str, re.Pattern] | None = None) 
         for kind, m in hits[:1]:
             ranks.setdefault(int(m.group("rank")), {}).setdefault(kind, folder / name)
     if not ranks:
-        raise InputError("no file names match the given patterns" if patterns else
-                         "no rank{r}.linked.json[.gz], rank{r}.host_et.json[.gz] (+ rank{r}.kineto), host.{r}.json "
-                         "(+ device.{r}.json) or pytorch_et_{r}.json (+ kineto_{r}.json) files", file=str(folder))
+        raise InputError(
+            "no file names match the given patterns"
+            if patterns
+            else "no rank{r}.linked.json[.gz], rank{r}.host_et.json[.gz] (+ rank{r}.kineto), host.{r}.json "
+            "(+ device.{r}.json) or pytorch_et_{r}.json (+ kineto_{r}.json) files",
+            file=str(folder),
+        )
     gaps = missing_ranks(ranks)
     if gaps:
         raise InputError(f"capture has gaps: no files for {describe_ranges(gaps)}", file=str(folder))
     return ranks
 
 
-def convert_capture(folder: str | os.PathLike, prefix: str,
-                    patterns: dict[str, re.Pattern] | None = None) -> ConvertSummary:
+def convert_capture(
+    folder: str | os.PathLike, prefix: str, patterns: dict[str, re.Pattern] | None = None
+) -> ConvertSummary:
     """Every rank of a capture (or link) folder into one rank set (file names: see _capture_ranks)."""
     folder = Path(folder)
     ranks = _capture_ranks(folder, patterns)
@@ -175,8 +193,9 @@ def convert_capture(folder: str | os.PathLike, prefix: str,
     if capture_json.is_file():
         world = read_json(capture_json).get("world_size")
         if isinstance(world, int) and world != len(ranks):
-            raise InputError(f"capture.json says world_size {world} but {len(ranks)} ranks have traces",
-                             file=str(capture_json))
+            raise InputError(
+                f"capture.json says world_size {world} but {len(ranks)} ranks have traces", file=str(capture_json)
+            )
     conversions, links = [], []
     for rank in track(range(len(ranks)), "convert", len(ranks), "ranks"):
         files = ranks[rank]
@@ -187,8 +206,12 @@ def convert_capture(folder: str | os.PathLike, prefix: str,
             if "kineto" in files:
                 obj, stats = link_traces(trace, load_kineto(files["kineto"]))
                 links.append(stats)
-                trace = HostTrace(trace.path, {k: v for k, v in obj.items() if k != "nodes"}, obj["nodes"],
-                                  {n["id"]: n for n in obj["nodes"]})
+                trace = HostTrace(
+                    trace.path,
+                    {k: v for k, v in obj.items() if k != "nodes"},
+                    obj["nodes"],
+                    {n["id"]: n for n in obj["nodes"]},
+                )
         else:
             raise InputError(f"rank {rank} has a Kineto trace but no host trace", file=str(folder))
         recorded = _rank_of(trace)

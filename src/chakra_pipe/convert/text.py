@@ -38,14 +38,23 @@ from ..et.framing import write_trace
 from ..et.traceset import clear_rank_set, write_order
 from ..generate.limits import check_output
 
-POLICIES = ("MICRO", "DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_DLRM",
-            "HYBRID_DLRM_ENHANCED")
-COMM_TYPES = {"ALLREDUCE": schema.ALL_REDUCE, "ALLTOALL": schema.ALL_TO_ALL, "ALLGATHER": schema.ALL_GATHER,
-              "REDUCESCATTER": schema.REDUCE_SCATTER}
+POLICIES = ("MICRO", "DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_DLRM", "HYBRID_DLRM_ENHANCED")
+COMM_TYPES = {
+    "ALLREDUCE": schema.ALL_REDUCE,
+    "ALLTOALL": schema.ALL_TO_ALL,
+    "ALLGATHER": schema.ALL_GATHER,
+    "REDUCESCATTER": schema.REDUCE_SCATTER,
+}
 NONE = "NONE"
 SCHEMA = "1.0.2-chakra.1.0.0"  # what upstream's text converter writes into GlobalMetadata
-_INT_COLUMNS = {2: "forward compute time", 4: "forward comm size", 5: "input-grad compute time",
-                7: "input-grad comm size", 8: "weight-grad compute time", 10: "weight-grad comm size"}
+_INT_COLUMNS = {
+    2: "forward compute time",
+    4: "forward comm size",
+    5: "input-grad compute time",
+    7: "input-grad comm size",
+    8: "weight-grad compute time",
+    10: "weight-grad comm size",
+}
 _MAX = (1 << 63) - 1
 
 
@@ -91,13 +100,15 @@ def parse_text(path: str | os.PathLike) -> TextWorkload:
         raise InputError("missing parallelism policy", file=file, where="line 1")
     policy = head[0]
     if policy not in POLICIES:
-        raise InputError(f"unsupported parallelism policy {policy!r} (supported: {', '.join(POLICIES)})",
-                         file=file, where="line 1")
+        raise InputError(
+            f"unsupported parallelism policy {policy!r} (supported: {', '.join(POLICIES)})", file=file, where="line 1"
+        )
     last_bottom = None
     if policy.startswith("HYBRID_DLRM"):
         if len(head) < 2 or not _is_int(head[1]):
-            raise InputError(f"{policy} needs last_bottom_layer (an integer) as the second token",
-                             file=file, where="line 1")
+            raise InputError(
+                f"{policy} needs last_bottom_layer (an integer) as the second token", file=file, where="line 1"
+            )
         last_bottom = int(head[1])
     if len(lines) < 2 or not _is_int(lines[1].strip()) or int(lines[1]) < 0:
         raise InputError("expected the layer count (a non-negative integer)", file=file, where="line 2")
@@ -123,20 +134,29 @@ def _layer(raw: str, number: int, file: str) -> Layer:
     cols = raw.split()
     where = f"line {number}"
     if len(cols) < 12:
-        raise InputError(f"layer line has {len(cols)} columns, needs 12 (name, reserved, then fwd/ig/wg "
-                         "time, comm type, comm size, then wg update time)", file=file, where=where)
+        raise InputError(
+            f"layer line has {len(cols)} columns, needs 12 (name, reserved, then fwd/ig/wg "
+            "time, comm type, comm size, then wg update time)",
+            file=file,
+            where=where,
+        )
     values = {}
     for col, what in _INT_COLUMNS.items():
         if not _is_int(cols[col]) or not 0 <= int(cols[col]) <= _MAX:
-            raise InputError(f"column {col + 1} ({what}) must be a non-negative integer, got {cols[col]!r}",
-                             file=file, where=where)
+            raise InputError(
+                f"column {col + 1} ({what}) must be a non-negative integer, got {cols[col]!r}", file=file, where=where
+            )
         values[col] = int(cols[col])
     for col in (3, 6, 9):
         if cols[col] not in COMM_TYPES and cols[col] != NONE:
-            raise InputError(f"column {col + 1}: unknown comm type {cols[col]!r} (expected "
-                             f"{', '.join(COMM_TYPES)} or NONE)", file=file, where=where)
-    return Layer(cols[0], number, values[2], cols[3], values[4], values[5], cols[6], values[7],
-                 values[8], cols[9], values[10])
+            raise InputError(
+                f"column {col + 1}: unknown comm type {cols[col]!r} (expected {', '.join(COMM_TYPES)} or NONE)",
+                file=file,
+                where=where,
+            )
+    return Layer(
+        cols[0], number, values[2], cols[3], values[4], values[5], cols[6], values[7], values[8], cols[9], values[10]
+    )
 
 
 @dataclass
@@ -185,8 +205,12 @@ class _Emitter:
 
     def need(self, handle, what: str, line: int) -> object:
         if handle is None:
-            raise InputError(f"{self.wl.policy}: {what} does not exist at this point (upstream would crash or "
-                             "link to another NPU's node)", file=self.wl.path, where=f"line {line}")
+            raise InputError(
+                f"{self.wl.policy}: {what} does not exist at this point (upstream would crash or "
+                "link to another NPU's node)",
+                file=self.wl.path,
+                where=f"line {line}",
+            )
         return handle
 
 
@@ -226,8 +250,10 @@ def _model_like(e: _Emitter, layers: list[Layer], h: list[_Handles], wg_comm: bo
             ig = e.comp(layer, "BWD_IG", layer.ig_time, fwd_comm)
         else:
             above = h[i + 1]
-            what = f"layer {layers[i + 1].name}'s input-gradient collective (line 2 declares {declared} layers, " \
-                   f"{n} follow)"
+            what = (
+                f"layer {layers[i + 1].name}'s input-gradient collective (line 2 declares {declared} layers, "
+                f"{n} follow)"
+            )
             ig = e.comp(layer, "BWD_IG", layer.ig_time, above.wg_comp, e.need(above.ig_comm, what, 2))
         h[i].ig_comm = None  # never reuse a previous pass's node: upstream would crash there
         if idx != declared - 1:  # upstream counts with line 2's number, not the layer lines
@@ -243,8 +269,13 @@ def _dlrm(e: _Emitter, layers: list[Layer], h: list[_Handles]) -> None:
     for i, layer in enumerate(layers):
         deps = [h[i].wg_comm if h[i].wg_comm is not None else h[i].wg_comp, h[i - 1].fwd_comp if i else None]
         if i == lbl:
-            deps.append(e.need(h[0].fwd_comm, f"layer {layers[0].name}'s forward ALLTOALL (last_bottom_layer {lbl})",
-                               layers[0].line))
+            deps.append(
+                e.need(
+                    h[0].fwd_comm,
+                    f"layer {layers[0].name}'s forward ALLTOALL (last_bottom_layer {lbl})",
+                    layers[0].line,
+                )
+            )
         fwd = h[i].fwd_comp = e.comp(layer, "FWD", layer.fwd_time, *deps)
         if layer.fwd_comm == "ALLTOALL":
             h[i].fwd_comm = e.comm(layer.name, layer.fwd_comm, layer.fwd_size, fwd)
@@ -278,8 +309,15 @@ _POLICY = {
 }
 
 
-def convert_text(input_path: str | os.PathLike, npus: int, out_prefix: str | os.PathLike, num_passes: int = 1,
-                 skip_none: bool = False, *, allow_large: bool = False) -> list[Path]:
+def convert_text(
+    input_path: str | os.PathLike,
+    npus: int,
+    out_prefix: str | os.PathLike,
+    num_passes: int = 1,
+    skip_none: bool = False,
+    *,
+    allow_large: bool = False,
+) -> list[Path]:
     """Write ``PREFIX.<npu>.et`` for ``npus`` NPUs from an ASTRA-sim 1.0 text workload."""
     if npus < 1:
         raise InputError(f"need at least 1 NPU, got {npus}", where="--npus")
@@ -293,8 +331,12 @@ def convert_text(input_path: str | os.PathLike, npus: int, out_prefix: str | os.
     build = _POLICY[wl.policy]
     probe = _Emitter(wl, skip_none)  # one pass of one NPU sizes the whole job (a scratch emitter: ids go on)
     build(probe, wl.layers, [_Handles() for _ in wl.layers])
-    check_output(npus, npus * num_passes * len(probe.nodes), "--npus" if npus >= num_passes else "--passes",
-                 allow_large=allow_large)
+    check_output(
+        npus,
+        npus * num_passes * len(probe.nodes),
+        "--npus" if npus >= num_passes else "--passes",
+        allow_large=allow_large,
+    )
     emitter = _Emitter(wl, skip_none)
     nodes_per_npu: list[list] = []
     for _ in range(npus):

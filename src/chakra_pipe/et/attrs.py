@@ -36,10 +36,21 @@ CANONICAL_KINDS: dict[str, str] = {
     "op_schema": "string_val",
 }
 
-INT_KINDS = frozenset({
-    "int32_val", "int64_val", "uint32_val", "uint64_val", "sint32_val", "sint64_val",
-    "fixed32_val", "fixed64_val", "sfixed32_val", "sfixed64_val", "bool_val",
-})
+INT_KINDS = frozenset(
+    {
+        "int32_val",
+        "int64_val",
+        "uint32_val",
+        "uint64_val",
+        "sint32_val",
+        "sint64_val",
+        "fixed32_val",
+        "fixed64_val",
+        "sfixed32_val",
+        "sfixed64_val",
+        "bool_val",
+    }
+)
 # Oneof field number of each member, e.g. KIND_NUMBER["int64_val"] == 9.
 KIND_NUMBER: dict[str, int] = {
     f.name: f.number for f in schema.AttributeProto.DESCRIPTOR.oneofs_by_name["value"].fields

@@ -9,16 +9,21 @@ from ..aliases import path_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("jsonize", help="write a .et trace as one lossless JSON document",
-                       description="Write IN.et as {\"metadata\": ..., \"nodes\": [...]}; "
-                                   "dejsonize reverses it byte for byte.")
+    p = sub.add_parser(
+        "jsonize",
+        help="write a .et trace as one lossless JSON document",
+        description='Write IN.et as {"metadata": ..., "nodes": [...]}; dejsonize reverses it byte for byte.',
+    )
     path_argument(p, "input", "IN.et", ("--input_filename", "--input-filename", "--input"), "trace to read")
     path_argument(p, "output", "OUT.json", ("--output_filename", "--output-filename", "--output"), "JSON to write")
     p.add_argument("--indent", type=int, default=None, help="pretty-print each node with this indent")
     p.set_defaults(func=_jsonize)
 
-    p = sub.add_parser("dejsonize", help="write a chakra-pipe JSON trace back as .et",
-                       description="Inverse of jsonize; OUT ending in .gz is gzip-compressed.")
+    p = sub.add_parser(
+        "dejsonize",
+        help="write a chakra-pipe JSON trace back as .et",
+        description="Inverse of jsonize; OUT ending in .gz is gzip-compressed.",
+    )
     path_argument(p, "input", "IN.json", ("--input_filename", "--input-filename", "--input"), "JSON to read")
     path_argument(p, "output", "OUT.et", ("--output_filename", "--output-filename", "--output"), "trace to write")
     p.set_defaults(func=_dejsonize)

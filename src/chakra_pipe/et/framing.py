@@ -43,12 +43,12 @@ def read_padded(path: str | os.PathLike, pad: int):
         if isinstance(f, BoundedGzip):
             data = f.read()
             arr = np.zeros(len(data) + pad, dtype=np.uint8)
-            arr[:len(data)] = np.frombuffer(data, dtype=np.uint8)
+            arr[: len(data)] = np.frombuffer(data, dtype=np.uint8)
             return arr, len(data)
         size = os.fstat(f.fileno()).st_size
         arr = np.zeros(size + pad, dtype=np.uint8)
         try:
-            got = f.readinto(memoryview(arr)[:size])
+            got = f.readinto(memoryview(arr)[:size])  # type: ignore[attr-defined, arg-type]
         except OSError as exc:
             raise TraceFormatError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
         return arr, got
@@ -124,8 +124,9 @@ def _scan(buf: bytes, file: str) -> tuple[list[int], list[int]]:
                 if pos >= n:
                     raise TraceFormatError("truncated length prefix", file=file, where=f"byte {offset}")
                 if pos - offset >= MAX_LENGTH_BYTES:
-                    raise TraceFormatError("length prefix longer than 5 bytes (not a Chakra trace?)",
-                                           file=file, where=f"byte {offset}")
+                    raise TraceFormatError(
+                        "length prefix longer than 5 bytes (not a Chakra trace?)", file=file, where=f"byte {offset}"
+                    )
                 b = buf[pos]
                 pos += 1
                 length |= (b & 0x7F) << shift
@@ -133,11 +134,17 @@ def _scan(buf: bytes, file: str) -> tuple[list[int], list[int]]:
                 if b < 0x80:
                     break
         if length > n - pos:
-            raise TraceFormatError(f"record length {length} exceeds the {n - pos} bytes left (truncated file?)",
-                                   file=file, where=f"byte {offset}")
+            raise TraceFormatError(
+                f"record length {length} exceeds the {n - pos} bytes left (truncated file?)",
+                file=file,
+                where=f"byte {offset}",
+            )
         if length == 0 and starts:
-            raise TraceFormatError("zero-length node record (Chakra's Python and C++ readers disagree on it)",
-                                   file=file, where=f"byte {offset}")
+            raise TraceFormatError(
+                "zero-length node record (Chakra's Python and C++ readers disagree on it)",
+                file=file,
+                where=f"byte {offset}",
+            )
         starts.append(pos)
         lengths.append(length)
         pos += length
@@ -152,15 +159,18 @@ def _check_known(msg, file: str, offset: int, what: str) -> None:
     if len(unknown):
         raise TraceFormatError(
             f"{what} has unknown field {unknown[0].field_number} (not a Chakra trace, or a pre-2023 proto2 trace)",
-            file=file, where=f"byte {offset}")
+            file=file,
+            where=f"byte {offset}",
+        )
 
 
 def parse_metadata(payload: bytes, file: str = "<bytes>", offset: int = 0):
     try:
         md = schema.GlobalMetadata.FromString(payload)
     except DecodeError as exc:
-        raise TraceFormatError(f"GlobalMetadata does not parse: {exc} (not a Chakra trace?)",
-                               file=file, where=f"byte {offset}") from None
+        raise TraceFormatError(
+            f"GlobalMetadata does not parse: {exc} (not a Chakra trace?)", file=file, where=f"byte {offset}"
+        ) from None
     _check_known(md, file, offset, "GlobalMetadata")
     for attr in md.attr:
         _check_known(attr, file, offset, "GlobalMetadata attribute")
@@ -185,8 +195,8 @@ class _Stream:
     def __init__(self, f: IO[bytes] | BoundedGzip, file: str):
         self.f, self.file = f, file
         self.buf = b""
-        self.pos = 0      # position inside buf
-        self.base = 0     # file offset of buf[0]
+        self.pos = 0  # position inside buf
+        self.base = 0  # file offset of buf[0]
         self.eof = False
 
     def _fill(self, need: int) -> bool:
@@ -199,7 +209,7 @@ class _Stream:
         have = len(self.buf) - self.pos
         if have >= need or self.eof:
             return have >= need
-        parts = [self.buf[self.pos:]]
+        parts: list[bytes | bytearray] = [self.buf[self.pos :]]
         while have < need:
             try:
                 chunk = self.f.read(_CHUNK)
@@ -231,16 +241,25 @@ class _Stream:
                 if b < 0x80:
                     break
                 if nbytes >= MAX_LENGTH_BYTES:
-                    raise TraceFormatError("length prefix longer than 5 bytes (not a Chakra trace?)",
-                                           file=self.file, where=f"byte {offset}")
+                    raise TraceFormatError(
+                        "length prefix longer than 5 bytes (not a Chakra trace?)",
+                        file=self.file,
+                        where=f"byte {offset}",
+                    )
             if length == 0 and not first:
-                raise TraceFormatError("zero-length node record (Chakra's Python and C++ readers disagree on it)",
-                                       file=self.file, where=f"byte {offset}")
+                raise TraceFormatError(
+                    "zero-length node record (Chakra's Python and C++ readers disagree on it)",
+                    file=self.file,
+                    where=f"byte {offset}",
+                )
             if not self._fill(length):
                 left = len(self.buf) - self.pos
-                raise TraceFormatError(f"record length {length} exceeds the {left} bytes left (truncated file?)",
-                                       file=self.file, where=f"byte {offset}")
-            payload = self.buf[self.pos:self.pos + length]
+                raise TraceFormatError(
+                    f"record length {length} exceeds the {left} bytes left (truncated file?)",
+                    file=self.file,
+                    where=f"byte {offset}",
+                )
+            payload = self.buf[self.pos : self.pos + length]
             self.pos += length
             first = False
             yield offset, payload
@@ -270,8 +289,9 @@ class TraceReader:
             return next(self._records)
         except TraceFormatError as exc:
             if exc.where == "byte 0":
-                raise TraceFormatError(exc.what + _first_record_hint(self._head), file=self.path,
-                                       where="byte 0") from None
+                raise TraceFormatError(
+                    exc.what + _first_record_hint(self._head), file=self.path, where="byte 0"
+                ) from None
             raise
 
     def __iter__(self) -> Iterator[tuple[int, object]]:
@@ -320,8 +340,12 @@ def write_trace(path: str | os.PathLike, metadata, nodes: Iterable) -> int:
         for node in nodes:
             data = node.SerializeToString()
             if not data:
-                raise InputError("refusing to write an all-default node: it would be a zero-length record "
-                                 "that Chakra's readers disagree on", file=str(path), where=f"node #{count}")
+                raise InputError(
+                    "refusing to write an all-default node: it would be a zero-length record "
+                    "that Chakra's readers disagree on",
+                    file=str(path),
+                    where=f"node #{count}",
+                )
             append(varint(len(data)))
             append(data)
             count += 1

@@ -22,8 +22,18 @@ from . import schema
 from .framing import encode_varint, parse_metadata, parse_node, read_padded, scan_records
 
 # Integer-valued attributes kept as columns: value (int64) + kind (oneof field number, 0 = absent).
-INT_ATTRS = ("is_cpu_op", "num_ops", "tensor_size", "tensor_loc", "comm_type", "comm_size",
-             "comm_src", "comm_dst", "comm_tag", "comm_priority")
+INT_ATTRS = (
+    "is_cpu_op",
+    "num_ops",
+    "tensor_size",
+    "tensor_loc",
+    "comm_type",
+    "comm_size",
+    "comm_src",
+    "comm_dst",
+    "comm_tag",
+    "comm_priority",
+)
 STR_ATTRS = ("pg_name",)
 LIST_ATTRS = ("involved_dim",)
 _KNOWN = INT_ATTRS + STR_ATTRS + LIST_ATTRS
@@ -90,7 +100,7 @@ class TraceGraph:
     # -- per-node access -------------------------------------------------------------------
     def name(self, i: int) -> str:
         s = int(self.name_start[i])
-        return bytes(self.buf[s:s + int(self.name_len[i])]).decode("utf-8")
+        return bytes(self.buf[s : s + int(self.name_len[i])]).decode("utf-8")
 
     def node(self, i: int):
         """The full protobuf ``Node`` of record ``i`` (decoded on demand)."""
@@ -135,10 +145,10 @@ class TraceGraph:
 
     # -- dependencies ----------------------------------------------------------------------
     def data_deps(self, i: int) -> np.ndarray:
-        return self.data_ids[self.data_ptr[i]:self.data_ptr[i + 1]]
+        return self.data_ids[self.data_ptr[i] : self.data_ptr[i + 1]]
 
     def ctrl_deps(self, i: int) -> np.ndarray:
-        return self.ctrl_ids[self.ctrl_ptr[i]:self.ctrl_ptr[i + 1]]
+        return self.ctrl_ids[self.ctrl_ptr[i] : self.ctrl_ptr[i + 1]]
 
     def index_of(self, ids: np.ndarray | int) -> np.ndarray:
         """Record index of each id (-1 where the id is not in the file); first record wins."""
@@ -173,14 +183,14 @@ def load_graph(path: str | os.PathLike) -> TraceGraph:
 
 def graph_from_bytes(buf: bytes, path: str = "<bytes>") -> TraceGraph:
     arr = np.zeros(len(buf) + _PAD, dtype=np.uint8)
-    arr[:len(buf)] = np.frombuffer(buf, dtype=np.uint8)
+    arr[: len(buf)] = np.frombuffer(buf, dtype=np.uint8)
     return _graph(arr, len(buf), path)
 
 
 def _graph(arr: np.ndarray, size: int, path: str) -> TraceGraph:
     buf = memoryview(arr)[:size]  # type: ignore[arg-type]
     starts, lengths = scan_records(buf, path)  # type: ignore[arg-type]
-    metadata = parse_metadata(buf[starts[0]:starts[0] + lengths[0]], path, 0)  # type: ignore[arg-type]
+    metadata = parse_metadata(buf[starts[0] : starts[0] + lengths[0]], path, 0)  # type: ignore[arg-type]
     rec_start = np.array(starts[1:], dtype=np.int64)
     rec_len = np.array(lengths[1:], dtype=np.int64)
     return _Decoder(buf, arr, path, metadata, rec_start, rec_len).run()
@@ -291,11 +301,24 @@ class _Decoder:
         else:
             deps = {f: (_ptr(counts), values) for f, (counts, values) in deps.items()}
         return TraceGraph(
-            path=self.path, metadata=self.metadata, buf=self.buf, rec_start=self.rec_start,
-            rec_len=self.rec_len, ids=self.ids, types=np.clip(self.types, -1, 127).astype(np.int8),
-            duration_micros=self.dur, start_time_micros=self.start, name_start=self.name_start,
-            name_len=self.name_len, ctrl_ptr=deps[4][0], ctrl_ids=deps[4][1], data_ptr=deps[5][0],
-            data_ids=deps[5][1], attr_parts=attrs, slow=self.slow)
+            path=self.path,
+            metadata=self.metadata,
+            buf=self.buf,
+            rec_start=self.rec_start,
+            rec_len=self.rec_len,
+            ids=self.ids,
+            types=np.clip(self.types, -1, 127).astype(np.int8),
+            duration_micros=self.dur,
+            start_time_micros=self.start,
+            name_start=self.name_start,
+            name_len=self.name_len,
+            ctrl_ptr=deps[4][0],
+            ctrl_ids=deps[4][1],
+            data_ptr=deps[5][0],
+            data_ids=deps[5][1],
+            attr_parts=attrs,
+            slow=self.slow,
+        )
 
     # -- node fields -----------------------------------------------------------------------
     def _walk_nodes(self) -> None:
@@ -319,9 +342,13 @@ class _Decoder:
             val, nb = _varints(arr, pa + 1)
             is_len = wt == 2
             newp = pa + 1 + nb + np.where(is_len, val.astype(np.int64), 0)
-            valid = ((_NODE_WT[fnum] == wt) & (nb > 0) & (newp <= end[active])
-                     & (~is_len | (val < _U64(1 << 40)))
-                     & ((fnum == 10) | ((seen[active] & bit) == 0)))
+            valid = (
+                (_NODE_WT[fnum] == wt)
+                & (nb > 0)
+                & (newp <= end[active])
+                & (~is_len | (val < _U64(1 << 40)))
+                & ((fnum == 10) | ((seen[active] & bit) == 0))
+            )
             self.slow[active[~valid]] = True
             a, f, v, s = active[valid], fnum[valid], val[valid], (pa + 1 + nb)[valid]
             seen[a] |= bit[valid]
@@ -450,11 +477,11 @@ class _Decoder:
         values, counts, ok = _packed_varints(self.arr, starts, np.where(slow2, 0, lens))
         if not ok.all():
             bad = ~ok
-            self.slow[bad[:self.n] | bad[self.n:]] = True
+            self.slow[bad[: self.n] | bad[self.n :]] = True
             slow2 = np.concatenate([self.slow, self.slow])
             values, counts, ok = _packed_varints(self.arr, starts, np.where(slow2, 0, lens))
-        n_ctrl = int(counts[:self.n].sum())
-        return {4: (counts[:self.n], values[:n_ctrl]), 5: (counts[self.n:], values[n_ctrl:])}
+        n_ctrl = int(counts[: self.n].sum())
+        return {4: (counts[: self.n], values[:n_ctrl]), 5: (counts[self.n :], values[n_ctrl:])}
 
     def _finish_slow(self, slow: np.ndarray, deps):
         """Decode the unusual records with the protobuf runtime and splice them in."""
@@ -480,7 +507,7 @@ class _Decoder:
                 rel = np.arange(int(fc.sum())) - np.repeat(np.cumsum(fc) - fc, fc)
                 ids[np.repeat(ptr[fast], fc) + rel] = fast_vals
             for i, lst in lists[fnum].items():
-                ids[ptr[i]:ptr[i + 1]] = lst
+                ids[ptr[i] : ptr[i + 1]] = lst
             out[fnum] = (ptr, ids)
         return out
 
@@ -491,14 +518,14 @@ class _Decoder:
         """Locate the name bytes of a slow node inside the buffer (names are kept as spans)."""
         raw = node.name.encode("utf-8")
         s = int(self.rec_start[i])
-        pos = bytes(self.buf[s:s + int(self.rec_len[i])]).find(raw) if raw else 0
+        pos = bytes(self.buf[s : s + int(self.rec_len[i])]).find(raw) if raw else 0
         self.name_start[i], self.name_len[i] = s + max(pos, 0), len(raw)
 
 
 def _parse_record(buf, path: str, start: int, length: int):
     """Strictly decode one node record; errors name the offset of its length prefix, as the
     framing reader does, so a bad record has one address whichever path finds it."""
-    return parse_node(buf[start:start + length], path, start - len(encode_varint(length)))
+    return parse_node(buf[start : start + length], path, start - len(encode_varint(length)))
 
 
 def _ptr(counts: np.ndarray) -> np.ndarray:
@@ -593,8 +620,14 @@ def _int_value(kind: np.ndarray, raw: np.ndarray) -> np.ndarray:
     zig32 = (low >> 1) ^ -(low & 1)
     as64 = raw.view(np.int64)
     out = np.zeros(len(kind), dtype=np.int64)
-    for nums, values in (((7, 23), s32), ((9, 13, 21, 25), as64), ((11, 19), low),
-                         ((15,), zig32), ((17,), zig), ((27,), (raw != 0).astype(np.int64))):
+    for nums, values in (
+        ((7, 23), s32),
+        ((9, 13, 21, 25), as64),
+        ((11, 19), low),
+        ((15,), zig32),
+        ((17,), zig),
+        ((27,), (raw != 0).astype(np.int64)),
+    ):
         m = _kind_table(nums)[kind]
         out[m] = values[m]
     return out
@@ -634,8 +667,9 @@ class _AttrParts:
         z = lambda dt=np.int64: np.zeros(m, dtype=dt)  # noqa: E731
         return cls(np.ones(m, dtype=bool), z(), z(), z(), z(_U64), z(), z())
 
-    def _value(self, arr: np.ndarray, rows: np.ndarray, q: np.ndarray, fnum: np.ndarray, wt: np.ndarray,
-               end: np.ndarray) -> np.ndarray:
+    def _value(
+        self, arr: np.ndarray, rows: np.ndarray, q: np.ndarray, fnum: np.ndarray, wt: np.ndarray, end: np.ndarray
+    ) -> np.ndarray:
         """Decode the oneof value starting at ``q``; returns the position after it."""
         val, nb = _varints(arr, q)
         is_len = wt == 2
@@ -667,8 +701,15 @@ class _AttrParts:
         tag = np.where(two, (tb & 0x7F) | (arr[vt + 1].astype(np.int64) << 7), tb)
         fnum, wt = tag >> 3, tag & 7
         fclip = np.minimum(fnum, 32)
-        parts.ok = ((arr[s] == 0x0A) & (nl < 0x80) & (vt < end) & (fnum >= 3) & (fnum <= 32)
-                    & (_ATTR_WT[fclip] == wt) & (~two | (arr[vt + 1] < 0x80)))
+        parts.ok = (
+            (arr[s] == 0x0A)
+            & (nl < 0x80)
+            & (vt < end)
+            & (fnum >= 3)
+            & (fnum <= 32)
+            & (_ATTR_WT[fclip] == wt)
+            & (~two | (arr[vt + 1] < 0x80))
+        )
         parts.name_s, parts.name_l = s + 2, nl
         rows = np.arange(m)
         newp = parts._value(arr, rows, vt + 1 + two, fnum, wt, end)
@@ -699,7 +740,8 @@ def _known_by_len() -> dict[int, list[tuple[int, np.uint64, np.uint64]]]:
     for i, name in enumerate(_KNOWN):
         raw = name.encode()
         table.setdefault(len(raw), []).append(
-            (i, _U64(int.from_bytes(raw[:8], "little")), _U64(int.from_bytes(raw[-8:], "little"))))
+            (i, _U64(int.from_bytes(raw[:8], "little")), _U64(int.from_bytes(raw[-8:], "little")))
+        )
     return table
 
 
@@ -720,13 +762,14 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
     Records the load flagged as unusual (``slow``) are read through the protobuf runtime instead.
     """
     n = len(g)
-    cols = _AttrColumns({k: np.zeros(n, dtype=np.int64) for k in INT_ATTRS},
-                        {k: np.zeros(n, dtype=np.uint8) for k in _KNOWN}, {}, {})
+    cols = _AttrColumns(
+        {k: np.zeros(n, dtype=np.int64) for k in INT_ATTRS}, {k: np.zeros(n, dtype=np.uint8) for k in _KNOWN}, {}, {}
+    )
     node, parts = g.attr_parts
     slow = g.slow
     if len(node):
         arr = g.buf.obj  # the zero-padded array the buffer views
-        code = _name_codes(arr, parts.name_s, parts.name_l, parts.ok & ~slow[node])
+        code = _name_codes(arr, parts.name_s, parts.name_l, parts.ok & ~slow[node])  # type: ignore[arg-type]
         for i, name in enumerate(_KNOWN):
             sel = np.flatnonzero(code == i)
             if not len(sel):
@@ -739,11 +782,11 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
             target = cols.pg_name if name == "pg_name" else cols.involved_dim
             wanted = 29 if name == "pg_name" else 28
             for j in sel:
-                payload = bytes(g.buf[parts.span_s[j]:parts.span_s[j] + parts.span_l[j]])
+                payload = bytes(g.buf[parts.span_s[j] : parts.span_s[j] + parts.span_l[j]])
                 if parts.kind[j] != wanted:
                     target.pop(int(node[j]), None)
                 elif name == "pg_name":
-                    target[int(node[j])] = payload.decode("ascii")  # checked at load time
+                    target[int(node[j])] = payload.decode("ascii")  # type: ignore[assignment]  # ASCII: checked at load
                 else:
                     target[int(node[j])] = _bool_list(payload)  # type: ignore[assignment]
     for i in map(int, np.flatnonzero(slow)):

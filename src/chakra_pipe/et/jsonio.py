@@ -125,8 +125,11 @@ def _from_json_scalar(kind: str, value: Any, loc: _Where, where: str) -> Any:
             raise TypeError
         return value
     except OverflowError:
-        raise loc.fail(where, f"value {value!r} overflows a {'32-bit float' if kind.startswith('float') else 'double'}"
-                              " (it would read as infinity)") from None
+        raise loc.fail(
+            where,
+            f"value {value!r} overflows a {'32-bit float' if kind.startswith('float') else 'double'}"
+            " (it would read as infinity)",
+        ) from None
     except (TypeError, ValueError):
         raise loc.fail(where, f"value {value!r} is not a valid {kind}") from None
 
@@ -148,7 +151,8 @@ def attr_from_json(obj: Any, loc: _Where, where: str):
             if not isinstance(value, list):
                 raise loc.fail(where + ".value", f"{kind} value must be a list")
             getattr(attr, kind).values.extend(
-                _from_json_scalar(kind, v, loc, f"{where}.value[{i}]") for i, v in enumerate(value))
+                _from_json_scalar(kind, v, loc, f"{where}.value[{i}]") for i, v in enumerate(value)
+            )
             if not value:
                 getattr(attr, kind).SetInParent()
         else:
@@ -160,8 +164,7 @@ def attr_from_json(obj: Any, loc: _Where, where: str):
 
 def _uint_list(obj: dict, key: str, loc: _Where, where: str) -> list[int]:
     value = obj.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                                 for v in value):
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
         raise loc.fail(f"{where}.{key}", "must be a list of non-negative integers")
     return value
 
@@ -222,4 +225,3 @@ def dejsonize(src: str | os.PathLike, dst: str | os.PathLike) -> int:
     """Write the JSON trace ``src`` as ``.et`` at ``dst``; returns the node count."""
     md, nodes = load_json(src)
     return write_trace(dst, md, nodes)
-

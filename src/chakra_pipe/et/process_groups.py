@@ -34,11 +34,14 @@ def parse_process_groups(values: str) -> tuple[dict[str, list[int]], str]:
         if not isinstance(entry, dict) or not isinstance(entry.get("pg_name"), str):
             return {}, f"process group #{k} has no string pg_name"
         if not entry["pg_name"].isdigit():
-            return {}, (f"process group pg_name {entry['pg_name']!r} is not an integer (ASTRA-sim numbers "
-                        "METADATA groups pg_name + 1)")
+            return {}, (
+                f"process group pg_name {entry['pg_name']!r} is not an integer (ASTRA-sim numbers "
+                "METADATA groups pg_name + 1)"
+            )
         ranks = entry.get("ranks")
-        if not (isinstance(ranks, list) and all(isinstance(r, int) and not isinstance(r, bool) and r >= 0
-                                                for r in ranks)):
+        if not (
+            isinstance(ranks, list) and all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks)
+        ):
             return {}, f"process group {entry['pg_name']!r} has no list of non-negative integer ranks"
         if groups.setdefault(entry["pg_name"], list(ranks)) != list(ranks):
             return {}, f"process group {entry['pg_name']!r} is listed twice with different ranks"

@@ -17,11 +17,21 @@ PROTO_FILE = "et_def.proto"
 
 _F = descriptor_pb2.FieldDescriptorProto
 _SCALARS = {
-    "double": _F.TYPE_DOUBLE, "float": _F.TYPE_FLOAT, "int32": _F.TYPE_INT32,
-    "int64": _F.TYPE_INT64, "uint32": _F.TYPE_UINT32, "uint64": _F.TYPE_UINT64,
-    "sint32": _F.TYPE_SINT32, "sint64": _F.TYPE_SINT64, "fixed32": _F.TYPE_FIXED32,
-    "fixed64": _F.TYPE_FIXED64, "sfixed32": _F.TYPE_SFIXED32, "sfixed64": _F.TYPE_SFIXED64,
-    "bool": _F.TYPE_BOOL, "string": _F.TYPE_STRING, "bytes": _F.TYPE_BYTES,
+    "double": _F.TYPE_DOUBLE,
+    "float": _F.TYPE_FLOAT,
+    "int32": _F.TYPE_INT32,
+    "int64": _F.TYPE_INT64,
+    "uint32": _F.TYPE_UINT32,
+    "uint64": _F.TYPE_UINT64,
+    "sint32": _F.TYPE_SINT32,
+    "sint64": _F.TYPE_SINT64,
+    "fixed32": _F.TYPE_FIXED32,
+    "fixed64": _F.TYPE_FIXED64,
+    "sfixed32": _F.TYPE_SFIXED32,
+    "sfixed64": _F.TYPE_SFIXED64,
+    "bool": _F.TYPE_BOOL,
+    "string": _F.TYPE_STRING,
+    "bytes": _F.TYPE_BYTES,
 }
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|\"[^\"]*\"|[{}=;]")
 
@@ -114,8 +124,10 @@ def _build():
     fd = parse_proto(proto_text())
     pool = descriptor_pool.DescriptorPool()
     file_desc = pool.Add(fd)
-    classes = {name: message_factory.GetMessageClass(file_desc.message_types_by_name[name])
-               for name in file_desc.message_types_by_name}
+    classes = {
+        name: message_factory.GetMessageClass(file_desc.message_types_by_name[name])
+        for name in file_desc.message_types_by_name
+    }
     return file_desc, classes
 
 

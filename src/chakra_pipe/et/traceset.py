@@ -30,8 +30,9 @@ def find_rank_files(prefix: str | os.PathLike) -> dict[int, Path]:
     folder = Path(prefix).parent
     pattern = re.compile(re.escape(Path(prefix).name) + r"\.(\d+)\.et$")
     try:
-        return {int(m.group(1)): folder / name for name in sorted(os.listdir(folder or "."))
-                if (m := pattern.match(name))}
+        return {
+            int(m.group(1)): folder / name for name in sorted(os.listdir(folder or ".")) if (m := pattern.match(name))
+        }
     except OSError as exc:
         raise InputError(f"cannot list trace folder: {exc.strerror}", file=prefix) from None
 
@@ -66,8 +67,11 @@ def rank_files(prefix: str | os.PathLike) -> list[Path]:
         raise InputError(f"no rank files {stem}.<rank>.et found in {folder}", file=str(prefix))
     gaps = missing_ranks(found)
     if gaps:
-        raise InputError(f"rank set has gaps: missing {stem}.{gaps[0][0]}.et ({describe_ranges(gaps)} missing "
-                         f"below the highest rank {max(found)}; a stray file?)", file=str(prefix))
+        raise InputError(
+            f"rank set has gaps: missing {stem}.{gaps[0][0]}.et ({describe_ranges(gaps)} missing "
+            f"below the highest rank {max(found)}; a stray file?)",
+            file=str(prefix),
+        )
     return [found[r] for r in range(len(found))]
 
 
@@ -106,15 +110,21 @@ def load_comm_groups(path: str | os.PathLike) -> dict[int, list[int]]:
     """Parse an ASTRA-sim comm-group JSON: ``{"<id>": [npu, …]}`` with integer ids > 0."""
     raw = read_json(path)
     if not isinstance(raw, dict):
-        raise InputError("expected an object {\"<group id>\": [npu, ...]}", file=str(path))
+        raise InputError('expected an object {"<group id>": [npu, ...]}', file=str(path))
     groups: dict[int, list[int]] = {}
     for key, members in raw.items():
         # ASTRA-sim reads ids with std::stoi: optional blanks and '+', ASCII digits, an int > 0.
         if not (isinstance(key, str) and _GROUP_ID.fullmatch(key) and 0 < int(key) < 2**31):
-            raise InputError(f"group id {str(key)[:40]!r} is not an integer > 0 (and below 2^31: ASTRA-sim "
-                             "reads an int)", file=str(path), where=f"key {str(key)[:40]!r}")
-        if not (isinstance(members, list) and members and all(isinstance(m, int) and not isinstance(m, bool)
-                                                               and m >= 0 for m in members)):
+            raise InputError(
+                f"group id {str(key)[:40]!r} is not an integer > 0 (and below 2^31: ASTRA-sim reads an int)",
+                file=str(path),
+                where=f"key {str(key)[:40]!r}",
+            )
+        if not (
+            isinstance(members, list)
+            and members
+            and all(isinstance(m, int) and not isinstance(m, bool) and m >= 0 for m in members)
+        ):
             raise InputError("members must be a non-empty list of NPU ids", file=str(path), where=f"key {key!r}")
         if len(set(members)) != len(members):
             raise InputError("an NPU is listed twice", file=str(path), where=f"key {key!r}")

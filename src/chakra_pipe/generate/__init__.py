@@ -13,11 +13,18 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "COLLECTIVES": "collective", "CollectiveSpec": "collective", "generate_collective": "collective",
+    "COLLECTIVES": "collective",
+    "CollectiveSpec": "collective",
+    "generate_collective": "collective",
     "Layout": "layout",
-    "GeneratedSet": "llm", "TrainingSpec": "llm", "generate_llm": "llm",
-    "PRESETS": "models", "ModelSpec": "models", "resolve_model": "models",
-    "parse_size": "sizes", "size_label": "sizes",
+    "GeneratedSet": "llm",
+    "TrainingSpec": "llm",
+    "generate_llm": "llm",
+    "PRESETS": "models",
+    "ModelSpec": "models",
+    "resolve_model": "models",
+    "parse_size": "sizes",
+    "size_label": "sizes",
 }
 __all__ = sorted(_EXPORTS)
 

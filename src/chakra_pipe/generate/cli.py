@@ -11,17 +11,26 @@ from ..errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    gen = sub.add_parser("generate", help="write synthetic Chakra rank sets (collectives, LLM training steps)",
-                         description="Write synthetic Chakra rank sets PREFIX.<rank>.et.")
+    gen = sub.add_parser(
+        "generate",
+        help="write synthetic Chakra rank sets (collectives, LLM training steps)",
+        description="Write synthetic Chakra rank sets PREFIX.<rank>.et.",
+    )
     verbs = gen.add_subparsers(dest="generate_command", metavar="KIND", required=True)
 
     p = verbs.add_parser("collective", help="one collective per rank, laid out like ASTRA-sim's microbenchmarks")
-    p.add_argument("--type", required=True, dest="collective",
-                   choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"])
+    p.add_argument(
+        "--type",
+        required=True,
+        dest="collective",
+        choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"],
+    )
     p.add_argument("--npus", required=True, type=int)
-    p.add_argument("--size", required=True,
-                   help="comm_size: bytes or 64KiB/1MiB/1MB (MB = 1,048,576 as ASTRA-sim uses); "
-                        "all_gather: per-rank input")
+    p.add_argument(
+        "--size",
+        required=True,
+        help="comm_size: bytes or 64KiB/1MiB/1MB (MB = 1,048,576 as ASTRA-sim uses); all_gather: per-rank input",
+    )
     p.add_argument("--iterations", type=int, default=1, help="collectives per rank, chained (default 1)")
     p.add_argument("--out", required=True, help="output prefix: writes PREFIX.<rank>.et")
     p.add_argument("--allow-large", action="store_true", help="lift the output-size limits (README: Output limits)")
@@ -29,10 +38,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = verbs.add_parser("llm", help="one Megatron-style training step (TP, 1F1B PP, DP, EP)")
     from .models import DTYPE_BYTES, PRESETS
+
     p.add_argument("--model", required=True, choices=sorted(PRESETS))
-    for key, text in (("layers", "transformer layers"), ("hidden", "hidden size"), ("heads", "attention heads"),
-                      ("ffn", "MLP inner size (per expert)"), ("vocab", "vocabulary size"),
-                      ("experts", "MoE experts (0 = dense)"), ("seq", "sequence length")):
+    for key, text in (
+        ("layers", "transformer layers"),
+        ("hidden", "hidden size"),
+        ("heads", "attention heads"),
+        ("ffn", "MLP inner size (per expert)"),
+        ("vocab", "vocabulary size"),
+        ("experts", "MoE experts (0 = dense)"),
+        ("seq", "sequence length"),
+    ):
         p.add_argument(f"--{key}", type=int, help=f"{text} (overrides the preset)")
     p.add_argument("--dp", type=int, default=1, help="data-parallel degree (default 1)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
@@ -41,15 +57,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--microbatches", type=int, help="microbatches per step (default: pp)")
     p.add_argument("--global-batch", type=int, help="sequences per step (default: dp × microbatches)")
     p.add_argument("--dtype", default="bf16", choices=sorted(DTYPE_BYTES))
-    p.add_argument("--zero", type=int, default=0, choices=[0, 1],
-                   help="1: gradient reduce-scatter + parameter all-gather instead of all-reduce")
+    p.add_argument(
+        "--zero",
+        type=int,
+        default=0,
+        choices=[0, 1],
+        help="1: gradient reduce-scatter + parameter all-gather instead of all-reduce",
+    )
     p.add_argument("--peak-tflops", type=float, default=989.0, help="device peak, TFLOP/s (default 989, H100)")
     p.add_argument("--mem-bw", type=float, default=3350.0, help="device memory bandwidth, GB/s (default 3350)")
-    p.add_argument("--recompute", action="store_true",
-                   help="full activation recomputation: each layer's forward re-runs before its backward")
+    p.add_argument(
+        "--recompute",
+        action="store_true",
+        help="full activation recomputation: each layer's forward re-runs before its backward",
+    )
     p.add_argument("--bucket-mb", type=float, default=25.0, help="gradient bucket cap, MiB (default 25)")
-    p.add_argument("--no-metadata-node", action="store_true",
-                   help="omit the per-rank process-group METADATA node (groups stay in PREFIX.comm_groups.json)")
+    p.add_argument(
+        "--no-metadata-node",
+        action="store_true",
+        help="omit the per-rank process-group METADATA node (groups stay in PREFIX.comm_groups.json)",
+    )
     p.add_argument("--out", required=True, help="output prefix: writes PREFIX.<rank>.et and PREFIX.comm_groups.json")
     p.add_argument("--allow-large", action="store_true", help="lift the output-size limits (README: Output limits)")
     p.set_defaults(func=_llm, prepare=_llm_spec)
@@ -99,8 +126,9 @@ def _llm_spec(args: argparse.Namespace):
 
     degrees = {"--dp": args.dp, "--tp": args.tp, "--pp": args.pp}
     if min(degrees.values()) >= 1:  # before Layout numbers its groups, which is O(world)
-        check_output(args.dp * args.tp * args.pp, 0, max(degrees, key=degrees.__getitem__),
-                     allow_large=args.allow_large)
+        check_output(
+            args.dp * args.tp * args.pp, 0, max(degrees, key=degrees.__getitem__), allow_large=args.allow_large
+        )
     opts = {k: getattr(args, k) for k in LLM_FLAGS}
     opts["no_metadata_node"] = args.no_metadata_node
     model, spec = resolve_llm({k: v for k, v in opts.items() if v is not None})
@@ -113,6 +141,8 @@ def _llm(args: argparse.Namespace) -> int:
 
     model, spec = _llm_spec(args)
     result = generate_llm(model, spec, args.out, allow_large=args.allow_large)
-    print(f"wrote {len(result.files)} rank files {args.out}.<rank>.et and {result.comm_groups_file}: "
-          f"{result.nodes} nodes, {result.bytes} bytes, {result.flops:.6g} FLOPs")
+    print(
+        f"wrote {len(result.files)} rank files {args.out}.<rank>.et and {result.comm_groups_file}: "
+        f"{result.nodes} nodes, {result.bytes} bytes, {result.flops:.6g} FLOPs"
+    )
     return 0

@@ -44,15 +44,17 @@ class CollectiveSpec:
 
     def __post_init__(self) -> None:
         if self.collective not in COLLECTIVES:
-            raise InputError(f"unknown collective {self.collective!r} (choose from {', '.join(COLLECTIVES)})",
-                             where="--type")
+            raise InputError(
+                f"unknown collective {self.collective!r} (choose from {', '.join(COLLECTIVES)})", where="--type"
+            )
         if self.npus < 1:
             raise InputError(f"need at least 1 NPU, got {self.npus}", where="--npus")
         if not 0 <= self.size <= INT64_MAX:
             raise InputError(f"size {self.size} out of the int64 range", where="--size")
         if self.size == 0 and self.collective == "all_gather":
-            raise InputError("a 0-byte all_gather cannot be simulated (ASTRA-sim divides by zero chunking it)",
-                             where="--size")
+            raise InputError(
+                "a 0-byte all_gather cannot be simulated (ASTRA-sim divides by zero chunking it)", where="--size"
+            )
         if self.iterations < 1:
             raise InputError(f"need at least 1 iteration, got {self.iterations}", where="--iterations")
 
@@ -64,8 +66,11 @@ class CollectiveSpec:
         """The rank's nodes: the collective repeated ``iterations`` times, each after the previous."""
         out: list = []
         for k in range(self.iterations):
-            node = schema.Node(id=k * self.npus + rank, type=schema.COMM_COLL_NODE,
-                               name=self.name if self.iterations == 1 else f"{self.name}_{k}")
+            node = schema.Node(
+                id=k * self.npus + rank,
+                type=schema.COMM_COLL_NODE,
+                name=self.name if self.iterations == 1 else f"{self.name}_{k}",
+            )
             if k:
                 node.data_deps.append(out[-1].id)
             set_attr(node, "is_cpu_op", False)
@@ -75,10 +80,16 @@ class CollectiveSpec:
         return out
 
 
-def generate_collective(spec: CollectiveSpec, out_prefix: str | os.PathLike, *, allow_large: bool = False) -> list[Path]:
+def generate_collective(
+    spec: CollectiveSpec, out_prefix: str | os.PathLike, *, allow_large: bool = False
+) -> list[Path]:
     """Write ``PREFIX.<rank>.et`` for every rank; returns the paths in rank order."""
-    check_output(spec.npus, spec.npus * spec.iterations, "--iterations" if spec.iterations > spec.npus else "--npus",
-                 allow_large=allow_large)
+    check_output(
+        spec.npus,
+        spec.npus * spec.iterations,
+        "--iterations" if spec.iterations > spec.npus else "--npus",
+        allow_large=allow_large,
+    )
     metadata = schema.GlobalMetadata(version=METADATA_VERSION)
     clear_rank_set(out_prefix)
     for rank in write_order(spec.npus):

@@ -43,8 +43,9 @@ class Layout:
             if getattr(self, key) < 1:
                 raise InputError(f"{key} must be >= 1, got {getattr(self, key)}", where=f"--{key}")
         if self.dp % self.ep:
-            raise InputError(f"ep {self.ep} must divide dp {self.dp} (expert groups are carved out of DP)",
-                             where="--ep")
+            raise InputError(
+                f"ep {self.ep} must divide dp {self.dp} (expert groups are carved out of DP)", where="--ep"
+            )
         if self.ep > 1 and not self.moe:
             raise InputError("ep > 1 needs a mixture-of-experts model (--experts)", where="--ep")
         self._number_groups()

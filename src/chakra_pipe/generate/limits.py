@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ..errors import InputError
 
-MAX_RANK_FILES = 65_536     # 64 Ki NPUs: beyond the largest ASTRA-sim studies
-MAX_NODES = 20_000_000      # nodes in all rank files together (about 1 GB of .et)
+MAX_RANK_FILES = 65_536  # 64 Ki NPUs: beyond the largest ASTRA-sim studies
+MAX_NODES = 20_000_000  # nodes in all rank files together (about 1 GB of .et)
 ALLOW_FLAG = "--allow-large"
 
 
@@ -21,8 +21,11 @@ def check_output(ranks: int, nodes: int, option: str, *, allow_large: bool = Fal
     if allow_large:
         return
     if ranks > MAX_RANK_FILES:
-        raise InputError(f"would write {ranks:,} rank files (limit {MAX_RANK_FILES:,}; pass {ALLOW_FLAG} "
-                         "to go past it)", where=option)
+        raise InputError(
+            f"would write {ranks:,} rank files (limit {MAX_RANK_FILES:,}; pass {ALLOW_FLAG} to go past it)",
+            where=option,
+        )
     if nodes > MAX_NODES:
-        raise InputError(f"would write at least {nodes:,} nodes (limit {MAX_NODES:,}; pass {ALLOW_FLAG} "
-                         "to go past it)", where=option)
+        raise InputError(
+            f"would write at least {nodes:,} nodes (limit {MAX_NODES:,}; pass {ALLOW_FLAG} to go past it)", where=option
+        )

@@ -62,19 +62,21 @@ class TrainingSpec:
     global_batch: int
     dtype: str = "bf16"
     zero: int = 0
-    peak_tflops: float = 989.0   # H100 SXM dense BF16
+    peak_tflops: float = 989.0  # H100 SXM dense BF16
     mem_bw_gbps: float = 3350.0  # H100 SXM HBM3, decimal GB/s (ASTRA-sim's local-mem-bw unit)
-    bucket_mb: float = 25.0      # PyTorch DDP's default bucket cap, MiB
+    bucket_mb: float = 25.0  # PyTorch DDP's default bucket cap, MiB
     metadata_node: bool = True
-    recompute: bool = False      # full activation recomputation: each layer's forward re-runs before its backward
+    recompute: bool = False  # full activation recomputation: each layer's forward re-runs before its backward
 
     def __post_init__(self) -> None:
         if self.microbatches < 1:
             raise InputError(f"microbatches must be >= 1, got {self.microbatches}", where="--microbatches")
         per_replica = self.layout.dp * self.microbatches
         if self.global_batch < 1 or self.global_batch % per_replica:
-            raise InputError(f"global batch {self.global_batch} is not a positive multiple of dp × microbatches "
-                             f"= {per_replica}", where="--global-batch")
+            raise InputError(
+                f"global batch {self.global_batch} is not a positive multiple of dp × microbatches = {per_replica}",
+                where="--global-batch",
+            )
         if self.dtype not in DTYPE_BYTES:
             raise InputError(f"unknown dtype {self.dtype!r} (choose from {', '.join(DTYPE_BYTES)})", where="--dtype")
         if self.zero not in (0, 1):
@@ -99,6 +101,7 @@ class TrainingSpec:
 # --------------------------------------------------------------------------------------------
 # Stage templates: the nodes of one pipeline stage with rank-dependent attributes left symbolic.
 # --------------------------------------------------------------------------------------------
+
 
 @dataclass
 class TemplateNode:
@@ -144,23 +147,31 @@ class StageBuilder:
         self.expert_parallel = model.moe and lay.ep > 1
         self.tokens = spec.micro_batch_size * model.seq
         self.b = spec.dtype_bytes
-        self.act_bytes = self.tokens * model.hidden * self.b                # activations of a microbatch
+        self.act_bytes = self.tokens * model.hidden * self.b  # activations of a microbatch
         self.a2a_bytes = self.tokens * model.top_k * model.hidden * self.b  # MoE token copies
         self.nodes: list[TemplateNode] = []
         self.next_id = 1 if spec.metadata_node else 0
-        self.tail: int | None = None       # last node of the program chain
+        self.tail: int | None = None  # last node of the program chain
         self.last_comm: int | None = None  # last collective or send (they share ASTRA-sim's comm slot)
-        self.comm_off_chain = False        # whether last_comm hangs off the program chain
-        self.flops = 0                     # num_ops written for one rank of this stage
+        self.comm_off_chain = False  # whether last_comm hangs off the program chain
+        self.flops = 0  # num_ops written for one rank of this stage
         cap = max(1, int(spec.bucket_mb * (1 << 20)))
         self.buckets = {"dp": _Buckets("dp", lay.dp, cap)}
         if self.expert_parallel and lay.dp // lay.ep > 1:
             self.buckets["edp"] = _Buckets("edp", lay.dp // lay.ep, cap)
 
     # -- node emission ----------------------------------------------------------------------------
-    def _emit(self, name: str, ntype: int, attrs: list[tuple[str, object]], late: tuple = (),
-              extra_deps: tuple[int | None, ...] = (), chain: bool = True, comm: bool = False,
-              duration: int = 0) -> int:
+    def _emit(
+        self,
+        name: str,
+        ntype: int,
+        attrs: list[tuple[str, object]],
+        late: tuple = (),
+        extra_deps: tuple[int | None, ...] = (),
+        chain: bool = True,
+        comm: bool = False,
+        duration: int = 0,
+    ) -> int:
         nid = self.next_id
         self.next_id += 1
         # A communication waits for the previous one; when that one is on the program chain it is
@@ -183,28 +194,51 @@ class StageBuilder:
 
     def comp(self, name: str, flops: int, nbytes: int) -> int:
         self.flops += flops
-        return self._emit(name, schema.COMP_NODE,
-                          [("is_cpu_op", False), ("num_ops", flops), ("tensor_size", nbytes)],
-                          duration=self.spec.duration_micros(flops, nbytes))
+        return self._emit(
+            name,
+            schema.COMP_NODE,
+            [("is_cpu_op", False), ("num_ops", flops), ("tensor_size", nbytes)],
+            duration=self.spec.duration_micros(flops, nbytes),
+        )
 
-    def coll(self, name: str, comm_type: int, size: int, role: str, chain: bool = True,
-             extra_deps: tuple[int | None, ...] = ()) -> int | None:
+    def coll(
+        self,
+        name: str,
+        comm_type: int,
+        size: int,
+        role: str,
+        chain: bool = True,
+        extra_deps: tuple[int | None, ...] = (),
+    ) -> int | None:
         """A collective over ``role``'s group; skipped when the group is a single rank."""
         if self.spec.layout.group_size(role) == 1:
             return None
-        return self._emit(name, schema.COMM_COLL_NODE,
-                          [("is_cpu_op", False), ("comm_type", comm_type), ("comm_size", size)],
-                          late=(("pg_name", role),), chain=chain, comm=True, extra_deps=extra_deps)
+        return self._emit(
+            name,
+            schema.COMM_COLL_NODE,
+            [("is_cpu_op", False), ("comm_type", comm_type), ("comm_size", size)],
+            late=(("pg_name", role),),
+            chain=chain,
+            comm=True,
+            extra_deps=extra_deps,
+        )
 
     def send(self, name: str, peer: str, tag: int, size: int) -> int:
-        return self._emit(name, schema.COMM_SEND_NODE,
-                          [("is_cpu_op", False), ("comm_size", size), ("comm_tag", tag)],
-                          late=(("comm_src", "self"), ("comm_dst", peer)), comm=True)
+        return self._emit(
+            name,
+            schema.COMM_SEND_NODE,
+            [("is_cpu_op", False), ("comm_size", size), ("comm_tag", tag)],
+            late=(("comm_src", "self"), ("comm_dst", peer)),
+            comm=True,
+        )
 
     def recv(self, name: str, peer: str, tag: int, size: int) -> int:
-        return self._emit(name, schema.COMM_RECV_NODE,
-                          [("is_cpu_op", False), ("comm_size", size), ("comm_tag", tag)],
-                          late=(("comm_src", peer), ("comm_dst", "self")))
+        return self._emit(
+            name,
+            schema.COMM_RECV_NODE,
+            [("is_cpu_op", False), ("comm_size", size), ("comm_tag", tag)],
+            late=(("comm_src", peer), ("comm_dst", "self")),
+        )
 
     # -- sizes ----------------------------------------------------------------------------------
     def _split(self, n: int) -> int:
@@ -249,8 +283,9 @@ class StageBuilder:
         buckets.pending = 0
         kind = schema.REDUCE_SCATTER if self.spec.zero else schema.ALL_REDUCE
         verb = "reduce_scatter" if self.spec.zero else "all_reduce"
-        self.coll(f"grad.{buckets.role}.bucket{index}.{verb}", kind, size, buckets.role, chain=False,
-                  extra_deps=(producer,))
+        self.coll(
+            f"grad.{buckets.role}.bucket{index}.{verb}", kind, size, buckets.role, chain=False, extra_deps=(producer,)
+        )
 
     def _weight_grads(self, producer: int, dense: int, expert: int = 0) -> None:
         """Route a sub-layer's gradients: expert weights to the edp buckets when EP splits them."""
@@ -282,8 +317,13 @@ class StageBuilder:
         if self.spec.zero:
             for buckets in self.buckets.values():
                 for i, size in enumerate(buckets.sizes):
-                    self.coll(f"param.{buckets.role}.bucket{i}.all_gather", schema.ALL_GATHER,
-                              size // buckets.group_size, buckets.role, chain=False)
+                    self.coll(
+                        f"param.{buckets.role}.bucket{i}.all_gather",
+                        schema.ALL_GATHER,
+                        size // buckets.group_size,
+                        buckets.role,
+                        chain=False,
+                    )
         return self.nodes
 
     def _layer_forward(self, p: str, phase: str) -> None:
@@ -353,6 +393,7 @@ class StageBuilder:
 # Rank files.
 # --------------------------------------------------------------------------------------------
 
+
 def stage_layers(layers: int, pp: int) -> list[tuple[int, int]]:
     """``(first layer, count)`` per stage: an even split, earlier stages taking the remainder."""
     if layers < pp:
@@ -368,8 +409,15 @@ def stage_layers(layers: int, pp: int) -> list[tuple[int, int]]:
 
 def process_group_table(layout: Layout, rank: int) -> list[dict]:
     """The PyTorch ``## process_group:init ##`` list for ``rank``: the default group + its own groups."""
-    groups = [{"pg_name": WORLD_PG, "pg_desc": "default_pg", "backend_config": BACKEND, "ranks": [],
-               "group_size": layout.world}]
+    groups = [
+        {
+            "pg_name": WORLD_PG,
+            "pg_desc": "default_pg",
+            "backend_config": BACKEND,
+            "ranks": [],
+            "group_size": layout.world,
+        }
+    ]
     seen = {WORLD_PG}
     for role in layout.active_roles():
         pg = layout.pg_name(role, rank)
@@ -377,8 +425,9 @@ def process_group_table(layout: Layout, rank: int) -> list[dict]:
             continue
         seen.add(pg)
         members = list(layout.members(role, rank))
-        groups.append({"pg_name": pg, "pg_desc": role, "backend_config": BACKEND, "ranks": members,
-                       "group_size": len(members)})
+        groups.append(
+            {"pg_name": pg, "pg_desc": role, "backend_config": BACKEND, "ranks": members, "group_size": len(members)}
+        )
     for g in groups:
         g["group_count"] = len(layout.group_ids) + 1
     return groups
@@ -402,17 +451,21 @@ def global_metadata(model: ModelSpec, spec: TrainingSpec) -> bytes:
     md = schema.GlobalMetadata(version=GENERATOR_VERSION)
     set_attr(md, "generator", "chakra-pipe generate llm")
     # ``recompute`` is recorded only when on, so traces generated before it existed keep their bytes.
-    params = {"model": asdict(model), **{k: v for k, v in asdict(spec).items()
-                                         if k != "layout" and (k != "recompute" or v)},
-              "dp": spec.layout.dp, "tp": spec.layout.tp, "pp": spec.layout.pp, "ep": spec.layout.ep}
+    params = {
+        "model": asdict(model),
+        **{k: v for k, v in asdict(spec).items() if k != "layout" and (k != "recompute" or v)},
+        "dp": spec.layout.dp,
+        "tp": spec.layout.tp,
+        "pp": spec.layout.pp,
+        "ep": spec.layout.ep,
+    }
     set_attr(md, "config", json.dumps(params, sort_keys=True))
     return framed(md.SerializeToString())
 
 
 def rank_records(template: list[TemplateNode], layout: Layout, rank: int) -> Iterator[bytes]:
     """The framed node records of ``rank``: template bodies + its pg names and peers."""
-    values: dict[str, object] = {"self": rank, "prev": rank - layout.stage_stride,
-                                 "next": rank + layout.stage_stride}
+    values: dict[str, object] = {"self": rank, "prev": rank - layout.stage_stride, "next": rank + layout.stage_stride}
     for role in layout.active_roles():
         values[role] = layout.pg_name(role, rank)
     for tn in template:
@@ -441,8 +494,12 @@ def check_llm(model: ModelSpec, spec: TrainingSpec, *, allow_large: bool = False
     # Every layer of a stage has at least a forward and a backward node per microbatch: a lower bound
     # checked before the templates (whose size grows with it) are built; the exact count after.
     option = "--microbatches" if spec.microbatches > model.layers else "--layers"
-    check_output(layout.world, layout.world * spec.microbatches * 2 * (model.layers // layout.pp), option,
-                 allow_large=allow_large)
+    check_output(
+        layout.world,
+        layout.world * spec.microbatches * 2 * (model.layers // layout.pp),
+        option,
+        allow_large=allow_large,
+    )
     check_shape(model, layout)
     return option
 
@@ -454,8 +511,9 @@ def check_shape(model: ModelSpec, layout: Layout) -> None:
     # Megatron splits attention by heads and the MLP by columns: both must divide evenly over TP.
     for what, value in (("heads", model.heads), ("ffn", model.ffn)):
         if value % layout.tp:
-            raise InputError(f"tp {layout.tp} must divide the model's {value} {what} (Megatron splits them over TP)",
-                             where="--tp")
+            raise InputError(
+                f"tp {layout.tp} must divide the model's {value} {what} (Megatron splits them over TP)", where="--tp"
+            )
     stage_layers(model.layers, layout.pp)  # layers must fill every pipeline stage
 
 
@@ -481,8 +539,9 @@ def rank_bytes(header: bytes, templates: list[list[TemplateNode]], spec: Trainin
     return b"".join(records)
 
 
-def generate_llm(model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.PathLike, *,
-                 allow_large: bool = False) -> GeneratedSet:
+def generate_llm(
+    model: ModelSpec, spec: TrainingSpec, out_prefix: str | os.PathLike, *, allow_large: bool = False
+) -> GeneratedSet:
     """Write ``PREFIX.<rank>.et`` for every rank and ``PREFIX.comm_groups.json``."""
     option = check_llm(model, spec, allow_large=allow_large)
     layout = spec.layout

@@ -51,8 +51,9 @@ class ModelSpec:
         if self.heads % self.kv_heads:
             raise InputError(f"heads {self.heads} is not divisible by kv heads {self.kv_heads}", where="--heads")
         if self.experts < 0 or (self.experts and not 1 <= self.top_k <= self.experts):
-            raise InputError(f"need 0 experts or 1 <= top-k ({self.top_k}) <= experts ({self.experts})",
-                             where="--experts")
+            raise InputError(
+                f"need 0 experts or 1 <= top-k ({self.top_k}) <= experts ({self.experts})", where="--experts"
+            )
 
     @property
     def moe(self) -> bool:
@@ -105,18 +106,44 @@ class ModelSpec:
         return self.vocab * self.hidden
 
 
-PRESETS: dict[str, ModelSpec] = {m.name: m for m in (
-    ModelSpec("gpt3-175b", layers=96, hidden=12288, heads=96, kv_heads=96, ffn=49152, vocab=50257, seq=2048,
-              gated_mlp=False),
-    ModelSpec("gpt3-13b", layers=40, hidden=5120, heads=40, kv_heads=40, ffn=20480, vocab=50257, seq=2048,
-              gated_mlp=False),
-    ModelSpec("llama2-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=32000, seq=4096,
-              gated_mlp=True),
-    ModelSpec("llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256, seq=8192,
-              gated_mlp=True),
-    ModelSpec("mixtral-8x7b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000, seq=4096,
-              gated_mlp=True, experts=8, top_k=2),
-)}
+PRESETS: dict[str, ModelSpec] = {
+    m.name: m
+    for m in (
+        ModelSpec(
+            "gpt3-175b",
+            layers=96,
+            hidden=12288,
+            heads=96,
+            kv_heads=96,
+            ffn=49152,
+            vocab=50257,
+            seq=2048,
+            gated_mlp=False,
+        ),
+        ModelSpec(
+            "gpt3-13b", layers=40, hidden=5120, heads=40, kv_heads=40, ffn=20480, vocab=50257, seq=2048, gated_mlp=False
+        ),
+        ModelSpec(
+            "llama2-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=32000, seq=4096, gated_mlp=True
+        ),
+        ModelSpec(
+            "llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256, seq=8192, gated_mlp=True
+        ),
+        ModelSpec(
+            "mixtral-8x7b",
+            layers=32,
+            hidden=4096,
+            heads=32,
+            kv_heads=8,
+            ffn=14336,
+            vocab=32000,
+            seq=4096,
+            gated_mlp=True,
+            experts=8,
+            top_k=2,
+        ),
+    )
+}
 
 
 def resolve_model(name: str, **overrides: int | None) -> ModelSpec:

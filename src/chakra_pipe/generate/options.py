@@ -13,11 +13,22 @@ from ..errors import InputError
 
 # config key -> CLI flag, in the order ``generate llm`` lists them.
 MODEL_KEYS = ("layers", "hidden", "heads", "ffn", "vocab", "experts", "seq")
-LLM_FLAGS = {"model": "--model", **{k: f"--{k}" for k in MODEL_KEYS},
-             "dp": "--dp", "tp": "--tp", "pp": "--pp", "ep": "--ep", "microbatches": "--microbatches",
-             "global_batch": "--global-batch", "dtype": "--dtype", "zero": "--zero",
-             "peak_tflops": "--peak-tflops", "mem_bw": "--mem-bw", "bucket_mb": "--bucket-mb",
-             "recompute": "--recompute"}
+LLM_FLAGS = {
+    "model": "--model",
+    **{k: f"--{k}" for k in MODEL_KEYS},
+    "dp": "--dp",
+    "tp": "--tp",
+    "pp": "--pp",
+    "ep": "--ep",
+    "microbatches": "--microbatches",
+    "global_batch": "--global-batch",
+    "dtype": "--dtype",
+    "zero": "--zero",
+    "peak_tflops": "--peak-tflops",
+    "mem_bw": "--mem-bw",
+    "bucket_mb": "--bucket-mb",
+    "recompute": "--recompute",
+}
 COLLECTIVE_FLAGS = {"type": "--type", "npus": "--npus", "size": "--size", "iterations": "--iterations"}
 
 
@@ -44,18 +55,28 @@ def resolve_llm(options: dict[str, Any]) -> tuple[Any, Any]:
     try:
         model = resolve_model(options["model"], **{k: options.get(k) for k in MODEL_KEYS})
         pp = int(options.get("pp", 1))
-        layout = Layout(dp=int(options.get("dp", 1)), tp=int(options.get("tp", 1)), pp=pp,
-                        ep=int(options.get("ep", 1)), moe=model.moe)
+        layout = Layout(
+            dp=int(options.get("dp", 1)),
+            tp=int(options.get("tp", 1)),
+            pp=pp,
+            ep=int(options.get("ep", 1)),
+            moe=model.moe,
+        )
     except TypeError as exc:
         raise InputError(f"bad option value ({exc})") from None
     microbatches = int(options.get("microbatches") or pp)
     global_batch = int(options.get("global_batch") or layout.dp * microbatches)
-    spec = TrainingSpec(layout, microbatches=microbatches, global_batch=global_batch,
-                        dtype=options.get("dtype", "bf16"), zero=int(options.get("zero", 0)),
-                        peak_tflops=float(options.get("peak_tflops", 989.0)),
-                        mem_bw_gbps=float(options.get("mem_bw", 3350.0)),
-                        bucket_mb=float(options.get("bucket_mb", 25.0)),
-                        metadata_node=not options.get("no_metadata_node", False),
-                        recompute=bool(options.get("recompute", False)))
+    spec = TrainingSpec(
+        layout,
+        microbatches=microbatches,
+        global_batch=global_batch,
+        dtype=options.get("dtype", "bf16"),
+        zero=int(options.get("zero", 0)),
+        peak_tflops=float(options.get("peak_tflops", 989.0)),
+        mem_bw_gbps=float(options.get("mem_bw", 3350.0)),
+        bucket_mb=float(options.get("bucket_mb", 25.0)),
+        metadata_node=not options.get("no_metadata_node", False),
+        recompute=bool(options.get("recompute", False)),
+    )
     check_shape(model, layout)
     return model, spec

@@ -43,7 +43,7 @@ def _expand_one(part: str, whole: str) -> list[str]:
     close_at = part.find("]", open_at)
     if close_at < 0:
         raise InputError(f"unbalanced '[' in host list {whole!r}", where="SLURM_STEP_NODELIST")
-    head, body, tail = part[:open_at], part[open_at + 1:close_at], part[close_at + 1:]
+    head, body, tail = part[:open_at], part[open_at + 1 : close_at], part[close_at + 1 :]
     tails = _expand_one(tail, whole) if tail else [""]
     out: list[str] = []
     for item in body.split(","):

@@ -54,18 +54,40 @@ def from_environ(environ: Mapping[str, str] | None = None) -> RankEnv:
     env = os.environ if environ is None else environ
     if _under_torchrun(env):
         rank, world = _int(env, "RANK"), _int(env, "WORLD_SIZE")
-        return _checked(RankEnv(rank, world, _int(env, "LOCAL_RANK", str(rank)), env["MASTER_ADDR"],
-                                _int(env, "MASTER_PORT"),
-                                env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true", "torchrun"))
+        return _checked(
+            RankEnv(
+                rank,
+                world,
+                _int(env, "LOCAL_RANK", str(rank)),
+                env["MASTER_ADDR"],
+                _int(env, "MASTER_PORT"),
+                env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
+                "torchrun",
+            )
+        )
     if _in_slurm_step(env):
         hosts = expand(env["SLURM_STEP_NODELIST"])
-        port = _int(env, "MASTER_PORT") if "MASTER_PORT" in env else _PORT_BASE + (
-            _int(env, "SLURM_JOB_ID", "0") * 131 + _int(env, "SLURM_STEP_ID")) % _PORT_SPAN
-        return _checked(RankEnv(_int(env, "SLURM_PROCID"), _int(env, "SLURM_NTASKS"),
-                                _int(env, "SLURM_LOCALID", "0"), hosts[0], port, False, "slurm"))
-    raise InputError("--launcher env needs torchrun's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT or a SLURM "
-                     "step's SLURM_PROCID, SLURM_NTASKS and SLURM_STEP_NODELIST in the environment",
-                     where="--launcher")
+        port = (
+            _int(env, "MASTER_PORT")
+            if "MASTER_PORT" in env
+            else _PORT_BASE + (_int(env, "SLURM_JOB_ID", "0") * 131 + _int(env, "SLURM_STEP_ID")) % _PORT_SPAN
+        )
+        return _checked(
+            RankEnv(
+                _int(env, "SLURM_PROCID"),
+                _int(env, "SLURM_NTASKS"),
+                _int(env, "SLURM_LOCALID", "0"),
+                hosts[0],
+                port,
+                False,
+                "slurm",
+            )
+        )
+    raise InputError(
+        "--launcher env needs torchrun's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT or a SLURM "
+        "step's SLURM_PROCID, SLURM_NTASKS and SLURM_STEP_NODELIST in the environment",
+        where="--launcher",
+    )
 
 
 def _under_torchrun(env: Mapping[str, str]) -> bool:

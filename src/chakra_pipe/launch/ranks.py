@@ -121,8 +121,9 @@ def launch(job: RankJob, launcher: str, run_parent: Path | None = None) -> Itera
         raise LaunchError("--launcher srun runs on the submit side; use launch.srun", where="--launcher")
     where = rankenv.from_environ() if mode == "env" else None
     if where is not None and where.world_size != job.world_size:
-        raise LaunchError(f"{where.source} started {where.world_size} ranks; the job needs {job.world_size}",
-                          where="--launcher env")
+        raise LaunchError(
+            f"{where.source} started {where.world_size} ranks; the job needs {job.world_size}", where="--launcher env"
+        )
     host_rank0 = where is None or where.rank == 0
     if host_rank0 and run_parent is not None:
         run_parent.mkdir(parents=True, exist_ok=True)
@@ -142,8 +143,9 @@ def launch(job: RankJob, launcher: str, run_parent: Path | None = None) -> Itera
         shutil.rmtree(run, ignore_errors=True)
 
 
-def _run(job: RankJob, where: rankenv.RankEnv | None, run: Path,
-         procs: dict[int, subprocess.Popen]) -> list[Outcome] | None:
+def _run(
+    job: RankJob, where: rankenv.RankEnv | None, run: Path, procs: dict[int, subprocess.Popen]
+) -> list[Outcome] | None:
     import torch.distributed as dist
 
     start = time.monotonic_ns()
@@ -154,17 +156,34 @@ def _run(job: RankJob, where: rankenv.RankEnv | None, run: Path,
         addr, port, ranks, local = "127.0.0.1", store.port, list(range(job.world_size)), None
     else:
         try:
-            store = dist.TCPStore(where.master_addr, where.master_port, None,
-                                  where.rank == 0 and not where.agent_store, wait_for_workers=False, timeout=timeout)
+            store = dist.TCPStore(
+                where.master_addr,
+                where.master_port,
+                None,
+                where.rank == 0 and not where.agent_store,
+                wait_for_workers=False,
+                timeout=timeout,
+            )
         except Exception as exc:  # noqa: BLE001 - bind/connect failures: one line naming the address
-            raise LaunchError(f"rank {where.rank}: no rendezvous store at {where.master_addr}:{where.master_port}: "
-                              f"{_one_line(exc)}", where="--launcher env") from None
+            raise LaunchError(
+                f"rank {where.rank}: no rendezvous store at {where.master_addr}:{where.master_port}: {_one_line(exc)}",
+                where="--launcher env",
+            ) from None
         addr, port, ranks, local = where.master_addr, where.master_port, [where.rank], where.local_rank
     # Workers stop themselves a little before the launcher would kill them, to say where they were.
     worker_deadline = kill_at - int(min(1.0, 0.1 * job.timeout_s) * 1e9)
-    (run / "job.json").write_text(json.dumps({
-        "master_addr": addr, "port": port, "world_size": job.world_size, "launcher_pid": os.getpid(),
-        "deadline_ns": worker_deadline, **job.settings()}))
+    (run / "job.json").write_text(
+        json.dumps(
+            {
+                "master_addr": addr,
+                "port": port,
+                "world_size": job.world_size,
+                "launcher_pid": os.getpid(),
+                "deadline_ns": worker_deadline,
+                **job.settings(),
+            }
+        )
+    )
     for r in ranks:
         job.prepare(run, r)
     procs.update(_spawn(job.worker_module, run, ranks, local))
@@ -183,12 +202,18 @@ def _spawn(module: str, run: Path, ranks: list[int], local_rank: int | None) -> 
         with log:
             procs[r] = subprocess.Popen(
                 [sys.executable, "-m", module, str(run), str(r), str(r if local_rank is None else local_rank)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
     return procs
 
 
-def _watch(job: RankJob, procs: dict[int, subprocess.Popen], run: Path, kill_at: int,
-           exchange: _Exchange | None) -> list[Outcome] | None:
+def _watch(
+    job: RankJob, procs: dict[int, subprocess.Popen], run: Path, kill_at: int, exchange: _Exchange | None
+) -> list[Outcome] | None:
     """Every rank's outcome (rank 0 / local), or None on a task that only reports its own."""
     outcomes: dict[int, Outcome] = {}
     seq = 0
@@ -235,8 +260,13 @@ def _knock_on(o: Outcome) -> int:
     return 1 if (o.error or {}).get("peer") else 0
 
 
-def _stop(job: RankJob, run: Path, procs: dict[int, subprocess.Popen], outcomes: dict[int, Outcome],
-          exchange: _Exchange | None) -> None:
+def _stop(
+    job: RankJob,
+    run: Path,
+    procs: dict[int, subprocess.Popen],
+    outcomes: dict[int, Outcome],
+    exchange: _Exchange | None,
+) -> None:
     """Stop the ranks still running here (their position read first) and tell the other tasks."""
     live = [r for r, p in procs.items() if r not in outcomes]
     snaps = {r: job.snapshot(run, r) for r in live}
@@ -257,8 +287,14 @@ def _local_outcome(job: RankJob, run: Path, rank: int, code: int, stopped: bool)
     error = None
     with contextlib.suppress(OSError, json.JSONDecodeError):
         error = json.loads((run / f"error.{rank}.json").read_text())
-    return Outcome(rank, code, stopped=stopped and error is None, error=error, snapshot=job.snapshot(run, rank),
-                   last_line=_last_line(run / f"log.{rank}.txt"))
+    return Outcome(
+        rank,
+        code,
+        stopped=stopped and error is None,
+        error=error,
+        snapshot=job.snapshot(run, rank),
+        last_line=_last_line(run / f"log.{rank}.txt"),
+    )
 
 
 class _Exchange:
@@ -272,9 +308,11 @@ class _Exchange:
         try:
             return fn(*args)
         except Exception as exc:  # noqa: BLE001 - the store's host (rank 0's task) is gone
-            raise LaunchError(f"rank {self.where.rank} lost the rendezvous store at {self.where.master_addr}:"
-                              f"{self.where.master_port} (rank 0's task ended?): {_one_line(exc)}",
-                              where="--launcher env") from None
+            raise LaunchError(
+                f"rank {self.where.rank} lost the rendezvous store at {self.where.master_addr}:"
+                f"{self.where.master_port} (rank 0's task ended?): {_one_line(exc)}",
+                where="--launcher env",
+            ) from None
 
     def next_seq(self) -> int:
         return int(self._call(self.store.add, "failures", 1))

@@ -48,8 +48,7 @@ def run_srun(task_argv: list[str], ntasks: int, backend: str, timeout_s: float) 
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    proc = subprocess.Popen(srun_command(task_argv, ntasks, gpus_per_task(backend)), env=env,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(srun_command(task_argv, ntasks, gpus_per_task(backend)), env=env, stdin=subprocess.DEVNULL)
     try:
         with terminate_as_exit():
             return proc.wait(timeout=timeout_s + _STEP_GRACE_S)

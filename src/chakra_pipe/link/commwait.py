@@ -99,8 +99,9 @@ def measure(events: list[KEvent]) -> CommWait:
     threads: dict[tuple[Any, Any], list[KEvent]] = {}
     for e in events:
         threads.setdefault((e.pid, e.tid), []).append(e)
-    work = {key: _merge([(e.ts, e.end) for e in evs if e.name.startswith(WORK_PREFIXES)])
-            for key, evs in threads.items()}
+    work = {
+        key: _merge([(e.ts, e.end) for e in evs if e.name.startswith(WORK_PREFIXES)]) for key, evs in threads.items()
+    }
     result = CommWait()
     for key, evs in threads.items():
         others = _merge([iv for k, ivs in work.items() if k != key and k[0] == key[0] for iv in ivs])
@@ -115,8 +116,10 @@ def measure(events: list[KEvent]) -> CommWait:
         for e in evs:
             if e.cat != IDLE_CAT or e.name.startswith(WORK_PREFIXES):  # a worker's range is the work itself
                 continue
-            idle = sum(_overlap(a, b, others, starts) - _overlap_in(a, b, others, starts, calls, call_starts)
-                       for a, b in own.get(e.index, ()))
+            idle = sum(
+                _overlap(a, b, others, starts) - _overlap_in(a, b, others, starts, calls, call_starts)
+                for a, b in own.get(e.index, ())
+            )
             if idle > 0:
                 result.idle_by_event[e.index] = idle
                 result.idle_us[key[1]] = result.idle_us.get(key[1], 0.0) + idle

@@ -17,8 +17,15 @@ from ..errors import InputError
 from ..readfile import read_json
 
 # Attributes that 1.0.1 stores as top-level node keys and later schemas as ``attrs`` entries.
-_FLAT_ATTRS = {"rf_id": "uint64", "fw_parent": "uint64", "seq_id": "int64", "scope": "uint64",
-               "tid": "uint64", "fw_tid": "uint64", "op_schema": "string"}
+_FLAT_ATTRS = {
+    "rf_id": "uint64",
+    "fw_parent": "uint64",
+    "seq_id": "int64",
+    "scope": "uint64",
+    "tid": "uint64",
+    "fw_tid": "uint64",
+    "op_schema": "string",
+}
 ROOT_NAMES = ("[pytorch|profiler|execution_trace|process]", "[pytorch|profiler|execution_graph|process]")
 THREAD_NAMES = ("[pytorch|profiler|execution_trace|thread]", "[pytorch|profiler|execution_graph|thread]")
 PG_INIT_MARK = "process_group:init"
@@ -52,12 +59,22 @@ def attr(node: dict[str, Any], name: str, default: Any = None) -> Any:
 
 
 def _flat_to_nested(node: dict[str, Any]) -> dict[str, Any]:
-    out = {"id": node["id"], "name": node.get("name", ""), "ctrl_deps": node.get("parent", 0),
-           "inputs": {"values": node.get("inputs", []), "shapes": node.get("input_shapes", []),
-                      "types": node.get("input_types", [])},
-           "outputs": {"values": node.get("outputs", []), "shapes": node.get("output_shapes", []),
-                       "types": node.get("output_types", [])},
-           "attrs": [{"name": k, "type": t, "value": node[k]} for k, t in _FLAT_ATTRS.items() if k in node]}
+    out = {
+        "id": node["id"],
+        "name": node.get("name", ""),
+        "ctrl_deps": node.get("parent", 0),
+        "inputs": {
+            "values": node.get("inputs", []),
+            "shapes": node.get("input_shapes", []),
+            "types": node.get("input_types", []),
+        },
+        "outputs": {
+            "values": node.get("outputs", []),
+            "shapes": node.get("output_shapes", []),
+            "types": node.get("output_types", []),
+        },
+        "attrs": [{"name": k, "type": t, "value": node[k]} for k, t in _FLAT_ATTRS.items() if k in node],
+    }
     return out
 
 
@@ -72,8 +89,14 @@ def _check_io(node: dict[str, Any], key: str, path: str) -> None:
 
 # Keys the linker adds (ET+), with the JSON types they must have when present.
 _LINKED_KEYS: dict[str, tuple[type, ...]] = {
-    "ts": (int, float), "inclusive_dur": (int, float), "exclusive_dur": (int, float), "cat": (str,),
-    "stream": (int,), "args": (dict,), "sync_dep": (list,)}
+    "ts": (int, float),
+    "inclusive_dur": (int, float),
+    "exclusive_dur": (int, float),
+    "cat": (str,),
+    "stream": (int,),
+    "args": (dict,),
+    "sync_dep": (list,),
+}
 
 
 def _check_linked(node: dict[str, Any], path: str) -> None:
@@ -81,8 +104,9 @@ def _check_linked(node: dict[str, Any], path: str) -> None:
         if key in node:
             value = node[key]
             if isinstance(value, bool) or not isinstance(value, types):
-                raise InputError(f"'{key}' has the wrong type ({type(value).__name__})", file=path,
-                                 where=f"node {node['id']}")
+                raise InputError(
+                    f"'{key}' has the wrong type ({type(value).__name__})", file=path, where=f"node {node['id']}"
+                )
             if key in ("ts", "inclusive_dur", "exclusive_dur", "stream") and not 0 <= value < 1e15:  # type: ignore[operator]
                 raise InputError(f"'{key}' = {value} is out of range", file=path, where=f"node {node['id']}")
     if not all(isinstance(d, int) and not isinstance(d, bool) for d in node.get("sync_dep", ())):

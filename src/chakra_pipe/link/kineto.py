@@ -88,8 +88,15 @@ def parse_kineto(obj: Any, path: str) -> KinetoTrace:
         cat = ev.get("cat")
         if not isinstance(cat, str):
             continue
-        role = (trace.cpu if cat in CPU_CATS else trace.launches if cat in LAUNCH_CATS
-                else trace.gpu if cat in GPU_CATS else None)
+        role = (
+            trace.cpu
+            if cat in CPU_CATS
+            else trace.launches
+            if cat in LAUNCH_CATS
+            else trace.gpu
+            if cat in GPU_CATS
+            else None
+        )
         if role is None:
             continue
         ts = _number(ev.get("ts"), None)
@@ -99,8 +106,7 @@ def parse_kineto(obj: Any, path: str) -> KinetoTrace:
         if not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in (pid, tid)):
             raise InputError("'pid'/'tid' must be numbers or strings", file=path, where=f"traceEvents[{i}]")
         args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-        role.append(KEvent(i, cat, str(ev.get("name", "")), pid, tid, ts,
-                           max(0.0, _number(ev.get("dur"), 0.0)), args))  # type: ignore[arg-type, type-var]
+        role.append(KEvent(i, cat, str(ev.get("name", "")), pid, tid, ts, max(0.0, _number(ev.get("dur"), 0.0)), args))  # type: ignore[arg-type, type-var]
     return trace
 
 

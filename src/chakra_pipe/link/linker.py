@@ -31,9 +31,24 @@ MIN_EXTERNAL_AGREEMENT = 0.9
 # clocks further apart than this cannot be one run.
 MAX_CLOCK_GAP_S = 26 * 3600
 # Kineto args copied onto GPU nodes: what conversion may need (collective metadata, bytes).
-GPU_ARGS = ("device", "stream", "correlation", "bytes", "Collective name", "dtype", "In msg nelems",
-            "Out msg nelems", "Group size", "Process Group Name", "Process Group Description",
-            "Process Group Ranks", "Rank", "Src Rank", "Dst Rank", "Seq")
+GPU_ARGS = (
+    "device",
+    "stream",
+    "correlation",
+    "bytes",
+    "Collective name",
+    "dtype",
+    "In msg nelems",
+    "Out msg nelems",
+    "Group size",
+    "Process Group Name",
+    "Process Group Description",
+    "Process Group Ranks",
+    "Rank",
+    "Src Rank",
+    "Dst Rank",
+    "Seq",
+)
 
 
 @dataclass
@@ -58,17 +73,21 @@ class LinkStats:
 
     def line(self) -> str:
         pct = 100.0 * self.matched / self.host_ops if self.host_ops else 0.0
-        return (f"host ops matched {self.matched}/{self.host_ops} ({pct:.1f}%)"
-                + (f" by '{self.correlation}' == rf_id" if self.correlation != RF_KEY else "")
-                + f", GPU ops attached {self.attached}/{self.gpu_ops}"
-                + (f", {self.sync_deps} host ops wait for the GPU" if self.sync_deps else "")
-                + (f", {self.no_launch} without a launch record" if self.no_launch else "")
-                + (f", {self.wait_line()}" if self.comm_wait_us else ""))
+        return (
+            f"host ops matched {self.matched}/{self.host_ops} ({pct:.1f}%)"
+            + (f" by '{self.correlation}' == rf_id" if self.correlation != RF_KEY else "")
+            + f", GPU ops attached {self.attached}/{self.gpu_ops}"
+            + (f", {self.sync_deps} host ops wait for the GPU" if self.sync_deps else "")
+            + (f", {self.no_launch} without a launch record" if self.no_launch else "")
+            + (f", {self.wait_line()}" if self.comm_wait_us else "")
+        )
 
     def wait_line(self) -> str:
         """The measured communication wait: a result (what a network what-if can shorten), not a diagnostic."""
-        return (f"communication wait {self.comm_wait_us / 1e3:.3f} ms ({self.comm_idle_us / 1e3:.3f} ms idle "
-                f"while a collective ran, {self.comm_call_us / 1e3:.3f} ms in collective calls)")
+        return (
+            f"communication wait {self.comm_wait_us / 1e3:.3f} ms ({self.comm_idle_us / 1e3:.3f} ms idle "
+            f"while a collective ran, {self.comm_call_us / 1e3:.3f} ms in collective calls)"
+        )
 
 
 def _pct(part: int, whole: int) -> str:
@@ -82,14 +101,19 @@ def _linkable(node: dict[str, Any]) -> bool:
 def _check_pair(host: HostTrace, kineto: KinetoTrace) -> None:
     kpid = kineto.main_pid()
     if host.pid is not None and kpid is not None and host.pid != kpid:
-        raise InputError(f"host trace is from pid {host.pid} but the Kineto trace from pid {kpid}: "
-                         "the two files are from different runs", file=kineto.path)
+        raise InputError(
+            f"host trace is from pid {host.pid} but the Kineto trace from pid {kpid}: "
+            "the two files are from different runs",
+            file=kineto.path,
+        )
     host_wall, kineto_wall = _host_wall_s(host), kineto.wall_start_s()
     if host_wall is not None and kineto_wall is not None and abs(host_wall - kineto_wall) > MAX_CLOCK_GAP_S:
-        raise InputError(f"host trace recorded at {host.header['time']} but the Kineto trace "
-                         f"{abs(host_wall - kineto_wall) / 86400:.1f} days apart: "
-                         "the two files are from different runs",
-                         file=kineto.path)
+        raise InputError(
+            f"host trace recorded at {host.header['time']} but the Kineto trace "
+            f"{abs(host_wall - kineto_wall) / 86400:.1f} days apart: "
+            "the two files are from different runs",
+            file=kineto.path,
+        )
 
 
 def _host_wall_s(host: HostTrace) -> float | None:
@@ -97,19 +121,27 @@ def _host_wall_s(host: HostTrace) -> float | None:
     from datetime import datetime
 
     try:
-        return datetime.strptime(str(host.header.get("time")), "%Y-%m-%d %H:%M:%S").replace(
-            tzinfo=UTC).timestamp()
+        return datetime.strptime(str(host.header.get("time")), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
 
 
 def _gpu_node(e: KEvent, nid: int, parent: int) -> dict[str, Any]:
-    return {"id": nid, "name": e.name, "ctrl_deps": parent,
-            "inputs": {"values": [], "shapes": [], "types": []},
-            "outputs": {"values": [], "shapes": [], "types": []}, "attrs": [],
-            "cat": e.cat, "ph": "X", "ts": e.ts, "inclusive_dur": e.dur, "exclusive_dur": e.dur,
-            "stream": max(0, e.arg_int("stream") or 0),
-            "args": {k: e.args[k] for k in GPU_ARGS if k in e.args}}
+    return {
+        "id": nid,
+        "name": e.name,
+        "ctrl_deps": parent,
+        "inputs": {"values": [], "shapes": [], "types": []},
+        "outputs": {"values": [], "shapes": [], "types": []},
+        "attrs": [],
+        "cat": e.cat,
+        "ph": "X",
+        "ts": e.ts,
+        "inclusive_dur": e.dur,
+        "exclusive_dur": e.dur,
+        "stream": max(0, e.arg_int("stream") or 0),
+        "args": {k: e.args[k] for k in GPU_ARGS if k in e.args},
+    }
 
 
 def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], LinkStats]:
@@ -139,14 +171,19 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         node["inclusive_dur"] = e.dur
         node["exclusive_dur"] = excl[e.index]
     if key == EXTERNAL_KEY and matched < MIN_EXTERNAL_AGREEMENT * len(linkable):
-        raise InputError(f"Kineto CPU events carry no '{RF_KEY}' (trace from torch < 2.1?) and correlating "
-                         f"'{EXTERNAL_KEY}' with the host rf_id gives {matched}/{len(linkable)} agreeing op names "
-                         f"({_pct(matched, len(linkable))}, at least {MIN_EXTERNAL_AGREEMENT:.0%} needed): host ops "
-                         "cannot be linked; convert the host trace alone instead", file=kineto.path)
+        raise InputError(
+            f"Kineto CPU events carry no '{RF_KEY}' (trace from torch < 2.1?) and correlating "
+            f"'{EXTERNAL_KEY}' with the host rf_id gives {matched}/{len(linkable)} agreeing op names "
+            f"({_pct(matched, len(linkable))}, at least {MIN_EXTERNAL_AGREEMENT:.0%} needed): host ops "
+            "cannot be linked; convert the host trace alone instead",
+            file=kineto.path,
+        )
     if linkable and matched < MIN_MATCHED * len(linkable):
-        raise InputError(f"only {matched} of {len(linkable)} host ops match a Kineto event by rf_id and name "
-                         f"({mismatch} name mismatches): the two files are not from the same run",
-                         file=kineto.path)
+        raise InputError(
+            f"only {matched} of {len(linkable)} host ops match a Kineto event by rf_id and name "
+            f"({mismatch} name mismatches): the two files are not from the same run",
+            file=kineto.path,
+        )
 
     launch_by_corr: dict[int, KEvent] = {}
     for e in kineto.launches:
@@ -177,8 +214,18 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
     for index, idle in wait.idle_by_event.items():
         if index in host_of_event:
             host.by_id[host_of_event[index]]["comm_wait"] = idle
-    stats = LinkStats(len(linkable), matched, mismatch, len(kineto.gpu), len(gpu_nodes), no_launch, len(waits),
-                      sum(wait.idle_us.values()), sum(wait.in_calls_us.values()), key)
+    stats = LinkStats(
+        len(linkable),
+        matched,
+        mismatch,
+        len(kineto.gpu),
+        len(gpu_nodes),
+        no_launch,
+        len(waits),
+        sum(wait.idle_us.values()),
+        sum(wait.in_calls_us.values()),
+        key,
+    )
     out = dict(host.header)
     if "distributedInfo" in kineto.header:
         out["distributedInfo"] = kineto.header["distributedInfo"]
@@ -187,8 +234,9 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
     return out, stats
 
 
-def _sync_deps(kineto: KinetoTrace, launched: list[tuple[KEvent, dict[str, Any]]],
-               host_of_event: dict[int, int]) -> dict[int, list[int]]:
+def _sync_deps(
+    kineto: KinetoTrace, launched: list[tuple[KEvent, dict[str, Any]]], host_of_event: dict[int, int]
+) -> dict[int, list[int]]:
     """Host ops that must wait for device work: ``{host id: [GPU node ids]}`` (upstream PR #221).
 
     At each ``*Synchronize`` runtime call, the last GPU op of every stream launched before it must
@@ -231,8 +279,7 @@ def write_linked(obj: dict[str, Any], path: str | os.PathLike) -> None:
         f.write("\n")
 
 
-def link_files(host_path: str | os.PathLike, device_path: str | os.PathLike,
-               out_path: str | os.PathLike) -> LinkStats:
+def link_files(host_path: str | os.PathLike, device_path: str | os.PathLike, out_path: str | os.PathLike) -> LinkStats:
     host = load_host_trace(host_path)
     kineto = load_kineto(device_path)
     obj, stats = link_traces(host, kineto)

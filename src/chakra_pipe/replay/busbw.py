@@ -34,8 +34,14 @@ def bus_factor(comm_type: int | None, group_size: int) -> float:
     p = group_size
     if comm_type == schema.ALL_REDUCE:
         return 2.0 * (p - 1) / p
-    if comm_type in (schema.ALL_GATHER, schema.REDUCE_SCATTER, schema.REDUCE_SCATTER_BLOCK, schema.ALL_TO_ALL,
-                     schema.GATHER, schema.SCATTER):
+    if comm_type in (
+        schema.ALL_GATHER,
+        schema.REDUCE_SCATTER,
+        schema.REDUCE_SCATTER_BLOCK,
+        schema.ALL_TO_ALL,
+        schema.GATHER,
+        schema.SCATTER,
+    ):
         return (p - 1) / p
     return 1.0  # broadcast, reduce, p2p
 

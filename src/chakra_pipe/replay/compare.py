@@ -38,16 +38,22 @@ class StepTimes:
         def ratio(a, b):
             return None if a is None or not b else a / b
 
-        return {"replayed/captured": ratio(self.replayed_ns, self.captured_ns),
-                "simulated/captured": ratio(self.simulated_ns, self.captured_ns),
-                "simulated/replayed": ratio(self.simulated_ns, self.replayed_ns)}
+        return {
+            "replayed/captured": ratio(self.replayed_ns, self.captured_ns),
+            "simulated/captured": ratio(self.simulated_ns, self.captured_ns),
+            "simulated/replayed": ratio(self.simulated_ns, self.replayed_ns),
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "trace_steps": self.trace_steps,
-                "captured_step_ns": _round(self.captured_ns), "replayed_step_ns": _round(self.replayed_ns),
-                "simulated_step_ns": _round(self.simulated_ns),
-                "ratios": {k: None if v is None else float(f"{v:.6g}") for k, v in self.ratios().items()},
-                "sources": self.sources}
+        return {
+            "schema": SCHEMA,
+            "trace_steps": self.trace_steps,
+            "captured_step_ns": _round(self.captured_ns),
+            "replayed_step_ns": _round(self.replayed_ns),
+            "simulated_step_ns": _round(self.simulated_ns),
+            "ratios": {k: None if v is None else float(f"{v:.6g}") for k, v in self.ratios().items()},
+            "sources": self.sources,
+        }
 
 
 def _round(x: float | None) -> float | None:
@@ -97,9 +103,18 @@ def read_sim(path: Path) -> float:
         raise InputError("not a simulator result (no max_finish_ns)", file=str(path)) from None
 
 
-def compare(source: str, *, prefix: str | None = None, replay: Path | None = None, sim: Path | None = None,
-            system: str | None = None, network: str | None = None, iterations: int = 3,
-            timeout_s: float = 300.0, work_dir: Path) -> StepTimes:
+def compare(
+    source: str,
+    *,
+    prefix: str | None = None,
+    replay: Path | None = None,
+    sim: Path | None = None,
+    system: str | None = None,
+    network: str | None = None,
+    iterations: int = 3,
+    timeout_s: float = 300.0,
+    work_dir: Path,
+) -> StepTimes:
     """Collect the three step times for ``source`` (capture folder or rank-set prefix)."""
     if bool(system) != bool(network):
         raise InputError("give both --system and --network to simulate", where="--system/--network")
@@ -116,17 +131,28 @@ def compare(source: str, *, prefix: str | None = None, replay: Path | None = Non
             trace_label = f"converted now from {src}"
     else:
         prefix = prefix or source
-    sources: dict[str, str | None] = {"captured": str(src / "capture.json") if captured is not None else None,
-                                      "trace": trace_label or prefix}
+    sources: dict[str, str | None] = {
+        "captured": str(src / "capture.json") if captured is not None else None,
+        "trace": trace_label or prefix,
+    }
     if replay is not None:
         replayed = read_replay(replay)
         sources["replayed"] = str(replay)
     else:
-        from .launcher import ReplayConfig, run_replay
+        from .launcher import ReplayConfig, replay_here
 
         out = work_dir / "replay.json"
-        replayed = float(run_replay(ReplayConfig(prefix=prefix, out=out, iterations=iterations,  # type: ignore[arg-type]
-                                                 timeout_s=timeout_s))["step_time_ns"]["median"])
+        assert prefix is not None  # a capture folder was converted above when nothing was given to replay
+        replayed = float(
+            replay_here(
+                ReplayConfig(
+                    prefix=prefix,
+                    out=out,
+                    iterations=iterations,
+                    timeout_s=timeout_s,
+                )
+            )["step_time_ns"]["median"]
+        )
         sources["replayed"] = f"replayed now ({iterations} iterations)"
     simulated = None
     if sim is not None:
@@ -151,14 +177,22 @@ def compare(source: str, *, prefix: str | None = None, replay: Path | None = Non
 def render(times: StepTimes) -> str:
     """A small aligned table: one row per source, step time in ms and ratio to captured/replayed."""
     ratios = times.ratios()
-    rows = [("captured (untraced)", times.captured_ns, 1.0 if times.captured_ns else None, None),
-            ("replayed", times.replayed_ns, ratios["replayed/captured"], 1.0 if times.replayed_ns else None),
-            ("simulated", times.simulated_ns, ratios["simulated/captured"], ratios["simulated/replayed"])]
+    rows = [
+        ("captured (untraced)", times.captured_ns, 1.0 if times.captured_ns else None, None),
+        ("replayed", times.replayed_ns, ratios["replayed/captured"], 1.0 if times.replayed_ns else None),
+        ("simulated", times.simulated_ns, ratios["simulated/captured"], ratios["simulated/replayed"]),
+    ]
     fmt = "{:<20} {:>14} {:>12} {:>12}"
     lines = [fmt.format("source", "step (ms)", "/captured", "/replayed")]
     for name, ns, vs_cap, vs_rep in rows:
-        lines.append(fmt.format(name, "-" if ns is None else f"{ns / 1e6:.4f}",
-                                "-" if vs_cap is None else f"{vs_cap:.3f}", "-" if vs_rep is None else f"{vs_rep:.3f}"))
+        lines.append(
+            fmt.format(
+                name,
+                "-" if ns is None else f"{ns / 1e6:.4f}",
+                "-" if vs_cap is None else f"{vs_cap:.3f}",
+                "-" if vs_rep is None else f"{vs_rep:.3f}",
+            )
+        )
     if times.trace_steps != 1:
         lines.append(f"(the trace spans {times.trace_steps} steps; replayed and simulated times are per step)")
     return "\n".join(lines)
@@ -166,9 +200,17 @@ def render(times: StepTimes) -> str:
 
 def compare_main(args) -> int:
     with tempfile.TemporaryDirectory(prefix="chakra-compare-") as tmp:
-        times = compare(args.source, prefix=args.prefix, replay=args.replay, sim=args.sim, system=args.system,
-                        network=args.network, iterations=args.iterations, timeout_s=args.timeout,
-                        work_dir=Path(tmp))
+        times = compare(
+            args.source,
+            prefix=args.prefix,
+            replay=args.replay,
+            sim=args.sim,
+            system=args.system,
+            network=args.network,
+            iterations=args.iterations,
+            timeout_s=args.timeout,
+            work_dir=Path(tmp),
+        )
     print(render(times))
     if args.out:
         write_json(args.out, times.to_dict())

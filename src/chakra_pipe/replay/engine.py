@@ -34,12 +34,12 @@ class Gemm:
 
     @property
     def ops(self) -> int:
-        return self.reps * 2 * self.n ** 3
+        return self.reps * 2 * self.n**3
 
     @classmethod
     def for_ops(cls, num_ops: int) -> Gemm:
         n = max(1, min(GEMM_MAX_N, round((num_ops / 2) ** (1 / 3))))
-        return cls(n, max(1, round(num_ops / (2 * n ** 3))))
+        return cls(n, max(1, round(num_ops / (2 * n**3))))
 
 
 class _Waiter(threading.Thread):

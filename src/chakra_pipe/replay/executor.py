@@ -70,9 +70,13 @@ class IterationTiming:
     end_ns: list[int]
 
 
-def run_iteration(plan: RankPlan, engine: Engine, deadline_ns: int,
-                  on_change: Callable[[list[int]], None] | None = None,
-                  clock: Callable[[], int] = time.monotonic_ns) -> IterationTiming:
+def run_iteration(
+    plan: RankPlan,
+    engine: Engine,
+    deadline_ns: int,
+    on_change: Callable[[list[int]], None] | None = None,
+    clock: Callable[[], int] = time.monotonic_ns,
+) -> IterationTiming:
     """Execute every node of ``plan`` once; ``deadline_ns`` is on ``clock``'s scale."""
     n = len(plan)
     waiting = [len(p) for p in plan.parents]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..atomic import write_json
@@ -46,15 +46,25 @@ class ReplayConfig:
     launcher: str = "local"
 
 
-
 def load_plan(cfg: ReplayConfig) -> ReplayPlan:
     """The checked plan of ``cfg.prefix``: every static mismatch is refused before any rank starts."""
     _check_settings(cfg)
     plan = build_plan(TraceSet.load(cfg.prefix, cfg.comm_groups))
     if cfg.ranks is not None and cfg.ranks != plan.world_size:
-        raise InputError(f"the trace has {plan.world_size} ranks; --ranks {cfg.ranks} cannot replay it",
-                         file=cfg.prefix, where="--ranks")
+        raise InputError(
+            f"the trace has {plan.world_size} ranks; --ranks {cfg.ranks} cannot replay it",
+            file=cfg.prefix,
+            where="--ranks",
+        )
     return plan
+
+
+def replay_here(cfg: ReplayConfig) -> dict:
+    """:func:`run_replay` with every rank started from this process (``--launcher local``), so the
+    result document always comes back (calibrate and compare read it)."""
+    result = run_replay(replace(cfg, launcher="local"))
+    assert result is not None  # this process is rank 0's launcher under ``local``
+    return result
 
 
 def run_replay(cfg: ReplayConfig) -> dict | None:
@@ -68,8 +78,13 @@ def run_replay(cfg: ReplayConfig) -> dict | None:
     mode = rankenv.resolve(cfg.launcher)
     ranks_here = plan.world_size if mode == "local" else 1
     backend, device = resolve_backend(cfg.backend, ranks_here)
-    settings = {"backend": backend, "compute": cfg.compute, "iterations": cfg.iterations, "warmup": cfg.warmup,
-                "timeout_s": cfg.timeout_s}
+    settings = {
+        "backend": backend,
+        "compute": cfg.compute,
+        "iterations": cfg.iterations,
+        "warmup": cfg.warmup,
+        "timeout_s": cfg.timeout_s,
+    }
     with launch(_ReplayJob(plan, cfg, backend, device), mode) as run:
         if run is None:
             return None
@@ -83,8 +98,7 @@ def _check_settings(cfg: ReplayConfig) -> None:
     if cfg.backend not in BACKENDS:
         raise InputError(f"unknown backend {cfg.backend!r}; choose {', '.join(BACKENDS)}", where="--backend")
     if cfg.compute not in COMPUTE_MODES:
-        raise InputError(f"unknown compute mode {cfg.compute!r}; choose {', '.join(COMPUTE_MODES)}",
-                         where="--compute")
+        raise InputError(f"unknown compute mode {cfg.compute!r}; choose {', '.join(COMPUTE_MODES)}", where="--compute")
     if cfg.iterations < 1:
         raise InputError("must be >= 1", where="--iterations")
     if cfg.warmup < 0:
@@ -114,9 +128,14 @@ class _ReplayJob:
         return self.cfg.timeout_s
 
     def settings(self) -> dict:
-        return {"backend": self.backend, "device": self.device,
-                "groups": {name: list(m) for name, m in self.plan.groups.items() if name != WORLD},
-                "compute": self.cfg.compute, "iterations": self.cfg.iterations, "warmup": self.cfg.warmup}
+        return {
+            "backend": self.backend,
+            "device": self.device,
+            "groups": {name: list(m) for name, m in self.plan.groups.items() if name != WORLD},
+            "compute": self.cfg.compute,
+            "iterations": self.cfg.iterations,
+            "warmup": self.cfg.warmup,
+        }
 
     def prepare(self, run: Path, rank: int) -> None:
         with open(run / f"plan.{rank}.pkl", "wb") as f:
@@ -137,12 +156,17 @@ class _ReplayJob:
         if first is None or all((o.error or {}).get("kind") == "timeout" for o in outcomes if o.failed):
             late = [o for o in outcomes if o.snapshot.get("phase") != "done"]
             parts = [f"rank {o.rank} at {_where(plan, o)}" for o in late]
-            return StuckError(f"replay did not finish within {cfg.timeout_s:g} s: " + "; ".join(parts),
-                              stuck={o.rank: o.snapshot.get("in_flight", []) for o in late}, file=cfg.prefix)
+            return StuckError(
+                f"replay did not finish within {cfg.timeout_s:g} s: " + "; ".join(parts),
+                stuck={o.rank: o.snapshot.get("in_flight", []) for o in late},
+                file=cfg.prefix,
+            )
         others = len([o for o in outcomes if o.rank != first.rank and o.snapshot.get("phase") != "done"])
-        return ReplayError(f"rank {first.rank} failed at {_where(plan, first)}: {first.why()}"
-                           + (f" ({others} other rank(s) stopped)" if others else ""),
-                           file=plan.ranks[first.rank].file)
+        return ReplayError(
+            f"rank {first.rank} failed at {_where(plan, first)}: {first.why()}"
+            + (f" ({others} other rank(s) stopped)" if others else ""),
+            file=plan.ranks[first.rank].file,
+        )
 
 
 def _where(plan: ReplayPlan, o: Outcome) -> str:

@@ -36,11 +36,20 @@ ACT_NOOP, ACT_COMPUTE, ACT_COLL, ACT_SEND, ACT_RECV = "noop", "compute", "coll",
 WORLD = ""  # canonical name of the default group ("" and "0" both select it, §2.5)
 
 # Collective kinds torch.distributed offers, by CollectiveCommType value.
-SUPPORTED_COLLECTIVES = frozenset({
-    schema.ALL_REDUCE, schema.REDUCE, schema.ALL_GATHER, schema.GATHER, schema.SCATTER,
-    schema.BROADCAST, schema.ALL_TO_ALL, schema.REDUCE_SCATTER, schema.REDUCE_SCATTER_BLOCK,
-    schema.BARRIER,
-})
+SUPPORTED_COLLECTIVES = frozenset(
+    {
+        schema.ALL_REDUCE,
+        schema.REDUCE,
+        schema.ALL_GATHER,
+        schema.GATHER,
+        schema.SCATTER,
+        schema.BROADCAST,
+        schema.ALL_TO_ALL,
+        schema.REDUCE_SCATTER,
+        schema.REDUCE_SCATTER_BLOCK,
+        schema.BARRIER,
+    }
+)
 _SPLIT_EVENLY = frozenset({schema.REDUCE_SCATTER, schema.REDUCE_SCATTER_BLOCK})
 
 
@@ -148,8 +157,11 @@ def _collect_groups(ts: TraceSet, world: int) -> dict[str, tuple[int, ...]]:
                     continue
                 old = groups.setdefault(name, members)  # type: ignore[arg-type]
                 if old != members:
-                    raise InputError(f"process group {name!r} is {list(members)} here but {list(old)} elsewhere",
-                                     file=str(ts.files[r]), where=f"node {int(graph.ids[i])}")
+                    raise InputError(
+                        f"process group {name!r} is {list(members)} here but {list(old)} elsewhere",
+                        file=str(ts.files[r]),
+                        where=f"node {int(graph.ids[i])}",
+                    )
     return groups
 
 
@@ -166,8 +178,11 @@ def _metadata_groups(graph, i: int, world: int) -> list[tuple[str, tuple[int, ..
     for name, ranks in table.items():
         ranks = ranks or list(range(world))
         if not all(r < world for r in ranks):
-            raise InputError(f"process group {name!r} names ranks outside 0..{world - 1}",
-                             file=graph.path, where=f"node {int(graph.ids[i])}")
+            raise InputError(
+                f"process group {name!r} names ranks outside 0..{world - 1}",
+                file=graph.path,
+                where=f"node {int(graph.ids[i])}",
+            )
         out.append((canonical_group(name), tuple(ranks)))
     return out
 
@@ -213,13 +228,33 @@ def _rank_plan(rank: int, ts: TraceSet, groups: dict[str, tuple[int, ...]]) -> R
         elif t in (schema.COMM_SEND_NODE, schema.COMM_RECV_NODE):
             send = t == schema.COMM_SEND_NODE
             actions.append(ACT_SEND if send else ACT_RECV)
-            comm[i] = _p2p_spec(send, rank, len(ts.ranks), int(src[i]), int(dst[i]), int(tag[i]),
-                                int(comm_size[i]) if has_comm_size[i] else int(tensor_size[i]), path, where)
+            comm[i] = _p2p_spec(
+                send,
+                rank,
+                len(ts.ranks),
+                int(src[i]),
+                int(dst[i]),
+                int(tag[i]),
+                int(comm_size[i]) if has_comm_size[i] else int(tensor_size[i]),
+                path,
+                where,
+            )
         else:
             actions.append(ACT_NOOP)  # METADATA, INVALID, MEM_LOAD/STORE: nothing to run here
     parents = _parents(g, path)
-    plan = RankPlan(rank, path, ids, [g.name(i) for i in range(n)], types, slots, actions,
-                    [int(d) * 1000 for d in g.duration_micros], [int(x) for x in num_ops], comm, parents)
+    plan = RankPlan(
+        rank,
+        path,
+        ids,
+        [g.name(i) for i in range(n)],
+        types,
+        slots,
+        actions,
+        [int(d) * 1000 for d in g.duration_micros],
+        [int(x) for x in num_ops],
+        comm,
+        parents,
+    )
     plan.children = [[] for _ in range(n)]
     for i, ps in enumerate(parents):
         for p in ps:
@@ -238,21 +273,27 @@ def _coll_spec(ctype: int, size: int, pg_name: str, groups, rank: int, path: str
         size = 0
     name = canonical_group(pg_name)
     if name not in groups:
-        raise InputError(f"pg_name {pg_name!r} is not a known communicator group "
-                         f"(known: {', '.join(sorted(k for k in groups if k)) or 'none'})", file=path, where=where)
+        raise InputError(
+            f"pg_name {pg_name!r} is not a known communicator group "
+            f"(known: {', '.join(sorted(k for k in groups if k)) or 'none'})",
+            file=path,
+            where=where,
+        )
     members = groups[name]
     if rank not in members:
         raise InputError(f"rank {rank} is not a member of group {pg_name!r} {list(members)}", file=path, where=where)
     p = len(members)
     if ctype in _SPLIT_EVENLY and size % p:
-        raise InputError(f"{schema.COMM_TYPE_NAMES[ctype]} of {size} B cannot be split evenly over {p} ranks",
-                         file=path, where=where)
+        raise InputError(
+            f"{schema.COMM_TYPE_NAMES[ctype]} of {size} B cannot be split evenly over {p} ranks", file=path, where=where
+        )
     unit = 4 * (p if ctype in _SPLIT_EVENLY else 1)
     return CommSpec(ACT_COLL, ctype, size, name, members, elem_bytes=4 if size % unit == 0 else 1)
 
 
-def _p2p_spec(send: bool, rank: int, world: int, src: int, dst: int, tag: int, size: int,
-              path: str, where: str) -> CommSpec:
+def _p2p_spec(
+    send: bool, rank: int, world: int, src: int, dst: int, tag: int, size: int, path: str, where: str
+) -> CommSpec:
     me, peer = (src, dst) if send else (dst, src)
     if me not in (-1, rank):
         role = "comm_src" if send else "comm_dst"
@@ -264,8 +305,9 @@ def _p2p_spec(send: bool, rank: int, world: int, src: int, dst: int, tag: int, s
         raise InputError(f"comm_tag {tag} is negative", file=path, where=where)
     if size < 0:
         raise InputError("p2p node has neither comm_size nor tensor_size", file=path, where=where)
-    return CommSpec(ACT_SEND if send else ACT_RECV, nbytes=size, peer=peer, tag=tag,
-                    elem_bytes=4 if size % 4 == 0 else 1)
+    return CommSpec(
+        ACT_SEND if send else ACT_RECV, nbytes=size, peer=peer, tag=tag, elem_bytes=4 if size % 4 == 0 else 1
+    )
 
 
 def _parents(g, path: str) -> list[list[int]]:
@@ -277,10 +319,13 @@ def _parents(g, path: str) -> list[list[int]]:
         bad = np.nonzero(idx < 0)[0]
         if len(bad):
             child = int(np.searchsorted(ptr, bad[0], side="right") - 1)
-            raise InputError(f"{which} dependency on node {int(raw[bad[0]])}, which is not in the file",
-                             file=path, where=f"node {int(g.ids[child])}")
+            raise InputError(
+                f"{which} dependency on node {int(raw[bad[0]])}, which is not in the file",
+                file=path,
+                where=f"node {int(g.ids[child])}",
+            )
         for i in range(len(g)):
-            for p in idx[ptr[i]:ptr[i + 1]]:
+            for p in idx[ptr[i] : ptr[i + 1]]:
                 p = int(p)
                 if p not in out[i]:
                     out[i].append(p)
@@ -331,13 +376,18 @@ def _check_collective_sequences(ranks: list[RankPlan], groups: dict[str, tuple[i
                     continue
                 label = f"group {name or '0'} {list(members)}"
                 if b is None:
-                    raise StuckError(f"{label}: rank {r} never issues collective #{k + 1}, which rank {ref_rank} "
-                                     f"issues as {ranks[ref_rank].describe(ref[k])}",
-                                     stuck={r: [], ref_rank: [ranks[ref_rank].ids[ref[k]]]}, file=ranks[r].file)
-                raise StuckError(f"{label}: collective #{k + 1} is {ranks[r].describe(mine[k])} of {b[1]} B on rank "
-                                 f"{r} but {ranks[ref_rank].describe(ref[k])} of {a[1]} B on rank {ref_rank}",  # type: ignore[index]
-                                 stuck={r: [ranks[r].ids[mine[k]]], ref_rank: [ranks[ref_rank].ids[ref[k]]]},
-                                 file=ranks[r].file)
+                    raise StuckError(
+                        f"{label}: rank {r} never issues collective #{k + 1}, which rank {ref_rank} "
+                        f"issues as {ranks[ref_rank].describe(ref[k])}",
+                        stuck={r: [], ref_rank: [ranks[ref_rank].ids[ref[k]]]},
+                        file=ranks[r].file,
+                    )
+                raise StuckError(
+                    f"{label}: collective #{k + 1} is {ranks[r].describe(mine[k])} of {b[1]} B on rank "
+                    f"{r} but {ranks[ref_rank].describe(ref[k])} of {a[1]} B on rank {ref_rank}",  # type: ignore[index]
+                    stuck={r: [ranks[r].ids[mine[k]]], ref_rank: [ranks[ref_rank].ids[ref[k]]]},
+                    file=ranks[r].file,
+                )
 
 
 def _sig(plan: RankPlan, i: int) -> tuple[int, int]:
@@ -366,13 +416,23 @@ def _check_p2p(ranks: list[RankPlan]) -> None:
                 continue
             if k >= len(r):
                 i = s[k][0]
-                raise StuckError(f"rank {src} {ranks[src].describe(i)} sends to rank {dst} tag {tag} but rank {dst} "
-                                 f"posts no matching receive", stuck={src: [ranks[src].ids[i]]}, file=ranks[src].file)
+                raise StuckError(
+                    f"rank {src} {ranks[src].describe(i)} sends to rank {dst} tag {tag} but rank {dst} "
+                    f"posts no matching receive",
+                    stuck={src: [ranks[src].ids[i]]},
+                    file=ranks[src].file,
+                )
             if k >= len(s):
                 i = r[k][0]
-                raise StuckError(f"rank {dst} {ranks[dst].describe(i)} waits for rank {src} tag {tag} but rank {src} "
-                                 f"sends nothing more", stuck={dst: [ranks[dst].ids[i]]}, file=ranks[dst].file)
-            raise StuckError(f"rank {src} {ranks[src].describe(s[k][0])} sends {s[k][1]} B but rank {dst} "
-                             f"{ranks[dst].describe(r[k][0])} receives {r[k][1]} B (tag {tag})",
-                             stuck={src: [ranks[src].ids[s[k][0]]], dst: [ranks[dst].ids[r[k][0]]]},
-                             file=ranks[src].file)
+                raise StuckError(
+                    f"rank {dst} {ranks[dst].describe(i)} waits for rank {src} tag {tag} but rank {src} "
+                    f"sends nothing more",
+                    stuck={dst: [ranks[dst].ids[i]]},
+                    file=ranks[dst].file,
+                )
+            raise StuckError(
+                f"rank {src} {ranks[src].describe(s[k][0])} sends {s[k][1]} B but rank {dst} "
+                f"{ranks[dst].describe(r[k][0])} receives {r[k][1]} B (tag {tag})",
+                stuck={src: [ranks[src].ids[s[k][0]]], dst: [ranks[dst].ids[r[k][0]]]},
+                file=ranks[src].file,
+            )

@@ -86,13 +86,14 @@ def check_progress(ranks: list[RankPlan], groups: dict[str, tuple[int, ...]]) ->
                     ready(r, c)
         while to_advance and not done_queue:
             advance(to_advance.popleft())
-    stuck = {r: _blocking(rp, finished[r], waiting[r], head[r]) for r, rp in enumerate(ranks)
-             if not all(finished[r])}
+    stuck = {r: _blocking(rp, finished[r], waiting[r], head[r]) for r, rp in enumerate(ranks) if not all(finished[r])}
     if stuck:
         parts = [f"rank {r} at {ranks[r].describe(i)}" for r, i in stuck.items()]
-        raise StuckError("the replay cannot finish (communication waits on itself across ranks): "
-                         + "; ".join(parts), stuck={r: [ranks[r].ids[i]] for r, i in stuck.items()},
-                         file=ranks[min(stuck)].file)
+        raise StuckError(
+            "the replay cannot finish (communication waits on itself across ranks): " + "; ".join(parts),
+            stuck={r: [ranks[r].ids[i]] for r, i in stuck.items()},
+            file=ranks[min(stuck)].file,
+        )
 
 
 def _blocking(rp: RankPlan, finished: list[bool], waiting: list[int], head: int) -> int:

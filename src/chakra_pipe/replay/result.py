@@ -29,9 +29,11 @@ def assemble(plan: ReplayPlan, settings: dict[str, Any], per_rank: list[dict]) -
         for i in range(len(rp)):
             durations = [res["end_ns"][k][i] - res["start_ns"][k][i] for k in range(iterations)]
             entry: dict[str, Any] = {
-                "id": rp.ids[i], "name": rp.names[i],
+                "id": rp.ids[i],
+                "name": rp.names[i],
                 "type": schema.NODE_TYPE_NAMES.get(rp.types[i], str(rp.types[i])),
-                "slot": SLOT_NAMES[rp.slots[i]], "action": rp.actions[i],
+                "slot": SLOT_NAMES[rp.slots[i]],
+                "action": rp.actions[i],
                 "start_ns": [res["start_ns"][k][i] for k in range(iterations)],
                 "duration_ns": durations,
             }
@@ -48,30 +50,54 @@ def assemble(plan: ReplayPlan, settings: dict[str, Any], per_rank: list[dict]) -
             med = int(statistics.median(durations))
             if spec.kind == ACT_COLL:
                 bw = bandwidth(spec.comm_type, spec.nbytes, len(spec.members), med)
-                colls.append({
-                    "rank": rp.rank, "node": rp.ids[i], "name": rp.names[i],
-                    "comm_type": schema.COMM_TYPE_NAMES[spec.comm_type], "group": spec.group or "0",
-                    "group_size": len(spec.members), "comm_size": spec.nbytes, "median_time_ns": med,
-                    **_bw(bw)})
+                colls.append(
+                    {
+                        "rank": rp.rank,
+                        "node": rp.ids[i],
+                        "name": rp.names[i],
+                        "comm_type": schema.COMM_TYPE_NAMES[spec.comm_type],
+                        "group": spec.group or "0",
+                        "group_size": len(spec.members),
+                        "comm_size": spec.nbytes,
+                        "median_time_ns": med,
+                        **_bw(bw),
+                    }
+                )
             elif spec.kind in (ACT_SEND, ACT_RECV):
                 bw = bandwidth(None, spec.nbytes, 2, med)
-                p2p.append({
-                    "rank": rp.rank, "node": rp.ids[i], "name": rp.names[i], "kind": spec.kind,
-                    "peer": spec.peer, "tag": spec.tag, "comm_size": spec.nbytes, "median_time_ns": med,
-                    **_bw(bw)})
-        ranks.append({"rank": rp.rank, "file": rp.file, "iteration_wall_ns": res["iteration_wall_ns"],
-                      "nodes": nodes})
+                p2p.append(
+                    {
+                        "rank": rp.rank,
+                        "node": rp.ids[i],
+                        "name": rp.names[i],
+                        "kind": spec.kind,
+                        "peer": spec.peer,
+                        "tag": spec.tag,
+                        "comm_size": spec.nbytes,
+                        "median_time_ns": med,
+                        **_bw(bw),
+                    }
+                )
+        ranks.append({"rank": rp.rank, "file": rp.file, "iteration_wall_ns": res["iteration_wall_ns"], "nodes": nodes})
     groups = {"0": list(range(plan.world_size))}
     groups.update({name: list(m) for name, m in plan.groups.items() if name != WORLD})
     return {
         "schema": SCHEMA,
-        "trace": {"prefix": plan.prefix, "ranks": plan.world_size, "files": [r.file for r in plan.ranks],
-                  "sha256": plan.sha256},
+        "trace": {
+            "prefix": plan.prefix,
+            "ranks": plan.world_size,
+            "files": [r.file for r in plan.ranks],
+            "sha256": plan.sha256,
+        },
         "settings": settings,
         "environment": env,
         "groups": groups,
-        "step_time_ns": {"per_iteration": step, "median": int(statistics.median(step)), "min": min(step),
-                         "max": max(step)},
+        "step_time_ns": {
+            "per_iteration": step,
+            "median": int(statistics.median(step)),
+            "min": min(step),
+            "max": max(step),
+        },
         "ranks": ranks,
         "collectives": colls,
         "p2p": p2p,

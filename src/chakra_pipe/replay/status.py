@@ -43,9 +43,9 @@ class StatusBoard:
 
     def set(self, rank: int, phase: int, iteration: int = -1, in_flight: list[int] | None = None) -> None:
         ids = tuple((in_flight or ())[:MAX_IN_FLIGHT])
-        _ROW.pack_into(self._map, rank * _ROW.size, phase, iteration, len(ids), *ids, *_PAD[len(ids):])
+        _ROW.pack_into(self._map, rank * _ROW.size, phase, iteration, len(ids), *ids, *_PAD[len(ids) :])
 
     def get(self, rank: int) -> RankStatus:
         row = _ROW.unpack_from(self._map, rank * _ROW.size)
         phase = PHASE_NAMES[row[0]] if 0 <= row[0] < len(PHASE_NAMES) else "unknown"
-        return RankStatus(phase, row[1], list(row[3:3 + max(0, min(row[2], MAX_IN_FLIGHT))]))
+        return RankStatus(phase, row[1], list(row[3 : 3 + max(0, min(row[2], MAX_IN_FLIGHT))]))

@@ -48,8 +48,13 @@ def main(run_dir: str, rank: int, local_rank: int) -> int:
         remaining = max(1.0, (deadline - time.monotonic_ns()) / 1e9)
         timeout = datetime.timedelta(seconds=remaining)
         store = dist.TCPStore(job["master_addr"], job["port"], None, False, timeout=timeout)
-        dist.init_process_group(job["backend"], store=dist.PrefixStore(PG_STORE_PREFIX, store), rank=rank,
-                                world_size=job["world_size"], timeout=timeout)
+        dist.init_process_group(
+            job["backend"],
+            store=dist.PrefixStore(PG_STORE_PREFIX, store),
+            rank=rank,
+            world_size=job["world_size"],
+            timeout=timeout,
+        )
         # Every rank creates every group, in the same order (torch.distributed requires it).
         groups = {name: dist.new_group(list(members)) for name, members in job["groups"].items()}
         engine = TorchEngine(plan, groups, device, job["compute"])
@@ -59,9 +64,17 @@ def main(run_dir: str, rank: int, local_rank: int) -> int:
             _barrier(dist, deadline)
             board.set(rank, st.RUNNING, iteration)
             engine.new_iteration()
-            timing = run_iteration(plan, engine, deadline,
-                                   on_change=lambda busy, it=iteration: board.set(rank, st.RUNNING, it,  # type: ignore[misc]
-                                                                                   [plan.ids[i] for i in busy]))
+            timing = run_iteration(
+                plan,
+                engine,
+                deadline,
+                on_change=lambda busy, it=iteration: board.set(
+                    rank,
+                    st.RUNNING,
+                    it,  # type: ignore[misc]
+                    [plan.ids[i] for i in busy],
+                ),
+            )
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             if iteration >= job["warmup"]:
@@ -71,37 +84,76 @@ def main(run_dir: str, rank: int, local_rank: int) -> int:
                 calls.append({str(i): b for i, b in sorted(engine.calls.items())})
         _barrier(dist, deadline)
         engine.close()
-        write_json(run / f"result.{rank}.json", {
-            "rank": rank,
-            "iteration_wall_ns": walls,
-            "start_ns": starts,
-            "end_ns": ends,
-            "call_bytes": calls,
-            "replayed_ops": {str(i): v for i, v in sorted(engine.gemm_ops.items())},
-            "environment": _environment(torch, job, device),
-        }, indent=None)
+        write_json(
+            run / f"result.{rank}.json",
+            {
+                "rank": rank,
+                "iteration_wall_ns": walls,
+                "start_ns": starts,
+                "end_ns": ends,
+                "call_bytes": calls,
+                "replayed_ops": {str(i): v for i, v in sorted(engine.gemm_ops.items())},
+                "environment": _environment(torch, job, device),
+            },
+            indent=None,
+        )
         board.set(rank, st.DONE, iteration)
         dist.destroy_process_group()
         return 0
     except NodeFailed as exc:
         i = exc.index
-        _fail(run, board, rank, iteration, "failed", str(exc), [plan.ids[i]], plan.describe(i),
-              peer=lost_peer(exc.__cause__))
+        _fail(
+            run,
+            board,
+            rank,
+            iteration,
+            "failed",
+            str(exc),
+            [plan.ids[i]],
+            plan.describe(i),
+            peer=lost_peer(exc.__cause__),
+        )
         return EXIT_FAILED
     except ReplayTimeout as exc:
         where = ", ".join(plan.describe(i) for i in exc.in_flight) or (
-            f"waiting to issue {plan.describe(exc.waiting[0])}" if exc.waiting else "")
-        _fail(run, board, rank, iteration, "timeout", "did not complete before the deadline",
-              [plan.ids[i] for i in exc.in_flight], where)
+            f"waiting to issue {plan.describe(exc.waiting[0])}" if exc.waiting else ""
+        )
+        _fail(
+            run,
+            board,
+            rank,
+            iteration,
+            "timeout",
+            "did not complete before the deadline",
+            [plan.ids[i] for i in exc.in_flight],
+            where,
+        )
         return EXIT_TIMEOUT
     except _BarrierTimeout:
-        _fail(run, board, rank, iteration, "timeout", "other ranks never reached the iteration barrier", [],
-              "iteration barrier")
+        _fail(
+            run,
+            board,
+            rank,
+            iteration,
+            "timeout",
+            "other ranks never reached the iteration barrier",
+            [],
+            "iteration barrier",
+        )
         return EXIT_TIMEOUT
     except Exception as exc:  # noqa: BLE001 - rendezvous, group creation, allocation: one line to the user
         text = str(exc).strip().splitlines()
-        _fail(run, board, rank, iteration, "error", f"{type(exc).__name__}: {text[0] if text else ''}", [], "",
-              peer=lost_peer(exc))
+        _fail(
+            run,
+            board,
+            rank,
+            iteration,
+            "error",
+            f"{type(exc).__name__}: {text[0] if text else ''}",
+            [],
+            "",
+            peer=lost_peer(exc),
+        )
         return EXIT_FAILED
 
 
@@ -138,11 +190,30 @@ def _barrier(dist, deadline: int) -> None:
     work.wait()
 
 
-def _fail(run: Path, board, rank: int, iteration: int, kind: str, message: str, nodes: list[int],
-          where: str, peer: bool = False) -> None:
+def _fail(
+    run: Path,
+    board,
+    rank: int,
+    iteration: int,
+    kind: str,
+    message: str,
+    nodes: list[int],
+    where: str,
+    peer: bool = False,
+) -> None:
     board.set(rank, st.FAILED, iteration, nodes)
-    write_json(run / f"error.{rank}.json", {"rank": rank, "iteration": iteration, "kind": kind,
-                                            "message": message, "nodes": nodes, "where": where, "peer": peer})
+    write_json(
+        run / f"error.{rank}.json",
+        {
+            "rank": rank,
+            "iteration": iteration,
+            "kind": kind,
+            "message": message,
+            "nodes": nodes,
+            "where": where,
+            "peer": peer,
+        },
+    )
 
 
 def _environment(torch, job: dict, device) -> dict:

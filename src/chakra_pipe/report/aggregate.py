@@ -70,20 +70,28 @@ def read_shard(path: str, workload: str, point_ids: list[str], campaign: str):
     except FileNotFoundError:
         raise InputError("shard result missing (run the workflow, or `chakra-pipe sweep run`)", file=path) from None
     except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text (byte offset {exc.start}): a damaged shard, delete it to recompute",
-                         file=path) from None
+        raise InputError(
+            f"not UTF-8 text (byte offset {exc.start}): a damaged shard, delete it to recompute", file=path
+        ) from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise InputError(f"unreadable shard CSV ({str(exc).splitlines()[0]}): delete it to recompute",
-                         file=path) from None
+        raise InputError(
+            f"unreadable shard CSV ({str(exc).splitlines()[0]}): delete it to recompute", file=path
+        ) from None
     if tuple(df.columns) != SHARD_COLUMNS:
-        raise InputError(f"shard columns are not the {len(SHARD_COLUMNS)} this version writes "
-                         "(damaged, or from another version): delete it to recompute", file=path)
+        raise InputError(
+            f"shard columns are not the {len(SHARD_COLUMNS)} this version writes "
+            "(damaged, or from another version): delete it to recompute",
+            file=path,
+        )
     got = list(df["point_id"])
     if got != point_ids or set(df["workload"]) != {workload}:
         missing = [p for p in point_ids if p not in got]
         detail = f"missing {len(missing)} of them, first '{missing[0]}'" if missing else "in another order or extra"
-        raise InputError(f"shard holds {len(got)} rows but the plan has {len(point_ids)} points for "
-                         f"workload {workload} ({detail}): delete it to recompute", file=path)
+        raise InputError(
+            f"shard holds {len(got)} rows but the plan has {len(point_ids)} points for "
+            f"workload {workload} ({detail}): delete it to recompute",
+            file=path,
+        )
     for i, row in enumerate(df.itertuples(index=False), start=2):
         problem = _row_problem(row, campaign)
         if problem:
@@ -128,8 +136,11 @@ def aggregate(plan: Campaign, commit: str | None = None):
     """The results table of a finished campaign (a pandas DataFrame with :data:`RESULT_COLUMNS`)."""
     import pandas as pd
 
-    frames = [read_shard(plan.shard_path(w.name, i), w.name, ids, plan.name)
-              for w in plan.workloads.values() for i, ids in enumerate(w.shards)]
+    frames = [
+        read_shard(plan.shard_path(w.name, i), w.name, ids, plan.name)
+        for w in plan.workloads.values()
+        for i, ids in enumerate(w.shards)
+    ]
     simulated = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SHARD_COLUMNS)
     sha_by_workload = dict(zip(simulated["workload"], simulated["trace_sha256"]))
     extra = []
@@ -140,13 +151,28 @@ def aggregate(plan: Campaign, commit: str | None = None):
         if w.replay:
             measured.append(("replayed", "replay", *replay_pass_ns(plan.replay_path(w.name))))
         for source, _, ns, runtime in measured:
-            extra.append({"campaign": plan.name, "workload": w.name, "source": source, "point_id": "",
-                          "platform": "host", "backend": "", "runtime": runtime, "npus": str(w.npus), "status": "ok",
-                          "step_time_ns": str(ns), "trace_sha256": sha_by_workload.get(w.name, "")})
+            extra.append(
+                {
+                    "campaign": plan.name,
+                    "workload": w.name,
+                    "source": source,
+                    "point_id": "",
+                    "platform": "host",
+                    "backend": "",
+                    "runtime": runtime,
+                    "npus": str(w.npus),
+                    "status": "ok",
+                    "step_time_ns": str(ns),
+                    "trace_sha256": sha_by_workload.get(w.name, ""),
+                }
+            )
     df = pd.concat([simulated, pd.DataFrame(extra, dtype=str)], ignore_index=True) if extra else simulated
     df = df.reindex(columns=RESULT_COLUMNS, fill_value="")
-    df["transform"] = df["workload"].map({w.name: w.spec.get("transform", "") if w.kind == "transform" else ""
-                                          for w in plan.workloads.values()}).fillna("")
+    df["transform"] = (
+        df["workload"]
+        .map({w.name: w.spec.get("transform", "") if w.kind == "transform" else "" for w in plan.workloads.values()})
+        .fillna("")
+    )
     df = _typed(pd.concat([df, _dynamic(plan, df)], axis=1))
     ok = df["status"] == "ok"
     df["time_x_cost"] = (df["step_time_ns"].astype("float64") * df["cost"]).where(ok)
@@ -180,11 +206,16 @@ def aggregate_collectives(plan: Campaign):
             try:
                 parts.append(collectives.read_table(path))
             except FileNotFoundError:
-                raise InputError("per-collective part of the shard is missing: delete the shard CSV beside it "
-                                 "to recompute", file=str(path)) from None
+                raise InputError(
+                    "per-collective part of the shard is missing: delete the shard CSV beside it to recompute",
+                    file=str(path),
+                ) from None
             except (OSError, ValueError) as exc:
-                raise InputError(f"unreadable per-collective part ({str(exc).splitlines()[0]}): delete the shard "
-                                 "CSV beside it to recompute", file=str(path)) from None
+                raise InputError(
+                    f"unreadable per-collective part ({str(exc).splitlines()[0]}): delete the shard "
+                    "CSV beside it to recompute",
+                    file=str(path),
+                ) from None
         if w.replay:
             doc = json.loads(Path(plan.replay_path(w.name)).read_text(encoding="utf-8"))
             parts.append(collectives.frame(collectives.replayed_rows(doc, plan.name, w.name)))
@@ -206,8 +237,10 @@ def _dynamic(plan: Campaign, df):
         rows.append(row)
     extra = pd.DataFrame(rows, index=df.index, dtype=object)
     extra = extra.reindex(columns=tidy.order(extra.columns)).fillna("")
-    df["hardware_sha256"] = [tidy.hardware_sha256(plan.points[p]) if s == "simulated" and p in plan.points else ""
-                             for s, p in zip(df["source"], df["point_id"])]
+    df["hardware_sha256"] = [
+        tidy.hardware_sha256(plan.points[p]) if s == "simulated" and p in plan.points else ""
+        for s, p in zip(df["source"], df["point_id"])
+    ]
     return extra
 
 
@@ -226,7 +259,10 @@ def write_results(df, out_dir: str | Path) -> tuple[Path, Path]:
     out = Path(out_dir)
     buf = io.BytesIO()
     table = pa.Table.from_pandas(df, preserve_index=False)
-    meta = {**(table.schema.metadata or {}), b"chakra_pipe.units": json.dumps(units(df.columns), sort_keys=True).encode()}
+    meta = {
+        **(table.schema.metadata or {}),
+        b"chakra_pipe.units": json.dumps(units(df.columns), sort_keys=True).encode(),
+    }
     pq.write_table(table.replace_schema_metadata(meta), buf, compression="zstd")
     write_bytes(out / "results.parquet", buf.getvalue())
     write_text(out / "results.csv", df.to_csv(index=False, lineterminator="\n"))
@@ -253,7 +289,6 @@ def _typed(df):
     return df
 
 
-
 def read_results(path: str | Path):
     """A results table written by :func:`write_results`, checked and typed the same way from either
     format (a CSV's empty text cells must not come back as NaN floats)."""
@@ -269,9 +304,12 @@ def read_results(path: str | Path):
     except (OSError, ValueError) as exc:  # pyarrow's and pandas' parse errors derive from these
         raise InputError(f"unreadable results table: {str(exc).splitlines()[0]}", file=str(path)) from None
     fixed = tuple(c for c in df.columns if not tidy.is_dynamic(c))
-    if fixed != tuple(RESULT_COLUMNS) or list(df.columns[len(fixed):]) != tidy.order(df.columns[len(fixed):]):
-        raise InputError(f"not a results table of this version (expected the {len(RESULT_COLUMNS)} columns "
-                         "`report aggregate` writes)", file=str(path))
+    if fixed != tuple(RESULT_COLUMNS) or list(df.columns[len(fixed) :]) != tidy.order(df.columns[len(fixed) :]):
+        raise InputError(
+            f"not a results table of this version (expected the {len(RESULT_COLUMNS)} columns "
+            "`report aggregate` writes)",
+            file=str(path),
+        )
     try:
         return _typed(df)
     except ValueError as exc:

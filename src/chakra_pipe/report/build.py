@@ -23,7 +23,9 @@ def summary(plan: Campaign, results) -> dict[str, Any]:
         g = ok[ok["workload"] == w.name]
         best = g.loc[g["step_time_ns"].astype("float64").idxmin()] if len(g) else None
         workloads[w.name] = {
-            "kind": w.kind, "npus": w.npus, "grid_points": sum(len(s) for s in w.shards),
+            "kind": w.kind,
+            "npus": w.npus,
+            "grid_points": sum(len(s) for s in w.shards),
             "baseline": w.baseline,
             "best_point": None if best is None else str(best["point_id"]),
             "best_step_time_ns": None if best is None else int(best["step_time_ns"]),
@@ -31,18 +33,27 @@ def summary(plan: Campaign, results) -> dict[str, Any]:
         }
     commit = str(results["git_commit"].iloc[0]) if len(results) else "unknown"
     return {
-        "campaign": plan.name, "config_sha256": plan.config_sha256,
+        "campaign": plan.name,
+        "config_sha256": plan.config_sha256,
         "package_version": str(results["package_version"].iloc[0]) if len(results) else "",
         "git_commit": commit,
         "metrics": {m.name: {"unit": m.unit, "better": m.better, "meaning": m.meaning} for m in METRICS},
         "units": {"results": units(results.columns), "collectives": COLLECTIVE_UNITS},
-        "counts": {"rows": len(results), "grid_points": len(plan.points), "simulated_ok": len(ok),
-                   "failed": int((sim["status"] != "ok").sum())},
-        "workloads": workloads, "notes": plan.notes,
-        "files": {"results": ["results.parquet", "results.csv"], "collectives": ["collectives.parquet"],
-                  "leaderboard": ["leaderboard.md", "leaderboard.csv"],
-                  "plots": [f"plots/{p}" for p in plots.PLOTS] + [f"plots/{p[:-4]}.svg" for p in plots.PLOTS],
-                  "page": "report.html"},
+        "counts": {
+            "rows": len(results),
+            "grid_points": len(plan.points),
+            "simulated_ok": len(ok),
+            "failed": int((sim["status"] != "ok").sum()),
+        },
+        "workloads": workloads,
+        "notes": plan.notes,
+        "files": {
+            "results": ["results.parquet", "results.csv"],
+            "collectives": ["collectives.parquet"],
+            "leaderboard": ["leaderboard.md", "leaderboard.csv"],
+            "plots": [f"plots/{p}" for p in plots.PLOTS] + [f"plots/{p[:-4]}.svg" for p in plots.PLOTS],
+            "page": "report.html",
+        },
     }
 
 
@@ -51,8 +62,10 @@ def why_no_fidelity(plan: Campaign) -> str:
     missing_torch = [n for n in plan.notes if "PyTorch is not installed" in n]
     if missing_torch:
         return "; ".join(missing_torch) + " (pip install -e '.[torch]')"
-    return ("capture and replay are disabled for this campaign (config capture/replay: never, "
-            "or no capture workload and no workload with replay: true)")
+    return (
+        "capture and replay are disabled for this campaign (config capture/replay: never, "
+        "or no capture workload and no workload with replay: true)"
+    )
 
 
 def build(plan: Campaign, results, out_dir: str | Path) -> dict[str, Any]:

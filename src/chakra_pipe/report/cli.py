@@ -7,9 +7,12 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="campaign results, leaderboards, plots and HTML report",
-                       description="Turn a campaign's shard results into results.parquet/csv, leaderboards, "
-                                   "plots, summary.json and report.html.")
+    p = sub.add_parser(
+        "report",
+        help="campaign results, leaderboards, plots and HTML report",
+        description="Turn a campaign's shard results into results.parquet/csv, leaderboards, "
+        "plots, summary.json and report.html.",
+    )
     verbs = p.add_subparsers(dest="report_command", metavar="VERB", required=True)
     agg = verbs.add_parser("aggregate", help="merge shards, replays and captures into results.parquet/csv")
     agg.add_argument("--plan", required=True, type=Path, help="campaign plan.json")
@@ -49,8 +52,10 @@ def _build(args: argparse.Namespace) -> int:
     plan = Campaign.load(args.plan)
     out = args.out_dir or Path(plan.report_dir)
     info = build(plan, read_results(args.results or out / "results.parquet"), out)
-    print(f"report: wrote {out / 'report.html'} ({info['counts']['simulated_ok']} simulations, "
-          f"{info['counts']['failed']} failed)")
+    print(
+        f"report: wrote {out / 'report.html'} ({info['counts']['simulated_ok']} simulations, "
+        f"{info['counts']['failed']} failed)"
+    )
     return 0
 
 
@@ -64,7 +69,13 @@ def _standing(args: argparse.Namespace) -> int:
     campaigns = sorted(set(results["campaign"].astype(str)))
     mine = board[board["campaign"].astype(str).isin(campaigns)]
     if args.stamp:
-        write_json(args.stamp, {"board": str(args.board), "campaigns": campaigns,
-                                "rows": [dict(zip(KEY, map(str, k))) for k in mine[list(KEY)].itertuples(index=False)]})
+        write_json(
+            args.stamp,
+            {
+                "board": str(args.board),
+                "campaigns": campaigns,
+                "rows": [dict(zip(KEY, map(str, k))) for k in mine[list(KEY)].itertuples(index=False)],
+            },
+        )
     print(f"report: {len(mine)} rows of {', '.join(campaigns)} in {args.board} ({len(board)} rows in all)")
     return 0

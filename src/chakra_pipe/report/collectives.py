@@ -19,18 +19,53 @@ from ..atomic import write_bytes
 from ..et import schema
 from ..replay.busbw import bandwidth
 
-COLUMNS = ("campaign", "workload", "source", "point_id", "backend", "rank", "node_id", "comm_type", "group",
-           "group_size", "comm_size_bytes", "nccl_size_bytes", "start_ns", "end_ns", "duration_ns",
-           "algbw_GBps", "busbw_GBps")
-DTYPES = {"rank": "Int64", "node_id": "UInt64", "group_size": "Int64", "comm_size_bytes": "Int64",
-          "nccl_size_bytes": "Int64", "start_ns": "Int64", "end_ns": "Int64", "duration_ns": "Int64",
-          "algbw_GBps": "float64", "busbw_GBps": "float64"}
-UNITS = {"comm_size_bytes": "bytes (Chakra comm_size)", "nccl_size_bytes": "bytes (nccl-tests size column)",
-         "start_ns": "ns", "end_ns": "ns", "duration_ns": "ns",
-         "algbw_GBps": "GB/s, GB = 10^9 bytes (nccl-tests algbw)",
-         "busbw_GBps": "GB/s, GB = 10^9 bytes (nccl-tests busbw)"}
-_KINDS = {"ALL_REDUCE": schema.ALL_REDUCE, "ALL_GATHER": schema.ALL_GATHER, "REDUCE_SCATTER": schema.REDUCE_SCATTER,
-          "ALL_TO_ALL": schema.ALL_TO_ALL, "BROADCAST": schema.BROADCAST}
+COLUMNS = (
+    "campaign",
+    "workload",
+    "source",
+    "point_id",
+    "backend",
+    "rank",
+    "node_id",
+    "comm_type",
+    "group",
+    "group_size",
+    "comm_size_bytes",
+    "nccl_size_bytes",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "algbw_GBps",
+    "busbw_GBps",
+)
+DTYPES = {
+    "rank": "Int64",
+    "node_id": "UInt64",
+    "group_size": "Int64",
+    "comm_size_bytes": "Int64",
+    "nccl_size_bytes": "Int64",
+    "start_ns": "Int64",
+    "end_ns": "Int64",
+    "duration_ns": "Int64",
+    "algbw_GBps": "float64",
+    "busbw_GBps": "float64",
+}
+UNITS = {
+    "comm_size_bytes": "bytes (Chakra comm_size)",
+    "nccl_size_bytes": "bytes (nccl-tests size column)",
+    "start_ns": "ns",
+    "end_ns": "ns",
+    "duration_ns": "ns",
+    "algbw_GBps": "GB/s, GB = 10^9 bytes (nccl-tests algbw)",
+    "busbw_GBps": "GB/s, GB = 10^9 bytes (nccl-tests busbw)",
+}
+_KINDS = {
+    "ALL_REDUCE": schema.ALL_REDUCE,
+    "ALL_GATHER": schema.ALL_GATHER,
+    "REDUCE_SCATTER": schema.REDUCE_SCATTER,
+    "ALL_TO_ALL": schema.ALL_TO_ALL,
+    "BROADCAST": schema.BROADCAST,
+}
 
 
 def sidecar_path(shard_csv: str | Path) -> Path:
@@ -38,37 +73,101 @@ def sidecar_path(shard_csv: str | Path) -> Path:
     return p.with_name(p.name.removesuffix(".csv") + ".collectives.parquet")
 
 
-def _row(ident: dict[str, Any], rank: int, node_id: int, kind: str, group: str, group_size: int, size: int,
-         start: int | None, end: int | None, duration: int) -> dict[str, Any]:
+def _row(
+    ident: dict[str, Any],
+    rank: int,
+    node_id: int,
+    kind: str,
+    group: str,
+    group_size: int,
+    size: int,
+    start: int | None,
+    end: int | None,
+    duration: int,
+) -> dict[str, Any]:
     ctype = _KINDS.get(kind)
     bw = bandwidth(ctype, size, group_size, duration)
-    return {**ident, "rank": rank, "node_id": node_id, "comm_type": kind, "group": group, "group_size": group_size,
-            "comm_size_bytes": size, "nccl_size_bytes": None if bw is None else bw.size_bytes,
-            "start_ns": start, "end_ns": end, "duration_ns": duration,
-            "algbw_GBps": None if bw is None else bw.algbw_GBps, "busbw_GBps": None if bw is None else bw.busbw_GBps}
+    return {
+        **ident,
+        "rank": rank,
+        "node_id": node_id,
+        "comm_type": kind,
+        "group": group,
+        "group_size": group_size,
+        "comm_size_bytes": size,
+        "nccl_size_bytes": None if bw is None else bw.size_bytes,
+        "start_ns": start,
+        "end_ns": end,
+        "duration_ns": duration,
+        "algbw_GBps": None if bw is None else bw.algbw_GBps,
+        "busbw_GBps": None if bw is None else bw.busbw_GBps,
+    }
 
 
 def simulated_rows(result, campaign: str, workload: str, point_id: str, backend: str) -> list[dict[str, Any]]:
     """Every collective, send and receive of every rank of one simulated point."""
-    ident = {"campaign": campaign, "workload": workload, "source": "simulated", "point_id": point_id,
-             "backend": backend}
+    ident = {
+        "campaign": campaign,
+        "workload": workload,
+        "source": "simulated",
+        "point_id": point_id,
+        "backend": backend,
+    }
     npus = len(result.finish_ns)
     members = {w.rank: {name: len(g.members) for name, g in w.groups.items()} for w in result.workloads}
     rows = []
     for c in result.collectives:
         n = 2 if c.kind in ("SEND", "RECV") else members.get(c.rank, {}).get(c.group, npus)
-        rows.append(_row(ident, c.rank, c.node_id, c.kind, c.group or "world", n, c.bytes, c.start_ns, c.end_ns,
-                         c.end_ns - c.start_ns))
+        rows.append(
+            _row(
+                ident,
+                c.rank,
+                c.node_id,
+                c.kind,
+                c.group or "world",
+                n,
+                c.bytes,
+                c.start_ns,
+                c.end_ns,
+                c.end_ns - c.start_ns,
+            )
+        )
     return rows
 
 
 def replayed_rows(replay: dict[str, Any], campaign: str, workload: str) -> list[dict[str, Any]]:
     """The collectives and point-to-point calls of a replay's RESULT.json (median durations)."""
     ident = {"campaign": campaign, "workload": workload, "source": "replayed", "point_id": "", "backend": ""}
-    rows = [_row(ident, c["rank"], c["node"], c["comm_type"], str(c["group"]), int(c["group_size"]),
-                 int(c["comm_size"]), None, None, int(c["median_time_ns"])) for c in replay.get("collectives", [])]
-    rows += [_row(ident, p["rank"], p["node"], str(p["kind"]).upper(), "p2p", 2, int(p["comm_size"]), None, None,
-                  int(p["median_time_ns"])) for p in replay.get("p2p", [])]
+    rows = [
+        _row(
+            ident,
+            c["rank"],
+            c["node"],
+            c["comm_type"],
+            str(c["group"]),
+            int(c["group_size"]),
+            int(c["comm_size"]),
+            None,
+            None,
+            int(c["median_time_ns"]),
+        )
+        for c in replay.get("collectives", [])
+    ]
+    rows += [
+        _row(
+            ident,
+            p["rank"],
+            p["node"],
+            str(p["kind"]).upper(),
+            "p2p",
+            2,
+            int(p["comm_size"]),
+            None,
+            None,
+            int(p["median_time_ns"]),
+        )
+        for p in replay.get("p2p", [])
+    ]
     return rows
 
 

@@ -18,14 +18,52 @@ from .leaderboard import BOARD_VIEW, fmt
 from .plots import PLOTS
 
 MAX_ROWS = 500  # the full table is in results.csv; a browser page need not hold 10,000 rows
-TEXT_COLUMNS = {"workload", "source", "point_id", "backend", "runtime", "status", "platform", "metric", "unit",
-                "better", "meaning", "hardware point"}
+TEXT_COLUMNS = {
+    "workload",
+    "source",
+    "point_id",
+    "backend",
+    "runtime",
+    "status",
+    "platform",
+    "metric",
+    "unit",
+    "better",
+    "meaning",
+    "hardware point",
+}
 WIDE_COLUMNS = {"point_id", "meaning"}  # long text that wraps anywhere; other cells stay on one line
 WRAP_COLUMNS = {"status", "settings"}  # errors and settings wrap at spaces
-RESULT_VIEW = (["workload", "source", "point_id", "backend", "runtime", "status", "step_time_ns", "compute_ns",
-                "exposed_comm_ns", "idle_ns", "speedup", "cost"],
-               ["workload", "source", "hardware point", "backend", "runtime", "status", "step time", "compute",
-                "exposed comm", "idle", "speed-up (x)", "cost"])
+RESULT_VIEW = (
+    [
+        "workload",
+        "source",
+        "point_id",
+        "backend",
+        "runtime",
+        "status",
+        "step_time_ns",
+        "compute_ns",
+        "exposed_comm_ns",
+        "idle_ns",
+        "speedup",
+        "cost",
+    ],
+    [
+        "workload",
+        "source",
+        "hardware point",
+        "backend",
+        "runtime",
+        "status",
+        "step time",
+        "compute",
+        "exposed comm",
+        "idle",
+        "speed-up (x)",
+        "cost",
+    ],
+)
 
 
 def duration(ns: float | None) -> str:
@@ -83,44 +121,86 @@ def _render_table(t: Table) -> str:
             else:
                 cells.append(f"<td data-v='{escape(value)}'>{escape(shown)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return Markup(f"<div class='scroll'><table class='data'><thead><tr>{head}</tr></thead>"
-                  f"<tbody>{''.join(body)}</tbody></table></div>")
+    return Markup(
+        f"<div class='scroll'><table class='data'><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
 
 
 def render(summary: dict[str, Any], results, board, plot_dir: Path) -> str:
     import jinja2
     import pandas as pd
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("chakra_pipe.report", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    boards = [{"workload": w, "baseline": str(summary["workloads"][w]["baseline"]),
-               "table": make_table(g, *_board_view())} for w, g in board.groupby("workload", sort=False)]
-    plots = [{"name": name, "caption": caption,
-              "data": base64.b64encode((plot_dir / name).read_bytes()).decode("ascii")} for name, caption in PLOTS.items()]
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("chakra_pipe.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    boards = [
+        {"workload": w, "baseline": str(summary["workloads"][w]["baseline"]), "table": make_table(g, *_board_view())}
+        for w, g in board.groupby("workload", sort=False)
+    ]
+    plots = [
+        {"name": name, "caption": caption, "data": base64.b64encode((plot_dir / name).read_bytes()).decode("ascii")}
+        for name, caption in PLOTS.items()
+    ]
     searches = []
     for name, best in (summary.get("searches") or {}).items():
-        rows = pd.DataFrame([{"point": p, "layout": b["layout"], "step_time_ms": round(b["step_time_ns"] / 1e6, 3),
-                              "mem_gib": round(b["mem_total_gib"], 2), "tokens_per_s": round(b["tokens_per_s"]),
-                              "mfu": round(b["mfu"], 3)} for p, b in best.items()])
+        rows = pd.DataFrame(
+            [
+                {
+                    "point": p,
+                    "layout": b["layout"],
+                    "step_time_ms": round(b["step_time_ns"] / 1e6, 3),
+                    "mem_gib": round(b["mem_total_gib"], 2),
+                    "tokens_per_s": round(b["tokens_per_s"]),
+                    "mfu": round(b["mfu"], 3),
+                }
+                for p, b in best.items()
+            ]
+        )
         pareto = plot_dir.parent / "search" / name / "pareto.png"
-        searches.append({"name": name, "pareto": base64.b64encode(pareto.read_bytes()).decode("ascii"),
-                         "table": make_table(rows, ["point", "layout", "step_time_ms", "mem_gib", "tokens_per_s", "mfu"],
-                                             ["point", "layout", "step time (ms)", "memory/GPU (GiB)", "tokens/s",
-                                              "MFU"])})
+        searches.append(
+            {
+                "name": name,
+                "pareto": base64.b64encode(pareto.read_bytes()).decode("ascii"),
+                "table": make_table(
+                    rows,
+                    ["point", "layout", "step_time_ms", "mem_gib", "tokens_per_s", "mfu"],
+                    ["point", "layout", "step time (ms)", "memory/GPU (GiB)", "tokens/s", "MFU"],
+                ),
+            }
+        )
     failed = results[results["status"] != "ok"]
     shown = results.head(MAX_ROWS)
-    metrics = pd.DataFrame([{"metric": k, "unit": m["unit"], "better": m["better"], "meaning": m["meaning"]}
-                            for k, m in summary["metrics"].items()])
-    sections = ([{"id": "notes", "title": "Notes"}] if summary["notes"] else []) + [
-        {"id": "leaderboard", "title": "Leaderboard"}, {"id": "plots", "title": f"Plots ({len(plots)})"}] + [
-        {"id": f"search-{i}", "title": f"Parallelism search {x['name']}"} for i, x in enumerate(searches, 1)] + (
-        [{"id": "failed", "title": f"Failed points ({len(failed)})"}] if len(failed) else []) + [
-        {"id": "results", "title": "Results"}, {"id": "metrics", "title": "Metrics and units"}]
+    metrics = pd.DataFrame(
+        [
+            {"metric": k, "unit": m["unit"], "better": m["better"], "meaning": m["meaning"]}
+            for k, m in summary["metrics"].items()
+        ]
+    )
+    sections = (
+        ([{"id": "notes", "title": "Notes"}] if summary["notes"] else [])
+        + [{"id": "leaderboard", "title": "Leaderboard"}, {"id": "plots", "title": f"Plots ({len(plots)})"}]
+        + [{"id": f"search-{i}", "title": f"Parallelism search {x['name']}"} for i, x in enumerate(searches, 1)]
+        + ([{"id": "failed", "title": f"Failed points ({len(failed)})"}] if len(failed) else [])
+        + [{"id": "results", "title": "Results"}, {"id": "metrics", "title": "Metrics and units"}]
+    )
     page = env.get_template("report.html.j2").render(
-        s=summary, sections=sections, boards=boards, plots=plots, searches=searches, table=_render_table,
+        s=summary,
+        sections=sections,
+        boards=boards,
+        plots=plots,
+        searches=searches,
+        table=_render_table,
         failed=make_table(failed, ["workload", "point_id", "backend", "status"]) if len(failed) else None,
-        results=make_table(shown, *_non_empty(shown, *RESULT_VIEW)), more=len(results) > MAX_ROWS, shown=MAX_ROWS, total=len(results),
-        metrics=make_table(metrics, ["metric", "unit", "better", "meaning"]))
+        results=make_table(shown, *_non_empty(shown, *RESULT_VIEW)),
+        more=len(results) > MAX_ROWS,
+        shown=MAX_ROWS,
+        total=len(results),
+        metrics=make_table(metrics, ["metric", "unit", "better", "meaning"]),
+    )
     return page
 
 

@@ -18,14 +18,41 @@ from pathlib import Path
 from ..atomic import write_text
 from ..errors import InputError
 
-BOARD_COLUMNS = ("workload", "rank_time", "point_id", "platform", "backend", "step_time_ns", "speedup",
-                 "cost", "time_x_cost", "rank_time_x_cost")
+BOARD_COLUMNS = (
+    "workload",
+    "rank_time",
+    "point_id",
+    "platform",
+    "backend",
+    "step_time_ns",
+    "speedup",
+    "cost",
+    "time_x_cost",
+    "rank_time_x_cost",
+)
 # Standing entries are keyed by content, not by who produced them: the trace's SHA-256, the hardware
 # (a digest of the full network/system/memory/backend description) and the simulator version.
 KEY = ("workload", "trace_sha256", "backend", "hardware_sha256", "package_version")
-STANDING_COLUMNS = (*KEY, "topology", "npus_count", "bandwidth_gbps", "latency_ns", "settings", "npus",
-                    "platform", "point_id", "campaign", "step_time_ns", "reference", "vs_reference", "cost",
-                    "time_x_cost", "config_sha256", "git_commit", "updated")
+STANDING_COLUMNS = (
+    *KEY,
+    "topology",
+    "npus_count",
+    "bandwidth_gbps",
+    "latency_ns",
+    "settings",
+    "npus",
+    "platform",
+    "point_id",
+    "campaign",
+    "step_time_ns",
+    "reference",
+    "vs_reference",
+    "cost",
+    "time_x_cost",
+    "config_sha256",
+    "git_commit",
+    "updated",
+)
 
 
 def campaign_board(results):
@@ -41,7 +68,8 @@ def campaign_board(results):
         if g["cost"].notna().any():
             by_cost = g.sort_values(["time_x_cost", "_order"], kind="stable", na_position="last")
             g["rank_time_x_cost"] = pd.Series(range(1, len(g) + 1), index=by_cost.index).where(
-                by_cost["time_x_cost"].notna())
+                by_cost["time_x_cost"].notna()
+            )
         else:
             g["rank_time_x_cost"] = float("nan")
         parts.append(g)
@@ -72,22 +100,41 @@ def markdown_table(df, columns: list[str], headers: list[str]) -> str:
 
 
 # The columns a reader sees, with units, for the markdown and HTML leaderboards alike.
-BOARD_VIEW = (["rank_time", "point_id", "backend", "step_time_ns", "speedup", "cost", "time_x_cost",
-               "rank_time_x_cost"],
-              ["#", "hardware point", "backend", "step time (ns)", "speed-up (x)", "cost", "time x cost (ns x cost)",
-               "# by time x cost"])
+BOARD_VIEW = (
+    ["rank_time", "point_id", "backend", "step_time_ns", "speedup", "cost", "time_x_cost", "rank_time_x_cost"],
+    [
+        "#",
+        "hardware point",
+        "backend",
+        "step time (ns)",
+        "speed-up (x)",
+        "cost",
+        "time x cost (ns x cost)",
+        "# by time x cost",
+    ],
+)
 
 
 def board_markdown(board, title: str, baselines: dict[str, str | None]) -> str:
     """One table per workload, fastest first."""
-    out = [f"# {title}", "",
-           "Ranked by simulated step time (lower is better); speed-up is baseline step time / step time; "
-           "time x cost is step time (ns) times the point's declared cost.", ""]
+    out = [
+        f"# {title}",
+        "",
+        "Ranked by simulated step time (lower is better); speed-up is baseline step time / step time; "
+        "time x cost is step time (ns) times the point's declared cost.",
+        "",
+    ]
     cols, heads = BOARD_VIEW
     for workload, g in board.groupby("workload", sort=False):
         base = baselines.get(workload)
-        out += [f"## {workload}", "", f"Baseline: `{base}`" if base else "Baseline: none declared for this workload",
-                "", markdown_table(g, cols, heads), ""]
+        out += [
+            f"## {workload}",
+            "",
+            f"Baseline: `{base}`" if base else "Baseline: none declared for this workload",
+            "",
+            markdown_table(g, cols, heads),
+            "",
+        ]
     return "\n".join(out)
 
 
@@ -141,9 +188,11 @@ def read_board(board_csv: Path):
     except (OSError, ValueError) as exc:
         raise InputError(f"unreadable standing leaderboard: {exc}", file=str(board_csv)) from None
     if list(old.columns) != list(STANDING_COLUMNS):
-        raise InputError(f"standing leaderboard has columns {list(old.columns)}, expected "
-                         f"{list(STANDING_COLUMNS)} (a board from an older version: move it aside)",
-                         file=str(board_csv))
+        raise InputError(
+            f"standing leaderboard has columns {list(old.columns)}, expected "
+            f"{list(STANDING_COLUMNS)} (a board from an older version: move it aside)",
+            file=str(board_csv),
+        )
     return old
 
 
@@ -158,18 +207,19 @@ def update_standing(results, board_csv: str | Path, date: str | None = None):
     # A symlinked board is shared: lock and rewrite the real file behind it, never the link.
     board_csv = Path(os.path.realpath(board_csv))
     ok = results[(results["source"] == "simulated") & (results["status"] == "ok")]
-    new = pd.DataFrame({c: [_text(v) for v in ok[c]] if c in ok.columns else [""] * len(ok)
-                        for c in STANDING_COLUMNS}, dtype=str)
+    new = pd.DataFrame(
+        {c: [_text(v) for v in ok[c]] if c in ok.columns else [""] * len(ok) for c in STANDING_COLUMNS}, dtype=str
+    )
     is_baseline = [_text(v) == "1" for v in ok["speedup"]]
     with locked(board_csv):
         old = read_board(board_csv)
-        previous = {tuple(r[:len(KEY)]): r for r in old.itertuples(index=False)}
+        previous = {tuple(r[: len(KEY)]): r for r in old.itertuples(index=False)}
         new_keys = set(map(tuple, new[list(KEY)].itertuples(index=False)))
         keep = old[[tuple(k) not in new_keys for k in old[list(KEY)].itertuples(index=False)]]
         compare = [c for c in STANDING_COLUMNS if c not in ("updated", "reference", "vs_reference")]
         dates, refs = [], []
         for r in new.itertuples(index=False):
-            prev = previous.get(tuple(r[:len(KEY)]))
+            prev = previous.get(tuple(r[: len(KEY)]))
             same = prev is not None and all(getattr(prev, c) == getattr(r, c) for c in compare)
             dates.append(prev.updated if prev is not None and same else (date or today()))
             refs.append(prev.reference if prev is not None else "")
@@ -177,8 +227,12 @@ def update_standing(results, board_csv: str | Path, date: str | None = None):
         merged = pd.concat([keep, new], ignore_index=True)
         merged = _references(merged, new, is_baseline)
         step = pd.to_numeric(merged["step_time_ns"])
-        merged = merged.assign(_t=step).sort_values(["backend", "workload", "trace_sha256", "_t", *KEY],
-                                                    kind="stable").drop(columns="_t").reset_index(drop=True)
+        merged = (
+            merged.assign(_t=step)
+            .sort_values(["backend", "workload", "trace_sha256", "_t", *KEY], kind="stable")
+            .drop(columns="_t")
+            .reset_index(drop=True)
+        )
         write_text(board_csv, merged.to_csv(index=False, lineterminator="\n"))
         write_text(board_csv.with_suffix(".md"), standing_markdown(merged))
     return merged
@@ -214,19 +268,45 @@ def _references(board, new, is_baseline: list[bool]):
 def standing_markdown(board) -> str:
     import pandas as pd
 
-    cols = ["rank", "campaign", "topology", "npus_count", "bandwidth_gbps", "latency_ns", "settings",
-            "step_time_ns", "vs_reference", "updated"]
-    heads = ["#", "campaign", "topology", "NPUs per dim", "bandwidth (GB/s, 2^30)", "latency (ns)", "settings",
-             "step time (ns)", "speed-up vs reference (x)", "updated"]
-    md = ["# Standing leaderboard", "",
-          ("Every campaign's simulated entries, one per trace (by content) x hardware description x simulator "
-           "version, ranked by step time (lower is better) within a backend division and a trace. "
-           "`vs_reference` is the division's fixed reference step time / this step time (reference marked *)."),
-          ""]
+    cols = [
+        "rank",
+        "campaign",
+        "topology",
+        "npus_count",
+        "bandwidth_gbps",
+        "latency_ns",
+        "settings",
+        "step_time_ns",
+        "vs_reference",
+        "updated",
+    ]
+    heads = [
+        "#",
+        "campaign",
+        "topology",
+        "NPUs per dim",
+        "bandwidth (GB/s, 2^30)",
+        "latency (ns)",
+        "settings",
+        "step time (ns)",
+        "speed-up vs reference (x)",
+        "updated",
+    ]
+    md = [
+        "# Standing leaderboard",
+        "",
+        (
+            "Every campaign's simulated entries, one per trace (by content) x hardware description x simulator "
+            "version, ranked by step time (lower is better) within a backend division and a trace. "
+            "`vs_reference` is the division's fixed reference step time / this step time (reference marked *)."
+        ),
+        "",
+    ]
     for backend, division in board.groupby("backend", sort=False):
         md += [f"## Division {backend}", ""]
-        for (workload, sha, version), g in division.groupby(["workload", "trace_sha256", "package_version"],
-                                                             sort=False):
+        for (workload, sha, version), g in division.groupby(
+            ["workload", "trace_sha256", "package_version"], sort=False
+        ):
             g = g.copy()
             g["rank"] = [f"{i}{' *' if ref == 'yes' else ''}" for i, ref in enumerate(g["reference"], start=1)]
             g["step_time_ns"] = pd.to_numeric(g["step_time_ns"]).astype("Int64")  # shown with separators

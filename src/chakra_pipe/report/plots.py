@@ -23,8 +23,16 @@ PLOTS = {
     "fidelity.png": "captured vs replayed vs simulated step time",
 }
 US = 1e-3  # ns -> µs
-STYLE = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "xtick.labelsize": 9, "ytick.labelsize": 9,
-         "legend.fontsize": 9, "svg.hashsalt": "chakra-pipe", "svg.fonttype": "path"}
+STYLE = {
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "svg.hashsalt": "chakra-pipe",
+    "svg.fonttype": "path",
+}
 SMALL = 9  # pt: the smallest text in any plot
 MAX_SERIES = 8  # more lines than this become a best / median / worst envelope
 MAX_BARS = 30  # the breakdown shows at most this many points per workload (the fastest ones)
@@ -36,14 +44,14 @@ def _figure(n: int, width: float = 6.0, height: float = 3.6):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update(STYLE)
+    plt.rcParams.update(STYLE)  # type: ignore[arg-type]
     cols = 1 if n <= 1 else 2
     rows = max(1, math.ceil(n / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
     flat = list(axes.flat)
     for ax in flat[n:]:
         ax.set_visible(False)
-    return fig, flat[:max(n, 1)]
+    return fig, flat[: max(n, 1)]
 
 
 def _save(fig, path: Path, top: float = 1.0, bottom: float = 0.0) -> None:
@@ -102,8 +110,11 @@ def _bandwidth_axes(g) -> set[str]:
         for d, b in parsed:
             if name in d:
                 by_value.setdefault(d[name], set()).add(b)
-        if len(by_value) > 1 and all(len(v) == 1 for v in by_value.values()) and \
-                len({next(iter(v)) for v in by_value.values()}) == len(by_value):
+        if (
+            len(by_value) > 1
+            and all(len(v) == 1 for v in by_value.values())
+            and len({next(iter(v)) for v in by_value.values()}) == len(by_value)
+        ):
             axes.add(name)
     return axes
 
@@ -128,8 +139,7 @@ def plot_bandwidth(ok, path: Path) -> None:
             by_bw = g.groupby("bottleneck_bandwidth_gbps")["_t"]
             for stat, style in (("min", "-o"), ("median", "--"), ("max", ":")):
                 agg = getattr(by_bw, stat)()
-                ax.plot(agg.index, agg.values, style,
-                        label=f"{stat} over {len(set(keys))} settings of the other axes")
+                ax.plot(agg.index, agg.values, style, label=f"{stat} over {len(set(keys))} settings of the other axes")
         ax.set_xscale("log", base=2)
         ticks = sorted(set(g["bottleneck_bandwidth_gbps"].dropna()))
         ax.set_xticks(ticks)
@@ -159,9 +169,12 @@ def plot_breakdown(ok, path: Path) -> None:
         cpu = g["cpu_ns"].astype("float64").fillna(0) * US
         exposed = (g["exposed_comm_ns"].astype("float64").fillna(0) * US).clip(lower=0)
         left = [0.0] * len(g)
-        for vals, label, color in ((compute, "compute", "#4c72b0"), (cpu, "CPU ops", "#55a868"),
-                                   (exposed, "exposed communication", "#dd8452"),
-                                   (idle, "idle (nothing running)", "#bbbbbb")):
+        for vals, label, color in (
+            (compute, "compute", "#4c72b0"),
+            (cpu, "CPU ops", "#55a868"),
+            (exposed, "exposed communication", "#dd8452"),
+            (idle, "idle (nothing running)", "#bbbbbb"),
+        ):
             ax.barh(list(y), list(vals), left=left, label=label, color=color)
             left = [a + b for a, b in zip(left, vals)]
         ax.set_yticks(list(y))
@@ -196,8 +209,9 @@ def plot_pareto(ok, path: Path) -> None:
         pts = list(zip(g["cost"].astype(float), g["step_time_ns"].astype(float) * US))
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, color="#999999", label="grid point")
         front = pareto_front(pts)
-        ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], marker="o", color="#c44e52",
-                label="Pareto front")
+        ax.plot(
+            [pts[i][0] for i in front], [pts[i][1] for i in front], marker="o", color="#c44e52", label="Pareto front"
+        )
         labels = [",".join(_settings(st).values()) or pid for st, pid in zip(g["settings"], g["point_id"])]
         for i in front:
             ax.annotate(labels[i], pts[i], fontsize=SMALL, xytext=(3, 3), textcoords="offset points")
@@ -215,8 +229,7 @@ def plot_fidelity(results, baselines: dict[str, str | None], path: Path, why_emp
         return _empty(path, f"no captured or replayed step times to compare:\n{why_empty}")
     fig, (ax,) = _figure(1, width=max(7.0, 1.6 * len(measured)))
     width = 0.27
-    for j, (source, color) in enumerate((("captured", "#55a868"), ("replayed", "#8172b2"),
-                                         ("simulated", "#4c72b0"))):
+    for j, (source, color) in enumerate((("captured", "#55a868"), ("replayed", "#8172b2"), ("simulated", "#4c72b0"))):
         xs, vals = [], []
         for i, w in enumerate(measured):
             g = ok[(ok["workload"] == w) & (ok["source"] == source)]
@@ -236,8 +249,12 @@ def plot_fidelity(results, baselines: dict[str, str | None], path: Path, why_emp
     _save(fig, path)
 
 
-def write_plots(results, out_dir: str | Path, baselines: dict[str, str | None],
-                why_no_fidelity: str = "this campaign captured and replayed nothing") -> list[Path]:
+def write_plots(
+    results,
+    out_dir: str | Path,
+    baselines: dict[str, str | None],
+    why_no_fidelity: str = "this campaign captured and replayed nothing",
+) -> list[Path]:
     """Every plot as PNG (the names in :data:`PLOTS`) and SVG beside it."""
     out = Path(out_dir) / "plots"
     ok = results[(results["source"] == "simulated") & (results["status"] == "ok")]

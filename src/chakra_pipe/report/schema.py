@@ -23,17 +23,27 @@ class Metric:
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("step_time_ns", "ns", "lower",
-           "one pass over the trace: simulated, the last rank's finish time; replayed, the median iteration; "
-           "captured, the untraced median step time x the profiled steps the trace holds"),
+    Metric(
+        "step_time_ns",
+        "ns",
+        "lower",
+        "one pass over the trace: simulated, the last rank's finish time; replayed, the median iteration; "
+        "captured, the untraced median step time x the profiled steps the trace holds",
+    ),
     Metric("compute_ns", "ns", "lower", "GPU compute time of the slowest rank (sum of its kernels)"),
     Metric("cpu_ns", "ns", "lower", "CPU-op time of the slowest rank (is_cpu_op compute nodes)"),
-    Metric("exposed_comm_ns", "ns", "lower",
-           "communication not hidden by compute or CPU ops, slowest rank: step - compute - cpu - idle"),
+    Metric(
+        "exposed_comm_ns",
+        "ns",
+        "lower",
+        "communication not hidden by compute or CPU ops, slowest rank: step - compute - cpu - idle",
+    ),
     Metric("idle_ns", "ns", "lower", "time during which no node of the slowest rank runs"),
     Metric("comm_ns", "ns", "lower", "time the slowest rank has communication in flight, hidden or not"),
-    *(Metric(f"comm_{t}_ns", "ns", "lower", f"{t.replace('_', '-')} communication time of the slowest rank")
-      for t in COMM_TYPES),
+    *(
+        Metric(f"comm_{t}_ns", "ns", "lower", f"{t.replace('_', '-')} communication time of the slowest rank")
+        for t in COMM_TYPES
+    ),
     Metric("comm_other_ns", "ns", "lower", "other communication (send/recv, other collectives), slowest rank"),
     Metric("cost", "cost units (as declared in the config)", "lower", "price of the hardware point"),
     Metric("time_x_cost", "ns x cost units", "lower", "step time times cost: the price of one step"),
@@ -51,8 +61,22 @@ SHARD_COLUMNS = (*IDENTITY, "cost", *HARDWARE, "status", *NS_METRICS, "trace_sha
 # Result rows: ``backend`` is the simulator backend (simulated rows only); a replay's or capture's
 # torch backend/device is ``runtime``, and such rows have no ``point_id`` (they ran on this host).
 # Campaign-specific typed columns (per-dimension, per-axis; see ``tidy``) follow these.
-RESULT_COLUMNS = (*IDENTITY, "transform", "runtime", "cost", *HARDWARE, "status", *NS_METRICS, "time_x_cost", "speedup",
-                  *PROVENANCE)
-UNITS = {**{m.name: m.unit for m in METRICS}, "npus": "NPUs",
-         "bandwidth_gbps": "GB/s per dimension, GB = 2^30 bytes (ASTRA-sim)", "latency_ns": "ns per dimension",
-         "bottleneck_bandwidth_gbps": "GB/s, GB = 2^30 bytes (ASTRA-sim)"}
+RESULT_COLUMNS = (
+    *IDENTITY,
+    "transform",
+    "runtime",
+    "cost",
+    *HARDWARE,
+    "status",
+    *NS_METRICS,
+    "time_x_cost",
+    "speedup",
+    *PROVENANCE,
+)
+UNITS = {
+    **{m.name: m.unit for m in METRICS},
+    "npus": "NPUs",
+    "bandwidth_gbps": "GB/s per dimension, GB = 2^30 bytes (ASTRA-sim)",
+    "latency_ns": "ns per dimension",
+    "bottleneck_bandwidth_gbps": "GB/s, GB = 2^30 bytes (ASTRA-sim)",
+}

@@ -23,15 +23,23 @@ from typing import Any
 
 from ..generate.sizes import parse_size
 
-DIM_COLUMNS = {"topology": ("topology_d", "string"), "npus_count": ("npus_d", "Int64"),
-               "bandwidth": ("bandwidth_gbps_d", "float64"), "latency": ("latency_ns_d", "float64")}
+DIM_COLUMNS = {
+    "topology": ("topology_d", "string"),
+    "npus_count": ("npus_d", "Int64"),
+    "bandwidth": ("bandwidth_gbps_d", "float64"),
+    "latency": ("latency_ns_d", "float64"),
+}
 DIM_PATTERN = re.compile(r"^(topology|npus|bandwidth_gbps|latency_ns)_d\d+$")
 AXIS_PREFIXES = ("hw.", "wl.")
 WORKLOAD_SKIP = ("prefix", "replay")  # paths and switches, not parameters of the workload
 _INT = re.compile(r"^-?(0|[1-9]\d*)$")
 _FLOAT = re.compile(r"^-?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?$")
-UNITS = {"topology_d": "", "npus_d": "NPUs", "bandwidth_gbps_d": "GB/s, GB = 2^30 bytes (ASTRA-sim)",
-         "latency_ns_d": "ns"}
+UNITS = {
+    "topology_d": "",
+    "npus_d": "NPUs",
+    "bandwidth_gbps_d": "GB/s, GB = 2^30 bytes (ASTRA-sim)",
+    "latency_ns_d": "ns",
+}
 
 
 def is_dynamic(column: str) -> bool:
@@ -90,8 +98,10 @@ def dtype_of(column: str, texts) -> str:
 
 def order(columns) -> list[str]:
     """Dynamic columns in a stable order: dimensions by family then index, then hw.*, then wl.*."""
-    dims = sorted((c for c in columns if DIM_PATTERN.match(c)),
-                  key=lambda c: (list(UNITS).index(c.rsplit("_d", 1)[0] + "_d"), int(c.rsplit("_d", 1)[1])))
+    dims = sorted(
+        (c for c in columns if DIM_PATTERN.match(c)),
+        key=lambda c: (list(UNITS).index(c.rsplit("_d", 1)[0] + "_d"), int(c.rsplit("_d", 1)[1])),
+    )
     return dims + sorted(c for c in columns if c.startswith("hw.")) + sorted(c for c in columns if c.startswith("wl."))
 
 

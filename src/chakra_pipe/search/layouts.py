@@ -31,22 +31,38 @@ class Candidate:
     @property
     def label(self) -> str:
         """``dp8.tp4.pp2.ep1.mb16x2.zero1.rc`` (stable: it names the layout in tables and trace files)."""
-        return (f"dp{self.dp}.tp{self.tp}.pp{self.pp}.ep{self.ep}.mb{self.microbatches}x{self.micro_batch}"
-                f".zero{self.zero}{'.rc' if self.recompute else ''}")
+        return (
+            f"dp{self.dp}.tp{self.tp}.pp{self.pp}.ep{self.ep}.mb{self.microbatches}x{self.micro_batch}"
+            f".zero{self.zero}{'.rc' if self.recompute else ''}"
+        )
 
     def options(self, base: dict[str, Any]) -> dict[str, Any]:
         """``generate llm`` options of this layout on top of ``base`` (model, seq, dtype, device)."""
-        return {**base, "dp": self.dp, "tp": self.tp, "pp": self.pp, "ep": self.ep,
-                "microbatches": self.microbatches, "global_batch": self.dp * self.microbatches * self.micro_batch,
-                "zero": self.zero, "recompute": self.recompute}
+        return {
+            **base,
+            "dp": self.dp,
+            "tp": self.tp,
+            "pp": self.pp,
+            "ep": self.ep,
+            "microbatches": self.microbatches,
+            "global_batch": self.dp * self.microbatches * self.micro_batch,
+            "zero": self.zero,
+            "recompute": self.recompute,
+        }
 
 
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def enumerate_layouts(model: ModelSpec, gpus: int, global_batch: int, micro_batches: list[int],
-                      zero: tuple[int, ...] = (0, 1), recompute: tuple[bool, ...] = (False, True)) -> list[Candidate]:
+def enumerate_layouts(
+    model: ModelSpec,
+    gpus: int,
+    global_batch: int,
+    micro_batches: list[int],
+    zero: tuple[int, ...] = (0, 1),
+    recompute: tuple[bool, ...] = (False, True),
+) -> list[Candidate]:
     """Every valid layout, ordered by (tp, pp, ep, microbatch size, zero, recompute)."""
     out = []
     for tp in divisors(gpus):
@@ -61,6 +77,7 @@ def enumerate_layouts(model: ModelSpec, gpus: int, global_batch: int, micro_batc
                 for b in sorted(set(micro_batches)):
                     if global_batch % (dp * b):
                         continue
-                    out += [Candidate(dp, tp, pp, ep, global_batch // (dp * b), b, z, rc)
-                            for z in zero for rc in recompute]
+                    out += [
+                        Candidate(dp, tp, pp, ep, global_batch // (dp * b), b, z, rc) for z in zero for rc in recompute
+                    ]
     return out

@@ -27,10 +27,32 @@ from ..sweep.grid import Point
 from .layouts import Candidate, enumerate_layouts
 from .memory import GIB, memory_per_gpu
 
-COLUMNS = ("platform", "point_id", "layout", "dp", "tp", "pp", "ep", "microbatches", "micro_batch", "zero",
-           "recompute", "mem_weights_gib", "mem_gradients_gib", "mem_optimizer_gib", "mem_activations_gib",
-           "mem_total_gib", "hbm_gib", "verdict", "rank", "step_time_ns", "tokens_per_s", "mfu", "cost",
-           "time_x_cost")
+COLUMNS = (
+    "platform",
+    "point_id",
+    "layout",
+    "dp",
+    "tp",
+    "pp",
+    "ep",
+    "microbatches",
+    "micro_batch",
+    "zero",
+    "recompute",
+    "mem_weights_gib",
+    "mem_gradients_gib",
+    "mem_optimizer_gib",
+    "mem_activations_gib",
+    "mem_total_gib",
+    "hbm_gib",
+    "verdict",
+    "rank",
+    "step_time_ns",
+    "tokens_per_s",
+    "mfu",
+    "cost",
+    "time_x_cost",
+)
 
 
 @dataclass
@@ -51,27 +73,36 @@ def select_points(points: list[Point], platforms: list[str], gpus: int, hbm_gib:
     for name in platforms:
         mine = [p for p in points if p.platform == name]
         if not mine:
-            raise ConfigError(f"no platform {name!r} (have: {', '.join(sorted({p.platform for p in points}))})",
-                              where="--platform")
+            raise ConfigError(
+                f"no platform {name!r} (have: {', '.join(sorted({p.platform for p in points}))})", where="--platform"
+            )
         fit = [p for p in mine if p.npus == gpus]
         if not fit:
-            raise ConfigError(f"platform {name} has no grid point with {gpus} NPUs (has "
-                              f"{', '.join(map(str, sorted({p.npus for p in mine})))}); add a point or axis "
-                              "setting network.npus_count", where="--platform")
+            raise ConfigError(
+                f"platform {name} has no grid point with {gpus} NPUs (has "
+                f"{', '.join(map(str, sorted({p.npus for p in mine})))}); add a point or axis "
+                "setting network.npus_count",
+                where="--platform",
+            )
         for p in fit:
             if hbm_gib is not None:
                 p.hbm_gib = hbm_gib
             if p.hbm_gib is None:
-                raise ConfigError(f"platform {name} declares no hbm_gib (per-GPU memory); set it or pass --hbm-gib",
-                                  where="--platform")
+                raise ConfigError(
+                    f"platform {name} declares no hbm_gib (per-GPU memory); set it or pass --hbm-gib",
+                    where="--platform",
+                )
         chosen += fit
     return chosen
 
 
 def _dominator(c: Candidate, fits: dict[Candidate, bool]) -> Candidate | None:
     """The same layout without recomputation / ZeRO-1, if that one fits."""
-    for simpler in (Candidate(**{**c.__dict__, "recompute": False}), Candidate(**{**c.__dict__, "zero": 0}),
-                    Candidate(**{**c.__dict__, "recompute": False, "zero": 0})):
+    for simpler in (
+        Candidate(**{**c.__dict__, "recompute": False}),
+        Candidate(**{**c.__dict__, "zero": 0}),
+        Candidate(**{**c.__dict__, "recompute": False, "zero": 0}),
+    ):
         if simpler != c and fits.get(simpler):
             return simpler
     return None
@@ -83,8 +114,11 @@ def search(spec: SearchSpec, points: list[Point], log=sys.stderr) -> list[dict[s
     model, _ = resolve_llm(base)
     layouts = enumerate_layouts(model, spec.gpus, spec.global_batch, spec.micro_batches)
     if not layouts:
-        raise ConfigError(f"no valid layout of {model.name} on {spec.gpus} GPUs with global batch "
-                          f"{spec.global_batch} and microbatch sizes {spec.micro_batches}", where="--gpus")
+        raise ConfigError(
+            f"no valid layout of {model.name} on {spec.gpus} GPUs with global batch "
+            f"{spec.global_batch} and microbatch sizes {spec.micro_batches}",
+            where="--gpus",
+        )
     rows: list[dict[str, Any]] = []
     resolved = {c: resolve_llm(c.options(base)) for c in layouts}
     memory = {c: memory_per_gpu(*resolved[c]) for c in layouts}
@@ -97,16 +131,28 @@ def search(spec: SearchSpec, points: list[Point], log=sys.stderr) -> list[dict[s
         for point in points:
             m = memory[c]
             row: dict[str, Any] = {
-                "platform": point.platform, "point_id": point.id, "layout": c.label, "dp": c.dp, "tp": c.tp,
-                "pp": c.pp, "ep": c.ep, "microbatches": c.microbatches, "micro_batch": c.micro_batch,
-                "zero": c.zero, "recompute": c.recompute, "mem_weights_gib": m.weights / GIB,
-                "mem_gradients_gib": m.gradients / GIB, "mem_optimizer_gib": m.optimizer / GIB,
-                "mem_activations_gib": m.activations / GIB, "mem_total_gib": m.total_gib,
-                "hbm_gib": point.hbm_gib, "cost": point.cost}
+                "platform": point.platform,
+                "point_id": point.id,
+                "layout": c.label,
+                "dp": c.dp,
+                "tp": c.tp,
+                "pp": c.pp,
+                "ep": c.ep,
+                "microbatches": c.microbatches,
+                "micro_batch": c.micro_batch,
+                "zero": c.zero,
+                "recompute": c.recompute,
+                "mem_weights_gib": m.weights / GIB,
+                "mem_gradients_gib": m.gradients / GIB,
+                "mem_optimizer_gib": m.optimizer / GIB,
+                "mem_activations_gib": m.activations / GIB,
+                "mem_total_gib": m.total_gib,
+                "hbm_gib": point.hbm_gib,
+                "cost": point.cost,
+            }
             dom = None if spec.exhaustive else _dominator(c, fits[point.id])
             if not fits[point.id][c]:
-                row["verdict"] = (f"pruned: needs {m.total_gib:.2f} GiB on stage {m.stage} "
-                                  f"> {point.hbm_gib:g} GiB")
+                row["verdict"] = f"pruned: needs {m.total_gib:.2f} GiB on stage {m.stage} > {point.hbm_gib:g} GiB"
             elif dom is not None:
                 row["verdict"] = f"dominated: {dom.label} fits and does less work"
             elif spec.memory_only:
@@ -133,9 +179,12 @@ def _rates(step_ns: int, pair: tuple[Any, Any], gpus: int, cost: float | None) -
     model, training = pair
     seconds = step_ns / 1e9
     flops = model.step_flops(training.global_batch)
-    return {"step_time_ns": step_ns, "tokens_per_s": training.global_batch * model.seq / seconds,
-            "mfu": flops / (seconds * gpus * training.peak_tflops * 1e12),
-            "time_x_cost": None if cost is None else seconds * cost}
+    return {
+        "step_time_ns": step_ns,
+        "tokens_per_s": training.global_batch * model.seq / seconds,
+        "mfu": flops / (seconds * gpus * training.peak_tflops * 1e12),
+        "time_x_cost": None if cost is None else seconds * cost,
+    }
 
 
 def _rank(rows: list[dict[str, Any]]) -> None:
@@ -153,6 +202,7 @@ def _rank(rows: list[dict[str, Any]]) -> None:
 
 # ---- outputs ----------------------------------------------------------------------------------------------
 
+
 def _frame(rows: list[dict[str, Any]]):
     import pandas as pd
 
@@ -167,16 +217,30 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     out = []
     for point in dict.fromkeys(r["point_id"] for r in rows):
         group = [r for r in rows if r["point_id"] == point]
-        out += [f"## {point} ({group[0]['hbm_gib']:g} GiB per GPU)", "",
-                "| rank | layout | memory/GPU (GiB) | verdict | step time (ms) | tokens/s | MFU | time × cost |",
-                "|---:|---|---:|---|---:|---:|---:|---:|"]
+        out += [
+            f"## {point} ({group[0]['hbm_gib']:g} GiB per GPU)",
+            "",
+            "| rank | layout | memory/GPU (GiB) | verdict | step time (ms) | tokens/s | MFU | time × cost |",
+            "|---:|---|---:|---|---:|---:|---:|---:|",
+        ]
         for r in group:
             ok = r["verdict"] == "ok"
-            out.append("| " + " | ".join([
-                str(r.get("rank") or ""), f"`{r['layout']}`", f"{r['mem_total_gib']:.2f}", r["verdict"].replace("|", "/"),
-                f"{r['step_time_ns'] / 1e6:.3f}" if ok else "", f"{r['tokens_per_s']:.0f}" if ok else "",
-                f"{r['mfu']:.3f}" if ok else "",
-                f"{r['time_x_cost']:.4g}" if ok and r.get("time_x_cost") is not None else ""]) + " |")
+            out.append(
+                "| "
+                + " | ".join(
+                    [
+                        str(r.get("rank") or ""),
+                        f"`{r['layout']}`",
+                        f"{r['mem_total_gib']:.2f}",
+                        r["verdict"].replace("|", "/"),
+                        f"{r['step_time_ns'] / 1e6:.3f}" if ok else "",
+                        f"{r['tokens_per_s']:.0f}" if ok else "",
+                        f"{r['mfu']:.3f}" if ok else "",
+                        f"{r['time_x_cost']:.4g}" if ok and r.get("time_x_cost") is not None else "",
+                    ]
+                )
+                + " |"
+            )
         out.append("")
     return "\n".join(out)
 

@@ -16,8 +16,11 @@ def keep_top(rows: list[dict[str, Any]], spec: Any, folder: Path, k: int) -> lis
     prefixes = []
     for label in layouts:
         r = next(r for r in rows if r["layout"] == label)
-        opts = {**base, **{key: r[key] for key in ("dp", "tp", "pp", "ep", "microbatches", "zero", "recompute")},
-                "global_batch": spec.global_batch}
+        opts = {
+            **base,
+            **{key: r[key] for key in ("dp", "tp", "pp", "ep", "microbatches", "zero", "recompute")},
+            "global_batch": spec.global_batch,
+        }
         prefix = folder / label / label
         prefix.parent.mkdir(parents=True, exist_ok=True)
         generate_llm(*resolve_llm(opts), prefix)

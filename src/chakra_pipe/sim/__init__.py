@@ -13,10 +13,22 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names as the type checker sees them; at run time __getattr__ below resolves them
+    from .config import HardwareConfig, MemoryConfig, NetworkConfig, SystemConfig, load_hardware  # noqa: F401 (exported: __all__)
+    from .result import CollectiveRecord, SimResult  # noqa: F401 (exported: __all__)
+    from .simulate import simulate  # noqa: F401 (exported: __all__)
 
 _EXPORTS = {
-    "HardwareConfig": "config", "MemoryConfig": "config", "NetworkConfig": "config", "SystemConfig": "config",
-    "load_hardware": "config", "CollectiveRecord": "result", "SimResult": "result", "simulate": "simulate",
+    "HardwareConfig": "config",
+    "MemoryConfig": "config",
+    "NetworkConfig": "config",
+    "SystemConfig": "config",
+    "load_hardware": "config",
+    "CollectiveRecord": "result",
+    "SimResult": "result",
+    "simulate": "simulate",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -25,8 +25,10 @@ from typing import IO, Any
 from ..errors import EXIT_INPUT, ChakraPipeError, ConfigError, InputError
 from ..readfile import read_json
 
-PROGRAMS = {"congestion_unaware": "AstraSim_Analytical_Congestion_Unaware",
-            "congestion_aware": "AstraSim_Analytical_Congestion_Aware"}
+PROGRAMS = {
+    "congestion_unaware": "AstraSim_Analytical_Congestion_Unaware",
+    "congestion_aware": "AstraSim_Analytical_Congestion_Aware",
+}
 # flag -> (kind, default); kinds: path, str, int, float, bool (CmdLineParser.cc)
 FLAGS: dict[str, tuple[str, object]] = {
     "workload-configuration": ("str", None),
@@ -46,10 +48,22 @@ REQUIRED = ("workload-configuration", "system-configuration", "network-configura
 # System keys this simulator reads (config.SystemConfig), and those ASTRA-sim's examples carry but
 # neither ASTRA-sim nor this simulator reads (spec §5.1): a non-default value of those, or any other
 # key (a typo such as "peak_perf"), gets a warning instead of silently doing nothing.
-SYSTEM_KEYS = {"scheduling-policy", "collective-optimization", "endpoint-delay", "active-chunks-per-dimension",
-               "preferred-dataset-splits", "local-mem-bw", "peak-perf", "roofline-enabled", "replay-only",
-               "trace-enabled", "track-local-mem", "local-mem-trace-filename", "model-shared-bus",
-               *(f"{c}-implementation" for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"))}
+SYSTEM_KEYS = {
+    "scheduling-policy",
+    "collective-optimization",
+    "endpoint-delay",
+    "active-chunks-per-dimension",
+    "preferred-dataset-splits",
+    "local-mem-bw",
+    "peak-perf",
+    "roofline-enabled",
+    "replay-only",
+    "trace-enabled",
+    "track-local-mem",
+    "local-mem-trace-filename",
+    "model-shared-bus",
+    *(f"{c}-implementation" for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")),
+}
 IGNORED_SYSTEM_KEYS = {"boost-mode": 0, "intra-dimension-scheduling": "FIFO", "inter-dimension-scheduling": "ascending"}
 _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 
@@ -72,8 +86,9 @@ def _convert(name: str, kind: str, text: str) -> object:
         if kind == "float":
             return float(text)
     except ValueError:
-        raise InputError(f"expected {'an integer' if kind == 'int' else 'a number'}, got {text!r}",
-                         where=f"--{name}") from None
+        raise InputError(
+            f"expected {'an integer' if kind == 'int' else 'a number'}, got {text!r}", where=f"--{name}"
+        ) from None
     if kind == "bool":
         low = text.lower()
         if low not in _TRUE | _FALSE:
@@ -161,14 +176,18 @@ class Log:
 def _not_modelled(opts: Options, hw) -> list[str]:
     v, out = opts.values, []
     if v["logging-configuration"] != "empty":
-        out.append(f"--logging-configuration={v['logging-configuration']}: spdlog TOML configurations are not "
-                   "read; log.log gets every level, err.log errors only")
+        out.append(
+            f"--logging-configuration={v['logging-configuration']}: spdlog TOML configurations are not "
+            "read; log.log gets every level, err.log errors only"
+        )
     for name in ("compute-scale", "comm-scale"):
         if v[name] != 1.0:
             out.append(f"--{name}={_fmt_double(v[name])} has no effect (ASTRA-sim parses it and never uses it)")
     if v["injection-scale"] != 1.0 and not hw.system.endpoint_delay_given:
-        out.append("--injection-scale has no effect: it multiplies endpoint-delay, which the system file "
-                   "does not set (as in ASTRA-sim)")
+        out.append(
+            "--injection-scale has no effect: it multiplies endpoint-delay, which the system file "
+            "does not set (as in ASTRA-sim)"
+        )
     raw = read_json(v["system-configuration"], error=ConfigError)
     for key in sorted(raw):
         if key in IGNORED_SYSTEM_KEYS and raw[key] != IGNORED_SYSTEM_KEYS[key]:
@@ -176,11 +195,15 @@ def _not_modelled(opts: Options, hw) -> list[str]:
         elif key not in SYSTEM_KEYS and key not in IGNORED_SYSTEM_KEYS:
             out.append(f"unknown system key {key!r} ignored (ASTRA-sim ignores keys it does not know)")
     if hw.system.trace_enabled:
-        out.append("trace-enabled=1: per-node issue/callback debug lines are not written (use "
-                   "`chakra-pipe simulate --timeline` for a per-node trace)")
+        out.append(
+            "trace-enabled=1: per-node issue/callback debug lines are not written (use "
+            "`chakra-pipe simulate --timeline` for a per-node trace)"
+        )
     if hw.system.track_local_mem:
-        out.append(f"track-local-mem=1: local memory usage is not tracked; no peak-memory line and no "
-                   f"{hw.system.local_mem_trace_filename!r} file are written")
+        out.append(
+            f"track-local-mem=1: local memory usage is not tracked; no peak-memory line and no "
+            f"{hw.system.local_mem_trace_filename!r} file are written"
+        )
     return out
 
 
@@ -191,8 +214,10 @@ def run(argv: list[str], backend: str, stdout: IO[str] = sys.stdout, stderr: IO[
 
     prog = PROGRAMS[backend]
     if any(a in ("-h", "--help") for a in argv):
-        stdout.write(f"usage: {prog} " + " ".join(f"--{n}=…" for n in FLAGS) + "\n"
-                     "ASTRA-sim-compatible analytical simulation (chakra-pipe); unknown flags are ignored.\n")
+        stdout.write(
+            f"usage: {prog} " + " ".join(f"--{n}=…" for n in FLAGS) + "\n"
+            "ASTRA-sim-compatible analytical simulation (chakra-pipe); unknown flags are ignored.\n"
+        )
         return 0
     log = Log("log")
     try:
@@ -203,10 +228,15 @@ def run(argv: list[str], backend: str, stdout: IO[str] = sys.stdout, stderr: IO[
             log("astra-sim", "warning", w, stderr)
         opts.check()
         v = opts.values
-        hw = load_hardware(v["system-configuration"], v["network-configuration"],
-                           v["remote-memory-configuration"], backend=backend,
-                           num_queues_per_dim=v["num-queues-per-dim"], injection_scale=v["injection-scale"],
-                           rendezvous=v["rendezvous-protocol"])
+        hw = load_hardware(
+            v["system-configuration"],
+            v["network-configuration"],
+            v["remote-memory-configuration"],
+            backend=backend,
+            num_queues_per_dim=v["num-queues-per-dim"],
+            injection_scale=v["injection-scale"],
+            rendezvous=v["rendezvous-protocol"],
+        )
         for w in _not_modelled(opts, hw):
             log("astra-sim", "warning", w, stderr)
         cg = str(v["comm-group-configuration"])
@@ -216,13 +246,21 @@ def run(argv: list[str], backend: str, stdout: IO[str] = sys.stdout, stderr: IO[
         res = simulate(ts, hw, comm_groups=groups, comm_groups_file=None if "empty" in cg else cg)
         for st in rank_statistics(res, hw.system):
             for p in st.roofline_nodes:
-                log("workload", "debug", f"operation_intensity={_fmt_double(p.operation_intensity)}, "
+                log(
+                    "workload",
+                    "debug",
+                    f"operation_intensity={_fmt_double(p.operation_intensity)}, "
                     f"perf={_fmt_double(p.perf)}, elapsed_time={_fmt_double(p.elapsed_s)} "
                     f"compute_utilization={_fmt_double(p.compute_utilization)} "
                     f"memory_utilization={_fmt_double(p.memory_utilization)} tensor_size={p.tensor_size} "
-                    f"num_ops={p.num_ops}")
-            log("workload", "info", f"sys[{st.rank}] finished, {st.finish_ns} cycles, exposed communication "
-                f"{st.exposed_comm_ns} cycles.", stdout)
+                    f"num_ops={p.num_ops}",
+                )
+            log(
+                "workload",
+                "info",
+                f"sys[{st.rank}] finished, {st.finish_ns} cycles, exposed communication {st.exposed_comm_ns} cycles.",
+                stdout,
+            )
             for line in st.lines():
                 log("statistics", "info", line, stdout)
         log("system", "warning", "Exiting", stdout)

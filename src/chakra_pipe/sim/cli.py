@@ -22,25 +22,43 @@ def _bool(text: str) -> bool:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("simulate", help="simulate a rank set with the ASTRA-sim-compatible analytical model",
-                       description="Run the workload PREFIX.{rank}.et on an ASTRA-sim system/network "
-                                   "configuration; same flags and per-rank output lines as ASTRA-sim.")
-    p.add_argument("--workload-configuration", required=True, metavar="PREFIX",
-                   help="rank-set prefix (rank r reads PREFIX.r.et) or one .et file")
+    p = sub.add_parser(
+        "simulate",
+        help="simulate a rank set with the ASTRA-sim-compatible analytical model",
+        description="Run the workload PREFIX.{rank}.et on an ASTRA-sim system/network "
+        "configuration; same flags and per-rank output lines as ASTRA-sim.",
+    )
+    p.add_argument(
+        "--workload-configuration",
+        required=True,
+        metavar="PREFIX",
+        help="rank-set prefix (rank r reads PREFIX.r.et) or one .et file",
+    )
     p.add_argument("--system-configuration", required=True, metavar="SYS.json")
     p.add_argument("--network-configuration", required=True, metavar="NET.yml")
     p.add_argument("--remote-memory-configuration", metavar="MEM.json")
-    p.add_argument("--comm-group-configuration", metavar="CG.json",
-                   help="communicator groups {\"id\": [npus]}; the value 'empty' means none "
-                        "(default: PREFIX.comm_groups.json when present)")
+    p.add_argument(
+        "--comm-group-configuration",
+        metavar="CG.json",
+        help="communicator groups {\"id\": [npus]}; the value 'empty' means none "
+        "(default: PREFIX.comm_groups.json when present)",
+    )
     p.add_argument("--backend", choices=("congestion_unaware", "congestion_aware"), default="congestion_unaware")
     p.add_argument("--num-queues-per-dim", type=int, default=1)
     p.add_argument("--injection-scale", type=float, default=1.0)
     p.add_argument("--rendezvous-protocol", type=_bool, nargs="?", const=True, default=False)
-    p.add_argument("--compute-scale", type=float, default=1.0,
-                   help="accepted; no effect, as in ASTRA-sim (a value other than 1 prints a warning)")
-    p.add_argument("--comm-scale", type=float, default=1.0,
-                   help="accepted; no effect, as in ASTRA-sim (a value other than 1 prints a warning)")
+    p.add_argument(
+        "--compute-scale",
+        type=float,
+        default=1.0,
+        help="accepted; no effect, as in ASTRA-sim (a value other than 1 prints a warning)",
+    )
+    p.add_argument(
+        "--comm-scale",
+        type=float,
+        default=1.0,
+        help="accepted; no effect, as in ASTRA-sim (a value other than 1 prints a warning)",
+    )
     p.add_argument("--logging-configuration", default="empty", help="accepted; no log files are written")
     p.add_argument("--logging-folder", default="log", help="accepted; no log files are written")
     p.add_argument("--output-json", metavar="OUT.json", help="write the full result (SimResult.to_dict)")
@@ -57,11 +75,20 @@ def _simulate(args) -> int:
 
     for name in ("compute_scale", "comm_scale"):
         if getattr(args, name) != 1.0:
-            print(f"chakra-pipe simulate: warning: --{name.replace('_', '-')}={getattr(args, name):g} has no effect "
-                  "(ASTRA-sim parses it and never uses it)", file=sys.stderr)
-    hw = load_hardware(args.system_configuration, args.network_configuration, args.remote_memory_configuration,
-                       backend=args.backend, num_queues_per_dim=args.num_queues_per_dim,
-                       injection_scale=args.injection_scale, rendezvous=args.rendezvous_protocol)
+            print(
+                f"chakra-pipe simulate: warning: --{name.replace('_', '-')}={getattr(args, name):g} has no effect "
+                "(ASTRA-sim parses it and never uses it)",
+                file=sys.stderr,
+            )
+    hw = load_hardware(
+        args.system_configuration,
+        args.network_configuration,
+        args.remote_memory_configuration,
+        backend=args.backend,
+        num_queues_per_dim=args.num_queues_per_dim,
+        injection_scale=args.injection_scale,
+        rendezvous=args.rendezvous_protocol,
+    )
     cg_path = args.comm_group_configuration
     groups = None
     if cg_path is not None:

@@ -16,14 +16,16 @@ from typing import Any
 from ..errors import ConfigError
 from ..readfile import read_json, read_yaml
 
-ALGORITHMS = ("ring", "oneRing", "direct", "oneDirect", "halvingDoubling", "oneHalvingDoubling",
-              "doubleBinaryTree")
+ALGORITHMS = ("ring", "oneRing", "direct", "oneDirect", "halvingDoubling", "oneHalvingDoubling", "doubleBinaryTree")
 TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
 BACKENDS = ("congestion_unaware", "congestion_aware")
-MEMORY_TYPES = ("NO_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION",
-                "MEMORY_POOL")
-IMPL_KEYS = {"ALL_REDUCE": "all-reduce-implementation", "REDUCE_SCATTER": "reduce-scatter-implementation",
-             "ALL_GATHER": "all-gather-implementation", "ALL_TO_ALL": "all-to-all-implementation"}
+MEMORY_TYPES = ("NO_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION", "MEMORY_POOL")
+IMPL_KEYS = {
+    "ALL_REDUCE": "all-reduce-implementation",
+    "REDUCE_SCATTER": "reduce-scatter-implementation",
+    "ALL_GATHER": "all-gather-implementation",
+    "ALL_TO_ALL": "all-to-all-implementation",
+}
 
 
 @dataclass(frozen=True)
@@ -49,13 +51,14 @@ def parse_algorithm(text: Any, source: str, key: str) -> Algorithm:
         raise ConfigError(f"algorithm must be a string, got {text!r}", file=source, where=key)
     for prefix in ("oneDirect", "direct"):
         if text.startswith(prefix) and text != prefix:
-            tail = text[len(prefix):]
+            tail = text[len(prefix) :]
             if not tail.isdigit() or int(tail) <= 0:
                 raise ConfigError(f"unknown algorithm {text!r}", file=source, where=key)
             return Algorithm(prefix, int(tail))
     if text not in ALGORITHMS:
-        raise ConfigError(f"unknown algorithm {text!r} (known: {', '.join(ALGORITHMS)}, direct<W>)",
-                          file=source, where=key)
+        raise ConfigError(
+            f"unknown algorithm {text!r} (known: {', '.join(ALGORITHMS)}, direct<W>)", file=source, where=key
+        )
     return Algorithm(text)
 
 
@@ -87,8 +90,15 @@ class _Reader:
     def err(self, key: str, what: str) -> ConfigError:
         return ConfigError(what, file=self.source, where=key)
 
-    def number(self, key: str, default: float | None = None, *, integer: bool = False,
-               minimum: float | None = None, positive: bool = False) -> float:
+    def number(
+        self,
+        key: str,
+        default: float | None = None,
+        *,
+        integer: bool = False,
+        minimum: float | None = None,
+        positive: bool = False,
+    ) -> float:
         if key not in self.d:
             if default is None:
                 raise self.err(key, "required key is missing")
@@ -146,8 +156,10 @@ def all_gather_too_small(size: int, splits: int) -> str | None:
     round all-gather chunks up (spec §3.2), divides by zero. Simulate and validate share this rule."""
     if size >= splits:
         return None
-    return (f"ALL_GATHER comm_size {size} B is smaller than preferred-dataset-splits {splits}: its chunks would be "
-            "0 bytes (ASTRA-sim divides by zero); use comm_size >= preferred-dataset-splits")
+    return (
+        f"ALL_GATHER comm_size {size} B is smaller than preferred-dataset-splits {splits}: its chunks would be "
+        "0 bytes (ASTRA-sim divides by zero); use comm_size >= preferred-dataset-splits"
+    )
 
 
 @dataclass(frozen=True)
@@ -175,8 +187,9 @@ class SystemConfig:
         for k, algos in self.implementations:
             if k == kind:
                 return algos
-        raise ConfigError(f"collective {kind} used but the key is missing", file=self.source,
-                          where=IMPL_KEYS.get(kind, kind))
+        raise ConfigError(
+            f"collective {kind} used but the key is missing", file=self.source, where=IMPL_KEYS.get(kind, kind)
+        )
 
     @classmethod
     def from_file(cls, path: str | Path) -> SystemConfig:
@@ -196,21 +209,26 @@ class SystemConfig:
             if key in d:
                 raise r.err(key, "custom (Chakra-defined) collectives are not supported by this simulator")
         if "per-node-custom-implementation" in d:
-            raise r.err("per-node-custom-implementation",
-                        "custom (Chakra-defined) collectives are not supported by this simulator")
+            raise r.err(
+                "per-node-custom-implementation",
+                "custom (Chakra-defined) collectives are not supported by this simulator",
+            )
         splits = r.number("preferred-dataset-splits", None, integer=True, minimum=1)
         if splits > MAX_DATASET_SPLITS:
-            raise r.err("preferred-dataset-splits", f"{splits} is past the supported {MAX_DATASET_SPLITS}: each split is "
-                        "a chunk stream per collective and NPU, simulated one by one")
+            raise r.err(
+                "preferred-dataset-splits",
+                f"{splits} is past the supported {MAX_DATASET_SPLITS}: each split is "
+                "a chunk stream per collective and NPU, simulated one by one",
+            )
         model_shared_bus = r.flag("model-shared-bus")
         if model_shared_bus:
             raise r.err("model-shared-bus", "the LogGP shared-bus model (1) is not supported; use 0")
         return cls(
             scheduling_policy=r.choice("scheduling-policy", ("LIFO", "FIFO", "EXPLICIT")),
             collective_optimization=r.choice("collective-optimization", ("baseline", "localBWAware")),
-            endpoint_delay=r.number("endpoint-delay", 10, integer=True, minimum=0),
-            active_chunks_per_dimension=r.number("active-chunks-per-dimension", 1, integer=True, minimum=1),
-            preferred_dataset_splits=splits,
+            endpoint_delay=int(r.number("endpoint-delay", 10, integer=True, minimum=0)),
+            active_chunks_per_dimension=int(r.number("active-chunks-per-dimension", 1, integer=True, minimum=1)),
+            preferred_dataset_splits=int(splits),
             local_mem_bw=r.number("local-mem-bw", None, positive=True),
             peak_perf=r.number("peak-perf", 0.0, minimum=0),
             roofline_enabled=r.flag("roofline-enabled"),
@@ -263,16 +281,16 @@ class NetworkConfig:
         single = all(n == 1 for n in npus)  # one NPU: a one-GPU trace's compute what-ifs (not ASTRA-sim)
         for n in npus:
             if n != int(n) or n < 2 and not single:
-                raise r.err("npus_count", f"each entry must be an integer > 1 (or all 1 for a single NPU), "
-                                          f"got {n!r}")
+                raise r.err("npus_count", f"each entry must be an integer > 1 (or all 1 for a single NPU), got {n!r}")
         for b in bw:
             if b <= 0:
                 raise r.err("bandwidth", f"must be > 0, got {b!r}")
         for x in lat:
             if x < 0:
                 raise r.err("latency", f"must be >= 0, got {x!r}")
-        return cls(tuple(topo), tuple(int(n) for n in npus), tuple(float(b) for b in bw),
-                   tuple(float(x) for x in lat), source)
+        return cls(
+            tuple(topo), tuple(int(n) for n in npus), tuple(float(b) for b in bw), tuple(float(x) for x in lat), source
+        )
 
 
 @dataclass(frozen=True)
@@ -299,11 +317,19 @@ class MemoryConfig:
         return cls(
             memory_type=mtype,
             num_nodes=r.number("num-nodes", None if per_node else 0, integer=True, minimum=1 if per_node else 0),  # type: ignore[arg-type]
-            num_npus_per_node=r.number("num-npus-per-node", None if per_node else 0, integer=True,  # type: ignore[arg-type]
-                                       minimum=1 if per_node else 0),
+            num_npus_per_node=r.number(
+                "num-npus-per-node",
+                None if per_node else 0,
+                integer=True,  # type: ignore[arg-type]
+                minimum=1 if per_node else 0,
+            ),
             remote_mem_latency=r.number("remote-mem-latency", 0, integer=True, minimum=0),  # type: ignore[arg-type]
-            remote_mem_bw=r.number("remote-mem-bw", None if active else 0, integer=True,  # type: ignore[arg-type]
-                                   minimum=1 if active else 0),
+            remote_mem_bw=r.number(
+                "remote-mem-bw",
+                None if active else 0,
+                integer=True,  # type: ignore[arg-type]
+                minimum=1 if active else 0,
+            ),
             source=source,
         )
 
@@ -322,17 +348,19 @@ class HardwareConfig:
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise ConfigError(f"unknown backend {self.backend!r} (expected {' or '.join(BACKENDS)})",
-                              where="backend")
+            raise ConfigError(f"unknown backend {self.backend!r} (expected {' or '.join(BACKENDS)})", where="backend")
         if self.num_queues_per_dim < 1:
             raise ConfigError("must be >= 1", where="--num-queues-per-dim")
         if not (self.injection_scale > 0):
             raise ConfigError("must be > 0", where="--injection-scale")
         for kind, algos in self.system.implementations:
             if len(algos) > self.network.dims:
-                raise ConfigError(f"{len(algos)} algorithms listed but the network ({self.network.source}) has "
-                                  f"{self.network.dims} dimension(s)", file=self.system.source,
-                                  where=IMPL_KEYS[kind])
+                raise ConfigError(
+                    f"{len(algos)} algorithms listed but the network ({self.network.source}) has "
+                    f"{self.network.dims} dimension(s)",
+                    file=self.system.source,
+                    where=IMPL_KEYS[kind],
+                )
 
     @property
     def endpoint_delay(self) -> int:
@@ -341,8 +369,18 @@ class HardwareConfig:
         return int(e * self.injection_scale) if self.system.endpoint_delay_given else e
 
 
-def load_hardware(system: str | Path, network: str | Path, memory: str | Path | None = None,
-                  backend: str = "congestion_unaware", **options: Any) -> HardwareConfig:
+def load_hardware(
+    system: str | Path,
+    network: str | Path,
+    memory: str | Path | None = None,
+    backend: str = "congestion_unaware",
+    **options: Any,
+) -> HardwareConfig:
     """Parse the three ASTRA-sim files into one :class:`HardwareConfig`."""
-    return HardwareConfig(system=SystemConfig.from_file(system), network=NetworkConfig.from_file(network),
-                          memory=MemoryConfig.from_file(memory) if memory else None, backend=backend, **options)
+    return HardwareConfig(
+        system=SystemConfig.from_file(system),
+        network=NetworkConfig.from_file(network),
+        memory=MemoryConfig.from_file(memory) if memory else None,
+        backend=backend,
+        **options,
+    )

@@ -56,7 +56,6 @@ class ReadySet:
         held = [self.pos[i] for i in self._deferred]
         return [self.index[p] for p in sorted([*self._recv, *held, *(p for h in self._heaps for p in h)])]
 
-
     def issue_pass(self, slots: list[int], issue: Callable[[int, int], None]) -> None:
         """Issue, in ascending id, every free receive and each free node whose slot is free when reached.
 

@@ -53,8 +53,7 @@ class SimResult:
     messages: int = 0
     _workloads: list = field(default_factory=list, repr=False)  # per-rank issue loops, for timeline()
 
-    def add_collective(self, rank: int, node_id: int, kind: str, nbytes: int, group: str, start: int,
-                       end: int) -> None:
+    def add_collective(self, rank: int, node_id: int, kind: str, nbytes: int, group: str, start: int, end: int) -> None:
         self.collectives.append(CollectiveRecord(rank, node_id, kind, nbytes, group, start, end))
 
     def finalize(self, workloads) -> None:

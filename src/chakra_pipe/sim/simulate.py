@@ -58,8 +58,11 @@ class _GroupTable:
         for gid, members in sorted((comm_groups or {}).items()):
             bad = [m for m in members if not 0 <= m < npus]
             if bad:
-                raise ConfigError(f"lists NPU {bad[0]} but the network has {npus} NPUs (0..{npus - 1})",
-                                  file=source, where=f"group {gid}")
+                raise ConfigError(
+                    f"lists NPU {bad[0]} but the network has {npus} NPUs (0..{npus - 1})",
+                    file=source,
+                    where=f"group {gid}",
+                )
             shared = list(members)
             for m in dict.fromkeys(shared):
                 self.by_rank[m].append((gid, shared))
@@ -82,8 +85,13 @@ def _memory_servers(hw: HardwareConfig, npus: int) -> list:
     return [servers.setdefault(r // mem.num_npus_per_node, FifoServer()) for r in range(npus)]
 
 
-def simulate(trace_set, hw: HardwareConfig, comm_groups: dict[int, list[int]] | None = None,
-             fast: bool = True, comm_groups_file: str | None = None) -> SimResult:
+def simulate(
+    trace_set,
+    hw: HardwareConfig,
+    comm_groups: dict[int, list[int]] | None = None,
+    fast: bool = True,
+    comm_groups_file: str | None = None,
+) -> SimResult:
     """Simulate every rank of ``trace_set`` on ``hw``; see :class:`SimResult` for the outputs.
 
     ``comm_groups`` overrides ``trace_set.comm_groups``; ``comm_groups_file`` only names its origin in
@@ -104,8 +112,11 @@ def simulate(trace_set, hw: HardwareConfig, comm_groups: dict[int, list[int]] | 
 def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_file: str | None) -> SimResult:
     npus = hw.network.npus
     if len(trace_set.ranks) != npus:
-        raise ConfigError(f"npus_count multiplies to {npus} NPUs but the workload has {len(trace_set.ranks)} "
-                          f"rank files", file=hw.network.source, where="npus_count")
+        raise ConfigError(
+            f"npus_count multiplies to {npus} NPUs but the workload has {len(trace_set.ranks)} rank files",
+            file=hw.network.source,
+            where="npus_count",
+        )
     groups = comm_groups if comm_groups is not None else trace_set.comm_groups
     if comm_groups is None and trace_set.comm_groups_file is not None:
         groups_file = str(trace_set.comm_groups_file)
@@ -138,9 +149,13 @@ def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_fil
             stuck[w.rank] = sorted(ids)[:STUCK_LIST_LIMIT]
     if stuck:
         first = min(stuck)
-        raise StuckError(f"{len(stuck)} rank(s) cannot finish (deadlock, unmatched send/recv or a collective "
-                         f"some group member never issues); rank {first} waits on node(s) "
-                         f"{stuck[first]}", stuck=stuck, file=trace_set.prefix)
+        raise StuckError(
+            f"{len(stuck)} rank(s) cannot finish (deadlock, unmatched send/recv or a collective "
+            f"some group member never issues); rank {first} waits on node(s) "
+            f"{stuck[first]}",
+            stuck=stuck,
+            file=trace_set.prefix,
+        )
     result.messages = stats.messages
     result.finalize(workloads)
     return result

@@ -45,9 +45,16 @@ def roofline_point(num_ops: int, tensor_size: int, system: SystemConfig) -> Roof
     peak, mem_roof = system.peak_perf * 1e12, system.local_mem_bw * 1e9 * oi
     perf = min(mem_roof, peak)
     memory_bound = mem_roof < peak
-    return RooflinePoint(oi, perf, num_ops / perf if perf else 0.0, perf / peak,
-                         1.0 if memory_bound else (perf / oi) / (system.local_mem_bw * 1e9),
-                         memory_bound, tensor_size, num_ops)
+    return RooflinePoint(
+        oi,
+        perf,
+        num_ops / perf if perf else 0.0,
+        perf / peak,
+        1.0 if memory_bound else (perf / oi) / (system.local_mem_bw * 1e9),
+        memory_bound,
+        tensor_size,
+        num_ops,
+    )
 
 
 @dataclass(frozen=True)
@@ -76,17 +83,22 @@ class RankStatistics:
     def lines(self) -> list[str]:
         """The statistics lines after ``finished``, without the logger prefix."""
         r = self.rank
-        out = [f"sys[{r}]. Post statistics processing start.", f"sys[{r}]. Post statistics processing end.",
-               f"sys[{r}], Wall time: {self.wall_ns}"]
+        out = [
+            f"sys[{r}]. Post statistics processing start.",
+            f"sys[{r}]. Post statistics processing end.",
+            f"sys[{r}], Wall time: {self.wall_ns}",
+        ]
         out += [f"sys[{r}], {label} time: {ns}" for label, ns in self.type_ns]
         if self.overlap_ns > 0:
             out.append(f"sys[{r}], Total compute-communication overlap: {self.overlap_ns}")
         if self.roofline is not None:
             rf = self.roofline
-            out += [f"sys[{r}], Compute bound percentage: {rf.compute_bound * 100:.3f}%",
-                    f"sys[{r}], Average compute utilization: {rf.compute_utilization * 100:.3f}%",
-                    f"sys[{r}], Average memory utilization: {rf.memory_utilization * 100:.3f}%",
-                    f"sys[{r}], Average operation intensity: {rf.operation_intensity:.3f}"]
+            out += [
+                f"sys[{r}], Compute bound percentage: {rf.compute_bound * 100:.3f}%",
+                f"sys[{r}], Average compute utilization: {rf.compute_utilization * 100:.3f}%",
+                f"sys[{r}], Average memory utilization: {rf.memory_utilization * 100:.3f}%",
+                f"sys[{r}], Average operation intensity: {rf.operation_intensity:.3f}",
+            ]
         return out
 
 
@@ -120,8 +132,13 @@ def rank_statistics(result, system: SystemConfig) -> list[RankStatistics]:
             intervals.setdefault(label, []).append((s, e))
             if label in ("GPU", "CPU"):
                 compute_ns += e - s
-                if system.roofline_enabled and label == "GPU" and not system.replay_only \
-                        and t.has["tensor_size"][i] == 1 and t.attrs["tensor_size"][i] > 0:
+                if (
+                    system.roofline_enabled
+                    and label == "GPU"
+                    and not system.replay_only
+                    and t.has["tensor_size"][i] == 1
+                    and t.attrs["tensor_size"][i] > 0
+                ):
                     p = roofline_point(t.attrs["num_ops"][i], t.attrs["tensor_size"][i], system)
                     points.append(p)
                     bound_ns += 0 if p.memory_bound else e - s
@@ -133,7 +150,8 @@ def rank_statistics(result, system: SystemConfig) -> list[RankStatistics]:
         overlap = by.get("GPU", 0) + by.get("Comm", 0) - wall
         roof = None
         if system.roofline_enabled:
-            roof = RooflineAverages(bound_ns / compute_ns, weighted[0] / compute_ns, weighted[1] / compute_ns,
-                                    weighted[2] / compute_ns)
+            roof = RooflineAverages(
+                bound_ns / compute_ns, weighted[0] / compute_ns, weighted[1] / compute_ns, weighted[2] / compute_ns
+            )
         out.append(RankStatistics(w.rank, finish, exposed, wall, type_ns, max(overlap, 0), roof, tuple(points)))
     return out

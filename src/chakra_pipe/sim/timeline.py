@@ -37,8 +37,22 @@ def chrome_trace(result) -> dict:
             if rec is not None:
                 args.update(comm_type=rec.kind, comm_bytes=rec.bytes, group=rec.group or "world")
             name = (graph.name(i) if graph is not None else "") or f"node {node_id}"
-            slices.append((w.rank, s, node_id, {"name": name, "ph": "X", "pid": w.rank, "tid": TIDS[slot],
-                                                "ts": _us(s), "dur": _us(e - s), "args": args}))
+            slices.append(
+                (
+                    w.rank,
+                    s,
+                    node_id,
+                    {
+                        "name": name,
+                        "ph": "X",
+                        "pid": w.rank,
+                        "tid": TIDS[slot],
+                        "ts": _us(s),
+                        "dur": _us(e - s),
+                        "args": args,
+                    },
+                )
+            )
             threads.add((w.rank, slot))
     slices.sort(key=lambda x: x[:3])
     meta = []
@@ -46,8 +60,9 @@ def chrome_trace(result) -> dict:
         meta.append({"name": "process_name", "ph": "M", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}})
         meta.append({"name": "process_sort_index", "ph": "M", "pid": rank, "tid": 0, "args": {"sort_index": rank}})
     for rank, slot in sorted(threads):
-        meta.append({"name": "thread_name", "ph": "M", "pid": rank, "tid": TIDS[slot],
-                     "args": {"name": SLOT_NAMES[slot]}})
+        meta.append(
+            {"name": "thread_name", "ph": "M", "pid": rank, "tid": TIDS[slot], "args": {"name": SLOT_NAMES[slot]}}
+        )
     return {"traceEvents": meta + [ev for *_, ev in slices] + _flows(result), "displayTimeUnit": "ns"}
 
 
@@ -62,13 +77,24 @@ def _flows(result) -> list[dict]:
         seen[(c.rank, c.group)] = k + 1
         instances.setdefault((c.group, k), []).append(c)
     out = []
-    for flow_id, ((group, k), members) in enumerate(sorted(instances.items(), key=lambda x: (x[0][1], x[0][0])),
-                                                    start=1):
+    for flow_id, ((group, k), members) in enumerate(
+        sorted(instances.items(), key=lambda x: (x[0][1], x[0][0])), start=1
+    ):
         if len(members) < 2:
             continue
         members.sort(key=lambda c: (c.start_ns, c.rank))
         for n, c in enumerate(members):
             ph = "s" if n == 0 else "f" if n == len(members) - 1 else "t"
-            out.append({"name": f"{c.kind} #{k} ({group or 'world'})", "cat": FLOW_CATEGORY, "ph": ph, "id": flow_id,
-                        "pid": c.rank, "tid": TIDS[2], "ts": _us(c.start_ns), "bp": "e"})
+            out.append(
+                {
+                    "name": f"{c.kind} #{k} ({group or 'world'})",
+                    "cat": FLOW_CATEGORY,
+                    "ph": ph,
+                    "id": flow_id,
+                    "pid": c.rank,
+                    "tid": TIDS[2],
+                    "ts": _us(c.start_ns),
+                    "bp": "e",
+                }
+            )
     return out

@@ -23,8 +23,12 @@ from .ready import SLOT_NONE, ReadySet
 from .system.sys import Group
 
 S = schema
-SUPPORTED_COLLECTIVES = {S.ALL_REDUCE: "ALL_REDUCE", S.REDUCE_SCATTER: "REDUCE_SCATTER",
-                         S.ALL_GATHER: "ALL_GATHER", S.ALL_TO_ALL: "ALL_TO_ALL"}
+SUPPORTED_COLLECTIVES = {
+    S.ALL_REDUCE: "ALL_REDUCE",
+    S.REDUCE_SCATTER: "REDUCE_SCATTER",
+    S.ALL_GATHER: "ALL_GATHER",
+    S.ALL_TO_ALL: "ALL_TO_ALL",
+}
 SLOT_CPU, SLOT_GPU, SLOT_COMM = 0, 1, 2
 SLOT_NAMES = {SLOT_NONE: "recv", SLOT_CPU: "cpu", SLOT_GPU: "gpu", SLOT_COMM: "comm"}
 TAG_MODULUS = 500_000_000
@@ -61,8 +65,16 @@ class RankTrace:
     def build(cls, g) -> RankTrace:
         n = len(g)
         ids = g.ids.tolist()  # uint64 -> exact Python ints (no wrap above 2^63)
-        names = ("num_ops", "tensor_size", "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag",
-                 "comm_priority")
+        names = (
+            "num_ops",
+            "tensor_size",
+            "comm_type",
+            "comm_size",
+            "comm_src",
+            "comm_dst",
+            "comm_tag",
+            "comm_priority",
+        )
         # integer view of each attribute: one table lookup instead of np.isin per column
         attrs, has = {}, {}
         for a in names:
@@ -78,8 +90,12 @@ class RankTrace:
             if len(bad):
                 rec = int(np.searchsorted(ptr, bad[0], side="right") - 1)
                 dep_ids = g.data_ids if which == "data" else g.ctrl_ids
-                raise InputError(f"{which} dependency on node id {int(dep_ids[bad[0]])} which is not in the "
-                                 f"file (ASTRA-sim aborts loading)", file=g.path, where=f"node {ids[rec]}")
+                raise InputError(
+                    f"{which} dependency on node id {int(dep_ids[bad[0]])} which is not in the "
+                    f"file (ASTRA-sim aborts loading)",
+                    file=g.path,
+                    where=f"node {ids[rec]}",
+                )
             child = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr).astype(np.int64))
             pairs.append(par.astype(np.int64) * max(n, 1) + child)  # one sortable key per (parent, child)
         keys = np.sort(np.concatenate(pairs))  # sorted by parent, then child; duplicates dropped next
@@ -88,15 +104,32 @@ class RankTrace:
         n_parents = np.bincount(child_of, minlength=n).tolist()
         child_ptr = np.concatenate([[0], np.cumsum(np.bincount(parent_of, minlength=n))]).tolist()
         flat = child_of.tolist()
-        children = [flat[child_ptr[i]:child_ptr[i + 1]] for i in range(n)]
-        slot_of = np.where(g.types == S.COMP_NODE, np.where(g.is_cpu_op, SLOT_CPU, SLOT_GPU),
-                           np.where(g.types == S.COMM_RECV_NODE, SLOT_NONE, SLOT_COMM))
+        children = [flat[child_ptr[i] : child_ptr[i + 1]] for i in range(n)]
+        slot_of = np.where(
+            g.types == S.COMP_NODE,
+            np.where(g.is_cpu_op, SLOT_CPU, SLOT_GPU),
+            np.where(g.types == S.COMM_RECV_NODE, SLOT_NONE, SLOT_COMM),
+        )
         order = np.argsort(g.ids, kind="stable")
         pos = np.empty(n, dtype=np.int64)
         pos[order] = np.arange(n, dtype=np.int64)
-        return cls(str(g.path), ids, g.types.tolist(), g.duration_micros.tolist(),
-                   g.is_cpu_op.tolist(), attrs, has, dict(g.pg_name), dict(g.involved_dim),
-                   n_parents, children, slot_of.tolist(), pos.tolist(), order.tolist(), weakref.ref(g))
+        return cls(
+            str(g.path),
+            ids,
+            g.types.tolist(),
+            g.duration_micros.tolist(),
+            g.is_cpu_op.tolist(),
+            attrs,
+            has,
+            dict(g.pg_name),
+            dict(g.involved_dim),
+            n_parents,
+            children,
+            slot_of.tolist(),
+            pos.tolist(),
+            order.tolist(),
+            weakref.ref(g),
+        )
 
 
 class FifoServer:
@@ -227,8 +260,9 @@ class Workload:
             self.finish_node(i)  # ASTRA-sim skips it as invalid
             return
         if self.cfg.peak_perf <= 0:
-            raise ConfigError("peak-perf must be > 0 when roofline-enabled is 1", file=self.cfg.source,
-                              where="peak-perf")
+            raise ConfigError(
+                "peak-perf must be > 0 when roofline-enabled is 1", file=self.cfg.source, where="peak-perf"
+            )
         oi = num_ops / tensor_size
         perf = min(self.cfg.local_mem_bw * 1e9 * oi, self.cfg.peak_perf * 1e12)
         # Zero work is zero time; ASTRA-sim computes 0/0 and prints 2^63 ns (README, deliberate differences).
@@ -239,8 +273,11 @@ class Workload:
     def remote_mem(self, i: int) -> None:
         mem = self.hw.memory
         if mem is None or mem.memory_type == "NO_MEMORY_EXPANSION":
-            raise self.err(i, "remote-memory node but the memory model is NO_MEMORY_EXPANSION "
-                              "(give --remote-memory-configuration with an expansion type)")
+            raise self.err(
+                i,
+                "remote-memory node but the memory model is NO_MEMORY_EXPANSION "
+                "(give --remote-memory-configuration with an expansion type)",
+            )
         access = mem.remote_mem_latency + self._attr(i, "tensor_size") // mem.remote_mem_bw
         if self.mem_server is None:
             delay = access
@@ -280,21 +317,32 @@ class Workload:
         if ty == S.COMM_COLL_NODE:
             ctype = self._attr(i, "comm_type")
             if ctype == S.BROADCAST:
-                self.res.add_collective(self.rank, t.ids[i], "BROADCAST", size, t.pg_name.get(i, ""),
-                                        self.sys.now, self.sys.now + (t.dur_us[i] * 1000 or 1))
+                self.res.add_collective(
+                    self.rank,
+                    t.ids[i],
+                    "BROADCAST",
+                    size,
+                    t.pg_name.get(i, ""),
+                    self.sys.now,
+                    self.sys.now + (t.dur_us[i] * 1000 or 1),
+                )
                 self.sys.register_event(self._done(i), t.dur_us[i] * 1000 or 1)
                 return
             kind = SUPPORTED_COLLECTIVES.get(ctype)
             if kind is None:
                 name = schema.COMM_TYPE_NAMES.get(ctype, str(ctype))
-                raise self.err(i, f"unsupported collective comm type {name} (ASTRA-sim supports ALL_REDUCE, "
-                                  "REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL; BROADCAST is replayed)")
+                raise self.err(
+                    i,
+                    f"unsupported collective comm type {name} (ASTRA-sim supports ALL_REDUCE, "
+                    "REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL; BROADCAST is replayed)",
+                )
             # ASTRA-sim rewrites a chunk smaller than the NPU count (0 included) to the minimum chunk,
             # except for all-gather: size // preferred-dataset-splits = 0 divides by zero (spec §3.2).
             if size < 0:
                 raise self.err(i, f"comm_size must be >= 0 for a {kind}, got {size}")
-            too_small = all_gather_too_small(size, self.sys.cfg.preferred_dataset_splits) \
-                if ctype == S.ALL_GATHER else None
+            too_small = (
+                all_gather_too_small(size, self.sys.cfg.preferred_dataset_splits) if ctype == S.ALL_GATHER else None
+            )
             if too_small:
                 raise self.err(i, too_small)
             involved = t.involved_dim.get(i)
@@ -314,6 +362,7 @@ class Workload:
             def finished(i=i, kind=kind, size=size, pg=pg, start=start) -> None:
                 self.res.add_collective(self.rank, t.ids[i], kind, size, pg, start, self.sys.now)
                 self.complete(i)
+
             ds.notifier = finished
             return
         if size <= 0:
@@ -331,6 +380,7 @@ class Workload:
             def sent(i=i, start=start) -> None:
                 self.res.add_collective(self.rank, t.ids[i], "SEND", size, t.pg_name.get(i, ""), start, self.sys.now)
                 self.complete(i)
+
             self.sys.send(dst, size, tag, sent)
         else:
             src, dst = self._attr(i, "comm_src"), self._attr(i, "comm_dst", self.rank)
@@ -343,4 +393,5 @@ class Workload:
             def received(i=i, start=start) -> None:
                 self.res.add_collective(self.rank, t.ids[i], "RECV", size, t.pg_name.get(i, ""), start, self.sys.now)
                 self.complete(i)
+
             self.sys.recv(src, size, tag, received)

@@ -56,8 +56,16 @@ class Workload:
         if self.kind == "collective":
             args = ["collective", *cli_args(COLLECTIVE_FLAGS, s)]
         elif self.kind == "llm":
-            args = ["llm", *cli_args(LLM_FLAGS, {**{k: v for k, v in s.items() if k in LLM_FLAGS},
-                                                 **{k: s.get(k, d) for k, d in LLM_LAYOUT_DEFAULTS.items()}})]
+            args = [
+                "llm",
+                *cli_args(
+                    LLM_FLAGS,
+                    {
+                        **{k: v for k, v in s.items() if k in LLM_FLAGS},
+                        **{k: s.get(k, d) for k, d in LLM_LAYOUT_DEFAULTS.items()},
+                    },
+                ),
+            ]
         else:
             return []
         return [str(a) for a in args]
@@ -136,8 +144,9 @@ class Campaign:
 
     # ---- building ----
     @classmethod
-    def from_config(cls, config: dict[str, Any], root: str | Path = ".",
-                    torch_available: bool | None = None) -> Campaign:
+    def from_config(
+        cls, config: dict[str, Any], root: str | Path = ".", torch_available: bool | None = None
+    ) -> Campaign:
         """Resolve workloads, grid points, shards and baselines; errors name the config key.
 
         ``config`` must have been validated against ``workflow/schemas/config.schema.yaml`` with its
@@ -153,8 +162,9 @@ class Campaign:
         baseline = [baseline] if isinstance(baseline, str) else list(baseline)
         for i, b in enumerate(baseline):
             if b not in points:
-                raise ConfigError(f"baseline point '{b}' is not a grid point", file="config",
-                                  where=f"hardware.baseline[{i}]")
+                raise ConfigError(
+                    f"baseline point '{b}' is not a grid point", file="config", where=f"hardware.baseline[{i}]"
+                )
         notes: list[str] = []
         capture, replay = config["capture"], config["replay"]
         if capture == "auto" and not torch_available:
@@ -175,43 +185,86 @@ class Campaign:
             _check_workload(workloads[wname], root)
             for v in variants(wname, kind, spec, workloads[wname].npus):
                 if v["name"] in (config.get("workloads") or {}) or v["name"] in workloads:
-                    raise ConfigError(f"derived workload name {v['name']} is taken", file="config",
-                                      where=f"workloads.{wname}.transforms")
-                derived = {"source": wname, "args": v["args"], "transform": v["transform"],
-                           **({"platforms": spec["platforms"]} if "platforms" in spec else {})}
-                workloads[v["name"]] = Workload(name=v["name"], kind="transform", npus=v["npus"], spec=derived,
-                                                prefix=f"{tracedir}/{name}/{v['name']}/et/{v['name']}", replay=False)
+                    raise ConfigError(
+                        f"derived workload name {v['name']} is taken",
+                        file="config",
+                        where=f"workloads.{wname}.transforms",
+                    )
+                derived = {
+                    "source": wname,
+                    "args": v["args"],
+                    "transform": v["transform"],
+                    **({"platforms": spec["platforms"]} if "platforms" in spec else {}),
+                }
+                workloads[v["name"]] = Workload(
+                    name=v["name"],
+                    kind="transform",
+                    npus=v["npus"],
+                    spec=derived,
+                    prefix=f"{tracedir}/{name}/{v['name']}/et/{v['name']}",
+                    replay=False,
+                )
         for w in workloads.values():
             allowed = w.spec.get("platforms")
             ids = [p.id for p in points_list if p.npus == w.npus and (not allowed or p.platform in allowed)]
             if not ids:
-                raise ConfigError(f"no hardware grid point has {w.npus} NPUs"
-                                  + (f" on platforms {allowed}" if allowed else ""),
-                                  file="config", where=f"workloads.{w.name}")
-            w.shards = [ids[i:i + shard_size] for i in range(0, len(ids), shard_size)]
+                raise ConfigError(
+                    f"no hardware grid point has {w.npus} NPUs" + (f" on platforms {allowed}" if allowed else ""),
+                    file="config",
+                    where=f"workloads.{w.name}",
+                )
+            w.shards = [ids[i : i + shard_size] for i in range(0, len(ids), shard_size)]
             w.baseline = next((b for b in baseline if b in ids), None)
         searches = dict(config.get("search") or {})
         for sname, sspec in searches.items():
             _check_search(sname, sspec, points_list)
-        digest = hashlib.sha256(json.dumps({"config": config, "points": [p.to_json() for p in points_list]},
-                                           sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-        return cls(name=name, tracedir=tracedir, outdir=config["outdir"], shard_size=shard_size,
-                   workloads=workloads, points=points, baseline=baseline,
-                   replay_iterations=int(config["replay_iterations"]), config_sha256=digest,
-                   notes=notes + [f"skipped {k['workload']} on {k['platform']}: {k['reason']}" for k in skipped],
-                   skipped=skipped, searches=searches)
+        digest = hashlib.sha256(
+            json.dumps(
+                {"config": config, "points": [p.to_json() for p in points_list]}, sort_keys=True, separators=(",", ":")
+            ).encode()
+        ).hexdigest()
+        return cls(
+            name=name,
+            tracedir=tracedir,
+            outdir=config["outdir"],
+            shard_size=shard_size,
+            workloads=workloads,
+            points=points,
+            baseline=baseline,
+            replay_iterations=int(config["replay_iterations"]),
+            config_sha256=digest,
+            notes=notes + [f"skipped {k['workload']} on {k['platform']}: {k['reason']}" for k in skipped],
+            skipped=skipped,
+            searches=searches,
+        )
 
     # ---- plan.json ----
     def to_json(self) -> dict[str, Any]:
         return {
-            "plan_version": PLAN_VERSION, "campaign": self.name, "package_version": __version__,
-            "config_sha256": self.config_sha256, "tracedir": self.tracedir, "outdir": self.outdir,
-            "shard_size": self.shard_size, "baseline": self.baseline,
-            "replay_iterations": self.replay_iterations, "notes": self.notes, "skipped": self.skipped,
+            "plan_version": PLAN_VERSION,
+            "campaign": self.name,
+            "package_version": __version__,
+            "config_sha256": self.config_sha256,
+            "tracedir": self.tracedir,
+            "outdir": self.outdir,
+            "shard_size": self.shard_size,
+            "baseline": self.baseline,
+            "replay_iterations": self.replay_iterations,
+            "notes": self.notes,
+            "skipped": self.skipped,
             **({"searches": self.searches} if self.searches else {}),
-            "workloads": {w.name: {"kind": w.kind, "npus": w.npus, "spec": w.spec, "prefix": w.prefix,
-                                   "replay": w.replay, "shards": w.shards, "baseline": w.baseline}
-                          for w in self.workloads.values()},
+            "workloads": {
+                w.name: {
+                    "kind": w.kind,
+                    "npus": w.npus,
+                    "spec": w.spec,
+                    "prefix": w.prefix,
+                    "replay": w.replay,
+                    "shards": w.shards,
+                    "baseline": w.baseline,
+                }
+                for w in self.workloads.values()
+            },
             "points": [p.to_json() for p in self.points.values()],
         }
 
@@ -246,14 +299,34 @@ class Campaign:
         if not isinstance(d, dict) or d.get("plan_version") != PLAN_VERSION:
             raise InputError(f"not a chakra-pipe plan (plan_version {PLAN_VERSION} expected)", file=str(path))
         check_plan(d, str(path))
-        workloads = {n: Workload(name=n, kind=w["kind"], npus=w["npus"], spec=w["spec"], prefix=w["prefix"],
-                                 replay=w["replay"], shards=w["shards"], baseline=w["baseline"])
-                     for n, w in d["workloads"].items()}
+        workloads = {
+            n: Workload(
+                name=n,
+                kind=w["kind"],
+                npus=w["npus"],
+                spec=w["spec"],
+                prefix=w["prefix"],
+                replay=w["replay"],
+                shards=w["shards"],
+                baseline=w["baseline"],
+            )
+            for n, w in d["workloads"].items()
+        }
         points = {p["id"]: Point.from_json(p) for p in d["points"]}
-        return cls(name=d["campaign"], tracedir=d["tracedir"], outdir=d["outdir"], shard_size=d["shard_size"],
-                   workloads=workloads, points=points, baseline=d["baseline"],
-                   replay_iterations=d["replay_iterations"], config_sha256=d["config_sha256"], notes=d["notes"],
-                   skipped=d["skipped"], searches=d.get("searches", {}))
+        return cls(
+            name=d["campaign"],
+            tracedir=d["tracedir"],
+            outdir=d["outdir"],
+            shard_size=d["shard_size"],
+            workloads=workloads,
+            points=points,
+            baseline=d["baseline"],
+            replay_iterations=d["replay_iterations"],
+            config_sha256=d["config_sha256"],
+            notes=d["notes"],
+            skipped=d["skipped"],
+            searches=d.get("searches", {}),
+        )
 
     def workload(self, name: str) -> Workload:
         if name not in self.workloads:
@@ -261,8 +334,9 @@ class Campaign:
         return self.workloads[name]
 
 
-def _expanded(specs: dict[str, Any], points: list[Point],
-              skipped: list[dict[str, str]]) -> list[tuple[str, dict[str, Any]]]:
+def _expanded(
+    specs: dict[str, Any], points: list[Point], skipped: list[dict[str, str]]
+) -> list[tuple[str, dict[str, Any]]]:
     """Config workloads with workload axes replaced by their combinations; skips go to ``skipped``."""
     out: list[tuple[str, dict[str, Any]]] = []
     for name, spec in specs.items():
@@ -273,8 +347,9 @@ def _expanded(specs: dict[str, Any], points: list[Point],
         skipped += [k.to_json() for k in skips]
         for dname, dspec in derived:
             if dname in specs:
-                raise ConfigError(f"derived workload name {dname} is taken", file="config",
-                                  where=f"workloads.{name}.axes")
+                raise ConfigError(
+                    f"derived workload name {dname} is taken", file="config", where=f"workloads.{name}.axes"
+                )
             out.append((dname, dspec))
     return out
 
@@ -328,8 +403,11 @@ def _check_workload(w: Workload, root: Path) -> None:
         model = str(w.spec["model"])
         script = Path(model) if Path(model).is_absolute() else root / model
         if model not in BUILTIN_MODELS and not (model.endswith(".py") and script.is_file()):
-            raise ConfigError(f"unknown model {model!r}: choose {', '.join(BUILTIN_MODELS)} or an existing .py script",
-                              file="config", where=f"{where}.model")
+            raise ConfigError(
+                f"unknown model {model!r}: choose {', '.join(BUILTIN_MODELS)} or an existing .py script",
+                file="config",
+                where=f"{where}.model",
+            )
     elif w.kind == "trace":
         from ..et.traceset import find_rank_files
 
@@ -340,8 +418,11 @@ def _check_workload(w: Workload, root: Path) -> None:
             ranks = set()
         if ranks != set(range(w.npus)):
             found = f"{len(ranks)} rank files (ranks {min(ranks)}..{max(ranks)})" if ranks else "no rank files"
-            raise ConfigError(f"{w.prefix}.<rank>.et: found {found}, but the workload declares {w.npus} NPUs",
-                              file="config", where=f"{where}.npus")
+            raise ConfigError(
+                f"{w.prefix}.<rank>.et: found {found}, but the workload declares {w.npus} NPUs",
+                file="config",
+                where=f"{where}.npus",
+            )
 
 
 def name_pattern(names: list[str]) -> str:

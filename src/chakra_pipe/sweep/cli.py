@@ -8,10 +8,13 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sweep", help="simulate hardware-grid shards of a campaign plan",
-                       description="Simulate the grid points of a campaign plan (plan.json, written by the "
-                                   "workflow) in shards: one process loads a trace set once and simulates "
-                                   "every point of its shard.")
+    p = sub.add_parser(
+        "sweep",
+        help="simulate hardware-grid shards of a campaign plan",
+        description="Simulate the grid points of a campaign plan (plan.json, written by the "
+        "workflow) in shards: one process loads a trace set once and simulates "
+        "every point of its shard.",
+    )
     verbs = p.add_subparsers(dest="sweep_command", metavar="VERB", required=True)
     run = verbs.add_parser("run", help="simulate one shard and write its results CSV")
     run.add_argument("--plan", required=True, type=Path, help="campaign plan.json")
@@ -30,6 +33,9 @@ def _run(args: argparse.Namespace) -> int:
     failed = run_shard(plan, args.workload, args.shard, args.out, prefix=args.trace)
     total = len(plan.workload(args.workload).shards[args.shard])
     if failed:
-        print(f"sweep: {args.workload} shard {args.shard}: {failed} of {total} points failed "
-              f"(see the status column of {args.out})", file=sys.stderr)
+        print(
+            f"sweep: {args.workload} shard {args.shard}: {failed} of {total} points failed "
+            f"(see the status column of {args.out})",
+            file=sys.stderr,
+        )
     return 0

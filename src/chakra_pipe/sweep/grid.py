@@ -37,17 +37,34 @@ class Point:
     hbm_gib: float | None = None  # per-GPU memory, for search's memory check (platform key hbm_gib)
 
     def to_json(self) -> dict[str, Any]:
-        d = {"id": self.id, "platform": self.platform, "backend": self.backend, "cost": self.cost,
-             "npus": self.npus, "settings": self.settings, "network": self.network,
-             "system": self.system, "memory": self.memory}
+        d = {
+            "id": self.id,
+            "platform": self.platform,
+            "backend": self.backend,
+            "cost": self.cost,
+            "npus": self.npus,
+            "settings": self.settings,
+            "network": self.network,
+            "system": self.system,
+            "memory": self.memory,
+        }
         # Only when set, so plans (and shard digests) of configs without it keep their bytes.
         return d if self.hbm_gib is None else {**d, "hbm_gib": self.hbm_gib}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Point:
-        return cls(id=d["id"], platform=d["platform"], backend=d["backend"], cost=d["cost"], npus=d["npus"],
-                   network=d["network"], system=d["system"], memory=d["memory"], settings=d["settings"],
-                   hbm_gib=d.get("hbm_gib"))
+        return cls(
+            id=d["id"],
+            platform=d["platform"],
+            backend=d["backend"],
+            cost=d["cost"],
+            npus=d["npus"],
+            network=d["network"],
+            system=d["system"],
+            memory=d["memory"],
+            settings=d["settings"],
+            hbm_gib=d.get("hbm_gib"),
+        )
 
 
 def _is_key(name: str) -> bool:
@@ -65,8 +82,12 @@ def _axis_choices(name: str, values: Any, where: str) -> list[tuple[str, dict[st
             choices.append((hardware.label(value), {name: value}))
             continue
         if not isinstance(value, dict) or not value:
-            raise ConfigError(f"axis '{name}' is not a config key, so each value must be a mapping of "
-                              f"keys to set (value {i} is {value!r})", file="config", where=f"{where}[{i}]")
+            raise ConfigError(
+                f"axis '{name}' is not a config key, so each value must be a mapping of "
+                f"keys to set (value {i} is {value!r})",
+                file="config",
+                where=f"{where}[{i}]",
+            )
         sets = {k: v for k, v in value.items() if k != "label"}
         for key in sets:
             hardware.check_key(key, f"{where}[{i}]")
@@ -79,8 +100,9 @@ def _short(axis: str) -> str:
     return axis.partition(".")[2] or axis
 
 
-def _build(platform: str, base: dict[str, Any], point_id: str, sets: dict[str, Any],
-           settings: dict[str, str], where: str) -> Point:
+def _build(
+    platform: str, base: dict[str, Any], point_id: str, sets: dict[str, Any], settings: dict[str, str], where: str
+) -> Point:
     parts = {s: copy.deepcopy(base[s]) for s in hardware.SECTIONS}
     backend, cost = base["backend"], base["cost"]
     for key, value in sets.items():
@@ -91,17 +113,27 @@ def _build(platform: str, base: dict[str, Any], point_id: str, sets: dict[str, A
         else:
             section, _, name = key.partition(".")
             if parts[section] is None:
-                raise ConfigError(f"'{key}' overrides a memory file the platform does not declare",
-                                  file="config", where=where)
+                raise ConfigError(
+                    f"'{key}' overrides a memory file the platform does not declare", file="config", where=where
+                )
             parts[section][name] = hardware.apply(parts[section], name, value)
     if backend not in hardware.BACKENDS:
-        raise ConfigError(f"backend must be one of {', '.join(hardware.BACKENDS)}, got {backend!r}",
-                          file="config", where=where)
+        raise ConfigError(
+            f"backend must be one of {', '.join(hardware.BACKENDS)}, got {backend!r}", file="config", where=where
+        )
     if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0):
         raise ConfigError(f"cost must be a non-negative number, got {cost!r}", file="config", where=where)
-    point = Point(id=point_id, platform=platform, backend=backend,
-                  cost=None if cost is None else float(cost), npus=hardware.npus(parts["network"], where),
-                  network=parts["network"], system=parts["system"], memory=parts["memory"], settings=settings)
+    point = Point(
+        id=point_id,
+        platform=platform,
+        backend=backend,
+        cost=None if cost is None else float(cost),
+        npus=hardware.npus(parts["network"], where),
+        network=parts["network"],
+        system=parts["system"],
+        memory=parts["memory"],
+        settings=settings,
+    )
     _check_values(point, where)
     return point
 
@@ -142,8 +174,11 @@ def expand_platform(name: str, spec: dict[str, Any], root: Path) -> list[Point]:
         for combo in itertools.product(*per_axis):
             settings = {axis: lab for axis, (lab, _) in zip(axes, combo)}
             sets = {k: v for _, s in combo for k, v in s.items()}
-            pid = name if not settings else name + "[" + ",".join(
-                f"{_short(a)}={lab}" for a, lab in settings.items()) + "]"
+            pid = (
+                name
+                if not settings
+                else name + "[" + ",".join(f"{_short(a)}={lab}" for a, lab in settings.items()) + "]"
+            )
             points.append(_build(name, base, pid, sets, settings, f"{where}.axes"))
     for i, explicit in enumerate(spec.get("points") or []):
         pwhere = f"{where}.points[{i}]"
@@ -166,8 +201,11 @@ def expand(platforms: dict[str, dict[str, Any]], root: Path) -> list[Point]:
     for name, spec in platforms.items():
         for point in expand_platform(name, spec, root):
             if point.id in seen:
-                raise ConfigError(f"duplicate grid point id '{point.id}' (also from platform {seen[point.id]})",
-                                  file="config", where=f"hardware.platforms.{name}")
+                raise ConfigError(
+                    f"duplicate grid point id '{point.id}' (also from platform {seen[point.id]})",
+                    file="config",
+                    where=f"hardware.platforms.{name}",
+                )
             seen[point.id] = name
             points.append(point)
     return points

@@ -17,15 +17,40 @@ SECTIONS = ("network", "system", "memory")
 
 # Every key ASTRA-sim reads (astra-sim-semantics.md §5.1-5.3); overrides must name one of these.
 NETWORK_KEYS = frozenset({"topology", "npus_count", "bandwidth", "latency"})
-SYSTEM_KEYS = frozenset({
-    "scheduling-policy", "collective-optimization", "endpoint-delay", "active-chunks-per-dimension",
-    "preferred-dataset-splits", "local-mem-bw", "peak-perf", "roofline-enabled", "replay-only",
-    "trace-enabled", "track-local-mem", "local-mem-trace-filename", "model-shared-bus", "L", "o", "g",
-    "G", "local-reduction-delay", "all-reduce-implementation", "reduce-scatter-implementation",
-    "all-gather-implementation", "all-to-all-implementation", "all-reduce-implementation-custom",
-    "reduce-scatter-implementation-custom", "all-gather-implementation-custom",
-    "all-to-all-implementation-custom", "per-node-custom-implementation", "boost-mode",
-    "intra-dimension-scheduling", "inter-dimension-scheduling"})
+SYSTEM_KEYS = frozenset(
+    {
+        "scheduling-policy",
+        "collective-optimization",
+        "endpoint-delay",
+        "active-chunks-per-dimension",
+        "preferred-dataset-splits",
+        "local-mem-bw",
+        "peak-perf",
+        "roofline-enabled",
+        "replay-only",
+        "trace-enabled",
+        "track-local-mem",
+        "local-mem-trace-filename",
+        "model-shared-bus",
+        "L",
+        "o",
+        "g",
+        "G",
+        "local-reduction-delay",
+        "all-reduce-implementation",
+        "reduce-scatter-implementation",
+        "all-gather-implementation",
+        "all-to-all-implementation",
+        "all-reduce-implementation-custom",
+        "reduce-scatter-implementation-custom",
+        "all-gather-implementation-custom",
+        "all-to-all-implementation-custom",
+        "per-node-custom-implementation",
+        "boost-mode",
+        "intra-dimension-scheduling",
+        "inter-dimension-scheduling",
+    }
+)
 MEMORY_KEYS = frozenset({"memory-type", "num-nodes", "num-npus-per-node", "remote-mem-latency", "remote-mem-bw"})
 KNOWN_KEYS = {"network": NETWORK_KEYS, "system": SYSTEM_KEYS, "memory": MEMORY_KEYS}
 BACKENDS = ("congestion_unaware", "congestion_aware")
@@ -39,8 +64,11 @@ def load_file(path: str | Path, where: str) -> dict[str, Any]:
     try:
         data = (read_json if p.suffix == ".json" else read_yaml)(p, error=ConfigError)
     except ConfigError as exc:  # name the config key that points at the file, then the file's problem
-        what = f"cannot read hardware file {p}: {exc.what.removeprefix('cannot read: ')}" \
-            if exc.what.startswith("cannot read") else f"{p}: {exc.what}"
+        what = (
+            f"cannot read hardware file {p}: {exc.what.removeprefix('cannot read: ')}"
+            if exc.what.startswith("cannot read")
+            else f"{p}: {exc.what}"
+        )
         raise ConfigError(what, file="config", where=where) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a mapping of keys", file="config", where=where)
@@ -53,11 +81,17 @@ def check_key(key: str, where: str) -> None:
         return
     section, _, name = key.partition(".")
     if section not in KNOWN_KEYS or not name:
-        raise ConfigError(f"unknown key '{key}': use network.<key>, system.<key>, memory.<key>, backend or cost",
-                          file="config", where=where)
+        raise ConfigError(
+            f"unknown key '{key}': use network.<key>, system.<key>, memory.<key>, backend or cost",
+            file="config",
+            where=where,
+        )
     if name not in KNOWN_KEYS[section]:
-        raise ConfigError(f"unknown {section} key '{name}' (known: {', '.join(sorted(KNOWN_KEYS[section]))})",
-                          file="config", where=where)
+        raise ConfigError(
+            f"unknown {section} key '{name}' (known: {', '.join(sorted(KNOWN_KEYS[section]))})",
+            file="config",
+            where=where,
+        )
 
 
 def apply(base: dict[str, Any], name: str, value: Any) -> Any:
@@ -75,8 +109,9 @@ def npus(network: dict[str, Any], where: str) -> int:
     """Total NPUs of a network dict: the product of ``npus_count``."""
     counts = network.get("npus_count")
     if not isinstance(counts, list) or not counts or not all(isinstance(c, int) and c > 0 for c in counts):
-        raise ConfigError(f"network npus_count must be a list of positive integers, got {counts!r}",
-                          file="config", where=where)
+        raise ConfigError(
+            f"network npus_count must be a list of positive integers, got {counts!r}", file="config", where=where
+        )
     total = 1
     for c in counts:
         total *= c

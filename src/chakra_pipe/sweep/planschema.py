@@ -22,8 +22,9 @@ class _Checker:
         self.file = file
 
     def fail(self, where: str, what: str) -> InputError:
-        return InputError(f"damaged plan: {what} (delete it; the workflow writes it again)", file=self.file,
-                          where=where)
+        return InputError(
+            f"damaged plan: {what} (delete it; the workflow writes it again)", file=self.file, where=where
+        )
 
     def typed(self, value: Any, kind: type | tuple[type, ...], where: str, what: str) -> Any:
         kinds = kind if isinstance(kind, tuple) else (kind,)

@@ -29,9 +29,12 @@ def hardware_config(point: Point, source: str) -> Any:
     from ..sim import HardwareConfig, MemoryConfig, NetworkConfig, SystemConfig
 
     memory = MemoryConfig.from_dict(point.memory, source=f"{source}:memory") if point.memory else None
-    return HardwareConfig(system=SystemConfig.from_dict(point.system, source=f"{source}:system"),
-                          network=NetworkConfig.from_dict(point.network, source=f"{source}:network"),
-                          memory=memory, backend=point.backend)
+    return HardwareConfig(
+        system=SystemConfig.from_dict(point.system, source=f"{source}:system"),
+        network=NetworkConfig.from_dict(point.network, source=f"{source}:network"),
+        memory=memory,
+        backend=point.backend,
+    )
 
 
 def _critical(values: list[int], rank: int) -> int:
@@ -49,9 +52,12 @@ def metrics(result: Any) -> dict[str, int]:
     finish = [int(x) for x in result.finish_ns]
     rank = max(range(len(finish)), key=lambda r: (finish[r], -r)) if finish else 0
     parts = {key: _critical(getattr(result, key), rank) for key in ("compute_ns", "cpu_ns", "idle_ns")}
-    row = {"step_time_ns": max(finish, default=0), **parts,
-           "exposed_comm_ns": _critical(result.finish_ns, rank) - sum(parts.values()),
-           "comm_ns": _critical(result.comm_ns, rank)}
+    row = {
+        "step_time_ns": max(finish, default=0),
+        **parts,
+        "exposed_comm_ns": _critical(result.finish_ns, rank) - sum(parts.values()),
+        "comm_ns": _critical(result.comm_ns, rank),
+    }
     other = 0
     for rec in result.collectives:  # per-rank records: comm_time_by_type_ns() sums over all ranks
         if rec.rank != rank:
@@ -77,10 +83,14 @@ def hardware_columns(point: Point) -> dict[str, Any]:
         return "/".join(str(v) for v in value) if isinstance(value, list) else str(value)
 
     bandwidth = net.get("bandwidth") or []
-    return {"settings": ";".join(f"{k}={v}" for k, v in point.settings.items()),
-            "topology": joined("topology"), "npus_count": joined("npus_count"),
-            "bandwidth_gbps": joined("bandwidth"), "latency_ns": joined("latency"),
-            "bottleneck_bandwidth_gbps": float(min(bandwidth)) if isinstance(bandwidth, list) and bandwidth else None}
+    return {
+        "settings": ";".join(f"{k}={v}" for k, v in point.settings.items()),
+        "topology": joined("topology"),
+        "npus_count": joined("npus_count"),
+        "bandwidth_gbps": joined("bandwidth"),
+        "latency_ns": joined("latency"),
+        "bottleneck_bandwidth_gbps": float(min(bandwidth)) if isinstance(bandwidth, list) and bandwidth else None,
+    }
 
 
 def run_shard(plan: Campaign, workload: str, shard: int, out: str | Path, prefix: str | None = None) -> int:
@@ -93,17 +103,26 @@ def run_shard(plan: Campaign, workload: str, shard: int, out: str | Path, prefix
         raise ChakraPipeError(f"workload {workload} has shards 0..{len(w.shards) - 1}, not {shard}")
     traces = TraceSet.load(prefix or w.prefix)
     if len(traces.ranks) != w.npus:
-        raise ChakraPipeError(f"trace set has {len(traces.ranks)} ranks but the plan expects {w.npus}",
-                              file=str(prefix or w.prefix))
+        raise ChakraPipeError(
+            f"trace set has {len(traces.ranks)} ranks but the plan expects {w.npus}", file=str(prefix or w.prefix)
+        )
     sha = traces.sha256()
     rows, coll_rows = [], []
     failed = 0
     for point_id in track(w.shards[shard], f"sweep {workload} shard {shard}", len(w.shards[shard]), "points"):
         point = plan.points[point_id]
-        row: dict[str, Any] = {"campaign": plan.name, "workload": workload, "source": "simulated",
-                               "point_id": point.id, "platform": point.platform, "backend": point.backend,
-                               "npus": point.npus, "cost": point.cost, **hardware_columns(point),
-                               "trace_sha256": sha}
+        row: dict[str, Any] = {
+            "campaign": plan.name,
+            "workload": workload,
+            "source": "simulated",
+            "point_id": point.id,
+            "platform": point.platform,
+            "backend": point.backend,
+            "npus": point.npus,
+            "cost": point.cost,
+            **hardware_columns(point),
+            "trace_sha256": sha,
+        }
         try:
             result = simulate(traces, hardware_config(point, f"point {point.id}"))
             row.update(metrics(result))

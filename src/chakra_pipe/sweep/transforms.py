@@ -37,7 +37,7 @@ def _ops(name: str, spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         where = f"workloads.{name}.transforms[{i}]"
         if not (isinstance(item, dict) and len(item) == 1):
             raise ConfigError("each transform is a mapping with one op name", file="config", where=where)
-        (op, params), = item.items()
+        ((op, params),) = item.items()
         if op not in FLAGS or not isinstance(params, dict):
             raise ConfigError(f"unknown op {op!r} (choose from {', '.join(FLAGS)})", file="config", where=where)
         ops.append((op, params))
@@ -72,12 +72,17 @@ def variants(name: str, kind: str, spec: dict[str, Any], npus: int) -> list[dict
     ops = _ops(name, spec)
     if not ops:
         return []
-    axes = [(f"{op}.{param}", value) for op, params in ops for param, value in params.items()
-            if _is_axis(op, param, value)]
+    axes = [
+        (f"{op}.{param}", value) for op, params in ops for param, value in params.items() if _is_axis(op, param, value)
+    ]
     names = [a for a, _ in axes]
     if len(set(names)) != len(names):
-        raise ConfigError(f"axis {next(a for a in names if names.count(a) > 1)} appears in two ops; give each "
-                          "repeated op fixed values", file="config", where=f"workloads.{name}.transforms")
+        raise ConfigError(
+            f"axis {next(a for a in names if names.count(a) > 1)} appears in two ops; give each "
+            "repeated op fixed values",
+            file="config",
+            where=f"workloads.{name}.transforms",
+        )
     out = []
     for choice in combinations(axes):
         chosen = dict(choice)
@@ -88,12 +93,21 @@ def variants(name: str, kind: str, spec: dict[str, Any], npus: int) -> list[dict
             if op == "dp":
                 to = int(resolved["to"])
                 if to < width or to % width:
-                    raise ConfigError(f"dp.to {to} is not a multiple of the workload's DP width {width}",
-                                      file="config", where=f"workloads.{name}.transforms")
+                    raise ConfigError(
+                        f"dp.to {to} is not a multiple of the workload's DP width {width}",
+                        file="config",
+                        where=f"workloads.{name}.transforms",
+                    )
                 world, width = world // width * to, to
             args += cli_args(op, resolved)
-        out.append({"name": f"{name}.{label(choice) if choice else 'transformed'}", "npus": world,
-                    "args": args, "transform": " | ".join(_chain_text(args))})
+        out.append(
+            {
+                "name": f"{name}.{label(choice) if choice else 'transformed'}",
+                "npus": world,
+                "args": args,
+                "transform": " | ".join(_chain_text(args)),
+            }
+        )
     return out
 
 

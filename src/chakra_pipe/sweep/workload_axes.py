@@ -65,8 +65,11 @@ def expand(name: str, spec: dict[str, Any], points: list[Point]) -> tuple[list[t
     axes_spec = spec.get("axes") or {}
     for axis, values in axes_spec.items():
         if axis not in flags:
-            raise ConfigError(f"'{axis}' is not a generate {kind} option (choose from {', '.join(flags)})",
-                              file="config", where=f"{where}.axes")
+            raise ConfigError(
+                f"'{axis}' is not a generate {kind} option (choose from {', '.join(flags)})",
+                file="config",
+                where=f"{where}.axes",
+            )
         if axis in spec:
             raise ConfigError(f"'{axis}' is both a fixed value and an axis", file="config", where=f"{where}.axes")
         if not isinstance(values, list) or not values:
@@ -108,9 +111,15 @@ def expand(name: str, spec: dict[str, Any], points: list[Point]) -> tuple[list[t
             fits = [pl for pl, counts in platforms.items() if world in counts]
             for pl, counts in platforms.items():
                 if pl not in fits and (n is None or n in counts):
-                    skips.append(Skip(dname, pl, f"world size {_world_text(kind, resolved)} = {world} "
-                                                 f"matches no point of {pl} (NPUs: "
-                                                 f"{', '.join(map(str, sorted(counts)))})"))
+                    skips.append(
+                        Skip(
+                            dname,
+                            pl,
+                            f"world size {_world_text(kind, resolved)} = {world} "
+                            f"matches no point of {pl} (NPUs: "
+                            f"{', '.join(map(str, sorted(counts)))})",
+                        )
+                    )
             if fits:
                 derived.append((dname, {**resolved, "platforms": fits}))
     return derived, skips

@@ -48,8 +48,9 @@ def _op_parsers() -> dict[str, _OpParser]:
 def split_ops(tokens: list[str]) -> list[tuple[str, list[str]]]:
     """``[op, args…, op, args…]`` into ``[(op, args), …]``; the first token must be an op."""
     if not tokens or tokens[0] not in OP_NAMES:
-        raise InputError(f"expected an op ({', '.join(OP_NAMES)}) after the prefixes, got "
-                         f"{tokens[0] if tokens else 'nothing'!r}")
+        raise InputError(
+            f"expected an op ({', '.join(OP_NAMES)}) after the prefixes, got {tokens[0] if tokens else 'nothing'!r}"
+        )
     out: list[tuple[str, list[str]]] = []
     for tok in tokens:
         if tok in OP_NAMES:
@@ -78,13 +79,18 @@ def build_steps(tokens: list[str]):
                 raise InputError(f"--to {a.to} is not a positive width", where="dp")
             op = DpOp(a.to, a.group)
         elif name == "compute":
-            op = ComputeOp(parse_factor(a.scale, "compute --scale", allow_zero=True),
-                           NodeFilter(compile_regex(a.match, "compute --match"), a.type),
-                           per_rank_factors(a.per_rank) if a.per_rank else {})
+            op = ComputeOp(
+                parse_factor(a.scale, "compute --scale", allow_zero=True),
+                NodeFilter(compile_regex(a.match, "compute --match"), a.type),
+                per_rank_factors(a.per_rank) if a.per_rank else {},
+            )
         elif name == "straggler":
-            op = StragglerOp(tuple(a.ranks), None if a.delay is None else delay_micros(a.delay),
-                             None if a.slowdown is None else parse_factor(a.slowdown, "straggler --slowdown"),
-                             compile_regex(a.at, "straggler --at"))
+            op = StragglerOp(
+                tuple(a.ranks),
+                None if a.delay is None else delay_micros(a.delay),
+                None if a.slowdown is None else parse_factor(a.slowdown, "straggler --slowdown"),
+                compile_regex(a.at, "straggler --at"),
+            )
         else:
             op = CommDropOp() if a.drop else CommScaleOp(parse_factor(a.scale, "comm --scale"), tuple(a.type))
         steps.append(Step(op, tuple(args)))
@@ -93,11 +99,13 @@ def build_steps(tokens: list[str]):
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "transform", help="what-if edits of a rank set: re-target DP width, scale compute/comm, stragglers",
+        "transform",
+        help="what-if edits of a rank set: re-target DP width, scale compute/comm, stragglers",
         description="Apply ops in order to the rank set IN_PREFIX and write OUT_PREFIX (+ "
-                    "OUT_PREFIX.transform_stats.json). Ops: dp --to M [--group PG] | compute --scale F [--match REGEX] "
-                    "[--type COMP|CPU] [--per-rank FILE] | straggler --ranks R... (--delay NS | --slowdown F) "
-                    "[--at NODE_REGEX] | comm (--scale F [--type T...] | --drop).")
+        "OUT_PREFIX.transform_stats.json). Ops: dp --to M [--group PG] | compute --scale F [--match REGEX] "
+        "[--type COMP|CPU] [--per-rank FILE] | straggler --ranks R... (--delay NS | --slowdown F) "
+        "[--at NODE_REGEX] | comm (--scale F [--type T...] | --drop).",
+    )
     p.add_argument("in_prefix")
     p.add_argument("out_prefix")
     p.add_argument("ops", nargs=argparse.REMAINDER, help="op chain, e.g. dp --to 8 compute --scale 0.5")
@@ -110,8 +118,10 @@ def _transform(args: argparse.Namespace) -> int:
     steps = build_steps(args.ops)
     result = run_transforms(args.in_prefix, args.out_prefix, steps)
     for s in result.stats:
-        print(f"{s.op} {' '.join(s.params['args'])}: {s.nodes_touched} nodes touched; ranks "
-              f"{s.before.ranks}->{s.after.ranks}, nodes {s.before.nodes}->{s.after.nodes}, comm bytes "
-              f"{s.before.comm_bytes}->{s.after.comm_bytes}, compute µs {s.before.comp_micros}->{s.after.comp_micros}")
+        print(
+            f"{s.op} {' '.join(s.params['args'])}: {s.nodes_touched} nodes touched; ranks "
+            f"{s.before.ranks}->{s.after.ranks}, nodes {s.before.nodes}->{s.after.nodes}, comm bytes "
+            f"{s.before.comm_bytes}->{s.after.comm_bytes}, compute µs {s.before.comp_micros}->{s.after.comp_micros}"
+        )
     print(f"wrote {len(result.files)} rank files {args.out_prefix}.<rank>.et and {result.stats_file}")
     return 0

@@ -54,8 +54,9 @@ class CommScaleOp:
     def apply(self, rs: RankSet) -> int:
         unknown = [t for t in self.types if t not in TYPE_CHOICES]
         if unknown:
-            raise InputError(f"unknown communication type {unknown[0]!r} (choose from {', '.join(TYPE_CHOICES)})",
-                             where="--type")
+            raise InputError(
+                f"unknown communication type {unknown[0]!r} (choose from {', '.join(TYPE_CHOICES)})", where="--type"
+            )
         touched = 0
         for nodes in rs.nodes:
             for node in nodes:
@@ -64,7 +65,9 @@ class CommScaleOp:
                 if kind is None or size is None or (self.types and kind not in self.types):
                     continue
                 # A non-empty message stays non-empty: a 0-byte all-gather is invalid input.
-                set_int_attr(node, "comm_size", max(1, scale_int(size, self.scale, f"node {node.id} comm_size")) if size else 0)
+                set_int_attr(
+                    node, "comm_size", max(1, scale_int(size, self.scale, f"node {node.id} comm_size")) if size else 0
+                )
                 touched += 1
         return touched
 
@@ -85,8 +88,11 @@ def drop_nodes(nodes: list, drop: set[int]) -> list:
         stack = [nid]
         while stack:  # iterative post-order: long comm chains must not hit the recursion limit
             cur = stack[-1]
-            pending = [d for d in (*by_id[cur].data_deps, *by_id[cur].ctrl_deps)
-                       if d in drop and d in by_id and d not in resolved and d not in stack]
+            pending = [
+                d
+                for d in (*by_id[cur].data_deps, *by_id[cur].ctrl_deps)
+                if d in drop and d in by_id and d not in resolved and d not in stack
+            ]
             if pending:
                 stack.append(pending[0])
                 continue

@@ -83,7 +83,7 @@ def per_rank_factors(path: str) -> dict[int, Fraction]:
     """``{"<rank>": factor}`` from a JSON file; keys must be rank numbers."""
     raw = read_json(path)
     if not isinstance(raw, dict) or not raw:
-        raise InputError("expected a non-empty object {\"<rank>\": factor}", file=path)
+        raise InputError('expected a non-empty object {"<rank>": factor}', file=path)
     out: dict[int, Fraction] = {}
     for key, value in raw.items():
         if not (isinstance(key, str) and key.strip().isdigit()):

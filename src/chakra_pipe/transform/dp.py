@@ -1,8 +1,9 @@
 """``dp --to M``: re-target the data-parallel width of a rank set.
 
-The DP groups are those of ``--group PG`` when the user names one; otherwise, in order: METADATA process groups labelled ``pg_desc: "dp"`` (our
-generator) or ``DATA_PARALLEL_GROUP`` (Megatron-Core), the ``generate llm`` parameters in GlobalMetadata, or — for a
-set with no group smaller than the world — the whole world. The ``D`` replicas are then copied to
+The DP groups are those of ``--group PG`` when the user names one; otherwise, in order: METADATA process
+groups labelled ``pg_desc: "dp"`` (our generator) or ``DATA_PARALLEL_GROUP`` (Megatron-Core), the
+``generate llm`` parameters in GlobalMetadata, or — for a set with no group smaller than the world — the
+whole world. The ``D`` replicas are then copied to
 ``M = k·D`` (see :mod:`.dp_axis`), with every ``pg_name``, p2p peer, METADATA table and the
 comm-group file rewritten. Collective sizes follow ASTRA-sim's ``comm_size`` meaning on a group
 that grows from ``n`` to ``n'`` ranks: an all-reduce buffer and an all-to-all per-rank buffer keep
@@ -69,20 +70,28 @@ def identify(rs: RankSet, group: str | None = None) -> DpAxis:
             raise InputError("the groups labelled as data-parallel are not evenly strided replicas of one layout")
         return axis
     config = _generator_config(rs.metadata[0])
-    if config is not None and all(isinstance(config.get(k), int) for k in ("dp", "tp", "pp")) \
-            and config["dp"] * config["tp"] * config["pp"] == world:
+    if (
+        config is not None
+        and all(isinstance(config.get(k), int) for k in ("dp", "tp", "pp"))
+        and config["dp"] * config["tp"] * config["pp"] == world
+    ):
         if config["dp"] == 1:
-            raise InputError("no DP group to widen: the set was generated with dp 1 (it has no gradient "
-                             "reduction to widen)")
+            raise InputError(
+                "no DP group to widen: the set was generated with dp 1 (it has no gradient reduction to widen)"
+            )
         if config.get("ep", 1) == config["dp"]:
-            raise InputError(f"the expert-parallel groups are the DP groups (ep = dp = {config['dp']}), so expert "
-                             "all-to-alls cannot be told from gradient reductions; generate with ep < dp")
+            raise InputError(
+                f"the expert-parallel groups are the DP groups (ep = dp = {config['dp']}), so expert "
+                "all-to-alls cannot be told from gradient reductions; generate with ep < dp"
+            )
         return DpAxis(config["dp"], config["tp"], world)
     smaller = sorted((pg for pg, m in rs.groups().items() if set(m) != set(range(world))), key=int)
     if smaller:
-        raise InputError(f"cannot identify the data-parallel groups: the set has groups smaller than the world "
-                         f"({', '.join(smaller[:3])}{', …' if len(smaller) > 3 else ''}) and none is labelled "
-                         "pg_desc 'dp' or 'DATA_PARALLEL_GROUP' (name one with --group)")
+        raise InputError(
+            f"cannot identify the data-parallel groups: the set has groups smaller than the world "
+            f"({', '.join(smaller[:3])}{', …' if len(smaller) > 3 else ''}) and none is labelled "
+            "pg_desc 'dp' or 'DATA_PARALLEL_GROUP' (name one with --group)"
+        )
     return DpAxis(world, 1, world)
 
 
@@ -191,7 +200,9 @@ def _rewrite_node(node, p: _Plan, block: int, src: int, old_count: int) -> bool:
                 if attr.name == "pg_name" and attr.WhichOneof("value") == "string_val" and attr.string_val != name:
                     attr.string_val, changed = name, True
         else:
-            raise InputError(f"node {node.id} uses pg_name {pg!r}, which names no group of the set", where=f"rank {src}")
+            raise InputError(
+                f"node {node.id} uses pg_name {pg!r}, which names no group of the set", where=f"rank {src}"
+            )
         size = get_int(node, "comm_size")
         if size is not None:
             comm_type = get_int(node, "comm_type")
@@ -205,8 +216,9 @@ def _rewrite_node(node, p: _Plan, block: int, src: int, old_count: int) -> bool:
             if old is None:
                 continue
             if not 0 <= old < p.axis.world:
-                raise InputError(f"node {node.id} has {key} {old} outside the set's {p.axis.world} ranks",
-                                 where=f"rank {src}")
+                raise InputError(
+                    f"node {node.id} has {key} {old} outside the set's {p.axis.world} ranks", where=f"rank {src}"
+                )
             new = p.peer(old, block)
             if new != old:
                 set_int_attr(node, key, new)
@@ -239,8 +251,11 @@ class DpOp:
     def apply(self, rs: RankSet) -> int:
         axis = identify(rs, self.group)
         if self.to < axis.width or self.to % axis.width:
-            raise InputError(f"--to {self.to} is not a multiple of the set's DP width {axis.width} (replicas are "
-                             "copied whole; shrinking would cut p2p peers and groups)", where="--to")
+            raise InputError(
+                f"--to {self.to} is not a multiple of the set's DP width {axis.width} (replicas are "
+                "copied whole; shrinking would cut p2p peers and groups)",
+                where="--to",
+            )
         p = plan(rs, axis, self.to)
         old_count = len(p.shapes)
         metadata, nodes, touched = [], [], 0

@@ -54,7 +54,7 @@ class GroupShape:
     """A group as (replica set) × (positions), with how it widens."""
 
     members: tuple[int, ...]
-    replicas: tuple[int, ...]   # sorted replica indices d
+    replicas: tuple[int, ...]  # sorted replica indices d
     positions: tuple[tuple[int, int], ...]  # sorted (inner, outer)
     spanning: bool
     residue: tuple[int, int] | None  # (c, s) for a spanning residue class; None when all replicas
@@ -72,8 +72,9 @@ def shape_of(axis: DpAxis, pg: str, members: list[int]) -> GroupShape:
     replicas = sorted({d for d, _ in coords})
     positions = sorted({p for _, p in coords})
     if len(set(members)) != len(replicas) * len(positions):
-        raise InputError(f"group {pg} {members} mixes data-parallel replicas irregularly, so it has no "
-                         "well-defined widening")
+        raise InputError(
+            f"group {pg} {members} mixes data-parallel replicas irregularly, so it has no well-defined widening"
+        )
     spanning, residue = False, None
     if len(replicas) == axis.width:
         spanning = True
@@ -83,8 +84,9 @@ def shape_of(axis: DpAxis, pg: str, members: list[int]) -> GroupShape:
         if step > 1 and axis.width % step == 0 and c < step and replicas == list(range(c, axis.width, step)):
             spanning, residue = True, (c, step)
     if spanning and list(members) != sorted(members):
-        raise InputError(f"group {pg} lists its members out of rank order, so where new replicas join its "
-                         "ring is undefined")
+        raise InputError(
+            f"group {pg} lists its members out of rank order, so where new replicas join its ring is undefined"
+        )
     return GroupShape(tuple(members), tuple(replicas), tuple(positions), spanning, residue)
 
 

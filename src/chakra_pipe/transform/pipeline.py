@@ -46,8 +46,7 @@ class TransformResult:
 def run_transforms(in_prefix: str, out_prefix: str, steps: list[Step]) -> TransformResult:
     if Path(out_prefix).resolve() == Path(in_prefix).resolve():
         # Writing clears the old set first: a failed write would then lose the input too.
-        raise InputError("OUT_PREFIX is the input set; write the transformed set to another prefix",
-                         file=out_prefix)
+        raise InputError("OUT_PREFIX is the input set; write the transformed set to another prefix", file=out_prefix)
     rs = RankSet.load(in_prefix)
     stats = []
     for step in steps:

@@ -81,16 +81,22 @@ class RankSet:
                 for pg, members in table.items():
                     members = members or world
                     if self.tables.setdefault(pg, members) != members:
-                        raise InputError(f"process group {pg!r} has members {members} in rank {rank}'s METADATA "
-                                         f"but {self.tables[pg]} in an earlier rank's", file=self.prefix)
+                        raise InputError(
+                            f"process group {pg!r} has members {members} in rank {rank}'s METADATA "
+                            f"but {self.tables[pg]} in an earlier rank's",
+                            file=self.prefix,
+                        )
 
     def groups(self) -> dict[str, list[int]]:
         """Every named group of the set (comm-group file and METADATA tables, which must agree)."""
         out = dict(self.tables)
         for pg, members in (self.comm_groups or {}).items():
             if sorted(out.setdefault(pg, members)) != sorted(members):
-                raise InputError(f"group {pg} is {members} in {Path(self.prefix + COMM_GROUPS_SUFFIX).name} but "
-                                 f"{out[pg]} in the METADATA tables", file=self.prefix)
+                raise InputError(
+                    f"group {pg} is {members} in {Path(self.prefix + COMM_GROUPS_SUFFIX).name} but "
+                    f"{out[pg]} in the METADATA tables",
+                    file=self.prefix,
+                )
         return out
 
     def write(self, prefix: str, provenance: dict) -> list[Path]:

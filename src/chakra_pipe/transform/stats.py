@@ -50,5 +50,10 @@ class OpStats:
     after: Totals
 
     def to_json(self) -> dict:
-        return {"op": self.op, "params": self.params, "nodes_touched": self.nodes_touched,
-                "before": asdict(self.before), "after": asdict(self.after)}
+        return {
+            "op": self.op,
+            "params": self.params,
+            "nodes_touched": self.nodes_touched,
+            "before": asdict(self.before),
+            "after": asdict(self.after),
+        }

@@ -24,8 +24,9 @@ DELAY_NAME = "chakra_pipe.straggler.delay"
 def delay_micros(ns: int) -> int:
     """Chakra durations are whole µs; a delay that is not would be silently rounded, so refuse it."""
     if ns < 0 or ns % 1000:
-        raise InputError(f"delay {ns} ns is not a non-negative whole number of µs (Chakra durations are µs)",
-                         where="--delay")
+        raise InputError(
+            f"delay {ns} ns is not a non-negative whole number of µs (Chakra durations are µs)", where="--delay"
+        )
     return ns // 1000
 
 

@@ -7,9 +7,20 @@ import the validator, numpy or protobuf.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-_EXPORTS = {"ERROR": "findings", "WARNING": "findings", "Finding": "findings", "Report": "findings",
-            "validate_set": "validator", "validate_trace": "validator"}
+if TYPE_CHECKING:  # the names as the type checker sees them; at run time __getattr__ below resolves them
+    from .findings import ERROR, WARNING, Finding, Report  # noqa: F401 (exported: __all__)
+    from .validator import validate_set, validate_trace  # noqa: F401 (exported: __all__)
+
+_EXPORTS = {
+    "ERROR": "findings",
+    "WARNING": "findings",
+    "Finding": "findings",
+    "Report": "findings",
+    "validate_set": "validator",
+    "validate_trace": "validator",
+}
 __all__ = sorted(_EXPORTS)
 
 

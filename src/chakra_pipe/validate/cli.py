@@ -11,18 +11,28 @@ from ..errors import EXIT_FINDINGS, EXIT_OK
 
 
 def register(sub) -> None:
-    p = sub.add_parser("validate", help="check a trace or rank set against the Chakra/ASTRA-sim rules",
-                       description="Check one .et file (per-file rules) or a rank set PREFIX.<r>.et (per-file "
-                                   "and cross-rank rules). Exit 0 without errors, 1 with errors, 2 when the "
-                                   "input cannot be read.")
+    p = sub.add_parser(
+        "validate",
+        help="check a trace or rank set against the Chakra/ASTRA-sim rules",
+        description="Check one .et file (per-file rules) or a rank set PREFIX.<r>.et (per-file "
+        "and cross-rank rules). Exit 0 without errors, 1 with errors, 2 when the "
+        "input cannot be read.",
+    )
     p.add_argument("trace", metavar="TRACE_OR_PREFIX")
-    p.add_argument("--comm-group-configuration", metavar="CG.json",
-                   help="ASTRA-sim communicator-group JSON (default: PREFIX.comm_groups.json when present)")
-    p.add_argument("--strict", action="store_true",
-                   help="ASTRA-sim target: dangling ctrl_deps are errors, not warnings")
-    p.add_argument("--system-configuration", metavar="SYS.json",
-                   help="ASTRA-sim system JSON the trace is meant for: also check the rules that depend on it "
-                        "(an all-gather smaller than preferred-dataset-splits), as simulate would")
+    p.add_argument(
+        "--comm-group-configuration",
+        metavar="CG.json",
+        help="ASTRA-sim communicator-group JSON (default: PREFIX.comm_groups.json when present)",
+    )
+    p.add_argument(
+        "--strict", action="store_true", help="ASTRA-sim target: dangling ctrl_deps are errors, not warnings"
+    )
+    p.add_argument(
+        "--system-configuration",
+        metavar="SYS.json",
+        help="ASTRA-sim system JSON the trace is meant for: also check the rules that depend on it "
+        "(an all-gather smaller than preferred-dataset-splits), as simulate would",
+    )
     p.add_argument("--json", metavar="OUT", help="write every finding to this JSON file")
     p.set_defaults(func=_validate)
 
@@ -33,8 +43,13 @@ def register(sub) -> None:
 
     p = sub.add_parser("visualize", help="export the dependency graph as Graphviz dot or GraphML")
     path_argument(p, "trace", "IN.et", ("--input_filename", "--input-filename", "--input"), "trace to draw")
-    path_argument(p, "out", "OUT.{dot,graphml,pdf}", ("--output_filename", "--output-filename", "--output"),
-                  "graph file; .pdf needs Graphviz's dot on PATH")
+    path_argument(
+        p,
+        "out",
+        "OUT.{dot,graphml,pdf}",
+        ("--output_filename", "--output-filename", "--output"),
+        "graph file; .pdf needs Graphviz's dot on PATH",
+    )
     p.set_defaults(func=_visualize)
 
 
@@ -47,8 +62,9 @@ def _validate(args: argparse.Namespace) -> int:
         from ..sim.config import SystemConfig
 
         splits = SystemConfig.from_file(args.system_configuration).preferred_dataset_splits
-    report = validate_set(args.trace, strict=args.strict, comm_groups=args.comm_group_configuration,
-                          dataset_splits=splits)
+    report = validate_set(
+        args.trace, strict=args.strict, comm_groups=args.comm_group_configuration, dataset_splits=splits
+    )
     if args.json:
         write_json(args.json, report.to_json())
     for line in report.lines():

@@ -84,6 +84,12 @@ def capped_lines(findings: Iterable[Finding], cap: int) -> Iterator[str]:
         if len(group) > cap:
             rest = group[cap:]
             errors = sum(1 for f in rest if f.is_error)
-            kinds = ", ".join(p for p in (f"{errors} errors" if errors else "",
-                                          f"{len(rest) - errors} warnings" if len(rest) > errors else "") if p)
+            kinds = ", ".join(
+                p
+                for p in (
+                    f"{errors} errors" if errors else "",
+                    f"{len(rest) - errors} warnings" if len(rest) > errors else "",
+                )
+                if p
+            )
             yield f"{file}: ... {len(rest)} more {rule} findings ({kinds})"

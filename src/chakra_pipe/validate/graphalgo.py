@@ -85,7 +85,7 @@ def issue_order(p: Parents, ids: np.ndarray) -> tuple[list[int], np.ndarray]:
     while ready:
         _, v = pop(ready)
         order.append(v)
-        for c in ch[cptr_l[v]:cptr_l[v + 1]]:
+        for c in ch[cptr_l[v] : cptr_l[v + 1]]:
             indeg[c] -= 1
             if indeg[c] == 0:
                 push(ready, (id_l[c], c))
@@ -111,9 +111,9 @@ def find_cycle(p: Parents, stuck: np.ndarray) -> list[int]:
     while v not in pos:
         pos[v] = len(path)
         path.append(v)
-        cand = par[ptr[v]:ptr[v + 1]]
+        cand = par[ptr[v] : ptr[v + 1]]
         v = int(cand[stuck[cand]][0])
-    cycle = path[pos[v]:]
+    cycle = path[pos[v] :]
     cycle.reverse()  # the walk followed child→parent links
     return cycle
 
@@ -129,7 +129,7 @@ def critical_path(p: Parents, order: list[int], weight: np.ndarray) -> tuple[int
     best_parent = [-1] * p.n
     for v in order:
         best, arg = 0, -1
-        for q in par[ptr[v]:ptr[v + 1]]:
+        for q in par[ptr[v] : ptr[v + 1]]:
             if dist[q] > best or arg < 0:
                 best, arg = dist[q], q
         dist[v] = best + w[v]

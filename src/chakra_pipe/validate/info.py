@@ -28,8 +28,7 @@ def graph_info(g: TraceGraph) -> dict:
     """Statistics of one trace as a JSON-ready dict (plain ints, stable key order)."""
     n = len(g)
     types = g.types
-    by_type = {schema.NODE_TYPE_NAMES.get(t, str(t)): int(c)
-               for t, c in zip(*np.unique(types, return_counts=True))}
+    by_type = {schema.NODE_TYPE_NAMES.get(t, str(t)): int(c) for t, c in zip(*np.unique(types, return_counts=True))}
     data = resolved_parents(g, ("data",), self_loops=True)
     indeg = np.diff(g.data_ptr)
     outdeg = np.bincount(data.parents, minlength=n) if n else np.zeros(0, dtype=np.int64)
@@ -123,11 +122,18 @@ def format_info(info: dict) -> str:
 
 def _critical_lines(info: dict) -> list[str]:
     if not info["durations_recorded"]:
-        return [("  critical path: none — every duration_micros is 0 (no timing recorded, e.g. a host trace "
-                 "converted without Kineto)")]
+        return [
+            (
+                "  critical path: none — every duration_micros is 0 (no timing recorded, e.g. a host trace "
+                "converted without Kineto)"
+            )
+        ]
     cp, sched = info["critical_path"], info["schedule"]
-    path = (f"{_fmt(sched)} as simulate issues it (CPU, GPU and comm slots, recorded durations)" if sched
-            else "none (the simulator cannot run this file; see validate)")
+    path = (
+        f"{_fmt(sched)} as simulate issues it (CPU, GPU and comm slots, recorded durations)"
+        if sched
+        else "none (the simulator cannot run this file; see validate)"
+    )
     chain = f"{_fmt(cp['data'])} over data deps, {_fmt(cp['data_ctrl'])} over data ∪ ctrl deps"
     return [f"  critical path: {path}", f"  longest dependency chain: {chain}"]
 

@@ -39,12 +39,16 @@ COMM_REQUIRED = {
     schema.COMM_RECV_NODE: ("comm_src", "comm_tag", "comm_size"),
 }
 
-_LINKS_NOTE = (" (a warning here: this file's ctrl_deps also name absent ids, so they are parent-op links "
-               "to repair, not usable dependencies; see dangling-ctrl-dep)")
+_LINKS_NOTE = (
+    " (a warning here: this file's ctrl_deps also name absent ids, so they are parent-op links "
+    "to repair, not usable dependencies; see dangling-ctrl-dep)"
+)
 
 # Attributes whose value must be an integer when present (send's comm_src defaults to the rank).
-_COMM_CHECKED = {t: names if t == schema.COMM_COLL_NODE else ("comm_src", "comm_dst", "comm_tag", "comm_size")
-                 for t, names in COMM_REQUIRED.items()}
+_COMM_CHECKED = {
+    t: names if t == schema.COMM_COLL_NODE else ("comm_src", "comm_dst", "comm_tag", "comm_size")
+    for t, names in COMM_REQUIRED.items()
+}
 
 
 def id_list(ids: Iterable[int], total: int | None = None) -> str:
@@ -60,15 +64,22 @@ class FileResult:
     """Findings of one file plus what the cross-rank rules reuse."""
 
     findings: list[Finding]
-    issue_order: np.ndarray          # record indices in (approximate) issue order
+    issue_order: np.ndarray  # record indices in (approximate) issue order
     metadata_groups: dict[str, list[int]] = field(default_factory=dict)  # pg_name -> ranks ([] = all)
 
 
 class FileChecker:
     """Runs every per-file rule on one loaded graph."""
 
-    def __init__(self, graph: TraceGraph, file: str, rank: int | None, strict: bool,
-                 comm_group_names: Iterable[str] = (), dataset_splits: int = 1):
+    def __init__(
+        self,
+        graph: TraceGraph,
+        file: str,
+        rank: int | None,
+        strict: bool,
+        comm_group_names: Iterable[str] = (),
+        dataset_splits: int = 1,
+    ):
         self.g, self.file, self.rank, self.strict = graph, file, rank, strict
         # preferred-dataset-splits of the system config the trace is meant for (1 when none is given:
         # then only a 0-byte all-gather is certain to fail, on any system)
@@ -113,8 +124,9 @@ class FileChecker:
         g = self.g
         starts, lengths = g.rec_start.tolist(), g.rec_len.tolist()
         # Offsets name the record's length prefix, as the streaming reader's errors do.
-        prefix = (1 + (g.rec_len >= 1 << 7) + (g.rec_len >= 1 << 14) + (g.rec_len >= 1 << 21)
-                  + (g.rec_len >= 1 << 28)).tolist()
+        prefix = (
+            1 + (g.rec_len >= 1 << 7) + (g.rec_len >= 1 << 14) + (g.rec_len >= 1 << 21) + (g.rec_len >= 1 << 28)
+        ).tolist()
         types = g.types.tolist()
         buf, path = g.buf, g.path
         # Well-known attributes the graph has no column for (informational ones such as rf_id):
@@ -123,7 +135,7 @@ class FileChecker:
         expected = {name: kind for name, kind in CANONICAL_KINDS.items() if name not in columns}
         odd = self.informational_kinds
         for i, (s, n, p) in enumerate(zip(starts, lengths, prefix)):
-            decoded = parse_node(buf[s:s + n], path, s - p)  # type: ignore[arg-type]
+            decoded = parse_node(buf[s : s + n], path, s - p)  # type: ignore[arg-type]
             if types[i] == schema.METADATA_NODE:
                 self.metadata_nodes[i] = decoded
             for attr in decoded.attr:
@@ -134,8 +146,12 @@ class FileChecker:
     def check_header(self) -> None:
         md = self.g.metadata
         if not md.version and not any(a.name == "schema" for a in md.attr):
-            self.add(None, "metadata-version", WARNING,
-                     "GlobalMetadata has an empty version and no schema attribute (producer unknown)")
+            self.add(
+                None,
+                "metadata-version",
+                WARNING,
+                "GlobalMetadata has an empty version and no schema attribute (producer unknown)",
+            )
         try:
             with open(self.g.path, "rb") as f:
                 gz = f.read(2) == GZIP_MAGIC
@@ -150,8 +166,12 @@ class FileChecker:
         uniq, first, counts = np.unique(ids, return_index=True, return_counts=True)
         for k in np.nonzero(counts > 1)[0]:
             records = np.nonzero(ids == uniq[k])[0]
-            self.add(int(first[k]), "duplicate-id", ERROR,
-                     f"id used by {counts[k]} records (#{id_list(records)} in file order); ids must be unique")
+            self.add(
+                int(first[k]),
+                "duplicate-id",
+                ERROR,
+                f"id used by {counts[k]} records (#{id_list(records)} in file order); ids must be unique",
+            )
 
     def check_types(self) -> None:
         types = self.g.types
@@ -159,8 +179,12 @@ class FileChecker:
             self.add(int(i), "node-type", ERROR, f"type {self.g.node(int(i)).type} is outside NodeType 0..7")
         invalid = np.nonzero(types == schema.INVALID_NODE)[0]
         if len(invalid):
-            self.add(int(invalid[0]), "invalid-node", WARNING,
-                     f"{len(invalid)} INVALID_NODE nodes (simulators skip them): {id_list(self.g.ids[invalid])}")
+            self.add(
+                int(invalid[0]),
+                "invalid-node",
+                WARNING,
+                f"{len(invalid)} INVALID_NODE nodes (simulators skip them): {id_list(self.g.ids[invalid])}",
+            )
 
     def check_dependency_lists(self) -> None:
         g = self.g
@@ -171,11 +195,18 @@ class FileChecker:
             dangling = parent < 0
             if dangling.any():
                 severity = ERROR if which == "data" or self.strict else WARNING
-                why = ("every simulator waits for it forever" if which == "data" else
-                       "ASTRA-sim refuses the file: 'not found in index'")
+                why = (
+                    "every simulator waits for it forever"
+                    if which == "data"
+                    else "ASTRA-sim refuses the file: 'not found in index'"
+                )
                 for i, missing in _group_by_child(child[dangling], dep_ids[dangling]):
-                    self.add(i, f"dangling-{which}-dep", severity,
-                             f"{lists_name} names ids absent from the file: {id_list(missing)} ({why})")
+                    self.add(
+                        i,
+                        f"dangling-{which}-dep",
+                        severity,
+                        f"{lists_name} names ids absent from the file: {id_list(missing)} ({why})",
+                    )
             severity, note = ERROR, ""
             if which == "ctrl" and not self.ctrl_usable:
                 severity, note = WARNING, _LINKS_NOTE
@@ -186,9 +217,13 @@ class FileChecker:
             c, d = child[order], dep_ids[order]
             dup = np.nonzero((c[1:] == c[:-1]) & (d[1:] == d[:-1]))[0] + 1
             for i, ids in _group_by_child(c[dup], d[dup]):
-                self.add(i, "duplicate-dep", severity,
-                         f"{lists_name} repeats {id_list(np.unique(ids))} (Chakra's C++ feeder frees one "
-                         f"occurrence per parent and stalls){note}")
+                self.add(
+                    i,
+                    "duplicate-dep",
+                    severity,
+                    f"{lists_name} repeats {id_list(np.unique(ids))} (Chakra's C++ feeder frees one "
+                    f"occurrence per parent and stalls){note}",
+                )
 
     def check_cycles_and_roots(self) -> np.ndarray:
         """Items 11–12; returns an issue order for the cross-rank collective sequences."""
@@ -206,8 +241,14 @@ class FileChecker:
             if not self.ctrl_usable:
                 self._cycle("cycle-ctrl", WARNING, "data_deps ∪ ctrl_deps", both, stuck_both, _LINKS_NOTE)
             else:
-                self._cycle("cycle-ctrl", ERROR, "data_deps ∪ ctrl_deps", both, stuck_both,
-                            " (ASTRA-sim enforces both lists and would never finish)")
+                self._cycle(
+                    "cycle-ctrl",
+                    ERROR,
+                    "data_deps ∪ ctrl_deps",
+                    both,
+                    stuck_both,
+                    " (ASTRA-sim enforces both lists and would never finish)",
+                )
         # Dependency-free: no data deps and no ctrl dep that resolves (dangling ctrl ids are their
         # own finding, and with them ctrl lists are parent-op links rather than dependencies).
         ctrl_ptr, ctrl_parent = g.dep_indices("ctrl")
@@ -215,8 +256,9 @@ class FileChecker:
         existing_ctrl = np.bincount(ctrl_child[ctrl_parent >= 0], minlength=len(g))
         free = (np.diff(g.data_ptr) == 0) & (existing_ctrl == 0)
         if not free.any():
-            self.add(None, "no-root", ERROR,
-                     "no dependency-free node (ASTRA-sim aborts: 'No dependancy free nodes found')")
+            self.add(
+                None, "no-root", ERROR, "no dependency-free node (ASTRA-sim aborts: 'No dependancy free nodes found')"
+            )
         if not stuck_both.any():
             return np.asarray(order_both, dtype=np.int64)
         rest = np.nonzero(stuck)[0] if stuck.any() else np.zeros(0, dtype=np.int64)
@@ -227,20 +269,32 @@ class FileChecker:
         ids = [int(self.g.ids[i]) for i in cycle]
         k = ids.index(min(ids))  # start at the smallest id so the message is stable and readable
         cycle, ids = cycle[k:] + cycle[:k], ids[k:] + ids[:k]
-        shown = " -> ".join(map(str, ids[:SHOW_IDS] + ids[:1])) if len(ids) <= SHOW_IDS else \
-            " -> ".join(map(str, ids[:SHOW_IDS])) + f" -> … ({len(ids)} nodes) -> {ids[0]}"
-        self.add(cycle[0], rule, severity,
-                 f"cycle over {over}: {shown}; {int(stuck.sum())} nodes can never issue{note}")
+        shown = (
+            " -> ".join(map(str, ids[:SHOW_IDS] + ids[:1]))
+            if len(ids) <= SHOW_IDS
+            else " -> ".join(map(str, ids[:SHOW_IDS])) + f" -> … ({len(ids)} nodes) -> {ids[0]}"
+        )
+        self.add(
+            cycle[0], rule, severity, f"cycle over {over}: {shown}; {int(stuck.sum())} nodes can never issue{note}"
+        )
 
     def check_times(self) -> None:
         g = self.g
         if len(g) and not g.start_time_micros.any():
-            self.add(None, "start-time-zero", WARNING,
-                     "start_time_micros is 0 on every node (no producer sets it; nothing can be ordered by it)")
+            self.add(
+                None,
+                "start-time-zero",
+                WARNING,
+                "start_time_micros is 0 on every node (no producer sets it; nothing can be ordered by it)",
+            )
         zero = np.nonzero((g.types == schema.COMP_NODE) & (g.duration_micros == 0))[0]
         if len(zero):
-            self.add(int(zero[0]), "zero-duration", WARNING,
-                     f"{len(zero)} COMP nodes have duration_micros = 0 (replayed as 1 ns): {id_list(g.ids[zero])}")
+            self.add(
+                int(zero[0]),
+                "zero-duration",
+                WARNING,
+                f"{len(zero)} COMP nodes have duration_micros = 0 (replayed as 1 ns): {id_list(g.ids[zero])}",
+            )
 
     # -- attributes (items 14–22) ------------------------------------------------------------
     def check_attribute_kinds(self) -> None:
@@ -256,8 +310,12 @@ class FileChecker:
             if name in ("involved_dim", "pg_name"):
                 want = "a bool_list (ASTRA-sim rejects anything else)" if name == "involved_dim" else "a string"
                 for i in np.nonzero(wrong)[0]:
-                    self.add(int(i), name.replace("_", "-"), ERROR,
-                             f"{name} is {NUMBER_KIND[int(kinds[i])]}; it must be {want}")
+                    self.add(
+                        int(i),
+                        name.replace("_", "-"),
+                        ERROR,
+                        f"{name} is {NUMBER_KIND[int(kinds[i])]}; it must be {want}",
+                    )
                 continue
             for k in np.unique(kinds[wrong]):
                 self._kind_warning(name, NUMBER_KIND[int(k)], np.nonzero(wrong & (kinds == k))[0])
@@ -266,9 +324,13 @@ class FileChecker:
 
     def _kind_warning(self, name: str, kind: str, where: np.ndarray) -> None:
         """One warning per (attribute, kind): the root cause is the producer, not each node."""
-        self.add(int(where[0]), "attr-kind", WARNING,
-                 f"{name} stored as {kind} on {len(where)} nodes ({id_list(self.g.ids[where])}); "
-                 f"canonical kind is {CANONICAL_KINDS[name]} (Chakra's C++ feeder reads others as 0)")
+        self.add(
+            int(where[0]),
+            "attr-kind",
+            WARNING,
+            f"{name} stored as {kind} on {len(where)} nodes ({id_list(self.g.ids[where])}); "
+            f"canonical kind is {CANONICAL_KINDS[name]} (Chakra's C++ feeder reads others as 0)",
+        )
 
     def _requires(self, name: str) -> np.ndarray:
         """Mask of the nodes whose type needs integer attribute ``name`` (comm and memory rules)."""
@@ -307,19 +369,30 @@ class FileChecker:
                 problems.append(f"comm_type {values['comm_type'][i]} is outside CollectiveCommType 0..9")
             if ok("comm_size") and values["comm_size"][i] < 0:
                 problems.append(f"comm_size {values['comm_size'][i]} is negative")
-            elif (t == schema.COMM_COLL_NODE and ok("comm_size") and ok("comm_type")
-                  and values["comm_type"][i] == schema.ALL_GATHER
-                  and (too_small := all_gather_too_small(int(values["comm_size"][i]), self.dataset_splits))):
+            elif (
+                t == schema.COMM_COLL_NODE
+                and ok("comm_size")
+                and ok("comm_type")
+                and values["comm_type"][i] == schema.ALL_GATHER
+                and (too_small := all_gather_too_small(int(values["comm_size"][i]), self.dataset_splits))
+            ):
                 problems.append(too_small)
-            if (t == schema.COMM_SEND_NODE and self.rank is not None and ok("comm_src")
-                    and values["comm_src"][i] != self.rank):
+            if (
+                t == schema.COMM_SEND_NODE
+                and self.rank is not None
+                and ok("comm_src")
+                and values["comm_src"][i] != self.rank
+            ):
                 problems.append(f"comm_src {values['comm_src'][i]} is not this file's rank {self.rank}")
             if problems:
                 self.add(i, "comm-node", ERROR, f"{schema.NODE_TYPE_NAMES[t]} {g.name(i)!r}: " + "; ".join(problems))
             elif t == schema.COMM_COLL_NODE and int(values["comm_type"][i]) in _REPLAYED | _UNSUPPORTED:
                 ct = int(values["comm_type"][i])
-                what = ("is replayed from duration_micros, not simulated" if ct in _REPLAYED
-                        else "is not simulated (runtime error 'Unsupported collective comm type')")
+                what = (
+                    "is replayed from duration_micros, not simulated"
+                    if ct in _REPLAYED
+                    else "is not simulated (runtime error 'Unsupported collective comm type')"
+                )
                 self.add(i, "comm-type-unsupported", WARNING, f"{schema.COMM_TYPE_NAMES[ct]} {what} by ASTRA-sim")
 
     def check_memory_and_roofline(self) -> None:
@@ -329,14 +402,22 @@ class FileChecker:
         for i in np.nonzero(mem & ~size_ok)[0]:
             k = int(g.attr_kind["tensor_size"][i])
             state = "missing" if k == 0 else f"{NUMBER_KIND[k]}, not an integer"
-            self.add(int(i), "mem-node", ERROR,
-                     f"{schema.NODE_TYPE_NAMES[int(g.types[i])]} needs tensor_size (bytes); it is {state}")
+            self.add(
+                int(i),
+                "mem-node",
+                ERROR,
+                f"{schema.NODE_TYPE_NAMES[int(g.types[i])]} needs tensor_size (bytes); it is {state}",
+            )
         roof = (g.types == schema.COMP_NODE) & g.has("num_ops") & (g.int_attr("tensor_size", 0) <= 0)
         where = np.nonzero(roof)[0]
         if len(where):
-            self.add(int(where[0]), "roofline-inputs", WARNING,
-                     f"{len(where)} COMP nodes carry num_ops without a positive tensor_size (roofline skips "
-                     f"them as 0 ns): {id_list(g.ids[where])}")
+            self.add(
+                int(where[0]),
+                "roofline-inputs",
+                WARNING,
+                f"{len(where)} COMP nodes carry num_ops without a positive tensor_size (roofline skips "
+                f"them as 0 ns): {id_list(g.ids[where])}",
+            )
 
     def check_metadata_nodes(self) -> None:
         """Item 22: METADATA ``inputs.values`` must be ``['<json>']`` holding the process-group list."""

@@ -31,7 +31,7 @@ class RankView:
 
 @dataclass(frozen=True)
 class Collective:
-    node: int      # node id
+    node: int  # node id
     comm_type: int
     comm_size: int
 
@@ -40,8 +40,9 @@ class Collective:
         return f"{name} of {self.comm_size} B (node {self.node})"
 
 
-def group_members(ranks: list[RankView], comm_groups: dict[int, list[int]] | None,
-                  findings: list[Finding]) -> dict[str, list[int]]:
+def group_members(
+    ranks: list[RankView], comm_groups: dict[int, list[int]] | None, findings: list[Finding]
+) -> dict[str, list[int]]:
     """Members of every communicator group by ``pg_name``: the comm-group file wins over METADATA.
 
     METADATA groups are read from the ranks in rank order; an empty ``ranks`` list means all ranks,
@@ -57,17 +58,31 @@ def group_members(ranks: list[RankView], comm_groups: dict[int, list[int]] | Non
             if name not in groups:
                 groups[name], defined_by[name] = members, view.rank
             elif groups[name] != members:
-                findings.append(Finding(view.file, None, "group-members", ERROR,
-                                        f"METADATA defines group {name!r} as ranks {id_list(members)} but rank "
-                                        f"{defined_by[name]} defines it as {id_list(groups[name])}"))
+                findings.append(
+                    Finding(
+                        view.file,
+                        None,
+                        "group-members",
+                        ERROR,
+                        f"METADATA defines group {name!r} as ranks {id_list(members)} but rank "
+                        f"{defined_by[name]} defines it as {id_list(groups[name])}",
+                    )
+                )
     for name, members in groups.items():
         absent = [r for r in members if r >= len(ranks)]
         if absent:
             view = ranks[defined_by[name]]
-            findings.append(Finding(view.file, None, "incomplete-set", ERROR,
-                                    f"incomplete rank set: METADATA group {name!r} lists rank(s) {id_list(absent)} "
-                                    f"but the set has {len(ranks)} rank file(s); its collectives could never "
-                                    "complete"))
+            findings.append(
+                Finding(
+                    view.file,
+                    None,
+                    "incomplete-set",
+                    ERROR,
+                    f"incomplete rank set: METADATA group {name!r} lists rank(s) {id_list(absent)} "
+                    f"but the set has {len(ranks)} rank file(s); its collectives could never "
+                    "complete",
+                )
+            )
     for gid, members in (comm_groups or {}).items():
         groups[str(gid)] = list(members)
     for name in WORLD_PG_NAMES:
@@ -84,13 +99,13 @@ def collective_sequences(view: RankView) -> dict[str, list[Collective]]:
     seqs: dict[str, list[Collective]] = defaultdict(list)
     for i in coll.tolist():
         name = g.pg_name.get(i, "")
-        seqs["" if name in WORLD_PG_NAMES else name].append(
-            Collective(int(g.ids[i]), int(ctype[i]), int(csize[i])))
+        seqs["" if name in WORLD_PG_NAMES else name].append(Collective(int(g.ids[i]), int(ctype[i]), int(csize[i])))
     return seqs
 
 
-def check_collectives(ranks: list[RankView], comm_groups: dict[int, list[int]] | None,
-                      groups_file: str) -> list[Finding]:
+def check_collectives(
+    ranks: list[RankView], comm_groups: dict[int, list[int]] | None, groups_file: str
+) -> list[Finding]:
     findings: list[Finding] = []
     n = len(ranks)
     groups = group_members(ranks, comm_groups, findings)
@@ -101,16 +116,30 @@ def check_collectives(ranks: list[RankView], comm_groups: dict[int, list[int]] |
         label = "the world group" if name == "" else f"group {name!r}"
         outside = [m for m in members if m >= n]
         if outside:
-            findings.append(Finding(groups_file, None, "group-members", ERROR,
-                                    f"{label} lists ranks {id_list(outside)} outside the {n}-rank set"))
+            findings.append(
+                Finding(
+                    groups_file,
+                    None,
+                    "group-members",
+                    ERROR,
+                    f"{label} lists ranks {id_list(outside)} outside the {n}-rank set",
+                )
+            )
         members = [m for m in members if m < n]
         member_set = set(members)
         for view, seq in zip(ranks, seqs):
             if seq.get(name) and view.rank not in member_set:
                 first = seq[name][0]
-                findings.append(Finding(view.file, first.node, "group-members", ERROR,
-                                        f"rank {view.rank} issues {len(seq[name])} collectives in {label}, "
-                                        f"which does not include it (members {id_list(members)})"))
+                findings.append(
+                    Finding(
+                        view.file,
+                        first.node,
+                        "group-members",
+                        ERROR,
+                        f"rank {view.rank} issues {len(seq[name])} collectives in {label}, "
+                        f"which does not include it (members {id_list(members)})",
+                    )
+                )
         if not members:
             continue
         ref_rank = members[0]
@@ -120,9 +149,16 @@ def check_collectives(ranks: list[RankView], comm_groups: dict[int, list[int]] |
             problem = _divergence(mine, ref, ref_rank)
             if problem:
                 node, text = problem
-                findings.append(Finding(ranks[r].file, node, "collective-mismatch", ERROR,
-                                        f"{label}: {text} (members {id_list(members)} must issue the same "
-                                        "collectives in the same order, or the simulation hangs)"))
+                findings.append(
+                    Finding(
+                        ranks[r].file,
+                        node,
+                        "collective-mismatch",
+                        ERROR,
+                        f"{label}: {text} (members {id_list(members)} must issue the same "
+                        "collectives in the same order, or the simulation hangs)",
+                    )
+                )
     return findings
 
 
@@ -133,8 +169,11 @@ def _divergence(mine: list[Collective], ref: list[Collective], ref_rank: int) ->
     if len(mine) != len(ref):
         k = min(len(mine), len(ref))
         node = mine[k].node if len(mine) > k else None
-        extra = (f"first extra: {mine[k].describe()}" if len(mine) > k
-                 else f"first missing: {ref[k].describe()} on rank {ref_rank}")
+        extra = (
+            f"first extra: {mine[k].describe()}"
+            if len(mine) > k
+            else f"first missing: {ref[k].describe()} on rank {ref_rank}"
+        )
         return node, f"{len(mine)} collectives here but {len(ref)} on rank {ref_rank}; {extra}"
     return None
 
@@ -152,21 +191,34 @@ def check_point_to_point(ranks: list[RankView]) -> list[Finding]:
         tag, size = g.int_attr("comm_tag", 0), g.int_attr("comm_size", 0)
         for t, bucket in ((schema.COMM_SEND_NODE, sends), (schema.COMM_RECV_NODE, recvs)):
             # Nodes lacking an attribute are comm-node errors already; pairing them adds noise.
-            usable = np.logical_and.reduce([np.isin(g.attr_kind[a][order], INT_KIND_NUMBERS)
-                                            for a in COMM_REQUIRED[t]])
+            usable = np.logical_and.reduce([np.isin(g.attr_kind[a][order], INT_KIND_NUMBERS) for a in COMM_REQUIRED[t]])
             for i in order[(types == t) & usable].tolist():
-                key = ((view.rank, int(dst[i])) if t == schema.COMM_SEND_NODE else (int(src[i]), view.rank))
+                key = (view.rank, int(dst[i])) if t == schema.COMM_SEND_NODE else (int(src[i]), view.rank)
                 bucket[(*key, int(tag[i]), int(size[i]))].append((view, i))
     findings: list[Finding] = []
     for pair in sorted(set(sends) | set(recvs)):
         s, r = sends.get(pair, []), recvs.get(pair, [])
         src, dst, tag, size = pair  # type: ignore[assignment]
-        for view, i in s[len(r):]:
+        for view, i in s[len(r) :]:
             where = f"rank {dst}" if 0 <= dst < n else f"rank {dst}, which is not in the {n}-rank set"
-            findings.append(Finding(view.file, int(view.graph.ids[i]), "p2p-unmatched", ERROR,
-                                    f"send to {where} (tag {tag}, {size} B) has no matching recv there"))
-        for view, i in r[len(s):]:
+            findings.append(
+                Finding(
+                    view.file,
+                    int(view.graph.ids[i]),
+                    "p2p-unmatched",
+                    ERROR,
+                    f"send to {where} (tag {tag}, {size} B) has no matching recv there",
+                )
+            )
+        for view, i in r[len(s) :]:
             where = f"rank {src}" if 0 <= src < n else f"rank {src}, which is not in the {n}-rank set"
-            findings.append(Finding(view.file, int(view.graph.ids[i]), "p2p-unmatched", ERROR,
-                                    f"recv from {where} (tag {tag}, {size} B) has no matching send there"))
+            findings.append(
+                Finding(
+                    view.file,
+                    int(view.graph.ids[i]),
+                    "p2p-unmatched",
+                    ERROR,
+                    f"recv from {where} (tag {tag}, {size} B) has no matching send there",
+                )
+            )
     return findings

@@ -18,10 +18,15 @@ from ..et.graph import TraceGraph
 from ..et.traceset import TraceSet
 from .graphalgo import resolved_parents
 
-_REPLAY_SYSTEM = {"scheduling-policy": "FIFO", "collective-optimization": "baseline", "endpoint-delay": 0,
-                  "preferred-dataset-splits": 1, "local-mem-bw": 1, "replay-only": 1,
-                  **{f"{k}-implementation": ["ring"] for k in ("all-reduce", "all-gather", "reduce-scatter",
-                                                               "all-to-all")}}
+_REPLAY_SYSTEM = {
+    "scheduling-policy": "FIFO",
+    "collective-optimization": "baseline",
+    "endpoint-delay": 0,
+    "preferred-dataset-splits": 1,
+    "local-mem-bw": 1,
+    "replay-only": 1,
+    **{f"{k}-implementation": ["ring"] for k in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
+}
 _ONE_NPU = {"topology": ["Switch"], "npus_count": [1], "bandwidth": [1.0], "latency": [0.0]}
 
 
@@ -35,8 +40,10 @@ def scheduled_path(g: TraceGraph) -> dict | None:
 
     if not len(g):
         return None
-    hw = HardwareConfig(system=SystemConfig.from_dict(_REPLAY_SYSTEM, source="<replay-only>"),
-                        network=NetworkConfig.from_dict(_ONE_NPU, source="<one NPU>"))
+    hw = HardwareConfig(
+        system=SystemConfig.from_dict(_REPLAY_SYSTEM, source="<replay-only>"),
+        network=NetworkConfig.from_dict(_ONE_NPU, source="<one NPU>"),
+    )
     try:
         result = simulate(TraceSet(g.path, [Path(g.path)], [g]), hw, comm_groups={})
     except ChakraPipeError:
@@ -51,7 +58,7 @@ def scheduled_path(g: TraceGraph) -> dict | None:
     v = max(range(len(end)), key=lambda i: (end[i], -i))
     path = [v]
     while start[v] > 0:
-        prev = [q for q in par[ptr[v]:ptr[v + 1]] if end[q] == start[v]]
+        prev = [q for q in par[ptr[v] : ptr[v + 1]] if end[q] == start[v]]
         q = prev[0] if prev else by_slot_end.get((w.slot(v), start[v]))
         if q is None or q == v:
             break

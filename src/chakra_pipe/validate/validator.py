@@ -36,21 +36,29 @@ def rank_of(path: str | os.PathLike) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _check_file(graph: TraceGraph, file: str, rank: int | None, strict: bool,
-                groups: dict[int, list[int]] | None, dataset_splits: int = 1) -> FileResult:
+def _check_file(
+    graph: TraceGraph,
+    file: str,
+    rank: int | None,
+    strict: bool,
+    groups: dict[int, list[int]] | None,
+    dataset_splits: int = 1,
+) -> FileResult:
     names = [str(k) for k in groups] if groups else []
     return FileChecker(graph, file, rank, strict, names, dataset_splits).run()
 
 
-def validate_trace(path: str | os.PathLike, strict: bool = False, comm_groups: CommGroups = None,
-                   dataset_splits: int = 1) -> list[Finding]:
+def validate_trace(
+    path: str | os.PathLike, strict: bool = False, comm_groups: CommGroups = None, dataset_splits: int = 1
+) -> list[Finding]:
     """Per-file findings for one ``.et`` file (rank taken from a ``<prefix>.<rank>.et`` name)."""
     groups = _groups(comm_groups)
     return _check_file(load_graph(path), str(path), rank_of(path), strict, groups, dataset_splits).findings
 
 
-def validate_set(prefix: str | os.PathLike, strict: bool = False, comm_groups: CommGroups = None,
-                 dataset_splits: int = 1) -> Report:
+def validate_set(
+    prefix: str | os.PathLike, strict: bool = False, comm_groups: CommGroups = None, dataset_splits: int = 1
+) -> Report:
     """Validate a rank set ``PREFIX.<r>.et`` (or a single ``.et`` file: per-file rules only).
 
     ``comm_groups`` is a parsed ``{id: [npus]}`` mapping or the path of an ASTRA-sim comm-group
@@ -63,10 +71,17 @@ def validate_set(prefix: str | os.PathLike, strict: bool = False, comm_groups: C
     gaps = missing_ranks(present)
     if gaps:  # one finding for all of them: a stray PREFIX.30000000.et would otherwise make 3*10^7
         groups = _groups(comm_groups)
-        findings = [Finding(str(prefix), None, "rank-gap", ERROR,
-                            f"rank file {Path(prefix).name}.{gaps[0][0]}.et is missing ({describe_ranges(gaps)} "
-                            f"missing in all; ranks must be 0..{max(present)} without gaps; ASTRA-sim exits on a "
-                            "missing rank)")]
+        findings = [
+            Finding(
+                str(prefix),
+                None,
+                "rank-gap",
+                ERROR,
+                f"rank file {Path(prefix).name}.{gaps[0][0]}.et is missing ({describe_ranges(gaps)} "
+                f"missing in all; ranks must be 0..{max(present)} without gaps; ASTRA-sim exits on a "
+                "missing rank)",
+            )
+        ]
         for r, f in sorted(present.items()):
             findings += _check_file(load_graph(f), str(f), r, strict, groups, dataset_splits).findings
         return Report([str(f) for _, f in sorted(present.items())], findings)
@@ -78,8 +93,10 @@ def validate_set(prefix: str | os.PathLike, strict: bool = False, comm_groups: C
         groups = ts.comm_groups
         groups_file = str(ts.comm_groups_file) if ts.comm_groups_file else str(prefix)
     files = [str(f) for f in ts.files]
-    views = [RankView(r, files[r], g, _check_file(g, files[r], r, strict, groups, dataset_splits))
-             for r, g in enumerate(ts.ranks)]
+    views = [
+        RankView(r, files[r], g, _check_file(g, files[r], r, strict, groups, dataset_splits))
+        for r, g in enumerate(ts.ranks)
+    ]
     findings = [f for v in views for f in v.result.findings]
     findings += check_collectives(views, groups, groups_file)
     findings += check_point_to_point(views)

@@ -39,11 +39,14 @@ def output_format(path: str | os.PathLike) -> str:
     """The output format from the file extension; a clear error for anything else."""
     ext = Path(path).suffix.lower()
     if ext not in FORMATS:
-        raise InputError(f"unsupported output extension {ext or '(none)'!r}; use .dot, .graphml or .pdf",
-                         file=str(path))
+        raise InputError(
+            f"unsupported output extension {ext or '(none)'!r}; use .dot, .graphml or .pdf", file=str(path)
+        )
     if ext == ".pdf" and shutil.which("dot") is None:
-        raise InputError("writing PDF needs Graphviz's `dot` on PATH (e.g. apt-get install graphviz); "
-                         "or write .dot / .graphml", file=str(path))
+        raise InputError(
+            "writing PDF needs Graphviz's `dot` on PATH (e.g. apt-get install graphviz); or write .dot / .graphml",
+            file=str(path),
+        )
     return ext
 
 
@@ -118,19 +121,23 @@ def write_graphml(g: TraceGraph, path: str | os.PathLike) -> None:
     has_size = np.isin(g.attr_kind["comm_size"], [KIND_NUMBER[k] for k in INT_KINDS]).tolist()
     sizes = g.attr_value["comm_size"].tolist()
     with atomic_open(path, "w", gzip_output=False) as f:
-        f.write('<?xml version="1.0" encoding="utf-8"?>\n'
-                '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">\n'
-                '  <key id="label" for="node" attr.name="label" attr.type="string"/>\n'
-                '  <key id="type" for="node" attr.name="type" attr.type="string"/>\n'
-                '  <key id="duration_micros" for="node" attr.name="duration_micros" attr.type="long"/>\n'
-                '  <key id="comm_size" for="node" attr.name="comm_size" attr.type="long"/>\n'
-                '  <key id="dependency" for="edge" attr.name="dependency" attr.type="string"/>\n'
-                '  <graph edgedefault="directed">\n')
+        f.write(
+            '<?xml version="1.0" encoding="utf-8"?>\n'
+            '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">\n'
+            '  <key id="label" for="node" attr.name="label" attr.type="string"/>\n'
+            '  <key id="type" for="node" attr.name="type" attr.type="string"/>\n'
+            '  <key id="duration_micros" for="node" attr.name="duration_micros" attr.type="long"/>\n'
+            '  <key id="comm_size" for="node" attr.name="comm_size" attr.type="long"/>\n'
+            '  <key id="dependency" for="edge" attr.name="dependency" attr.type="string"/>\n'
+            '  <graph edgedefault="directed">\n'
+        )
         for i, node_id in enumerate(ids):
             size = f'<data key="comm_size">{sizes[i]}</data>' if has_size[i] else ""
-            f.write(f'    <node id="{node_id}"><data key="label">{_xml_text(g.name(i))}</data>'
-                    f'<data key="type">{types[i]}</data><data key="duration_micros">{durations[i]}</data>'
-                    f'{size}</node>\n')
+            f.write(
+                f'    <node id="{node_id}"><data key="label">{_xml_text(g.name(i))}</data>'
+                f'<data key="type">{types[i]}</data><data key="duration_micros">{durations[i]}</data>'
+                f"{size}</node>\n"
+            )
         parent, child, control = unique_edges(g)
         for p, c, ctl in zip(parent.tolist(), child.tolist(), control.tolist()):
             kind = "control" if ctl else "data"
@@ -144,15 +151,17 @@ def write_pdf(g: TraceGraph, path: str | os.PathLike) -> None:
         src = Path(tmp) / "graph.dot"
         write_dot(g, src)
         try:
-            proc = subprocess.run(["dot", "-Tpdf", str(src)], capture_output=True, timeout=DOT_TIMEOUT_S,
-                                  check=False)
+            proc = subprocess.run(["dot", "-Tpdf", str(src)], capture_output=True, timeout=DOT_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
-            raise InputError(f"Graphviz dot took over {DOT_TIMEOUT_S} s; write .dot or .graphml for a graph "
-                             "this large", file=str(path)) from None
+            raise InputError(
+                f"Graphviz dot took over {DOT_TIMEOUT_S} s; write .dot or .graphml for a graph this large",
+                file=str(path),
+            ) from None
     if proc.returncode != 0 or not proc.stdout.startswith(b"%PDF"):
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise InputError(f"Graphviz dot failed (exit {proc.returncode}): {err[-1] if err else 'no output'}",
-                         file=str(path))
+        raise InputError(
+            f"Graphviz dot failed (exit {proc.returncode}): {err[-1] if err else 'no output'}", file=str(path)
+        )
     with atomic_open(path, "wb", gzip_output=False) as f:
         f.write(proc.stdout)
 

@@ -16,8 +16,9 @@ from .algorithm import AG, AR, RS
 NEXT, FIRST, LAST = "next", "first", "last"
 
 
-def phase_chain(ctype: str, n_dims: int, active: Callable[[int], bool],
-                optimization: str) -> list[tuple[str, int, str]]:
+def phase_chain(
+    ctype: str, n_dims: int, active: Callable[[int], bool], optimization: str
+) -> list[tuple[str, int, str]]:
     """``[(phase type, position in the dimension order, allocator)]`` for one chunk."""
     if ctype != AR or optimization == "baseline":
         return [(ctype, i, NEXT) for i in range(n_dims) if active(i)]

@@ -48,8 +48,7 @@ class RingCoordinator:
 
     def join(self, algo: FastRing) -> None:
         ring = algo.ring
-        key = (ring.key, algo.stream.stream_id, algo.stream.steps_finished, algo.ctype,
-               algo.msg_size, algo.direction)
+        key = (ring.key, algo.stream.stream_id, algo.stream.steps_finished, algo.ctype, algo.msg_size, algo.direction)
         members = self._waiting.setdefault(key, {})
         members[ring.index_of(algo.id)] = algo
         if len(members) == ring.size:
@@ -104,8 +103,14 @@ class RingCoordinator:
     def join_planned(self, algo) -> None:
         """Like :meth:`join` for algorithms whose peer and size change per step (``plan()``)."""
         ring = algo.ring
-        key = (ring.key, algo.stream.stream_id, algo.stream.steps_finished, algo.ctype,
-               algo.data_size, type(algo).__name__)
+        key = (
+            ring.key,
+            algo.stream.stream_id,
+            algo.stream.steps_finished,
+            algo.ctype,
+            algo.data_size,
+            type(algo).__name__,
+        )
         members = self._waiting.setdefault(key, {})
         members[ring.index_of(algo.id)] = algo
         if len(members) == ring.size:
@@ -129,7 +134,6 @@ class RingCoordinator:
             if k < steps - 1:
                 send = [r + pl[2][k + 1] for r, pl in zip(recv, plans)]
         self._finish(algos, recv, [pl[2][steps] for pl in plans], steps)
-
 
     def _evaluate_aware(self, ring, first: FastRing, d: list[int], pred: list[int], starts: list[int]) -> list[int]:
         """FIFO links on a 1-D network (see the module docstring for when this is exact)."""

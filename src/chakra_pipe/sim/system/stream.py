@@ -40,8 +40,18 @@ class DataSet:
 
 
 class Stream:
-    __slots__ = ("owner", "dataset", "stream_id", "phases", "priority", "queue_id", "phase",
-                 "steps_finished", "initialized", "last_init")
+    __slots__ = (
+        "owner",
+        "dataset",
+        "stream_id",
+        "phases",
+        "priority",
+        "queue_id",
+        "phase",
+        "steps_finished",
+        "initialized",
+        "last_init",
+    )
 
     def __init__(self, owner, dataset: DataSet, stream_id: int, phases: list[Phase], priority: int):
         self.owner = owner

@@ -129,15 +129,25 @@ class Sys:
     def send(self, dst: int, size: int, tag: int, on_arrival: Callable[[], None] | None) -> None:
         self.stats.messages += 1
         if self.rendezvous:
-            self.network.recv(self.id, dst, RENDEZVOUS_BYTES, tag + RENDEZVOUS_TAG,
-                              lambda: self.network.send(self.id, dst, size, tag, on_arrival))
+            self.network.recv(
+                self.id,
+                dst,
+                RENDEZVOUS_BYTES,
+                tag + RENDEZVOUS_TAG,
+                lambda: self.network.send(self.id, dst, size, tag, on_arrival),
+            )
         else:
             self.network.send(self.id, dst, size, tag, on_arrival)
 
     def recv(self, src: int, size: int, tag: int, on_arrival: Callable[[], None]) -> None:
         if self.rendezvous:
-            self.network.send(self.id, src, RENDEZVOUS_BYTES, tag + RENDEZVOUS_TAG,
-                              lambda: self.network.recv(self.id, src, size, tag, on_arrival))
+            self.network.send(
+                self.id,
+                src,
+                RENDEZVOUS_BYTES,
+                tag + RENDEZVOUS_TAG,
+                lambda: self.network.recv(self.id, src, size, tag, on_arrival),
+            )
         else:
             self.network.recv(self.id, src, size, tag, on_arrival)
 
@@ -147,13 +157,13 @@ class Sys:
         if group is not None and len(group.members) != self.total_nodes:
             plan = group.plans.get(ctype)
             if plan is None:
-                plan = group.plans[ctype] = LogicalTopology.group_ring(self.id, group.members, algos,
-                                                                       self.shared_rings)
+                plan = group.plans[ctype] = LogicalTopology.group_ring(self.id, group.members, algos, self.shared_rings)
             return plan
         plan = self._topologies.get(ctype)
         if plan is None:
-            plan = self._topologies[ctype] = LogicalTopology.global_plan(self.id, self.physical, algos,
-                                                                         self.shared_rings)
+            plan = self._topologies[ctype] = LogicalTopology.global_plan(
+                self.id, self.physical, algos, self.shared_rings
+            )
         return plan
 
     def _priority(self, explicit: int) -> int:
@@ -181,14 +191,18 @@ class Sys:
             a = (FastHalvingDoubling if fast else HalvingDoubling)(ctype, self, topo, size)
         else:
             if ctype != AR:
-                raise ConfigError(f"doubleBinaryTree implements ALL_REDUCE only, not {ctype} (a "
-                                  f"localBWAware all-reduce on several dimensions needs reduce-scatter phases)",
-                                  file=self.cfg.source, where="all-reduce-implementation")
+                raise ConfigError(
+                    f"doubleBinaryTree implements ALL_REDUCE only, not {ctype} (a "
+                    f"localBWAware all-reduce on several dimensions needs reduce-scatter phases)",
+                    file=self.cfg.source,
+                    where="all-reduce-implementation",
+                )
             a = DoubleBinaryTree(self, topo, size)
         return Phase(queue[0], a, size, a.final_data_size)
 
-    def generate_collective(self, ctype: str, size: int, involved: list[bool] | None, group: Group | None,
-                            explicit_priority: int) -> DataSet:
+    def generate_collective(
+        self, ctype: str, size: int, involved: list[bool] | None, group: Group | None, explicit_priority: int
+    ) -> DataSet:
         """Cut a collective into chunk streams and queue them (spec §3.2)."""
         plan = self._plan(ctype, group)
         splits = self.cfg.preferred_dataset_splits
@@ -218,8 +232,13 @@ class Sys:
             phases: list[Phase] = []
             for ptype, i, allocator in chain:
                 level = self.levels[order[i]]
-                queue = level.next() if allocator == NEXT else level.next_first() if allocator == FIRST \
+                queue = (
+                    level.next()
+                    if allocator == NEXT
+                    else level.next_first()
+                    if allocator == FIRST
                     else level.next_last()
+                )
                 ph = self._phase(ptype, dims[order[i]], remain, queue)
                 phases.append(ph)
                 remain = ph.final_size
@@ -269,7 +288,7 @@ class Sys:
         if not stream.phases:
             stream.dataset.stream_finished()
         if prev >= 0:
-            lst = self.active[stream.phase.queue_id]
+            lst = self.active[stream.phase.queue_id]  # type: ignore[union-attr]
             if lst and lst[0] is stream:
                 lst.popleft()
             else:

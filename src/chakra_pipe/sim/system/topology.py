@@ -96,8 +96,10 @@ class BinaryTree:
 
     def _node(self, npu: int) -> list:
         if npu not in self.by_id:
-            raise ConfigError(f"doubleBinaryTree: NPU {npu} is not in its tree (the dimension size "
-                              f"{self.size} must be a power of two)")
+            raise ConfigError(
+                f"doubleBinaryTree: NPU {npu} is not in its tree (the dimension size "
+                f"{self.size} must be a power of two)"
+            )
         return self._nodes[self.by_id[npu]]
 
     def _id(self, ref) -> int:
@@ -158,8 +160,9 @@ class LogicalTopology:
         self.dims = dims
 
     @classmethod
-    def global_plan(cls, me: int, physical: tuple[int, ...], algos: tuple[Algorithm, ...],
-                    rings: dict | None = None) -> LogicalTopology:
+    def global_plan(
+        cls, me: int, physical: tuple[int, ...], algos: tuple[Algorithm, ...], rings: dict | None = None
+    ) -> LogicalTopology:
         """``rings`` shares the (immutable) ring objects between the NPUs of one simulation."""
         rings = {} if rings is None else rings
 
@@ -195,8 +198,9 @@ class LogicalTopology:
         return cls(dims)
 
     @classmethod
-    def group_ring(cls, me: int, members: list[int], algos: tuple[Algorithm, ...],
-                   rings: dict | None = None) -> LogicalTopology:
+    def group_ring(
+        cls, me: int, members: list[int], algos: tuple[Algorithm, ...], rings: dict | None = None
+    ) -> LogicalTopology:
         """Sub-group: a 1-D ring in listed order; a multi-entry list collapses to ``ring`` (§2.5).
 
         ``rings`` shares one ring object between the members (one per NPU was O(P^2) for big groups).
