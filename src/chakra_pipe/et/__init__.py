@@ -7,7 +7,7 @@ its verbs, and must not pay for protobuf and numpy unless a command reads a trac
 
 from __future__ import annotations
 
-import importlib
+from ..lazy import lazy_getattr
 
 _EXPORTS = {
     "schema": None,
@@ -37,11 +37,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = _EXPORTS[name]
-    if module is None:  # a submodule exported as itself
-        return importlib.import_module(f".{name}", __name__)
-    return getattr(importlib.import_module(f".{module}", __name__), name)
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

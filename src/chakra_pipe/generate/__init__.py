@@ -10,7 +10,7 @@ Names are resolved lazily so ``chakra-pipe --help`` does not import protobuf or 
 
 from __future__ import annotations
 
-import importlib
+from ..lazy import lazy_getattr
 
 _EXPORTS = {
     "COLLECTIVES": "collective",
@@ -28,8 +28,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

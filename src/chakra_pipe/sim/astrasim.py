@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from ..errors import EXIT_INPUT, ChakraPipeError, ConfigError, InputError
 from ..readfile import read_json
+from .config import IGNORED_SYSTEM_KEYS, MODELLED_SYSTEM_KEYS
 
 PROGRAMS = {
     "congestion_unaware": "AstraSim_Analytical_Congestion_Unaware",
@@ -45,26 +46,6 @@ FLAGS: dict[str, tuple[str, object]] = {
     "rendezvous-protocol": ("bool", False),
 }
 REQUIRED = ("workload-configuration", "system-configuration", "network-configuration")
-# System keys this simulator reads (config.SystemConfig), and those ASTRA-sim's examples carry but
-# neither ASTRA-sim nor this simulator reads (spec §5.1): a non-default value of those, or any other
-# key (a typo such as "peak_perf"), gets a warning instead of silently doing nothing.
-SYSTEM_KEYS = {
-    "scheduling-policy",
-    "collective-optimization",
-    "endpoint-delay",
-    "active-chunks-per-dimension",
-    "preferred-dataset-splits",
-    "local-mem-bw",
-    "peak-perf",
-    "roofline-enabled",
-    "replay-only",
-    "trace-enabled",
-    "track-local-mem",
-    "local-mem-trace-filename",
-    "model-shared-bus",
-    *(f"{c}-implementation" for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")),
-}
-IGNORED_SYSTEM_KEYS = {"boost-mode": 0, "intra-dimension-scheduling": "FIFO", "inter-dimension-scheduling": "ascending"}
 _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 
 
@@ -192,7 +173,7 @@ def _not_modelled(opts: Options, hw) -> list[str]:
     for key in sorted(raw):
         if key in IGNORED_SYSTEM_KEYS and raw[key] != IGNORED_SYSTEM_KEYS[key]:
             out.append(f"system key {key}={raw[key]!r} has no effect (ASTRA-sim does not read it either)")
-        elif key not in SYSTEM_KEYS and key not in IGNORED_SYSTEM_KEYS:
+        elif key not in MODELLED_SYSTEM_KEYS and key not in IGNORED_SYSTEM_KEYS:
             out.append(f"unknown system key {key!r} ignored (ASTRA-sim ignores keys it does not know)")
     if hw.system.trace_enabled:
         out.append(

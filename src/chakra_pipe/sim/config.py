@@ -27,6 +27,41 @@ IMPL_KEYS = {
     "ALL_TO_ALL": "all-to-all-implementation",
 }
 
+# System keys this simulator models (SystemConfig.from_dict reads them all).
+MODELLED_SYSTEM_KEYS = frozenset(
+    {
+        "scheduling-policy",
+        "collective-optimization",
+        "endpoint-delay",
+        "active-chunks-per-dimension",
+        "preferred-dataset-splits",
+        "local-mem-bw",
+        "peak-perf",
+        "roofline-enabled",
+        "replay-only",
+        "trace-enabled",
+        "track-local-mem",
+        "local-mem-trace-filename",
+        "model-shared-bus",
+        *IMPL_KEYS.values(),
+    }
+)
+# Keys ASTRA-sim's examples carry that neither its analytical backends nor this simulator read, with the
+# values under which ignoring them changes nothing.
+IGNORED_SYSTEM_KEYS = {"boost-mode": 0, "intra-dimension-scheduling": "FIFO", "inter-dimension-scheduling": "ascending"}
+# Every system key ASTRA-sim reads (astra-sim-semantics.md §5.2): the modelled ones, those refused here
+# (LogGP parameters, custom collectives) and the ignored ones.
+ASTRA_SIM_SYSTEM_KEYS = MODELLED_SYSTEM_KEYS | {
+    "L",
+    "o",
+    "g",
+    "G",
+    "local-reduction-delay",
+    *(f"{k}-custom" for k in IMPL_KEYS.values()),
+    "per-node-custom-implementation",
+    *IGNORED_SYSTEM_KEYS,
+}
+
 
 @dataclass(frozen=True)
 class Algorithm:

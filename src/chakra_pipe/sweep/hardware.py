@@ -12,45 +12,13 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..readfile import read_json, read_yaml
+from ..sim.config import ASTRA_SIM_SYSTEM_KEYS
 
 SECTIONS = ("network", "system", "memory")
 
 # Every key ASTRA-sim reads (astra-sim-semantics.md §5.1-5.3); overrides must name one of these.
 NETWORK_KEYS = frozenset({"topology", "npus_count", "bandwidth", "latency"})
-SYSTEM_KEYS = frozenset(
-    {
-        "scheduling-policy",
-        "collective-optimization",
-        "endpoint-delay",
-        "active-chunks-per-dimension",
-        "preferred-dataset-splits",
-        "local-mem-bw",
-        "peak-perf",
-        "roofline-enabled",
-        "replay-only",
-        "trace-enabled",
-        "track-local-mem",
-        "local-mem-trace-filename",
-        "model-shared-bus",
-        "L",
-        "o",
-        "g",
-        "G",
-        "local-reduction-delay",
-        "all-reduce-implementation",
-        "reduce-scatter-implementation",
-        "all-gather-implementation",
-        "all-to-all-implementation",
-        "all-reduce-implementation-custom",
-        "reduce-scatter-implementation-custom",
-        "all-gather-implementation-custom",
-        "all-to-all-implementation-custom",
-        "per-node-custom-implementation",
-        "boost-mode",
-        "intra-dimension-scheduling",
-        "inter-dimension-scheduling",
-    }
-)
+SYSTEM_KEYS = ASTRA_SIM_SYSTEM_KEYS
 MEMORY_KEYS = frozenset({"memory-type", "num-nodes", "num-npus-per-node", "remote-mem-latency", "remote-mem-bw"})
 KNOWN_KEYS = {"network": NETWORK_KEYS, "system": SYSTEM_KEYS, "memory": MEMORY_KEYS}
 BACKENDS = ("congestion_unaware", "congestion_aware")

@@ -6,8 +6,9 @@ import the validator, numpy or protobuf.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ..lazy import lazy_getattr
 
 if TYPE_CHECKING:  # the names as the type checker sees them; at run time __getattr__ below resolves them
     from .findings import ERROR, WARNING, Finding, Report  # noqa: F401 (exported: __all__)
@@ -23,8 +24,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
