@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import TORCH_EXTRA
 
 from chakra_pipe import console
 
@@ -69,3 +70,29 @@ def test_generate_llm_shows_progress_on_a_terminal_unless_quiet(tmp_path, quiet)
     ]
     drawn = _run_on_a_terminal(*(["-q"] if quiet else []), *argv)
     assert ("generate llm: 32/32 ranks (100%)" in drawn) != quiet
+
+
+def test_replay_shows_ranks_and_iterations_on_a_terminal(tmp_path):
+    pytest.importorskip("torch", reason=TORCH_EXTRA)
+    prefix = str(tmp_path / "ar")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe",
+            "generate",
+            "collective",
+            "--type",
+            "all_reduce",
+            "--npus",
+            "2",
+            "--size",
+            "4KiB",
+            "--out",
+            prefix,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    drawn = _run_on_a_terminal("replay", prefix, "--iterations", "3", "--out", str(tmp_path / "r.json"))
+    assert "replay: 0/2 ranks finished" in drawn

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -32,6 +32,27 @@ def configure(verbosity: int, quiet: bool) -> None:
     root.setLevel(level)
     root.propagate = False
     _state["progress"] = not quiet and sys.stderr.isatty()
+
+
+class Ticker:
+    """One status line redrawn in place on stderr, for work measured in something other than a count of
+    items (ranks still running, the iteration they reached). Off unless :func:`configure` enabled progress."""
+
+    def __init__(self, label: str) -> None:
+        self.label, self.last, self.drawn = label, 0.0, False
+
+    def update(self, text: Callable[[], str]) -> None:
+        """Redraw with ``text()`` at most every 0.1 s (``text`` is only called when a redraw is due)."""
+        if not _state["progress"] or (now := time.monotonic()) - self.last < _MIN_INTERVAL_S:
+            return
+        self.last, self.drawn = now, True
+        sys.stderr.write(f"\r{self.label}: {text()}\x1b[K")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.drawn:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
 
 
 def track(items: Iterable[T], label: str, total: int, unit: str = "") -> Iterator[T]:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..atomic import write_bytes
+from ..console import Ticker
 from ..errors import EXIT_FINDINGS, ChakraPipeError
 from ..lifecycle import make_scratch, terminate_as_exit
 from . import rankenv
@@ -216,11 +217,36 @@ def _watch(
 ) -> list[Outcome] | None:
     """Every rank's outcome (rank 0 / local), or None on a task that only reports its own."""
     outcomes: dict[int, Outcome] = {}
+    ticker = Ticker(job.worker_module.split(".")[1])  # "replay" / "capture"
+    try:
+        return _watch_loop(job, procs, run, kill_at, exchange, outcomes, ticker)
+    finally:
+        ticker.close()
+
+
+def _progress(job: RankJob, run: Path, procs: dict[int, subprocess.Popen], outcomes: dict[int, Outcome]) -> str:
+    """``K/N ranks finished`` and, where the job reports it, the lowest iteration a running rank reached."""
+    running = [job.snapshot(run, r) for r in procs if r not in outcomes]
+    reached = [s["iteration"] for s in running if isinstance(s.get("iteration"), int)]
+    return f"{len(outcomes)}/{job.world_size} ranks finished" + (f", iteration {min(reached)}" if reached else "")
+
+
+def _watch_loop(
+    job: RankJob,
+    procs: dict[int, subprocess.Popen],
+    run: Path,
+    kill_at: int,
+    exchange: _Exchange | None,
+    outcomes: dict[int, Outcome],
+    ticker: Ticker,
+) -> list[Outcome] | None:
+    """:func:`_watch`'s poll loop: collect outcomes, stop the ranks after a failure or the deadline."""
     seq = 0
     stop_at = kill_at
     stopping = False
     while True:
         now = time.monotonic_ns()
+        ticker.update(lambda: _progress(job, run, procs, outcomes))
         ended = [(r, p.returncode) for r, p in procs.items() if r not in outcomes and p.poll() is not None]
         # Within one poll a rank killed by a signal is the cause; the others saw its connection drop.
         for r, code in sorted(ended, key=lambda rc: (rc[1] >= 0, rc[0])):
