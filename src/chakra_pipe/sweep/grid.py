@@ -138,23 +138,32 @@ def _build(
     return point
 
 
-def _check_values(point: Point, where: str) -> None:
-    """Parse the point's files with the simulator's own config classes, so a bad value (a negative
-    bandwidth, an unknown algorithm, a network whose lists disagree) fails when the plan is made,
-    naming the config key and the point, rather than as a row in job 731 of 1,000."""
-    try:
-        from ..sim import MemoryConfig, NetworkConfig, SystemConfig
-    except ImportError:  # the simulator is optional for planning; the shard job checks again
-        return
-    for section, cls in (("network", NetworkConfig), ("system", SystemConfig), ("memory", MemoryConfig)):
-        data = getattr(point, section)
+def check_hardware(network: Any, system: Any, memory: Any) -> None:
+    """Parse a point's hardware dicts with the simulator's own config classes; a :class:`ConfigError`
+    whose ``where`` is ``section.key``. The plan's points pass here when it is made and when it is read,
+    so every reader of a point (shards, the tidy per-dimension columns) sees values the simulator takes."""
+    from ..sim.config import MemoryConfig, NetworkConfig, SystemConfig
+
+    for section, cls, data in (
+        ("network", NetworkConfig, network),
+        ("system", SystemConfig, system),
+        ("memory", MemoryConfig, memory),
+    ):
         if data is None:
             continue
         try:
             cls.from_dict(data, source=section)
         except ConfigError as exc:
-            key = f"{section}.{exc.where}" if exc.where else section
-            raise ConfigError(f"{key}: {exc.what}", file="config", where=f"{where}: point '{point.id}'") from None
+            raise ConfigError(exc.what, where=f"{section}.{exc.where}" if exc.where else section) from None
+
+
+def _check_values(point: Point, where: str) -> None:
+    """A bad value (a negative bandwidth, an unknown algorithm, a network whose lists disagree) fails
+    when the plan is made, naming the config key and the point, rather than as a row in job 731 of 1,000."""
+    try:
+        check_hardware(point.network, point.system, point.memory)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc.where}: {exc.what}", file="config", where=f"{where}: point '{point.id}'") from None
 
 
 def expand_platform(name: str, spec: dict[str, Any], root: Path) -> list[Point]:

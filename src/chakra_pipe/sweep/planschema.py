@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..errors import InputError
+from ..errors import ConfigError, InputError
+from .grid import check_hardware
 
 KINDS = ("collective", "llm", "capture", "trace", "transform")
 BACKENDS = ("congestion_unaware", "congestion_aware")
@@ -82,6 +83,10 @@ def check_plan(d: Any, file: str) -> None:
         c.field(p, "network", dict, where, "an object")
         c.field(p, "system", dict, where, "an object")
         c.field(p, "memory", (dict, type(None)), where, "an object or null")
+        try:
+            check_hardware(p["network"], p["system"], p["memory"])
+        except ConfigError as exc:
+            raise c.fail(f"{where}.{exc.where}", exc.what) from None
         if "hbm_gib" in p:
             hbm = c.field(p, "hbm_gib", (int, float), where, "a number")
             if not (math.isfinite(hbm) and hbm > 0):
