@@ -153,7 +153,10 @@ class _ReplayJob:
     def failure(self, outcomes: list[Outcome]) -> ChakraPipeError:
         plan, cfg = self.plan, self.cfg
         first = first_failure(outcomes)
-        if first is None or all((o.error or {}).get("kind") == "timeout" for o in outcomes if o.failed):
+        # The deadline is the cause when the first failure (own failures before knock-on ones, then in the
+        # order seen) is a timeout: what other ranks reported after it (a peer's connection dropping as
+        # the timed-out rank was stopped) are consequences, and which of them arrive first is a race.
+        if first is None or (first.error or {}).get("kind") == "timeout":
             late = [o for o in outcomes if o.snapshot.get("phase") != "done"]
             parts = [f"rank {o.rank} at {_where(plan, o)}" for o in late]
             return StuckError(
