@@ -75,3 +75,37 @@ def conformance_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rc = main(["generate", "collective", "--type", "all_reduce", "--npus", "8", "--size", "1MiB", "--out", str(prefix)])
     assert rc == 0, "generate collective failed for the conformance microbenchmark"
     return view
+
+
+def run_campaign(folder: Path, config: dict[str, Any], name: str) -> None:
+    """Run ``config`` through the workflow in ``folder`` (a copy of ``config/`` beside it, the checkout's
+    Snakefile), as a user's ``snakemake --configfile config/NAME.yaml --cores 2`` would; fails the test
+    with the end of Snakemake's log unless it succeeds."""
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    shutil.copytree(REPO / "config", folder / "config")
+    (folder / "config" / f"{name}.yaml").write_text(yaml.safe_dump(config))
+    env = dict(
+        os.environ,
+        PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+        SOURCE_DATE_EPOCH="1767225600",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "workflow" / "Snakefile"),
+        "-d",
+        str(folder),
+        "--configfile",
+        f"config/{name}.yaml",
+        "--cores",
+        "2",
+    ]
+    run = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import validated
+from conftest import run_campaign, validated
 
 from chakra_pipe.generate.models import PRESETS, resolve_model
 from chakra_pipe.search.layouts import enumerate_layouts
@@ -156,10 +156,6 @@ def test_cli_writes_tables_and_refuses_a_platform_without_that_many_gpus(tmp_pat
 @pytest.mark.slow
 def test_search_section_runs_in_the_workflow_and_reports_the_best_layouts(tmp_path):
     import importlib.util
-    import os
-    import shutil
-
-    import yaml
 
     if importlib.util.find_spec("snakemake") is None:
         pytest.skip("snakemake is not installed")
@@ -171,35 +167,7 @@ def test_search_section_runs_in_the_workflow_and_reports_the_best_layouts(tmp_pa
         "search": {"small": {"model": "gpt3-13b", "gpus": 8, "global_batch": 8, "platforms": ["hgx", "slow"], **SMALL}},
         "hardware": {"platforms": PLATFORMS},
     }
-    shutil.copytree(REPO / "config", tmp_path / "config")
-    (tmp_path / "config" / "s.yaml").write_text(yaml.safe_dump(config))
-    env = dict(
-        os.environ,
-        PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-        SOURCE_DATE_EPOCH="1767225600",
-    )
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(REPO / "workflow" / "Snakefile"),
-            "-d",
-            str(tmp_path),
-            "--configfile",
-            "config/s.yaml",
-            "--cores",
-            "2",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+    run_campaign(tmp_path, config, "s")
     out = tmp_path / "reports/co-design"
     with open(out / "search/small/layouts.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))

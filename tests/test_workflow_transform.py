@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import run_campaign
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -47,37 +44,7 @@ CONFIG = {
 
 
 def test_transform_variants_run_and_report_their_op_chain(tmp_path):
-    import shutil
-
-    shutil.copytree(REPO / "config", tmp_path / "config")
-    (tmp_path / "config" / "what-if.yaml").write_text(yaml.safe_dump(CONFIG))
-    env = dict(
-        os.environ,
-        PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-        SOURCE_DATE_EPOCH="1767225600",
-    )
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(REPO / "workflow" / "Snakefile"),
-            "-d",
-            str(tmp_path),
-            "--configfile",
-            "config/what-if.yaml",
-            "--cores",
-            "2",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+    run_campaign(tmp_path, CONFIG, "what-if")
     with open(tmp_path / "reports/what-if/results.csv", newline="") as fh:
         rows = {r["workload"]: r for r in csv.DictReader(fh)}
     assert {w: r["transform"] for w, r in rows.items()} == {

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import validated
+from conftest import run_campaign, validated
 from snakemake.exceptions import WorkflowError
 
 from chakra_pipe.sweep.campaign import Campaign
@@ -136,35 +131,7 @@ def test_workload_axes_run_through_snakemake(tmp_path):
             "gpt": {**CONFIG["workloads"]["gpt"], "axes": {"tp": [2, 4, 8], "pp": [1, 2], "microbatches": [4]}}
         },
     }
-    shutil.copytree(REPO / "config", tmp_path / "config")
-    (tmp_path / "config" / "layouts.yaml").write_text(yaml.safe_dump(small))
-    env = dict(
-        os.environ,
-        PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-        SOURCE_DATE_EPOCH="1767225600",
-    )
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(REPO / "workflow" / "Snakefile"),
-            "-d",
-            str(tmp_path),
-            "--configfile",
-            "config/layouts.yaml",
-            "--cores",
-            "2",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+    run_campaign(tmp_path, small, "layouts")
     with open(tmp_path / "reports/layouts/results.csv", newline="") as fh:
         rows = {(r["workload"], r["platform"]): r for r in csv.DictReader(fh)}
     plan = json.loads((tmp_path / "reports/layouts/data/plan.json").read_text())
