@@ -19,12 +19,13 @@ from pathlib import Path
 
 from ..et import schema
 from ..et.attrs import set_attr
+from ..et.collectives import ASTRA_SIM
 from ..et.framing import write_trace
 from ..et.traceset import write_order
 from ..generate.collective import COLLECTIVES, METADATA_VERSION
 from ..results.busbw import bandwidth
 
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+KINDS = tuple(c.key for c in ASTRA_SIM)
 DEFAULT_SIZES = tuple(4 << 10 << (2 * k) for k in range(8))  # 4 KiB, 16 KiB, ... 64 MiB
 
 

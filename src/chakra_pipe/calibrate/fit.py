@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..et.collectives import ASTRA_SIM
 from ..generate.collective import CollectiveSpec, generate_collective
 from .bench import Measurement
 
@@ -34,12 +35,7 @@ IMPLEMENTATIONS = {
     "reduce_scatter": ("ring", "direct", "halvingDoubling"),
     "all_to_all": ("ring", "direct"),
 }
-IMPL_KEY = {
-    "all_reduce": "all-reduce-implementation",
-    "all_gather": "all-gather-implementation",
-    "reduce_scatter": "reduce-scatter-implementation",
-    "all_to_all": "all-to-all-implementation",
-}
+IMPL_KEY = {c.key: c.impl_key for c in ASTRA_SIM}
 PARAMS = ("inv_bandwidth", "latency_ns", "endpoint_delay_ns", "inv_local_mem_bw")
 # Probe values: one parameter switched on at a time, the others at "free" (huge bandwidths, 0 delays).
 _FREE: dict[str, float] = {"bandwidth": 1e9, "latency": 0.0, "endpoint-delay": 0, "local-mem-bw": 1e9}

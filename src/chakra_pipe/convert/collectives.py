@@ -14,20 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..et import schema
+from ..et.collectives import COLLECTIVES
 from ..link.hostet import attr
 
 # kind: (Chakra node type, comm_type or -1 for p2p)
 _COLL = schema.COMM_COLL_NODE
 KINDS: dict[str, tuple[int, int]] = {
-    "all_reduce": (_COLL, schema.ALL_REDUCE),
-    "reduce": (_COLL, schema.REDUCE),
-    "all_gather": (_COLL, schema.ALL_GATHER),
-    "gather": (_COLL, schema.GATHER),
-    "scatter": (_COLL, schema.SCATTER),
-    "broadcast": (_COLL, schema.BROADCAST),
-    "all_to_all": (_COLL, schema.ALL_TO_ALL),
-    "reduce_scatter": (_COLL, schema.REDUCE_SCATTER),
-    "barrier": (_COLL, schema.BARRIER),
+    **{c.key: (_COLL, c.comm_type) for c in COLLECTIVES if c.nccl},
     "send": (schema.COMM_SEND_NODE, -1),
     "recv": (schema.COMM_RECV_NODE, -1),
 }
@@ -65,19 +58,11 @@ C10D_OPS: dict[str, C10dOp] = {
     "recv_": C10dOp("recv", 0, peer_input=2, tag_input=3, gloo_name="gloo:recv"),
 }
 
-# record_param_comms collective names, normalised (lower case, no '_'), matched by prefix in order.
-_NCCL_PREFIXES = (
-    ("allreduce", "all_reduce"),
-    ("allgather", "all_gather"),
-    ("reducescatter", "reduce_scatter"),
-    ("alltoall", "all_to_all"),
-    ("broadcast", "broadcast"),
-    ("reduce", "reduce"),
-    ("gather", "gather"),
-    ("scatter", "scatter"),
-    ("barrier", "barrier"),
-    ("send", "send"),
-    ("recv", "recv"),
+# record_param_comms collective names, normalised (lower case, no '_'), matched by prefix, the
+# longest first (``reducescatter`` before ``reduce``).
+_NCCL_PREFIXES = sorted(
+    [*((c.nccl, c.key) for c in COLLECTIVES if c.nccl), ("send", "send"), ("recv", "recv")],
+    key=lambda pair: -len(pair[0]),
 )
 DTYPE_BYTES = {
     "float": 4,

@@ -15,12 +15,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import write_json
 from ..console import track
 from ..errors import InputError
 from ..et import schema
 from ..et.framing import write_trace
-from ..et.traceset import COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, describe_ranges, missing_ranks, write_order
+from ..et.traceset import (
+    COMM_GROUPS_SUFFIX,
+    WORLD_PG,
+    clear_rank_set,
+    describe_ranges,
+    missing_ranks,
+    write_comm_groups,
+    write_order,
+)
 from ..link.hostet import HostTrace, load_host_trace
 from ..link.kineto import load_kineto
 from ..link.linker import LinkStats, link_traces
@@ -80,7 +87,7 @@ def _self_check(conversions: list[RankConversion], source: str, with_p2p: bool) 
         raise InputError(f"unmatched point-to-point: {problems[0]}", file=source)
 
 
-def write_comm_groups(prefix: str, conversions: list[RankConversion]) -> Path:
+def write_set_groups(prefix: str, conversions: list[RankConversion]) -> Path:
     """``PREFIX.comm_groups.json``: every non-default process group the traces declare or use.
 
     Declared groups come from the PG table every rank records in full, so converting ranks one
@@ -99,9 +106,7 @@ def write_comm_groups(prefix: str, conversions: list[RankConversion]) -> Path:
                     f"{groups[name]} in an earlier one",
                     file=prefix,
                 )
-    path = Path(prefix + COMM_GROUPS_SUFFIX)
-    write_json(path, {k: groups[k] for k in sorted(groups, key=int)})
-    return path
+    return write_comm_groups(prefix + COMM_GROUPS_SUFFIX, groups)
 
 
 def write_rank_set(
@@ -110,7 +115,7 @@ def write_rank_set(
     """Check, then write every rank file and the comm-group JSON."""
     _self_check(conversions, prefix, with_p2p=True)
     clear_rank_set(prefix)
-    comm_path = write_comm_groups(prefix, conversions)
+    comm_path = write_set_groups(prefix, conversions)
     counts: Counter = Counter()
     for rank in write_order(len(conversions)):
         conv = conversions[rank]
@@ -140,7 +145,7 @@ def convert_file(in_path: str | os.PathLike, out_path: str | os.PathLike) -> Con
     conv = convert_trace(trace, rank)
     _self_check([conv], str(in_path), with_p2p=False)
     write_trace(out_path, conv.metadata, conv.nodes)
-    comm_path = write_comm_groups(m.group("prefix"), [conv])
+    comm_path = write_set_groups(m.group("prefix"), [conv])
     return ConvertSummary(
         [Path(out_path)], comm_path, Counter(conv.counts), conv.pg_unknown, sync_dropped=conv.sync_dropped
     )

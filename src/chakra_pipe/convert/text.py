@@ -34,17 +34,13 @@ from typing import Any
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
+from ..et.collectives import ASTRA_SIM
 from ..et.framing import write_trace
 from ..et.traceset import clear_rank_set, write_order
 from ..generate.limits import check_output
 
 POLICIES = ("MICRO", "DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_DLRM", "HYBRID_DLRM_ENHANCED")
-COMM_TYPES = {
-    "ALLREDUCE": schema.ALL_REDUCE,
-    "ALLTOALL": schema.ALL_TO_ALL,
-    "ALLGATHER": schema.ALL_GATHER,
-    "REDUCESCATTER": schema.REDUCE_SCATTER,
-}
+COMM_TYPES = {c.text_name: c.comm_type for c in ASTRA_SIM}
 NONE = "NONE"
 SCHEMA = "1.0.2-chakra.1.0.0"  # what upstream's text converter writes into GlobalMetadata
 _INT_COLUMNS = {

@@ -9,10 +9,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..atomic import write_json
 from ..console import track
 from ..errors import InputError
 from ..readfile import read_json
@@ -106,6 +107,19 @@ def resolve(trace_or_prefix: str | os.PathLike) -> list[Path]:
     return rank_files(trace_or_prefix)
 
 
+def _members_problem(members: object) -> str | None:
+    """Why ``members`` is not a group's NPU list ASTRA-sim reads (None when it is one)."""
+    if not (
+        isinstance(members, list)
+        and members
+        and all(isinstance(m, int) and not isinstance(m, bool) and m >= 0 for m in members)
+    ):
+        return "members must be a non-empty list of NPU ids"
+    if len(set(members)) != len(members):
+        return "an NPU is listed twice"
+    return None
+
+
 def load_comm_groups(path: str | os.PathLike) -> dict[int, list[int]]:
     """Parse an ASTRA-sim comm-group JSON: ``{"<id>": [npu, …]}`` with integer ids > 0."""
     raw = read_json(path)
@@ -120,16 +134,37 @@ def load_comm_groups(path: str | os.PathLike) -> dict[int, list[int]]:
                 file=str(path),
                 where=f"key {str(key)[:40]!r}",
             )
-        if not (
-            isinstance(members, list)
-            and members
-            and all(isinstance(m, int) and not isinstance(m, bool) and m >= 0 for m in members)
-        ):
-            raise InputError("members must be a non-empty list of NPU ids", file=str(path), where=f"key {key!r}")
-        if len(set(members)) != len(members):
-            raise InputError("an NPU is listed twice", file=str(path), where=f"key {key!r}")
+        problem = _members_problem(members)
+        if problem:
+            raise InputError(problem, file=str(path), where=f"key {key!r}")
         groups[int(key)] = list(members)
     return groups
+
+
+def write_comm_groups(path: str | os.PathLike, groups: Mapping[int | str, Sequence[int]]) -> Path:
+    """Write ``groups`` as the comm-group JSON :func:`load_comm_groups` reads back unchanged, atomically.
+
+    The one writer for generators, converters and transforms: ids as canonical decimal strings in
+    numeric order, members in the caller's order, two-space indent and a trailing newline, so equal
+    groups give equal bytes whichever stage wrote them. A group the parser (and ASTRA-sim) would
+    refuse — id not in 1..2^31-1, empty or repeated members — is refused here instead of being
+    written for a later stage to trip over.
+    """
+    ids: dict[int, int | str] = {}
+    for key in groups:
+        text = str(key)
+        if not (text.isascii() and text.isdigit() and text == str(int(text)) and 0 < int(text) < 2**31):
+            raise InputError(f"group id {text[:40]!r} is not an integer in 1..2^31-1", file=str(path))
+        ids[int(text)] = key
+    out: dict[str, list[int]] = {}
+    for gid in sorted(ids):
+        members = list(groups[ids[gid]])
+        problem = _members_problem(members)
+        if problem:
+            raise InputError(problem, file=str(path), where=f"key {str(gid)!r}")
+        out[str(gid)] = members
+    write_json(path, out)
+    return Path(path)
 
 
 @dataclass

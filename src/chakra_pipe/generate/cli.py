@@ -8,6 +8,7 @@ import io
 import re
 
 from ..errors import InputError
+from ..et.collectives import WITH_BROADCAST
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--type",
         required=True,
         dest="collective",
-        choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"],
+        choices=[c.key for c in WITH_BROADCAST],
     )
     p.add_argument("--npus", required=True, type=int)
     p.add_argument(

@@ -37,13 +37,13 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..atomic import atomic_open, write_json
+from ..atomic import atomic_open
 from ..console import track
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
 from ..et.process_groups import format_process_groups
-from ..et.traceset import COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, write_order
+from ..et.traceset import COMM_GROUPS_SUFFIX, WORLD_PG, clear_rank_set, write_comm_groups, write_order
 from .encode import attr_record, framed
 from .layout import Layout
 from .limits import check_output
@@ -549,8 +549,7 @@ def generate_llm(
     per_rank = [len(templates[layout.coords(r)[2]]) for r in range(layout.world)]
     check_output(layout.world, sum(per_rank), option, allow_large=allow_large)
     clear_rank_set(out_prefix)
-    groups_path = Path(f"{out_prefix}{COMM_GROUPS_SUFFIX}")
-    write_json(groups_path, layout.comm_groups())
+    groups_path = write_comm_groups(f"{out_prefix}{COMM_GROUPS_SUFFIX}", layout.comm_groups())
     total_nodes, total_bytes, total_flops = 0, 0, 0
     for rank in track(write_order(layout.world), "generate llm", layout.world, "ranks"):
         stage = layout.coords(rank)[2]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_bytes
-from ..et import schema
+from ..et.collectives import BY_NAME
 from .busbw import bandwidth
 
 COLUMNS = (
@@ -59,13 +59,6 @@ UNITS = {
     "algbw_GBps": "GB/s, GB = 10^9 bytes (nccl-tests algbw)",
     "busbw_GBps": "GB/s, GB = 10^9 bytes (nccl-tests busbw)",
 }
-_KINDS = {
-    "ALL_REDUCE": schema.ALL_REDUCE,
-    "ALL_GATHER": schema.ALL_GATHER,
-    "REDUCE_SCATTER": schema.REDUCE_SCATTER,
-    "ALL_TO_ALL": schema.ALL_TO_ALL,
-    "BROADCAST": schema.BROADCAST,
-}
 
 
 def sidecar_path(shard_csv: str | Path) -> Path:
@@ -85,8 +78,8 @@ def _row(
     end: int | None,
     duration: int,
 ) -> dict[str, Any]:
-    ctype = _KINDS.get(kind)
-    bw = bandwidth(ctype, size, group_size, duration)
+    known = BY_NAME.get(kind)  # None: SEND / RECV, point-to-point
+    bw = bandwidth(known.comm_type if known else None, size, group_size, duration)
     return {
         **ident,
         "rank": rank,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..et.collectives import BY_NAME
 from .schema import COMM_TYPES
 
 
@@ -37,7 +38,8 @@ def metrics(result: Any) -> dict[str, int]:
     for rec in result.collectives:  # per-rank records: comm_time_by_type_ns() sums over all ranks
         if rec.rank != rank:
             continue
-        key = str(rec.kind).lower()
+        known = BY_NAME.get(str(rec.kind))
+        key = known.key if known else ""
         ns = int(rec.end_ns) - int(rec.start_ns)
         if key in COMM_TYPES:
             row[f"comm_{key}_ns"] = row.get(f"comm_{key}_ns", 0) + ns

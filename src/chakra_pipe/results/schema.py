@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..et.collectives import WITH_BROADCAST
+
 SOURCES = ("simulated", "replayed", "captured")
 # Collective types reported as their own column; anything else is summed into ``comm_other_ns``.
-COMM_TYPES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+COMM_TYPES = tuple(c.key for c in WITH_BROADCAST)
 
 
 @dataclass(frozen=True)

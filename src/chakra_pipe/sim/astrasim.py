@@ -24,12 +24,10 @@ from typing import IO, Any
 
 from ..errors import EXIT_INPUT, ChakraPipeError, ConfigError, InputError
 from ..readfile import read_json
+from .backends import AWARE, BACKENDS, DEFAULT, UNAWARE
 from .config import IGNORED_SYSTEM_KEYS, MODELLED_SYSTEM_KEYS
 
-PROGRAMS = {
-    "congestion_unaware": "AstraSim_Analytical_Congestion_Unaware",
-    "congestion_aware": "AstraSim_Analytical_Congestion_Aware",
-}
+PROGRAMS = {b.name: b.program for b in BACKENDS}
 # flag -> (kind, default); kinds: path, str, int, float, bool (CmdLineParser.cc)
 FLAGS: dict[str, tuple[str, object]] = {
     "workload-configuration": ("str", None),
@@ -261,16 +259,16 @@ def run(argv: list[str], backend: str, stdout: IO[str] = sys.stdout, stderr: IO[
 
 
 def main_unaware() -> None:
-    sys.exit(run(sys.argv[1:], "congestion_unaware"))
+    sys.exit(run(sys.argv[1:], UNAWARE.name))
 
 
 def main_aware() -> None:
-    sys.exit(run(sys.argv[1:], "congestion_aware"))
+    sys.exit(run(sys.argv[1:], AWARE.name))
 
 
 if __name__ == "__main__":  # python -m chakra_pipe.sim.astrasim [--backend=congestion_aware] FLAGS…
     args = sys.argv[1:]
-    chosen = "congestion_unaware"
+    chosen = DEFAULT
     if args and args[0].startswith("--backend="):
         chosen = args.pop(0).partition("=")[2]
     if chosen not in PROGRAMS:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 
+from .backends import DEFAULT, NAMES
+
 BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -43,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="communicator groups {\"id\": [npus]}; the value 'empty' means none "
         "(default: PREFIX.comm_groups.json when present)",
     )
-    p.add_argument("--backend", choices=("congestion_unaware", "congestion_aware"), default="congestion_unaware")
+    p.add_argument("--backend", choices=NAMES, default=DEFAULT)
     p.add_argument("--num-queues-per-dim", type=int, default=1)
     p.add_argument("--injection-scale", type=float, default=1.0)
     p.add_argument("--rendezvous-protocol", type=_bool, nargs="?", const=True, default=False)

@@ -14,18 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..et.collectives import BY_NAME
 from ..readfile import read_json, read_yaml
+from .backends import DEFAULT, NAMES
 
 ALGORITHMS = ("ring", "oneRing", "direct", "oneDirect", "halvingDoubling", "oneHalvingDoubling", "doubleBinaryTree")
 TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
-BACKENDS = ("congestion_unaware", "congestion_aware")
 MEMORY_TYPES = ("NO_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION", "MEMORY_POOL")
-IMPL_KEYS = {
-    "ALL_REDUCE": "all-reduce-implementation",
-    "REDUCE_SCATTER": "reduce-scatter-implementation",
-    "ALL_GATHER": "all-gather-implementation",
-    "ALL_TO_ALL": "all-to-all-implementation",
-}
+# The four collective-algorithm keys, in the order ASTRA-sim's Sys reads them.
+IMPL_KEYS = {n: BY_NAME[n].impl_key for n in ("ALL_REDUCE", "REDUCE_SCATTER", "ALL_GATHER", "ALL_TO_ALL")}
 
 # System keys this simulator models (SystemConfig.from_dict reads them all).
 MODELLED_SYSTEM_KEYS = frozenset(
@@ -376,14 +373,14 @@ class HardwareConfig:
     system: SystemConfig
     network: NetworkConfig
     memory: MemoryConfig | None = None
-    backend: str = "congestion_unaware"
+    backend: str = DEFAULT
     num_queues_per_dim: int = 1
     injection_scale: float = 1.0
     rendezvous: bool = False
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"unknown backend {self.backend!r} (expected {' or '.join(BACKENDS)})", where="backend")
+        if self.backend not in NAMES:
+            raise ConfigError(f"unknown backend {self.backend!r} (expected {' or '.join(NAMES)})", where="backend")
         if self.num_queues_per_dim < 1:
             raise ConfigError("must be >= 1", where="--num-queues-per-dim")
         if not (self.injection_scale > 0):
@@ -408,7 +405,7 @@ def load_hardware(
     system: str | Path,
     network: str | Path,
     memory: str | Path | None = None,
-    backend: str = "congestion_unaware",
+    backend: str = DEFAULT,
     **options: Any,
 ) -> HardwareConfig:
     """Parse the three ASTRA-sim files into one :class:`HardwareConfig`."""

@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from ..et import schema
 from ..et.attrs import INT_KINDS, KIND_NUMBER
+from ..et.collectives import ASTRA_SIM
 from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
 from .config import all_gather_too_small
@@ -23,12 +24,7 @@ from .ready import SLOT_NONE, ReadySet
 from .system.sys import Group
 
 S = schema
-SUPPORTED_COLLECTIVES = {
-    S.ALL_REDUCE: "ALL_REDUCE",
-    S.REDUCE_SCATTER: "REDUCE_SCATTER",
-    S.ALL_GATHER: "ALL_GATHER",
-    S.ALL_TO_ALL: "ALL_TO_ALL",
-}
+SUPPORTED_COLLECTIVES = {c.comm_type: c.name for c in ASTRA_SIM}
 SLOT_CPU, SLOT_GPU, SLOT_COMM = 0, 1, 2
 SLOT_NAMES = {SLOT_NONE: "recv", SLOT_CPU: "cpu", SLOT_GPU: "gpu", SLOT_COMM: "comm"}
 TAG_MODULUS = 500_000_000

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..sim.backends import DEFAULT as DEFAULT_BACKEND
+from ..sim.backends import NAMES as BACKEND_NAMES
 from . import hardware
 
 
@@ -117,9 +119,9 @@ def _build(
                     f"'{key}' overrides a memory file the platform does not declare", file="config", where=where
                 )
             parts[section][name] = hardware.apply(parts[section], name, value)
-    if backend not in hardware.BACKENDS:
+    if backend not in BACKEND_NAMES:
         raise ConfigError(
-            f"backend must be one of {', '.join(hardware.BACKENDS)}, got {backend!r}", file="config", where=where
+            f"backend must be one of {', '.join(BACKEND_NAMES)}, got {backend!r}", file="config", where=where
         )
     if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0):
         raise ConfigError(f"cost must be a non-negative number, got {cost!r}", file="config", where=where)
@@ -173,7 +175,7 @@ def expand_platform(name: str, spec: dict[str, Any], root: Path) -> list[Point]:
         "network": hardware.load_file(root / spec["network"], f"{where}.network"),
         "system": hardware.load_file(root / spec["system"], f"{where}.system"),
         "memory": hardware.load_file(root / spec["memory"], f"{where}.memory") if spec.get("memory") else None,
-        "backend": spec.get("backend", "congestion_unaware"),
+        "backend": spec.get("backend", DEFAULT_BACKEND),
         "cost": spec.get("cost"),
     }
     axes = spec.get("axes") or {}

@@ -21,7 +21,6 @@ NETWORK_KEYS = frozenset({"topology", "npus_count", "bandwidth", "latency"})
 SYSTEM_KEYS = ASTRA_SIM_SYSTEM_KEYS
 MEMORY_KEYS = frozenset({"memory-type", "num-nodes", "num-npus-per-node", "remote-mem-latency", "remote-mem-bw"})
 KNOWN_KEYS = {"network": NETWORK_KEYS, "system": SYSTEM_KEYS, "memory": MEMORY_KEYS}
-BACKENDS = ("congestion_unaware", "congestion_aware")
 # Keys a grid may set besides "<section>.<key>".
 POINT_KEYS = frozenset({"backend", "cost"})
 

@@ -12,10 +12,10 @@ import math
 from typing import Any
 
 from ..errors import ConfigError, InputError
+from ..sim.backends import NAMES as BACKEND_NAMES
 from .grid import check_hardware
 
 KINDS = ("collective", "llm", "capture", "trace", "transform")
-BACKENDS = ("congestion_unaware", "congestion_aware")
 
 
 class _Checker:
@@ -73,7 +73,7 @@ def check_plan(d: Any, file: str) -> None:
             raise c.fail(f"{where}.id", f"point id '{pid}' appears twice")
         ids.add(pid)
         c.field(p, "platform", str, where, "text")
-        if c.field(p, "backend", str, where, "text") not in BACKENDS:
+        if c.field(p, "backend", str, where, "text") not in BACKEND_NAMES:
             raise c.fail(f"{where}.backend", f"unknown backend '{p['backend']}'")
         cost = c.field(p, "cost", (int, float, type(None)), where, "a number or null")
         if cost is not None and not (math.isfinite(cost) and cost >= 0):

@@ -15,12 +15,13 @@ from fractions import Fraction
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import INT_KINDS, get_int
+from ..et.collectives import BY_TYPE, COLLECTIVES
 from .numbers import scale_int
 from .rankset import RankSet
 from .stats import COMM_NODE_TYPES
 
 P2P_TYPES = {"send": schema.COMM_SEND_NODE, "recv": schema.COMM_RECV_NODE}
-COLLECTIVE_TYPES = {name.lower(): number for number, name in schema.COMM_TYPE_NAMES.items()}
+COLLECTIVE_TYPES = {c.key: c.comm_type for c in COLLECTIVES}
 TYPE_CHOICES = sorted([*COLLECTIVE_TYPES, *P2P_TYPES])
 
 
@@ -28,7 +29,8 @@ def comm_kind(node) -> str | None:
     """``all_reduce``/…/``send``/``recv`` of a communication node, None for any other node."""
     if node.type == schema.COMM_COLL_NODE:
         kind = get_int(node, "comm_type")
-        return schema.COMM_TYPE_NAMES.get(kind, str(kind)).lower()
+        known = BY_TYPE.get(kind)
+        return known.key if known else str(kind)
     return next((k for k, t in P2P_TYPES.items() if t == node.type), None)
 
 

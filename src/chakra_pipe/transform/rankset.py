@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_json
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
@@ -24,6 +23,7 @@ from ..et.traceset import (
     files_sha256,
     load_comm_groups,
     rank_files,
+    write_comm_groups,
     write_order,
 )
 
@@ -105,7 +105,7 @@ class RankSet:
         note = json.dumps(provenance, sort_keys=True, separators=(",", ":"))
         clear_rank_set(prefix)
         if self.comm_groups is not None:
-            write_json(prefix + COMM_GROUPS_SUFFIX, {k: self.comm_groups[k] for k in sorted(self.comm_groups, key=int)})
+            write_comm_groups(prefix + COMM_GROUPS_SUFFIX, self.comm_groups)
         for rank in write_order(len(self)):
             md = schema.GlobalMetadata()
             md.CopyFrom(self.metadata[rank])

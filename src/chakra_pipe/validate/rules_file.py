@@ -17,6 +17,7 @@ import numpy as np
 from ..decompress import GZIP_MAGIC
 from ..et import schema
 from ..et.attrs import CANONICAL_KINDS, INT_KINDS, KIND_NUMBER, NUMBER_KIND
+from ..et.collectives import COLLECTIVES, REPLAYED, UNSUPPORTED
 from ..et.framing import parse_node
 from ..et.graph import TraceGraph
 from ..et.process_groups import parse_process_groups
@@ -29,8 +30,8 @@ SHOW_IDS = 10  # ids quoted in one message
 INT_KIND_NUMBERS = sorted(KIND_NUMBER[k] for k in INT_KINDS)
 _INT_NUMBERS = frozenset(INT_KIND_NUMBERS)
 # Collectives ASTRA-sim accepts but does not simulate (chakra-format.md §9 item 16).
-_REPLAYED = {schema.BROADCAST}
-_UNSUPPORTED = {schema.REDUCE, schema.GATHER, schema.SCATTER, schema.REDUCE_SCATTER_BLOCK, schema.BARRIER}
+_REPLAYED = {c.comm_type for c in COLLECTIVES if c.astra_sim == REPLAYED}
+_UNSUPPORTED = {c.comm_type for c in COLLECTIVES if c.astra_sim == UNSUPPORTED}
 _MEM_TYPES = [schema.MEM_LOAD_NODE, schema.MEM_STORE_NODE]
 # Attributes a communication node needs, by node type (items 15 and 17).
 COMM_REQUIRED = {

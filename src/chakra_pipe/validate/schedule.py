@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ChakraPipeError
+from ..et.collectives import ASTRA_SIM
 from ..et.graph import TraceGraph
 from ..et.traceset import TraceSet
 from .graphalgo import resolved_parents
@@ -25,7 +26,7 @@ _REPLAY_SYSTEM = {
     "preferred-dataset-splits": 1,
     "local-mem-bw": 1,
     "replay-only": 1,
-    **{f"{k}-implementation": ["ring"] for k in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
+    **{c.impl_key: ["ring"] for c in ASTRA_SIM},
 }
 _ONE_NPU = {"topology": ["Switch"], "npus_count": [1], "bandwidth": [1.0], "latency": [0.0]}
 
