@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..atomic import write_json
 from ..console import track
@@ -141,7 +142,9 @@ def load_comm_groups(path: str | os.PathLike) -> dict[int, list[int]]:
     return groups
 
 
-def write_comm_groups(path: str | os.PathLike, groups: Mapping[int | str, Sequence[int]]) -> Path:
+def write_comm_groups(
+    path: str | os.PathLike, groups: Mapping[str, Sequence[int]] | Mapping[int, Sequence[int]]
+) -> Path:
     """Write ``groups`` as the comm-group JSON :func:`load_comm_groups` reads back unchanged, atomically.
 
     The one writer for generators, converters and transforms: ids as canonical decimal strings in
@@ -150,7 +153,7 @@ def write_comm_groups(path: str | os.PathLike, groups: Mapping[int | str, Sequen
     refuse — id not in 1..2^31-1, empty or repeated members — is refused here instead of being
     written for a later stage to trip over.
     """
-    ids: dict[int, int | str] = {}
+    ids: dict[int, Any] = {}
     for key in groups:
         text = str(key)
         if not (text.isascii() and text.isdigit() and text == str(int(text)) and 0 < int(text) < 2**31):

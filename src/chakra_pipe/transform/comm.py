@@ -29,8 +29,8 @@ def comm_kind(node) -> str | None:
     """``all_reduce``/…/``send``/``recv`` of a communication node, None for any other node."""
     if node.type == schema.COMM_COLL_NODE:
         kind = get_int(node, "comm_type")
-        known = BY_TYPE.get(kind)
-        return known.key if known else str(kind)
+        known = None if kind is None else BY_TYPE.get(kind)
+        return known.key if known else str(kind).lower()
     return next((k for k, t in P2P_TYPES.items() if t == node.type), None)
 
 
