@@ -20,7 +20,7 @@ from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
 from .config import all_gather_too_small
 from .ready import SLOT_NONE, ReadySet
-from .system.sys import Group
+from .system.sys import TAG_SPACE, Group
 
 S = schema
 SUPPORTED_COLLECTIVES = {
@@ -31,7 +31,6 @@ SUPPORTED_COLLECTIVES = {
 }
 SLOT_CPU, SLOT_GPU, SLOT_COMM = 0, 1, 2
 SLOT_NAMES = {SLOT_NONE: "recv", SLOT_CPU: "cpu", SLOT_GPU: "gpu", SLOT_COMM: "comm"}
-TAG_MODULUS = 500_000_000
 _INT_KIND_TABLE = np.zeros(256, dtype=bool)
 _INT_KIND_TABLE[[KIND_NUMBER[k] for k in INT_KINDS]] = True
 
@@ -367,7 +366,7 @@ class Workload:
             return
         if size <= 0:
             raise self.err(i, f"comm_size must be > 0, got {size}")
-        tag = self._attr(i, "comm_tag") % TAG_MODULUS
+        tag = self._attr(i, "comm_tag") % TAG_SPACE
         npus = self.sys.total_nodes
         if ty == S.COMM_SEND_NODE:
             src, dst = self._attr(i, "comm_src", self.rank), self._attr(i, "comm_dst")

@@ -30,7 +30,6 @@ import numpy as np
 
 from ...et.traceset import WORLD_PG_NAMES
 from ..network.common import bytes_per_ns
-from .algorithm import AR, RS
 from .ring import Ring
 
 NUMPY_FROM = 48  # ring size from which array steps beat plain Python
@@ -203,23 +202,8 @@ class FastRing(Ring):
         self.sys.ring_coordinator.join(self)
 
     def packet_delays(self) -> list[int]:
-        """Bus (+ reduction) delay of each injected packet, replaying the packet counters."""
-        bus = 10 if self.fast else self.sys.endpoint_delay
-        pd = self.sys.reduction_delay(self.msg_size)
-        out = []
-        zero = nonzero = 0
-        toggle = False
-        for _ in range(self.stream_count + 1):
-            if zero == 0 and nonzero == 0:
-                zero, nonzero, toggle = self.parallel_reduce, self.non_zero_latency_packets(), not toggle
-            if zero > 0:
-                zero -= 1
-                out.append(bus)
-            else:
-                nonzero -= 1
-                processed = self.ctype == RS or (self.ctype == AR and toggle)
-                out.append(bus + pd if processed else bus)
-        return out
+        """Bus (+ reduction) delay of each injected packet, from the event path's packet counters."""
+        return [delay for _, _, delay in self.replay_packets(self.stream_count + 1)]
 
     def exit(self) -> None:
         self.sys.proceed_to_next_phase(self.stream)
