@@ -13,11 +13,13 @@ import weakref
 from ..errors import ConfigError, StuckError
 from .config import HardwareConfig
 from .engine import EventQueue
+from .groups import GroupTable
+from .memory import remote_memories
 from .network import make_network
 from .result import SimResult
 from .system.ring_fast import RingCoordinator, aware_fast_path_is_exact
-from .system.sys import Group, Sys
-from .workload import FifoServer, RankTrace, Workload
+from .system.sys import Sys
+from .workload import RankTrace, Workload
 
 _CACHE: dict[int, tuple] = {}  # id(graph) -> (weakref to graph, RankTrace); graphs are unhashable
 STUCK_LIST_LIMIT = 20
@@ -43,46 +45,6 @@ class _Stats:
 
     def __init__(self) -> None:
         self.messages = 0
-
-
-class _GroupTable:
-    """Communicator groups checked once and indexed by member, so each rank's set costs O(its groups).
-
-    Member lists are shared between the ranks' ``Group`` objects (they are never modified); the
-    per-rank state (stream counter, plans) stays per rank as ASTRA-sim keeps it.
-    """
-
-    def __init__(self, npus: int, comm_groups: dict[int, list[int]] | None, source: str | None):
-        self.world = list(range(npus))
-        self.by_rank: list[list[tuple[int, list[int]]]] = [[] for _ in range(npus)]
-        for gid, members in sorted((comm_groups or {}).items()):
-            bad = [m for m in members if not 0 <= m < npus]
-            if bad:
-                raise ConfigError(
-                    f"lists NPU {bad[0]} but the network has {npus} NPUs (0..{npus - 1})",
-                    file=source,
-                    where=f"group {gid}",
-                )
-            shared = list(members)
-            for m in dict.fromkeys(shared):
-                self.by_rank[m].append((gid, shared))
-
-    def groups_for(self, rank: int) -> dict[str, Group]:
-        groups = {"": Group(1, self.world, "")}
-        for gid, members in self.by_rank[rank]:
-            groups[str(gid)] = Group(int(gid), members, str(gid))
-        return groups
-
-
-def _memory_servers(hw: HardwareConfig, npus: int) -> list:
-    mem = hw.memory
-    if mem is None or mem.memory_type in ("NO_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION"):
-        return [None] * npus
-    if mem.memory_type == "MEMORY_POOL":
-        pool = FifoServer()
-        return [pool] * npus
-    servers: dict[int, FifoServer] = {}
-    return [servers.setdefault(r // mem.num_npus_per_node, FifoServer()) for r in range(npus)]
 
 
 def simulate(
@@ -124,7 +86,7 @@ def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_fil
     network = make_network(hw.backend, hw.network, queue)
     stats = _Stats()
     result = SimResult(hw.backend)
-    servers = _memory_servers(hw, npus)
+    memories = remote_memories(hw.memory, npus)
     coordinator = None
     if fast and hw.backend == "congestion_unaware" and not hw.rendezvous:
         coordinator = RingCoordinator(network, queue, stats)
@@ -132,11 +94,11 @@ def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_fil
         coordinator = RingCoordinator(network, queue, stats, aware=True)
     workloads = []
     rings: dict = {}
-    table = _GroupTable(npus, groups, groups_file)
+    table = GroupTable(npus, groups, groups_file)
     _prune_cache()
     for rank, graph in enumerate(trace_set.ranks):
         sys = Sys(rank, hw, queue, network, stats, coordinator, rings)
-        workloads.append(Workload(rank, _rank_trace(graph), sys, hw, table.groups_for(rank), servers[rank], result))
+        workloads.append(Workload(rank, _rank_trace(graph), sys, hw, table.groups_for(rank), memories[rank], result))
     for w in workloads:
         w.fire()
     queue.run()
