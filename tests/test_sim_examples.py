@@ -426,7 +426,7 @@ def test_fast_aware_path_equals_event_path(tmp_path: Path, topology: str, kind: 
 
 
 def test_aware_fast_path_only_where_exact(tmp_path: Path) -> None:
-    from chakra_pipe.sim.system.ring_fast import aware_fast_path_is_exact
+    from chakra_pipe.sim.simulate import aware_fast_path_is_exact
 
     ts = _straggler_set(tmp_path, 8, schema.ALL_REDUCE)
     hw = ring_hw(8, "congestion_aware")

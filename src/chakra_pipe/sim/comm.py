@@ -59,7 +59,7 @@ def _collective(w: Workload, i: int, size: int) -> None:
     # except for all-gather: size // preferred-dataset-splits = 0 divides by zero (spec §3.2).
     if size < 0:
         raise t.error(i, f"comm_size must be >= 0 for a {kind}, got {size}")
-    too_small = all_gather_too_small(size, sys.cfg.preferred_dataset_splits) if ctype == S.ALL_GATHER else None
+    too_small = all_gather_too_small(size, w.cfg.preferred_dataset_splits) if ctype == S.ALL_GATHER else None
     if too_small:
         raise t.error(i, too_small)
     involved = t.involved_dim.get(i)

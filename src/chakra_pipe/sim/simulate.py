@@ -10,14 +10,18 @@ from __future__ import annotations
 import gc
 import weakref
 
+import numpy as np
+
 from ..errors import ConfigError, StuckError
+from ..et import schema
+from ..et.traceset import WORLD_PG_NAMES
 from .config import HardwareConfig
 from .engine import EventQueue
 from .groups import GroupTable
 from .memory import remote_memories
 from .network import make_network
 from .result import SimResult
-from .system.ring_fast import RingCoordinator, aware_fast_path_is_exact
+from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
 from .workload import RankTrace, Workload
 
@@ -45,6 +49,25 @@ class _Stats:
 
     def __init__(self) -> None:
         self.messages = 0
+
+
+def aware_fast_path_is_exact(trace_set, hw, groups: dict | None) -> bool:
+    """True when every link carries only ring-phase messages, in phase order (``system/ring_fast.py``).
+
+    It reads the traces and the whole config, so it runs here, where the layers are wired, and the
+    system layer only receives the answer (a ``RingCoordinator`` or none)."""
+    sysc, net = hw.system, hw.network
+    if hw.rendezvous or net.dims != 1 or hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1:
+        return False
+    if any(a.base != "ring" for _, algos in sysc.implementations for a in algos):
+        return False
+    if any(len(m) != net.npus for m in (groups or {}).values()):
+        return False
+    banned = np.asarray([schema.COMM_SEND_NODE, schema.COMM_RECV_NODE, schema.METADATA_NODE])
+    for g in trace_set.ranks:
+        if np.isin(g.types, banned).any() or any(v not in WORLD_PG_NAMES for v in g.pg_name.values()):
+            return False
+    return True
 
 
 def simulate(

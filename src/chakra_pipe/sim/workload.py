@@ -201,7 +201,7 @@ class Workload:
     def finish_node(self, i: int) -> None:
         self.hardware.release(self.t.slot_of[i])
         self.ongoing.discard(i)
-        self.end[i] = self.sys.queue.now
+        self.end[i] = self.sys.now
         self.done_count += 1
         waiting = self.waiting
         for c in self.t.children[i]:

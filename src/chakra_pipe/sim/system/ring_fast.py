@@ -17,7 +17,7 @@ exactly as the event path would register it.
 (``network.ring_links``) and steps their recurrence, so the link model exists once, in ``network/``.
 On the congestion-aware network each message waits for its FIFO links (an uplink then a downlink
 through a switch). That is exact when each link carries the phases' messages in phase order and
-nothing else, which :func:`aware_fast_path_is_exact` checks before a run: a 1-D network, one
+nothing else, which ``simulate.aware_fast_path_is_exact`` checks before a run: a 1-D network, one
 queue and one active chunk per dimension, ring algorithms only, world-sized groups only, no
 send/receive or METADATA nodes. Link free times carry over from phase to phase on the links.
 
@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from ...et.traceset import WORLD_PG_NAMES
 from .ring import Ring
 
 NUMPY_FROM = 48  # ring size from which array steps beat plain Python
@@ -135,24 +134,6 @@ class RingCoordinator:
             if k < steps - 1:
                 send = [r + pl[2][k + 1] for r, pl in zip(recv, plans)]
         self._finish(algos, recv, [pl[2][steps] for pl in plans], steps)
-
-
-def aware_fast_path_is_exact(trace_set, hw, groups: dict | None) -> bool:
-    """True when every link carries only ring-phase messages, in phase order (module docstring)."""
-    from ...et import schema
-
-    sysc, net = hw.system, hw.network
-    if hw.rendezvous or net.dims != 1 or hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1:
-        return False
-    if any(a.base != "ring" for _, algos in sysc.implementations for a in algos):
-        return False
-    if any(len(m) != net.npus for m in (groups or {}).values()):
-        return False
-    banned = np.asarray([schema.COMM_SEND_NODE, schema.COMM_RECV_NODE, schema.METADATA_NODE])
-    for g in trace_set.ranks:
-        if np.isin(g.types, banned).any() or any(v not in WORLD_PG_NAMES for v in g.pg_name.values()):
-            return False
-    return True
 
 
 class FastRing(Ring):
