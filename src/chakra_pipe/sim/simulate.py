@@ -17,7 +17,7 @@ from ..et import schema
 from ..et.traceset import WORLD_PG_NAMES
 from .config import HardwareConfig
 from .engine import EventQueue
-from .groups import GroupTable
+from .groups import GroupTable, metadata_groups
 from .memory import remote_memories
 from .network import make_network
 from .result import SimResult
@@ -51,23 +51,65 @@ class _Stats:
         self.messages = 0
 
 
-def aware_fast_path_is_exact(trace_set, hw, groups: dict | None) -> bool:
-    """True when every link carries only ring-phase messages, in phase order (``system/ring_fast.py``).
+def aware_fast_path_is_exact(trace_set, hw, groups: dict | None, network) -> bool:
+    """True when every link carries ring-phase messages of one sender only (``system/ring_fast.py``).
 
-    It reads the traces and the whole config, so it runs here, where the layers are wired, and the
-    system layer only receives the answer (a ``RingCoordinator`` or none)."""
+    With one queue and one active chunk on a 1-D network, an NPU runs one ring phase at a time and
+    all of them clockwise; a link whose messages all come from one sender then sees them in that
+    sender's phase order, which is the order the coordinator evaluates them in. So the recurrence is
+    exact when no link is on the paths of two senders over all rings the run can use: the world
+    ring, and the ring of every group a collective names (comm-group file or METADATA). Always true
+    on FullyConnected (a link per ordered pair); on Switch or Ring topologies only when the rings do
+    not share a downlink or a hop. It reads the traces and the whole config, so it runs here, where
+    the layers are wired; the system layer only receives the answer (a ``RingCoordinator`` or none).
+    """
     sysc, net = hw.system, hw.network
     if hw.rendezvous or net.dims != 1 or hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1:
         return False
     if any(a.base != "ring" for _, algos in sysc.implementations for a in algos):
         return False
-    if any(len(m) != net.npus for m in (groups or {}).values()):
+    rings = _rings_used(trace_set, groups or {}, net.npus)
+    if rings is None:
         return False
-    banned = np.asarray([schema.COMM_SEND_NODE, schema.COMM_RECV_NODE, schema.METADATA_NODE])
+    pairs = {(members[k - 1], members[k]) for members in rings for k in range(len(members)) if len(members) > 1}
+    return network.one_sender_per_link(sorted(pairs))
+
+
+def _rings_used(trace_set, groups: dict, npus: int) -> set[tuple[int, ...]] | None:
+    """Member lists (ring order) of the rings the collectives can run on; None when a rank sends or
+    receives point to point, or names a group that cannot be resolved before the run."""
+    world = tuple(range(npus))
+    out: set[tuple[int, ...]] = set()
+    file_groups = {str(k): list(v) for k, v in groups.items()}
     for g in trace_set.ranks:
-        if np.isin(g.types, banned).any() or any(v not in WORLD_PG_NAMES for v in g.pg_name.values()):
-            return False
-    return True
+        types = g.types
+        if np.isin(types, (schema.COMM_SEND_NODE, schema.COMM_RECV_NODE)).any():
+            return None
+        named = dict(file_groups)
+        for i in np.nonzero(types == schema.METADATA_NODE)[0].tolist():
+            node = g.node(i)
+            made, problem = metadata_groups(node.inputs.values if node.HasField("inputs") else "", npus)
+            if problem:
+                return None
+            for name, group in made.items():  # both kept: the METADATA node may run after the file's group is used
+                out.add(_ring(group.members, world))
+                named.setdefault(name, group.members)
+        for i in np.nonzero(types == schema.COMM_COLL_NODE)[0].tolist():
+            pg = g.pg_name.get(i, "")
+            if i in g.involved_dim or (pg not in named and pg in WORLD_PG_NAMES):
+                out.add(world)
+            elif pg in named:
+                out.add(_ring(named[pg], world))
+            else:
+                return None
+    if any(len(set(r)) != len(r) or not all(0 <= m < npus for m in r) for r in out):
+        return None  # the run reports the group; the fast path need not reason about it
+    return out
+
+
+def _ring(members: list[int], world: tuple[int, ...]) -> tuple[int, ...]:
+    """The logical ring of a group: the global ring when it has every NPU (``Sys._plan``)."""
+    return world if len(members) == len(world) else tuple(members)
 
 
 def simulate(
@@ -113,7 +155,7 @@ def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_fil
     coordinator = None
     if fast and hw.backend == "congestion_unaware" and not hw.rendezvous:
         coordinator = RingCoordinator(network, queue, stats)
-    elif fast and hw.backend == "congestion_aware" and aware_fast_path_is_exact(trace_set, hw, groups):
+    elif fast and hw.backend == "congestion_aware" and aware_fast_path_is_exact(trace_set, hw, groups, network):
         coordinator = RingCoordinator(network, queue, stats, aware=True)
     workloads = []
     rings: dict = {}

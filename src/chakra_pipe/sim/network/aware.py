@@ -38,18 +38,22 @@ class FifoRingLinks:
 
     Member ``i``'s message crosses its path's links in order; on each ``start = max(ready, free_at)``,
     the link is busy until ``start + hold`` and the message reaches the next device at
-    ``start + latency``. Exact when each link carries only this ring's messages, one per step, in step
-    order — no two members' paths share a link (checked here) and nothing else uses the links in the
-    meantime (``ring_fast.aware_fast_path_is_exact`` checks the run). Link free times carry over from
-    phase to phase through the links themselves.
+    ``start + latency``. Exact when each link carries the messages of one sender only, in its phase
+    order — no two members' paths share a link (checked here) and the run uses no link from two
+    senders (``simulate.aware_fast_path_is_exact``). Paths may differ in length (a sub-group ring on
+    a Ring topology). Link free times carry over from phase to phase through the links themselves.
     """
 
     def __init__(self, paths: list[list[_Link]], size: int):
-        hops = len(paths[0])
         every = [link for path in paths for link in path]
-        if any(len(path) != hops for path in paths) or len(set(map(id, every))) != len(every):
-            raise RuntimeError("ring fast path on paths of unequal length or shared links (not exact)")
-        self._hops = [[path[j] for path in paths] for j in range(hops)]
+        if len(set(map(id, every))) != len(every):
+            raise RuntimeError("ring fast path on paths that share a link (not exact)")
+        hops = max(map(len, paths), default=0)
+        # hop j: the members whose path has a j-th link, and those links
+        self._who = [
+            np.asarray([i for i, path in enumerate(paths) if len(path) > j], dtype=np.int64) for j in range(hops)
+        ]
+        self._hops = [[path[j] for path in paths if len(path) > j] for j in range(hops)]
         times = [[link.times(size) for link in hop] for hop in self._hops]
         self._latency = [np.asarray([t[0] for t in hop], dtype=np.int64) for hop in times]
         self._hold = [np.asarray([t[1] for t in hop], dtype=np.int64) for hop in times]
@@ -60,11 +64,12 @@ class FifoRingLinks:
 
     def arrive(self, sent: np.ndarray) -> np.ndarray:
         """Arrival time at each member of the messages its predecessor sent at ``sent``."""
-        t = sent
+        t = sent.copy()
         for j, free in enumerate(self._free):
-            start = np.maximum(t, free)
+            who = self._who[j]
+            start = np.maximum(t[who], free)
             self._free[j] = start + self._hold[j]
-            t = start + self._latency[j]
+            t[who] = start + self._latency[j]
         return t
 
     def end(self) -> None:
@@ -103,6 +108,15 @@ class CongestionAwareNetwork(Network):
                 links.append(link)
             cur[d] = target[d]
         return links
+
+    def one_sender_per_link(self, pairs: list[tuple[int, int]]) -> bool:
+        """True when no link lies on the paths of two different senders among ``pairs`` (src, dst)."""
+        sender_of: dict[int, int] = {}
+        for src, dst in pairs:
+            for link in self._path(src, dst):
+                if sender_of.setdefault(id(link), src) != src:
+                    return False
+        return True
 
     def ring_links(self, senders: list[int], receivers: list[int], size: int) -> FifoRingLinks:
         return FifoRingLinks([self._path(s, r) for s, r in zip(senders, receivers)], size)
