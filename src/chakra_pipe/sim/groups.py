@@ -41,9 +41,12 @@ class GroupTable:
         return groups
 
 
-def metadata_groups(text: str, npus: int) -> tuple[dict[str, Group], str | None]:
+def metadata_groups(node, npus: int) -> tuple[dict[str, Group], str | None]:
     """The groups a METADATA node's ``inputs.values`` creates (id ``pg + 1``; empty ranks = every NPU),
-    or the problem with the text."""
+    or the problem with the text. A node without the text creates none (skipped, as upstream)."""
+    text = node.inputs.values if node.HasField("inputs") else ""
+    if not text:
+        return {}, None
     parsed, problem = parse_process_groups(text)
     if problem:
         return {}, problem

@@ -87,11 +87,7 @@ def _rings_used(trace_set, groups: dict, npus: int) -> set[tuple[int, ...]] | No
             return None
         named = dict(file_groups)
         for i in np.nonzero(types == schema.METADATA_NODE)[0].tolist():
-            node = g.node(i)
-            text = node.inputs.values if node.HasField("inputs") else ""
-            if not text:
-                continue  # skipped at run time too (Workload.metadata)
-            made, problem = metadata_groups(text, npus)
+            made, problem = metadata_groups(g.node(i), npus)
             if problem:
                 return None
             for name, group in made.items():  # both kept: the METADATA node may run after the file's group is used

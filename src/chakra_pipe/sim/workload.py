@@ -267,11 +267,7 @@ class Workload:
         self.sys.register_event(self._done(i), delay)
 
     def metadata(self, i: int) -> None:
-        node = self.t.graph.node(i)
-        text = node.inputs.values if node.HasField("inputs") else ""
-        if not text:
-            return
-        groups, problem = metadata_groups(text, self.sys.total_nodes)
+        groups, problem = metadata_groups(self.t.graph.node(i), self.sys.total_nodes)
         if problem:
             raise self.t.error(i, f"METADATA inputs.values {problem}")
         self.groups.update(groups)
