@@ -7,7 +7,8 @@ Set ``SIM_BENCH_EVENT=1`` to also time the message-by-message path (slow at 1,02
 
 Realistic cases (``--realistic``): ``chakra-pipe generate llm`` steps - llama3-8b t8d8 ZeRO-1,
 gpt3-13b t8d4, mixtral-8x7b t2d8 ep4, gpt3-175b t8 d2/d8/d16 p8 (128/512/1,024 ranks, 8 of 96 layers
-so the script stays within minutes on 2 cores) - on a 1-D switch (both backends) and a 2-D / 3-D
+so the script stays within minutes on 2 cores) - on a 1-D switch (both backends), a 1-D
+fully-connected network (aware: its sub-group rings take the aware fast path) and a 2-D / 3-D
 switch network (unaware), ring and direct. Each case runs in a fresh process and prints wall and
 CPU seconds of ``simulate`` (trace columns included, loading excluded), messages simulated, peak RSS
 of the process, the largest finish time, and with ``--event`` whether the message-level path
@@ -129,9 +130,9 @@ def _llm_system(algo: str, dims: int) -> dict:
     }
 
 
-def _switch(sizes: list[int]) -> dict:
+def _network(sizes: list[int], topology: str = "Switch") -> dict:
     bws, lats = [400, 200, 100][: len(sizes)], [936.25, 1000, 2000][: len(sizes)]
-    return {"topology": ["Switch"] * len(sizes), "npus_count": sizes, "bandwidth": bws, "latency": lats}
+    return {"topology": [topology] * len(sizes), "npus_count": sizes, "bandwidth": bws, "latency": lats}
 
 
 CASE_SCRIPT = """
@@ -172,12 +173,13 @@ def realistic(max_ranks: int, event: bool, event_max: int) -> None:
                 capture_output=True,
             )
             runs = [
-                ([ranks], "aware", "ring"),
-                ([ranks], "unaware", "ring"),
-                ([ranks], "unaware", "direct"),
-                (sizes, "unaware", "ring"),
+                ([ranks], "aware", "ring", "Switch"),
+                ([ranks], "aware", "ring", "FullyConnected"),  # sub-group rings on the aware fast path
+                ([ranks], "unaware", "ring", "Switch"),
+                ([ranks], "unaware", "direct", "Switch"),
+                (sizes, "unaware", "ring", "Switch"),
             ]
-            for dims, backend, algo in runs:
+            for dims, backend, algo, topology in runs:
                 if backend == "aware" and ranks > AWARE_MAX_RANKS:
                     continue
                 check = event and ranks <= event_max
@@ -188,7 +190,7 @@ def realistic(max_ranks: int, event: bool, event_max: int) -> None:
                         CASE_SCRIPT,
                         prefix,
                         json.dumps(_llm_system(algo, len(dims))),
-                        json.dumps(_switch(dims)),
+                        json.dumps(_network(dims, topology)),
                         f"congestion_{backend}",
                         "1" if check else "0",
                     ],
@@ -196,7 +198,7 @@ def realistic(max_ranks: int, event: bool, event_max: int) -> None:
                     capture_output=True,
                     text=True,
                 )
-                net = "switch " + "x".join(map(str, dims))
+                net = ("fc " if topology == "FullyConnected" else "switch ") + "x".join(map(str, dims))
                 if done.returncode:
                     print(
                         f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} failed: "

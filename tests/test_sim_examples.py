@@ -20,6 +20,9 @@ from chakra_pipe.et.attrs import set_attr
 from chakra_pipe.et.framing import write_trace
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, load_hardware, simulate
+from chakra_pipe.sim.engine import EventQueue
+from chakra_pipe.sim.network import make_network
+from chakra_pipe.sim.simulate import aware_fast_path_is_exact
 
 E = 10
 D = 1 << 20  # the fixtures' comm_size: 1 MiB
@@ -426,15 +429,48 @@ def test_fast_aware_path_equals_event_path(tmp_path: Path, topology: str, kind: 
 
 
 def test_aware_fast_path_only_where_exact(tmp_path: Path) -> None:
-    from chakra_pipe.sim.system.ring_fast import aware_fast_path_is_exact
-
     ts = _straggler_set(tmp_path, 8, schema.ALL_REDUCE)
     hw = ring_hw(8, "congestion_aware")
-    assert aware_fast_path_is_exact(ts, hw, None)
-    assert not aware_fast_path_is_exact(ts, ring_hw(8, "congestion_aware", **{"active-chunks-per-dimension": 2}), None)
+    net = make_network(hw.backend, hw.network, EventQueue())
+    assert aware_fast_path_is_exact(ts, hw, None, net)
+    chunks2 = ring_hw(8, "congestion_aware", **{"active-chunks-per-dimension": 2})
+    assert not aware_fast_path_is_exact(ts, chunks2, None, net)
     direct = ring_hw(8, "congestion_aware", **{"all-reduce-implementation": ["direct"]})
-    assert not aware_fast_path_is_exact(ts, direct, None)
-    assert not aware_fast_path_is_exact(ts, hw, {1: [0, 1, 2, 3]})
+    assert not aware_fast_path_is_exact(ts, direct, None, net)
+    # A group no collective names changes nothing; one that is named must not share a link with the world ring.
+    assert aware_fast_path_is_exact(ts, hw, {1: [0, 1, 2, 3]}, net)
+    named = _group_then_world_set(tmp_path / "g")
+    # On this ring 3 -> 0 goes the short way back (3-2-1-0): links of the other direction, one sender each.
+    assert aware_fast_path_is_exact(named, hw, {1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}, net)
+    # 0 -> 2 passes 1 -> 2, the world ring's link from NPU 1.
+    assert not aware_fast_path_is_exact(named, hw, {1: [0, 2, 1, 3], 2: [4, 5, 6, 7]}, net)
+
+
+def _group_then_world_set(tmp: Path) -> TraceSet:
+    """Ranks 0-3 all-gather in group 1, ranks 4-7 in group 2, then all eight in the world group."""
+    tmp.mkdir()
+    ranks = [
+        [coll(0, schema.ALL_GATHER, pg_name="1" if r < 4 else "2"), coll(1, schema.ALL_GATHER, data=[0])]
+        for r in range(8)
+    ]
+    return write_set(tmp, ranks)
+
+
+@pytest.mark.parametrize("topology", ["Ring", "Switch", "FullyConnected"])
+def test_aware_sub_groups_fast_equals_event(tmp_path: Path, topology: str) -> None:
+    """Sub-group rings then the world ring: on FullyConnected (a link per ordered pair) and Ring (3 -> 0
+    goes back over links no other NPU sends on, paths of 1 and 3 hops) the fast path runs them; through
+    a switch NPU 0's downlink has two senders (3 and 7), so that run is message by message; all exact."""
+    ts, groups = _group_then_world_set(tmp_path / "g"), {1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}
+    net = NetworkConfig.from_dict(
+        {"topology": [topology], "npus_count": [8], "bandwidth": [100], "latency": [700]}, source="net"
+    )
+    hw = HardwareConfig(ring_hw(8).system, net, backend="congestion_aware")
+    taken = aware_fast_path_is_exact(ts, hw, groups, make_network(hw.backend, net, EventQueue()))
+    assert taken is (topology != "Switch")
+    fast, slow = simulate(ts, hw, comm_groups=groups), simulate(ts, hw, comm_groups=groups, fast=False)
+    assert fast.to_dict() == slow.to_dict()
+    assert fast.finish_ns == slow.finish_ns and min(fast.finish_ns) > 0
 
 
 def test_rendezvous_protocol_adds_a_handshake(tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
 """The fast paths are exact on realistic workloads: generated LLM steps, both ways, every rank.
 
 Small versions of the ``benchmarks/simulator.py --realistic`` cases (TP, DP, PP, EP, ZeRO-1, METADATA
-process groups, pipeline send/recv) on a 1-D switch with both backends and on a 2-D switch, with ring
-and direct collectives: ``simulate(..., fast=True)`` and the message-by-message ``fast=False`` must give
-identical per-rank finish times and identical collective records.
+process groups, pipeline send/recv) on a 1-D switch with both backends, on a 2-D switch, and on a 1-D
+fully-connected network with the congestion-aware backend (where sub-group rings take the aware fast
+path: one sender per link), with ring and direct collectives: ``simulate(..., fast=True)`` and the
+message-by-message ``fast=False`` must give identical per-rank finish times and identical collective records.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import pytest
 from chakra_pipe import cli
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim.engine import EventQueue
+from chakra_pipe.sim.network import make_network
+from chakra_pipe.sim.simulate import aware_fast_path_is_exact
 
 CASES = {
     "llama3-8b-t2d2-zero1": (
@@ -35,7 +39,7 @@ def rank_sets(tmp_path_factory) -> dict[str, TraceSet]:
     return out
 
 
-def _hw(algo: str, sizes: list[int], backend: str) -> HardwareConfig:
+def _hw(algo: str, sizes: list[int], backend: str, topology: str = "Switch") -> HardwareConfig:
     impl = [algo] * len(sizes)
     system = {
         "scheduling-policy": "LIFO",
@@ -55,7 +59,7 @@ def _hw(algo: str, sizes: list[int], backend: str) -> HardwareConfig:
         },
     }
     net = {
-        "topology": ["Switch"] * len(sizes),
+        "topology": [topology] * len(sizes),
         "npus_count": sizes,
         "bandwidth": [400, 200][: len(sizes)],
         "latency": [936.25, 1000][: len(sizes)],
@@ -66,15 +70,28 @@ def _hw(algo: str, sizes: list[int], backend: str) -> HardwareConfig:
 
 
 @pytest.mark.parametrize("algo", ["ring", "direct"])
-@pytest.mark.parametrize("network", ["switch-1d-unaware", "switch-1d-aware", "switch-2d-unaware"])
+@pytest.mark.parametrize("network", ["switch-1d-unaware", "switch-1d-aware", "switch-2d-unaware", "fc-1d-aware"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_fast_and_message_level_agree_on_every_rank(rank_sets, case: str, network: str, algo: str) -> None:
     ts = rank_sets[case]
-    sizes = [len(ts.ranks)] if network.startswith("switch-1d") else CASES[case][1]
-    hw = _hw(algo, sizes, "congestion_aware" if network.endswith("-aware") else "congestion_unaware")
+    sizes = CASES[case][1] if "-2d-" in network else [len(ts.ranks)]
+    backend = "congestion_aware" if network.endswith("-aware") else "congestion_unaware"
+    hw = _hw(algo, sizes, backend, "FullyConnected" if network.startswith("fc") else "Switch")
     fast, slow = simulate(ts, hw), simulate(ts, hw, fast=False)
     assert fast.finish_ns == slow.finish_ns
     assert fast.exposed_comm_ns == slow.exposed_comm_ns
     assert [c.__dict__ for c in fast.collectives] == [c.__dict__ for c in slow.collectives]
     assert fast.messages == slow.messages
     assert min(fast.finish_ns) > 0
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_aware_fast_path_takes_sub_group_rings_where_links_have_one_sender(rank_sets, case: str) -> None:
+    """TP and DP rings share no link on a fully-connected network (a link per ordered pair), so the
+    aware fast path runs them; through a switch an NPU's downlink carries both its TP and its DP
+    predecessor's messages, so it must not. Pipeline send/recv (``p2``) always takes the message path."""
+    ts = rank_sets[case]
+    for topology, expected in (("FullyConnected", "p2" not in case), ("Switch", False)):
+        hw = _hw("ring", [len(ts.ranks)], "congestion_aware", topology)
+        network = make_network(hw.backend, hw.network, EventQueue())
+        assert aware_fast_path_is_exact(ts, hw, ts.comm_groups, network) is expected, topology

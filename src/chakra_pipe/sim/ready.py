@@ -16,8 +16,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-SLOT_NONE = -1  # receives: no slot, always issuable
-_SLOTS = (0, 1, 2)  # CPU, GPU compute, GPU communication
+from .hardware import SLOT_NONE, SLOTS
 
 
 class ReadySet:
@@ -64,7 +63,7 @@ class ReadySet:
         """
         heaps, index, recv = self._heaps, self.index, self._recv
         only = -1  # the one open slot with free nodes, when there is exactly one
-        for s in _SLOTS:
+        for s in SLOTS:
             if heaps[s] and not slots[s]:
                 only = s if only == -1 else -2
         if only == -1 and not recv:
@@ -94,7 +93,7 @@ class ReadySet:
         try:
             while True:
                 best, best_s = recv[r] if r < len(recv) else -1, SLOT_NONE
-                for s in _SLOTS:
+                for s in SLOTS:
                     p = heads[s]
                     if p >= 0 and (best < 0 or p < best):
                         best, best_s = p, s

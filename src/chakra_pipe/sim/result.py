@@ -63,9 +63,9 @@ class SimResult:
             comm_by_rank.setdefault(c.rank, []).append((c.start_ns, c.end_ns))
         for w in workloads:
             self.finish_ns.append(w.finish_ns)
-            self.compute_ns.append(w.tics_gpu)
-            self.cpu_ns.append(w.tics_cpu)
-            self.exposed_comm_ns.append(w.finish_ns - w.tics_gpu)
+            self.compute_ns.append(w.hardware.tics_gpu)
+            self.cpu_ns.append(w.hardware.tics_cpu)
+            self.exposed_comm_ns.append(w.finish_ns - w.hardware.tics_gpu)
             self.comm_ns.append(union_ns(comm_by_rank.get(w.rank, [])))
             self.idle_ns.append(w.finish_ns - union_ns([(s, e) for s, e in zip(w.start, w.end) if s >= 0]))
         self._workloads = list(workloads)

@@ -10,14 +10,20 @@ from __future__ import annotations
 import gc
 import weakref
 
+import numpy as np
+
 from ..errors import ConfigError, StuckError
+from ..et import schema
+from ..et.traceset import WORLD_PG_NAMES
 from .config import HardwareConfig
 from .engine import EventQueue
+from .groups import GroupTable, metadata_groups
+from .memory import remote_memories
 from .network import make_network
 from .result import SimResult
-from .system.ring_fast import RingCoordinator, aware_fast_path_is_exact
-from .system.sys import Group, Sys
-from .workload import FifoServer, RankTrace, Workload
+from .system.ring_fast import RingCoordinator
+from .system.sys import Sys
+from .workload import RankTrace, Workload
 
 _CACHE: dict[int, tuple] = {}  # id(graph) -> (weakref to graph, RankTrace); graphs are unhashable
 STUCK_LIST_LIMIT = 20
@@ -45,44 +51,64 @@ class _Stats:
         self.messages = 0
 
 
-class _GroupTable:
-    """Communicator groups checked once and indexed by member, so each rank's set costs O(its groups).
+def aware_fast_path_is_exact(trace_set, hw, groups: dict | None, network) -> bool:
+    """True when every link carries ring-phase messages of one sender only (``system/ring_fast.py``).
 
-    Member lists are shared between the ranks' ``Group`` objects (they are never modified); the
-    per-rank state (stream counter, plans) stays per rank as ASTRA-sim keeps it.
+    With one queue and one active chunk on a 1-D network, an NPU runs one ring phase at a time and
+    all of them clockwise; a link whose messages all come from one sender then sees them in that
+    sender's phase order, which is the order the coordinator evaluates them in. So the recurrence is
+    exact when no link is on the paths of two senders over all rings the run can use: the world
+    ring, and the ring of every group a collective names (comm-group file or METADATA). Always true
+    on FullyConnected (a link per ordered pair); on Switch or Ring topologies only when the rings do
+    not share a downlink or a hop. It reads the traces and the whole config, so it runs here, where
+    the layers are wired; the system layer only receives the answer (a ``RingCoordinator`` or none).
     """
-
-    def __init__(self, npus: int, comm_groups: dict[int, list[int]] | None, source: str | None):
-        self.world = list(range(npus))
-        self.by_rank: list[list[tuple[int, list[int]]]] = [[] for _ in range(npus)]
-        for gid, members in sorted((comm_groups or {}).items()):
-            bad = [m for m in members if not 0 <= m < npus]
-            if bad:
-                raise ConfigError(
-                    f"lists NPU {bad[0]} but the network has {npus} NPUs (0..{npus - 1})",
-                    file=source,
-                    where=f"group {gid}",
-                )
-            shared = list(members)
-            for m in dict.fromkeys(shared):
-                self.by_rank[m].append((gid, shared))
-
-    def groups_for(self, rank: int) -> dict[str, Group]:
-        groups = {"": Group(1, self.world, "")}
-        for gid, members in self.by_rank[rank]:
-            groups[str(gid)] = Group(int(gid), members, str(gid))
-        return groups
+    sysc, net = hw.system, hw.network
+    if hw.rendezvous or net.dims != 1 or hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1:
+        return False
+    if any(a.base != "ring" for _, algos in sysc.implementations for a in algos):
+        return False
+    rings = _rings_used(trace_set, groups or {}, net.npus)
+    if rings is None:
+        return False
+    pairs = {(members[k - 1], members[k]) for members in rings for k in range(len(members)) if len(members) > 1}
+    return network.one_sender_per_link(sorted(pairs))
 
 
-def _memory_servers(hw: HardwareConfig, npus: int) -> list:
-    mem = hw.memory
-    if mem is None or mem.memory_type in ("NO_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION"):
-        return [None] * npus
-    if mem.memory_type == "MEMORY_POOL":
-        pool = FifoServer()
-        return [pool] * npus
-    servers: dict[int, FifoServer] = {}
-    return [servers.setdefault(r // mem.num_npus_per_node, FifoServer()) for r in range(npus)]
+def _rings_used(trace_set, groups: dict, npus: int) -> set[tuple[int, ...]] | None:
+    """Member lists (ring order) of the rings the collectives can run on; None when a rank sends or
+    receives point to point, or names a group that cannot be resolved before the run."""
+    world = tuple(range(npus))
+    out: set[tuple[int, ...]] = set()
+    file_groups = {str(k): list(v) for k, v in groups.items()}
+    for g in trace_set.ranks:
+        types = g.types
+        if np.isin(types, (schema.COMM_SEND_NODE, schema.COMM_RECV_NODE)).any():
+            return None
+        named = dict(file_groups)
+        for i in np.nonzero(types == schema.METADATA_NODE)[0].tolist():
+            made, problem = metadata_groups(g.node(i), npus)
+            if problem:
+                return None
+            for name, group in made.items():  # both kept: the METADATA node may run after the file's group is used
+                out.add(_ring(group.members, world))
+                named.setdefault(name, group.members)
+        for i in np.nonzero(types == schema.COMM_COLL_NODE)[0].tolist():
+            pg = g.pg_name.get(i, "")
+            if i in g.involved_dim or (pg not in named and pg in WORLD_PG_NAMES):
+                out.add(world)
+            elif pg in named:
+                out.add(_ring(named[pg], world))
+            else:
+                return None
+    if any(len(set(r)) != len(r) or not all(0 <= m < npus for m in r) for r in out):
+        return None  # the run reports the group; the fast path need not reason about it
+    return out
+
+
+def _ring(members: list[int], world: tuple[int, ...]) -> tuple[int, ...]:
+    """The logical ring of a group: the global ring when it has every NPU (``Sys._plan``)."""
+    return world if len(members) == len(world) else tuple(members)
 
 
 def simulate(
@@ -124,19 +150,19 @@ def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_fil
     network = make_network(hw.backend, hw.network, queue)
     stats = _Stats()
     result = SimResult(hw.backend)
-    servers = _memory_servers(hw, npus)
+    memories = remote_memories(hw.memory, npus)
     coordinator = None
     if fast and hw.backend == "congestion_unaware" and not hw.rendezvous:
         coordinator = RingCoordinator(network, queue, stats)
-    elif fast and hw.backend == "congestion_aware" and aware_fast_path_is_exact(trace_set, hw, groups):
+    elif fast and hw.backend == "congestion_aware" and aware_fast_path_is_exact(trace_set, hw, groups, network):
         coordinator = RingCoordinator(network, queue, stats, aware=True)
     workloads = []
     rings: dict = {}
-    table = _GroupTable(npus, groups, groups_file)
+    table = GroupTable(npus, groups, groups_file)
     _prune_cache()
     for rank, graph in enumerate(trace_set.ranks):
         sys = Sys(rank, hw, queue, network, stats, coordinator, rings)
-        workloads.append(Workload(rank, _rank_trace(graph), sys, hw, table.groups_for(rank), servers[rank], result))
+        workloads.append(Workload(rank, _rank_trace(graph), sys, hw, table.groups_for(rank), memories[rank], result))
     for w in workloads:
         w.fire()
     queue.run()

@@ -1,9 +1,10 @@
-"""Per-rank issue loop (ASTRA-sim's workload layer, spec §2).
+"""Per-rank issue loop (ASTRA-sim's ``Workload``, spec §2) and the per-rank columns it reads.
 
 A node becomes issuable when every parent in ``data_deps`` ∪ ``ctrl_deps`` has finished. Each pass
-walks the issuable nodes in ascending id and issues those whose hardware slot is free: CPU, GPU
-compute, or GPU communication (collectives, sends, remote memory, METADATA, INVALID); receives need
-no slot. A pass runs at start and after every completion.
+walks the issuable nodes in ascending id and issues those whose hardware slot is free (``ready.py``,
+``hardware.py``); a pass runs at start and after every completion. Issuing dispatches on the node
+type: replay, roofline (``roofline.py``), remote memory (``memory.py``), COMM nodes (``comm.py``),
+METADATA groups (``groups.py``).
 """
 
 from __future__ import annotations
@@ -13,21 +14,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ConfigError, InputError
+from ..errors import InputError
 from ..et import schema
 from ..et.attrs import INT_KINDS, KIND_NUMBER
-from ..et.collectives import ASTRA_SIM
-from ..et.process_groups import parse_process_groups
-from ..et.traceset import WORLD_PG_NAMES
-from .config import all_gather_too_small
-from .ready import SLOT_NONE, ReadySet
+from .comm import issue_comm
+from .groups import metadata_groups
+from .hardware import HardwareResource, slot_table
+from .memory import RemoteMemory
+from .ready import ReadySet
+from .roofline import Roofline
 from .system.sys import Group
 
 S = schema
-SUPPORTED_COLLECTIVES = {c.comm_type: c.name for c in ASTRA_SIM}
-SLOT_CPU, SLOT_GPU, SLOT_COMM = 0, 1, 2
-SLOT_NAMES = {SLOT_NONE: "recv", SLOT_CPU: "cpu", SLOT_GPU: "gpu", SLOT_COMM: "comm"}
-TAG_MODULUS = 500_000_000
 _INT_KIND_TABLE = np.zeros(256, dtype=bool)
 _INT_KIND_TABLE[[KIND_NUMBER[k] for k in INT_KINDS]] = True
 
@@ -101,11 +99,7 @@ class RankTrace:
         child_ptr = np.concatenate([[0], np.cumsum(np.bincount(parent_of, minlength=n))]).tolist()
         flat = child_of.tolist()
         children = [flat[child_ptr[i] : child_ptr[i + 1]] for i in range(n)]
-        slot_of = np.where(
-            g.types == S.COMP_NODE,
-            np.where(g.is_cpu_op, SLOT_CPU, SLOT_GPU),
-            np.where(g.types == S.COMM_RECV_NODE, SLOT_NONE, SLOT_COMM),
-        )
+        slot_of = slot_table(g.types, g.is_cpu_op)
         order = np.argsort(g.ids, kind="stable")
         pos = np.empty(n, dtype=np.int64)
         pos[order] = np.arange(n, dtype=np.int64)
@@ -127,23 +121,33 @@ class RankTrace:
             weakref.ref(g),
         )
 
+    def attr(self, i: int, name: str, default: int | None = None) -> int:
+        """Integer attribute ``name`` of node ``i``; ``default`` when absent (required when None)."""
+        state = self.has[name][i]
+        if state == 1:
+            return self.attrs[name][i]
+        if state == -1:
+            raise self.error(i, f"attribute {name} must be an integer")
+        if default is None:
+            raise self.error(i, f"missing required attribute {name}")
+        return default
 
-class FifoServer:
-    """A remote-memory port that serves one access at a time (PER_NODE and MEMORY_POOL models)."""
-
-    def __init__(self) -> None:
-        self.free_at = 0
+    def error(self, i: int, what: str) -> InputError:
+        """An input error naming this rank's file and node ``i``."""
+        return InputError(what, file=self.path, where=f"node {self.ids[i]}")
 
 
 class Workload:
-    def __init__(self, rank: int, trace: RankTrace, sys, hw, groups: dict[str, Group], mem_server, result):
+    """One rank's issue loop: dependency counts, free nodes, slots, and each node's start and end."""
+
+    def __init__(self, rank: int, trace: RankTrace, sys, hw, groups: dict[str, Group], memory: RemoteMemory, result):
         self.rank = rank
         self.t = trace
         self.sys = sys
         self.cfg = hw.system
-        self.hw = hw
         self.groups = groups
-        self.mem_server = mem_server
+        self.memory = memory
+        self.roofline = Roofline.of(hw.system)
         self.res = result
         n = len(trace.ids)
         self.waiting = list(trace.n_parents)
@@ -152,20 +156,15 @@ class Workload:
             if self.waiting[i] == 0:
                 self.free.add(i)
         self.ongoing: set[int] = set()
-        self.slots = [0, 0, 0]
-        self.tics_gpu = 0
-        self.tics_cpu = 0  # CPU-op time (one CPU slot, so never overlapping itself)
+        self.hardware = HardwareResource()
         self.finished = False
         self.finish_ns = -1
         self.start = [-1] * n
         self.end = [-1] * n
         self.done_count = 0
 
-    def err(self, i: int, what: str) -> InputError:
-        return InputError(what, file=self.t.path, where=f"node {self.t.ids[i]}")
-
-    # -- slots ------------------------------------------------------------------------------------
     def slot(self, i: int) -> int:
+        """The hardware slot node ``i`` occupies (``hardware.slot_table``)."""
         return self.t.slot_of[i]
 
     # -- driving ----------------------------------------------------------------------------------
@@ -176,7 +175,7 @@ class Workload:
         self.check_finished()
 
     def issue_free(self) -> None:
-        self.free.issue_pass(self.slots, self.issue)
+        self.free.issue_pass(self.hardware.busy, self.issue)
 
     def check_finished(self) -> None:
         # Fix of quirk 1: a skipped METADATA/INVALID node frees its children without a new pass;
@@ -200,11 +199,9 @@ class Workload:
         self.check_finished()
 
     def finish_node(self, i: int) -> None:
-        s = self.t.slot_of[i]
-        if s != SLOT_NONE:
-            self.slots[s] -= 1
+        self.hardware.release(self.t.slot_of[i])
         self.ongoing.discard(i)
-        self.end[i] = self.sys.queue.now
+        self.end[i] = self.sys.now
         self.done_count += 1
         waiting = self.waiting
         for c in self.t.children[i]:
@@ -216,8 +213,7 @@ class Workload:
     def issue(self, i: int, s: int) -> None:
         t = self.t
         self.ongoing.add(i)
-        if s != SLOT_NONE:
-            self.slots[s] += 1
+        self.hardware.occupy(s)
         self.start[i] = self.sys.now
         ty = t.types[i]
         if self.cfg.replay_only:
@@ -226,18 +222,18 @@ class Workload:
             self.remote_mem(i)
         elif ty == S.COMP_NODE:
             if self.cfg.roofline_enabled and not t.cpu[i]:
-                self.roofline(i)
+                self.compute(i)
             else:
                 self.replay(i)
         elif ty in (S.COMM_COLL_NODE, S.COMM_SEND_NODE, S.COMM_RECV_NODE):
-            self.comm(i)
+            issue_comm(self, i)
         elif ty == S.INVALID_NODE:
             self.finish_node(i)
         elif ty == S.METADATA_NODE:
             self.metadata(i)
             self.finish_node(i)
         else:
-            raise self.err(i, f"unknown node type {ty}")
+            raise t.error(i, f"unknown node type {ty}")
 
     def _done(self, i: int):
         return lambda: self.complete(i)
@@ -245,149 +241,33 @@ class Workload:
     def replay(self, i: int) -> None:
         runtime = self.t.dur_us[i] * 1000 or 1
         if self.t.cpu[i]:
-            self.tics_cpu += runtime
+            self.hardware.tics_cpu += runtime
         else:
-            self.tics_gpu += runtime
+            self.hardware.tics_gpu += runtime
         self.sys.register_event(self._done(i), runtime)
 
-    def roofline(self, i: int) -> None:
-        num_ops, tensor_size = float(self._attr(i, "num_ops")), float(self._attr(i, "tensor_size"))
+    def compute(self, i: int) -> None:
+        """A GPU compute node on the roofline; ``tensor_size`` 0 is skipped as invalid, as upstream."""
+        num_ops, tensor_size = self.t.attr(i, "num_ops"), self.t.attr(i, "tensor_size")
         if tensor_size == 0:
-            self.finish_node(i)  # ASTRA-sim skips it as invalid
+            self.finish_node(i)
             return
-        if self.cfg.peak_perf <= 0:
-            raise ConfigError(
-                "peak-perf must be > 0 when roofline-enabled is 1", file=self.cfg.source, where="peak-perf"
-            )
-        oi = num_ops / tensor_size
-        perf = min(self.cfg.local_mem_bw * 1e9 * oi, self.cfg.peak_perf * 1e12)
-        # Zero work is zero time; ASTRA-sim computes 0/0 and prints 2^63 ns (README, deliberate differences).
-        runtime = int(num_ops / perf * 1e9) if num_ops else 0
-        self.tics_gpu += runtime
+        runtime = self.roofline.runtime_ns(num_ops, tensor_size)
+        self.hardware.tics_gpu += runtime
         self.sys.register_event(self._done(i), runtime)
 
     def remote_mem(self, i: int) -> None:
-        mem = self.hw.memory
-        if mem is None or mem.memory_type == "NO_MEMORY_EXPANSION":
-            raise self.err(
+        if not self.memory.enabled:
+            raise self.t.error(
                 i,
                 "remote-memory node but the memory model is NO_MEMORY_EXPANSION "
                 "(give --remote-memory-configuration with an expansion type)",
             )
-        access = mem.remote_mem_latency + self._attr(i, "tensor_size") // mem.remote_mem_bw
-        if self.mem_server is None:
-            delay = access
-        else:
-            start = max(self.sys.now, self.mem_server.free_at)
-            self.mem_server.free_at = start + access
-            delay = self.mem_server.free_at - self.sys.now
+        delay = self.memory.access_ns(self.sys.now, self.t.attr(i, "tensor_size"))
         self.sys.register_event(self._done(i), delay)
 
     def metadata(self, i: int) -> None:
-        node = self.t.graph.node(i)
-        text = node.inputs.values if node.HasField("inputs") else ""
-        if not text:
-            return
-        groups, problem = parse_process_groups(text)
+        groups, problem = metadata_groups(self.t.graph.node(i), self.sys.total_nodes)
         if problem:
-            raise self.err(i, f"METADATA inputs.values {problem}")
-        for name, ranks in groups.items():  # empty ranks: every NPU
-            self.groups[name] = Group(int(name) + 1, ranks or list(range(self.sys.total_nodes)), name)
-
-    def _attr(self, i: int, name: str, default: int | None = None) -> int:
-        state = self.t.has[name][i]
-        if state == 1:
-            return self.t.attrs[name][i]
-        if state == -1:
-            raise self.err(i, f"attribute {name} must be an integer")
-        if default is None:
-            raise self.err(i, f"missing required attribute {name}")
-        return default
-
-    def comm(self, i: int) -> None:
-        t = self.t
-        if t.cpu[i]:
-            raise self.err(i, "communication node with is_cpu_op = true")
-        ty = t.types[i]
-        size = self._attr(i, "comm_size")
-        if ty == S.COMM_COLL_NODE:
-            ctype = self._attr(i, "comm_type")
-            if ctype == S.BROADCAST:
-                self.res.add_collective(
-                    self.rank,
-                    t.ids[i],
-                    "BROADCAST",
-                    size,
-                    t.pg_name.get(i, ""),
-                    self.sys.now,
-                    self.sys.now + (t.dur_us[i] * 1000 or 1),
-                )
-                self.sys.register_event(self._done(i), t.dur_us[i] * 1000 or 1)
-                return
-            kind = SUPPORTED_COLLECTIVES.get(ctype)
-            if kind is None:
-                name = schema.COMM_TYPE_NAMES.get(ctype, str(ctype))
-                raise self.err(
-                    i,
-                    f"unsupported collective comm type {name} (ASTRA-sim supports ALL_REDUCE, "
-                    "REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL; BROADCAST is replayed)",
-                )
-            # ASTRA-sim rewrites a chunk smaller than the NPU count (0 included) to the minimum chunk,
-            # except for all-gather: size // preferred-dataset-splits = 0 divides by zero (spec §3.2).
-            if size < 0:
-                raise self.err(i, f"comm_size must be >= 0 for a {kind}, got {size}")
-            too_small = (
-                all_gather_too_small(size, self.sys.cfg.preferred_dataset_splits) if ctype == S.ALL_GATHER else None
-            )
-            if too_small:
-                raise self.err(i, too_small)
-            involved = t.involved_dim.get(i)
-            pg = t.pg_name.get(i, "")
-            group = None
-            if involved is None:
-                group = self.groups.get(pg)
-                if group is None:
-                    if pg in WORLD_PG_NAMES:
-                        group = self.groups[""]
-                    else:
-                        raise self.err(i, f"pg_name {pg!r} names no communicator group")
-            prio = self._attr(i, "comm_priority", 0)
-            start = self.sys.now
-            ds = self.sys.generate_collective(kind, size, involved, group, prio)
-
-            def finished(i=i, kind=kind, size=size, pg=pg, start=start) -> None:
-                self.res.add_collective(self.rank, t.ids[i], kind, size, pg, start, self.sys.now)
-                self.complete(i)
-
-            ds.notifier = finished
-            return
-        if size <= 0:
-            raise self.err(i, f"comm_size must be > 0, got {size}")
-        tag = self._attr(i, "comm_tag") % TAG_MODULUS
-        npus = self.sys.total_nodes
-        if ty == S.COMM_SEND_NODE:
-            src, dst = self._attr(i, "comm_src", self.rank), self._attr(i, "comm_dst")
-            if src != self.rank:
-                raise self.err(i, f"send node on rank {self.rank} names comm_src {src}")
-            if not 0 <= dst < npus:
-                raise self.err(i, f"comm_dst {dst} is not an NPU (0..{npus - 1})")
-            start = self.sys.now
-
-            def sent(i=i, start=start) -> None:
-                self.res.add_collective(self.rank, t.ids[i], "SEND", size, t.pg_name.get(i, ""), start, self.sys.now)
-                self.complete(i)
-
-            self.sys.send(dst, size, tag, sent)
-        else:
-            src, dst = self._attr(i, "comm_src"), self._attr(i, "comm_dst", self.rank)
-            if dst != self.rank:
-                raise self.err(i, f"recv node on rank {self.rank} names comm_dst {dst}")
-            if not 0 <= src < npus:
-                raise self.err(i, f"comm_src {src} is not an NPU (0..{npus - 1})")
-            start = self.sys.now
-
-            def received(i=i, start=start) -> None:
-                self.res.add_collective(self.rank, t.ids[i], "RECV", size, t.pg_name.get(i, ""), start, self.sys.now)
-                self.complete(i)
-
-            self.sys.recv(src, size, tag, received)
+            raise self.t.error(i, f"METADATA inputs.values {problem}")
+        self.groups.update(groups)

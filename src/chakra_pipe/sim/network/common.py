@@ -85,5 +85,11 @@ class Network:
                 entry.send_cb()
             entry.arrived = True
 
+    def ring_links(self, senders: list[int], receivers: list[int], size: int):  # pragma: no cover - abstract
+        """The recurrence of one ring phase's hops (``senders[i]`` -> ``receivers[i]``, ``size`` bytes each):
+        an object with ``begin()``, ``arrive(sent) -> arrivals`` per step, ``end()``. The system
+        layer's fast path asks for it instead of modelling links itself."""
+        raise TypeError("Network is abstract")
+
     def _transmit(self, src: int, dst: int, size: int, full: tuple) -> None:  # pragma: no cover - abstract
         raise TypeError("Network is abstract")

@@ -5,8 +5,27 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .common import Network, bytes_per_ns
 from .topology import hops
+
+
+class FixedRingLinks:
+    """The hops of one ring phase on the unaware network: a fixed delay per member, no state."""
+
+    def __init__(self, delays: list[int]):
+        self.delays = delays  # plain ints: small rings step in Python lists (ring_fast.NUMPY_FROM)
+        self._delays = np.asarray(delays, dtype=np.int64)
+
+    def begin(self) -> None:
+        """Stateless: nothing carries over between phases."""
+
+    def arrive(self, sent: np.ndarray) -> np.ndarray:
+        return sent + self._delays
+
+    def end(self) -> None:
+        """Stateless: nothing carries over between phases."""
 
 
 class CongestionUnawareNetwork(Network):
@@ -21,6 +40,9 @@ class CongestionUnawareNetwork(Network):
                 h = hops(self.cfg.topology[d], self.dims[d], a, b)
                 return int(h * self.cfg.latency[d] + size / self._bw[d])
         return 0
+
+    def ring_links(self, senders: list[int], receivers: list[int], size: int) -> FixedRingLinks:
+        return FixedRingLinks([self.delay(s, r, size) for s, r in zip(senders, receivers)])
 
     def _transmit(self, src: int, dst: int, size: int, full: tuple) -> None:
         q = self.queue

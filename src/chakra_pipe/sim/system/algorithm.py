@@ -4,17 +4,50 @@ ASTRA-sim's algorithms keep a queue of packets: a packet is created at start (on
 ``parallel_reduce``) and on every receive, crosses the memory bus, and frees a send slot when it
 comes back; a send slot plus a queued packet makes the next send. Counters decide which packets
 carry a reduction (``processed``). This class holds the common state; subclasses set the sizes,
-peers and counts of their algorithm.
+peers and counts of their algorithm. The fast paths (``ring_fast.py``, ``FastHalvingDoubling``)
+replay the same counters through :meth:`PacketAlgorithm.replay_packets` instead of copying them.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
-from .stream import PacketBundle
+from .stream import PacketBundle, bus_delay
 
 AR, RS, AG, A2A = "ALL_REDUCE", "REDUCE_SCATTER", "ALL_GATHER", "ALL_TO_ALL"
+
+
+class PacketCounters:
+    """ASTRA-sim's ``zero_latency_packets`` / ``non_zero_latency_packets`` / ``toggle``.
+
+    Every round refills both counters — ``parallel_reduce`` packets that carry no reduction, then the
+    algorithm's non-zero-latency count — and flips ``toggle``. A non-zero-latency packet carries a
+    reduction (``Pd``) in a reduce-scatter always and in an all-reduce on odd rounds (its reduce-scatter
+    half). Written once: the event path and both fast paths take packets from here.
+    """
+
+    __slots__ = ("zero_latency", "non_zero_latency", "toggle")
+
+    def __init__(self) -> None:
+        self.zero_latency = 0
+        self.non_zero_latency = 0
+        self.toggle = False
+
+    def take(self, algo: PacketAlgorithm) -> bool:
+        """Count one injected packet of ``algo``; True when it carries a reduction."""
+        if self.zero_latency == 0 and self.non_zero_latency == 0:
+            self.zero_latency = algo.parallel_reduce
+            self.non_zero_latency = algo.non_zero_latency_packets()
+            self.toggle = not self.toggle
+        if self.zero_latency > 0:
+            self.zero_latency -= 1
+            return False
+        if self.non_zero_latency > 0:
+            self.non_zero_latency -= 1
+            return algo.ctype == RS or (algo.ctype == AR and self.toggle)
+        raise RuntimeError("collective algorithm injected a packet it had no slot for")
 
 
 class PacketAlgorithm:
@@ -25,13 +58,11 @@ class PacketAlgorithm:
         self.ring = ring
         self.data_size = data_size
         self.P = ring.size
-        self.fast = ring.local
+        self.local = ring.local  # a sub-group ring: fixed bus delay (stream.LOCAL_BUS_DELAY_NS)
         self.stream: Any = None  # the Stream running this phase, set by Stream.__init__
         self.parallel_reduce = 1
         self.free_packets = 0
-        self.zero_latency = 0
-        self.non_zero_latency = 0
-        self.toggle = False
+        self.counters = PacketCounters()
         self.received = 0
         self.packets: deque = deque()  # (dest, src, size)
         self.stream_count = 0
@@ -65,22 +96,25 @@ class PacketAlgorithm:
 
     # -- mechanics -----------------------------------------------------------------------------
     def insert_packet(self) -> None:
-        if self.zero_latency == 0 and self.non_zero_latency == 0:
-            self.zero_latency = self.parallel_reduce
-            self.non_zero_latency = self.non_zero_latency_packets()
-            self.toggle = not self.toggle
         size = self.packet_size()
         self.packets.append((self.receiver, self.sender, size))
-        if self.zero_latency > 0:
-            processed = False
-            self.zero_latency -= 1
-        elif self.non_zero_latency > 0:
-            processed = self.ctype == RS or (self.ctype == AR and self.toggle)
-            self.non_zero_latency -= 1
-        else:
-            raise RuntimeError("collective algorithm injected a packet it had no slot for")
-        PacketBundle(self.sys, self.stream, processed, size, self.fast).send()
+        processed = self.counters.take(self)
+        PacketBundle(self.sys, self.stream, processed, size, self.local).send()
         self.after_release()
+
+    def replay_packets(self, count: int) -> Iterator[tuple[int, int, int]]:
+        """The first ``count`` packets as the event path injects them: ``(sender, size, delay)`` each.
+
+        ``delay`` is the memory-bus hop plus ``Pd`` when the packet carries a reduction. Advances this
+        algorithm's counters and peers, so a fast path calls it instead of running the phase.
+        """
+        bus = bus_delay(self.sys, self.local)
+        for _ in range(count):
+            size = self.packet_size()
+            sender = self.sender
+            processed = self.counters.take(self)
+            yield sender, size, bus + self.sys.reduction_delay(size) if processed else bus
+            self.after_release()
 
     def ready(self) -> bool:
         if not self.packets or self.stream_count == 0 or self.free_packets == 0:

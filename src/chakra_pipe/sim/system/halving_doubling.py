@@ -58,24 +58,8 @@ class FastHalvingDoubling(HalvingDoubling):
         self.sys.ring_coordinator.join_planned(self)
 
     def plan(self) -> tuple[list[int], list[int], list[int]]:
-        """Replay the packet counters: peer and size of each send, bus (+ reduction) delay of each packet."""
-        bus = 10 if self.fast else self.sys.endpoint_delay
-        srcs, sizes, delays = [], [], []
-        for _ in range(self.stream_count + 1):
-            if self.zero_latency == 0 and self.non_zero_latency == 0:
-                self.zero_latency, self.non_zero_latency = self.parallel_reduce, self.non_zero_latency_packets()
-                self.toggle = not self.toggle
-            size = self.msg_size
-            srcs.append(self.sender)
-            sizes.append(size)
-            if self.zero_latency > 0:
-                self.zero_latency -= 1
-                delays.append(bus)
-            else:
-                self.non_zero_latency -= 1
-                processed = self.ctype == RS or (self.ctype == AR and self.toggle)
-                delays.append(bus + self.sys.reduction_delay(size) if processed else bus)
-            self.after_release()
+        """Peer and size of each send, bus (+ reduction) delay of each packet (one more than sends)."""
+        srcs, sizes, delays = (list(col) for col in zip(*self.replay_packets(self.stream_count + 1)))
         return srcs[:-1], sizes[:-1], delays
 
     def exit(self) -> None:

@@ -1,4 +1,4 @@
-"""Fast path for ring phases on the congestion-unaware network: one recurrence per phase, not per message.
+"""Fast path for ring phases: one recurrence per phase over all members, not one event per message.
 
 In a ring phase every NPU alternates "send, wait for the predecessor's message, pass the memory bus
 (+ reduction)". With the stateless unaware network the event-by-event behaviour reduces exactly to
@@ -13,12 +13,13 @@ depends on every member's start, so the phase is evaluated once the last member 
 all members at once (numpy for large rings), and each member's exit is scheduled at its last receive
 exactly as the event path would register it.
 
-On the congestion-aware network a message first waits for its FIFO link (``start = max(send,
-link free)``, ``arrival = start + floor(L + S/B')``, link busy ``floor(S/B')``; through a switch an
-uplink then a downlink). That is exact when each link carries the phases' messages in phase order
-and nothing else, which :func:`aware_fast_path_is_exact` checks before a run: a 1-D network, one
+``send_k[pred] + N`` is the network's business: the coordinator asks it for the phase's hops
+(``network.ring_links``) and steps their recurrence, so the link model exists once, in ``network/``.
+On the congestion-aware network each message waits for its FIFO links (an uplink then a downlink
+through a switch). That is exact when each link carries the phases' messages in phase order and
+nothing else, which ``simulate.aware_fast_path_is_exact`` checks before a run: a 1-D network, one
 queue and one active chunk per dimension, ring algorithms only, world-sized groups only, no
-send/receive or METADATA nodes. Link free times carry over from phase to phase.
+send/receive or METADATA nodes. Link free times carry over from phase to phase on the links.
 
 Every other case (rendezvous, other algorithms, contention the recurrence cannot order) runs
 message by message.
@@ -26,11 +27,10 @@ message by message.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from ...et.traceset import WORLD_PG_NAMES
-from ..network.common import bytes_per_ns
-from .algorithm import AR, RS
 from .ring import Ring
 
 NUMPY_FROM = 48  # ring size from which array steps beat plain Python
@@ -42,9 +42,8 @@ class RingCoordinator:
     def __init__(self, network, queue, stats, aware: bool = False):
         self.network, self.queue, self.stats = network, queue, stats
         self._waiting: dict[tuple, dict[int, FastRing]] = {}
-        self._delays: dict[tuple, list[int]] = {}
+        self._ring_links: dict[tuple, Any] = {}  # network.ring_links results
         self.aware = aware
-        self._link_free: dict[tuple, int] = {}
 
     def join(self, algo: FastRing) -> None:
         ring = algo.ring
@@ -55,13 +54,15 @@ class RingCoordinator:
             del self._waiting[key]
             self._evaluate(key, [members[i] for i in range(ring.size)])
 
-    def _net_delays(self, size: int, direction: int, ring) -> list[int]:
+    def _links(self, ring, size: int, direction: int):
+        """The network's recurrence for this ring's hops (built once per ring, size and direction)."""
         key = (ring.key, size, direction)
-        out = self._delays.get(key)
-        if out is None:
-            out = [self.network.delay(ring.sender(m, direction), m, size) for m in ring.members]
-            self._delays[key] = out
-        return out
+        links = self._ring_links.get(key)
+        if links is None:
+            members = ring.members
+            links = self.network.ring_links([ring.sender(m, direction) for m in members], members, size)
+            self._ring_links[key] = links
+        return links
 
     def _evaluate(self, key: tuple, algos: list[FastRing]) -> None:
         first = algos[0]
@@ -69,21 +70,20 @@ class RingCoordinator:
         d = first.packet_delays()
         pred = [ring.index_of(ring.sender(m, first.direction)) for m in ring.members]
         starts = [a.start_ns for a in algos]
-        if self.aware:
-            self._finish(algos, self._evaluate_aware(ring, first, d, pred, starts), d[steps], steps)
-            return
-        net = self._net_delays(first.msg_size, first.direction, ring)
-        if p >= NUMPY_FROM:
+        links = self._links(ring, first.msg_size, first.direction)
+        if self.aware or p >= NUMPY_FROM:
+            links.begin()
             send = np.asarray(starts, dtype=np.int64) + d[0]
-            netv = np.asarray(net, dtype=np.int64)
             predv = np.asarray(pred, dtype=np.int64)
             recv = send
             for k in range(1, steps + 1):
-                recv = np.maximum(send[predv] + netv, send)
+                recv = np.maximum(links.arrive(send[predv]), send)
                 if k < steps:
                     send = recv + d[k]
+            links.end()
             last = recv.tolist()
-        else:
+        else:  # unaware and small: plain lists beat array steps
+            net = links.delays
             send = [s + d[0] for s in starts]  # type: ignore[assignment]
             recv = send
             for k in range(1, steps + 1):
@@ -135,65 +135,6 @@ class RingCoordinator:
                 send = [r + pl[2][k + 1] for r, pl in zip(recv, plans)]
         self._finish(algos, recv, [pl[2][steps] for pl in plans], steps)
 
-    def _evaluate_aware(self, ring, first: FastRing, d: list[int], pred: list[int], starts: list[int]) -> list[int]:
-        """FIFO links on a 1-D network (see the module docstring for when this is exact)."""
-        cfg = self.network.cfg
-        kind, size = cfg.topology[0], first.msg_size
-        bw = bytes_per_ns(cfg.bandwidth[0])
-        comm, ser = int(cfg.latency[0] + size / bw), int(size / bw)
-        members = ring.members
-        p, steps = len(members), first.stream_count
-        free = self._link_free
-        switch = kind == "Switch"
-        if switch:
-            up_keys = [("U", members[pred[i]]) for i in range(p)]
-            down_keys = [("D", members[i]) for i in range(p)]
-            uf = np.asarray([free.get(k, 0) for k in up_keys], dtype=np.int64)
-            df = np.asarray([free.get(k, 0) for k in down_keys], dtype=np.int64)
-        else:
-            keys = [("L", members[pred[i]], members[i]) for i in range(p)]
-            lf = np.asarray([free.get(k, 0) for k in keys], dtype=np.int64)
-        predv = np.asarray(pred, dtype=np.int64)
-        send = np.asarray(starts, dtype=np.int64) + d[0]
-        recv = send
-        for k in range(1, steps + 1):
-            out = send[predv]
-            if switch:
-                st = np.maximum(out, uf)
-                uf = st + ser
-                st = np.maximum(st + comm, df)
-                df = st + ser
-            else:
-                st = np.maximum(out, lf)
-                lf = st + ser
-            recv = np.maximum(st + comm, send)
-            if k < steps:
-                send = recv + d[k]
-        if switch:
-            free.update(zip(up_keys, uf.tolist()))
-            free.update(zip(down_keys, df.tolist()))
-        else:
-            free.update(zip(keys, lf.tolist()))
-        return recv.tolist()
-
-
-def aware_fast_path_is_exact(trace_set, hw, groups: dict | None) -> bool:
-    """True when every link carries only ring-phase messages, in phase order (module docstring)."""
-    from ...et import schema
-
-    sysc, net = hw.system, hw.network
-    if hw.rendezvous or net.dims != 1 or hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1:
-        return False
-    if any(a.base != "ring" for _, algos in sysc.implementations for a in algos):
-        return False
-    if any(len(m) != net.npus for m in (groups or {}).values()):
-        return False
-    banned = np.asarray([schema.COMM_SEND_NODE, schema.COMM_RECV_NODE, schema.METADATA_NODE])
-    for g in trace_set.ranks:
-        if np.isin(g.types, banned).any() or any(v not in WORLD_PG_NAMES for v in g.pg_name.values()):
-            return False
-    return True
-
 
 class FastRing(Ring):
     """A :class:`Ring` phase evaluated by :class:`RingCoordinator` instead of message by message."""
@@ -203,23 +144,8 @@ class FastRing(Ring):
         self.sys.ring_coordinator.join(self)
 
     def packet_delays(self) -> list[int]:
-        """Bus (+ reduction) delay of each injected packet, replaying the packet counters."""
-        bus = 10 if self.fast else self.sys.endpoint_delay
-        pd = self.sys.reduction_delay(self.msg_size)
-        out = []
-        zero = nonzero = 0
-        toggle = False
-        for _ in range(self.stream_count + 1):
-            if zero == 0 and nonzero == 0:
-                zero, nonzero, toggle = self.parallel_reduce, self.non_zero_latency_packets(), not toggle
-            if zero > 0:
-                zero -= 1
-                out.append(bus)
-            else:
-                nonzero -= 1
-                processed = self.ctype == RS or (self.ctype == AR and toggle)
-                out.append(bus + pd if processed else bus)
-        return out
+        """Bus (+ reduction) delay of each injected packet, from the event path's packet counters."""
+        return [delay for _, _, delay in self.replay_packets(self.stream_count + 1)]
 
     def exit(self) -> None:
         self.sys.proceed_to_next_phase(self.stream)

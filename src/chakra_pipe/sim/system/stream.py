@@ -12,6 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+# ASTRA-sim tags a sub-group's logical ring "Local" and then charges this fixed memory-bus delay per
+# packet instead of ``endpoint-delay`` (spec §2.5, §3.4).
+LOCAL_BUS_DELAY_NS = 10
+
+
+def bus_delay(sys, local: bool) -> int:
+    """The memory-bus hop of one packet: the event path and both fast paths read it here."""
+    return LOCAL_BUS_DELAY_NS if local else sys.endpoint_delay
+
 
 @dataclass
 class Phase:
@@ -82,14 +91,14 @@ class Stream:
 class PacketBundle:
     """Packets released together: memory-bus hop, then the optional reduction delay."""
 
-    __slots__ = ("sys", "stream", "processed", "size", "fast")
+    __slots__ = ("sys", "stream", "processed", "size", "local")
 
-    def __init__(self, sys, stream: Stream, processed: bool, size: int, fast: bool):
-        self.sys, self.stream, self.processed, self.size, self.fast = sys, stream, processed, size, fast
+    def __init__(self, sys, stream: Stream, processed: bool, size: int, local: bool):
+        self.sys, self.stream, self.processed, self.size, self.local = sys, stream, processed, size, local
 
     def send(self) -> None:
         """Both bus directions cost the same fixed delay when the shared bus is not modelled."""
-        self.sys.register_event(self.call, 10 if self.fast else self.sys.endpoint_delay)
+        self.sys.register_event(self.call, bus_delay(self.sys, self.local))
 
     def call(self) -> None:
         if self.processed:

@@ -26,7 +26,11 @@ from .stream import DataSet, Phase, Stream
 from .topology import ANTICLOCKWISE, CLOCKWISE, LogicalTopology
 
 RENDEZVOUS_BYTES = 8192
-RENDEZVOUS_TAG = 500_000_000
+# One constant, two coupled uses (spec §2.4, quirk 16): the workload layer takes a send/receive tag
+# modulo TAG_SPACE, and the rendezvous handshake of a message with tag t travels with tag t + TAG_SPACE.
+# Reduced tags lie below TAG_SPACE and handshake tags at or above it, so a handshake can never match a
+# data message; changing one use without the other would let them collide.
+TAG_SPACE = 500_000_000
 
 
 class _QueueLevel:
@@ -133,7 +137,7 @@ class Sys:
                 self.id,
                 dst,
                 RENDEZVOUS_BYTES,
-                tag + RENDEZVOUS_TAG,
+                tag + TAG_SPACE,
                 lambda: self.network.send(self.id, dst, size, tag, on_arrival),
             )
         else:
@@ -145,7 +149,7 @@ class Sys:
                 self.id,
                 src,
                 RENDEZVOUS_BYTES,
-                tag + RENDEZVOUS_TAG,
+                tag + TAG_SPACE,
                 lambda: self.network.recv(self.id, src, size, tag, on_arrival),
             )
         else:
@@ -214,7 +218,7 @@ class Sys:
         dataset = DataSet(streams, self.now)
         pri = self._priority(explicit_priority)
         if involved is None or group is not None:
-            involved = [True] * max(10, len(plan.dims))
+            involved = [True] * len(plan.dims)  # every dimension (upstream: a 10-entry all-true vector)
         else:
             involved = list(involved) + [True] * max(0, len(plan.dims) - len(involved))
         dims = plan.dims
