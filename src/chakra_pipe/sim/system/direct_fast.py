@@ -1,0 +1,120 @@
+"""Fast path for direct phases on the congestion-unaware network (window covering every peer).
+
+With the window ``W = P - 1`` (plain ``direct``) the packet counters of :class:`~.direct.Direct`
+reduce exactly to order statistics over each member's receives. Member ``i``'s ``j``-th send goes to
+ring offset ``+(j mod (P-1)) + 1`` and its ``j``-th receive comes from offset ``-(j mod (P-1)) - 1``,
+whose ``j``-th send it matches. Every packet passes the memory bus (``E``, plus ``Pd`` when the
+counters mark it as carrying a reduction) and its return (a "general") frees one send slot, so:
+
+    the W first sends leave at start + E  (the W packets of ``start()``)
+    recv_j   = max(send_j[peer] + N(peer -> me), send_j)           (posted when sending)
+    general_m = m-th earliest receive + d[W + m]                    (the m-th receive's packet)
+    exit      = the last general
+
+An all-reduce sends its P-1 all-gather messages only after all P-1 reduce-scatter receives (time
+``R``): all-gather send ``j`` leaves at ``max(g*, j-th earliest general)``, ``g*`` the first general
+after ``R``. All-gather generals can overtake late reduce-scatter ones, so that half is a fixed point,
+iterated from the reduce-scatter-only upper bound (it converges: every dependency cycle takes >= E).
+A general at exactly ``R`` would send or not depending on the global event order: then the
+evaluation declines (:class:`~.phase_fast.FastPathDeclined`). Windows below P-1 (``direct<W>``) run
+message by message.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .algorithm import AR, RS
+from .direct import Direct
+from .phase_fast import FastPathDeclined
+from .topology import CLOCKWISE
+
+
+def fast_direct_applies(window: int, members: int) -> bool:
+    """The recurrence holds when the window lets every peer's message go at once."""
+    return window == -1 or window >= members - 1
+
+
+class FastDirect(Direct):
+    """A :class:`Direct` phase evaluated by the phase coordinator instead of message by message."""
+
+    def start(self) -> None:
+        self.start_ns = self.sys.now
+        ring = self.ring
+        key = ("direct", ring.key, self.stream.stream_id, self.stream.steps_finished, self.ctype, self.msg_size)
+        coord = self.sys.phase_coordinator
+        coord.join(key + (self.direction,), ring.index_of(self.id), ring.size, self, lambda a: evaluate(coord, a))
+
+    def packet_plan(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Bus (+ reduction) delay and reduction flag of the first ``count`` packets (the counters replayed)."""
+        bus = 10 if self.fast else self.sys.endpoint_delay
+        pd = self.sys.reduction_delay(self.msg_size)
+        zero = nonzero = 0
+        toggle = False
+        processed = []
+        for _ in range(count):
+            if zero == 0 and nonzero == 0:
+                zero, nonzero, toggle = self.parallel_reduce, self.non_zero_latency_packets(), not toggle
+            if zero > 0:
+                zero -= 1
+                processed.append(False)
+            else:
+                nonzero -= 1
+                processed.append(self.ctype == RS or (self.ctype == AR and toggle))
+        flags = np.asarray(processed, dtype=bool)
+        return np.where(flags, bus + pd, bus).astype(np.int64), flags
+
+
+def _recv(send: np.ndarray, src: np.ndarray, net: np.ndarray) -> np.ndarray:
+    """Receive callback times: the peer's matching send plus the network delay, not before posting."""
+    cols = np.arange(send.shape[1])
+    return np.maximum(send[src, cols] + net, send)
+
+
+def evaluate(coord, algos: list[FastDirect]) -> None:
+    first = algos[0]
+    ring, p = first.ring, first.ring.size
+    w, half, total = first.parallel_reduce, p - 1, first.stream_count
+    sign = 1 if first.direction == CLOCKWISE else -1
+    members = np.asarray(ring.members, dtype=np.int64)
+    idx = np.arange(p, dtype=np.int64)[:, None]
+    src = (idx - sign * np.arange(1, p, dtype=np.int64)[None, :]) % p  # peer of receive j (same j's send)
+
+    def build() -> np.ndarray:
+        return coord.delays(members[src], members[idx], first.msg_size)
+
+    net = coord.cached(("direct-net", ring.key, sign, first.msg_size), build)
+    d, flags = first.packet_plan(w + total)
+    e = int(d[0])  # the first W packets never carry a reduction
+    starts = np.asarray([a.start_ns for a in algos], dtype=np.int64)
+    send1 = np.repeat((starts + e)[:, None], half, axis=1)  # all W = P-1 first sends leave at start + E
+    recv1 = np.sort(_recv(send1, src, net), axis=1)
+    gen1 = recv1 + d[w : w + half]
+    if first.ctype != AR:
+        recv, dd, ff = recv1, d[w : w + half], flags[w : w + half]
+    else:
+        last = recv1[:, -1]
+        if (gen1 == last[:, None]).any():
+            raise FastPathDeclined("direct all-reduce: a general at the last reduce-scatter receive's time")
+        g_star = np.where(gen1 > last[:, None], gen1, np.iinfo(np.int64).max).min(axis=1)
+        used = np.sort(gen1, axis=1)
+        for _ in range(p + 1):
+            send2 = np.maximum(used, g_star[:, None])
+            recv2 = np.sort(_recv(send2, src, net), axis=1)
+            gen2 = recv2 + d[w + half : w + 2 * half]
+            merged = np.sort(np.concatenate([gen1, gen2], axis=1), axis=1)[:, :half]
+            if np.array_equal(merged, used):
+                break
+            used = merged
+        else:  # pragma: no cover - a cycle shorter than E cannot exist; refuse rather than guess
+            raise FastPathDeclined("direct all-reduce: the all-gather recurrence did not settle")
+        recv = np.concatenate([recv1, recv2], axis=1)
+        dd, ff = d[w : w + 2 * half], flags[w : w + 2 * half]
+    coord.stats.messages += p * total
+    last_gen = np.argmax(recv + dd, axis=1)
+    pd = first.sys.reduction_delay(first.msg_size)
+    for algo, m, r in zip(algos, last_gen.tolist(), recv.tolist()):
+        if ff[m]:  # a reduction packet: the bus hop's callback registers the reduction delay
+            coord.exit_at(algo, r[m] + e, pd)
+        else:
+            coord.exit_at(algo, r[m], e)

@@ -1,0 +1,84 @@
+"""Shared machinery of the exact fast paths for direct and double-binary-tree phases (unaware network).
+
+A direct or tree phase touches every member's clock, so — like the ring fast path — it is evaluated
+once its last member has started, for all members at once, instead of message by message through
+``Sys`` tick lists, packet bundles and the network's send/receive matching. This module holds what
+both evaluations need: gathering the members of a phase, the closed-form unaware delay for arrays of
+(source, destination) pairs, and scheduling each member's exit where the event path would register it.
+
+When an evaluation finds a same-time tie whose outcome depends on the global event order (which the
+recurrence does not model), it raises :class:`FastPathDeclined` and ``simulate`` reruns the whole
+simulation with these phases message by message: the fast path is exact or it is not used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..network.common import bytes_per_ns
+from ..network.topology import hops
+
+DELAY_CACHE_MAX = 16  # pairwise delay matrices kept (a 1,024-member direct phase's is 8 MB)
+
+
+class FastPathDeclined(Exception):
+    """A phase's outcome depends on same-time event order: rerun with the message-level path."""
+
+
+class PhaseCoordinator:
+    """Collects the members of direct / double-binary-tree phases and evaluates each when all started."""
+
+    def __init__(self, network, queue, stats):
+        self.network, self.queue, self.stats = network, queue, stats
+        self._waiting: dict[tuple, dict[int, Any]] = {}
+        self.cache: dict[tuple, Any] = {}  # per-topology tables the evaluations build once
+        cfg = network.cfg
+        self._dims = list(cfg.npus_count)
+        self._lat = [float(x) for x in cfg.latency]
+        self._bw = [bytes_per_ns(b) for b in cfg.bandwidth]
+        # hops of every topology kind here depend only on (dst - src) mod p: one table per dimension
+        self._hops = [
+            np.asarray([hops(kind, p, 0, k) for k in range(p)], dtype=np.int64)
+            for kind, p in zip(cfg.topology, self._dims)
+        ]
+
+    def join(self, key: tuple, index: int, size: int, algo, evaluate: Callable[[list], None]) -> None:
+        members = self._waiting.setdefault(key, {})
+        members[index] = algo
+        if len(members) == size:
+            del self._waiting[key]
+            evaluate([members[i] for i in range(size)])
+
+    def delays(self, src: np.ndarray, dst: np.ndarray, size: int) -> np.ndarray:
+        """``floor(h * L + S / B')`` on the lowest differing dimension, elementwise (unaware §4.1).
+
+        Same float operations in the same order as ``CongestionUnawareNetwork.delay``, so the same ns.
+        """
+        out = np.zeros(np.broadcast(src, dst).shape, dtype=np.int64)
+        undecided = np.ones(out.shape, dtype=bool)
+        s, d = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        for p, lat, bw, tab in zip(self._dims, self._lat, self._bw, self._hops):
+            a, b = s % p, d % p
+            here = undecided & (a != b)
+            if here.any():
+                h = tab[(b - a) % p]
+                out[here] = (h * lat + size / bw)[here].astype(np.int64)
+                undecided &= ~here
+            s, d = s // p, d // p
+        return out
+
+    def cached(self, key: tuple, build: Callable[[], Any]) -> Any:
+        """A table the evaluations reuse (delay matrices, tree layouts), bounded in number."""
+        value = self.cache.get(key)
+        if value is None:
+            if len(self.cache) >= DELAY_CACHE_MAX:
+                self.cache.pop(next(iter(self.cache)))
+            value = self.cache[key] = build()
+        return value
+
+    def exit_at(self, algo, registered: int, delay: int) -> None:
+        """Register ``algo.exit`` at ``registered`` with ``delay``, as the event path's last callback is."""
+        self.queue.schedule(registered, algo.sys.register_event, algo.exit, delay)
