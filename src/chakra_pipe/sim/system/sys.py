@@ -24,8 +24,8 @@ from .halving_doubling import FastHalvingDoubling, HalvingDoubling
 from .ring import Ring
 from .ring_fast import FastRing
 from .stream import DataSet, Phase, Stream
-from .tree_fast import FastDoubleBinaryTree
 from .topology import ANTICLOCKWISE, CLOCKWISE, LogicalTopology
+from .tree_fast import FastDoubleBinaryTree
 
 RENDEZVOUS_BYTES = 8192
 RENDEZVOUS_TAG = 500_000_000
