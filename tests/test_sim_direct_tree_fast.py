@@ -47,20 +47,22 @@ def _write(tmp: Path, ranks: int, ctypes: list[str], stagger_us: int, size: int 
     return TraceSet.load(prefix)
 
 
-def _hw(algo: list[str], topo: list[str], sizes: list[int], splits: int, opt: str, latency=None) -> HardwareConfig:
+def _hw(
+    algo: list[str], topo: list[str], sizes: list[int], splits: int, opt: str, latency=None, mem_bw=1600, bandwidth=None
+) -> HardwareConfig:
     system = {
         "scheduling-policy": "LIFO",
         "endpoint-delay": 10,
         "active-chunks-per-dimension": 1,
         "preferred-dataset-splits": splits,
         "collective-optimization": opt,
-        "local-mem-bw": 1600,
+        "local-mem-bw": mem_bw,
         **{f"{k}-implementation": algo for k in IMPL_KEYS},
     }
     net = {
         "topology": topo,
         "npus_count": sizes,
-        "bandwidth": [50, 25, 12.5][: len(sizes)],
+        "bandwidth": bandwidth or [50, 25, 12.5][: len(sizes)],
         "latency": latency or [500, 700, 1100][: len(sizes)],
     }
     return HardwareConfig(
@@ -147,3 +149,15 @@ def test_same_time_tie_declines_and_reruns_exactly(tmp_path: Path, monkeypatch) 
     calls.clear()
     _same(ts, _hw(["direct"], ["Ring"], [4], 1, "baseline", latency=[11 + pd]))
     assert calls[0] is True and len(calls) == 2  # no tie: fast run kept, plus the fast=False run
+
+
+@pytest.mark.parametrize("topo", ["Ring", "Switch"])
+@pytest.mark.parametrize("ranks", [3, 6, 8])
+@pytest.mark.parametrize("stagger", [1, 3])
+def test_direct_reduction_slower_than_network(tmp_path: Path, ranks: int, topo: str, stagger: int) -> None:
+    """1 GB/s memory, 1-ns links: late reduce-scatter generals are overtaken by all-gather ones.
+
+    This is the regime where the all-gather half needs its fixed point (the merged general order).
+    """
+    ts = _write(tmp_path, ranks, ["AR", "AR"], stagger_us=stagger, size=1 << 16)
+    _same(ts, _hw(["direct"], [topo], [ranks], 2, "baseline", latency=[1], mem_bw=1, bandwidth=[1000]))

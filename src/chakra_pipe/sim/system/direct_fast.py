@@ -66,9 +66,13 @@ class FastDirect(Direct):
 
 
 def _recv(send: np.ndarray, src: np.ndarray, net: np.ndarray) -> np.ndarray:
-    """Receive callback times: the peer's matching send plus the network delay, not before posting."""
-    cols = np.arange(send.shape[1])
-    return np.maximum(send[src, cols] + net, send)
+    """Receive callback times, sorted per member: the peer's matching send plus the network delay, not
+    before posting (in place on one fresh matrix: at 1,024 members each is 8 MB)."""
+    out = np.take_along_axis(send, src, axis=0) if send.ndim == 2 else send[src]
+    out += net
+    np.maximum(out, send if send.ndim == 2 else send[:, None], out=out)
+    out.sort(axis=1)
+    return out
 
 
 def evaluate(coord, algos: list[FastDirect]) -> None:
@@ -76,45 +80,63 @@ def evaluate(coord, algos: list[FastDirect]) -> None:
     ring, p = first.ring, first.ring.size
     w, half, total = first.parallel_reduce, p - 1, first.stream_count
     sign = 1 if first.direction == CLOCKWISE else -1
-    members = np.asarray(ring.members, dtype=np.int64)
-    idx = np.arange(p, dtype=np.int64)[:, None]
-    src = (idx - sign * np.arange(1, p, dtype=np.int64)[None, :]) % p  # peer of receive j (same j's send)
+
+    def peers() -> np.ndarray:  # peer (ring index) of receive j: the one whose send j comes here
+        out = (np.arange(p, dtype=np.int64)[:, None] - sign * np.arange(1, p, dtype=np.int64)[None, :]) % p
+        return out.astype(np.int32) if p < 2**31 else out  # half the memory of the largest cached table
+
+    src = coord.cached(("direct-src", p, sign), peers)
 
     def build() -> np.ndarray:
-        return coord.delays(members[src], members[idx], first.msg_size)
+        members = np.asarray(ring.members, dtype=np.int64)
+        return coord.delays(members[src], members[:, None], first.msg_size)
 
     net = coord.cached(("direct-net", ring.key, sign, first.msg_size), build)
     d, flags = first.packet_plan(w + total)
     e = int(d[0])  # the first W packets never carry a reduction
-    starts = np.asarray([a.start_ns for a in algos], dtype=np.int64)
-    send1 = np.repeat((starts + e)[:, None], half, axis=1)  # all W = P-1 first sends leave at start + E
-    recv1 = np.sort(_recv(send1, src, net), axis=1)
-    gen1 = recv1 + d[w : w + half]
-    if first.ctype != AR:
-        recv, dd, ff = recv1, d[w : w + half], flags[w : w + half]
-    else:
-        last = recv1[:, -1]
-        if (gen1 == last[:, None]).any():
-            raise FastPathDeclined("direct all-reduce: a general at the last reduce-scatter receive's time")
-        g_star = np.where(gen1 > last[:, None], gen1, np.iinfo(np.int64).max).min(axis=1)
-        used = np.sort(gen1, axis=1)
-        for _ in range(p + 1):
-            send2 = np.maximum(used, g_star[:, None])
-            recv2 = np.sort(_recv(send2, src, net), axis=1)
-            gen2 = recv2 + d[w + half : w + 2 * half]
-            merged = np.sort(np.concatenate([gen1, gen2], axis=1), axis=1)[:, :half]
-            if np.array_equal(merged, used):
-                break
-            used = merged
-        else:  # pragma: no cover - a cycle shorter than E cannot exist; refuse rather than guess
-            raise FastPathDeclined("direct all-reduce: the all-gather recurrence did not settle")
-        recv = np.concatenate([recv1, recv2], axis=1)
-        dd, ff = d[w : w + 2 * half], flags[w : w + 2 * half]
+    sent = np.asarray([a.start_ns for a in algos], dtype=np.int64) + e  # all W = P-1 first sends
+    halves = [_recv(sent, src, net)]
+    if first.ctype == AR:
+        halves.append(_all_gather(halves[0], d[w : w + half], src, net, d[w + half : w + 2 * half]))
     coord.stats.messages += p * total
-    last_gen = np.argmax(recv + dd, axis=1)
+    # each member exits in its last general: find it half by half (one P x (P-1) matrix at a time)
+    best = np.full(p, np.iinfo(np.int64).min, dtype=np.int64)
+    at = np.zeros(p, dtype=np.int64)
+    processed = np.zeros(p, dtype=bool)
+    for k, recv in enumerate(halves):
+        lo = w + k * half
+        gen = recv + d[lo : lo + half]
+        m = np.argmax(gen, axis=1)[:, None]
+        g = np.take_along_axis(gen, m, axis=1)[:, 0]
+        later = g > best  # on a tie the earlier half's general stays the last one
+        best = np.where(later, g, best)
+        at = np.where(later, np.take_along_axis(recv, m, axis=1)[:, 0], at)
+        processed = np.where(later, flags[lo + m[:, 0]], processed)
     pd = first.sys.reduction_delay(first.msg_size)
-    for algo, m, r in zip(algos, last_gen.tolist(), recv.tolist()):
-        if ff[m]:  # a reduction packet: the bus hop's callback registers the reduction delay
-            coord.exit_at(algo, r[m] + e, pd)
+    for algo, t, red in zip(algos, at.tolist(), processed.tolist()):
+        if red:  # a reduction packet: the bus hop's callback registers the reduction delay
+            coord.exit_at(algo, t + e, pd)
         else:
-            coord.exit_at(algo, r[m], e)
+            coord.exit_at(algo, t, e)
+
+
+def _all_gather(recv1: np.ndarray, d1: np.ndarray, src: np.ndarray, net: np.ndarray, d2: np.ndarray) -> np.ndarray:
+    """The all-gather receives of an all-reduce (sorted per member), given its reduce-scatter receives."""
+    used = recv1 + d1
+    last = recv1[:, -1:]
+    if (used == last).any():
+        raise FastPathDeclined("direct all-reduce: a general at the last reduce-scatter receive's time")
+    g_star = np.where(used > last, used, np.iinfo(np.int64).max).min(axis=1)[:, None]
+    used.sort(axis=1)
+    half = used.shape[1]
+    for _ in range(half + 2):
+        recv2 = _recv(np.maximum(used, g_star), src, net)
+        gen2 = recv2 + d2
+        if (gen2.min(axis=1) >= used[:, -1]).all():  # no all-gather general overtakes a reduce-scatter one
+            return recv2
+        merged = np.sort(np.concatenate([recv1 + d1, gen2], axis=1), axis=1)[:, :half]
+        if np.array_equal(merged, used):
+            return recv2
+        used = merged
+    # a dependency cycle shorter than E cannot exist; refuse rather than guess
+    raise FastPathDeclined("direct all-reduce: the all-gather recurrence did not settle")
