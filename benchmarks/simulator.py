@@ -16,7 +16,7 @@ ASTRA-sim's recorded figures on the same 2-core machine: 64-rank llama3-8b t8d8 
 congestion-aware, ~2.5 s; 1,024-rank gpt3-175b t8d16p8 (all 96 layers) on a 3-D switch ~24 s, 207 MB.
 
     python benchmarks/simulator.py [PREFIX SYS NET]
-    python benchmarks/simulator.py --realistic [--max-ranks N] [--event] [--event-max N]
+    python benchmarks/simulator.py --realistic [--max-ranks N] [--event] [--event-max N] [--algo ring|direct]
     python benchmarks/simulator.py --collectives [--event-max N]
 
 ``--collectives``: one 1 MiB all-reduce with ``direct`` and ``doubleBinaryTree`` on 64/256/1,024 NPUs
@@ -165,7 +165,7 @@ print(json.dumps(out))
 """
 
 
-def realistic(max_ranks: int, event: bool, event_max: int) -> None:
+def realistic(max_ranks: int, event: bool, event_max: int, algo_only: str | None = None) -> None:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
     print(
         f"{'case':22s} {'ranks':>5s} {'network':12s} {'backend':8s} {'algo':6s} {'wall_s':>7s} {'cpu_s':>7s} "
@@ -189,7 +189,7 @@ def realistic(max_ranks: int, event: bool, event_max: int) -> None:
                 (sizes, "unaware", "ring"),
             ]
             for dims, backend, algo in runs:
-                if backend == "aware" and ranks > AWARE_MAX_RANKS:
+                if (backend == "aware" and ranks > AWARE_MAX_RANKS) or algo_only not in (None, algo):
                     continue
                 check = event and ranks <= event_max
                 net = "switch " + "x".join(map(str, dims))
@@ -255,7 +255,8 @@ def main(argv: list[str]) -> None:
         rest = argv[1:]
         max_ranks = int(rest[rest.index("--max-ranks") + 1]) if "--max-ranks" in rest else 1024
         event_max = int(rest[rest.index("--event-max") + 1]) if "--event-max" in rest else 64
-        realistic(max_ranks, "--event" in rest, event_max)
+        algo_only = rest[rest.index("--algo") + 1] if "--algo" in rest else None
+        realistic(max_ranks, "--event" in rest, event_max, algo_only)
         return
     event_too = os.environ.get("SIM_BENCH_EVENT") == "1"
     print(

@@ -23,6 +23,7 @@ message by message.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from .algorithm import AR, RS
 from .direct import Direct
@@ -65,12 +66,30 @@ class FastDirect(Direct):
         return np.where(flags, bus + pd, bus).astype(np.int64), flags
 
 
-def _recv(send: np.ndarray, src: np.ndarray, net: np.ndarray) -> np.ndarray:
+class _Layout:
+    """Index tables of a P-member direct phase in one direction, shared by every phase of that shape."""
+
+    def __init__(self, p: int, sign: int):
+        cols = np.arange(1, p, dtype=np.int64)[None, :]
+        src = (np.arange(p, dtype=np.int64)[:, None] - sign * cols) % p  # receive j's peer (its send j comes here)
+        kind = np.int32 if p * p < 2**31 else np.int64  # half the memory of the largest tables
+        self.src: npt.NDArray[np.signedinteger] = src.astype(kind)
+        # peer's send j in a flattened P x (P-1) matrix
+        self.flat: npt.NDArray[np.signedinteger] = (src * (p - 1) + (cols - 1)).astype(kind)
+        self.rows = np.arange(p)
+
+
+def _recv(send: np.ndarray, lay: _Layout, net: np.ndarray) -> np.ndarray:
     """Receive callback times, sorted per member: the peer's matching send plus the network delay, not
     before posting (in place on one fresh matrix: at 1,024 members each is 8 MB)."""
-    out = np.take_along_axis(send, src, axis=0) if send.ndim == 2 else send[src]
-    out += net
-    np.maximum(out, send if send.ndim == 2 else send[:, None], out=out)
+    if send.ndim == 2:
+        out = np.take(send, lay.flat)
+        out += net
+        np.maximum(out, send, out=out)
+    else:
+        out = np.take(send, lay.src)
+        out += net
+        np.maximum(out, send[:, None], out=out)
     out.sort(axis=1)
     return out
 
@@ -80,38 +99,28 @@ def evaluate(coord, algos: list[FastDirect]) -> None:
     ring, p = first.ring, first.ring.size
     w, half, total = first.parallel_reduce, p - 1, first.stream_count
     sign = 1 if first.direction == CLOCKWISE else -1
-
-    def peers() -> np.ndarray:  # peer (ring index) of receive j: the one whose send j comes here
-        out = (np.arange(p, dtype=np.int64)[:, None] - sign * np.arange(1, p, dtype=np.int64)[None, :]) % p
-        return out.astype(np.int32) if p < 2**31 else out  # half the memory of the largest cached table
-
-    src = coord.cached(("direct-src", p, sign), peers)
+    lay = coord.cached(("direct-layout", p, sign), lambda: _Layout(p, sign))
 
     def build() -> np.ndarray:
         members = np.asarray(ring.members, dtype=np.int64)
-        return coord.delays(members[src], members[:, None], first.msg_size)
+        return coord.delays(members[lay.src], members[:, None], first.msg_size)
 
     net = coord.cached(("direct-net", ring.key, sign, first.msg_size), build)
-    d, flags = first.packet_plan(w + total)
+    plan_key = ("direct-plan", first.ctype, w, first.non_zero_latency_packets(), first.fast, first.msg_size)
+    d, flags = coord.cached(plan_key, lambda: first.packet_plan(w + total))
     e = int(d[0])  # the first W packets never carry a reduction
     sent = np.asarray([a.start_ns for a in algos], dtype=np.int64) + e  # all W = P-1 first sends
-    halves = [_recv(sent, src, net)]
+    halves = [_recv(sent, lay, net)]
     if first.ctype == AR:
-        halves.append(_all_gather(halves[0], d[w : w + half], src, net, d[w + half : w + 2 * half]))
+        halves.append(_all_gather(halves[0], d[w : w + half], lay, net, d[w + half : w + 2 * half]))
     coord.stats.messages += p * total
     # each member exits in its last general: find it half by half (one P x (P-1) matrix at a time)
-    best = np.full(p, np.iinfo(np.int64).min, dtype=np.int64)
-    at = np.zeros(p, dtype=np.int64)
-    processed = np.zeros(p, dtype=bool)
-    for k, recv in enumerate(halves):
-        lo = w + k * half
-        gen = recv + d[lo : lo + half]
-        m = np.argmax(gen, axis=1)[:, None]
-        g = np.take_along_axis(gen, m, axis=1)[:, 0]
-        later = g > best  # on a tie the earlier half's general stays the last one
-        best = np.where(later, g, best)
-        at = np.where(later, np.take_along_axis(recv, m, axis=1)[:, 0], at)
-        processed = np.where(later, flags[lo + m[:, 0]], processed)
+    spans = [slice(w + k * half, w + (k + 1) * half) for k in range(len(halves))]
+    best, at, processed = _last_general(halves[0], d[spans[0]], flags[spans[0]], lay.rows)
+    if len(halves) == 2:
+        g, r, f = _last_general(halves[1], d[spans[1]], flags[spans[1]], lay.rows)
+        later = g > best  # on a tie the reduce-scatter half's general stays the last one
+        at, processed = np.where(later, r, at), np.where(later, f, processed)
     pd = first.sys.reduction_delay(first.msg_size)
     for algo, t, red in zip(algos, at.tolist(), processed.tolist()):
         if red:  # a reduction packet: the bus hop's callback registers the reduction delay
@@ -120,7 +129,14 @@ def evaluate(coord, algos: list[FastDirect]) -> None:
             coord.exit_at(algo, t, e)
 
 
-def _all_gather(recv1: np.ndarray, d1: np.ndarray, src: np.ndarray, net: np.ndarray, d2: np.ndarray) -> np.ndarray:
+def _last_general(recv: np.ndarray, d: np.ndarray, flags: np.ndarray, rows: np.ndarray) -> tuple:
+    """Per member: the latest general of one half, the receive that made it, and its reduction flag."""
+    gen = recv + d
+    m = np.argmax(gen, axis=1)
+    return gen[rows, m], recv[rows, m], flags[m]
+
+
+def _all_gather(recv1: np.ndarray, d1: np.ndarray, lay: _Layout, net: np.ndarray, d2: np.ndarray) -> np.ndarray:
     """The all-gather receives of an all-reduce (sorted per member), given its reduce-scatter receives."""
     used = recv1 + d1
     last = recv1[:, -1:]
@@ -130,7 +146,7 @@ def _all_gather(recv1: np.ndarray, d1: np.ndarray, src: np.ndarray, net: np.ndar
     used.sort(axis=1)
     half = used.shape[1]
     for _ in range(half + 2):
-        recv2 = _recv(np.maximum(used, g_star), src, net)
+        recv2 = _recv(np.maximum(used, g_star), lay, net)
         gen2 = recv2 + d2
         if (gen2.min(axis=1) >= used[:, -1]).all():  # no all-gather general overtakes a reduce-scatter one
             return recv2

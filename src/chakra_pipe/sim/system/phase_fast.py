@@ -21,7 +21,7 @@ import numpy as np
 from ..network.common import bytes_per_ns
 from ..network.topology import hops
 
-DELAY_CACHE_MAX = 16  # pairwise delay matrices kept (a 1,024-member direct phase's is 8 MB)
+CACHE_BYTES = 64 << 20  # tables kept at once (a 1,024-member direct phase's delay matrix is 8 MB)
 
 
 class FastPathDeclined(Exception):
@@ -34,7 +34,8 @@ class PhaseCoordinator:
     def __init__(self, network, queue, stats):
         self.network, self.queue, self.stats = network, queue, stats
         self._waiting: dict[tuple, dict[int, Any]] = {}
-        self.cache: dict[tuple, Any] = {}  # per-topology tables the evaluations build once
+        self.cache: dict[tuple, tuple[Any, int]] = {}  # per-topology tables the evaluations build once
+        self._cache_bytes = 0
         cfg = network.cfg
         self._dims = list(cfg.npus_count)
         self._lat = [float(x) for x in cfg.latency]
@@ -71,14 +72,28 @@ class PhaseCoordinator:
         return out
 
     def cached(self, key: tuple, build: Callable[[], Any]) -> Any:
-        """A table the evaluations reuse (delay matrices, tree layouts), bounded in number."""
-        value = self.cache.get(key)
-        if value is None:
-            if len(self.cache) >= DELAY_CACHE_MAX:
-                self.cache.pop(next(iter(self.cache)))
-            value = self.cache[key] = build()
+        """A table the evaluations reuse (delay matrices, packet plans, tree layouts), bounded in bytes:
+        LLM steps revisit a few dozen (group, size) shapes, a single big collective needs few but large."""
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit[0]
+        value = build()
+        size = _nbytes(value)
+        while self.cache and self._cache_bytes + size > CACHE_BYTES:  # oldest first
+            self._cache_bytes -= self.cache.pop(next(iter(self.cache)))[1]
+        self.cache[key] = (value, size)
+        self._cache_bytes += size
         return value
 
     def exit_at(self, algo, registered: int, delay: int) -> None:
         """Register ``algo.exit`` at ``registered`` with ``delay``, as the event path's last callback is."""
         self.queue.schedule(registered, algo.sys.register_event, algo.exit, delay)
+
+
+def _nbytes(value: Any) -> int:
+    """Approximate memory of a cached table: arrays by their buffers, Python sequences at 8 B a slot."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, tuple):
+        return sum(_nbytes(v) for v in value)
+    return 8 * len(value) if isinstance(value, list) else 64 * len(getattr(value, "members", ()))
