@@ -14,7 +14,7 @@ counters mark it as carrying a reduction) and its return (a "general") frees one
 An all-reduce sends its P-1 all-gather messages only after all P-1 reduce-scatter receives (time
 ``R``): all-gather send ``j`` leaves at ``max(g*, j-th earliest general)``, ``g*`` the first general
 after ``R``. All-gather generals can overtake late reduce-scatter ones, so that half is a fixed point,
-iterated from the reduce-scatter-only upper bound (it converges: every dependency cycle takes >= E).
+iterated from the reduce-scatter-only upper bound (it settles: every dependency cycle takes >= E ns).
 A general at exactly ``R`` would send or not depending on the global event order: then the
 evaluation declines (:class:`~.phase_fast.FastPathDeclined`). Windows below P-1 (``direct<W>``) run
 message by message.
@@ -154,5 +154,5 @@ def _all_gather(recv1: np.ndarray, d1: np.ndarray, lay: _Layout, net: np.ndarray
         if np.array_equal(merged, used):
             return recv2
         used = merged
-    # a dependency cycle shorter than E cannot exist; refuse rather than guess
+    # every dependency cycle takes >= E ns, so this settles; with endpoint-delay 0 it may not: refuse
     raise FastPathDeclined("direct all-reduce: the all-gather recurrence did not settle")
