@@ -17,7 +17,13 @@ ASTRA-sim's recorded figures on the same 2-core machine: 64-rank llama3-8b t8d8 
 congestion-aware, ~2.5 s; 1,024-rank gpt3-175b t8d16p8 (all 96 layers) on a 3-D switch ~24 s, 207 MB.
 
     python benchmarks/simulator.py [PREFIX SYS NET]
-    python benchmarks/simulator.py --realistic [--max-ranks N] [--event] [--event-max N]
+    python benchmarks/simulator.py --realistic [--max-ranks N] [--event] [--event-max N] [--algo ring|direct]
+    python benchmarks/simulator.py --collectives [--event-max N]
+
+``--collectives``: one 1 MiB all-reduce with ``direct`` and ``doubleBinaryTree`` on 64/256/1,024 NPUs
+(switch, unaware), each in a fresh process: wall, CPU, messages, peak RSS, and (up to ``--event-max``
+NPUs, default 256) the message-by-message wall (``fast=False``, what these phases cost before their
+fast paths) with the speedup and whether every rank's finish time is the same.
 """
 
 from __future__ import annotations
@@ -149,13 +155,18 @@ res = simulate(ts, hw)
 wall, cpu = time.perf_counter() - w0, time.process_time() - c0
 out = {"wall": wall, "cpu": cpu, "messages": res.messages, "finish": max(res.finish_ns),
        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-if event == "1":
+if event == "1":  # both timed with the trace columns already built (the first call builds them)
+    w0 = time.perf_counter()
+    simulate(ts, hw)
+    out["repeat_wall"] = time.perf_counter() - w0
+    w0 = time.perf_counter()
     out["equal"] = simulate(ts, hw, fast=False).finish_ns == res.finish_ns
+    out["event_wall"] = time.perf_counter() - w0
 print(json.dumps(out))
 """
 
 
-def realistic(max_ranks: int, event: bool, event_max: int) -> None:
+def realistic(max_ranks: int, event: bool, event_max: int, algo_only: str | None = None) -> None:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
     print(
         f"{'case':22s} {'ranks':>5s} {'network':12s} {'backend':8s} {'algo':6s} {'wall_s':>7s} {'cpu_s':>7s} "
@@ -180,33 +191,16 @@ def realistic(max_ranks: int, event: bool, event_max: int) -> None:
                 (sizes, "unaware", "ring", "Switch"),
             ]
             for dims, backend, algo, topology in runs:
-                if backend == "aware" and ranks > AWARE_MAX_RANKS:
+                if (backend == "aware" and ranks > AWARE_MAX_RANKS) or algo_only not in (None, algo):
                     continue
                 check = event and ranks <= event_max
-                done = subprocess.run(
-                    [
-                        sys.executable,
-                        "-c",
-                        CASE_SCRIPT,
-                        prefix,
-                        json.dumps(_llm_system(algo, len(dims))),
-                        json.dumps(_network(dims, topology)),
-                        f"congestion_{backend}",
-                        "1" if check else "0",
-                    ],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                )
                 net = ("fc " if topology == "FullyConnected" else "switch ") + "x".join(map(str, dims))
-                if done.returncode:
-                    print(
-                        f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} failed: "
-                        f"{done.stderr.strip().splitlines()[-1]}",
-                        flush=True,
-                    )
+                try:
+                    system, network = _llm_system(algo, len(dims)), _network(dims, topology)
+                    r = _run_case(prefix, system, network, f"congestion_{backend}", check)
+                except RuntimeError as exc:
+                    print(f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} failed: {exc}", flush=True)
                     continue
-                r = json.loads(done.stdout.splitlines()[-1])
                 eq = ("yes" if r["equal"] else "NO") if "equal" in r else "-"
                 print(
                     f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} {r['wall']:7.2f} {r['cpu']:7.2f} "
@@ -215,12 +209,57 @@ def realistic(max_ranks: int, event: bool, event_max: int) -> None:
                 )
 
 
+def _run_case(prefix: str, system: dict, network: dict, backend: str, event: bool) -> dict:
+    """One simulation in a fresh process (peak RSS is per process); raises with its last error line."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    args = [prefix, json.dumps(system), json.dumps(network), backend, "1" if event else "0"]
+    done = subprocess.run([sys.executable, "-c", CASE_SCRIPT, *args], env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(done.stderr.strip().splitlines()[-1])
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def collectives(event_max: int) -> None:
+    """One 1 MiB all-reduce, direct and doubleBinaryTree, on a 64/256/1,024-NPU switch (unaware).
+
+    ``wall_s`` includes building the per-rank columns (first call); up to ``event_max`` NPUs a second
+    fast call (``repeat_s``) and the message-by-message path (``event_s``, ``fast=False``: what these
+    phases cost before their fast paths) are timed with the columns built; ``speedup`` = event_s / repeat_s.
+    """
+    print(
+        f"{'algorithm':17s} {'npus':>5s} {'wall_s':>7s} {'cpu_s':>7s} {'messages':>9s} {'rss_MB':>7s} "
+        f"{'finish_ns':>10s} {'repeat_s':>8s} {'event_s':>8s} {'speedup':>8s} {'event=fast':>10s}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for npus in (64, 256, 1024):
+            prefix = str(all_reduce_set(Path(tmp), npus).prefix)
+            net = {"topology": ["Switch"], "npus_count": [npus], "bandwidth": [50], "latency": [500]}
+            for algo in ("direct", "doubleBinaryTree"):
+                system = {**SYSTEM, **{k: [algo] for k in SYSTEM if k.endswith("-implementation")}}
+                r = _run_case(prefix, system, net, "congestion_unaware", npus <= event_max)
+                ev = f"{'-':>8s} {'-':>8s} {'-':>8s}"
+                if "event_wall" in r:
+                    rep, evw = r["repeat_wall"], r["event_wall"]
+                    ev = f"{rep:8.3f} {evw:8.2f} {evw / rep:7.0f}x"
+                eq = ("yes" if r["equal"] else "NO") if "equal" in r else "-"
+                print(
+                    f"{algo:17s} {npus:5d} {r['wall']:7.3f} {r['cpu']:7.3f} {r['messages']:9d} {r['rss_mb']:7.0f} "
+                    f"{r['finish']:10d} {ev} {eq:>10s}",
+                    flush=True,
+                )
+
+
 def main(argv: list[str]) -> None:
+    if argv and argv[0] == "--collectives":
+        event_max = int(argv[argv.index("--event-max") + 1]) if "--event-max" in argv else 256
+        collectives(event_max)
+        return
     if argv and argv[0] == "--realistic":
         rest = argv[1:]
         max_ranks = int(rest[rest.index("--max-ranks") + 1]) if "--max-ranks" in rest else 1024
         event_max = int(rest[rest.index("--event-max") + 1]) if "--event-max" in rest else 64
-        realistic(max_ranks, "--event" in rest, event_max)
+        algo_only = rest[rest.index("--algo") + 1] if "--algo" in rest else None
+        realistic(max_ranks, "--event" in rest, event_max, algo_only)
         return
     event_too = os.environ.get("SIM_BENCH_EVENT") == "1"
     print(

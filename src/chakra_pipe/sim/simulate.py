@@ -21,6 +21,7 @@ from .groups import GroupTable, metadata_groups
 from .memory import remote_memories
 from .network import make_network
 from .result import SimResult
+from .system.phase_fast import FastPathDeclined, PhaseCoordinator
 from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
 from .workload import RankTrace, Workload
@@ -129,13 +130,18 @@ def simulate(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file)
+        try:
+            return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file)
+        except FastPathDeclined:  # a direct phase hit a same-time tie only the event order settles
+            return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast=False)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_file: str | None) -> SimResult:
+def _simulate(
+    trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_file: str | None, phases_fast: bool = True
+) -> SimResult:
     npus = hw.network.npus
     if len(trace_set.ranks) != npus:
         raise ConfigError(
@@ -156,12 +162,13 @@ def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_fil
         coordinator = RingCoordinator(network, queue, stats)
     elif fast and hw.backend == "congestion_aware" and aware_fast_path_is_exact(trace_set, hw, groups, network):
         coordinator = RingCoordinator(network, queue, stats, aware=True)
+    phases = PhaseCoordinator(network, queue, stats) if coordinator is not None and not coordinator.aware else None
     workloads = []
     rings: dict = {}
     table = GroupTable(npus, groups, groups_file)
     _prune_cache()
     for rank, graph in enumerate(trace_set.ranks):
-        sys = Sys(rank, hw, queue, network, stats, coordinator, rings)
+        sys = Sys(rank, hw, queue, network, stats, coordinator, rings, phases if phases_fast else None)
         workloads.append(Workload(rank, _rank_trace(graph), sys, hw, table.groups_for(rank), memories[rank], result))
     for w in workloads:
         w.fire()

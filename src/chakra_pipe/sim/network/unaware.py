@@ -32,6 +32,8 @@ class CongestionUnawareNetwork(Network):
     def __init__(self, cfg, queue):
         super().__init__(cfg, queue)
         self._bw = [bytes_per_ns(b) for b in cfg.bandwidth]
+        self._lat = [float(x) for x in cfg.latency]
+        self._hops: list[np.ndarray] | None = None
 
     def delay(self, src: int, dst: int, size: int) -> int:
         cs, cd = self.coords(src), self.coords(dst)
@@ -40,6 +42,32 @@ class CongestionUnawareNetwork(Network):
                 h = hops(self.cfg.topology[d], self.dims[d], a, b)
                 return int(h * self.cfg.latency[d] + size / self._bw[d])
         return 0
+
+    def delays(self, src: np.ndarray, dst: np.ndarray, size: int) -> np.ndarray:
+        """:meth:`delay` elementwise over arrays of (source, destination) NPUs, for the direct and tree
+        fast paths: the same float operations in the same order, so the same ns."""
+        out = np.zeros(np.broadcast(src, dst).shape, dtype=np.int64)
+        undecided = np.ones(out.shape, dtype=bool)
+        s, d = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        for p, lat, bw, tab in zip(self.dims, self._lat, self._bw, self._hop_tables()):
+            a, b = s % p, d % p
+            here = undecided & (a != b)
+            if here.any():
+                h = tab[(b - a) % p]
+                out[here] = (h * lat + size / bw)[here].astype(np.int64)
+                undecided &= ~here
+            s, d = s // p, d // p
+        return out
+
+    def _hop_tables(self) -> list[np.ndarray]:
+        """Hops per dimension by ``(dst - src) mod p`` (every topology kind here depends only on that),
+        built on first use."""
+        if self._hops is None:
+            self._hops = [
+                np.asarray([hops(kind, p, 0, k) for k in range(p)], dtype=np.int64)
+                for kind, p in zip(self.cfg.topology, self.dims)
+            ]
+        return self._hops
 
     def ring_links(self, senders: list[int], receivers: list[int], size: int) -> FixedRingLinks:
         return FixedRingLinks([self.delay(s, r, size) for s, r in zip(senders, receivers)])

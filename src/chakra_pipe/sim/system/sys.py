@@ -18,12 +18,14 @@ from ...errors import ConfigError
 from .algorithm import AG, AR
 from .decompose import FIRST, NEXT, phase_chain
 from .direct import Direct
+from .direct_fast import FastDirect, fast_direct_applies
 from .double_binary_tree import DoubleBinaryTree
 from .halving_doubling import FastHalvingDoubling, HalvingDoubling
 from .ring import Ring
 from .ring_fast import FastRing
 from .stream import DataSet, Phase, Stream
 from .topology import ANTICLOCKWISE, CLOCKWISE, LogicalTopology
+from .tree_fast import FastDoubleBinaryTree
 
 RENDEZVOUS_BYTES = 8192
 # One constant, two coupled uses (spec §2.4, quirk 16): the workload layer takes a send/receive tag
@@ -76,7 +78,9 @@ class Group:
 
 
 class Sys:
-    def __init__(self, npu: int, hw, queue, network, stats, ring_coordinator=None, shared_rings=None):
+    def __init__(
+        self, npu: int, hw, queue, network, stats, ring_coordinator=None, shared_rings=None, phase_coordinator=None
+    ):
         self.id = npu
         self.hw = hw
         self.cfg = hw.system
@@ -101,6 +105,7 @@ class Sys:
         self.rendezvous = hw.rendezvous
         self.ring_coordinator = ring_coordinator  # set when ring phases may use the exact fast path
         self.shared_rings = {} if shared_rings is None else shared_rings
+        self.phase_coordinator = phase_coordinator  # set when direct / tree phases may use their fast paths
 
     @property
     def now(self) -> int:
@@ -189,7 +194,8 @@ class Sys:
             cls = FastRing if self.ring_coordinator is not None else Ring
             a = cls(ctype, self, topo, size, queue[1])
         elif base == "direct":
-            a = Direct(ctype, self, topo, size, queue[1], algo.window)
+            fast = self.phase_coordinator is not None and fast_direct_applies(algo.window, topo.size)
+            a = (FastDirect if fast else Direct)(ctype, self, topo, size, queue[1], algo.window)
         elif base == "halvingDoubling":
             fast = self.ring_coordinator is not None and not self.ring_coordinator.aware
             a = (FastHalvingDoubling if fast else HalvingDoubling)(ctype, self, topo, size)
@@ -201,7 +207,7 @@ class Sys:
                     file=self.cfg.source,
                     where="all-reduce-implementation",
                 )
-            a = DoubleBinaryTree(self, topo, size)
+            a = (DoubleBinaryTree if self.phase_coordinator is None else FastDoubleBinaryTree)(self, topo, size)
         return Phase(queue[0], a, size, a.final_data_size)
 
     def generate_collective(

@@ -1,0 +1,148 @@
+"""Fast path for direct phases on the congestion-unaware network (window covering every peer).
+
+With the window ``W = P - 1`` (plain ``direct``) the packet counters of :class:`~.direct.Direct`
+reduce exactly to order statistics over each member's receives. Member ``i``'s ``j``-th send goes to
+ring offset ``+(j mod (P-1)) + 1`` and its ``j``-th receive comes from offset ``-(j mod (P-1)) - 1``,
+whose ``j``-th send it matches. Every packet passes the memory bus (``E``, plus ``Pd`` when the
+counters mark it as carrying a reduction) and its return (a "general") frees one send slot, so:
+
+    the W first sends leave at start + E  (the W packets of ``start()``)
+    recv_j   = max(send_j[peer] + N(peer -> me), send_j)           (posted when sending)
+    general_m = m-th earliest receive + d[W + m]                    (the m-th receive's packet)
+    exit      = the last general
+
+An all-reduce sends its P-1 all-gather messages only after all P-1 reduce-scatter receives (time
+``R``): all-gather send ``j`` leaves at ``max(g*, j-th earliest general)``, ``g*`` the first general
+after ``R``. All-gather generals can overtake late reduce-scatter ones, so that half is a fixed point,
+iterated from the reduce-scatter-only upper bound (it settles: every dependency cycle takes >= E ns).
+A general at exactly ``R`` would send or not depending on the global event order: then the
+evaluation declines (:class:`~.phase_fast.FastPathDeclined`). Windows below P-1 (``direct<W>``) run
+message by message.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from .algorithm import AR, PacketCounters
+from .direct import Direct
+from .phase_fast import FastPathDeclined
+from .stream import bus_delay
+from .topology import CLOCKWISE
+
+
+def fast_direct_applies(window: int, members: int) -> bool:
+    """The recurrence holds when the window lets every peer's message go at once."""
+    return window == -1 or window >= members - 1
+
+
+class FastDirect(Direct):
+    """A :class:`Direct` phase evaluated by the phase coordinator instead of message by message."""
+
+    def start(self) -> None:
+        self.start_ns = self.sys.now
+        ring = self.ring
+        key = ("direct", ring.key, self.stream.stream_id, self.stream.steps_finished, self.ctype, self.msg_size)
+        coord = self.sys.phase_coordinator
+        coord.join(key + (self.direction,), ring.index_of(self.id), ring.size, self, lambda a: evaluate(coord, a))
+
+    def packet_plan(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Bus (+ reduction) delay and reduction flag of the first ``count`` packets (the counters replayed)."""
+        bus = bus_delay(self.sys, self.local)
+        pd = self.sys.reduction_delay(self.msg_size)
+        counters = PacketCounters()  # a fresh set: the plan is shared by every phase of this shape
+        flags = np.fromiter((counters.take(self) for _ in range(count)), dtype=bool, count=count)
+        return np.where(flags, bus + pd, bus).astype(np.int64), flags
+
+
+class _Layout:
+    """Index tables of a P-member direct phase in one direction, shared by every phase of that shape."""
+
+    def __init__(self, p: int, sign: int):
+        cols = np.arange(1, p, dtype=np.int64)[None, :]
+        src = (np.arange(p, dtype=np.int64)[:, None] - sign * cols) % p  # receive j's peer (its send j comes here)
+        kind = np.int32 if p * p < 2**31 else np.int64  # half the memory of the largest tables
+        self.src: npt.NDArray[np.signedinteger] = src.astype(kind)
+        # peer's send j in a flattened P x (P-1) matrix
+        self.flat: npt.NDArray[np.signedinteger] = (src * (p - 1) + (cols - 1)).astype(kind)
+        self.rows = np.arange(p)
+
+
+def _recv(send: np.ndarray, lay: _Layout, net: np.ndarray) -> np.ndarray:
+    """Receive callback times, sorted per member: the peer's matching send plus the network delay, not
+    before posting (in place on one fresh matrix: at 1,024 members each is 8 MB)."""
+    if send.ndim == 2:
+        out = np.take(send, lay.flat)
+        out += net
+        np.maximum(out, send, out=out)
+    else:
+        out = np.take(send, lay.src)
+        out += net
+        np.maximum(out, send[:, None], out=out)
+    out.sort(axis=1)
+    return out
+
+
+def evaluate(coord, algos: list[FastDirect]) -> None:
+    first = algos[0]
+    ring, p = first.ring, first.ring.size
+    w, half, total = first.parallel_reduce, p - 1, first.stream_count
+    sign = 1 if first.direction == CLOCKWISE else -1
+    lay = coord.cached(("direct-layout", p, sign), lambda: _Layout(p, sign))
+
+    def build() -> np.ndarray:
+        members = np.asarray(ring.members, dtype=np.int64)
+        return coord.delays(members[lay.src], members[:, None], first.msg_size)
+
+    net = coord.cached(("direct-net", ring.key, sign, first.msg_size), build)
+    plan_key = ("direct-plan", first.ctype, w, first.non_zero_latency_packets(), first.local, first.msg_size)
+    d, flags = coord.cached(plan_key, lambda: first.packet_plan(w + total))
+    e = int(d[0])  # the first W packets never carry a reduction
+    sent = np.asarray([a.start_ns for a in algos], dtype=np.int64) + e  # all W = P-1 first sends
+    halves = [_recv(sent, lay, net)]
+    if first.ctype == AR:
+        halves.append(_all_gather(halves[0], d[w : w + half], lay, net, d[w + half : w + 2 * half]))
+    coord.stats.messages += p * total
+    # each member exits in its last general: find it half by half (one P x (P-1) matrix at a time)
+    spans = [slice(w + k * half, w + (k + 1) * half) for k in range(len(halves))]
+    best, at, processed = _last_general(halves[0], d[spans[0]], flags[spans[0]], lay.rows)
+    if len(halves) == 2:
+        g, r, f = _last_general(halves[1], d[spans[1]], flags[spans[1]], lay.rows)
+        later = g > best  # on a tie the reduce-scatter half's general stays the last one
+        at, processed = np.where(later, r, at), np.where(later, f, processed)
+    pd = first.sys.reduction_delay(first.msg_size)
+    for algo, t, red in zip(algos, at.tolist(), processed.tolist()):
+        if red:  # a reduction packet: the bus hop's callback registers the reduction delay
+            coord.exit_at(algo, t + e, pd)
+        else:
+            coord.exit_at(algo, t, e)
+
+
+def _last_general(recv: np.ndarray, d: np.ndarray, flags: np.ndarray, rows: np.ndarray) -> tuple:
+    """Per member: the latest general of one half, the receive that made it, and its reduction flag."""
+    gen = recv + d
+    m = np.argmax(gen, axis=1)
+    return gen[rows, m], recv[rows, m], flags[m]
+
+
+def _all_gather(recv1: np.ndarray, d1: np.ndarray, lay: _Layout, net: np.ndarray, d2: np.ndarray) -> np.ndarray:
+    """The all-gather receives of an all-reduce (sorted per member), given its reduce-scatter receives."""
+    used = recv1 + d1
+    last = recv1[:, -1:]
+    if (used == last).any():
+        raise FastPathDeclined("direct all-reduce: a general at the last reduce-scatter receive's time")
+    g_star = np.where(used > last, used, np.iinfo(np.int64).max).min(axis=1)[:, None]
+    used.sort(axis=1)
+    half = used.shape[1]
+    for _ in range(half + 2):
+        recv2 = _recv(np.maximum(used, g_star), lay, net)
+        gen2 = recv2 + d2
+        if (gen2.min(axis=1) >= used[:, -1]).all():  # no all-gather general overtakes a reduce-scatter one
+            return recv2
+        merged = np.sort(np.concatenate([recv1 + d1, gen2], axis=1), axis=1)[:, :half]
+        if np.array_equal(merged, used):
+            return recv2
+        used = merged
+    # every dependency cycle takes >= E ns, so this settles; with endpoint-delay 0 it may not: refuse
+    raise FastPathDeclined("direct all-reduce: the all-gather recurrence did not settle")

@@ -1,0 +1,74 @@
+"""Shared machinery of the exact fast paths for direct and double-binary-tree phases (unaware network).
+
+A direct or tree phase touches every member's clock, so — like the ring fast path — it is evaluated
+once its last member has started, for all members at once, instead of message by message through
+``Sys`` tick lists, packet bundles and the network's send/receive matching. This module holds what
+both evaluations need: gathering the members of a phase, the network's delays for arrays of
+(source, destination) pairs (``CongestionUnawareNetwork.delays``), and scheduling each member's
+exit where the event path would register it.
+
+When an evaluation finds a same-time tie whose outcome depends on the global event order (which the
+recurrence does not model), it raises :class:`FastPathDeclined` and ``simulate`` reruns the whole
+simulation with these phases message by message: the fast path is exact or it is not used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+CACHE_BYTES = 64 << 20  # tables kept at once (a 1,024-member direct phase's delay matrix is 8 MB)
+
+
+class FastPathDeclined(Exception):
+    """A phase's outcome depends on same-time event order: rerun with the message-level path."""
+
+
+class PhaseCoordinator:
+    """Collects the members of direct / double-binary-tree phases and evaluates each when all started."""
+
+    def __init__(self, network, queue, stats):
+        self.network, self.queue, self.stats = network, queue, stats
+        self._waiting: dict[tuple, dict[int, Any]] = {}
+        self.cache: dict[tuple, tuple[Any, int]] = {}  # per-topology tables the evaluations build once
+        self._cache_bytes = 0
+
+    def join(self, key: tuple, index: int, size: int, algo, evaluate: Callable[[list], None]) -> None:
+        members = self._waiting.setdefault(key, {})
+        members[index] = algo
+        if len(members) == size:
+            del self._waiting[key]
+            evaluate([members[i] for i in range(size)])
+
+    def delays(self, src: np.ndarray, dst: np.ndarray, size: int) -> np.ndarray:
+        """Network delays of arrays of messages: the unaware network's closed form, elementwise."""
+        return self.network.delays(src, dst, size)
+
+    def cached(self, key: tuple, build: Callable[[], Any]) -> Any:
+        """A table the evaluations reuse (delay matrices, packet plans, tree layouts), bounded in bytes:
+        LLM steps revisit a few dozen (group, size) shapes, a single big collective needs few but large."""
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit[0]
+        value = build()
+        size = _nbytes(value)
+        while self.cache and self._cache_bytes + size > CACHE_BYTES:  # oldest first
+            self._cache_bytes -= self.cache.pop(next(iter(self.cache)))[1]
+        self.cache[key] = (value, size)
+        self._cache_bytes += size
+        return value
+
+    def exit_at(self, algo, registered: int, delay: int) -> None:
+        """Register ``algo.exit`` at ``registered`` with ``delay``, as the event path's last callback is."""
+        self.queue.schedule(registered, algo.sys.register_event, algo.exit, delay)
+
+
+def _nbytes(value: Any) -> int:
+    """Approximate memory of a cached table: arrays by their buffers, Python sequences at 8 B a slot."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, tuple):
+        return sum(_nbytes(v) for v in value)
+    return 8 * len(value) if isinstance(value, list) else 64 * len(getattr(value, "members", ()))
