@@ -85,6 +85,12 @@ def select_points(points: list[Point], platforms: list[str], gpus: int, hbm_gib:
                 where="--platform",
             )
         for p in fit:
+            if p.network is None:
+                raise ConfigError(
+                    f"platform {name} is measured (calibrate:): its network exists only after the campaign's "
+                    "calibrate stage, so a search cannot plan on it; search a platform with network/system files",
+                    where="--platform",
+                )
             if hbm_gib is not None:
                 p.hbm_gib = hbm_gib
             if p.hbm_gib is None:

@@ -111,6 +111,7 @@ def run_shard(plan: Campaign, workload: str, shard: int, out: str | Path, prefix
     failed = 0
     for point_id in track(w.shards[shard], f"sweep {workload} shard {shard}", len(w.shards[shard]), "points"):
         point = plan.points[point_id]
+        point.resolve()  # a measured point reads its calibrate stage's files (missing: an error, not a row)
         row: dict[str, Any] = {
             "campaign": plan.name,
             "workload": workload,
