@@ -32,6 +32,7 @@ def _config(tmp_path: Path, **measured) -> dict:
     return {
         "campaign": "m1",
         "outdir": str(tmp_path / "reports"),
+        "tracedir": str(tmp_path / "traces"),
         "workloads": {
             "ar": {"kind": "trace", "prefix": str(tmp_path / "ar"), "npus": 2},
             "cap": {"kind": "capture", "model": "mlp", "ranks": 2, "steps": 1},
@@ -180,3 +181,13 @@ def test_summary_and_plot_compare_the_capture_with_the_calibrated_point(tmp_path
     assert json.loads((Path(camp.report_dir) / "summary.json").read_text())["fidelity"] == info["fidelity"]
     png = Path(camp.report_dir) / "plots" / "fidelity.png"
     assert png.stat().st_size > 10_000  # a drawn chart, not the "nothing to compare" placeholder
+
+
+def test_without_torch_the_measured_platform_is_skipped_with_a_note(tmp_path):
+    cfg = _config(tmp_path)
+    cfg["hardware"]["baseline"] = ["here", "p"]
+    del cfg["workloads"]["cap"]
+    camp = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
+    assert list(camp.points) == ["p"] and camp.calibrations == {}
+    assert camp.workloads["ar"].shards == [["p"]] and camp.workloads["ar"].baseline == "p"
+    assert "measured platforms here skipped: PyTorch is not installed" in camp.notes

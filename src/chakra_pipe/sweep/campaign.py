@@ -178,15 +178,22 @@ class Campaign:
         name = config["campaign"]
         platforms = config["hardware"]["platforms"]
         points_list = expand(platforms, root, f"{config['outdir']}/{name}/data/calibrate")
+        notes: list[str] = []
+        measured = [n for n, p in platforms.items() if p.get("calibrate")]
+        dropped: set[str] = set()
+        if measured and not torch_available:  # calibrate measures through torch.distributed
+            notes.append(f"measured platforms {', '.join(measured)} skipped: PyTorch is not installed")
+            dropped = {p.id for p in points_list if p.platform in measured}
+            points_list = [p for p in points_list if p.id not in dropped]
+            platforms = {n: p for n, p in platforms.items() if n not in measured}
         points = {p.id: p for p in points_list}
         baseline = config["hardware"].get("baseline") or []
-        baseline = [baseline] if isinstance(baseline, str) else list(baseline)
+        baseline = [b for b in ([baseline] if isinstance(baseline, str) else baseline) if b not in dropped]
         for i, b in enumerate(baseline):
             if b not in points:
                 raise ConfigError(
                     f"baseline point '{b}' is not a grid point", file="config", where=f"hardware.baseline[{i}]"
                 )
-        notes: list[str] = []
         capture, replay = config["capture"], config["replay"]
         if capture == "auto" and not torch_available:
             notes.append("capture skipped: PyTorch is not installed (capture: auto)")
