@@ -16,7 +16,8 @@ With ``--steps N`` the set holds N profiled steps: the traced figure is the slow
 its first ``ProfilerStep`` start to its last one's end, the untraced one N x the median untraced
 step (the campaign's ``captured`` figure). ``traced-wait`` is the traced span minus the
 communication wait ``link`` measured on that rank (idle while a collective ran, plus time in
-collective calls): what the infinite-network simulation should equal if conversion is faithful.
+collective calls): what each rank's simulated work (CPU ops + compute) should equal if conversion
+is faithful; the infinite-network step adds each rank's waits for its slower peer.
 The conditions (CPUs, load average before and after) are printed: on a shared machine every
 figure moves with the load, so compare runs made under similar load only.
 
@@ -133,7 +134,9 @@ def main() -> None:
             waits = [float(ms) * 1e6 for ms in re.findall(r"communication wait ([\d.]+) ms", log)]
             ts = TraceSet.load(prefix)
             sim_r = simulate(ts, hw).finish_ns
-            inf_r = simulate(ts, infinite).finish_ns
+            inf_result = simulate(ts, infinite)
+            inf_r = inf_result.finish_ns
+            busy_r = [c + g for c, g in zip(inf_result.cpu_ns, inf_result.compute_ns)]
             sim, inf = max(sim_r), max(inf_r)
             traced_r = [_traced_pass_ns(cap, r) for r in range(args.ranks)]
             traced = max(traced_r)
@@ -144,7 +147,8 @@ def main() -> None:
                 f"{100 * (sim / traced - 1):>+6.1f}% {untraced / 1e6:>8.2f}ms {100 * (sim / untraced - 1):>+6.1f}%"
             )
             print(
-                f"{'':<12} per rank: infinite {[round(x / 1e6, 2) for x in inf_r]} ms, traced-wait "
+                f"{'':<12} per rank: infinite {[round(x / 1e6, 2) for x in inf_r]} ms, of which work (CPU ops + "
+                f"compute) {[round(x / 1e6, 2) for x in busy_r]} ms; traced-wait "
                 f"{[round((t - w) / 1e6, 2) for t, w in zip(traced_r, waits)]} ms"
             )
     print(f"conditions at end: {_conditions()}")

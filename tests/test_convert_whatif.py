@@ -189,9 +189,17 @@ def test_ddp_capture_wait_is_reported_and_network_sweeps_see_it(model, tmp_path,
     assert r.stdout.count("communication wait") == 2
     expect_us = max(_measured_step_us(cap / f"rank{k}.kineto.json.gz") - waits[k] for k in range(2))
     ts = TraceSet.load(str(tmp_path / "set" / model))
-    step_inf = max(simulate(ts, _hw(2, INFINITE_GBPS)).finish_ns) / 1e3
-    # The target is 10% (met on an idle machine: 3-9%); real captures on a shared 2-core CI machine
-    # wander further (rank imbalance), so the test allows 20% and the README records the measured figures.
+    inf = simulate(ts, _hw(2, INFINITE_GBPS))
+    # Per rank, the work conversion kept (CPU ops + compute) is that rank's measured step minus its wait,
+    # within the 10%: the wait is no longer compute.
+    for k in range(2):
+        own_us = _measured_step_us(cap / f"rank{k}.kineto.json.gz") - waits[k]
+        busy_us = (inf.cpu_ns[k] + inf.compute_ns[k]) / 1e3
+        assert abs(busy_us - own_us) <= 0.10 * own_us, (k, busy_us, own_us, waits)
+    step_inf = max(inf.finish_ns) / 1e3
+    # The step also holds each rank's waits for its slower peer at every collective (rank imbalance: link
+    # counts them in the wait, the simulator reproduces them), which on a shared 2-core CI machine can be
+    # large, so the step is held to 20% (3-9% on an idle machine); the README records the measured figures.
     assert abs(step_inf - expect_us) <= 0.20 * expect_us, (step_inf, expect_us, waits)
     one = max(simulate(ts, _hw(2, 0.05)).finish_ns)
     half = max(simulate(ts, _hw(2, 0.025)).finish_ns)
