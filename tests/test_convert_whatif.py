@@ -189,10 +189,24 @@ def test_ddp_capture_wait_is_reported_and_network_sweeps_see_it(model, tmp_path,
     assert r.stdout.count("communication wait") == 2
     expect_us = max(_measured_step_us(cap / f"rank{k}.kineto.json.gz") - waits[k] for k in range(2))
     ts = TraceSet.load(str(tmp_path / "set" / model))
-    step_inf = max(simulate(ts, _hw(2, INFINITE_GBPS)).finish_ns) / 1e3
-    # The issue's target is 10% (met on an idle machine: 3-9%); real captures on a shared 2-core CI machine
-    # wander further (rank imbalance), so the test allows 20% and the README records the measured figures.
+    inf = simulate(ts, _hw(2, INFINITE_GBPS))
+    # Per rank, the work conversion kept (CPU ops + compute) is that rank's measured step minus its wait,
+    # within the issue's 10%: the wait is no longer compute.
+    for k in range(2):
+        own_us = _measured_step_us(cap / f"rank{k}.kineto.json.gz") - waits[k]
+        busy_us = (inf.cpu_ns[k] + inf.compute_ns[k]) / 1e3
+        assert abs(busy_us - own_us) <= 0.10 * own_us, (k, busy_us, own_us, waits)
+    step_inf = max(inf.finish_ns) / 1e3
+    # The step also holds each rank's waits for its slower peer at every collective (rank imbalance: link
+    # counts them in the wait, the simulator reproduces them), which on a shared 2-core CI machine can be
+    # large, so against link's whole wait the step is held to 20% (3-9% on an idle machine) ...
     assert abs(step_inf - expect_us) <= 0.20 * expect_us, (step_inf, expect_us, waits)
+    # ... and to the issue's 10% against the measured step minus only the network's part of the wait.
+    from chakra_pipe.link.commwait import network_wait_us
+
+    net = network_wait_us([load_kineto(cap / f"rank{k}.kineto.json.gz").cpu for k in range(2)])
+    expect_net_us = max(_measured_step_us(cap / f"rank{k}.kineto.json.gz") - net[k] for k in range(2))
+    assert abs(step_inf - expect_net_us) <= 0.10 * expect_net_us, (step_inf, expect_net_us, net, waits)
     one = max(simulate(ts, _hw(2, 0.05)).finish_ns)
     half = max(simulate(ts, _hw(2, 0.025)).finish_ns)
     assert half - one > 1000  # > 1 us: the DDP all-reduces are on the critical path
@@ -373,3 +387,34 @@ def test_comm_wait_counts_annotation_gaps_under_the_union_of_worker_ranges():
     # The label's own time [100, 150] + [200, 400] meets it on [120, 150] + [200, 400]: 230 us.
     assert {k.cpu[i].name: v for i, v in wait.idle_by_event.items()} == {"ProfilerStep#1": 200.0, "label": 230.0}
     assert wait.idle_us == {1: 430.0} and wait.in_calls_us == {1: 50.0}  # the leaf aten::mm is compute
+
+
+def test_network_wait_leaves_out_the_wait_for_a_slower_peer():
+    from chakra_pipe.link.commwait import measure, network_wait_us
+
+    def ev(name, ts, dur, tid, cat="user_annotation"):
+        return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+
+    # Both ranks' all-reduce ends at 900. Rank 0 computes until 200 and issues it at 200; rank 1
+    # computes until 600. Then a blocking all-gather call: rank 0 enters at 950, rank 1 at 910.
+    ranks = [
+        parse_kineto(
+            {
+                "traceEvents": [
+                    ev("ProfilerStep#1", 0, 1000, 1),
+                    ev("aten::mm", 0, issue, 1, "cpu_op"),
+                    ev("gloo:all_reduce", issue, 900 - issue, 2),
+                    ev("c10d::allgather_", call, 990 - call, 1, "cpu_op"),
+                    ev("gloo:all_gather", call, 990 - call, 2),
+                ]
+            },
+            f"rank{r}.json",
+        ).cpu
+        for r, (issue, call) in enumerate([(200, 950), (600, 910)])
+    ]
+    link_waits = [measure(k).idle_us[1] + measure(k).in_calls_us[1] for k in ranks]
+    # link: rank 0 idle 200..900 (700) + in call 40; rank 1 idle 600..900 (300) + in call 80
+    assert link_waits == [740.0, 380.0]
+    # network: only after rank 1 reached the all-reduce (600) and rank 0 the all-gather (950):
+    # rank 0 idle 600..900 (300) + 40, rank 1 idle 600..900 (300) + 40 (its 910..950 is waiting for rank 0)
+    assert network_wait_us(ranks) == [340.0, 340.0]

@@ -43,6 +43,9 @@ class FakeEngine:
     def due(self, handle):
         return handle
 
+    def finished_at(self, handle):
+        return None
+
 
 def run_rank(tmp_path, per_rank, rank=0, **kw):
     plan = build_plan(TraceSet.load(write_set(tmp_path, per_rank))).ranks[rank]
@@ -55,6 +58,27 @@ def run_rank(tmp_path, per_rank, rank=0, **kw):
 
 def overlaps(a, b):
     return a[0] < b[1] and b[0] < a[1]
+
+
+class LatePoller(FakeEngine):
+    """The backend stamps a collective done at its due time; the poll only notices 40 µs later (a
+    rank thread that waited for a core)."""
+
+    def poll(self, handle):
+        return self.clock.t >= handle + 40_000
+
+    def finished_at(self, handle):
+        return handle
+
+
+def test_completion_is_the_backends_stamp_not_the_late_poll(tmp_path):
+    nodes = [coll(1, schema.ALL_REDUCE, 64), coll(2, schema.ALL_REDUCE, 64, data=[1])]
+    plan = build_plan(TraceSet.load(write_set(tmp_path, [nodes]))).ranks[0]
+    clock = Clock()
+    timing = run_iteration(plan, LatePoller(plan, clock), 10**12, clock=clock)
+    durations = [e - s for s, e in zip(timing.start_ns, timing.end_ns)]
+    assert all(5_000 <= d <= 5_100 for d in durations), durations  # comm_ns, give or take a clock read
+    assert timing.start_ns[1] >= timing.end_ns[0] + 40_000  # the child still waits for the poll
 
 
 def test_one_compute_at_a_time_but_compute_overlaps_comm(tmp_path):

@@ -22,10 +22,10 @@ from chakra_pipe.report.aggregate import aggregate, read_results, write_results
 from chakra_pipe.report.build import build
 from chakra_pipe.report.plots import PLOTS
 from chakra_pipe.results.collectives import frame, sidecar_path, write_table
+from chakra_pipe.results.csvtext import rows_csv
 from chakra_pipe.results.pareto import pareto_front
 from chakra_pipe.results.schema import METRIC_NAMES, NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS
 from chakra_pipe.sweep.campaign import Campaign
-from chakra_pipe.sweep.shard import rows_to_csv
 
 STEP = {"p[bandwidth=100]": 4000, "p[bandwidth=200]": 2000, "p[bandwidth=400]": 1000}
 COST = {"p[bandwidth=100]": 1.0, "p[bandwidth=200]": 1.5, "p[bandwidth=400]": 4.0}
@@ -83,7 +83,7 @@ def _write_shards(camp: Campaign, fail: str | None = None) -> None:
         path = Path(camp.shard_path("ar", i))
         path.parent.mkdir(parents=True, exist_ok=True)
         write_table(frame([]), sidecar_path(path))
-        path.write_text(rows_to_csv(rows, SHARD_COLUMNS))
+        path.write_text(rows_csv(rows, SHARD_COLUMNS))
 
 
 def test_aggregate_derives_speedup_cost_and_provenance(tmp_path):
@@ -345,7 +345,7 @@ def test_captured_and_replayed_rows_are_one_pass_over_the_trace(tmp_path):
     for i, ids in enumerate(cap.shards):
         path = Path(camp.shard_path("cap", i))
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(rows_to_csv([dict(rows[0], point_id=pid) for pid in ids], SHARD_COLUMNS))
+        path.write_text(rows_csv([dict(rows[0], point_id=pid) for pid in ids], SHARD_COLUMNS))
     capture = Path(camp.capture_dir("cap"))
     capture.mkdir(parents=True)
     (capture / "capture.json").write_text(

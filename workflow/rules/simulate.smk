@@ -9,6 +9,7 @@ rule simulate_shard:
         plan=ancient(PLAN),
         trace=trace_input,
         validated=f"{DATA}/validate/{{workload}}.txt",
+        calibrated=lambda wc: CAMPAIGN.shard_calibrations(wc.workload, int(wc.shard)),
     output:
         f"{DATA}/shards/{{workload}}/{{shard}}.csv",
     log:

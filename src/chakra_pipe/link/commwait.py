@@ -17,12 +17,16 @@ freeze it into compute, hiding it from any network what-if. Two figures per thre
 Their sum is the thread's *communication wait*: the part of the measured step that a simulated
 network replaces. Leaf ``cpu_op`` time is never counted, even when a collective runs alongside:
 that is real computation overlapping communication.
+
+Measured on one rank, the wait also holds the time a rank waited for a slower peer to reach the
+same collective (skew), which is no network time: the simulator reproduces it from the ranks' own
+work. :func:`network_wait_us` separates the two when every rank's timeline is at hand.
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .kineto import KEvent
@@ -136,3 +140,33 @@ def _overlap_in(a: float, b: float, others, starts, calls, call_starts) -> float
             total += _overlap(lo, hi, others, starts)
         i += 1
     return total
+
+
+def network_wait_us(ranks: list[list[KEvent]]) -> list[float]:
+    """Per rank, the part of its communication wait (µs) after the last rank reached each collective.
+
+    Every collective's work range and call is clipped to start when the *last* rank started the same
+    one — the n-th event of that name on each rank, in time order (collectives of a group run in the
+    same order on every member; Kineto's clocks agree across the processes of one host) — and the
+    wait is measured again on the clipped timeline. What is left is the network's part: an infinite
+    network removes that much, while the skew stays.
+    """
+    paired: dict[tuple[str, int], list[KEvent]] = {}
+    for events in ranks:
+        seen: dict[str, int] = {}
+        for e in sorted(events, key=lambda e: (e.ts, e.index)):
+            if e.name.startswith(WORK_PREFIXES) or is_call(e):
+                n = seen[e.name] = seen.get(e.name, -1) + 1
+                paired.setdefault((e.name, n), []).append(e)
+    last = {id(e): max(x.ts for x in group) for group in paired.values() if len(group) == len(ranks) for e in group}
+    out = []
+    for events in ranks:
+        clipped = [
+            replace(e, ts=min(last[id(e)], e.end), dur=max(0.0, e.end - last[id(e)]))
+            if last.get(id(e), e.ts) > e.ts
+            else e
+            for e in events
+        ]
+        w = measure(clipped)
+        out.append(sum(w.idle_us.values()) + sum(w.in_calls_us.values()))
+    return out

@@ -52,6 +52,7 @@ class _Waiter(threading.Thread):
     def __init__(self, work):
         super().__init__(daemon=True)
         self.work, self.error, self.finished = work, None, False
+        self.finished_ns: int | None = None
         self.start()
 
     def run(self) -> None:
@@ -59,16 +60,28 @@ class _Waiter(threading.Thread):
             self.work.wait()
         except BaseException as exc:  # noqa: BLE001 - re-raised in the polling thread
             self.error = exc
+        self.finished_ns = time.monotonic_ns()
         self.finished = True
 
 
+class _Stamped:
+    """A work with a future, and when the future completed (stamped on the backend's thread)."""
+
+    def __init__(self, work, future):
+        self.work, self.finished_ns = work, None
+        future.add_done_callback(self._stamp)
+
+    def _stamp(self, _future) -> None:
+        self.finished_ns = time.monotonic_ns()
+
+
 def _track(work) -> tuple[str, object]:
-    """A pollable handle: the work itself when it has a future, else a waiter thread."""
+    """A pollable handle: the work (completion time-stamped) when it has a future, else a waiter thread."""
     try:
-        work.get_future()
+        future = work.get_future()
     except RuntimeError:
         return ("waiter", _Waiter(work))
-    return ("work", work)
+    return ("work", _Stamped(work, future))
 
 
 class TorchEngine:
@@ -117,9 +130,9 @@ class TorchEngine:
         if kind == "until":
             return time.monotonic_ns() >= obj
         if kind == "work":
-            if not obj.is_completed():
+            if not obj.work.is_completed():
                 return False
-            obj.wait()  # surfaces the backend's error, if any
+            obj.work.wait()  # surfaces the backend's error, if any
             return True
         if kind == "waiter":
             if obj.finished and obj.error is not None:
@@ -136,6 +149,10 @@ class TorchEngine:
 
     def due(self, handle) -> int | None:
         return handle[1] if handle[0] == "until" else None
+
+    def finished_at(self, handle) -> int | None:
+        kind, obj = handle
+        return obj.finished_ns if kind in ("work", "waiter") else None
 
     def new_iteration(self) -> None:
         self.calls = {}

@@ -43,6 +43,12 @@ class Engine(Protocol):
     def due(self, handle: object) -> int | None:
         """When ``handle`` is known to finish (clock ns; a busy-wait's end), else None."""
 
+    def finished_at(self, handle: object) -> int | None:
+        """When the work behind a finished ``handle`` completed (clock ns), stamped by the backend's
+        own thread; None when only the poll saw it. The poll is late by however long this thread
+        waited for a core (on a shared machine, a whole time slice after a yield), which is not
+        the work's time."""
+
 
 class NodeFailed(Exception):
     """The work of node ``index`` raised (a peer died, a backend error)."""
@@ -124,7 +130,9 @@ def run_iteration(
         except Exception as exc:  # noqa: BLE001
             raise NodeFailed(i, _one_line(exc)) from exc
         if ok:
-            finish(i, clock())
+            now = clock()
+            stamped = engine.finished_at(handle)
+            finish(i, now if stamped is None else max(start[i] + t0, min(stamped, now)))
         return ok
 
     for i in range(n):

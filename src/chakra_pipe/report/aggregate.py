@@ -17,6 +17,7 @@ from .. import __version__
 from ..atomic import write_bytes, write_text
 from ..errors import ChakraPipeError, InputError
 from ..results import collectives
+from ..results.csvtext import frame_csv
 from ..results.documents import capture_pass, read_replay_document, replay_pass
 from ..results.schema import NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS, SOURCES, UNITS
 from ..sweep.campaign import Campaign
@@ -245,7 +246,7 @@ def write_results(df, out_dir: str | Path) -> tuple[Path, Path]:
     }
     pq.write_table(table.replace_schema_metadata(meta), buf, compression="zstd")
     write_bytes(out / "results.parquet", buf.getvalue())
-    write_text(out / "results.csv", df.to_csv(index=False, lineterminator="\n"))
+    write_text(out / "results.csv", frame_csv(df))
     return out / "results.parquet", out / "results.csv"
 
 

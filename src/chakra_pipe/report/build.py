@@ -12,6 +12,7 @@ from ..results.schema import METRICS
 from ..sweep.campaign import Campaign
 from . import html, leaderboard, plots
 from .aggregate import units
+from .fidelity import fidelity
 
 
 def summary(plan: Campaign, results) -> dict[str, Any]:
@@ -46,6 +47,8 @@ def summary(plan: Campaign, results) -> dict[str, Any]:
             "failed": int((sim["status"] != "ok").sum()),
         },
         "workloads": workloads,
+        # measured (captured, replayed) vs simulated on the calibrated (else baseline) point
+        "fidelity": fidelity(plan, results),
         "notes": plan.notes,
         "files": {
             "results": ["results.parquet", "results.csv"],
@@ -72,8 +75,8 @@ def build(plan: Campaign, results, out_dir: str | Path) -> dict[str, Any]:
     out = Path(out_dir)
     baselines = {w.name: w.baseline for w in plan.workloads.values()}
     board = leaderboard.write_campaign_board(results, out, plan.name, baselines)
-    plots.write_plots(results, out, baselines, why_no_fidelity(plan))
     info = summary(plan, results)
+    plots.write_plots(results, out, info["fidelity"], why_no_fidelity(plan))
     if plan.searches:  # best layout per point of each search (search/<name>/best.json, written by its job)
         info["searches"] = {n: read_json(out / "search" / n / "best.json") for n in plan.searches}
     write_json(out / "summary.json", info)

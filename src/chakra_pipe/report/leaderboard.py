@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..atomic import write_text
 from ..errors import InputError
+from ..results.csvtext import frame_csv
 
 BOARD_COLUMNS = (
     "workload",
@@ -141,7 +142,7 @@ def board_markdown(board, title: str, baselines: dict[str, str | None]) -> str:
 def write_campaign_board(results, out_dir: str | Path, campaign: str, baselines: dict[str, str | None]):
     board = campaign_board(results)
     out = Path(out_dir)
-    write_text(out / "leaderboard.csv", board.to_csv(index=False, lineterminator="\n"))
+    write_text(out / "leaderboard.csv", frame_csv(board))
     write_text(out / "leaderboard.md", board_markdown(board, f"Leaderboard: campaign {campaign}", baselines))
     return board
 
@@ -233,7 +234,7 @@ def update_standing(results, board_csv: str | Path, date: str | None = None):
             .drop(columns="_t")
             .reset_index(drop=True)
         )
-        write_text(board_csv, merged.to_csv(index=False, lineterminator="\n"))
+        write_text(board_csv, frame_csv(merged))
         write_text(board_csv.with_suffix(".md"), standing_markdown(merged))
     return merged
 

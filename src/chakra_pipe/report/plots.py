@@ -21,7 +21,7 @@ PLOTS = {
     "step_time_vs_bandwidth.png": "step time vs bottleneck link bandwidth, per workload",
     "breakdown.png": "compute / exposed communication / idle time of the slowest rank, per grid point",
     "pareto_cost_time.png": "cost vs step time with the Pareto front, per workload",
-    "fidelity.png": "captured vs replayed vs simulated step time",
+    "fidelity.png": "captured vs replayed vs simulated (on the calibrated platform, if any) step time",
 }
 US = 1e-3  # ns -> µs
 STYLE = {
@@ -212,28 +212,47 @@ def plot_pareto(ok, path: Path) -> None:
     _save(fig, path, bottom=_shared_legend(fig, axes))
 
 
-def plot_fidelity(results, baselines: dict[str, str | None], path: Path, why_empty: str) -> None:
-    ok = results[results["status"] == "ok"]
-    measured = list(dict.fromkeys(ok[ok["source"] != "simulated"]["workload"]))
-    if not measured:
+def plot_fidelity(fidelity: dict[str, dict], path: Path, why_empty: str) -> None:
+    """Captured, replayed and simulated step per workload (``report.fidelity``), errors over the bars."""
+    if not fidelity:
         return _empty(path, f"no captured or replayed step times to compare:\n{why_empty}")
+    measured = list(fidelity)
     fig, (ax,) = _figure(1, width=max(7.0, 1.6 * len(measured)))
     width = 0.27
+    any_calibrated = any(f["calibrated"] for f in fidelity.values())
+    sim_label = "simulated (calibrated)" if any_calibrated else "simulated"
     for j, (source, color) in enumerate((("captured", "#55a868"), ("replayed", "#8172b2"), ("simulated", "#4c72b0"))):
         xs, vals = [], []
         for i, w in enumerate(measured):
-            g = ok[(ok["workload"] == w) & (ok["source"] == source)]
-            if source == "simulated":
-                g = g[g["point_id"] == baselines.get(w)] if baselines.get(w) else g.iloc[:1]
-            if len(g):  # a missing source gets no bar rather than a misleading zero
+            value = fidelity[w][f"{source}_ns"]
+            if value is not None:  # a missing source gets no bar rather than a misleading zero
                 xs.append(i + (j - 1) * width)
-                vals.append(float(g["step_time_ns"].iloc[0]) * US)
-        ax.bar(xs, vals, width, label=source, color=color)
+                vals.append(value * US)
+        ax.bar(xs, vals, width, label=sim_label if source == "simulated" else source, color=color)
+    for i, w in enumerate(measured):
+        f = fidelity[w]
+        errs = [
+            f"{100 * f[f'rel_error_vs_{s}']:+.0f}% vs {s}"
+            for s in ("captured", "replayed")
+            if f[f"rel_error_vs_{s}"] is not None
+        ]
+        if errs and f["simulated_ns"] is not None:
+            ax.annotate(
+                "\n".join(errs),
+                (i + width, f["simulated_ns"] * US),
+                fontsize=SMALL,
+                ha="center",
+                va="bottom",
+                xytext=(0, 2),
+                textcoords="offset points",
+            )
     ax.set_xticks(range(len(measured)))
     ax.set_xticklabels(measured, fontsize=SMALL)
     ax.set_xlim(-0.7, len(measured) - 0.3)
+    ax.margins(y=0.25)
     ax.set_ylabel("one pass over the trace (µs)")
-    ax.set_title("step time: captured, replayed, simulated at the baseline point")
+    where = "on the calibrated platform" if any_calibrated else "at the baseline point"
+    ax.set_title(f"step time: captured, replayed, simulated {where}")
     ax.set_xlabel("workload")
     _legend_outside(ax)
     _save(fig, path)
@@ -242,7 +261,7 @@ def plot_fidelity(results, baselines: dict[str, str | None], path: Path, why_emp
 def write_plots(
     results,
     out_dir: str | Path,
-    baselines: dict[str, str | None],
+    fidelity: dict[str, dict],
     why_no_fidelity: str = "this campaign captured and replayed nothing",
 ) -> list[Path]:
     """Every plot as PNG (the names in :data:`PLOTS`) and SVG beside it."""
@@ -251,5 +270,5 @@ def write_plots(
     plot_bandwidth(ok, out / "step_time_vs_bandwidth.png")
     plot_breakdown(ok, out / "breakdown.png")
     plot_pareto(ok, out / "pareto_cost_time.png")
-    plot_fidelity(results, baselines, out / "fidelity.png", why_no_fidelity)
+    plot_fidelity(fidelity, out / "fidelity.png", why_no_fidelity)
     return [out / name for name in PLOTS] + [out / name.replace(".png", ".svg") for name in PLOTS]

@@ -23,6 +23,7 @@ from typing import Any
 from ..atomic import write_bytes, write_json, write_text
 from ..errors import ChakraPipeError, ConfigError
 from ..generate.options import resolve_llm
+from ..results.csvtext import frame_csv
 from ..sweep.grid import Point
 from .layouts import Candidate, enumerate_layouts
 from .memory import GIB, memory_per_gpu
@@ -262,7 +263,7 @@ def write_outputs(rows: list[dict[str, Any]], out: str | Path) -> list[Path]:
     buf = io.BytesIO()
     df.to_parquet(buf, index=False, engine="pyarrow", compression="zstd")
     write_bytes(out / "layouts.parquet", buf.getvalue())
-    write_text(out / "layouts.csv", df.to_csv(index=False, lineterminator="\n", float_format="%.6g"))
+    write_text(out / "layouts.csv", frame_csv(df, float_format="%.6g"))
     write_text(out / "layouts.md", markdown(rows))
     write_json(out / "best.json", _finite(best(rows)))
     plot_pareto(rows, out / "pareto.png")

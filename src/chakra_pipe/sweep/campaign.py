@@ -85,6 +85,8 @@ class Campaign:
     notes: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)  # workload-axis points not simulated, and why
     searches: dict[str, dict[str, Any]] = field(default_factory=dict)  # config ``search:`` section
+    # Measured platforms' ``calibrate:`` options (config only: jobs read the calibrated files, not these).
+    calibrations: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # ---- paths (one place, so rules, jobs and reports agree) ----
     @property
@@ -110,6 +112,24 @@ class Campaign:
         w = self.workloads[workload]
         blob = {"prefix": w.prefix, "points": [self.points[p].to_json() for p in w.shards[shard]]}
         return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+
+    def calibrate_dir(self, platform: str) -> str:
+        return f"{self.report_dir}/data/calibrate/{platform}"
+
+    def calibrate_args(self, platform: str) -> list[str]:
+        """``chakra-pipe calibrate`` arguments of a measured platform (without ``--out``): a list, so the
+        workflow quotes each one."""
+        spec = self.calibrations[platform]
+        args = ["--ranks", str(spec["ranks"])]
+        for key in ("backend", "min_size", "max_size", "fit_min_size", "iterations", "warmup", "timeout"):
+            if key in spec:
+                args += [f"--{key.replace('_', '-')}", str(spec[key])]
+        return args
+
+    def shard_calibrations(self, workload: str, shard: int) -> list[str]:
+        """The calibrate outputs a shard's measured points are simulated on: inputs of its job."""
+        files = (f for p in self.workloads[workload].shards[shard] for f in self.points[p].calibration_files())
+        return list(dict.fromkeys(files))
 
     def shard_files(self) -> list[str]:
         return [self.shard_path(w.name, i) for w in self.workloads.values() for i in range(len(w.shards))]
@@ -156,16 +176,24 @@ class Campaign:
         if torch_available is None:
             torch_available = importlib.util.find_spec("torch") is not None
         name = config["campaign"]
-        points_list = expand(config["hardware"]["platforms"], root)
+        platforms = config["hardware"]["platforms"]
+        points_list = expand(platforms, root, f"{config['outdir']}/{name}/data/calibrate")
+        notes: list[str] = []
+        measured = [n for n, p in platforms.items() if p.get("calibrate")]
+        dropped: set[str] = set()
+        if measured and not torch_available:  # calibrate measures through torch.distributed
+            notes.append(f"measured platforms {', '.join(measured)} skipped: PyTorch is not installed")
+            dropped = {p.id for p in points_list if p.platform in measured}
+            points_list = [p for p in points_list if p.id not in dropped]
+            platforms = {n: p for n, p in platforms.items() if n not in measured}
         points = {p.id: p for p in points_list}
         baseline = config["hardware"].get("baseline") or []
-        baseline = [baseline] if isinstance(baseline, str) else list(baseline)
+        baseline = [b for b in ([baseline] if isinstance(baseline, str) else baseline) if b not in dropped]
         for i, b in enumerate(baseline):
             if b not in points:
                 raise ConfigError(
                     f"baseline point '{b}' is not a grid point", file="config", where=f"hardware.baseline[{i}]"
                 )
-        notes: list[str] = []
         capture, replay = config["capture"], config["replay"]
         if capture == "auto" and not torch_available:
             notes.append("capture skipped: PyTorch is not installed (capture: auto)")
@@ -236,6 +264,7 @@ class Campaign:
             notes=notes + [f"skipped {k['workload']} on {k['platform']}: {k['reason']}" for k in skipped],
             skipped=skipped,
             searches=searches,
+            calibrations={n: dict(p["calibrate"]) for n, p in platforms.items() if p.get("calibrate")},
         )
 
     # ---- plan.json ----
@@ -313,6 +342,9 @@ class Campaign:
             for n, w in d["workloads"].items()
         }
         points = {p["id"]: Point.from_json(p) for p in d["points"]}
+        for point in points.values():  # measured points whose calibrate stage has run (shards resolve theirs)
+            if all(Path(f).is_file() for f in point.calibration_files()):
+                point.resolve()
         return cls(
             name=d["campaign"],
             tracedir=d["tracedir"],

@@ -7,6 +7,11 @@ that key; otherwise each value is a mapping of several keys set together (a "zip
 generation that fixes bandwidth, latency and cost at once; an optional ``label`` names the value).
 Point ids depend only on the config text, never on run order, so results and leaderboards stay
 comparable between runs and campaigns.
+
+A *measured* platform (``calibrate:`` instead of ``network``/``system``) gets its files from the
+campaign's calibrate stage, which runs after planning: its points carry the folder those files will be
+in (``calibrated``) and no network or system until :meth:`Point.resolve` reads them in the job. Its
+grid may vary only ``backend`` and ``cost``: key overrides would need files the plan cannot see.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from ..sim.backends import DEFAULT as DEFAULT_BACKEND
 from ..sim.backends import NAMES as BACKEND_NAMES
 from . import hardware
+
+CALIBRATED_FILES = ("network.yml", "system.json")
 
 
 @dataclass
@@ -37,6 +44,34 @@ class Point:
     memory: dict[str, Any] | None
     settings: dict[str, str] = field(default_factory=dict)  # axis name -> value label
     hbm_gib: float | None = None  # per-GPU memory, for search's memory check (platform key hbm_gib)
+    calibrated: str | None = None  # measured platform: folder of calibrate's network.yml + system.json
+
+    def calibration_files(self) -> list[str]:
+        """The calibrate outputs this point is simulated on (none for a file-based platform)."""
+        return [f"{self.calibrated}/{f}" for f in CALIBRATED_FILES] if self.calibrated else []
+
+    def resolve(self) -> None:
+        """Read a measured point's network and system from its calibrate folder; a missing or wrong
+        file is an error naming it. A no-op for file-based points and once resolved."""
+        if self.calibrated is None or self.network is not None:
+            return
+        network_file, system_file = self.calibration_files()
+        for path in (network_file, system_file):
+            if not Path(path).is_file():
+                raise InputError(
+                    f"measured platform {self.platform}: {path} is missing (the calibrate stage writes it)",
+                    file=path,
+                )
+        network = hardware.load_file(network_file, f"point {self.id}: network")
+        system = hardware.load_file(system_file, f"point {self.id}: system")
+        try:
+            check_hardware(network, system, None)
+        except ConfigError as exc:
+            raise InputError(exc.what, file=self.calibrated, where=exc.where) from None
+        npus = hardware.npus(network, network_file)
+        if npus != self.npus:
+            raise InputError(f"calibrated for {npus} NPUs, the plan expects {self.npus}", file=network_file)
+        self.network, self.system = network, system
 
     def to_json(self) -> dict[str, Any]:
         d = {
@@ -50,8 +85,12 @@ class Point:
             "system": self.system,
             "memory": self.memory,
         }
-        # Only when set, so plans (and shard digests) of configs without it keep their bytes.
-        return d if self.hbm_gib is None else {**d, "hbm_gib": self.hbm_gib}
+        # Only when set, so plans (and shard digests) of configs without them keep their bytes.
+        if self.hbm_gib is not None:
+            d["hbm_gib"] = self.hbm_gib
+        if self.calibrated is not None:
+            d["calibrated"] = self.calibrated
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Point:
@@ -66,6 +105,7 @@ class Point:
             memory=d["memory"],
             settings=d["settings"],
             hbm_gib=d.get("hbm_gib"),
+            calibrated=d.get("calibrated"),
         )
 
 
@@ -112,6 +152,13 @@ def _build(
             backend = value
         elif key == "cost":
             cost = value
+        elif base["calibrate"]:
+            raise ConfigError(
+                f"'{key}': a measured platform's network and system come from its calibrate stage, "
+                "so its grid can vary only backend and cost",
+                file="config",
+                where=where,
+            )
         else:
             section, _, name = key.partition(".")
             if parts[section] is None:
@@ -130,13 +177,14 @@ def _build(
         platform=platform,
         backend=backend,
         cost=None if cost is None else float(cost),
-        npus=hardware.npus(parts["network"], where),
+        npus=base["calibrate"]["ranks"] if base["calibrate"] else hardware.npus(parts["network"], where),
         network=parts["network"],
         system=parts["system"],
         memory=parts["memory"],
         settings=settings,
     )
-    _check_values(point, where)
+    if not base["calibrate"]:
+        _check_values(point, where)
     return point
 
 
@@ -168,15 +216,19 @@ def _check_values(point: Point, where: str) -> None:
         raise ConfigError(f"{exc.where}: {exc.what}", file="config", where=f"{where}: point '{point.id}'") from None
 
 
-def expand_platform(name: str, spec: dict[str, Any], root: Path) -> list[Point]:
-    """All grid points of one platform, in a stable order (axes in declared order, last fastest)."""
+def expand_platform(name: str, spec: dict[str, Any], root: Path, calibrate_dir: str | None = None) -> list[Point]:
+    """All grid points of one platform, in a stable order (axes in declared order, last fastest).
+
+    A measured platform's points get ``calibrated = calibrate_dir/<name>`` (none outside a campaign)."""
     where = f"hardware.platforms.{name}"
+    measured = spec.get("calibrate")
     base: dict[str, Any] = {
-        "network": hardware.load_file(root / spec["network"], f"{where}.network"),
-        "system": hardware.load_file(root / spec["system"], f"{where}.system"),
+        "network": None if measured else hardware.load_file(root / spec["network"], f"{where}.network"),
+        "system": None if measured else hardware.load_file(root / spec["system"], f"{where}.system"),
         "memory": hardware.load_file(root / spec["memory"], f"{where}.memory") if spec.get("memory") else None,
         "backend": spec.get("backend", DEFAULT_BACKEND),
         "cost": spec.get("cost"),
+        "calibrate": measured,
     }
     axes = spec.get("axes") or {}
     points: list[Point] = []
@@ -202,15 +254,17 @@ def expand_platform(name: str, spec: dict[str, Any], root: Path) -> list[Point]:
         points.append(_build(name, base, str(explicit["id"]), sets, settings, pwhere))
     for point in points:
         point.hbm_gib = spec.get("hbm_gib")
+        if measured and calibrate_dir is not None:
+            point.calibrated = f"{calibrate_dir}/{name}"
     return points
 
 
-def expand(platforms: dict[str, dict[str, Any]], root: Path) -> list[Point]:
+def expand(platforms: dict[str, dict[str, Any]], root: Path, calibrate_dir: str | None = None) -> list[Point]:
     """Every platform's points; ids must be unique across the whole grid."""
     points: list[Point] = []
     seen: dict[str, str] = {}
     for name, spec in platforms.items():
-        for point in expand_platform(name, spec, root):
+        for point in expand_platform(name, spec, root, calibrate_dir):
             if point.id in seen:
                 raise ConfigError(
                     f"duplicate grid point id '{point.id}' (also from platform {seen[point.id]})",
@@ -242,6 +296,12 @@ def select_points(points: list[Point], platforms: list[str], gpus: int, hbm_gib:
                 where="--platform",
             )
         for p in fit:
+            if p.network is None:
+                raise ConfigError(
+                    f"platform {name} is measured (calibrate:): its network exists only after the campaign's "
+                    "calibrate stage, so a search cannot plan on it; search a platform with network/system files",
+                    where="--platform",
+                )
             if hbm_gib is not None:
                 p.hbm_gib = hbm_gib
             if p.hbm_gib is None:

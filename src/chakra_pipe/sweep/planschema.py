@@ -80,13 +80,18 @@ def check_plan(d: Any, file: str) -> None:
             raise c.fail(f"{where}.cost", f"must be a finite number >= 0, got {cost}")
         c.count(p, "npus", where, 1)
         c.field(p, "settings", dict, where, "an object")
-        c.field(p, "network", dict, where, "an object")
-        c.field(p, "system", dict, where, "an object")
         c.field(p, "memory", (dict, type(None)), where, "an object or null")
-        try:
-            check_hardware(p["network"], p["system"], p["memory"])
-        except ConfigError as exc:
-            raise c.fail(f"{where}.{exc.where}", exc.what) from None
+        if "calibrated" in p:  # a measured platform: network and system come from its calibrate stage
+            c.field(p, "calibrated", str, where, "a folder")
+            c.field(p, "network", type(None), where, "null (read from the calibrated folder)")
+            c.field(p, "system", type(None), where, "null (read from the calibrated folder)")
+        else:
+            c.field(p, "network", dict, where, "an object")
+            c.field(p, "system", dict, where, "an object")
+            try:
+                check_hardware(p["network"], p["system"], p["memory"])
+            except ConfigError as exc:
+                raise c.fail(f"{where}.{exc.where}", exc.what) from None
         if "hbm_gib" in p:
             hbm = c.field(p, "hbm_gib", (int, float), where, "a number")
             if not (math.isfinite(hbm) and hbm > 0):

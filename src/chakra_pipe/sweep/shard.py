@@ -10,8 +10,6 @@ stop the other 999 points, and the report lists it.
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from ..atomic import write_text
 from ..console import track
 from ..errors import ChakraPipeError
 from ..results import collectives
+from ..results.csvtext import rows_csv
 from ..results.metrics import metrics
 from ..results.schema import SHARD_COLUMNS
 from .campaign import Campaign
@@ -75,6 +74,7 @@ def run_shard(plan: Campaign, workload: str, shard: int, out: str | Path, prefix
     failed = 0
     for point_id in track(w.shards[shard], f"sweep {workload} shard {shard}", len(w.shards[shard]), "points"):
         point = plan.points[point_id]
+        point.resolve()  # a measured point reads its calibrate stage's files (missing: an error, not a row)
         row: dict[str, Any] = {
             "campaign": plan.name,
             "workload": workload,
@@ -98,14 +98,5 @@ def run_shard(plan: Campaign, workload: str, shard: int, out: str | Path, prefix
         rows.append(row)
     # the per-collective part first: a finished shard CSV always has its part beside it
     collectives.write_table(collectives.frame(coll_rows), collectives.sidecar_path(out))
-    write_text(out, rows_to_csv(rows, SHARD_COLUMNS))
+    write_text(out, rows_csv(rows, SHARD_COLUMNS))
     return failed
-
-
-def rows_to_csv(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n", extrasaction="raise")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({c: "" if row.get(c) is None else row.get(c) for c in columns})
-    return buf.getvalue()
