@@ -19,7 +19,8 @@ import numpy as np
 
 from . import attrs as _attrs
 from . import schema
-from .framing import encode_varint, parse_metadata, parse_node, read_padded, scan_records
+from .framing import encode_varint, parse_metadata, parse_node, read_padded
+from .scan import scan_array
 
 # Integer-valued attributes kept as columns: value (int64) + kind (oneof field number, 0 = absent).
 INT_ATTRS = (
@@ -189,10 +190,10 @@ def graph_from_bytes(buf: bytes, path: str = "<bytes>") -> TraceGraph:
 
 def _graph(arr: np.ndarray, size: int, path: str) -> TraceGraph:
     buf = memoryview(arr)[:size]  # type: ignore[arg-type]
-    starts, lengths = scan_records(buf, path)  # type: ignore[arg-type]
-    metadata = parse_metadata(buf[starts[0] : starts[0] + lengths[0]], path, 0)  # type: ignore[arg-type]
-    rec_start = np.array(starts[1:], dtype=np.int64)
-    rec_len = np.array(lengths[1:], dtype=np.int64)
+    starts, lengths = scan_array(arr, size, path)
+    md_start, md_len = int(starts[0]), int(lengths[0])
+    metadata = parse_metadata(buf[md_start : md_start + md_len], path, 0)  # type: ignore[arg-type]
+    rec_start, rec_len = starts[1:], lengths[1:]
     return _Decoder(buf, arr, path, metadata, rec_start, rec_len).run()
 
 
@@ -217,7 +218,23 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
     """Decode packed varint regions: (values, count per region, ok-mask per region).
 
     A region is ok when it ends exactly on a varint boundary and holds no varint over 10 bytes.
+    Regions are decoded in groups of about ``_PACKED_GROUP`` bytes: the temporaries (an index and
+    a copy per byte) then stay in cache, and a trace whose deps are hundreds of MB does not need
+    several times that in scratch memory.
     """
+    if int(lens.sum()) <= _PACKED_GROUP:
+        return _packed_group(arr, starts, lens)
+    cut = np.searchsorted(np.cumsum(lens), np.arange(_PACKED_GROUP, int(lens.sum()), _PACKED_GROUP))
+    bounds = sorted({0, len(starts), *np.minimum(cut + 1, len(starts)).tolist()})
+    parts = [_packed_group(arr, starts[a:b], lens[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
+    return tuple(np.concatenate(p) for p in zip(*parts))  # type: ignore[return-value]
+
+
+_PACKED_GROUP = 1 << 20
+
+
+def _packed_group(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_packed_varints` of one group of regions."""
     n = len(starts)
     counts = np.zeros(n, dtype=np.int64)
     ok = np.ones(n, dtype=bool)
