@@ -141,12 +141,10 @@ def measure(label: str, path: str, repeat: int, write: bool) -> None:
     from chakra_pipe.sim.workload import RankTrace
 
     size_mb = os.path.getsize(path) / 1e6
-    n = baseline_load(path) if repeat > 1 else 0
     t_base, t_ours = best_pair(lambda: baseline_load(path), lambda: load_graph(path), repeat)
     graph = load_graph(path)
     n = len(graph)
     _, t_build = best_pair(lambda: None, lambda: RankTrace.build(graph), max(1, repeat // 3))
-    del graph
 
     def row(what: str, t: float) -> None:
         print(f"  {what:<36} {t * 1e3:10.1f} ms {n / t:12,.0f} nodes/s {size_mb / t:8.1f} MB/s")
@@ -161,7 +159,9 @@ def measure(label: str, path: str, repeat: int, write: bool) -> None:
         md, nodes = read_trace(path)
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "out.et")
-            t_wbase, t_wours = best_pair(lambda: baseline_write(out, md, nodes), lambda: write_trace(out, md, nodes), repeat)
+            t_wbase, t_wours = best_pair(
+                lambda: baseline_write(out, md, nodes), lambda: write_trace(out, md, nodes), repeat
+            )
         row("write, baseline (serialize loop)", t_wbase)
         row("write, chakra-pipe write_trace", t_wours)
         print(f"  write speed-up vs baseline:  {t_wbase / t_wours:5.2f}x  (target >= 1x)")

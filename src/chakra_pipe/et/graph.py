@@ -43,6 +43,7 @@ _SMALL = 48  # files with at most this many nodes are decoded record by record
 _VECTOR_STEPS = 64  # non-attribute field steps walked in bulk before falling back per record
 
 _U64 = np.uint64
+_DENSE_SPAN = 4  # an id lookup table may hold up to this many slots per record
 
 
 @dataclass
@@ -68,6 +69,7 @@ class TraceGraph:
     slow: np.ndarray = field(repr=False)
     _order: np.ndarray | None = field(default=None, repr=False)
     _attrs: _AttrColumns | None = field(default=None, repr=False)
+    _dense: np.ndarray | bool | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -153,17 +155,35 @@ class TraceGraph:
 
     def index_of(self, ids: np.ndarray | int) -> np.ndarray:
         """Record index of each id (-1 where the id is not in the file); first record wins."""
+        q = np.asarray(ids, dtype=_U64)
+        table = self._dense_index()
+        if table is not None:  # ids ascending and dense: one gather instead of a binary search
+            rel = q.reshape(-1) - self.ids[0]  # an array: ids below the first wrap far past the table
+            return table[np.minimum(rel, _U64(len(table) - 1)).astype(np.int64)].reshape(q.shape)
         if self._order is None:
             self._order = np.argsort(self.ids, kind="stable")
         order = self._order
         sorted_ids = self.ids[order]
-        q = np.asarray(ids, dtype=_U64)
         pos = np.searchsorted(sorted_ids, q)
         pos_c = np.minimum(pos, max(len(order) - 1, 0))
         if len(order) == 0:
             return np.full(q.shape, -1, dtype=np.int64)
         found = sorted_ids[pos_c] == q
         return np.where(found, order[pos_c], -1).astype(np.int64)
+
+    def _dense_index(self) -> np.ndarray | None:
+        """Record index by ``id - ids[0]`` (-1 for absent ids, last entry always -1) when the ids
+        ascend and span at most ``_DENSE_SPAN`` times the record count, as every converted and
+        generated trace's do; else None (``index_of`` then binary-searches)."""
+        if self._dense is None:
+            ids, n = self.ids, len(self.ids)
+            span = int(ids[-1]) - int(ids[0]) + 1 if n else 0
+            self._dense = False
+            if n and span <= _DENSE_SPAN * n + 1024 and bool((ids[1:] > ids[:-1]).all()):
+                table = np.full(span + 1, -1, dtype=np.int64)
+                table[(ids - ids[0]).astype(np.int64)] = np.arange(n, dtype=np.int64)
+                self._dense = table
+        return None if self._dense is False else self._dense
 
     def dep_indices(self, which: str = "data") -> tuple[np.ndarray, np.ndarray]:
         """CSR ``(ptr, parent_index)`` of one dependency list; -1 marks a dangling id."""
