@@ -183,7 +183,7 @@ class TraceGraph:
                 table = np.full(span + 1, -1, dtype=np.int64)
                 table[(ids - ids[0]).astype(np.int64)] = np.arange(n, dtype=np.int64)
                 self._dense = table
-        return None if self._dense is False else self._dense
+        return self._dense if isinstance(self._dense, np.ndarray) else None
 
     def dep_indices(self, which: str = "data") -> tuple[np.ndarray, np.ndarray]:
         """CSR ``(ptr, parent_index)`` of one dependency list; -1 marks a dangling id."""

@@ -44,7 +44,8 @@ def scan_array(arr: np.ndarray, size: int, file: str) -> tuple[np.ndarray, np.nd
 def _head(buf: memoryview) -> tuple[np.ndarray, np.ndarray, int] | None:
     """The first records and the position after them, walked one by one; None on any anomaly
     (the sequential walk then reports it)."""
-    starts, lengths = [], []
+    starts: list[int] = []
+    lengths: list[int] = []
     pos, n = 0, len(buf)
     for _ in range(_HEAD_RECORDS):
         if pos >= n:
@@ -80,10 +81,10 @@ def _candidates(arr: np.ndarray, lo: int, size: int) -> tuple[np.ndarray, np.nda
     t = t[(t >= lo + 1) & (arr[t - 1] < 0x80)]  # the prefix's last byte
     starts, plens = [t - 1], [np.ones(len(t), np.int64)]
     cont = t
-    for k in (2, 3):  # longer prefixes: every earlier byte has the continuation bit
-        cont = cont[(cont >= lo + k) & (arr[cont - k] >= 0x80)]
-        starts.append(cont - k)
-        plens.append(np.full(len(cont), k, np.int64))
+    for width in (2, 3):  # longer prefixes: every earlier byte has the continuation bit
+        cont = cont[(cont >= lo + width) & (arr[cont - width] >= 0x80)]
+        starts.append(cont - width)
+        plens.append(np.full(len(cont), width, np.int64))
     s, k = np.concatenate(starts), np.concatenate(plens)
     order = np.argsort(s, kind="stable")
     return s[order], k[order]
