@@ -12,7 +12,7 @@ protobuf runtime, so the result is always the protobuf reading of the file.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ LIST_ATTRS = ("involved_dim",)
 _KNOWN = INT_ATTRS + STR_ATTRS + LIST_ATTRS
 _PAD = 16  # bytes of zero padding after the buffer so vectorised reads never go out of range
 _SMALL = 48  # files with at most this many nodes are decoded record by record
+_ATTR_GROUP = 1 << 16  # attributes checked per vectorised group (bounds the temporaries)
 _VECTOR_STEPS = 64  # non-attribute field steps walked in bulk before falling back per record
 
 _U64 = np.uint64
@@ -242,12 +243,14 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
     a copy per byte) then stay in cache, and a trace whose deps are hundreds of MB does not need
     several times that in scratch memory.
     """
-    if int(lens.sum()) <= _PACKED_GROUP:
-        return _packed_group(arr, starts, lens)
     cut = np.searchsorted(np.cumsum(lens), np.arange(_PACKED_GROUP, int(lens.sum()), _PACKED_GROUP))
     bounds = sorted({0, len(starts), *np.minimum(cut + 1, len(starts)).tolist()})
     parts = [_packed_group(arr, starts[a:b], lens[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
-    return tuple(np.concatenate(p) for p in zip(*parts))  # type: ignore[return-value]
+    if not parts:
+        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64), np.ones(0, dtype=bool)
+    # Group values come as uint32 when they fit: widening once here halves the transient copy.
+    values = np.concatenate([p[0] for p in parts], dtype=_U64)
+    return values, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
 
 
 _PACKED_GROUP = 1 << 20
@@ -264,11 +267,10 @@ def _packed_group(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tupl
     s, l = starts[nz], lens[nz]  # noqa: E741
     offs = np.cumsum(l) - l
     total = int(offs[-1] + l[-1])
-    # int32 offsets when the buffer allows: half the memory traffic of int64, and temporaries small
-    # enough to stay off fresh mmap'd pages (measured 15x faster on a 3 MB trace).
-    itype = np.int32 if len(arr) < 2**31 else np.int64
-    idx = np.repeat((s - offs).astype(itype), l)
-    idx += np.arange(total, dtype=itype)
+    # intp offsets: np.take converts any other index type first (int32 measured 1.5x slower);
+    # the groups keep this temporary small.
+    idx = np.repeat(s - offs, l)
+    idx += np.arange(total, dtype=np.intp)
     b = np.zeros(total + 10, dtype=np.uint8)  # 10 zero bytes: byte k of the last varint is in range
     np.take(arr, idx, out=b[:total], mode="clip")  # "clip" avoids the buffered copy "raise" makes
     term = b[:total] < 0x80
@@ -280,6 +282,9 @@ def _packed_group(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tupl
     vstarts = np.empty_like(ends)
     vstarts[0] = 0
     vstarts[1:] = ends[:-1] + 1
+    short = _short_varints(b, vstarts)
+    if short is not None:
+        return short, counts, ok
     vlen = (ends - vstarts + 1).astype(np.uint8) if len(ends) else ends
     longest = int(vlen.max())
     if longest > 10:  # varints longer than 10 bytes: flag their regions
@@ -294,7 +299,28 @@ def _packed_group(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tupl
         byte = b[vstarts + k] & 0x7F
         byte[vlen <= k] = 0
         values |= byte.astype(acc) << acc(7 * k)  # type: ignore[misc, operator]
-    return values.astype(_U64, copy=False), counts, ok
+    return values, counts, ok
+
+
+def _short_varints(b: np.ndarray, vstarts: np.ndarray) -> np.ndarray | None:
+    """Values (uint32) of varints at ``vstarts`` in ``b`` when every one is at most 4 bytes long
+    (ids below 2^28: every practical trace), else None.
+
+    One unaligned 4-byte gather per varint instead of one gather per byte: the first byte without
+    the continuation bit is found with bit tricks (lowest set bit of ``~w & 0x80808080``), the
+    bytes after it are masked off and the four 7-bit groups are packed with shifts.
+    """
+    words = np.ndarray((len(b) - 3,), dtype="<u4", buffer=b.data, strides=(1,))
+    w = words[vstarts]
+    term = ~w & np.uint32(0x80808080)
+    if not term.all():
+        return None
+    lowest = term & (np.uint32(0) - term)
+    w &= (lowest << np.uint32(1)) - np.uint32(1)  # wraps to all ones for a 4-byte varint
+    v = w & np.uint32(0x7F)
+    for k, mask in ((1, 0x3F80), (2, 0x1FC000), (3, 0xFE00000)):
+        v |= (w >> np.uint32(k)) & np.uint32(mask)
+    return v
 
 
 class _Decoder:
@@ -419,9 +445,12 @@ class _Decoder:
         self._walk_attr_fields(p, end, np.concatenate(attr_phase))
 
     def _add_attrs(self, nodes: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> None:
-        self.attr_node.append(nodes)
-        self.attr_s.append(starts)
-        self.attr_l.append(lens)
+        # Collected for every attribute of every record (a dozen a node in converted traces): half
+        # the memory as int32 wherever the buffer allows it.
+        itype = np.int32 if len(self.arr) < 2**31 else np.int64
+        self.attr_node.append(nodes.astype(itype))
+        self.attr_s.append(starts.astype(itype))
+        self.attr_l.append(lens.astype(itype))
 
     def _walk_attr_fields(self, p: np.ndarray, end: np.ndarray, active: np.ndarray) -> None:
         """Step over trailing ``attr`` fields (tag 0x52, length < 16 KiB) of many records at once."""
@@ -480,12 +509,17 @@ class _Decoder:
 
     def _check_attrs(self) -> tuple[np.ndarray, _AttrParts]:
         """Decode every attribute of the walked records in the canonical layout (name, then one
-        value) and check its strings and list payloads; ``(record index, parts)`` in file order."""
+        value) and check its strings and list payloads; ``(record index, parts)`` in file order of
+        the well-known attributes only (the rest are checked and dropped: a converted PyTorch trace
+        has a dozen attributes per node, ~700 MB of parts at 1 M nodes, and only ids/sizes/groups
+        are ever read as columns). Attributes go in groups of ``_ATTR_GROUP`` so that the ~20
+        temporaries per attribute stay small."""
         none = (np.zeros(0, dtype=np.int64), _AttrParts.empty(0))
         if not self.attr_node:
             return none
         node, s = np.concatenate(self.attr_node), np.concatenate(self.attr_s)
         end = s + np.concatenate(self.attr_l)
+        self.attr_node, self.attr_s, self.attr_l = [], [], []
         keep = ~self.slow[node]
         node, s, end = node[keep], s[keep], end[keep]
         if len(node) <= _SMALL:  # see run(): a few attributes decode faster one record at a time
@@ -495,12 +529,20 @@ class _Decoder:
         # repeated name reads last-wins as in protobuf.
         order = np.argsort(s, kind="stable")
         node, s, end = node[order], s[order], end[order]
-        parts = _AttrParts.canonical(self.arr, s, end)
+        groups = [
+            self._check_attr_group(node[a : a + _ATTR_GROUP], s[a : a + _ATTR_GROUP], end[a : a + _ATTR_GROUP])
+            for a in range(0, len(node), _ATTR_GROUP)
+        ]
+        return np.concatenate([g[0] for g in groups]), _AttrParts.concat([g[1] for g in groups])
+
+    def _check_attr_group(self, node: np.ndarray, s: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, _AttrParts]:
+        parts = _AttrParts.canonical(self.arr, s.astype(np.int64), end.astype(np.int64))
         ok = parts.ok
         rows = np.flatnonzero(ok)
         ok[rows] = _ascii(self.arr, parts.name_s[rows], parts.name_l[rows]) & _payload_ok(self.arr, parts, rows)
         self.slow[node[~ok]] = True
-        return node, parts
+        known = np.flatnonzero(_name_codes(self.arr, parts.name_s, parts.name_l, ok) >= 0)
+        return node[known].astype(np.int64), parts.subset(known)
 
     # -- dependencies ----------------------------------------------------------------------
     def _deps(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -703,6 +745,13 @@ class _AttrParts:
     def empty(cls, m: int) -> _AttrParts:
         z = lambda dt=np.int64: np.zeros(m, dtype=dt)  # noqa: E731
         return cls(np.ones(m, dtype=bool), z(), z(), z(), z(_U64), z(), z())
+
+    def subset(self, rows: np.ndarray) -> _AttrParts:
+        return _AttrParts(*(getattr(self, f.name)[rows] for f in fields(self)))
+
+    @classmethod
+    def concat(cls, parts: list[_AttrParts]) -> _AttrParts:
+        return cls(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)))
 
     def _value(
         self, arr: np.ndarray, rows: np.ndarray, q: np.ndarray, fnum: np.ndarray, wt: np.ndarray, end: np.ndarray
