@@ -37,4 +37,9 @@ class CsrRows(Sequence[list[int]]):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         ptr = self._ptr
+        if not 0 <= i < len(ptr) - 1:
+            if -len(ptr) < i < 0:
+                i += len(ptr) - 1
+            else:
+                raise IndexError(f"row {i} of {len(ptr) - 1}")
         return self._values[ptr[i] : ptr[i + 1]].tolist()

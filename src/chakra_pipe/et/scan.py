@@ -20,7 +20,7 @@ from .framing import scan_records
 
 _ID_TAG = 0x08  # field 1 (id), wire type 0: the first byte of every canonical node with id != 0
 _HEAD_RECORDS = 2  # metadata and the first node (often id 0) are walked one by one
-_BLOCK = 1 << 24  # bytes searched for tag bytes per step: bounds the temporary masks
+_BLOCK = 1 << 20  # bytes searched for tag bytes per step: a mask that stays in cache
 
 
 def scan_array(arr: np.ndarray, size: int, file: str) -> tuple[np.ndarray, np.ndarray]:
