@@ -70,3 +70,18 @@ def test_empty_and_zero_length_node_records_are_refused():
     data = _trace(range(1, 100), 4) + b"\x00" + _trace(range(100, 200), 4)[2:]
     with pytest.raises(TraceFormatError, match="zero-length node record"):
         scan_array(_padded(data), len(data), "t.et")
+
+
+def test_a_buffer_dense_with_tag_bytes_falls_back_to_the_walk():
+    """Records of a few bytes each (or a file of 0x08 bytes) would make candidates cost many
+    times the file: the sequential walk frames them instead, with the same result."""
+    md = frame(schema.GlobalMetadata().SerializeToString())
+    data = md + b"".join(frame(schema.Node(id=i % 100 + 1).SerializeToString()) for i in range(5000))
+    starts, lengths = scan_array(_padded(data), len(data), "t.et")
+    assert (starts.tolist(), lengths.tolist()) == scan_records(data)
+    junk = md + b"\x05" + b"\x08" * 100_000
+    with pytest.raises(TraceFormatError) as got:
+        scan_array(_padded(junk), len(junk), "t.et")
+    with pytest.raises(TraceFormatError) as want:
+        scan_records(junk, "t.et")
+    assert got.value.line() == want.value.line()

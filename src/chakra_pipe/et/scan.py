@@ -20,6 +20,7 @@ from .framing import scan_records
 
 _ID_TAG = 0x08  # field 1 (id), wire type 0: the first byte of every canonical node with id != 0
 _HEAD_RECORDS = 2  # metadata and the first node (often id 0) are walked one by one
+_MIN_RECORD = 8  # bytes per record below which the walk is used (a node with an id, a name and a type is more)
 _BLOCK = 1 << 20  # bytes searched for tag bytes per step: a mask that stays in cache
 
 
@@ -70,13 +71,20 @@ def _head(buf: memoryview) -> tuple[np.ndarray, np.ndarray, int] | None:
     return np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64), pos
 
 
-def _candidates(arr: np.ndarray, lo: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+def _candidates(arr: np.ndarray, lo: int, size: int) -> tuple[np.ndarray, np.ndarray] | None:
     """``(record start, prefix bytes)`` of every position in ``[lo, size)`` that a 1–3 byte varint
-    prefix followed by the id tag could start, in ascending order of start."""
+    prefix followed by the id tag could start, in ascending order of start; None when there are
+    more than one per ``_MIN_RECORD`` bytes (no trace has records that small on average; a file
+    full of 0x08 bytes must not cost many times its size here)."""
     tags = []
+    limit = (size - lo) // _MIN_RECORD + 1024
+    found = 0
     for b0 in range(lo, size, _BLOCK):
         b1 = min(b0 + _BLOCK, size)
         tags.append(np.flatnonzero(arr[b0:b1] == _ID_TAG) + b0)
+        found += len(tags[-1])
+        if found > limit:
+            return None
     t = np.concatenate(tags) if tags else np.zeros(0, np.int64)
     t = t[(t >= lo + 1) & (arr[t - 1] < 0x80)]  # the prefix's last byte
     starts, plens = [t - 1], [np.ones(len(t), np.int64)]
@@ -93,7 +101,10 @@ def _candidates(arr: np.ndarray, lo: int, size: int) -> tuple[np.ndarray, np.nda
 def _chain(arr: np.ndarray, size: int, first: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Starts and lengths of the records from ``first`` to the end, or None if the chain leaves
     the candidate starts before ending exactly at ``size``."""
-    s, k = _candidates(arr, first, size)
+    cands = _candidates(arr, first, size)
+    if cands is None:
+        return None
+    s, k = cands
     if not len(s) or s[0] != first:
         return None
     length = (arr[s] & 0x7F).astype(np.int64)
