@@ -129,7 +129,7 @@ def generated(nodes: int, folder: str) -> str:
     from chakra_pipe.generate import Layout, TrainingSpec, generate_llm, resolve_model
 
     model = resolve_model("gpt3-175b")
-    mbs = max(1, round(nodes / 435))  # ~435 nodes per microbatch on one rank of this layout
+    mbs = max(1, round(nodes / 388))  # ~388 nodes per microbatch on one rank of this layout
     spec = TrainingSpec(Layout(dp=2, tp=1, pp=1, moe=model.moe), microbatches=mbs, global_batch=2 * mbs)
     generate_llm(model, spec, os.path.join(folder, "gen"), allow_large=True)
     return os.path.join(folder, "gen.0.et")
