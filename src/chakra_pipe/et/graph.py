@@ -12,14 +12,15 @@ protobuf runtime, so the result is always the protobuf reading of the file.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from . import attrs as _attrs
 from . import schema
-from .framing import encode_varint, parse_metadata, parse_node, read_padded, scan_records
+from .framing import encode_varint, parse_metadata, parse_node, read_padded
+from .scan import scan_array
 
 # Integer-valued attributes kept as columns: value (int64) + kind (oneof field number, 0 = absent).
 INT_ATTRS = (
@@ -39,9 +40,11 @@ LIST_ATTRS = ("involved_dim",)
 _KNOWN = INT_ATTRS + STR_ATTRS + LIST_ATTRS
 _PAD = 16  # bytes of zero padding after the buffer so vectorised reads never go out of range
 _SMALL = 48  # files with at most this many nodes are decoded record by record
+_ATTR_GROUP = 1 << 14  # attributes checked per vectorised group (bounds the temporaries)
 _VECTOR_STEPS = 64  # non-attribute field steps walked in bulk before falling back per record
 
 _U64 = np.uint64
+_DENSE_SPAN = 4  # an id lookup table may hold up to this many slots per record
 
 
 @dataclass
@@ -67,6 +70,7 @@ class TraceGraph:
     slow: np.ndarray = field(repr=False)
     _order: np.ndarray | None = field(default=None, repr=False)
     _attrs: _AttrColumns | None = field(default=None, repr=False)
+    _dense: np.ndarray | bool | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -152,17 +156,35 @@ class TraceGraph:
 
     def index_of(self, ids: np.ndarray | int) -> np.ndarray:
         """Record index of each id (-1 where the id is not in the file); first record wins."""
+        q = np.asarray(ids, dtype=_U64)
+        table = self._dense_index()
+        if table is not None:  # ids ascending and dense: one gather instead of a binary search
+            rel = q.reshape(-1) - self.ids[0]  # an array: ids below the first wrap far past the table
+            return table[np.minimum(rel, _U64(len(table) - 1)).astype(np.int64)].reshape(q.shape)
         if self._order is None:
             self._order = np.argsort(self.ids, kind="stable")
         order = self._order
         sorted_ids = self.ids[order]
-        q = np.asarray(ids, dtype=_U64)
         pos = np.searchsorted(sorted_ids, q)
         pos_c = np.minimum(pos, max(len(order) - 1, 0))
         if len(order) == 0:
             return np.full(q.shape, -1, dtype=np.int64)
         found = sorted_ids[pos_c] == q
         return np.where(found, order[pos_c], -1).astype(np.int64)
+
+    def _dense_index(self) -> np.ndarray | None:
+        """Record index by ``id - ids[0]`` (-1 for absent ids, last entry always -1) when the ids
+        ascend and span at most ``_DENSE_SPAN`` times the record count, as every converted and
+        generated trace's do; else None (``index_of`` then binary-searches)."""
+        if self._dense is None:
+            ids, n = self.ids, len(self.ids)
+            span = int(ids[-1]) - int(ids[0]) + 1 if n else 0
+            self._dense = False
+            if n and span <= _DENSE_SPAN * n + 1024 and bool((ids[1:] > ids[:-1]).all()):
+                table = np.full(span + 1, -1, dtype=np.int64)
+                table[(ids - ids[0]).astype(np.int64)] = np.arange(n, dtype=np.int64)
+                self._dense = table
+        return self._dense if isinstance(self._dense, np.ndarray) else None
 
     def dep_indices(self, which: str = "data") -> tuple[np.ndarray, np.ndarray]:
         """CSR ``(ptr, parent_index)`` of one dependency list; -1 marks a dangling id."""
@@ -189,10 +211,10 @@ def graph_from_bytes(buf: bytes, path: str = "<bytes>") -> TraceGraph:
 
 def _graph(arr: np.ndarray, size: int, path: str) -> TraceGraph:
     buf = memoryview(arr)[:size]  # type: ignore[arg-type]
-    starts, lengths = scan_records(buf, path)  # type: ignore[arg-type]
-    metadata = parse_metadata(buf[starts[0] : starts[0] + lengths[0]], path, 0)  # type: ignore[arg-type]
-    rec_start = np.array(starts[1:], dtype=np.int64)
-    rec_len = np.array(lengths[1:], dtype=np.int64)
+    starts, lengths = scan_array(arr, size, path)
+    md_start, md_len = int(starts[0]), int(lengths[0])
+    metadata = parse_metadata(buf[md_start : md_start + md_len], path, 0)  # type: ignore[arg-type]
+    rec_start, rec_len = starts[1:], lengths[1:]
     return _Decoder(buf, arr, path, metadata, rec_start, rec_len).run()
 
 
@@ -217,7 +239,25 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
     """Decode packed varint regions: (values, count per region, ok-mask per region).
 
     A region is ok when it ends exactly on a varint boundary and holds no varint over 10 bytes.
+    Regions are decoded in groups of about ``_PACKED_GROUP`` bytes: the temporaries (an index and
+    a copy per byte) then stay in cache, and a trace whose deps are hundreds of MB does not need
+    several times that in scratch memory.
     """
+    cut = np.searchsorted(np.cumsum(lens), np.arange(_PACKED_GROUP, int(lens.sum()), _PACKED_GROUP))
+    bounds = sorted({0, len(starts), *np.minimum(cut + 1, len(starts)).tolist()})
+    parts = [_packed_group(arr, starts[a:b], lens[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
+    if not parts:
+        return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64), np.ones(0, dtype=bool)
+    # Group values come as uint32 when they fit: widening once here halves the transient copy.
+    values = np.concatenate([p[0] for p in parts], dtype=_U64)
+    return values, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
+
+
+_PACKED_GROUP = 1 << 18
+
+
+def _packed_group(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_packed_varints` of one group of regions."""
     n = len(starts)
     counts = np.zeros(n, dtype=np.int64)
     ok = np.ones(n, dtype=bool)
@@ -227,11 +267,10 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
     s, l = starts[nz], lens[nz]  # noqa: E741
     offs = np.cumsum(l) - l
     total = int(offs[-1] + l[-1])
-    # int32 offsets when the buffer allows: half the memory traffic of int64, and temporaries small
-    # enough to stay off fresh mmap'd pages (measured 15x faster on a 3 MB trace).
-    itype = np.int32 if len(arr) < 2**31 else np.int64
-    idx = np.repeat((s - offs).astype(itype), l)
-    idx += np.arange(total, dtype=itype)
+    # intp offsets: np.take converts any other index type first (int32 measured 1.5x slower);
+    # the groups keep this temporary small.
+    idx = np.repeat(s - offs, l)
+    idx += np.arange(total, dtype=np.intp)
     b = np.zeros(total + 10, dtype=np.uint8)  # 10 zero bytes: byte k of the last varint is in range
     np.take(arr, idx, out=b[:total], mode="clip")  # "clip" avoids the buffered copy "raise" makes
     term = b[:total] < 0x80
@@ -243,6 +282,9 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
     vstarts = np.empty_like(ends)
     vstarts[0] = 0
     vstarts[1:] = ends[:-1] + 1
+    short = _short_varints(b, vstarts)
+    if short is not None:
+        return short, counts, ok
     vlen = (ends - vstarts + 1).astype(np.uint8) if len(ends) else ends
     longest = int(vlen.max())
     if longest > 10:  # varints longer than 10 bytes: flag their regions
@@ -257,7 +299,28 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
         byte = b[vstarts + k] & 0x7F
         byte[vlen <= k] = 0
         values |= byte.astype(acc) << acc(7 * k)  # type: ignore[misc, operator]
-    return values.astype(_U64, copy=False), counts, ok
+    return values, counts, ok
+
+
+def _short_varints(b: np.ndarray, vstarts: np.ndarray) -> np.ndarray | None:
+    """Values (uint32) of varints at ``vstarts`` in ``b`` when every one is at most 4 bytes long
+    (ids below 2^28: every practical trace), else None.
+
+    One unaligned 4-byte gather per varint instead of one gather per byte: the first byte without
+    the continuation bit is found with bit tricks (lowest set bit of ``~w & 0x80808080``), the
+    bytes after it are masked off and the four 7-bit groups are packed with shifts.
+    """
+    words = np.ndarray((len(b) - 3,), dtype="<u4", buffer=b.data, strides=(1,))
+    w = words[vstarts]
+    term = ~w & np.uint32(0x80808080)
+    if not term.all():
+        return None
+    lowest = term & (np.uint32(0) - term)
+    w &= (lowest << np.uint32(1)) - np.uint32(1)  # wraps to all ones for a 4-byte varint
+    v = w & np.uint32(0x7F)
+    for k, mask in ((1, 0x3F80), (2, 0x1FC000), (3, 0xFE00000)):
+        v |= (w >> np.uint32(k)) & np.uint32(mask)
+    return v
 
 
 class _Decoder:
@@ -382,9 +445,12 @@ class _Decoder:
         self._walk_attr_fields(p, end, np.concatenate(attr_phase))
 
     def _add_attrs(self, nodes: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> None:
-        self.attr_node.append(nodes)
-        self.attr_s.append(starts)
-        self.attr_l.append(lens)
+        # Collected for every attribute of every record (a dozen a node in converted traces): half
+        # the memory as int32 wherever the buffer allows it.
+        itype = np.int32 if len(self.arr) < 2**31 else np.int64
+        self.attr_node.append(nodes.astype(itype))
+        self.attr_s.append(starts.astype(itype))
+        self.attr_l.append(lens.astype(itype))
 
     def _walk_attr_fields(self, p: np.ndarray, end: np.ndarray, active: np.ndarray) -> None:
         """Step over trailing ``attr`` fields (tag 0x52, length < 16 KiB) of many records at once."""
@@ -443,12 +509,17 @@ class _Decoder:
 
     def _check_attrs(self) -> tuple[np.ndarray, _AttrParts]:
         """Decode every attribute of the walked records in the canonical layout (name, then one
-        value) and check its strings and list payloads; ``(record index, parts)`` in file order."""
+        value) and check its strings and list payloads; ``(record index, parts)`` in file order of
+        the well-known attributes only (the rest are checked and dropped: a converted PyTorch trace
+        has a dozen attributes per node, ~700 MB of parts at 1 M nodes, and only ids/sizes/groups
+        are ever read as columns). Attributes go in groups of ``_ATTR_GROUP`` so that the ~20
+        temporaries per attribute stay small."""
         none = (np.zeros(0, dtype=np.int64), _AttrParts.empty(0))
         if not self.attr_node:
             return none
         node, s = np.concatenate(self.attr_node), np.concatenate(self.attr_s)
         end = s + np.concatenate(self.attr_l)
+        self.attr_node, self.attr_s, self.attr_l = [], [], []
         keep = ~self.slow[node]
         node, s, end = node[keep], s[keep], end[keep]
         if len(node) <= _SMALL:  # see run(): a few attributes decode faster one record at a time
@@ -458,12 +529,27 @@ class _Decoder:
         # repeated name reads last-wins as in protobuf.
         order = np.argsort(s, kind="stable")
         node, s, end = node[order], s[order], end[order]
-        parts = _AttrParts.canonical(self.arr, s, end)
+        groups = [
+            self._check_attr_group(node[a : a + _ATTR_GROUP], s[a : a + _ATTR_GROUP], end[a : a + _ATTR_GROUP])
+            for a in range(0, len(node), _ATTR_GROUP)
+        ]
+        return np.concatenate([g[0] for g in groups]), _AttrParts.concat([g[1] for g in groups])
+
+    def _check_attr_group(self, node: np.ndarray, s: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, _AttrParts]:
+        parts = _AttrParts.canonical(self.arr, s.astype(np.int64), end.astype(np.int64))
         ok = parts.ok
         rows = np.flatnonzero(ok)
         ok[rows] = _ascii(self.arr, parts.name_s[rows], parts.name_l[rows]) & _payload_ok(self.arr, parts, rows)
         self.slow[node[~ok]] = True
-        return node, parts
+        known = np.flatnonzero(_name_codes(self.arr, parts.name_s, parts.name_l, ok) >= 0)
+        # Kept for the whole life of the graph (~3 a node in generated traces): narrow types
+        # (positions fit int32 below 2 GiB) halve what the parts cost.
+        pos = np.int32 if len(self.arr) < 2**31 else np.int64
+        kept = parts.subset(known)
+        narrow = {"name_s": pos, "name_l": np.uint8, "kind": np.uint8, "span_s": pos, "span_l": pos}
+        for name, dtype in narrow.items():
+            setattr(kept, name, getattr(kept, name).astype(dtype))
+        return node[known].astype(pos), kept
 
     # -- dependencies ----------------------------------------------------------------------
     def _deps(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -666,6 +752,13 @@ class _AttrParts:
     def empty(cls, m: int) -> _AttrParts:
         z = lambda dt=np.int64: np.zeros(m, dtype=dt)  # noqa: E731
         return cls(np.ones(m, dtype=bool), z(), z(), z(), z(_U64), z(), z())
+
+    def subset(self, rows: np.ndarray) -> _AttrParts:
+        return _AttrParts(*(getattr(self, f.name)[rows] for f in fields(self)))
+
+    @classmethod
+    def concat(cls, parts: list[_AttrParts]) -> _AttrParts:
+        return cls(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)))
 
     def _value(
         self, arr: np.ndarray, rows: np.ndarray, q: np.ndarray, fnum: np.ndarray, wt: np.ndarray, end: np.ndarray

@@ -10,6 +10,7 @@ METADATA groups (``groups.py``).
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import INT_KINDS, KIND_NUMBER
+from ..et.rows import CsrRows
 from .comm import issue_comm
 from .groups import metadata_groups
 from .hardware import HardwareResource, slot_table
@@ -44,7 +46,7 @@ class RankTrace:
     pg_name: dict[int, str]
     involved_dim: dict[int, list[bool]]
     n_parents: list[int]
-    children: list[list[int]]
+    children: Sequence[list[int]]
     slot_of: list[int]  # SLOT_* of each node
     pos: list[int]  # rank of each node in ascending id order (the issue order)
     index: list[int]  # node index at each such rank
@@ -96,9 +98,8 @@ class RankTrace:
         keys = keys[np.concatenate((keys[:1] == keys[:1], keys[1:] != keys[:-1]))]  # np.unique imports numpy.ma
         parent_of, child_of = np.divmod(keys, max(n, 1))
         n_parents = np.bincount(child_of, minlength=n).tolist()
-        child_ptr = np.concatenate([[0], np.cumsum(np.bincount(parent_of, minlength=n))]).tolist()
-        flat = child_of.tolist()
-        children = [flat[child_ptr[i] : child_ptr[i + 1]] for i in range(n)]
+        child_ptr = np.concatenate([[0], np.cumsum(np.bincount(parent_of, minlength=n))])
+        children = CsrRows(child_ptr, child_of)  # lists made on access: ~50 deps a node are GBs as lists
         slot_of = slot_table(g.types, g.is_cpu_op)
         order = np.argsort(g.ids, kind="stable")
         pos = np.empty(n, dtype=np.int64)

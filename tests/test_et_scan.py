@@ -1,0 +1,87 @@
+"""The vectorised record framing (``et.scan``) must frame every buffer exactly as the sequential
+walk does, and hand every buffer it cannot prove to that walk (which raises the precise error)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from chakra_pipe.errors import TraceFormatError
+from chakra_pipe.et import schema
+from chakra_pipe.et.framing import frame, scan_records
+from chakra_pipe.et.scan import scan_array
+
+
+def _padded(data: bytes) -> np.ndarray:
+    arr = np.zeros(len(data) + 16, dtype=np.uint8)
+    arr[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+    return arr
+
+
+def _trace(ids, payload_bytes: int = 0) -> bytes:
+    md = schema.GlobalMetadata(version="0.0.4")
+    out = [frame(md.SerializeToString())]
+    for i in ids:
+        node = schema.Node(id=i, name="n" * payload_bytes, data_deps=[j for j in range(max(0, i - 3), i)])
+        out.append(frame(node.SerializeToString()))
+    return b"".join(out)
+
+
+@pytest.mark.parametrize(
+    "ids, name_len",
+    [
+        (range(500), 3),  # id 0 first: the head walk takes it
+        (range(1, 300), 200),  # 2-byte prefixes
+        (range(1, 40), 20000),  # 3-byte prefixes
+        ([5, 0, *range(6, 100)], 5),  # an id-0 node mid-file: the chain leaves the candidates
+        (range(1, 3), 1),
+    ],
+)
+def test_same_records_as_the_sequential_walk(ids, name_len):
+    data = _trace(list(ids), name_len)
+    starts, lengths = scan_array(_padded(data), len(data), "t.et")
+    ref_s, ref_l = scan_records(data)
+    assert starts.tolist() == ref_s
+    assert lengths.tolist() == ref_l
+
+
+def test_a_record_with_a_tag_byte_inside_is_not_mistaken_for_a_start():
+    """Names full of 0x08 bytes create many false candidates; the chain still follows the real ones."""
+    md = frame(schema.GlobalMetadata().SerializeToString())
+    nodes = [frame(schema.Node(id=i + 1, name="\x08\x01\x08" * 30).SerializeToString()) for i in range(200)]
+    data = md + b"".join(nodes)
+    starts, _ = scan_array(_padded(data), len(data), "t.et")
+    assert starts.tolist() == scan_records(data)[0]
+
+
+@pytest.mark.parametrize("cut", [1, 7, 100])
+def test_truncated_file_raises_the_walks_error(cut):
+    data = _trace(range(1, 200), 10)[:-cut]
+    with pytest.raises(TraceFormatError) as got:
+        scan_array(_padded(data), len(data), "t.et")
+    with pytest.raises(TraceFormatError) as want:
+        scan_records(data, "t.et")
+    assert got.value.line() == want.value.line()
+
+
+def test_empty_and_zero_length_node_records_are_refused():
+    with pytest.raises(TraceFormatError, match="empty file"):
+        scan_array(_padded(b""), 0, "t.et")
+    data = _trace(range(1, 100), 4) + b"\x00" + _trace(range(100, 200), 4)[2:]
+    with pytest.raises(TraceFormatError, match="zero-length node record"):
+        scan_array(_padded(data), len(data), "t.et")
+
+
+def test_a_buffer_dense_with_tag_bytes_falls_back_to_the_walk():
+    """Records of a few bytes each (or a file of 0x08 bytes) would make candidates cost many
+    times the file: the sequential walk frames them instead, with the same result."""
+    md = frame(schema.GlobalMetadata().SerializeToString())
+    data = md + b"".join(frame(schema.Node(id=i % 100 + 1).SerializeToString()) for i in range(5000))
+    starts, lengths = scan_array(_padded(data), len(data), "t.et")
+    assert (starts.tolist(), lengths.tolist()) == scan_records(data)
+    junk = md + b"\x05" + b"\x08" * 100_000
+    with pytest.raises(TraceFormatError) as got:
+        scan_array(_padded(junk), len(junk), "t.et")
+    with pytest.raises(TraceFormatError) as want:
+        scan_records(junk, "t.et")
+    assert got.value.line() == want.value.line()
