@@ -21,6 +21,7 @@ from .groups import GroupTable, metadata_groups
 from .memory import remote_memories
 from .network import make_network
 from .result import SimResult
+from .system.deadlock import explain, queue_deadlock
 from .system.phase_fast import FastPathDeclined, PhaseCoordinator
 from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
@@ -182,10 +183,14 @@ def _simulate(
             stuck[w.rank] = sorted(ids)[:STUCK_LIST_LIMIT]
     if stuck:
         first = min(stuck)
+        cycle = queue_deadlock([w.sys for w in workloads])
+        why = (
+            "deadlock, unmatched send/recv or a collective some group member never issues"
+            if cycle is None
+            else explain(cycle, workloads[0].sys.threshold, hw.system.preferred_dataset_splits)
+        )
         raise StuckError(
-            f"{len(stuck)} rank(s) cannot finish (deadlock, unmatched send/recv or a collective "
-            f"some group member never issues); rank {first} waits on node(s) "
-            f"{stuck[first]}",
+            f"{len(stuck)} rank(s) cannot finish ({why}); rank {first} waits on node(s) {stuck[first]}",
             stuck=stuck,
             file=trace_set.prefix,
         )

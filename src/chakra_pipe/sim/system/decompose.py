@@ -3,8 +3,12 @@
 ``baseline`` (and every non-all-reduce collective) runs one phase of the collective's own type per
 active dimension. ``localBWAware`` all-reduce runs reduce-scatter on the active dimensions below the
 last one, all-reduce on the last active dimension, then all-gather back down. Each phase also names
-the queue allocator it draws from: ASTRA-sim takes localBWAware reduce-scatter queues from the
-"first half" allocator and all-gather queues from the "last half" one (anticlockwise rings).
+the queue allocator it draws from: since PR #135 (the fix of issue #137) ASTRA-sim takes localBWAware
+reduce-scatter queues *and the last dimension's all-reduce queue* from the "first half" allocator and
+all-gather queues from the "last half" one (anticlockwise rings). The all-reduce takes the first half
+so that it feeds the all-gather phases through as many parallel queues as they have (upstream: n
+queues feeding n/2 could deadlock). With one queue per dimension both halves are that one queue; with
+``--num-queues-per-dim 2`` every chunk's all-reduce waits in the dimension's first queue.
 """
 
 from __future__ import annotations
@@ -31,6 +35,6 @@ def phase_chain(
     while i > 0 and not active(i):
         i -= 1
     if active(i):
-        chain.append((AR, i, NEXT))
+        chain.append((AR, i, FIRST))
     chain += [(AG, j, LAST) for j in range(i - 1, -1, -1) if active(j)]
     return chain

@@ -38,15 +38,17 @@ TAG_SPACE = 500_000_000
 class _QueueLevel:
     """Queues of one dimension and the three round-robin allocators ASTRA-sim keeps for them."""
 
-    def __init__(self, level: int, queues: list[int]):
-        self.level, self.queues = level, queues
+    def __init__(self, queues: list[int]):
+        self.queues = queues
         self.alloc = 0
         self.first = 0
         self.last = len(queues) // 2
 
     def next(self) -> tuple[int, int]:
         n = len(self.queues)
-        direction = ANTICLOCKWISE if (self.level != 0 and n > 1 and self.alloc >= n // 2) else CLOCKWISE
+        # Upstream exempts level 0 only on the Garnet backend; on the analytical backends the upper half
+        # of dimension 0's queues runs anticlockwise too.
+        direction = ANTICLOCKWISE if (n > 1 and self.alloc >= n // 2) else CLOCKWISE
         q = self.queues[self.alloc]
         self.alloc = (self.alloc + 1) % n
         return q, direction
@@ -92,7 +94,7 @@ class Sys:
         self.physical = hw.network.npus_count
         self.total_nodes = hw.network.npus
         nq = hw.num_queues_per_dim
-        self.levels = [_QueueLevel(d, list(range(d * nq, (d + 1) * nq))) for d in range(len(self.physical))]
+        self.levels = [_QueueLevel(list(range(d * nq, (d + 1) * nq))) for d in range(len(self.physical))]
         # deques: a finished stream leaves from the front, and a list's front delete moves every waiting
         # chunk (quadratic in preferred-dataset-splits)
         self.active: dict[int, deque[Stream]] = {q: deque() for q in range(nq * len(self.physical))}
