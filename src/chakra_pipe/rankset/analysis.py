@@ -50,7 +50,7 @@ class RankSetAnalysis:
         """Raise what simulate and replay do for this set; return when they may run it."""
         errors = self.errors
         if self.stuck:
-            raise SetStuck(errors, self.stuck, self.prefix)
+            raise SetStuck(errors, self.stuck)
         if errors:
             raise SetRefused(errors)
 
