@@ -63,12 +63,25 @@ def capped_lines(findings: Iterable[Finding], cap: int = PRINT_CAP) -> Iterator[
 
 
 def _summary(what: str, problems: list[Finding]) -> str:
-    first = problems[0].line() if problems else ""
-    more = f" (and {len(problems) - 1} more below)" if len(problems) > 1 else ""
-    return f"{what}: {first}{more}"
+    """One line for logs and sweep rows; deliberately not in problem-line form, so a reader that
+    picks problem lines out of the output finds exactly the ``details``."""
+    if not problems:
+        return what
+    p = problems[0]
+    at = f"node {p.node} of " if p.node is not None else ""
+    return f"{what}; the first: {p.rule} at {at}{p.file}: {p.message}"
 
 
-class SetRefused(InputError):
+class _ProblemList:
+    """``str()`` of a refusal: its one-line summary followed by every problem line."""
+
+    details: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return "\n".join([self.line(), *self.details])  # type: ignore[attr-defined]
+
+
+class SetRefused(_ProblemList, InputError):
     """A rank set a stage refuses on input grounds (exit 2).
 
     The error line names the first problem; ``details`` (printed by the CLI after it) holds every
@@ -81,7 +94,7 @@ class SetRefused(InputError):
         super().__init__(_summary(f"the rank set has {len(problems)} problem(s)", problems))
 
 
-class SetStuck(StuckError):
+class SetStuck(_ProblemList, StuckError):
     """A rank set that cannot finish (exit 3): ``stuck`` maps rank to its blocked node ids.
 
     ``details`` carries the problem lines validate reports for the same set (``set-deadlock`` ones
