@@ -19,6 +19,7 @@ from chakra_pipe.et import schema
 from chakra_pipe.et.attrs import set_attr
 from chakra_pipe.et.framing import write_trace
 from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.rankset import analyze
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, load_hardware, simulate
 from chakra_pipe.sim.engine import EventQueue
 from chakra_pipe.sim.network import make_network
@@ -270,7 +271,9 @@ def test_send_recv_completes_at_arrival(tmp_path: Path) -> None:
 
 
 def test_metadata_skip_does_not_hang(tmp_path: Path) -> None:
-    nodes = [make_node(0, schema.METADATA_NODE), make_node(1, schema.COMP_NODE, 3, data=[0])]
+    meta = make_node(0, schema.METADATA_NODE)
+    meta.inputs.values = "['[]']"  # an empty process-group table: ASTRA-sim refuses a METADATA node without one
+    nodes = [meta, make_node(1, schema.COMP_NODE, 3, data=[0])]
     res = simulate(write_set(tmp_path, [nodes] * 4), ring_hw(4))
     assert res.finish_ns == [3_000] * 4  # ASTRA-sim would never print "finished" here (quirk 1, fixed)
 
@@ -432,18 +435,18 @@ def test_aware_fast_path_only_where_exact(tmp_path: Path) -> None:
     ts = _straggler_set(tmp_path, 8, schema.ALL_REDUCE)
     hw = ring_hw(8, "congestion_aware")
     net = make_network(hw.backend, hw.network, EventQueue())
-    assert aware_fast_path_is_exact(ts, hw, None, net)
+    assert aware_fast_path_is_exact(ts, hw, analyze(ts).groups, net)
     chunks2 = ring_hw(8, "congestion_aware", **{"active-chunks-per-dimension": 2})
-    assert not aware_fast_path_is_exact(ts, chunks2, None, net)
+    assert not aware_fast_path_is_exact(ts, chunks2, analyze(ts).groups, net)
     direct = ring_hw(8, "congestion_aware", **{"all-reduce-implementation": ["direct"]})
-    assert not aware_fast_path_is_exact(ts, direct, None, net)
+    assert not aware_fast_path_is_exact(ts, direct, analyze(ts).groups, net)
     # A group no collective names changes nothing; one that is named must not share a link with the world ring.
-    assert aware_fast_path_is_exact(ts, hw, {1: [0, 1, 2, 3]}, net)
+    assert aware_fast_path_is_exact(ts, hw, analyze(ts, {1: [0, 1, 2, 3]}).groups, net)
     named = _group_then_world_set(tmp_path / "g")
     # On this ring 3 -> 0 goes the short way back (3-2-1-0): links of the other direction, one sender each.
-    assert aware_fast_path_is_exact(named, hw, {1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}, net)
+    assert aware_fast_path_is_exact(named, hw, analyze(named, {1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}).groups, net)
     # 0 -> 2 passes 1 -> 2, the world ring's link from NPU 1.
-    assert not aware_fast_path_is_exact(named, hw, {1: [0, 2, 1, 3], 2: [4, 5, 6, 7]}, net)
+    assert not aware_fast_path_is_exact(named, hw, analyze(named, {1: [0, 2, 1, 3], 2: [4, 5, 6, 7]}).groups, net)
 
 
 def _group_then_world_set(tmp: Path) -> TraceSet:
@@ -466,7 +469,7 @@ def test_aware_sub_groups_fast_equals_event(tmp_path: Path, topology: str) -> No
         {"topology": [topology], "npus_count": [8], "bandwidth": [100], "latency": [700]}, source="net"
     )
     hw = HardwareConfig(ring_hw(8).system, net, backend="congestion_aware")
-    taken = aware_fast_path_is_exact(ts, hw, groups, make_network(hw.backend, net, EventQueue()))
+    taken = aware_fast_path_is_exact(ts, hw, analyze(ts, groups).groups, make_network(hw.backend, net, EventQueue()))
     assert taken is (topology != "Switch")
     fast, slow = simulate(ts, hw, comm_groups=groups), simulate(ts, hw, comm_groups=groups, fast=False)
     assert fast.to_dict() == slow.to_dict()
@@ -504,9 +507,9 @@ def test_dependency_cycle_is_stuck_not_success(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "ctype,size,match",
     [
-        (schema.ALL_REDUCE, -5, "comm_size must be >= 0"),
+        (schema.ALL_REDUCE, -5, "comm-node: .*comm_size -5 is negative"),
         (schema.ALL_GATHER, 0, "ALL_GATHER comm_size 0 B is smaller than preferred-dataset-splits"),
-        (schema.ALL_REDUCE, "big", "must be an integer"),
+        (schema.ALL_REDUCE, "big", "comm-node: .*comm_size is string_val, not an integer"),
     ],
 )
 def test_bad_comm_size_is_invalid_input(tmp_path: Path, ctype: int, size, match: str) -> None:

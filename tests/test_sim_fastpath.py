@@ -13,6 +13,7 @@ import pytest
 
 from chakra_pipe import cli
 from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.rankset import analyze
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
 from chakra_pipe.sim.engine import EventQueue
 from chakra_pipe.sim.network import make_network
@@ -94,4 +95,4 @@ def test_aware_fast_path_takes_sub_group_rings_where_links_have_one_sender(rank_
     for topology, expected in (("FullyConnected", "p2" not in case), ("Switch", False)):
         hw = _hw("ring", [len(ts.ranks)], "congestion_aware", topology)
         network = make_network(hw.backend, hw.network, EventQueue())
-        assert aware_fast_path_is_exact(ts, hw, ts.comm_groups, network) is expected, topology
+        assert aware_fast_path_is_exact(ts, hw, analyze(ts).groups, network) is expected, topology

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from test_sim_direct_tree_fast import _hw, _write
-from test_sim_examples import coll, ring_chunk, ring_hw, write_set
+from test_sim_examples import coll, make_node, ring_chunk, ring_hw, write_set
 
 from chakra_pipe.errors import StuckError
 from chakra_pipe.et import schema
@@ -110,9 +110,24 @@ def test_every_chunk_active_avoids_the_queue_deadlock(tmp_path: Path) -> None:
 
 
 def test_other_stuck_runs_keep_the_generic_reason(tmp_path: Path) -> None:
-    """No queue cycle (a collective one rank never issues): the message does not claim one."""
-    ranks = [[coll(1, schema.ALL_REDUCE)] for _ in range(7)] + [[coll(1, schema.ALL_GATHER)]]
+    """No queue cycle: a deadlock of issue order alone. Rank 0's send completes at once, so it issues
+    its all-reduce and then its (independent) all-gather; rank 1 waits for the message, so its
+    all-gather is issued first. World collectives pair up in issue order: AR meets AG and neither
+    finishes. The message names the stuck nodes and does not claim a queue cycle."""
+    size = 4096
+    ranks = []
+    for me in (0, 1):
+        kind = schema.COMM_SEND_NODE if me == 0 else schema.COMM_RECV_NODE
+        ranks.append(
+            [
+                make_node(1, kind, comm_src=0, comm_dst=1, comm_size=size, comm_tag=0),
+                coll(2, schema.ALL_REDUCE, size, data=[1]),
+                make_node(3, schema.COMP_NODE, dur=1, data=[2]),
+                coll(4, schema.ALL_GATHER, size),
+            ]
+        )
     with pytest.raises(StuckError) as err:
-        simulate(write_set(tmp_path, ranks), ring_hw(8))
+        simulate(write_set(tmp_path, ranks), ring_hw(2))
     assert "chunk queues deadlock" not in str(err.value)
-    assert "a collective some group member never issues" in str(err.value)
+    assert "set-deadlock" in str(err.value)
+    assert err.value.stuck == {0: [2, 4], 1: [2, 4]}

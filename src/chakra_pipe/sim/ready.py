@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-from .hardware import SLOT_NONE, SLOTS
+from ..rankset.slots import SLOT_NONE, SLOTS
 
 
 class ReadySet:

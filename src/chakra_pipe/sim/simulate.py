@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import gc
 import weakref
+from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, StuckError
+from ..errors import ConfigError
 from ..et import schema
 from ..et.traceset import WORLD_PG_NAMES
+from ..rankset import analyze
+from ..rankset.groups import GroupTable
+from ..rankset.progress import STUCK_LIST_LIMIT
+from .backends import AWARE, UNAWARE
 from .config import HardwareConfig
 from .engine import EventQueue
-from .groups import GroupTable, metadata_groups
+from .groups import groups_at_start
 from .memory import remote_memories
 from .network import make_network
 from .result import SimResult
@@ -28,7 +33,6 @@ from .system.sys import Sys
 from .workload import RankTrace, Workload
 
 _CACHE: dict[int, tuple] = {}  # id(graph) -> (weakref to graph, RankTrace); graphs are unhashable
-STUCK_LIST_LIMIT = 20
 
 
 def _prune_cache() -> None:
@@ -53,14 +57,15 @@ class _Stats:
         self.messages = 0
 
 
-def aware_fast_path_is_exact(trace_set, hw, groups: dict | None, network) -> bool:
+def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     """True when every link carries ring-phase messages of one sender only (``system/ring_fast.py``).
 
     With one queue and one active chunk on a 1-D network, an NPU runs one ring phase at a time and
     all of them clockwise; a link whose messages all come from one sender then sees them in that
     sender's phase order, which is the order the coordinator evaluates them in. So the recurrence is
     exact when no link is on the paths of two senders over all rings the run can use: the world
-    ring, and the ring of every group a collective names (comm-group file or METADATA). Always true
+    ring, and the ring of every group a collective names (``table``: rankset's one group table of the
+    set, comm-group file and METADATA). Always true
     on FullyConnected (a link per ordered pair); on Switch or Ring topologies only when the rings do
     not share a downlink or a hop. It reads the traces and the whole config, so it runs here, where
     the layers are wired; the system layer only receives the answer (a ``RingCoordinator`` or none).
@@ -70,31 +75,25 @@ def aware_fast_path_is_exact(trace_set, hw, groups: dict | None, network) -> boo
         return False
     if any(a.base != "ring" for _, algos in sysc.implementations for a in algos):
         return False
-    rings = _rings_used(trace_set, groups or {}, net.npus)
+    rings = _rings_used(trace_set, table, net.npus)
     if rings is None:
         return False
     pairs = {(members[k - 1], members[k]) for members in rings for k in range(len(members)) if len(members) > 1}
     return network.one_sender_per_link(sorted(pairs))
 
 
-def _rings_used(trace_set, groups: dict, npus: int) -> set[tuple[int, ...]] | None:
+def _rings_used(trace_set, table: GroupTable, npus: int) -> set[tuple[int, ...]] | None:
     """Member lists (ring order) of the rings the collectives can run on; None when a rank sends or
-    receives point to point, or names a group that cannot be resolved before the run."""
+    receives point to point, or names a group the table does not have."""
     world = tuple(range(npus))
     out: set[tuple[int, ...]] = set()
-    file_groups = {str(k): list(v) for k, v in groups.items()}
-    for g in trace_set.ranks:
+    named = table.members
+    for rank, g in enumerate(trace_set.ranks):
         types = g.types
         if np.isin(types, (schema.COMM_SEND_NODE, schema.COMM_RECV_NODE)).any():
             return None
-        named = dict(file_groups)
-        for i in np.nonzero(types == schema.METADATA_NODE)[0].tolist():
-            made, problem = metadata_groups(g.node(i), npus)
-            if problem:
-                return None
-            for name, group in made.items():  # both kept: the METADATA node may run after the file's group is used
-                out.add(_ring(group.members, world))
-                named.setdefault(name, group.members)
+        for names in table.metadata[rank].values():  # kept: a METADATA node may run after the file's group is used
+            out.update(_ring(named[name], world) for name in names)
         for i in np.nonzero(types == schema.COMM_COLL_NODE)[0].tolist():
             pg = g.pg_name.get(i, "")
             if i in g.involved_dim or (pg not in named and pg in WORLD_PG_NAMES):
@@ -103,12 +102,10 @@ def _rings_used(trace_set, groups: dict, npus: int) -> set[tuple[int, ...]] | No
                 out.add(_ring(named[pg], world))
             else:
                 return None
-    if any(len(set(r)) != len(r) or not all(0 <= m < npus for m in r) for r in out):
-        return None  # the run reports the group; the fast path need not reason about it
     return out
 
 
-def _ring(members: list[int], world: tuple[int, ...]) -> tuple[int, ...]:
+def _ring(members: Sequence[int], world: tuple[int, ...]) -> tuple[int, ...]:
     """The logical ring of a group: the global ring when it has every NPU (``Sys._plan``)."""
     return world if len(members) == len(world) else tuple(members)
 
@@ -150,27 +147,30 @@ def _simulate(
             file=hw.network.source,
             where="npus_count",
         )
-    groups = comm_groups if comm_groups is not None else trace_set.comm_groups
-    if comm_groups is None and trace_set.comm_groups_file is not None:
-        groups_file = str(trace_set.comm_groups_file)
+    analysis = analyze(trace_set, comm_groups, groups_file, hw.system.preferred_dataset_splits)
+    analysis.refuse_input()  # input problems exit 2 with validate's problem lines
     queue = EventQueue()
     network = make_network(hw.backend, hw.network, queue)
     stats = _Stats()
     result = SimResult(hw.backend)
     memories = remote_memories(hw.memory, npus)
     coordinator = None
-    if fast and hw.backend == "congestion_unaware" and not hw.rendezvous:
+    if fast and hw.backend == UNAWARE.name and not hw.rendezvous:
         coordinator = RingCoordinator(network, queue, stats)
-    elif fast and hw.backend == "congestion_aware" and aware_fast_path_is_exact(trace_set, hw, groups, network):
+    elif fast and hw.backend == AWARE.name and aware_fast_path_is_exact(trace_set, hw, analysis.groups, network):
         coordinator = RingCoordinator(network, queue, stats, aware=True)
     phases = PhaseCoordinator(network, queue, stats) if coordinator is not None and not coordinator.aware else None
     workloads = []
     rings: dict = {}
-    table = GroupTable(npus, groups, groups_file)
+    table = analysis.groups
+    start_groups = groups_at_start(table, npus)
     _prune_cache()
     for rank, graph in enumerate(trace_set.ranks):
         sys = Sys(rank, hw, queue, network, stats, coordinator, rings, phases if phases_fast else None)
-        workloads.append(Workload(rank, _rank_trace(graph), sys, hw, table.groups_for(rank), memories[rank], result))
+        metadata = {i: [(g, list(table.members[g])) for g in names] for i, names in table.metadata[rank].items()}
+        workloads.append(
+            Workload(rank, _rank_trace(graph), sys, hw, start_groups[rank], memories[rank], result, metadata)
+        )
     for w in workloads:
         w.fire()
     queue.run()
@@ -182,18 +182,9 @@ def _simulate(
                 ids = [w.t.ids[i] for i in range(len(w.t.ids)) if w.end[i] < 0]
             stuck[w.rank] = sorted(ids)[:STUCK_LIST_LIMIT]
     if stuck:
-        first = min(stuck)
         cycle = queue_deadlock([w.sys for w in workloads])
-        why = (
-            "deadlock, unmatched send/recv or a collective some group member never issues"
-            if cycle is None
-            else explain(cycle, workloads[0].sys.threshold, hw.system.preferred_dataset_splits)
-        )
-        raise StuckError(
-            f"{len(stuck)} rank(s) cannot finish ({why}); rank {first} waits on node(s) {stuck[first]}",
-            stuck=stuck,
-            file=trace_set.prefix,
-        )
+        why = None if cycle is None else explain(cycle, workloads[0].sys.threshold, hw.system.preferred_dataset_splits)
+        raise analysis.stuck_error(stuck, why)  # exit 3, printed as set-deadlock problem lines
     result.messages = stats.messages
     result.finalize(workloads)
     return result

@@ -19,9 +19,9 @@ from ..errors import InputError
 from ..et import schema
 from ..et.attrs import INT_KINDS, KIND_NUMBER
 from ..et.rows import CsrRows
+from ..rankset.slots import slot_of
 from .comm import issue_comm
-from .groups import metadata_groups
-from .hardware import HardwareResource, slot_table
+from .hardware import HardwareResource
 from .memory import RemoteMemory
 from .ready import ReadySet
 from .roofline import Roofline
@@ -81,17 +81,7 @@ class RankTrace:
             has[a] = np.where(ok, 1, np.where(kind != 0, -1, 0)).tolist()
         pairs = []  # (child, parent) over data ∪ ctrl deps, duplicates removed below
         for which in ("data", "ctrl"):
-            ptr, par = g.dep_indices(which)
-            bad = np.nonzero(par < 0)[0]
-            if len(bad):
-                rec = int(np.searchsorted(ptr, bad[0], side="right") - 1)
-                dep_ids = g.data_ids if which == "data" else g.ctrl_ids
-                raise InputError(
-                    f"{which} dependency on node id {int(dep_ids[bad[0]])} which is not in the "
-                    f"file (ASTRA-sim aborts loading)",
-                    file=g.path,
-                    where=f"node {ids[rec]}",
-                )
+            ptr, par = g.dep_indices(which)  # no dangling ids: rankset refused such sets already
             child = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr).astype(np.int64))
             pairs.append(par.astype(np.int64) * max(n, 1) + child)  # one sortable key per (parent, child)
         keys = np.sort(np.concatenate(pairs))  # sorted by parent, then child; duplicates dropped next
@@ -100,7 +90,7 @@ class RankTrace:
         n_parents = np.bincount(child_of, minlength=n).tolist()
         child_ptr = np.concatenate([[0], np.cumsum(np.bincount(parent_of, minlength=n))])
         children = CsrRows(child_ptr, child_of)  # lists made on access: ~50 deps a node are GBs as lists
-        slot_of = slot_table(g.types, g.is_cpu_op)
+        slots = slot_of(g.types, g.is_cpu_op)
         order = np.argsort(g.ids, kind="stable")
         pos = np.empty(n, dtype=np.int64)
         pos[order] = np.arange(n, dtype=np.int64)
@@ -116,7 +106,7 @@ class RankTrace:
             dict(g.involved_dim),
             n_parents,
             children,
-            slot_of.tolist(),
+            slots.tolist(),
             pos.tolist(),
             order.tolist(),
             weakref.ref(g),
@@ -141,7 +131,17 @@ class RankTrace:
 class Workload:
     """One rank's issue loop: dependency counts, free nodes, slots, and each node's start and end."""
 
-    def __init__(self, rank: int, trace: RankTrace, sys, hw, groups: dict[str, Group], memory: RemoteMemory, result):
+    def __init__(
+        self,
+        rank: int,
+        trace: RankTrace,
+        sys,
+        hw,
+        groups: dict[str, Group],
+        memory: RemoteMemory,
+        result,
+        metadata_groups: dict[int, list[tuple[str, list[int]]]] | None = None,
+    ):
         self.rank = rank
         self.t = trace
         self.sys = sys
@@ -149,6 +149,8 @@ class Workload:
         self.groups = groups
         self.memory = memory
         self.roofline = Roofline.of(hw.system)
+        # METADATA record -> the groups it creates, with members resolved by chakra_pipe.rankset
+        self.metadata_groups = metadata_groups or {}
         self.res = result
         n = len(trace.ids)
         self.waiting = list(trace.n_parents)
@@ -165,7 +167,7 @@ class Workload:
         self.done_count = 0
 
     def slot(self, i: int) -> int:
-        """The hardware slot node ``i`` occupies (``hardware.slot_table``)."""
+        """The hardware slot node ``i`` occupies (``rankset.slots.slot_of``)."""
         return self.t.slot_of[i]
 
     # -- driving ----------------------------------------------------------------------------------
@@ -268,7 +270,5 @@ class Workload:
         self.sys.register_event(self._done(i), delay)
 
     def metadata(self, i: int) -> None:
-        groups, problem = metadata_groups(self.t.graph.node(i), self.sys.total_nodes)
-        if problem:
-            raise self.t.error(i, f"METADATA inputs.values {problem}")
-        self.groups.update(groups)
+        for name, members in self.metadata_groups.get(i, ()):  # ASTRA-sim numbers them pg_name + 1
+            self.groups[name] = Group(int(name) + 1, members, name)

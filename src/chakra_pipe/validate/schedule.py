@@ -17,7 +17,7 @@ from ..errors import ChakraPipeError
 from ..et.collectives import ASTRA_SIM
 from ..et.graph import TraceGraph
 from ..et.traceset import TraceSet
-from .graphalgo import resolved_parents
+from ..rankset.graphalgo import resolved_parents
 
 _REPLAY_SYSTEM = {
     "scheduling-policy": "FIFO",

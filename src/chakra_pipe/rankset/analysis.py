@@ -1,0 +1,157 @@
+"""``analyze(trace_set)``: every execution rule over a rank set, computed once, and the stage verdict.
+
+Order of work: per-file rules on every rank (one Kahn issue order per rank), the one group table
+(:mod:`.groups`), the comm spec of every communication node (:mod:`.comm`), the cross-rank matching
+(:mod:`.set_rules`) and, when nothing but a cycle or a mismatch stands in the way, the untimed finish
+proof (:mod:`.progress`), whose stuck ranks become ``set-deadlock`` problems.
+
+:meth:`RankSetAnalysis.refuse` is the verdict simulate and replay share: a deadlock raises
+:class:`~.problems.SetStuck` (exit 3), any other error :class:`~.problems.SetRefused` (exit 2); both
+print the very problem lines validate reports for the set.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from dataclasses import dataclass
+
+from ..et.traceset import TraceSet
+from .comm import comm_specs
+from .file_rules import FileChecker
+from .groups import GroupTable, id_list, resolve_groups
+from .problems import ERROR, Finding, SetRefused, SetStuck
+from .progress import stuck_nodes
+from .set_rules import RankView, check_collectives, check_point_to_point
+from .slots import slot_of
+
+DEADLOCK = "set-deadlock"
+# Errors that leave every comm spec intact, so the finish proof still runs: how a set hangs (a cycle,
+# a collective or message some rank never matches) or a collective only ASTRA-sim cannot run.
+PROOF_RUNS_DESPITE = frozenset(
+    {"cycle-data", "cycle-ctrl", "collective-mismatch", "p2p-unmatched", "comm-type-unsupported"}
+)
+# Errors replay tolerates: torch.distributed runs the collectives ASTRA-sim does not simulate.
+REPLAY_TOLERATES = frozenset({"comm-type-unsupported"})
+# Errors of a set that cannot finish (with ``set-deadlock``): simulate lets its timed run decide.
+CANNOT_FINISH = frozenset({DEADLOCK, "cycle-data", "cycle-ctrl", "collective-mismatch", "p2p-unmatched"})
+
+
+@dataclass
+class RankSetAnalysis:
+    """The rules' results for one rank set: problems, per-rank views and slots, groups, stuck ranks."""
+
+    prefix: str
+    findings: list[Finding]
+    ranks: list[RankView]
+    slots: list[list[int]]  # SLOT_* of every record, per rank
+    groups: GroupTable
+    stuck: dict[int, list[int]]  # rank -> stuck node ids (empty: the set finishes, or was not proven)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.is_error]
+
+    def refuse(self, tolerated: frozenset[str] = frozenset()) -> None:
+        """Raise what replay (``tolerated=REPLAY_TOLERATES``) does for this set; return when it may run.
+
+        Replay walks each rank's comm slot in the static issue order the proof plays, so a stuck
+        proof is a replay that cannot finish.
+        """
+        errors = [f for f in self.errors if f.rule not in tolerated]
+        if self.stuck:
+            raise SetStuck(errors, self.stuck)
+        if errors:
+            raise SetRefused(errors)
+
+    def refuse_input(self) -> None:
+        """Raise what simulate does before running: ``SetRefused`` for any error, unless the errors
+        are the ones of a set that cannot finish (then the timed run decides, see :meth:`stuck_error`).
+
+        ASTRA-sim's comm slot takes the smallest *ready* id, so a later collective may overtake one
+        still waiting for its inputs: a set the static proof finds stuck can still finish in time.
+        """
+        errors = self.errors
+        if errors and not (self.stuck and all(f.rule in CANNOT_FINISH for f in errors)):
+            raise SetRefused(errors)
+
+    def stuck_error(self, stuck: dict[int, list[int]], why: str | None = None) -> SetStuck:
+        """What simulate raises when its timed run stops with ``stuck`` nodes: validate's problem
+        lines when the proof saw the deadlock (its ``set-deadlock`` nodes are the same frontier), else
+        ``set-deadlock`` lines for the timed run's own stuck nodes (a deadlock that depends on time).
+        ``why`` is the simulator's own diagnosis when it has one (a chunk-queue cycle)."""
+        found = self.errors if self.stuck else deadlock_findings([v.file for v in self.ranks], stuck)
+        return SetStuck(found, stuck, why)
+
+
+# id(TraceSet) -> (weak reference to it, key, analysis): TraceSets are unhashable dataclasses
+_CACHE: dict[int, tuple[weakref.ref, tuple, RankSetAnalysis]] = {}
+
+
+def analyze(
+    ts: TraceSet,
+    comm_groups: dict[int, list[int]] | None = None,
+    groups_file: str | None = None,
+    dataset_splits: int = 1,
+    full: bool = False,
+) -> RankSetAnalysis:
+    """Analyze ``ts`` (``comm_groups`` overrides ``ts.comm_groups``; ``groups_file`` names its origin).
+
+    ``dataset_splits`` is the target system's ``preferred-dataset-splits`` (the all-gather rule);
+    ``full`` adds validate's decode-everything and warning-only checks. Results are cached per
+    TraceSet, so a sweep simulating one set on many systems analyzes it once per distinct input.
+    """
+    if comm_groups is None:
+        comm_groups = ts.comm_groups
+        if ts.comm_groups_file is not None:
+            groups_file = str(ts.comm_groups_file)
+    key = (json.dumps(comm_groups, sort_keys=True), groups_file, dataset_splits, full)
+    hit = _CACHE.get(id(ts))
+    if hit is not None and hit[0]() is ts and hit[1] == key:
+        return hit[2]
+    for k in [k for k, (ref, _, _) in _CACHE.items() if ref() is None]:
+        del _CACHE[k]
+    analysis = _analyze(ts, comm_groups, groups_file or ts.prefix, dataset_splits, full)
+    _CACHE[id(ts)] = (weakref.ref(ts), key, analysis)  # one entry per set: a sweep repeats one key
+    return analysis
+
+
+def _analyze(
+    ts: TraceSet, comm_groups: dict[int, list[int]] | None, groups_file: str, splits: int, full: bool
+) -> RankSetAnalysis:
+    # an in-memory set (search, what-ifs) has no files: its graphs name themselves
+    files = [str(f) for f in ts.files] if len(ts.files) == len(ts.ranks) else [str(g.path) for g in ts.ranks]
+    names = [str(k) for k in comm_groups] if comm_groups else []
+    results = [FileChecker(g, files[r], r, names, splits).run(full) for r, g in enumerate(ts.ranks)]
+    findings = [f for res in results for f in res.findings]
+    table, group_findings = resolve_groups(
+        files, [g.ids for g in ts.ranks], [res.metadata_tables for res in results], comm_groups, groups_file
+    )
+    findings += group_findings
+    views = [
+        RankView(r, files[r], g, res, comm_specs(g, r, res.comm_ok, table.members))
+        for r, (g, res) in enumerate(zip(ts.ranks, results))
+    ]
+    findings += check_collectives(views, table)
+    findings += check_point_to_point(views)
+    slots = [slot_of(g.types, g.is_cpu_op).tolist() for g in ts.ranks]
+    stuck: dict[int, list[int]] = {}
+    if all(f.rule in PROOF_RUNS_DESPITE for f in findings if f.is_error):
+        stuck = stuck_nodes(views, slots, table.members)
+        findings += deadlock_findings(files, stuck)
+    return RankSetAnalysis(ts.prefix, findings, views, slots, table, stuck)
+
+
+def deadlock_findings(files: list[str], stuck: dict[int, list[int]]) -> list[Finding]:
+    """One ``set-deadlock`` problem per stuck rank, at its first stuck node, listing them all."""
+    return [
+        Finding(
+            files[r],
+            ids[0],
+            DEADLOCK,
+            ERROR,
+            f"rank {r} cannot finish: it stops at node(s) {id_list(ids)} (a collective some member "
+            "never reaches, a receive whose send never comes, or a dependency cycle)",
+        )
+        for r, ids in sorted(stuck.items())
+    ]
