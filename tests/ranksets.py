@@ -35,6 +35,8 @@ COLLECTIVES = (
     schema.REDUCE,
     schema.BARRIER,
 )
+NICE_SIZES = SIZES[3:] * 3 + SIZES  # mostly sizes every group splits; sometimes one it cannot
+COMMON = COLLECTIVES[:4] * 3 + COLLECTIVES  # mostly what ASTRA-sim runs; sometimes what it refuses
 UNDECLARED_PG = "7"  # a pg_name no table declares
 
 
@@ -201,8 +203,8 @@ def steps(draw, world: int, declared: tuple[Group, ...]) -> tuple[Step, ...]:
                 Step(
                     kind,
                     dep,
-                    value=draw(st.sampled_from(SIZES)),
-                    comm_type=draw(st.sampled_from(COLLECTIVES)),
+                    value=draw(st.sampled_from(NICE_SIZES)),
+                    comm_type=draw(st.sampled_from(COMMON)),
                     group=draw(st.sampled_from(names)),
                 )
             )
@@ -210,7 +212,7 @@ def steps(draw, world: int, declared: tuple[Group, ...]) -> tuple[Step, ...]:
             src = draw(st.integers(0, world - 1))
             dst = draw(st.integers(0, world - 1).filter(lambda d, s=src: d != s))
             out.append(
-                Step(kind, dep, value=draw(st.sampled_from(SIZES)), src=src, dst=dst, tag=draw(st.integers(0, 2)))
+                Step(kind, dep, value=draw(st.sampled_from(NICE_SIZES)), src=src, dst=dst, tag=draw(st.integers(0, 2)))
             )
     return tuple(out)
 

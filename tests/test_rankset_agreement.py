@@ -287,3 +287,32 @@ def test_generated_small_rank_sets_get_one_verdict(spec: RankSetSpec):
         work = Path(tmp)
         prefix = spec.write(work)
         assert_agree(prefix, work, what=repr(spec))
+
+
+# -- the comm-groups option -----------------------------------------------------------------------
+
+
+def _grouped_set(directory: Path) -> Path:
+    """Two ranks all-reducing in group 1, which only ``PREFIX.comm_groups.json`` declares."""
+    from ranksets import NodeSpec
+
+    from chakra_pipe.et import schema
+
+    node = NodeSpec(1, schema.COMM_COLL_NODE, comm_type=schema.ALL_REDUCE, comm_size=4096, pg_name="1")
+    return RankSetSpec(((node,), (node,)), comm_groups=(("1", (0, 1)),)).write(directory)
+
+
+@pytest.mark.parametrize("option", [None, "explicit", "empty"])
+def test_every_stage_reads_the_comm_groups_option_the_same_way(option, tmp_path):
+    """The default (``PREFIX.comm_groups.json``), an explicit file, and ``empty`` (no groups, so group 1
+    is unknown): one verdict from every stage each time."""
+    prefix = _grouped_set(tmp_path)
+    cg = None
+    if option == "explicit":
+        cg = str(tmp_path / "groups.json")
+        Path(f"{prefix}.comm_groups.json").rename(cg)
+    elif option == "empty":
+        cg = "empty"
+    assert_agree(prefix, tmp_path, cg, what=f"comm groups {option or 'default'}")
+    verdict = run_validate(prefix, tmp_path, [f"--comm-group-configuration={cg}"] if cg else [])
+    assert (verdict.status == "ok") == (option != "empty"), verdict
