@@ -18,8 +18,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from chakra_pipe.search.run import SearchSpec, search, select_points
-from chakra_pipe.sweep.grid import expand
+from chakra_pipe.search.run import SearchSpec, search
+from chakra_pipe.sweep.grid import expand, select_points
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ from chakra_pipe.calibrate.bench import KINDS, Measurement
 from chakra_pipe.calibrate.fit import Platform, _hardware, _Sets, _time, fit
 from chakra_pipe.calibrate.report import write_outputs
 from chakra_pipe.generate.collective import COLLECTIVES
-from chakra_pipe.replay.busbw import bandwidth
+from chakra_pipe.results.busbw import bandwidth
 from chakra_pipe.sim import load_hardware, simulate
 
 SIZES = (256 << 10, 1 << 20, 4 << 20)

@@ -295,7 +295,7 @@ def test_host_only_threads_issue_collectives_in_entry_order(tmp_path):
 
 
 def test_results_add_up_with_cpu_time_and_the_simulator_line_keeps_astra_sims_definition(tmp_path):
-    from chakra_pipe.sweep.shard import metrics
+    from chakra_pipe.results.metrics import metrics
 
     _linked_set(str(tmp_path / "ddp"))
     result = simulate(TraceSet.load(str(tmp_path / "ddp")), _hw(2, 1.0, 500.0))

@@ -7,9 +7,9 @@ from test_replay_plan import coll, comp, p2p, write_set
 
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
-from chakra_pipe.replay.busbw import bandwidth, bus_factor, nccl_size
 from chakra_pipe.replay.executor import NodeFailed, ReplayTimeout, run_iteration
 from chakra_pipe.replay.plan import build_plan
+from chakra_pipe.results.busbw import bandwidth, bus_factor, nccl_size
 
 
 class Clock:

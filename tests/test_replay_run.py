@@ -21,7 +21,7 @@ from test_replay_plan import coll, comp, p2p, write_set
 
 from chakra_pipe.cli import main as cli_main
 from chakra_pipe.et import get_int, read_trace, schema
-from chakra_pipe.replay.busbw import bus_factor, nccl_size
+from chakra_pipe.results.busbw import bus_factor, nccl_size
 
 torch = pytest.importorskip("torch", reason=TORCH_EXTRA)
 

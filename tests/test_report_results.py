@@ -20,9 +20,10 @@ from chakra_pipe.errors import InputError
 from chakra_pipe.report import leaderboard
 from chakra_pipe.report.aggregate import aggregate, read_results, write_results
 from chakra_pipe.report.build import build
-from chakra_pipe.report.collectives import frame, sidecar_path, write_table
-from chakra_pipe.report.plots import PLOTS, pareto_front
-from chakra_pipe.report.schema import METRIC_NAMES, NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS
+from chakra_pipe.report.plots import PLOTS
+from chakra_pipe.results.collectives import frame, sidecar_path, write_table
+from chakra_pipe.results.pareto import pareto_front
+from chakra_pipe.results.schema import METRIC_NAMES, NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS
 from chakra_pipe.sweep.campaign import Campaign
 from chakra_pipe.sweep.shard import rows_to_csv
 

@@ -118,7 +118,7 @@ def test_any_single_edit_of_a_plan_gives_a_result_or_one_clean_error(plan_doc, d
 
 @pytest.mark.parametrize("median", ["-5", "Infinity", "NaN", "1e300", '"fast"'])
 def test_damaged_replay_result_is_refused(tmp_path, median):
-    from chakra_pipe.replay.compare import read_replay
+    from chakra_pipe.results.documents import read_replay
 
     path = tmp_path / "replay.json"
     path.write_text(f'{{"step_time_ns": {{"median": {median}}}}}')
@@ -138,7 +138,7 @@ def test_damaged_replay_result_is_refused(tmp_path, median):
     ],
 )
 def test_damaged_capture_summary_is_refused(tmp_path, doc):
-    from chakra_pipe.replay.compare import read_capture
+    from chakra_pipe.results.documents import read_capture
 
     (tmp_path / "capture.json").write_text(json.dumps(doc))
     with pytest.raises(InputError, match="capture.json"):
@@ -146,7 +146,7 @@ def test_damaged_capture_summary_is_refused(tmp_path, doc):
 
 
 def test_sound_capture_summary_reads(tmp_path):
-    from chakra_pipe.replay.compare import read_capture
+    from chakra_pipe.results.documents import read_capture
 
     (tmp_path / "capture.json").write_text(json.dumps({"median_step_time_ms_untraced": 1.5, "steps": 2}))
     assert read_capture(tmp_path) == (1.5e6, 2)

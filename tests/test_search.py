@@ -14,9 +14,9 @@ from conftest import run_campaign, validated
 
 from chakra_pipe.generate.models import PRESETS, resolve_model
 from chakra_pipe.search.layouts import enumerate_layouts
-from chakra_pipe.search.run import SearchSpec, search, select_points
+from chakra_pipe.search.run import SearchSpec, search
 from chakra_pipe.sweep.campaign import Campaign
-from chakra_pipe.sweep.grid import expand
+from chakra_pipe.sweep.grid import expand, select_points
 from chakra_pipe.sweep.shard import run_shard
 
 REPO = Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ from conftest import validated
 
 from chakra_pipe.cli import main
 from chakra_pipe.errors import ChakraPipeError
-from chakra_pipe.report.schema import SHARD_COLUMNS
+from chakra_pipe.results.schema import SHARD_COLUMNS
 from chakra_pipe.sweep.campaign import Campaign
 from chakra_pipe.sweep.shard import run_shard
 
@@ -166,7 +166,7 @@ def test_collectives_table_per_point_rank_and_collective(plan, tmp_path):
     import pandas as pd
 
     from chakra_pipe.report.aggregate import aggregate_collectives
-    from chakra_pipe.report.collectives import UNITS, write_table
+    from chakra_pipe.results.collectives import UNITS, write_table
 
     for i in range(len(plan.workloads["ar8"].shards)):
         assert run_shard(plan, "ar8", i, plan.shard_path("ar8", i)) == 0
@@ -196,7 +196,7 @@ def test_collectives_table_per_point_rank_and_collective(plan, tmp_path):
 
 
 def test_replay_collectives_rows_use_nccl_tests_bandwidths():
-    from chakra_pipe.report.collectives import frame, replayed_rows
+    from chakra_pipe.results.collectives import frame, replayed_rows
 
     doc = {
         "collectives": [

@@ -7,7 +7,7 @@ iteration, from the last member's issue to the last member's completion (iterati
 world barrier, so the ranks' clocks are aligned to within the barrier's skew): a rank that
 arrived early waiting for a late one is not counted, as nccl-tests' barrier-then-time does not
 count it. The figure kept is the median over iterations, which shrugs off a descheduled rank on
-a shared machine. Bandwidths follow nccl-tests (``replay.busbw``).
+a shared machine. Bandwidths follow nccl-tests (``results.busbw``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ..et.attrs import set_attr
 from ..et.framing import write_trace
 from ..et.traceset import write_order
 from ..generate.collective import COLLECTIVES, METADATA_VERSION
-from ..replay.busbw import bandwidth
+from ..results.busbw import bandwidth
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 DEFAULT_SIZES = tuple(4 << 10 << (2 * k) for k in range(8))  # 4 KiB, 16 KiB, ... 64 MiB

@@ -11,8 +11,6 @@ cannot be had is reported as absent rather than guessed.
 
 from __future__ import annotations
 
-import json
-import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 
 from ..atomic import write_json
 from ..errors import InputError
+from ..results.documents import read_capture, read_replay, read_sim
 
 SCHEMA = "chakra-pipe/compare/1"
 
@@ -58,49 +57,6 @@ class StepTimes:
 
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 1)
-
-
-def _duration(value: float, path: Path, what: str) -> float:
-    """A time read from another stage's JSON: finite, >= 0 and an int64 of ns (else the file is damaged)."""
-    if not (math.isfinite(value) and 0 <= value < 2**63):
-        raise InputError(f"{what} {value!r} is not a duration in ns (0..2^63): a damaged file", file=str(path))
-    return value
-
-
-def read_capture(folder: Path) -> tuple[float, int]:
-    """(untraced median step time in ns, number of profiled steps in the trace) from capture.json."""
-    path = folder / "capture.json"
-    try:
-        doc = json.loads(path.read_text())
-        step_ns, steps = float(doc["median_step_time_ms_untraced"]) * 1e6, doc["steps"]
-        if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps < 2**31:
-            raise ValueError(f"steps {steps!r} is not a positive count")
-        return _duration(step_ns * steps, path, "median step time x steps") / steps, steps
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"not a capture summary ({type(exc).__name__}: {exc})", file=str(path)) from None
-
-
-def read_replay(path: Path) -> float:
-    """Median replayed iteration time (ns) from a replay RESULT.json."""
-    try:
-        median = float(json.loads(path.read_text())["step_time_ns"]["median"])
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-        raise InputError("not a replay result (no step_time_ns.median)", file=str(path)) from None
-    return _duration(median, path, "step_time_ns.median")
-
-
-def read_sim(path: Path) -> float:
-    """Simulated step time (ns): the last rank's finish time in a simulator result JSON."""
-    try:
-        return float(json.loads(path.read_text())["max_finish_ns"])
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-        raise InputError("not a simulator result (no max_finish_ns)", file=str(path)) from None
 
 
 def compare(

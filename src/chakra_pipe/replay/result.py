@@ -13,7 +13,7 @@ import statistics
 from typing import Any
 
 from ..et import schema
-from .busbw import bandwidth
+from ..results.busbw import bandwidth
 from .plan import ACT_COLL, ACT_RECV, ACT_SEND, SLOT_NAMES, WORLD, ReplayPlan
 
 SCHEMA = "chakra-pipe/replay/1"

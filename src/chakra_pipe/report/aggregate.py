@@ -16,9 +16,11 @@ from pathlib import Path
 from .. import __version__
 from ..atomic import write_bytes, write_text
 from ..errors import ChakraPipeError, InputError
+from ..results import collectives
+from ..results.documents import capture_pass, read_replay_document, replay_pass
+from ..results.schema import NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS, SOURCES, UNITS
 from ..sweep.campaign import Campaign
-from . import collectives, tidy
-from .schema import NS_METRICS, RESULT_COLUMNS, SHARD_COLUMNS, SOURCES, UNITS
+from . import tidy
 
 FLOAT_COLUMNS = ("cost", "bottleneck_bandwidth_gbps", "time_x_cost", "speedup")
 INT_COLUMNS = ("npus", *NS_METRICS)
@@ -36,28 +38,6 @@ def git_commit(cwd: str | Path = _PACKAGE_DIR) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
-
-
-def replay_pass_ns(path: str | Path) -> tuple[int, str]:
-    """(median replayed iteration = one pass over the trace, in ns; "backend/device") from RESULT.json."""
-    from ..replay.compare import read_replay
-
-    ns = read_replay(Path(path))
-    env = json.loads(Path(path).read_text(encoding="utf-8")).get("environment") or {}
-    return int(round(ns)), "/".join(str(env[k]) for k in ("backend", "device") if env.get(k)) or "torch"
-
-
-def capture_pass_ns(capture_dir: str | Path) -> tuple[int, str]:
-    """(untraced median step time x profiled steps in the trace, in ns; capture backend).
-
-    The converted trace holds every profiled step, so one pass over it — what the simulator and the
-    replay time — corresponds to that many untraced steps.
-    """
-    from ..replay.compare import read_capture
-
-    step_ns, steps = read_capture(Path(capture_dir))
-    backend = json.loads((Path(capture_dir) / "capture.json").read_text(encoding="utf-8")).get("backend")
-    return int(round(step_ns * steps)), str(backend or "torch")
 
 
 def read_shard(path: str, workload: str, point_ids: list[str], campaign: str):
@@ -147,9 +127,9 @@ def aggregate(plan: Campaign, commit: str | None = None):
     for w in plan.workloads.values():
         measured = []
         if w.kind == "capture":
-            measured.append(("captured", "capture", *capture_pass_ns(plan.capture_dir(w.name))))
+            measured.append(("captured", "capture", *capture_pass(plan.capture_dir(w.name))))
         if w.replay:
-            measured.append(("replayed", "replay", *replay_pass_ns(plan.replay_path(w.name))))
+            measured.append(("replayed", "replay", *replay_pass(plan.replay_path(w.name))))
         for source, _, ns, runtime in measured:
             extra.append(
                 {
@@ -217,7 +197,7 @@ def aggregate_collectives(plan: Campaign):
                     file=str(path),
                 ) from None
         if w.replay:
-            doc = json.loads(Path(plan.replay_path(w.name)).read_text(encoding="utf-8"))
+            doc = read_replay_document(plan.replay_path(w.name))
             parts.append(collectives.frame(collectives.replayed_rows(doc, plan.name, w.name)))
     parts = [p for p in parts if len(p)]
     return pd.concat(parts, ignore_index=True) if parts else collectives.frame([])

@@ -7,11 +7,11 @@ from typing import Any
 
 from ..atomic import write_json, write_text
 from ..readfile import read_json
+from ..results.collectives import UNITS as COLLECTIVE_UNITS
+from ..results.schema import METRICS
 from ..sweep.campaign import Campaign
 from . import html, leaderboard, plots
 from .aggregate import units
-from .collectives import UNITS as COLLECTIVE_UNITS
-from .schema import METRICS
 
 
 def summary(plan: Campaign, results) -> dict[str, Any]:

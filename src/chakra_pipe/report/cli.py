@@ -32,9 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _aggregate(args: argparse.Namespace) -> int:
+    from ..results.collectives import write_table
     from ..sweep.campaign import Campaign
     from .aggregate import aggregate, aggregate_collectives, write_results
-    from .collectives import write_table
 
     plan = Campaign.load(args.plan)
     out = args.out_dir or Path(plan.report_dir)

@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 
 from ..atomic import write_bytes
+from ..results.pareto import pareto_front
 
 PLOTS = {
     "step_time_vs_bandwidth.png": "step time vs bottleneck link bandwidth, per workload",
@@ -185,17 +186,6 @@ def plot_breakdown(ok, path: Path) -> None:
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=SMALL)
     _save(fig, path, top=1 - 0.35 / fig.get_figheight())
-
-
-def pareto_front(points: list[tuple[float, float]]) -> list[int]:
-    """Indices of points not dominated in (cost, time), both lower-better, ordered by cost."""
-    order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1]))
-    front, best = [], math.inf
-    for i in order:
-        if points[i][1] < best:
-            front.append(i)
-            best = points[i][1]
-    return front
 
 
 def plot_pareto(ok, path: Path) -> None:

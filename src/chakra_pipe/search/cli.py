@@ -67,7 +67,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
-    from .run import SearchSpec, search, select_points, write_outputs
+    from ..sweep.grid import select_points
+    from .run import SearchSpec, search, write_outputs
     from .traces import keep_top
 
     if args.gpus < 1:

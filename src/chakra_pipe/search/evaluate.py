@@ -13,8 +13,9 @@ from ..et.graph import graph_from_bytes
 from ..et.traceset import TraceSet
 from ..generate.llm import TrainingSpec, build_templates, rank_bytes
 from ..generate.models import ModelSpec
+from ..results.metrics import metrics
 from ..sweep.grid import Point
-from ..sweep.shard import hardware_config, metrics
+from ..sweep.shard import hardware_config
 
 
 def layout_traces(model: ModelSpec, spec: TrainingSpec, name: str) -> TraceSet:

@@ -68,34 +68,6 @@ class SearchSpec:
     memory_only: bool = False  # list layouts with memory and verdict, simulate none ("fits")
 
 
-def select_points(points: list[Point], platforms: list[str], gpus: int, hbm_gib: float | None) -> list[Point]:
-    chosen = []
-    for name in platforms:
-        mine = [p for p in points if p.platform == name]
-        if not mine:
-            raise ConfigError(
-                f"no platform {name!r} (have: {', '.join(sorted({p.platform for p in points}))})", where="--platform"
-            )
-        fit = [p for p in mine if p.npus == gpus]
-        if not fit:
-            raise ConfigError(
-                f"platform {name} has no grid point with {gpus} NPUs (has "
-                f"{', '.join(map(str, sorted({p.npus for p in mine})))}); add a point or axis "
-                "setting network.npus_count",
-                where="--platform",
-            )
-        for p in fit:
-            if hbm_gib is not None:
-                p.hbm_gib = hbm_gib
-            if p.hbm_gib is None:
-                raise ConfigError(
-                    f"platform {name} declares no hbm_gib (per-GPU memory); set it or pass --hbm-gib",
-                    where="--platform",
-                )
-        chosen += fit
-    return chosen
-
-
 def _dominator(c: Candidate, fits: dict[Candidate, bool]) -> Candidate | None:
     """The same layout without recomputation / ZeRO-1, if that one fits."""
     for simpler in (
@@ -257,7 +229,7 @@ def plot_pareto(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..report.plots import pareto_front
+    from ..results.pareto import pareto_front
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for point in dict.fromkeys(r["point_id"] for r in rows):

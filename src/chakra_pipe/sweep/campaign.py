@@ -22,7 +22,7 @@ from ..atomic import write_json, write_text
 from ..errors import ConfigError, InputError
 from ..generate.options import COLLECTIVE_FLAGS, LLM_FLAGS, MODEL_KEYS, cli_args
 from ..readfile import read_json
-from .grid import Point, expand
+from .grid import Point, expand, select_points
 from .planschema import check_plan
 from .transforms import variants
 from .workload_axes import expand as expand_axes
@@ -356,8 +356,6 @@ def _expanded(
 
 def _check_search(name: str, spec: dict[str, Any], points: list[Point]) -> None:
     """A ``search:`` entry whose platforms lack the GPU count or ``hbm_gib`` fails at planning, not in its job."""
-    from ..search.run import select_points
-
     try:
         select_points(copy.deepcopy(points), list(spec["platforms"]), int(spec["gpus"]), spec.get("hbm_gib"))
     except ConfigError as exc:

@@ -218,3 +218,34 @@ def expand(platforms: dict[str, dict[str, Any]], root: Path) -> list[Point]:
             seen[point.id] = name
             points.append(point)
     return points
+
+
+def select_points(points: list[Point], platforms: list[str], gpus: int, hbm_gib: float | None) -> list[Point]:
+    """The points of ``platforms`` with ``gpus`` NPUs that a layout search evaluates, each with its
+    per-GPU memory (``hbm_gib`` overrides the platform's). Here, beside the grid, because both the
+    campaign planner (refusing a bad ``search:`` entry at planning) and ``search`` itself select them."""
+    chosen = []
+    for name in platforms:
+        mine = [p for p in points if p.platform == name]
+        if not mine:
+            raise ConfigError(
+                f"no platform {name!r} (have: {', '.join(sorted({p.platform for p in points}))})", where="--platform"
+            )
+        fit = [p for p in mine if p.npus == gpus]
+        if not fit:
+            raise ConfigError(
+                f"platform {name} has no grid point with {gpus} NPUs (has "
+                f"{', '.join(map(str, sorted({p.npus for p in mine})))}); add a point or axis "
+                "setting network.npus_count",
+                where="--platform",
+            )
+        for p in fit:
+            if hbm_gib is not None:
+                p.hbm_gib = hbm_gib
+            if p.hbm_gib is None:
+                raise ConfigError(
+                    f"platform {name} declares no hbm_gib (per-GPU memory); set it or pass --hbm-gib",
+                    where="--platform",
+                )
+        chosen += fit
+    return chosen

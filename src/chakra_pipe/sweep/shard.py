@@ -18,8 +18,9 @@ from typing import Any
 from ..atomic import write_text
 from ..console import track
 from ..errors import ChakraPipeError
-from ..report import collectives
-from ..report.schema import COMM_TYPES, SHARD_COLUMNS
+from ..results import collectives
+from ..results.metrics import metrics
+from ..results.schema import SHARD_COLUMNS
 from .campaign import Campaign
 from .grid import Point
 
@@ -35,43 +36,6 @@ def hardware_config(point: Point, source: str) -> Any:
         memory=memory,
         backend=point.backend,
     )
-
-
-def _critical(values: list[int], rank: int) -> int:
-    return int(values[rank]) if values else 0
-
-
-def metrics(result: Any) -> dict[str, int]:
-    """Per-point metrics of the slowest rank (the one that sets the step time; lowest rank on ties).
-
-    Reporting one rank keeps the parts consistent with the step time (compute + cpu + exposed
-    communication + idle = step time), which maxima over different ranks would not. Exposed
-    communication here leaves out CPU-op time and idle time, unlike ASTRA-sim's printed figure
-    (step - GPU compute), so a CPU-op trace is not reported as all communication.
-    """
-    finish = [int(x) for x in result.finish_ns]
-    rank = max(range(len(finish)), key=lambda r: (finish[r], -r)) if finish else 0
-    parts = {key: _critical(getattr(result, key), rank) for key in ("compute_ns", "cpu_ns", "idle_ns")}
-    row = {
-        "step_time_ns": max(finish, default=0),
-        **parts,
-        "exposed_comm_ns": _critical(result.finish_ns, rank) - sum(parts.values()),
-        "comm_ns": _critical(result.comm_ns, rank),
-    }
-    other = 0
-    for rec in result.collectives:  # per-rank records: comm_time_by_type_ns() sums over all ranks
-        if rec.rank != rank:
-            continue
-        key = str(rec.kind).lower()
-        ns = int(rec.end_ns) - int(rec.start_ns)
-        if key in COMM_TYPES:
-            row[f"comm_{key}_ns"] = row.get(f"comm_{key}_ns", 0) + ns
-        else:
-            other += ns
-    for t in COMM_TYPES:
-        row.setdefault(f"comm_{t}_ns", 0)
-    row["comm_other_ns"] = other
-    return row
 
 
 def hardware_columns(point: Point) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 So simulated collectives can be set beside nccl-tests numbers: ``algbw_GBps`` and ``busbw_GBps`` are
 nccl-tests' algorithm and bus bandwidth (GB = 10^9 bytes, size column as nccl-tests counts it, see
-``replay.busbw``), next to the network's ``bandwidth_gbps_dK`` in results (GB = 2^30 bytes, as
+``results.busbw``), next to the network's ``bandwidth_gbps_dK`` in results (GB = 2^30 bytes, as
 ASTRA-sim). Each shard job writes its part beside its CSV (``NNNN.collectives.parquet``, written
 before the CSV so a finished CSV always has one); aggregation concatenates the parts in plan order
 and adds the replays (median time per node over the timed iterations; no start or end).
@@ -17,7 +17,7 @@ from typing import Any
 
 from ..atomic import write_bytes
 from ..et import schema
-from ..replay.busbw import bandwidth
+from .busbw import bandwidth
 
 COLUMNS = (
     "campaign",
