@@ -23,15 +23,15 @@ def run(capsys, *argv: str) -> tuple[int, list[str]]:
     return rc, capsys.readouterr().out.splitlines()
 
 
-def test_legacy_trace_has_exactly_the_14_cpu_side_collectives_as_errors(chakra0, capsys):
+def test_legacy_trace_errors_are_the_14_cpu_side_collectives_and_its_dangling_ctrl_deps(chakra0, capsys):
     rc, lines = run(capsys, "validate", str(chakra0))
     assert rc == 1
     errors, warnings = lines[-1].split(", ")
-    assert errors == "14 errors" and warnings.endswith(" warnings") and warnings.split()[0].isdigit()
+    assert errors == "1291 errors" and warnings.endswith(" warnings") and warnings.split()[0].isdigit()
     report = validate_set(chakra0)
     graph = load_graph(chakra0)
     names = {int(graph.ids[i]): graph.name(i) for i in range(len(graph))}
-    errs = [f for f in report.findings if f.is_error]
+    errs = [f for f in report.findings if f.is_error and f.rule != "dangling-ctrl-dep"]
     # §8.1: 14 CPU-side c10d::* COMM_COLL nodes with is_cpu_op true and no comm attributes.
     assert {f.rule for f in errs} == {"comm-node"}
     assert all(names[f.node].startswith("c10d::") for f in errs) and len({f.node for f in errs}) == 14
@@ -39,16 +39,16 @@ def test_legacy_trace_has_exactly_the_14_cpu_side_collectives_as_errors(chakra0,
         "is_cpu_op is true" in f.message and "comm_type missing" in f.message and "comm_size missing" in f.message
         for f in errs
     )
-    # §8.1: 1,277 ctrl_deps point at absent ids — warnings by default, one per node (one ctrl dep each).
-    assert report.count("dangling-ctrl-dep", "warning") == 1277
-    assert int(warnings.split()[0]) == report.warnings >= 1277
+    # §8.1: 1,277 ctrl_deps point at absent ids — errors, one per node (one ctrl dep each): ASTRA-sim
+    # refuses the file ("not found in index"), and so do simulate and replay.
+    assert report.count("dangling-ctrl-dep", "error") == 1277
+    assert int(warnings.split()[0]) == report.warnings
 
 
-def test_strict_makes_dangling_ctrl_deps_errors(chakra0, capsys):
+def test_strict_is_accepted_and_changes_nothing(chakra0, capsys):
     rc, lines = run(capsys, "validate", "--strict", str(chakra0))
     assert rc == 1
     assert lines[-1].startswith("1291 errors, ")
-    assert validate_set(chakra0, strict=True).count("dangling-ctrl-dep", "error") == 1277
 
 
 def test_printing_is_capped_but_json_has_every_finding(chakra0, capsys, tmp_path):
@@ -58,7 +58,7 @@ def test_printing_is_capped_but_json_has_every_finding(chakra0, capsys, tmp_path
     assert 0 < len(dangling_lines) <= 25
     assert any("1257 more dangling-ctrl-dep findings" in ln for ln in lines)
     doc = json.loads(out.read_text())
-    assert doc["errors"] == 14 and len(doc["findings"]) == doc["errors"] + doc["warnings"]
+    assert doc["errors"] == 1291 and len(doc["findings"]) == doc["errors"] + doc["warnings"]
     assert sum(1 for f in doc["findings"] if f["rule"] == "dangling-ctrl-dep") == 1277
     first = doc["findings"][0]
     assert set(first) == {"file", "node", "rule", "severity", "message"}

@@ -45,3 +45,19 @@ def resolve(args: argparse.Namespace) -> None:
         if value is None and required:
             raise InputError(f"missing {metavar} (positional, or {' / '.join(flags)})")
         setattr(args, dest, value)
+
+
+def comm_groups_option(parser: argparse.ArgumentParser) -> None:
+    """The one comm-groups option of every verb that takes one (simulate, validate, replay).
+
+    ``--comm-group-configuration`` is ASTRA-sim's spelling, ``--comm-groups`` the short alias; both
+    set ``args.comm_groups``, read by :func:`chakra_pipe.et.traceset.comm_groups_option`.
+    """
+    parser.add_argument(
+        "--comm-group-configuration",
+        "--comm-groups",
+        dest="comm_groups",
+        metavar="CG.json",
+        help='communicator groups {"id": [npus]}; the value \'empty\' means none '
+        "(default: PREFIX.comm_groups.json when present)",
+    )

@@ -19,6 +19,10 @@ from ..readfile import read_json
 from .graph import TraceGraph, load_graph
 
 COMM_GROUPS_SUFFIX = ".comm_groups.json"
+# The comm-groups option's value meaning "no groups" (ASTRA-sim's default value). ASTRA-sim ignores
+# any path *containing* "empty" (so ".../nonempty/cg.json" silently meant no groups); only the
+# literal value means it here, for every verb.
+NO_COMM_GROUPS = "empty"
 _GROUP_ID = re.compile(r"[ \t\n]*\+?[0-9]{1,12}")
 WORLD_PG = "0"  # the pg_name writers give collectives on the default group of all ranks
 WORLD_PG_NAMES = frozenset({"", "0"})  # pg_name values that select that group (ASTRA-sim §2.5)
@@ -132,6 +136,22 @@ def load_comm_groups(path: str | os.PathLike) -> dict[int, list[int]]:
     return groups
 
 
+def comm_groups_option(
+    trace_or_prefix: str | os.PathLike, value: str | os.PathLike | None
+) -> tuple[dict[int, list[int]] | None, Path | None]:
+    """``(groups, file)`` for a comm-groups option value, the one meaning every verb gives it.
+
+    ``None`` (option not given): ``PREFIX.comm_groups.json`` when present, else no groups;
+    ``"empty"``: no groups (``{}``, no file); anything else: that JSON file, which must exist.
+    """
+    if value is not None and str(value) == NO_COMM_GROUPS:
+        return {}, None
+    path = Path(value) if value else Path(str(trace_or_prefix) + COMM_GROUPS_SUFFIX)
+    if value or path.is_file():
+        return load_comm_groups(path), path
+    return None, None
+
+
 @dataclass
 class TraceSet:
     """All ranks of one workload, loaded once and shared by every consumer."""
@@ -146,11 +166,8 @@ class TraceSet:
     def load(cls, trace_or_prefix: str | os.PathLike, comm_groups: str | os.PathLike | None = None) -> TraceSet:
         files = resolve(trace_or_prefix)
         ranks = [load_graph(f) for f in track(files, "load", len(files), "rank files")]
-        cg_path = Path(comm_groups) if comm_groups else Path(str(trace_or_prefix) + COMM_GROUPS_SUFFIX)
-        groups = None
-        if comm_groups or cg_path.is_file():
-            groups = load_comm_groups(cg_path)
-        return cls(str(trace_or_prefix), files, ranks, groups, cg_path if groups is not None else None)
+        groups, cg_path = comm_groups_option(trace_or_prefix, comm_groups)
+        return cls(str(trace_or_prefix), files, ranks, groups, cg_path)
 
     def __len__(self) -> int:
         return len(self.ranks)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..aliases import comm_groups_option
 from ..launch.options import add_launcher_option
 
 
@@ -36,9 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timeout", type=float, default=300.0, help="seconds after which the whole replay is stopped (default 300)"
     )
-    p.add_argument(
-        "--comm-groups", default=None, help="communicator-group JSON (default: PREFIX.comm_groups.json when present)"
-    )
+    comm_groups_option(p)
     p.add_argument("--out", required=True, type=Path, help="RESULT.json to write (by rank 0)")
     add_launcher_option(p)
     p.set_defaults(func=_replay)

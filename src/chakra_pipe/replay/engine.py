@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from ..et import schema
-from .plan import ACT_COLL, ACT_COMPUTE, ACT_RECV, ACT_SEND, SLOT_COMP, WORLD, CommSpec, RankPlan, topological_order
+from .plan import ACT_COLL, ACT_COMPUTE, ACT_RECV, ACT_SEND, SLOT_COMP, WORLD, CommSpec, RankPlan
 
 GEMM_MAX_N = 2048  # larger num_ops run as repeated GEMMs of this size (bounded memory)
 
@@ -87,7 +87,7 @@ class TorchEngine:
         # p2p per peer pair in stream order, where an early receive would block later sends, so
         # there receives are posted when issued.
         self._prepost = device.type == "cpu"
-        self._recv_order = [i for i in topological_order(plan) if plan.actions[i] == ACT_RECV]
+        self._recv_order = [i for i in plan.order if plan.actions[i] == ACT_RECV]
         self._posted: dict[int, tuple[str, object]] = {}
 
     # -- Engine protocol -------------------------------------------------------------------

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..aliases import comm_groups_option
+
 BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -37,12 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--system-configuration", required=True, metavar="SYS.json")
     p.add_argument("--network-configuration", required=True, metavar="NET.yml")
     p.add_argument("--remote-memory-configuration", metavar="MEM.json")
-    p.add_argument(
-        "--comm-group-configuration",
-        metavar="CG.json",
-        help="communicator groups {\"id\": [npus]}; the value 'empty' means none "
-        "(default: PREFIX.comm_groups.json when present)",
-    )
+    comm_groups_option(p)
     p.add_argument("--backend", choices=("congestion_unaware", "congestion_aware"), default="congestion_unaware")
     p.add_argument("--num-queues-per-dim", type=int, default=1)
     p.add_argument("--injection-scale", type=float, default=1.0)
@@ -70,7 +67,7 @@ def _simulate(args) -> int:
     import sys
 
     from ..atomic import write_json
-    from ..et.traceset import TraceSet, load_comm_groups
+    from ..et.traceset import TraceSet
     from . import load_hardware, simulate
 
     for name in ("compute_scale", "comm_scale"):
@@ -89,14 +86,8 @@ def _simulate(args) -> int:
         injection_scale=args.injection_scale,
         rendezvous=args.rendezvous_protocol,
     )
-    cg_path = args.comm_group_configuration
-    groups = None
-    if cg_path is not None:
-        # ASTRA-sim ignores any path *containing* "empty" (so ".../nonempty/cg.json" silently meant
-        # no groups); only its literal default value means "no groups" here.
-        groups = {} if cg_path == "empty" else load_comm_groups(cg_path)
-    ts = TraceSet.load(args.workload_configuration)
-    res = simulate(ts, hw, comm_groups=groups, comm_groups_file=cg_path)
+    ts = TraceSet.load(args.workload_configuration, args.comm_groups)
+    res = simulate(ts, hw)
     # Files first: printing is the part a closed stdout may cut short.
     if args.output_json:
         write_json(args.output_json, res.to_dict())

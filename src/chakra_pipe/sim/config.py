@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..rankset.comm import all_gather_too_small  # noqa: F401 -- the simulator checks it at run time too
 from ..readfile import read_json, read_yaml
 
 ALGORITHMS = ("ring", "oneRing", "direct", "oneDirect", "halvingDoubling", "oneHalvingDoubling", "doubleBinaryTree")
@@ -183,18 +184,6 @@ class _Reader:
 # Chunk streams per collective are about preferred-dataset-splits (time and memory grow linearly with it;
 # ASTRA-sim's own configs use 1-64). Far past any real use, and a bound keeps 10^9 from running for days.
 MAX_DATASET_SPLITS = 65_536
-
-
-def all_gather_too_small(size: int, splits: int) -> str | None:
-    """Why an all-gather of ``size`` bytes cannot run with ``preferred-dataset-splits`` = ``splits``
-    (None when it can): its chunk ``size // splits`` would be 0 bytes, and ASTRA-sim, which does not
-    round all-gather chunks up (spec §3.2), divides by zero. Simulate and validate share this rule."""
-    if size >= splits:
-        return None
-    return (
-        f"ALL_GATHER comm_size {size} B is smaller than preferred-dataset-splits {splits}: its chunks would be "
-        "0 bytes (ASTRA-sim divides by zero); use comm_size >= preferred-dataset-splits"
-    )
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-SLOT_NONE = -1  # receives: no slot, always issuable
-_SLOTS = (0, 1, 2)  # CPU, GPU compute, GPU communication
+from ..rankset.slots import SLOT_NONE
+from ..rankset.slots import SLOTS as _SLOTS
 
 
 class ReadySet:

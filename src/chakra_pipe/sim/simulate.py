@@ -11,6 +11,8 @@ import gc
 import weakref
 
 from ..errors import ConfigError, StuckError
+from ..rankset import analyze
+from ..rankset.groups import GroupTable
 from .config import HardwareConfig
 from .engine import EventQueue
 from .network import make_network
@@ -45,33 +47,19 @@ class _Stats:
         self.messages = 0
 
 
-class _GroupTable:
-    """Communicator groups checked once and indexed by member, so each rank's set costs O(its groups).
+def _groups_at_start(table: GroupTable, npus: int) -> list[dict[str, Group]]:
+    """Each rank's groups before any METADATA node runs: the world group and its comm-group-file groups.
 
     Member lists are shared between the ranks' ``Group`` objects (they are never modified); the
     per-rank state (stream counter, plans) stays per rank as ASTRA-sim keeps it.
     """
-
-    def __init__(self, npus: int, comm_groups: dict[int, list[int]] | None, source: str | None):
-        self.world = list(range(npus))
-        self.by_rank: list[list[tuple[int, list[int]]]] = [[] for _ in range(npus)]
-        for gid, members in sorted((comm_groups or {}).items()):
-            bad = [m for m in members if not 0 <= m < npus]
-            if bad:
-                raise ConfigError(
-                    f"lists NPU {bad[0]} but the network has {npus} NPUs (0..{npus - 1})",
-                    file=source,
-                    where=f"group {gid}",
-                )
-            shared = list(members)
-            for m in dict.fromkeys(shared):
-                self.by_rank[m].append((gid, shared))
-
-    def groups_for(self, rank: int) -> dict[str, Group]:
-        groups = {"": Group(1, self.world, "")}
-        for gid, members in self.by_rank[rank]:
-            groups[str(gid)] = Group(int(gid), members, str(gid))
-        return groups
+    world = list(range(npus))
+    by_rank: list[dict[str, Group]] = [{"": Group(1, world, "")} for _ in range(npus)]
+    for gid, members in sorted(table.from_file.items()):
+        shared = list(members)
+        for m in dict.fromkeys(shared):
+            by_rank[m][str(gid)] = Group(int(gid), shared, str(gid))
+    return by_rank
 
 
 def _memory_servers(hw: HardwareConfig, npus: int) -> list:
@@ -117,9 +105,9 @@ def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_fil
             file=hw.network.source,
             where="npus_count",
         )
+    analysis = analyze(trace_set, comm_groups, groups_file, hw.system.preferred_dataset_splits)
+    analysis.refuse()  # input problems exit 2, a set that cannot finish exits 3, as validate reports them
     groups = comm_groups if comm_groups is not None else trace_set.comm_groups
-    if comm_groups is None and trace_set.comm_groups_file is not None:
-        groups_file = str(trace_set.comm_groups_file)
     queue = EventQueue()
     network = make_network(hw.backend, hw.network, queue)
     stats = _Stats()
@@ -132,11 +120,15 @@ def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_fil
         coordinator = RingCoordinator(network, queue, stats, aware=True)
     workloads = []
     rings: dict = {}
-    table = _GroupTable(npus, groups, groups_file)
+    table = analysis.groups
+    start_groups = _groups_at_start(table, npus)
     _prune_cache()
     for rank, graph in enumerate(trace_set.ranks):
         sys = Sys(rank, hw, queue, network, stats, coordinator, rings)
-        workloads.append(Workload(rank, _rank_trace(graph), sys, hw, table.groups_for(rank), servers[rank], result))
+        metadata = {i: [(g, list(table.members[g])) for g in names] for i, names in table.metadata[rank].items()}
+        workloads.append(
+            Workload(rank, _rank_trace(graph), sys, hw, start_groups[rank], servers[rank], result, metadata)
+        )
     for w in workloads:
         w.fire()
     queue.run()

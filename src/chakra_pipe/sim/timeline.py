@@ -12,9 +12,9 @@ microseconds, as the format requires; the simulator's integer ns divide exactly 
 from __future__ import annotations
 
 from ..et import schema
-from .workload import SLOT_CPU, SLOT_GPU, SLOT_NAMES, SLOT_NONE
+from ..rankset.slots import SLOT_COMM, SLOT_CPU, SLOT_GPU, SLOT_NAMES, SLOT_NONE
 
-TIDS = {SLOT_CPU: 0, SLOT_GPU: 1, 2: 2, SLOT_NONE: 3}  # slot -> tid (2 = comm)
+TIDS = {SLOT_CPU: 0, SLOT_GPU: 1, SLOT_COMM: 2, SLOT_NONE: 3}  # slot -> tid
 FLOW_CATEGORY = "collective"
 
 

@@ -16,10 +16,10 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from ..et import schema
 from ..et.attrs import INT_KINDS, KIND_NUMBER
-from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
+from ..rankset.slots import SLOT_NONE, slot_of
 from .config import all_gather_too_small
-from .ready import SLOT_NONE, ReadySet
+from .ready import ReadySet
 from .system.sys import Group
 
 S = schema
@@ -29,8 +29,6 @@ SUPPORTED_COLLECTIVES = {
     S.ALL_GATHER: "ALL_GATHER",
     S.ALL_TO_ALL: "ALL_TO_ALL",
 }
-SLOT_CPU, SLOT_GPU, SLOT_COMM = 0, 1, 2
-SLOT_NAMES = {SLOT_NONE: "recv", SLOT_CPU: "cpu", SLOT_GPU: "gpu", SLOT_COMM: "comm"}
 TAG_MODULUS = 500_000_000
 _INT_KIND_TABLE = np.zeros(256, dtype=bool)
 _INT_KIND_TABLE[[KIND_NUMBER[k] for k in INT_KINDS]] = True
@@ -85,17 +83,7 @@ class RankTrace:
             has[a] = np.where(ok, 1, np.where(kind != 0, -1, 0)).tolist()
         pairs = []  # (child, parent) over data ∪ ctrl deps, duplicates removed below
         for which in ("data", "ctrl"):
-            ptr, par = g.dep_indices(which)
-            bad = np.nonzero(par < 0)[0]
-            if len(bad):
-                rec = int(np.searchsorted(ptr, bad[0], side="right") - 1)
-                dep_ids = g.data_ids if which == "data" else g.ctrl_ids
-                raise InputError(
-                    f"{which} dependency on node id {int(dep_ids[bad[0]])} which is not in the "
-                    f"file (ASTRA-sim aborts loading)",
-                    file=g.path,
-                    where=f"node {ids[rec]}",
-                )
+            ptr, par = g.dep_indices(which)  # no dangling ids: rankset refused such sets already
             child = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr).astype(np.int64))
             pairs.append(par.astype(np.int64) * max(n, 1) + child)  # one sortable key per (parent, child)
         keys = np.sort(np.concatenate(pairs))  # sorted by parent, then child; duplicates dropped next
@@ -105,11 +93,7 @@ class RankTrace:
         child_ptr = np.concatenate([[0], np.cumsum(np.bincount(parent_of, minlength=n))]).tolist()
         flat = child_of.tolist()
         children = [flat[child_ptr[i] : child_ptr[i + 1]] for i in range(n)]
-        slot_of = np.where(
-            g.types == S.COMP_NODE,
-            np.where(g.is_cpu_op, SLOT_CPU, SLOT_GPU),
-            np.where(g.types == S.COMM_RECV_NODE, SLOT_NONE, SLOT_COMM),
-        )
+        slots = slot_of(g.types, g.is_cpu_op)
         order = np.argsort(g.ids, kind="stable")
         pos = np.empty(n, dtype=np.int64)
         pos[order] = np.arange(n, dtype=np.int64)
@@ -125,7 +109,7 @@ class RankTrace:
             dict(g.involved_dim),
             n_parents,
             children,
-            slot_of.tolist(),
+            slots.tolist(),
             pos.tolist(),
             order.tolist(),
             weakref.ref(g),
@@ -140,13 +124,25 @@ class FifoServer:
 
 
 class Workload:
-    def __init__(self, rank: int, trace: RankTrace, sys, hw, groups: dict[str, Group], mem_server, result):
+    def __init__(
+        self,
+        rank: int,
+        trace: RankTrace,
+        sys,
+        hw,
+        groups: dict[str, Group],
+        mem_server,
+        result,
+        metadata_groups: dict[int, list[tuple[str, list[int]]]] | None = None,
+    ):
         self.rank = rank
         self.t = trace
         self.sys = sys
         self.cfg = hw.system
         self.hw = hw
         self.groups = groups
+        # METADATA record -> the groups it creates, with members resolved by chakra_pipe.rankset
+        self.metadata_groups = metadata_groups or {}
         self.mem_server = mem_server
         self.res = result
         n = len(trace.ids)
@@ -288,15 +284,8 @@ class Workload:
         self.sys.register_event(self._done(i), delay)
 
     def metadata(self, i: int) -> None:
-        node = self.t.graph.node(i)
-        text = node.inputs.values if node.HasField("inputs") else ""
-        if not text:
-            return
-        groups, problem = parse_process_groups(text)
-        if problem:
-            raise self.err(i, f"METADATA inputs.values {problem}")
-        for name, ranks in groups.items():  # empty ranks: every NPU
-            self.groups[name] = Group(int(name) + 1, ranks or list(range(self.sys.total_nodes)), name)
+        for name, members in self.metadata_groups.get(i, ()):  # ASTRA-sim numbers them pg_name + 1
+            self.groups[name] = Group(int(name) + 1, members, name)
 
     def _attr(self, i: int, name: str, default: int | None = None) -> int:
         state = self.t.has[name][i]

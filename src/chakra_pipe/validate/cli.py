@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..aliases import path_argument
+from ..aliases import comm_groups_option, path_argument
 from ..errors import EXIT_FINDINGS, EXIT_OK
 
 
@@ -19,13 +19,11 @@ def register(sub) -> None:
         "input cannot be read.",
     )
     p.add_argument("trace", metavar="TRACE_OR_PREFIX")
+    comm_groups_option(p)
     p.add_argument(
-        "--comm-group-configuration",
-        metavar="CG.json",
-        help="ASTRA-sim communicator-group JSON (default: PREFIX.comm_groups.json when present)",
-    )
-    p.add_argument(
-        "--strict", action="store_true", help="ASTRA-sim target: dangling ctrl_deps are errors, not warnings"
+        "--strict",
+        action="store_true",
+        help="accepted for old scripts; no effect (dangling ctrl_deps are always errors: ASTRA-sim refuses them)",
     )
     p.add_argument(
         "--system-configuration",
@@ -62,9 +60,7 @@ def _validate(args: argparse.Namespace) -> int:
         from ..sim.config import SystemConfig
 
         splits = SystemConfig.from_file(args.system_configuration).preferred_dataset_splits
-    report = validate_set(
-        args.trace, strict=args.strict, comm_groups=args.comm_group_configuration, dataset_splits=splits
-    )
+    report = validate_set(args.trace, comm_groups=args.comm_groups, dataset_splits=splits)
     if args.json:
         write_json(args.json, report.to_json())
     for line in report.lines():

@@ -7,31 +7,12 @@ thousand dangling references stays readable, but counts and ``--json`` always in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
-ERROR = "error"
-WARNING = "warning"
-PRINT_CAP = 20  # findings of one rule printed per file before "... N more"
+from ..rankset.problems import ERROR, PRINT_CAP, WARNING, Finding, capped_lines
 
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One problem: ``node`` is the node id it concerns, None for file- or set-level findings."""
-
-    file: str
-    node: int | None
-    rule: str
-    severity: str
-    message: str
-
-    @property
-    def is_error(self) -> bool:
-        return self.severity == ERROR
-
-    def line(self) -> str:
-        where = f"node {self.node}: " if self.node is not None else ""
-        return f"{self.file}: {where}{self.severity}: {self.rule}: {self.message}"
+__all__ = ["ERROR", "PRINT_CAP", "WARNING", "Finding", "Report", "capped_lines"]
 
 
 @dataclass
@@ -71,25 +52,3 @@ class Report:
             "warnings": self.warnings,
             "findings": [asdict(f) for f in self.findings],
         }
-
-
-def capped_lines(findings: Iterable[Finding], cap: int) -> Iterator[str]:
-    """Group by (file, rule) in first-appearance order; print ``cap`` of each and a count of the rest."""
-    groups: dict[tuple[str, str], list[Finding]] = {}
-    for f in findings:
-        groups.setdefault((f.file, f.rule), []).append(f)
-    for (file, rule), group in groups.items():
-        for f in group[:cap]:
-            yield f.line()
-        if len(group) > cap:
-            rest = group[cap:]
-            errors = sum(1 for f in rest if f.is_error)
-            kinds = ", ".join(
-                p
-                for p in (
-                    f"{errors} errors" if errors else "",
-                    f"{len(rest) - errors} warnings" if len(rest) > errors else "",
-                )
-                if p
-            )
-            yield f"{file}: ... {len(rest)} more {rule} findings ({kinds})"

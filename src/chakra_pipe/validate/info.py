@@ -18,7 +18,7 @@ import numpy as np
 from ..et import schema
 from ..et.graph import TraceGraph, load_graph
 from ..et.traceset import resolve
-from .graphalgo import critical_path, issue_order, resolved_parents
+from ..rankset.graphalgo import critical_path, issue_order, resolved_parents
 from .schedule import scheduled_path
 
 TOP_DANGLING = 5  # most frequent dangling targets listed

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import ChakraPipeError
 from ..et.graph import TraceGraph
 from ..et.traceset import TraceSet
-from .graphalgo import resolved_parents
+from ..rankset.graphalgo import resolved_parents
 
 _REPLAY_SYSTEM = {
     "scheduling-policy": "FIFO",

@@ -15,10 +15,10 @@ import re
 from pathlib import Path
 
 from ..et.graph import TraceGraph, load_graph
-from ..et.traceset import TraceSet, describe_ranges, find_rank_files, load_comm_groups, missing_ranks
+from ..et.traceset import TraceSet, describe_ranges, comm_groups_option, find_rank_files, missing_ranks
+from ..rankset import analyze
+from ..rankset.file_rules import FileChecker, FileResult
 from .findings import ERROR, Finding, Report
-from .rules_file import FileChecker, FileResult
-from .rules_set import RankView, check_collectives, check_point_to_point
 
 CommGroups = dict[int, list[int]] | str | os.PathLike | None
 _RANK_SUFFIX = re.compile(r"\.(\d+)\.et(\.gz)?$")
@@ -27,7 +27,7 @@ _RANK_SUFFIX = re.compile(r"\.(\d+)\.et(\.gz)?$")
 def _groups(comm_groups: CommGroups) -> dict[int, list[int]] | None:
     if comm_groups is None or isinstance(comm_groups, dict):
         return comm_groups
-    return load_comm_groups(comm_groups)
+    return comm_groups_option("", comm_groups)[0]
 
 
 def rank_of(path: str | os.PathLike) -> int | None:
@@ -37,23 +37,22 @@ def rank_of(path: str | os.PathLike) -> int | None:
 
 
 def _check_file(
-    graph: TraceGraph,
-    file: str,
-    rank: int | None,
-    strict: bool,
-    groups: dict[int, list[int]] | None,
-    dataset_splits: int = 1,
+    graph: TraceGraph, file: str, rank: int | None, groups: dict[int, list[int]] | None, dataset_splits: int = 1
 ) -> FileResult:
     names = [str(k) for k in groups] if groups else []
-    return FileChecker(graph, file, rank, strict, names, dataset_splits).run()
+    return FileChecker(graph, file, rank, names, dataset_splits).run()
 
 
 def validate_trace(
     path: str | os.PathLike, strict: bool = False, comm_groups: CommGroups = None, dataset_splits: int = 1
 ) -> list[Finding]:
-    """Per-file findings for one ``.et`` file (rank taken from a ``<prefix>.<rank>.et`` name)."""
+    """Per-file findings for one ``.et`` file (rank taken from a ``<prefix>.<rank>.et`` name).
+
+    ``strict`` is accepted for existing callers and changes nothing: dangling ``ctrl_deps`` are
+    errors in every mode, because ASTRA-sim refuses such a file and so do simulate and replay.
+    """
     groups = _groups(comm_groups)
-    return _check_file(load_graph(path), str(path), rank_of(path), strict, groups, dataset_splits).findings
+    return _check_file(load_graph(path), str(path), rank_of(path), groups, dataset_splits).findings
 
 
 def validate_set(
@@ -62,7 +61,9 @@ def validate_set(
     """Validate a rank set ``PREFIX.<r>.et`` (or a single ``.et`` file: per-file rules only).
 
     ``comm_groups`` is a parsed ``{id: [npus]}`` mapping or the path of an ASTRA-sim comm-group
-    JSON; without it a ``PREFIX.comm_groups.json`` beside the rank files is used when present.
+    JSON (``"empty"``: no groups); without it a ``PREFIX.comm_groups.json`` beside the rank files is
+    used when present. The findings are :func:`chakra_pipe.rankset.analyze`'s, the problems simulate
+    and replay refuse a set on. ``strict``: see :func:`validate_trace`.
     ``dataset_splits`` is the target system's ``preferred-dataset-splits`` (rules that depend on it).
     """
     if Path(prefix).is_file():
@@ -83,21 +84,10 @@ def validate_set(
             )
         ]
         for r, f in sorted(present.items()):
-            findings += _check_file(load_graph(f), str(f), r, strict, groups, dataset_splits).findings
+            findings += _check_file(load_graph(f), str(f), r, groups, dataset_splits).findings
         return Report([str(f) for _, f in sorted(present.items())], findings)
     if isinstance(comm_groups, dict):
-        ts = TraceSet.load(prefix)
-        groups, groups_file = comm_groups, "<comm groups>"
+        analysis = analyze(TraceSet.load(prefix), comm_groups, "<comm groups>", dataset_splits, full=True)
     else:
-        ts = TraceSet.load(prefix, comm_groups)
-        groups = ts.comm_groups
-        groups_file = str(ts.comm_groups_file) if ts.comm_groups_file else str(prefix)
-    files = [str(f) for f in ts.files]
-    views = [
-        RankView(r, files[r], g, _check_file(g, files[r], r, strict, groups, dataset_splits))
-        for r, g in enumerate(ts.ranks)
-    ]
-    findings = [f for v in views for f in v.result.findings]
-    findings += check_collectives(views, groups, groups_file)
-    findings += check_point_to_point(views)
-    return Report(files, findings)
+        analysis = analyze(TraceSet.load(prefix, comm_groups), dataset_splits=dataset_splits, full=True)
+    return Report([v.file for v in analysis.ranks], analysis.findings)

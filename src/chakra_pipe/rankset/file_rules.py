@@ -21,24 +21,17 @@ from ..et.framing import parse_node
 from ..et.graph import TraceGraph
 from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
-from ..sim.config import all_gather_too_small
-from .findings import ERROR, WARNING, Finding
-from .graphalgo import find_cycle, issue_order, resolved_parents
+from .comm import COMM_REQUIRED, all_gather_too_small
+from .graphalgo import Parents, find_cycle, issue_order, resolved_parents
+from .groups import SHOW_IDS, id_list
+from .problems import ERROR, WARNING, Finding
 
-SHOW_IDS = 10  # ids quoted in one message
 INT_KIND_NUMBERS = sorted(KIND_NUMBER[k] for k in INT_KINDS)
 _INT_NUMBERS = frozenset(INT_KIND_NUMBERS)
 # Collectives ASTRA-sim accepts but does not simulate (chakra-format.md §9 item 16).
 _REPLAYED = {schema.BROADCAST}
 _UNSUPPORTED = {schema.REDUCE, schema.GATHER, schema.SCATTER, schema.REDUCE_SCATTER_BLOCK, schema.BARRIER}
 _MEM_TYPES = [schema.MEM_LOAD_NODE, schema.MEM_STORE_NODE]
-# Attributes a communication node needs, by node type (items 15 and 17).
-COMM_REQUIRED = {
-    schema.COMM_COLL_NODE: ("comm_type", "comm_size"),
-    schema.COMM_SEND_NODE: ("comm_dst", "comm_tag", "comm_size"),
-    schema.COMM_RECV_NODE: ("comm_src", "comm_tag", "comm_size"),
-}
-
 _LINKS_NOTE = (
     " (a warning here: this file's ctrl_deps also name absent ids, so they are parent-op links "
     "to repair, not usable dependencies; see dangling-ctrl-dep)"
@@ -51,21 +44,17 @@ _COMM_CHECKED = {
 }
 
 
-def id_list(ids: Iterable[int], total: int | None = None) -> str:
-    """``"1, 2, 3"`` or ``"1, 2, … (N in all)"`` — messages stay one short line."""
-    ids = [int(i) for i in ids]
-    total = len(ids) if total is None else total
-    head = ", ".join(map(str, ids[:SHOW_IDS]))
-    return head if total <= SHOW_IDS else f"{head}, … ({total} in all)"
-
-
 @dataclass
 class FileResult:
     """Findings of one file plus what the cross-rank rules reuse."""
 
     findings: list[Finding]
     issue_order: np.ndarray  # record indices in (approximate) issue order
-    metadata_groups: dict[str, list[int]] = field(default_factory=dict)  # pg_name -> ranks ([] = all)
+    parents: Parents  # data ∪ ctrl parents (record indices) the issue order was computed over
+    stuck: np.ndarray  # mask of the records that never become ready (a cycle or downstream of one)
+    # METADATA record index -> its process-group table (pg_name -> ranks, [] = all), parsed ones only
+    metadata_tables: dict[int, dict[str, list[int]]] = field(default_factory=dict)
+    comm_ok: list[int] = field(default_factory=list)  # communication records without a comm-node problem
 
 
 class FileChecker:
@@ -76,11 +65,10 @@ class FileChecker:
         graph: TraceGraph,
         file: str,
         rank: int | None,
-        strict: bool,
         comm_group_names: Iterable[str] = (),
         dataset_splits: int = 1,
     ):
-        self.g, self.file, self.rank, self.strict = graph, file, rank, strict
+        self.g, self.file, self.rank = graph, file, rank
         # preferred-dataset-splits of the system config the trace is meant for (1 when none is given:
         # then only a 0-byte all-gather is certain to fail, on any system)
         self.dataset_splits = dataset_splits
@@ -88,31 +76,38 @@ class FileChecker:
         self.findings: list[Finding] = []
         # Ctrl lists naming absent ids are parent-op links from a converter (legacy and upstream
         # PyTorch converters), not dependencies any simulator can load: the dangling ids are
-        # reported per node (E with --strict) and other ctrl-list defects of such a file
+        # reported per node (errors: ASTRA-sim refuses the file) and other ctrl-list defects of such a file
         # (self-links, repeats, cycles through ctrl) are downgraded to warnings.
         self.ctrl_usable = not (graph.dep_indices("ctrl")[1] < 0).any()
         self.metadata_nodes: dict[int, Any] = {}  # decoded protobuf Nodes
-        self.metadata_groups: dict[str, list[int]] = {}
+        self.metadata_tables: dict[int, dict[str, list[int]]] = {}
+        self.comm_ok: list[int] = []  # communication records without a comm-node problem
         self.informational_kinds: dict[tuple[str, str | None], list[int]] = {}
 
     def add(self, index: int | None, rule: str, severity: str, message: str) -> None:
         node = int(self.g.ids[index]) if index is not None else None
         self.findings.append(Finding(self.file, node, rule, severity, message))
 
-    def run(self) -> FileResult:
-        self.decode_strictly()
-        self.check_header()
+    def run(self, full: bool = True) -> FileResult:
+        """Every rule; ``full=False`` (simulate, replay) skips the per-record protobuf decode and the
+        warning-only header checks, which cost the most and decide no error a stage refuses on."""
+        if full:
+            self.decode_strictly()
+            self.check_header()
+        else:
+            for i in np.nonzero(self.g.types == schema.METADATA_NODE)[0].tolist():
+                self.metadata_nodes[i] = self.g.node(i)
         self.check_ids()
         self.check_types()
         self.check_dependency_lists()
-        order = self.check_cycles_and_roots()
+        order, parents, stuck = self.check_cycles_and_roots()
         self.check_times()
         self.check_attribute_kinds()
         self.check_comm_nodes()
         self.check_memory_and_roofline()
         self.check_metadata_nodes()
         self.check_pg_names()
-        return FileResult(self.findings, order, self.metadata_groups)
+        return FileResult(self.findings, order, parents, stuck, self.metadata_tables, self.comm_ok)
 
     # -- framing and header (items 1–5) ------------------------------------------------------
     def decode_strictly(self) -> None:
@@ -194,7 +189,7 @@ class FileChecker:
             child = np.repeat(np.arange(len(g), dtype=np.int64), np.diff(ptr))
             dangling = parent < 0
             if dangling.any():
-                severity = ERROR if which == "data" or self.strict else WARNING
+                severity = ERROR
                 why = (
                     "every simulator waits for it forever"
                     if which == "data"
@@ -225,12 +220,14 @@ class FileChecker:
                     f"occurrence per parent and stalls){note}",
                 )
 
-    def check_cycles_and_roots(self) -> np.ndarray:
-        """Items 11–12; returns an issue order for the cross-rank collective sequences."""
+    def check_cycles_and_roots(self) -> tuple[np.ndarray, Parents, np.ndarray]:
+        """Items 11–12; returns the issue order (computed here once per rank: the cross-rank rules and
+        the finish proof reuse it), the data ∪ ctrl parents and the mask of never-ready records."""
         g = self.g
         if len(g) == 0:
             self.add(None, "no-root", ERROR, "the file has no nodes (ASTRA-sim finds no dependency-free node)")
-            return np.zeros(0, dtype=np.int64)
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, Parents(np.zeros(1, dtype=np.int64), empty), np.zeros(0, dtype=bool)
         data = resolved_parents(g, ("data",))
         order, stuck = issue_order(data, g.ids)
         if stuck.any():
@@ -259,10 +256,7 @@ class FileChecker:
             self.add(
                 None, "no-root", ERROR, "no dependency-free node (ASTRA-sim aborts: 'No dependancy free nodes found')"
             )
-        if not stuck_both.any():
-            return np.asarray(order_both, dtype=np.int64)
-        rest = np.nonzero(stuck)[0] if stuck.any() else np.zeros(0, dtype=np.int64)
-        return np.concatenate([np.asarray(order, dtype=np.int64), rest[np.argsort(g.ids[rest], kind="stable")]])
+        return np.asarray(order_both, dtype=np.int64), both, stuck_both
 
     def _cycle(self, rule: str, severity: str, over: str, parents, stuck, note: str) -> None:
         cycle = find_cycle(parents, stuck)
@@ -384,6 +378,15 @@ class FileChecker:
                 and values["comm_src"][i] != self.rank
             ):
                 problems.append(f"comm_src {values['comm_src'][i]} is not this file's rank {self.rank}")
+            if (
+                t == schema.COMM_RECV_NODE
+                and self.rank is not None
+                and ok("comm_dst")
+                and values["comm_dst"][i] != self.rank
+            ):
+                problems.append(f"comm_dst {values['comm_dst'][i]} is not this file's rank {self.rank}")
+            if not problems:
+                self.comm_ok.append(i)
             if problems:
                 self.add(i, "comm-node", ERROR, f"{schema.NODE_TYPE_NAMES[t]} {g.name(i)!r}: " + "; ".join(problems))
             elif t == schema.COMM_COLL_NODE and int(values["comm_type"][i]) in _REPLAYED | _UNSUPPORTED:
@@ -427,11 +430,10 @@ class FileChecker:
             if problem:
                 self.add(i, "metadata-pg", ERROR, f"METADATA inputs.values {problem}")
                 continue
-            for name, ranks in groups.items():
-                self.metadata_groups.setdefault(name, ranks)
+            self.metadata_tables[i] = groups
 
     def check_pg_names(self) -> None:
-        known = self.comm_group_names | set(self.metadata_groups)
+        known = self.comm_group_names | {name for table in self.metadata_tables.values() for name in table}
         for i, name in sorted(self.g.pg_name.items()):
             if name in WORLD_PG_NAMES or name in known:
                 continue

@@ -1,0 +1,57 @@
+"""One definition of what a rank set means when it runs: validate, simulate, replay and convert read it.
+
+The execution rules of ASTRA-sim over a :class:`~chakra_pipe.et.traceset.TraceSet` live here and
+only here (no torch, no output formatting beyond the one problem line):
+
+* the hardware slot of a node — :mod:`.slots` (one table; ``is_cpu_op`` decides first);
+* dependency checks and issue order — :mod:`.file_rules` with :mod:`.graphalgo` (one Kahn order with
+  ascending-id tie-break, computed once per rank);
+* process-group resolution — :mod:`.groups` (comm-group file + METADATA + ``pg_name``, one rule);
+* the comm spec of every communication node — :mod:`.comm`, its per-node problems the ``comm-node``
+  rule;
+* cross-rank matching — :mod:`.set_rules` (one reference rank per group, one channel key);
+* the untimed "can this set finish" proof — :mod:`.progress`.
+
+Layer contract (other stages rely on it; do not change it):
+
+* A problem is a :class:`~.problems.Finding` ``(file, node | None, rule, severity, message)`` and
+  prints as ``{file}: node {node}: {severity}: {rule}: {message}`` (no ``node N: `` when None).
+* ``validate`` (default mode) reports every problem of :func:`analyze` with these rule names; its
+  ``--json`` findings carry rule, file and node.
+* ``simulate`` and ``replay`` call :meth:`RankSetAnalysis.refuse`: on input grounds they print the
+  same error lines (stderr) and exit 2 (:class:`SetRefused`); on a deadlock they exit 3
+  (:class:`SetStuck`) with ``stuck`` = the nodes validate's ``set-deadlock`` problems list.
+
+Rule names: per file — ``duplicate-id``, ``node-type``, ``dangling-data-dep``, ``dangling-ctrl-dep``,
+``self-dep``, ``duplicate-dep``, ``cycle-data``, ``cycle-ctrl``, ``no-root``, ``involved-dim``,
+``pg-name`` (kind and unknown group), ``comm-node``, ``mem-node``, ``metadata-pg``; per set —
+``group-members``, ``incomplete-set``, ``collective-mismatch``, ``p2p-unmatched``, ``set-deadlock``
+(validate adds ``rank-gap`` and warning-only rules).
+"""
+
+from __future__ import annotations
+
+from .analysis import DEADLOCK, RankSetAnalysis, analyze
+from .comm import WORLD, CommSpec, canonical_group
+from .problems import ERROR, WARNING, Finding, SetRefused, SetStuck
+from .slots import SLOT_COMM, SLOT_CPU, SLOT_GPU, SLOT_NAMES, SLOT_NONE, slot_of
+
+__all__ = [
+    "DEADLOCK",
+    "ERROR",
+    "SLOT_COMM",
+    "SLOT_CPU",
+    "SLOT_GPU",
+    "SLOT_NAMES",
+    "SLOT_NONE",
+    "WARNING",
+    "WORLD",
+    "CommSpec",
+    "Finding",
+    "RankSetAnalysis",
+    "SetRefused",
+    "SetStuck",
+    "analyze",
+    "canonical_group",
+    "slot_of",
+]

@@ -1,0 +1,122 @@
+"""``analyze(trace_set)``: every execution rule over a rank set, computed once, and the stage verdict.
+
+Order of work: per-file rules on every rank (one Kahn issue order per rank), the one group table
+(:mod:`.groups`), the comm spec of every communication node (:mod:`.comm`), the cross-rank matching
+(:mod:`.set_rules`) and, when nothing but a cycle or a mismatch stands in the way, the untimed finish
+proof (:mod:`.progress`), whose stuck ranks become ``set-deadlock`` problems.
+
+:meth:`RankSetAnalysis.refuse` is the verdict simulate and replay share: a deadlock raises
+:class:`~.problems.SetStuck` (exit 3), any other error :class:`~.problems.SetRefused` (exit 2); both
+print the very problem lines validate reports for the set.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from dataclasses import dataclass
+
+from ..et.traceset import TraceSet
+from .comm import comm_specs
+from .file_rules import FileChecker
+from .groups import GroupTable, id_list, resolve_groups
+from .problems import ERROR, Finding, SetRefused, SetStuck
+from .progress import stuck_nodes
+from .set_rules import RankView, check_collectives, check_point_to_point
+from .slots import slot_of
+
+DEADLOCK = "set-deadlock"
+# Errors that do not stop the finish proof from running: they describe how a set hangs (a cycle, a
+# collective or message some rank never matches), and the proof names where each rank stops.
+CANNOT_FINISH = frozenset({"cycle-data", "cycle-ctrl", "collective-mismatch", "p2p-unmatched"})
+
+
+@dataclass
+class RankSetAnalysis:
+    """The rules' results for one rank set: problems, per-rank views and slots, groups, stuck ranks."""
+
+    prefix: str
+    findings: list[Finding]
+    ranks: list[RankView]
+    slots: list[list[int]]  # SLOT_* of every record, per rank
+    groups: GroupTable
+    stuck: dict[int, list[int]]  # rank -> stuck node ids (empty: the set finishes, or was not proven)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.is_error]
+
+    def refuse(self) -> None:
+        """Raise what simulate and replay do for this set; return when they may run it."""
+        errors = self.errors
+        if self.stuck:
+            raise SetStuck(errors, self.stuck, self.prefix)
+        if errors:
+            raise SetRefused(errors)
+
+
+# id(TraceSet) -> (weak reference to it, key, analysis): TraceSets are unhashable dataclasses
+_CACHE: dict[int, tuple[weakref.ref, tuple, RankSetAnalysis]] = {}
+
+
+def analyze(
+    ts: TraceSet,
+    comm_groups: dict[int, list[int]] | None = None,
+    groups_file: str | None = None,
+    dataset_splits: int = 1,
+    full: bool = False,
+) -> RankSetAnalysis:
+    """Analyze ``ts`` (``comm_groups`` overrides ``ts.comm_groups``; ``groups_file`` names its origin).
+
+    ``dataset_splits`` is the target system's ``preferred-dataset-splits`` (the all-gather rule);
+    ``full`` adds validate's decode-everything and warning-only checks. Results are cached per
+    TraceSet, so a sweep simulating one set on many systems analyzes it once per distinct input.
+    """
+    if comm_groups is None:
+        comm_groups = ts.comm_groups
+        if ts.comm_groups_file is not None:
+            groups_file = str(ts.comm_groups_file)
+    key = (json.dumps(comm_groups, sort_keys=True), groups_file, dataset_splits, full)
+    hit = _CACHE.get(id(ts))
+    if hit is not None and hit[0]() is ts and hit[1] == key:
+        return hit[2]
+    for k in [k for k, (ref, _, _) in _CACHE.items() if ref() is None]:
+        del _CACHE[k]
+    analysis = _analyze(ts, comm_groups, groups_file or ts.prefix, dataset_splits, full)
+    _CACHE[id(ts)] = (weakref.ref(ts), key, analysis)  # one entry per set: a sweep repeats one key
+    return analysis
+
+
+def _analyze(
+    ts: TraceSet, comm_groups: dict[int, list[int]] | None, groups_file: str, splits: int, full: bool
+) -> RankSetAnalysis:
+    files = [str(f) for f in ts.files]
+    names = [str(k) for k in comm_groups] if comm_groups else []
+    results = [FileChecker(g, files[r], r, names, splits).run(full) for r, g in enumerate(ts.ranks)]
+    findings = [f for res in results for f in res.findings]
+    table, group_findings = resolve_groups(
+        files, ts.ranks, [res.metadata_tables for res in results], comm_groups, groups_file
+    )
+    findings += group_findings
+    views = [
+        RankView(r, files[r], g, res, comm_specs(g, r, res.comm_ok, table.members))
+        for r, (g, res) in enumerate(zip(ts.ranks, results))
+    ]
+    findings += check_collectives(views, table)
+    findings += check_point_to_point(views)
+    slots = [slot_of(g.types, g.is_cpu_op).tolist() for g in ts.ranks]
+    stuck: dict[int, list[int]] = {}
+    if all(f.rule in CANNOT_FINISH for f in findings if f.is_error):
+        stuck = stuck_nodes(views, slots, table.members)
+        findings += [
+            Finding(
+                files[r],
+                ids[0],
+                DEADLOCK,
+                ERROR,
+                f"rank {r} cannot finish: it stops at node(s) {id_list(ids)} (a collective some member "
+                "never reaches, a receive whose send never comes, or a dependency cycle)",
+            )
+            for r, ids in sorted(stuck.items())
+        ]
+    return RankSetAnalysis(ts.prefix, findings, views, slots, table, stuck)

@@ -1,0 +1,127 @@
+"""The untimed proof that a rank set can finish: every rank's issue rules played without time.
+
+Per-group sequence checks cannot see cross-group cycles (rank 0 issues group A then group B, rank 1
+the reverse) or receives that wait on their own sends. This plays the rules without time: compute,
+CPU and no-op nodes finish once ready; the communication slot walks the rank's issue order (the
+smallest-id topological order, ASTRA-sim's issue pass order); a send finishes when issued (sends
+never wait for receives, as in ASTRA-sim); a receive finishes once ready and the matching send was
+issued; a collective finishes when every member has it at the head of its communication slot.
+Progress only ever enables more progress, so the order of events does not matter: if this run gets
+stuck, the set deadlocks, and the stuck nodes of each rank are those a stuck simulation reports —
+the nodes that are ready (or issued) but cannot finish, or, when none is, every unfinished node.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+from .comm import KIND_COLL, KIND_RECV, KIND_SEND
+from .set_rules import RankView, channel_positions
+from .slots import SLOT_COMM
+
+STUCK_LIST_LIMIT = 20  # stuck node ids listed per rank
+
+
+def stuck_nodes(
+    ranks: list[RankView], slots: list[list[int]], members: dict[str, tuple[int, ...]]
+) -> dict[int, list[int]]:
+    """``{rank: stuck node ids}`` for the ranks that cannot finish (empty when the set finishes)."""
+    n = len(ranks)
+    children: list[list[list[int]]] = []
+    waiting: list[list[int]] = []
+    comm_order: list[list[int]] = []
+    coll_seq: list[dict[int, tuple[str, int]]] = []
+    channel_pos = [channel_positions(v) for v in ranks]
+    for v, slot in zip(ranks, slots):
+        p = v.result.parents
+        ptr, par = p.ptr.tolist(), p.parents.tolist()
+        kids: list[list[int]] = [[] for _ in range(p.n)]
+        for c in range(p.n):
+            for q in par[ptr[c] : ptr[c + 1]]:
+                kids[q].append(c)
+        children.append(kids)
+        waiting.append(p.counts().tolist())
+        order = [i for i in v.result.issue_order.tolist() if slot[i] == SLOT_COMM]
+        comm_order.append(order)
+        per_group: dict[str, int] = defaultdict(int)
+        seq: dict[int, tuple[str, int]] = {}
+        for i in order:
+            spec = v.specs.get(i)
+            if spec is not None and spec.kind == KIND_COLL:
+                seq[i] = (spec.group, per_group[spec.group])
+                per_group[spec.group] += 1
+        coll_seq.append(seq)
+    finished = [[False] * len(w) for w in waiting]
+    head = [0] * n
+    sent: dict[tuple, int] = defaultdict(int)
+    parked_recv: dict[tuple, dict[int, tuple[int, int]]] = defaultdict(dict)
+    arrived: dict[tuple, set[int]] = defaultdict(set)
+    done: deque[tuple[int, int]] = deque()
+    to_advance: deque[int] = deque(range(n))
+
+    def kind(r: int, i: int) -> str | None:
+        spec = ranks[r].specs.get(i)
+        return spec.kind if spec is not None else None
+
+    def ready(r: int, i: int) -> None:
+        if slots[r][i] == SLOT_COMM:
+            to_advance.append(r)
+        elif kind(r, i) == KIND_RECV:
+            ch, k = channel_pos[r][i]
+            if sent[ch] > k:
+                done.append((r, i))
+            else:
+                parked_recv[ch][k] = (r, i)
+        else:
+            done.append((r, i))
+
+    def advance(r: int) -> None:
+        order = comm_order[r]
+        while head[r] < len(order) and waiting[r][order[head[r]]] == 0:
+            i = order[head[r]]
+            if kind(r, i) == KIND_COLL:
+                key = coll_seq[r][i]
+                if r in arrived[key]:
+                    return  # already waiting here
+                arrived[key].add(r)
+                group = members[key[0]]
+                if len(arrived[key]) < len(group):
+                    return
+                for m in group:  # every member is at this collective: it completes everywhere
+                    done.append((m, comm_order[m][head[m]]))
+                    head[m] += 1
+                    if m != r:
+                        to_advance.append(m)
+                continue
+            head[r] += 1
+            done.append((r, i))
+            if kind(r, i) == KIND_SEND:
+                ch, k = channel_pos[r][i]
+                sent[ch] += 1
+                parked = parked_recv[ch].pop(k, None)
+                if parked is not None:
+                    done.append(parked)
+
+    for r in range(n):
+        for i, w in enumerate(waiting[r]):
+            if w == 0 and slots[r][i] != SLOT_COMM:
+                ready(r, i)
+    while done or to_advance:
+        while done:
+            r, i = done.popleft()
+            if finished[r][i]:
+                continue
+            finished[r][i] = True
+            for c in children[r][i]:
+                waiting[r][c] -= 1
+                if waiting[r][c] == 0:
+                    ready(r, c)
+        while to_advance and not done:
+            advance(to_advance.popleft())
+    stuck: dict[int, list[int]] = {}
+    for r, v in enumerate(ranks):
+        left = [i for i, f in enumerate(finished[r]) if not f]
+        if left:
+            front = [i for i in left if waiting[r][i] == 0] or left
+            stuck[r] = sorted(v.node(i) for i in front)[:STUCK_LIST_LIMIT]
+    return stuck

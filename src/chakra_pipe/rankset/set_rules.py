@@ -1,0 +1,193 @@
+"""Cross-rank matching (chakra-format.md §9, items 24–25): what makes a rank set hang.
+
+A collective completes only when every member of its communicator group issues it, so members must
+issue the same ordered sequence of collectives with equal type and size (divergent ranks hang
+ASTRA-sim, astra-sim issue #339). A send completes only when its peer posts the matching receive.
+
+One policy each, used by every stage:
+
+* **Reference rank** of a group: the member that issues the most collectives in it (the lowest rank
+  among equals). Every other member is compared with it, so a rank that stops early or skips one is
+  the rank blamed, not all the others.
+* **Channel** of a message: ``(src, dst, tag)``. The k-th send and the k-th receive of a channel (in
+  each rank's issue order) pair up; a pair of different sizes, or a message with no partner, is a
+  ``p2p-unmatched`` problem on the node that has no (matching) partner.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ..et.graph import TraceGraph
+from .comm import KIND_COLL, KIND_SEND, WORLD, CommSpec
+from .file_rules import FileResult
+from .groups import GroupTable, id_list
+from .problems import ERROR, Finding
+
+
+@dataclass(frozen=True)
+class RankView:
+    """One rank as the cross-rank rules see it: its file checks and resolved comm specs."""
+
+    rank: int
+    file: str
+    graph: TraceGraph
+    result: FileResult
+    specs: dict[int, CommSpec]
+
+    def node(self, i: int) -> int:
+        return int(self.graph.ids[i])
+
+    def in_order(self, kind: str | None = None) -> list[int]:
+        """Records with a comm spec (of ``kind``, or any) in this rank's issue order."""
+        specs = self.specs
+        return [i for i in self.result.issue_order.tolist() if i in specs and (kind is None or specs[i].kind == kind)]
+
+
+def _label(name: str) -> str:
+    return "the world group" if name == WORLD else f"group {name!r}"
+
+
+def collective_sequences(view: RankView) -> dict[str, list[int]]:
+    """COMM_COLL records of one rank by canonical group name, in the rank's issue order."""
+    seqs: dict[str, list[int]] = defaultdict(list)
+    for i in view.in_order(KIND_COLL):
+        seqs[view.specs[i].group].append(i)
+    return seqs
+
+
+def reference_rank(members: tuple[int, ...], counts: dict[int, int]) -> int:
+    """The member issuing the most collectives of the group; the lowest such rank."""
+    return min(members, key=lambda r: (-counts.get(r, 0), r))
+
+
+def check_collectives(ranks: list[RankView], table: GroupTable) -> list[Finding]:
+    findings: list[Finding] = []
+    seqs = [collective_sequences(v) for v in ranks]
+    for name, members in sorted(table.members.items(), key=lambda kv: (len(kv[0]), kv[0])):
+        label, member_set = _label(name), set(members)
+        for view, seq in zip(ranks, seqs):
+            if seq.get(name) and view.rank not in member_set:
+                findings.append(
+                    Finding(
+                        view.file,
+                        view.node(seq[name][0]),
+                        "group-members",
+                        ERROR,
+                        f"rank {view.rank} issues {len(seq[name])} collectives in {label}, "
+                        f"which does not include it (members {id_list(members)})",
+                    )
+                )
+        ref_rank = reference_rank(members, {r: len(seqs[r].get(name, ())) for r in members})
+        ref = seqs[ref_rank].get(name, [])
+        for r in members:
+            if r == ref_rank:
+                continue
+            problem = _divergence(ranks[r], seqs[r].get(name, []), ranks[ref_rank], ref)
+            if problem:
+                node, text = problem
+                findings.append(
+                    Finding(
+                        ranks[r].file,
+                        node,
+                        "collective-mismatch",
+                        ERROR,
+                        f"{label}: {text} (members {id_list(members)} must issue the same "
+                        "collectives in the same order, or the simulation hangs)",
+                    )
+                )
+    return findings
+
+
+def _describe(view: RankView, i: int) -> str:
+    return f"{view.specs[i].describe()} (node {view.node(i)})"
+
+
+def _divergence(me: RankView, mine: list[int], ref_view: RankView, ref: list[int]) -> tuple[int | None, str] | None:
+    ref_rank = ref_view.rank
+    for k, (a, b) in enumerate(zip(mine, ref)):
+        sa, sb = me.specs[a], ref_view.specs[b]
+        if (sa.comm_type, sa.nbytes) != (sb.comm_type, sb.nbytes):
+            return (
+                me.node(a),
+                f"collective #{k + 1} is {_describe(me, a)} here but {_describe(ref_view, b)} on rank {ref_rank}",
+            )
+    if len(mine) != len(ref):
+        k = min(len(mine), len(ref))
+        node = me.node(mine[k]) if len(mine) > k else None
+        extra = (
+            f"first extra: {_describe(me, mine[k])}"
+            if len(mine) > k
+            else f"first missing: {_describe(ref_view, ref[k])} on rank {ref_rank}"
+        )
+        return node, f"{len(mine)} collectives here but {len(ref)} on rank {ref_rank}; {extra}"
+    return None
+
+
+def channel_positions(view: RankView) -> dict[int, tuple[tuple[int, int, int], int]]:
+    """Per send/receive record: its channel ``(src, dst, tag)`` and its position k on that channel."""
+    counts: dict[tuple[int, int, int], int] = defaultdict(int)
+    pos: dict[int, tuple[tuple[int, int, int], int]] = {}
+    for i in view.in_order():
+        spec = view.specs[i]
+        if spec.kind == KIND_COLL:
+            continue
+        pos[i] = (spec.channel, counts[(spec.kind, *spec.channel)])  # type: ignore[index]
+        counts[(spec.kind, *spec.channel)] += 1  # type: ignore[index]
+    return pos
+
+
+def check_point_to_point(ranks: list[RankView]) -> list[Finding]:
+    """Pair the k-th send and the k-th receive of every channel ``(src, dst, tag)``."""
+    n = len(ranks)
+    sends: dict[tuple[int, int, int], list[tuple[RankView, int]]] = defaultdict(list)
+    recvs: dict[tuple[int, int, int], list[tuple[RankView, int]]] = defaultdict(list)
+    for view in ranks:
+        for i in view.in_order():
+            spec = view.specs[i]
+            if spec.kind != KIND_COLL:
+                (sends if spec.kind == KIND_SEND else recvs)[spec.channel].append((view, i))
+    findings: list[Finding] = []
+
+    def where(r: int) -> str:
+        return f"rank {r}" if 0 <= r < n else f"rank {r}, which is not in the {n}-rank set"
+
+    for channel in sorted(set(sends) | set(recvs)):
+        s, r = sends.get(channel, []), recvs.get(channel, [])
+        src, dst, tag = channel
+        for (sv, si), (rv, ri) in zip(s, r):
+            a, b = sv.specs[si].nbytes, rv.specs[ri].nbytes
+            if a != b:
+                findings.append(
+                    Finding(
+                        sv.file,
+                        sv.node(si),
+                        "p2p-unmatched",
+                        ERROR,
+                        f"send to rank {dst} (tag {tag}) of {a} B is received there as {b} B (node {rv.node(ri)})",
+                    )
+                )
+        for view, i in s[len(r) :]:
+            size = view.specs[i].nbytes
+            findings.append(
+                Finding(
+                    view.file,
+                    view.node(i),
+                    "p2p-unmatched",
+                    ERROR,
+                    f"send to {where(dst)} (tag {tag}, {size} B) has no matching recv there",
+                )
+            )
+        for view, i in r[len(s) :]:
+            size = view.specs[i].nbytes
+            findings.append(
+                Finding(
+                    view.file,
+                    view.node(i),
+                    "p2p-unmatched",
+                    ERROR,
+                    f"recv from {where(src)} (tag {tag}, {size} B) has no matching send there",
+                )
+            )
+    return findings
