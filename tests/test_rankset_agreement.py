@@ -82,19 +82,23 @@ class Verdict:
 
 
 def parse_problems(text: str) -> list[Problem]:
-    """Every ``error`` line of ``text`` as a Problem; lines naming no rule keep ``rule=None``."""
-    out = []
-    for raw in text.splitlines():
-        line = _CLI_PREFIX.sub("", raw.strip())
-        if not line or _WARNING.match(raw):
-            continue
-        m = _FINDING.match(line) or _LEGACY.match(line)
-        if m is None:
-            out.append(Problem(None, "", None))
-            continue
-        node = m.group("node")
-        out.append(Problem(m.groupdict().get("rule"), m.group("file"), int(node) if node else None))
-    return out
+    """Every problem ``text`` names, as rule/file/node.
+
+    Lines in the agreed ``FILE: node N: error: RULE: ...`` form are the problems; a heading (``the
+    rank set has 2 problem(s):``) or a ``... N more`` count beside them is not. Text with no such line
+    is an old-style message: its first line is the problem, with ``rule=None``.
+    """
+    lines = [_CLI_PREFIX.sub("", raw.strip()) for raw in text.splitlines() if not _WARNING.match(raw.strip())]
+    found = [m for m in map(_FINDING.match, lines) if m is not None]
+    if not found:
+        first = next((line for line in lines if line), "")
+        m = _LEGACY.match(first)
+        return [Problem(None, m.group("file"), _int(m.group("node")))] if m else [Problem(None, "", None)]
+    return [Problem(m.group("rule"), m.group("file"), _int(m.group("node"))) for m in found]
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text else None
 
 
 def stuck_nodes(text: str, files: list[str]) -> set[tuple[str, int]]:
@@ -337,13 +341,15 @@ def test_problem_lines_are_read_as_rule_file_and_node():
         "chakra-pipe simulate: warning: --comm-scale=2 has no effect\n"
         "chakra-pipe simulate: error: /d/set.1.et: node 3: error: dangling-data-dep: data dependency on 99\n"
         "/d/set.comm_groups.json: error: group-members: NPU 5 is not a rank\n"
-        "/d/set.0.et: node 7: legacy message without a rule\n"
+        "/d/set.1.et: ... 4 more dangling-data-dep findings (node 4-7)\n"
     )
     assert parse_problems(text) == [
         Problem("dangling-data-dep", "/d/set.1.et", 3),
         Problem("group-members", "/d/set.comm_groups.json", None),
-        Problem(None, "/d/set.0.et", 7),
     ]
+    legacy = "chakra-pipe simulate: error: /d/set.0.et: node 7: a message without a rule\nmore detail\n"
+    assert parse_problems(legacy) == [Problem(None, "/d/set.0.et", 7)]
+    assert parse_problems("the rank set has 1 problem(s):\n") == [Problem(None, "", None)]
 
 
 def test_stuck_nodes_must_be_the_ones_validate_reports():
