@@ -176,7 +176,14 @@ MUTATIONS = (
     "meta_without_inputs",
     "meta_on_cpu",
     "no_cpu_attr",
+    "retype",
+    "duplicate_id",
+    "back_dep",
+    "bad_table",
+    "group_outside",
 )
+RETYPES = (schema.INVALID_NODE, schema.METADATA_NODE, schema.MEM_LOAD_NODE, schema.MEM_STORE_NODE, 42)
+BAD_TABLES = ("['not json']", "[{}]", '[\'[{"pg_name":"x","ranks":[0]}]\']', '[\'[{"pg_name":"1","ranks":[0,9]}]\']')
 
 
 @st.composite
@@ -286,6 +293,16 @@ def mutate(spec: RankSetSpec, m: Mutation) -> RankSetSpec:
     if m.kind == "meta_without_inputs":
         nodes.insert(0, NodeSpec(100 + len(nodes), schema.METADATA_NODE, is_cpu_op=False))
         return _with_rank(spec, r, nodes)
+    if m.kind == "bad_table":
+        nodes.insert(
+            0, NodeSpec(300 + len(nodes), schema.METADATA_NODE, pg_table=BAD_TABLES[m.value % len(BAD_TABLES)])
+        )
+        return _with_rank(spec, r, nodes)
+    if m.kind == "group_outside":  # the comm-group file lists an NPU the set does not have
+        groups = dict(spec.comm_groups or ())
+        gid = str(1 + m.value % 2)
+        groups[gid] = (*groups.get(gid, (0,)), world + m.value % 3)
+        return replace(spec, comm_groups=tuple(sorted(groups.items())))
     if not nodes:
         return spec
     k = m.node % len(nodes)
@@ -329,6 +346,14 @@ def mutate(spec: RankSetSpec, m: Mutation) -> RankSetSpec:
         nodes[k] = replace(n, data_deps=(*n.data_deps, 999))
     elif m.kind == "dangling_ctrl":
         nodes[k] = replace(n, ctrl_deps=(*n.ctrl_deps, 998))
+    elif m.kind == "retype":
+        nodes[k] = replace(n, type=RETYPES[m.value % len(RETYPES)])
+    elif m.kind == "duplicate_id":
+        nodes.insert(k, replace(n, data_deps=(), ctrl_deps=()))
+    elif m.kind == "back_dep":  # a dep on a later node of the chain: a cycle when the chain connects them
+        later = [x.id for x in nodes[k + 1 :]]
+        if later:
+            nodes[k] = replace(n, data_deps=(*n.data_deps, later[m.value % len(later)]))
     elif m.kind == "self_dep":
         nodes[k] = replace(n, data_deps=(*n.data_deps, n.id))
     return _with_rank(spec, r, nodes)
