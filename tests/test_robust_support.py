@@ -34,6 +34,8 @@ CORPUS = Path(__file__).resolve().parent / "data" / "robust"  # committed broken
 DOCUMENTED_CODES = {0, 1, 2, 3}
 MEMORY_LIMIT = 3 << 30  # bytes of address space a single CLI run may map (a blow-up fails fast)
 _ERROR_LINE = re.compile(r"^chakra-pipe [a-z-]+(?: [a-z-]+)?: error: \S.*$")
+# A refused rank set lists its problems after the error line, one Finding.line() each (or a cap line).
+_PROBLEM_LINE = re.compile(r"^\S.*: (?:node \d+: )?error: [a-z0-9-]+: \S.*$|^\S.*: \.\.\. \d+ more [a-z0-9-]+ findings")
 _TEMP_NAME = re.compile(r"^\..+\.tmp$")  # atomic_open's temporary names: .<target>.<random>.tmp
 
 
@@ -95,7 +97,8 @@ def call_cli(argv: list[str], *, timeout: int = 20) -> Outcome:
 
 
 def assert_clean(outcome: Outcome, *, allowed: set[int] = DOCUMENTED_CODES, what: str = "") -> None:
-    """A documented exit code; on failure exactly one ``error:`` line on stderr; never a traceback."""
+    """A documented exit code; on failure one ``error:`` line on stderr (followed only by the problem
+    lines of a refused rank set, when it is one); never a traceback."""
     label = f"{what}: " if what else ""
     assert "Traceback" not in outcome.stderr + outcome.stdout, f"{label}traceback:\n{outcome.stderr[-2000:]}"
     assert outcome.code in allowed, (
@@ -103,8 +106,10 @@ def assert_clean(outcome: Outcome, *, allowed: set[int] = DOCUMENTED_CODES, what
     )
     if outcome.code in (2, 3):
         lines = outcome.stderr.strip().splitlines()
-        assert len(lines) == 1, f"{label}expected one error line on stderr, got {len(lines)}: {outcome.stderr[-500:]}"
+        assert lines, f"{label}no error line on stderr"
         assert _ERROR_LINE.match(lines[0]), f"{label}error line not in `chakra-pipe VERB: error: ...` form: {lines[0]}"
+        odd = [ln for ln in lines[1:] if not _PROBLEM_LINE.match(ln)]
+        assert not odd, f"{label}expected one error line (plus problem lines) on stderr, got: {outcome.stderr[-500:]}"
 
 
 def leftovers(directory: str | os.PathLike) -> list[str]:

@@ -172,9 +172,10 @@ def test_collective_attribute_values(tmp_path, comm_type, size, problem):
         (schema.REDUCE_SCATTER_BLOCK, "REDUCE_SCATTER_BLOCK is not"),
     ],
 )
-def test_collectives_astra_sim_does_not_simulate_are_warnings(tmp_path, comm_type, expected):
+def test_collectives_astra_sim_does_not_simulate_are_errors_broadcast_a_warning(tmp_path, comm_type, expected):
     found = check(tmp_path, [coll(1, comm_type=comm_type)])
-    assert rules(found) == ["comm-type-unsupported"] and found[0].severity == "warning"
+    severity = "warning" if comm_type == schema.BROADCAST else "error"  # simulate exits 2 on the others
+    assert rules(found) == ["comm-type-unsupported"] and found[0].severity == severity
     assert expected in found[0].message
 
 

@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(args.func(args) or 0)
     except ChakraPipeError as exc:
         print(f"chakra-pipe {args.command}: error: {exc.line()}", file=sys.stderr)
+        for line in exc.details:  # a refused rank set: one problem line each, as validate prints them
+            print(line, file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"chakra-pipe {args.command}: interrupted", file=sys.stderr)

@@ -19,6 +19,7 @@ class ChakraPipeError(Exception):
     exit_code = EXIT_INPUT
 
     MAX_WHAT = 1000  # characters of the message kept: an error never echoes a whole huge value
+    details: tuple[str, ...] = ()  # lines the CLI prints after the error line (a refused set's problems)
 
     def __init__(self, what: str, file: str | None = None, where: str | None = None):
         if len(what) > self.MAX_WHAT:

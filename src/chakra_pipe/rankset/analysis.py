@@ -26,9 +26,13 @@ from .set_rules import RankView, check_collectives, check_point_to_point
 from .slots import slot_of
 
 DEADLOCK = "set-deadlock"
-# Errors that do not stop the finish proof from running: they describe how a set hangs (a cycle, a
-# collective or message some rank never matches), and the proof names where each rank stops.
-CANNOT_FINISH = frozenset({"cycle-data", "cycle-ctrl", "collective-mismatch", "p2p-unmatched"})
+# Errors that leave every comm spec intact, so the finish proof still runs: how a set hangs (a cycle,
+# a collective or message some rank never matches) or a collective only ASTRA-sim cannot run.
+PROOF_RUNS_DESPITE = frozenset(
+    {"cycle-data", "cycle-ctrl", "collective-mismatch", "p2p-unmatched", "comm-type-unsupported"}
+)
+# Errors replay tolerates: torch.distributed runs the collectives ASTRA-sim does not simulate.
+REPLAY_TOLERATES = frozenset({"comm-type-unsupported"})
 
 
 @dataclass
@@ -46,11 +50,12 @@ class RankSetAnalysis:
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.is_error]
 
-    def refuse(self) -> None:
-        """Raise what simulate and replay do for this set; return when they may run it."""
-        errors = self.errors
+    def refuse(self, tolerated: frozenset[str] = frozenset()) -> None:
+        """Raise what simulate (and, with ``tolerated=REPLAY_TOLERATES``, replay) do for this set;
+        return when they may run it."""
+        errors = [f for f in self.errors if f.rule not in tolerated]
         if self.stuck:
-            raise SetStuck(errors, self.stuck, self.prefix)
+            raise SetStuck(errors, self.stuck)
         if errors:
             raise SetRefused(errors)
 
@@ -106,7 +111,7 @@ def _analyze(
     findings += check_point_to_point(views)
     slots = [slot_of(g.types, g.is_cpu_op).tolist() for g in ts.ranks]
     stuck: dict[int, list[int]] = {}
-    if all(f.rule in CANNOT_FINISH for f in findings if f.is_error):
+    if all(f.rule in PROOF_RUNS_DESPITE for f in findings if f.is_error):
         stuck = stuck_nodes(views, slots, table.members)
         findings += [
             Finding(

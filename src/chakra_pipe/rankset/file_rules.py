@@ -363,6 +363,8 @@ class FileChecker:
                 problems.append(f"comm_type {values['comm_type'][i]} is outside CollectiveCommType 0..9")
             if ok("comm_size") and values["comm_size"][i] < 0:
                 problems.append(f"comm_size {values['comm_size'][i]} is negative")
+            elif t != schema.COMM_COLL_NODE and ok("comm_size") and values["comm_size"][i] == 0:
+                problems.append("comm_size is 0 (a send or receive carries at least one byte in ASTRA-sim)")
             elif (
                 t == schema.COMM_COLL_NODE
                 and ok("comm_size")
@@ -396,7 +398,9 @@ class FileChecker:
                     if ct in _REPLAYED
                     else "is not simulated (runtime error 'Unsupported collective comm type')"
                 )
-                self.add(i, "comm-type-unsupported", WARNING, f"{schema.COMM_TYPE_NAMES[ct]} {what} by ASTRA-sim")
+                # an error where ASTRA-sim (and simulate) stop; replay, which can run it, tolerates it
+                severity = WARNING if ct in _REPLAYED else ERROR
+                self.add(i, "comm-type-unsupported", severity, f"{schema.COMM_TYPE_NAMES[ct]} {what} by ASTRA-sim")
 
     def check_memory_and_roofline(self) -> None:
         g = self.g

@@ -62,39 +62,46 @@ def capped_lines(findings: Iterable[Finding], cap: int = PRINT_CAP) -> Iterator[
             yield f"{file}: ... {len(rest)} more {rule} findings ({kinds})"
 
 
-def _lines(problems: Iterable[Finding]) -> str:
-    return "\n".join(capped_lines(problems))
+def _summary(what: str, problems: list[Finding]) -> str:
+    """One line for logs and sweep rows; deliberately not in problem-line form, so a reader that
+    picks problem lines out of the output finds exactly the ``details``."""
+    if not problems:
+        return what
+    p = problems[0]
+    at = f"node {p.node} of " if p.node is not None else ""
+    return f"{what}; the first: {p.rule} at {at}{p.file}: {p.message}"
 
 
-class SetRefused(InputError):
-    """A rank set a stage refuses on input grounds (exit 2); prints one problem line each.
+class _ProblemList:
+    """``str()`` of a refusal: its one-line summary followed by every problem line."""
 
-    ``line()`` (what the CLI prints after ``chakra-pipe VERB: error:``) starts with a count, so every
-    problem line that follows is exactly :meth:`Finding.line`.
+    details: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return "\n".join([self.line(), *self.details])  # type: ignore[attr-defined]
+
+
+class SetRefused(_ProblemList, InputError):
+    """A rank set a stage refuses on input grounds (exit 2).
+
+    The error line names the first problem; ``details`` (printed by the CLI after it) holds every
+    problem as :meth:`Finding.line` prints it, capped per (file, rule) as validate caps them.
     """
 
     def __init__(self, problems: list[Finding]):
         self.problems = problems
-        text = f"the rank set has {len(problems)} problem(s):\n{_lines(problems)}"
-        super().__init__(text)
-        self.what = text  # never truncated: each line names its own file and node
-        self.args = (text,)
-
-    def line(self) -> str:
-        return self.what
+        self.details = tuple(capped_lines(problems))
+        super().__init__(_summary(f"the rank set has {len(problems)} problem(s)", problems))
 
 
-class SetStuck(StuckError):
+class SetStuck(_ProblemList, StuckError):
     """A rank set that cannot finish (exit 3): ``stuck`` maps rank to its blocked node ids.
 
-    The message carries the ``set-deadlock`` problem line(s) validate reports for the same set.
+    ``details`` carries the problem lines validate reports for the same set (``set-deadlock`` ones
+    with the same stuck nodes, and the mismatches that explain them).
     """
 
-    def __init__(self, problems: list[Finding], stuck: dict[int, list[int]], file: str):
+    def __init__(self, problems: list[Finding], stuck: dict[int, list[int]]):
         self.problems = problems
-        text = f"the rank set cannot finish:\n{_lines(problems)}"
-        super().__init__(text, stuck=stuck)
-        self.what, self.file, self.args = text, file, (text,)
-
-    def line(self) -> str:
-        return self.what
+        self.details = tuple(capped_lines(problems))
+        super().__init__(_summary("the rank set cannot finish", problems), stuck=stuck)

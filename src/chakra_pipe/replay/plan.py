@@ -24,6 +24,7 @@ from ..errors import InputError
 from ..et import schema
 from ..et.traceset import TraceSet
 from ..rankset import analyze
+from ..rankset.analysis import REPLAY_TOLERATES
 from ..rankset import comm as rs_comm
 from ..rankset.slots import SLOT_COMM, SLOT_CPU, SLOT_NAMES, SLOT_NONE
 from ..rankset.slots import SLOT_GPU as SLOT_COMP
@@ -96,7 +97,7 @@ class ReplayPlan:
 def build_plan(ts: TraceSet) -> ReplayPlan:
     """Turn a rank set into a checked replay plan (raises ``SetRefused``/``SetStuck``/``InputError``)."""
     analysis = analyze(ts)
-    analysis.refuse()
+    analysis.refuse(REPLAY_TOLERATES)
     ranks = [_rank_plan(view, slots) for view, slots in zip(analysis.ranks, analysis.slots)]
     members = analysis.groups.members
     ordered = dict(sorted(((k, v) for k, v in members.items() if k != WORLD), key=lambda kv: _group_key(kv[0])))

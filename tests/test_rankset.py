@@ -1,0 +1,209 @@
+"""One definition of rank-set semantics: the disagreements issue #13 reproduced, each pinned down.
+
+Every case builds a small rank set and asks validate, simulate and replay's plan about it: they must
+refuse it for the same rule on the same file and node (or all accept it), with the exit codes of
+the layer contract (validate 1, simulate/replay 2 on input grounds, 3 on a deadlock).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chakra_pipe import cli
+from chakra_pipe.errors import EXIT_INPUT, EXIT_STUCK, ChakraPipeError
+from chakra_pipe.et import schema, set_attr, write_trace
+from chakra_pipe.et.schema import GlobalMetadata, IOInfo, Node
+from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.rankset import SLOT_COMM, SLOT_CPU, SetRefused, SetStuck, analyze
+from chakra_pipe.replay.plan import build_plan
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.validate.validator import validate_set
+
+SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 1,
+    "all-reduce-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+    "collective-optimization": "baseline",
+    "local-mem-bw": 50,
+}
+
+
+def hw(npus: int) -> HardwareConfig:
+    net = {"topology": ["Ring"], "npus_count": [npus], "bandwidth": [50.0], "latency": [500.0]}
+    return HardwareConfig(
+        system=SystemConfig.from_dict(SYSTEM, source="sys.json"), network=NetworkConfig.from_dict(net, source="n.yml")
+    )
+
+
+def node(nid: int, ntype: int = schema.COMP_NODE, data=(), ctrl=(), dur: int = 1, **attrs) -> Node:
+    n = Node(id=nid, name=f"n{nid}", type=ntype, data_deps=list(data), ctrl_deps=list(ctrl), duration_micros=dur)
+    set_attr(n, "is_cpu_op", attrs.pop("is_cpu_op", False))
+    for k, v in attrs.items():
+        set_attr(n, k, v)
+    return n
+
+
+def coll(nid: int, pg: str = "0", size: int = 1024, **kw) -> Node:
+    return node(nid, schema.COMM_COLL_NODE, comm_type=schema.ALL_REDUCE, comm_size=size, pg_name=pg, **kw)
+
+
+def metadata(nid: int, table: list[dict] | None, **kw) -> Node:
+    n = node(nid, schema.METADATA_NODE, dur=0, **kw)
+    if table is not None:
+        n.inputs.CopyFrom(IOInfo(values="['" + json.dumps(table) + "']"))
+    return n
+
+
+def write_set(tmp: Path, ranks: list[list[Node]], groups: dict | None = None) -> str:
+    prefix = tmp / "w"
+    for r, nodes in enumerate(ranks):
+        write_trace(f"{prefix}.{r}.et", GlobalMetadata(version="0.0.4"), nodes)
+    if groups is not None:
+        Path(f"{prefix}.comm_groups.json").write_text(json.dumps(groups))
+    return str(prefix)
+
+
+def verdicts(prefix: str) -> tuple[list, ChakraPipeError | None, ChakraPipeError | None]:
+    """validate's errors, and what simulate and replay's plan raise (None: they accept the set)."""
+    errors = [f for f in validate_set(prefix).findings if f.is_error]
+    outcomes = []
+    for run in (lambda ts: simulate(ts, hw(len(ts.ranks))), build_plan):
+        try:
+            run(TraceSet.load(prefix))
+            outcomes.append(None)
+        except ChakraPipeError as exc:
+            outcomes.append(exc)
+    return errors, outcomes[0], outcomes[1]
+
+
+def where(problems) -> list[tuple[str, str, int | None]]:
+    return sorted((Path(p.file).name, p.rule, p.node) for p in problems if p.is_error)
+
+
+def assert_same_refusal(prefix: str, exc_type: type, expected: list[tuple[str, str, int | None]]) -> None:
+    errors, sim, plan = verdicts(prefix)
+    assert where(errors) == expected
+    for exc in (sim, plan):
+        assert isinstance(exc, exc_type), exc
+        assert where(exc.problems) == expected
+        # the printed lines are validate's lines, character for character
+        assert set(exc.details) <= {f.line() for f in errors}
+
+
+def test_comm_group_file_and_metadata_disagreeing_is_one_error_naming_the_node_and_the_file(tmp_path):
+    table = [{"pg_name": "1", "ranks": [2, 3]}]
+    ranks = [[metadata(0, table), coll(1, "1", data=[0])] for _ in range(4)]
+    prefix = write_set(tmp_path, ranks, {"1": [0, 1]})
+    # one group-members error per METADATA node (each rank's table contradicts the file); the file's
+    # definition stands, so ranks 2 and 3 then issue collectives in a group without them
+    expected = sorted(
+        [(f"w.{r}.et", "group-members", 0) for r in range(4)]
+        + [("w.2.et", "group-members", 1), ("w.3.et", "group-members", 1)]
+    )
+    assert_same_refusal(prefix, SetRefused, expected)
+    (first, *_) = [f for f in validate_set(prefix).findings if f.rule == "group-members"]
+    assert "w.comm_groups.json" in first.message and "as ranks 2, 3" in first.message
+
+
+def test_metadata_node_without_a_process_group_table_is_refused_everywhere(tmp_path):
+    prefix = write_set(tmp_path, [[metadata(0, None), node(1, data=[0])]] * 2)
+    assert_same_refusal(prefix, SetRefused, [("w.0.et", "metadata-pg", 0), ("w.1.et", "metadata-pg", 0)])
+
+
+def test_is_cpu_op_decides_the_slot_first_for_every_node_type(tmp_path):
+    ranks = [[metadata(0, [], is_cpu_op=True), metadata(1, []), coll(2)]] * 2
+    prefix = write_set(tmp_path, ranks)
+    analysis = analyze(TraceSet.load(prefix))
+    assert analysis.slots[0] == [SLOT_CPU, SLOT_COMM, SLOT_COMM]
+    plan = build_plan(TraceSet.load(prefix))
+    assert plan.ranks[0].slots == analysis.slots[0]
+    result = simulate(TraceSet.load(prefix), hw(2))
+    assert [w.slot(0) for w in result._workloads] == [SLOT_CPU, SLOT_CPU]
+
+
+def test_one_reference_rank_blames_the_rank_that_stops_early(tmp_path):
+    # rank 0 issues one all-reduce, ranks 1 and 2 issue two: the reference is the longest member,
+    # so rank 0 is the one blamed (not ranks 1 and 2), by validate and by both stages
+    long = [coll(1), coll(2, data=[1])]
+    prefix = write_set(tmp_path, [long[:1], long, long])
+    errors, sim, plan = verdicts(prefix)
+    mismatch = [(Path(f.file).name, f.node) for f in errors if f.rule == "collective-mismatch"]
+    assert mismatch == [("w.0.et", None)]
+    assert isinstance(sim, SetStuck) and isinstance(plan, SetStuck)
+    assert sim.exit_code == plan.exit_code == EXIT_STUCK
+    deadlock = {int(Path(f.file).name.split(".")[1]): f.node for f in errors if f.rule == "set-deadlock"}
+    assert deadlock == {1: 2, 2: 2} and sim.stuck == plan.stuck == {1: [2], 2: [2]}
+
+
+def test_one_p2p_channel_key_pairs_messages_by_position_and_compares_sizes(tmp_path):
+    def p2p(nid, send, peer, size, tag=5):
+        me, other = ("comm_src", "comm_dst") if send else ("comm_dst", "comm_src")
+        t = schema.COMM_SEND_NODE if send else schema.COMM_RECV_NODE
+        return node(nid, t, comm_size=size, comm_tag=tag, **{other: peer, me: 0 if send else 1})
+
+    prefix = write_set(tmp_path, [[p2p(1, True, 1, 64)], [p2p(1, False, 0, 128)]])
+    errors, sim, plan = verdicts(prefix)
+    assert where(errors) == [("w.0.et", "p2p-unmatched", 1)]
+    assert "of 64 B is received there as 128 B (node 1)" in errors[0].message
+    for exc in (sim, plan):
+        assert isinstance(exc, SetRefused) and exc.exit_code == EXIT_INPUT
+        assert where(exc.problems) == where(errors)
+
+
+def test_empty_means_no_groups_and_both_spellings_work_for_every_verb(tmp_path, capsys):
+    prefix = write_set(tmp_path, [[coll(1, "1")]] * 2, {"1": [0, 1]})
+    net = tmp_path / "n.yml"
+    net.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    sysf = tmp_path / "sys.json"
+    sysf.write_text(json.dumps(SYSTEM))
+    sim = [
+        "simulate",
+        f"--workload-configuration={prefix}",
+        f"--system-configuration={sysf}",
+        f"--network-configuration={net}",
+    ]
+    for flag in ("--comm-group-configuration", "--comm-groups"):
+        assert cli.main(["validate", prefix, flag, "empty"]) == 1
+        out = capsys.readouterr().out
+        assert "w.0.et: node 1: error: pg-name: pg_name '1' names no communicator group" in out
+        assert cli.main([*sim, flag, "empty"]) == EXIT_INPUT
+        err = capsys.readouterr().err.splitlines()
+        assert "w.0.et: node 1: error: pg-name: pg_name '1' names no communicator group (known: none)" in err[1]
+    # without the option, PREFIX.comm_groups.json is loaded by every verb
+    assert cli.main(["validate", prefix]) == 0
+    assert cli.main(sim) == 0
+    assert build_plan(TraceSet.load(prefix)).groups == {"1": (0, 1)}
+    with pytest.raises(SetRefused, match="pg-name"):
+        build_plan(TraceSet.load(prefix, "empty"))
+
+
+def test_dangling_ctrl_dep_of_an_upstream_converter_is_an_error_everywhere(tmp_path):
+    prefix = write_set(tmp_path, [[node(1), node(2, data=[1], ctrl=[99])]] * 2)
+    assert_same_refusal(prefix, SetRefused, [("w.0.et", "dangling-ctrl-dep", 2), ("w.1.et", "dangling-ctrl-dep", 2)])
+
+
+def test_a_deadlock_names_the_same_stuck_nodes_in_validate_simulate_and_replay(tmp_path):
+    # collectives crossing between two groups: every sequence matches, yet no rank can proceed
+    r0 = [coll(1, "1"), coll(2, "2")]
+    r1 = [coll(1, "2"), coll(2, "1")]
+    prefix = write_set(tmp_path, [r0, r1], {"1": [0, 1], "2": [0, 1]})
+    errors, sim, plan = verdicts(prefix)
+    assert where(errors) == [("w.0.et", "set-deadlock", 1), ("w.1.et", "set-deadlock", 1)]
+    assert all("stops at node(s) 1, 2" in f.message for f in errors)
+    assert sim.exit_code == plan.exit_code == EXIT_STUCK
+    assert sim.stuck == plan.stuck == {0: [1, 2], 1: [1, 2]}
+
+
+def test_a_clean_set_is_accepted_by_every_stage(tmp_path):
+    table = [{"pg_name": "0", "ranks": []}, {"pg_name": "3", "ranks": [0, 1]}]
+    prefix = write_set(tmp_path, [[metadata(0, table, is_cpu_op=True), coll(1, "3", data=[0]), coll(2)]] * 2)
+    errors, sim, plan = verdicts(prefix)
+    assert (errors, sim, plan) == ([], None, None)
