@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 from conftest import fixtures_path, skip_reason
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from ranksets import RankSetSpec, rank_sets
 from test_robust_support import CORPUS, call_cli
 
@@ -122,16 +123,25 @@ def run_validate(prefix: Path, out: Path, extra: list[str]) -> Verdict:
     return Verdict("validate", "input" if errors else "ok", errors, "\n".join(outcome.stdout.splitlines()[-30:]))
 
 
-def run_simulate(prefix: Path, out: Path, world: int, extra: list[str]) -> Verdict:
+@dataclass(frozen=True)
+class Hardware:
+    """The simulated machine: a ring of the set's size. Input checks must not depend on it; a timed
+    deadlock the untimed proof misses could, so the hypothesis sets vary backend and policy."""
+
+    backend: str = "congestion_unaware"
+    policy: str = "LIFO"
+
+
+def run_simulate(prefix: Path, out: Path, world: int, extra: list[str], hw: Hardware = Hardware()) -> Verdict:
     system, network = out / "system.json", out / f"ring{world}.yml"
-    if not system.exists():
-        system.write_text(json.dumps(SYSTEM))
+    system.write_text(json.dumps(SYSTEM | {"scheduling-policy": hw.policy}))
     network.write_text(f"topology: [ Ring ]\nnpus_count: [ {world} ]\nbandwidth: [ 50.0 ]\nlatency: [ 5 ]\n")
     argv = [
         "simulate",
         f"--workload-configuration={prefix}",
         f"--system-configuration={system}",
         f"--network-configuration={network}",
+        f"--backend={hw.backend}",
         *extra,
     ]
     outcome = call_cli(argv, timeout=60)
@@ -161,12 +171,12 @@ def named_by(problem: Problem, errors: set[Problem]) -> bool:
     return problem in errors
 
 
-def disagreements(prefix: Path, work: Path, comm_groups: str | None = None) -> list[str]:
+def disagreements(prefix: Path, work: Path, comm_groups: str | None = None, hw: Hardware = Hardware()) -> list[str]:
     """Every way the three stages disagree on the set at ``prefix`` (empty: they agree)."""
     world = len(find_rank_files(prefix)) or 1
     cg = [f"--comm-group-configuration={comm_groups}"] if comm_groups else []
     v = run_validate(prefix, work, cg)
-    s = run_simulate(prefix, work, world, cg)
+    s = run_simulate(prefix, work, world, cg, hw)
     p = run_plan(prefix, comm_groups)
     out = [f"{x.stage} crashed: {x.text}" for x in (v, s, p) if x.status == "crash"]
     if out:
@@ -223,8 +233,10 @@ def _compare_stuck(s: Verdict, v: Verdict, files: list[str]) -> list[str]:
     return []
 
 
-def assert_agree(prefix: Path, work: Path, comm_groups: str | None = None, what: str = "") -> None:
-    found = disagreements(prefix, work, comm_groups)
+def assert_agree(
+    prefix: Path, work: Path, comm_groups: str | None = None, what: str = "", hw: Hardware = Hardware()
+) -> None:
+    found = disagreements(prefix, work, comm_groups, hw)
     assert not found, f"{what or prefix}: the stages disagree:\n" + "\n".join(f"- {d}" for d in found)
 
 
@@ -296,12 +308,19 @@ def test_converted_pytorch_capture_gets_one_verdict(tmp_path):
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(spec=rank_sets())
-def test_generated_small_rank_sets_get_one_verdict(spec: RankSetSpec):
+@given(
+    spec=rank_sets(),
+    hw=st.builds(
+        Hardware,
+        backend=st.sampled_from(("congestion_unaware", "congestion_aware")),
+        policy=st.sampled_from(("LIFO", "FIFO")),
+    ),
+)
+def test_generated_small_rank_sets_get_one_verdict(spec: RankSetSpec, hw: Hardware):
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         prefix = spec.write(work)
-        assert_agree(prefix, work, what=spec.describe())
+        assert_agree(prefix, work, what=f"{spec.describe()}\non {hw}", hw=hw)
 
 
 # -- the comm-groups option -----------------------------------------------------------------------
