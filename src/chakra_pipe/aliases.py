@@ -58,6 +58,6 @@ def comm_groups_option(parser: argparse.ArgumentParser) -> None:
         "--comm-groups",
         dest="comm_groups",
         metavar="CG.json",
-        help='communicator groups {"id": [npus]}; the value \'empty\' means none '
+        help="communicator groups {\"id\": [npus]}; the value 'empty' means none "
         "(default: PREFIX.comm_groups.json when present)",
     )

@@ -1,91 +1,80 @@
 """Structural self-check of a converted rank set, run before anything is written.
 
-The validator (``chakra-pipe validate``) is the full rule book; this is the converter's own
-guarantee, independent of it: unique ids, every dependency inside the file, acyclic, comm nodes
-complete and not CPU ops, and every send matched by a receive on its peer (same tag and size).
-A failure here is a converter bug or an input we misread, so it stops the conversion.
+The converter's own guarantee is a subset of :mod:`chakra_pipe.rankset`'s rules — the ones about the
+structure it builds: unique ids, every dependency inside the file and none repeated, acyclic with a
+dependency-free node, complete communication nodes that are not CPU ops, and (for a whole set)
+every send matched by a receive on its peer. The rules are rankset's own, run on the serialized
+ranks, so the converter can never pass a structure that validate, simulate or replay refuses. A
+failure here is a converter bug or an input we misread, so it stops the conversion. Rules about what
+a target can *run* (a BARRIER ASTRA-sim does not simulate, an unknown group) are validate's business,
+not a reason to refuse a faithful conversion.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from pathlib import Path
 
-from ..et import schema
-from ..et.attrs import get_attr, get_int
+import numpy as np
 
-_COMM = (schema.COMM_COLL_NODE, schema.COMM_SEND_NODE, schema.COMM_RECV_NODE)
+from ..et.framing import frame
+from ..et.graph import graph_from_bytes
+from ..et.schema import GlobalMetadata
+from ..et.traceset import TraceSet
+from ..rankset import Finding, analyze
+from ..rankset.file_rules import FileChecker
+from ..rankset.graphalgo import Parents, issue_order
+
+# No target system: with 0 dataset splits the all-gather size rule (a property of the system a
+# trace is simulated on, not of the trace) never fires.
+NO_SYSTEM_SPLITS = 0
+# rankset rules the converter guarantees (per file, then across the set)
+FILE_GUARANTEES = frozenset(
+    {
+        "duplicate-id",
+        "dangling-data-dep",
+        "dangling-ctrl-dep",
+        "self-dep",
+        "duplicate-dep",
+        "cycle-data",
+        "cycle-ctrl",
+        "no-root",
+        "comm-node",
+    }
+)
+SET_GUARANTEES = FILE_GUARANTEES | {"p2p-unmatched"}
 
 
-def rank_problems(nodes: list) -> list[str]:
-    """Problems inside one rank's node list (``node <id>: what``)."""
-    problems: list[str] = []
-    ids = Counter(n.id for n in nodes)
-    problems += [f"node {i}: id used {c} times" for i, c in ids.items() if c > 1]
-    parents: dict[int, set[int]] = {}
-    for n in nodes:
-        data, ctrl = list(n.data_deps), list(n.ctrl_deps)  # read each protobuf list once
-        for kind, deps in (("data", data), ("ctrl", ctrl)):
-            missing = [d for d in deps if d not in ids]
-            if missing:
-                problems.append(f"node {n.id}: {kind} dep on {missing[0]} which is not in the file")
-            if len(set(deps)) != len(deps) or n.id in deps:
-                problems.append(f"node {n.id}: duplicate or self {kind} dep")
-        parents[n.id] = set(data) | set(ctrl)
-        if n.type in _COMM:
-            if get_attr(n, "is_cpu_op", True):
-                problems.append(f"node {n.id}: comm node marked is_cpu_op")
-            needed = ["comm_size", "pg_name"] + (
-                ["comm_type"] if n.type == schema.COMM_COLL_NODE else ["comm_src", "comm_dst", "comm_tag"]
-            )
-            absent = [a for a in needed if get_attr(n, a, None) is None]
-            if absent:
-                problems.append(f"node {n.id}: comm node lacks {', '.join(absent)}")
-    if not problems:
-        stuck = cycle_node(parents)
-        if stuck is not None:
-            problems.append(f"node {stuck}: dependency cycle")
-        elif not nodes:
-            problems.append("no nodes")
-    return problems
+def _graph(nodes: list, path: str):
+    """The nodes as the rules see a file (the rules read no GlobalMetadata field, so an empty one)."""
+    buf = b"".join([frame(GlobalMetadata().SerializeToString()), *(frame(n.SerializeToString()) for n in nodes)])
+    return graph_from_bytes(buf, path)
+
+
+def rank_problems(nodes: list, path: str = "<converted rank>") -> list[Finding]:
+    """Guarantee violations inside one rank converted alone (its rank is not checked: no set)."""
+    findings = FileChecker(_graph(nodes, path), path, None, (), NO_SYSTEM_SPLITS).run(full=False).findings
+    return [f for f in findings if f.is_error and f.rule in FILE_GUARANTEES]
+
+
+def set_problems(ranks: list[list], prefix: str = "<converted>") -> list[Finding]:
+    """Guarantee violations of a whole converted set (``ranks``: each rank's nodes)."""
+    files = [Path(f"{prefix}.{r}.et") for r in range(len(ranks))]
+    graphs = [_graph(nodes, str(f)) for f, nodes in zip(files, ranks)]
+    analysis = analyze(TraceSet(prefix, files, graphs, {}), dataset_splits=NO_SYSTEM_SPLITS)
+    return [f for f in analysis.findings if f.is_error and f.rule in SET_GUARANTEES]
 
 
 def cycle_node(parents: dict[int, set[int]]) -> int | None:
-    """Smallest id left on a cycle of ``{node: parents}`` (None when acyclic).
+    """Smallest id left on (or behind) a cycle of ``{node id: parent ids}`` (None when acyclic).
 
-    Kahn's algorithm, iterative, so deep graphs cannot overflow (chakra issue #189).
+    rankset's Kahn order over the same edges: the converter drops GPU-wait edges exactly when the
+    order every stage computes could not cover the graph.
     """
-    indeg = {i: len(ps) for i, ps in parents.items()}
-    children: dict[int, list[int]] = {}
-    for i, ps in parents.items():
-        for d in ps:
-            children.setdefault(d, []).append(i)
-    ready = [i for i, d in indeg.items() if d == 0]
-    while ready:
-        for c in children.get(ready.pop(), ()):
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                ready.append(c)
-    stuck = [i for i, d in indeg.items() if d > 0]
-    return min(stuck) if stuck else None
-
-
-def p2p_problems(ranks: list[list]) -> list[str]:
-    """Every send (src, dst, tag, size) needs exactly one matching receive on ``dst``, and vice versa."""
-    sends: Counter = Counter()
-    recvs: Counter = Counter()
-    for nodes in ranks:
-        for n in nodes:
-            if n.type in (schema.COMM_SEND_NODE, schema.COMM_RECV_NODE):
-                key = (
-                    get_int(n, "comm_src", -1),
-                    get_int(n, "comm_dst", -1),
-                    get_int(n, "comm_tag", 0),
-                    get_int(n, "comm_size", 0),
-                )
-                (sends if n.type == schema.COMM_SEND_NODE else recvs)[key] += 1
-    out = []
-    for key in sorted(set(sends) | set(recvs)):
-        if sends[key] != recvs[key]:
-            src, dst, tag, size = key
-            out.append(f"p2p {src}->{dst} tag {tag} size {size}: {sends[key]} send(s) but {recvs[key]} receive(s)")
-    return out
+    ids = np.fromiter(parents, dtype=np.int64, count=len(parents))
+    index = {int(i): k for k, i in enumerate(ids.tolist())}
+    counts = [len(ps) for ps in parents.values()]
+    ptr = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    flat = np.fromiter((index[p] for ps in parents.values() for p in ps), dtype=np.int64, count=int(ptr[-1]))
+    _, stuck = issue_order(Parents(ptr, flat), ids)
+    return int(ids[stuck].min()) if stuck.any() else None

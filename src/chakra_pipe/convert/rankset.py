@@ -25,7 +25,7 @@ from ..link.hostet import HostTrace, load_host_trace
 from ..link.kineto import load_kineto
 from ..link.linker import LinkStats, link_traces
 from ..readfile import read_json
-from .check import p2p_problems, rank_problems
+from .check import rank_problems, set_problems
 from .pytorch import RankConversion, convert_trace
 
 RANK_OUT = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
@@ -66,18 +66,15 @@ def _rank_of(trace: HostTrace) -> int | None:
     return rank if isinstance(rank, int) else None
 
 
-def _self_check(conversions: list[RankConversion], source: str, with_p2p: bool) -> None:
-    for rank, conv in enumerate(conversions):
-        problems = rank_problems(conv.nodes)
-        if problems:
-            raise InputError(
-                f"converted rank {rank} is inconsistent: {problems[0]}"
-                + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
-                file=source,
-            )
-    problems = p2p_problems([c.nodes for c in conversions]) if with_p2p else []
+def _self_check(conversions: list[RankConversion], source: str, prefix: str | None) -> None:
+    """Refuse a conversion that breaks the converter's guarantees (``prefix``: check as a set)."""
+    if prefix is None:
+        problems = rank_problems(conversions[0].nodes, source)
+    else:
+        problems = set_problems([c.nodes for c in conversions], prefix)
     if problems:
-        raise InputError(f"unmatched point-to-point: {problems[0]}", file=source)
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InputError(f"the converted trace is inconsistent: {problems[0].line()}{more}", file=source)
 
 
 def write_comm_groups(prefix: str, conversions: list[RankConversion]) -> Path:
@@ -108,7 +105,7 @@ def write_rank_set(
     prefix: str, conversions: list[RankConversion], links: list[LinkStats] | None = None
 ) -> ConvertSummary:
     """Check, then write every rank file and the comm-group JSON."""
-    _self_check(conversions, prefix, with_p2p=True)
+    _self_check(conversions, prefix, prefix)
     clear_rank_set(prefix)
     comm_path = write_comm_groups(prefix, conversions)
     counts: Counter = Counter()
@@ -138,7 +135,7 @@ def convert_file(in_path: str | os.PathLike, out_path: str | os.PathLike) -> Con
     if recorded is not None and recorded != rank:
         raise InputError(f"trace is rank {recorded} but --out names rank {rank}", file=str(in_path))
     conv = convert_trace(trace, rank)
-    _self_check([conv], str(in_path), with_p2p=False)
+    _self_check([conv], str(in_path), None)
     write_trace(out_path, conv.metadata, conv.nodes)
     comm_path = write_comm_groups(m.group("prefix"), [conv])
     return ConvertSummary(

@@ -24,7 +24,8 @@ Layer contract (other stages rely on it; do not change it):
 
 Rule names: per file — ``duplicate-id``, ``node-type``, ``dangling-data-dep``, ``dangling-ctrl-dep``,
 ``self-dep``, ``duplicate-dep``, ``cycle-data``, ``cycle-ctrl``, ``no-root``, ``involved-dim``,
-``pg-name`` (kind and unknown group), ``comm-node``, ``mem-node``, ``metadata-pg``; per set —
+``pg-name`` (kind and unknown group), ``comm-node``, ``comm-type-unsupported`` (error but for the
+replayed BROADCAST; replay tolerates it), ``p2p-empty``, ``mem-node``, ``metadata-pg``; per set —
 ``group-members``, ``incomplete-set``, ``collective-mismatch``, ``p2p-unmatched``, ``set-deadlock``
 (validate adds ``rank-gap`` and warning-only rules).
 """

@@ -363,8 +363,6 @@ class FileChecker:
                 problems.append(f"comm_type {values['comm_type'][i]} is outside CollectiveCommType 0..9")
             if ok("comm_size") and values["comm_size"][i] < 0:
                 problems.append(f"comm_size {values['comm_size'][i]} is negative")
-            elif t != schema.COMM_COLL_NODE and ok("comm_size") and values["comm_size"][i] == 0:
-                problems.append("comm_size is 0 (a send or receive carries at least one byte in ASTRA-sim)")
             elif (
                 t == schema.COMM_COLL_NODE
                 and ok("comm_size")
@@ -391,6 +389,9 @@ class FileChecker:
                 self.comm_ok.append(i)
             if problems:
                 self.add(i, "comm-node", ERROR, f"{schema.NODE_TYPE_NAMES[t]} {g.name(i)!r}: " + "; ".join(problems))
+            elif t != schema.COMM_COLL_NODE and values["comm_size"][i] == 0:
+                name = schema.NODE_TYPE_NAMES[t]
+                self.add(i, "p2p-empty", ERROR, f"{name} {g.name(i)!r}: comm_size is 0 (ASTRA-sim sends at least 1 B)")
             elif t == schema.COMM_COLL_NODE and int(values["comm_type"][i]) in _REPLAYED | _UNSUPPORTED:
                 ct = int(values["comm_type"][i])
                 what = (

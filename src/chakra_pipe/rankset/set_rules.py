@@ -168,26 +168,16 @@ def check_point_to_point(ranks: list[RankView]) -> list[Finding]:
                         f"send to rank {dst} (tag {tag}) of {a} B is received there as {b} B (node {rv.node(ri)})",
                     )
                 )
-        for view, i in s[len(r) :]:
-            size = view.specs[i].nbytes
+        unmatched = [(v, i, f"send to {where(dst)}", "recv") for v, i in s[len(r) :]]
+        unmatched += [(v, i, f"recv from {where(src)}", "send") for v, i in r[len(s) :]]
+        for view, i, what, partner in unmatched:
             findings.append(
                 Finding(
                     view.file,
                     view.node(i),
                     "p2p-unmatched",
                     ERROR,
-                    f"send to {where(dst)} (tag {tag}, {size} B) has no matching recv there",
-                )
-            )
-        for view, i in r[len(s) :]:
-            size = view.specs[i].nbytes
-            findings.append(
-                Finding(
-                    view.file,
-                    view.node(i),
-                    "p2p-unmatched",
-                    ERROR,
-                    f"recv from {where(src)} (tag {tag}, {size} B) has no matching send there",
+                    f"{what} (tag {tag}, {view.specs[i].nbytes} B) has no matching {partner} there",
                 )
             )
     return findings

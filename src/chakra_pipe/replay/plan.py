@@ -24,8 +24,8 @@ from ..errors import InputError
 from ..et import schema
 from ..et.traceset import TraceSet
 from ..rankset import analyze
-from ..rankset.analysis import REPLAY_TOLERATES
 from ..rankset import comm as rs_comm
+from ..rankset.analysis import REPLAY_TOLERATES
 from ..rankset.slots import SLOT_COMM, SLOT_CPU, SLOT_NAMES, SLOT_NONE
 from ..rankset.slots import SLOT_GPU as SLOT_COMP
 

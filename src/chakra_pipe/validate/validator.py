@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from ..et.graph import TraceGraph, load_graph
-from ..et.traceset import TraceSet, describe_ranges, comm_groups_option, find_rank_files, missing_ranks
+from ..et.traceset import TraceSet, comm_groups_option, describe_ranges, find_rank_files, missing_ranks
 from ..rankset import analyze
 from ..rankset.file_rules import FileChecker, FileResult
 from .findings import ERROR, Finding, Report
