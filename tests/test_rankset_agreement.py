@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import fixtures_path, skip_reason
+from conftest import CONFORMANCE, conformance_rows, fixtures_path, skip_reason
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ranksets import RankSetSpec, rank_sets
@@ -130,12 +130,15 @@ class Hardware:
 
     backend: str = "congestion_unaware"
     policy: str = "LIFO"
+    system: str | None = None  # an ASTRA-sim system / network file instead of the ring above
+    network: str | None = None
 
 
 def run_simulate(prefix: Path, out: Path, world: int, extra: list[str], hw: Hardware = Hardware()) -> Verdict:
     system, network = out / "system.json", out / f"ring{world}.yml"
     system.write_text(json.dumps(SYSTEM | {"scheduling-policy": hw.policy}))
     network.write_text(f"topology: [ Ring ]\nnpus_count: [ {world} ]\nbandwidth: [ 50.0 ]\nlatency: [ 5 ]\n")
+    system, network = Path(hw.system or system), Path(hw.network or network)
     argv = [
         "simulate",
         f"--workload-configuration={prefix}",
@@ -175,7 +178,7 @@ def disagreements(prefix: Path, work: Path, comm_groups: str | None = None, hw: 
     """Every way the three stages disagree on the set at ``prefix`` (empty: they agree)."""
     world = len(find_rank_files(prefix)) or 1
     cg = [f"--comm-group-configuration={comm_groups}"] if comm_groups else []
-    v = run_validate(prefix, work, cg)
+    v = run_validate(prefix, work, cg + ([f"--system-configuration={hw.system}"] if hw.system else []))
     s = run_simulate(prefix, work, world, cg, hw)
     p = run_plan(prefix, comm_groups)
     out = [f"{x.stage} crashed: {x.text}" for x in (v, s, p) if x.status == "crash"]
@@ -268,6 +271,24 @@ def test_generated_sets_get_one_verdict(name, tmp_path):
     outcome = call_cli(["generate", *GENERATED[name], "--out", str(prefix)], timeout=60)
     assert outcome.code == 0, outcome.stderr
     assert_agree(prefix, tmp_path, what=f"generate {' '.join(GENERATED[name])}")
+
+
+# -- the conformance suite's workloads with process groups, p2p, DAG shapes and rooflines ------------
+
+CONFORMANCE_SETS = {
+    (row["workload"], row["comm_groups"]): row
+    for row in reversed(conformance_rows())
+    if not row["workload"].startswith(("gen/md/", "generated/"))  # plain collectives: generate's above
+}
+
+
+@pytest.mark.parametrize("key", sorted(CONFORMANCE_SETS), ids=lambda key: key[0].rpartition("/")[2])
+def test_conformance_workloads_get_one_verdict(key, tmp_path):
+    """On the hardware of their conformance case (so validate also sees the system file)."""
+    row = CONFORMANCE_SETS[key]
+    hw = Hardware(row["backend"], system=str(CONFORMANCE / row["system"]), network=str(CONFORMANCE / row["network"]))
+    groups = str(CONFORMANCE / row["comm_groups"]) if row["comm_groups"] else None
+    assert_agree(CONFORMANCE / row["workload"], tmp_path, groups, what=f"conformance {row['case']}", hw=hw)
 
 
 # -- captured sets (reference fixtures) -----------------------------------------------------------
