@@ -6,10 +6,12 @@ dataclasses), so a failing case reads as "rank 1's all-reduce in group 1 is 4096
 A set is built like a real SPMD trace and then damaged: a *program* of steps every rank walks (compute,
 a collective in some group, a send/recv pair, a CPU op), chained by data or ctrl deps, with optional
 METADATA process-group tables and an optional ``PREFIX.comm_groups.json``. Then a few *mutations*
-change one node of one rank: its size, collective type, tag, peer, ``pg_name`` or ``is_cpu_op`` flag,
-drop it, swap two communication nodes, add a dangling data or ctrl dep or a self dep, or add a METADATA
-node without inputs. Group tables can agree or conflict between the file and the METADATA nodes, and a
-``pg_name`` can name a group nobody declares. Every set decodes (the robust corpus covers framing).
+change one node of one rank: its size, collective type, tag, peer, ``pg_name``, node type or
+``is_cpu_op`` flag (or drop the attribute), drop it, duplicate its id, swap two communication nodes, add
+a dangling data or ctrl dep, a self dep or a dep on a later node (a cycle), add a METADATA node without
+inputs, on the CPU, or with a malformed table, or put an NPU outside the set into a comm-group file
+group. Group tables can agree or conflict between the file and the METADATA nodes, and a ``pg_name``
+can name a group nobody declares. Every set decodes (the robust corpus covers framing).
 """
 
 from __future__ import annotations
@@ -182,7 +184,15 @@ MUTATIONS = (
     "bad_table",
     "group_outside",
 )
-RETYPES = (schema.INVALID_NODE, schema.METADATA_NODE, schema.MEM_LOAD_NODE, schema.MEM_STORE_NODE, 42)
+RETYPES = (  # what a node can be turned into: the other node types, and one outside the enum
+    schema.INVALID_NODE,
+    schema.METADATA_NODE,
+    schema.MEM_LOAD_NODE,
+    schema.MEM_STORE_NODE,
+    42,
+)
+# METADATA tables ASTRA-sim cannot read: not JSON, not the ['...'] shape, a non-integer pg_name, a rank
+# outside the set.
 BAD_TABLES = ("['not json']", "[{}]", '[\'[{"pg_name":"x","ranks":[0]}]\']', '[\'[{"pg_name":"1","ranks":[0,9]}]\']')
 
 
@@ -225,7 +235,10 @@ def steps(draw, world: int, declared: tuple[Group, ...]) -> tuple[Step, ...]:
 
 
 def _pg_table(world: int, declared: tuple[Group, ...], rank: int) -> str | None:
-    """The METADATA table rank ``rank`` carries: the groups declared in METADATA, world first."""
+    """The METADATA table rank ``rank`` carries: the groups declared in METADATA, world first.
+
+    Rank 0 always carries one; the others only when it declares a group besides the world, so some
+    sets have a table on one rank only (as a partial capture would)."""
     table = [{"pg_name": "0", "ranks": list(range(world))}]
     for g in declared:
         if g.where in ("meta", "both"):
