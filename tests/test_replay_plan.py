@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from chakra_pipe.errors import EXIT_INPUT, EXIT_STUCK, InputError, StuckError
-from chakra_pipe.rankset import SetRefused
+from chakra_pipe.errors import EXIT_INPUT, EXIT_STUCK, StuckError
 from chakra_pipe.et import schema, set_attr, write_trace
 from chakra_pipe.et.schema import GlobalMetadata, IOInfo, Node
 from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.rankset import SetRefused
 from chakra_pipe.replay.plan import (
     ACT_COLL,
     ACT_COMPUTE,
@@ -193,10 +193,11 @@ def test_p2p_endpoint_must_be_the_rank_itself(tmp_path):
         plan_of(tmp_path, [[comp(1)], [p2p(1, True, 0, 1, 64)]])
 
 
-def test_reduce_scatter_must_split_evenly(tmp_path):
+def test_reduce_scatter_that_does_not_split_evenly_is_replayed_in_bytes(tmp_path):
+    # validate and simulate accept it (ASTRA-sim rounds the last chunk up), so replay must too
     per_rank = [[coll(1, schema.REDUCE_SCATTER, 1001)] for _ in range(2)]
-    with pytest.raises(InputError, match="cannot be split evenly over 2 ranks"):
-        plan_of(tmp_path, per_rank)
+    spec = plan_of(tmp_path, per_rank).ranks[0].comm[0]
+    assert (spec.nbytes, spec.elem_bytes, spec.members) == (1001, 1, (0, 1))
 
 
 def test_element_size_keeps_the_exact_byte_count(tmp_path):

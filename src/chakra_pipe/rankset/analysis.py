@@ -95,12 +95,13 @@ def analyze(
 def _analyze(
     ts: TraceSet, comm_groups: dict[int, list[int]] | None, groups_file: str, splits: int, full: bool
 ) -> RankSetAnalysis:
-    files = [str(f) for f in ts.files]
+    # an in-memory set (search, what-ifs) has no files: its graphs name themselves
+    files = [str(f) for f in ts.files] if len(ts.files) == len(ts.ranks) else [str(g.path) for g in ts.ranks]
     names = [str(k) for k in comm_groups] if comm_groups else []
     results = [FileChecker(g, files[r], r, names, splits).run(full) for r, g in enumerate(ts.ranks)]
     findings = [f for res in results for f in res.findings]
     table, group_findings = resolve_groups(
-        files, ts.ranks, [res.metadata_tables for res in results], comm_groups, groups_file
+        files, [g.ids for g in ts.ranks], [res.metadata_tables for res in results], comm_groups, groups_file
     )
     findings += group_findings
     views = [

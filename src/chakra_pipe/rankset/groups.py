@@ -18,9 +18,9 @@ file group at start (its id), with the members this table resolves.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..et.graph import TraceGraph
 from .comm import WORLD, canonical_group
 from .problems import ERROR, Finding
 
@@ -50,17 +50,19 @@ class GroupTable:
 
 def resolve_groups(
     files: list[str],
-    graphs: list[TraceGraph],
+    node_ids: Sequence[Sequence[int]],
     metadata_tables: list[dict[int, dict[str, list[int]]]],
     comm_groups: dict[int, list[int]] | None,
     groups_file: str,
 ) -> tuple[GroupTable, list[Finding]]:
     """The one group table of a rank set, and the ``group-members``/``incomplete-set`` problems.
 
-    ``metadata_tables[r]`` maps each METADATA record index of rank ``r`` to its parsed process-group
-    table (nodes whose table does not parse are ``metadata-pg`` problems and are left out).
+    ``node_ids[r]`` are rank ``r``'s node ids by record index (a TraceGraph's ``ids`` column, or the
+    ids of the protobuf nodes a transform holds); ``metadata_tables[r]`` maps each METADATA record
+    index of rank ``r`` to its parsed process-group table (nodes whose table does not parse are
+    ``metadata-pg`` problems and are left out).
     """
-    n = len(graphs)
+    n = len(node_ids)
     world = tuple(range(n))
     findings: list[Finding] = []
     members: dict[str, tuple[int, ...]] = {WORLD: world}
@@ -86,7 +88,7 @@ def resolve_groups(
     for r, tables in enumerate(metadata_tables):
         by_node: dict[int, list[str]] = {}
         for i, table in sorted(tables.items()):
-            node = int(graphs[r].ids[i])
+            node = int(node_ids[r][i])
             names: list[str] = []
             for raw, ranks in table.items():
                 name = canonical_group(raw)

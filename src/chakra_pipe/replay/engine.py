@@ -217,6 +217,8 @@ class TorchEngine:
             self._log(i, t)
             return _all_gather(out, t, group=pg, async_op=True)
         if ct in (schema.REDUCE_SCATTER, schema.REDUCE_SCATTER_BLOCK):
+            if t.numel() % p:  # round the input up to whole chunks, as ASTRA-sim rounds the last chunk up
+                t = self._buffer("in", spec, -(-t.numel() // p) * p)
             out = self._buffer("out", spec, t.numel() // p)
             self._log(i, t)
             return _reduce_scatter(out, t, group=pg, async_op=True)

@@ -4,8 +4,9 @@ The plan is built once in the launcher from the :class:`~chakra_pipe.et.TraceSet
 the rank processes, so every check that does not need a device runs before anything is spawned.
 Those checks are :mod:`chakra_pipe.rankset`'s, the rules validate and simulate apply: a set they
 refuse is refused here with the same problem lines (exit 2), a set that cannot finish with the same
-stuck nodes (exit 3). Only what torch.distributed adds on top is checked here (a reduce-scatter must
-split evenly over its group; a rank cannot send to itself).
+stuck nodes (exit 3). Only what torch.distributed adds on top is checked here: a rank cannot send to
+itself. (A reduce-scatter whose input does not split evenly over its group has its input rounded up to
+whole chunks, as ASTRA-sim rounds its last chunk up.)
 
 Why a *static* order for the communication slot: ``torch.distributed`` requires every member of a
 process group to issue its collectives in the same order. ASTRA-sim picks among ready nodes by
@@ -146,20 +147,11 @@ def _rank_plan(view, slots: list[int]) -> RankPlan:
 
 def _torch_spec(spec: rs_comm.CommSpec, rank: int, path: str, where: str) -> CommSpec:
     """The spec with its torch element size; refuses what torch.distributed cannot express."""
-    if spec.kind == ACT_COLL:
-        p = len(spec.members)
-        even = spec.comm_type in _SPLIT_EVENLY
-        if even and spec.nbytes % p:
-            raise InputError(
-                f"{schema.COMM_TYPE_NAMES[spec.comm_type]} of {spec.nbytes} B cannot be split evenly over {p} ranks",
-                file=path,
-                where=where,
-            )
-        unit = 4 * (p if even else 1)
-    else:
-        if spec.peer == rank:
-            raise InputError(f"{spec.kind} with rank {rank} itself (torch.distributed cannot)", file=path, where=where)
-        unit = 4
+    if spec.kind != ACT_COLL and spec.peer == rank:
+        raise InputError(f"{spec.kind} with rank {rank} itself (torch.distributed cannot)", file=path, where=where)
+    # a reduce-scatter's input splits into one chunk per member: float32 only when each chunk is whole
+    # floats (an input that does not split evenly is rounded up to whole chunks by the engine)
+    unit = 4 * (len(spec.members) if spec.kind == ACT_COLL and spec.comm_type in _SPLIT_EVENLY else 1)
     return CommSpec(
         spec.kind,
         spec.comm_type,

@@ -26,8 +26,14 @@ from ..et.traceset import (
     rank_files,
     write_order,
 )
+from ..rankset.comm import WORLD
+from ..rankset.groups import resolve_groups
 
 PROVENANCE_ATTR = "chakra_pipe.transform"
+
+
+def _node_where(node: int | None) -> str | None:
+    return f"node {node}" if node is not None else None
 
 
 @dataclass
@@ -46,6 +52,8 @@ class RankSet:
     sha256: str
     tables: dict[str, list[int]] = field(default_factory=dict)
     descs: dict[str, str] = field(default_factory=dict)
+    # per rank: METADATA record index -> its process-group table (what ``tables`` resolves from)
+    metadata_tables: list[dict[int, dict[str, list[int]]]] = field(default_factory=list)
 
     @classmethod
     def load(cls, prefix: str) -> RankSet:
@@ -66,38 +74,40 @@ class RankSet:
         return len(self.nodes)
 
     def reread_tables(self) -> None:
-        """Collect every METADATA table; a group listed twice with different members is refused."""
-        world = list(range(len(self)))
-        for rank, nodes in enumerate(self.nodes):
-            for node in nodes:
+        """Collect every METADATA table (and its ``pg_desc`` labels); conflicting tables are refused.
+
+        Groups resolve by :func:`chakra_pipe.rankset.groups.resolve_groups`, the one rule validate,
+        simulate and replay apply, so a transform never accepts a group table they refuse.
+        """
+        self.metadata_tables = []
+        for nodes in self.nodes:
+            per_node: dict[int, dict[str, list[int]]] = {}
+            for k, node in enumerate(nodes):
                 if node.type != schema.METADATA_NODE or not node.inputs.values.startswith("['"):
                     continue
                 table, problem = parse_process_groups(node.inputs.values)
                 if problem:
                     continue  # not a process-group table; the validator reports malformed ones
+                per_node[k] = table
                 for entry in json.loads(node.inputs.values[2:-2]):
                     if isinstance(entry.get("pg_desc"), str):
                         self.descs.setdefault(entry["pg_name"], entry["pg_desc"])
-                for pg, members in table.items():
-                    members = members or world
-                    if self.tables.setdefault(pg, members) != members:
-                        raise InputError(
-                            f"process group {pg!r} has members {members} in rank {rank}'s METADATA "
-                            f"but {self.tables[pg]} in an earlier rank's",
-                            file=self.prefix,
-                        )
+            self.metadata_tables.append(per_node)
+        self.tables = self._resolve(None)
 
     def groups(self) -> dict[str, list[int]]:
         """Every named group of the set (comm-group file and METADATA tables, which must agree)."""
-        out = dict(self.tables)
-        for pg, members in (self.comm_groups or {}).items():
-            if sorted(out.setdefault(pg, members)) != sorted(members):
-                raise InputError(
-                    f"group {pg} is {members} in {Path(self.prefix + COMM_GROUPS_SUFFIX).name} but "
-                    f"{out[pg]} in the METADATA tables",
-                    file=self.prefix,
-                )
-        return out
+        return self._resolve({int(k): v for k, v in (self.comm_groups or {}).items()})
+
+    def _resolve(self, comm_groups: dict[int, list[int]] | None) -> dict[str, list[int]]:
+        files = [f"{self.prefix}.{r}.et" for r in range(len(self))]
+        ids = [[n.id for n in nodes] for nodes in self.nodes]
+        cg_file = self.prefix + COMM_GROUPS_SUFFIX
+        table, problems = resolve_groups(files, ids, self.metadata_tables, comm_groups, cg_file)
+        if problems:
+            first = problems[0]
+            raise InputError(f"{first.rule}: {first.message}", file=first.file, where=_node_where(first.node))
+        return {name: list(members) for name, members in table.members.items() if name != WORLD}
 
     def write(self, prefix: str, provenance: dict) -> list[Path]:
         """Write the set at ``prefix`` the way the generators do: old set cleared, companion file first,
