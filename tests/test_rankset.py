@@ -207,3 +207,46 @@ def test_a_clean_set_is_accepted_by_every_stage(tmp_path):
     prefix = write_set(tmp_path, [[metadata(0, table, is_cpu_op=True), coll(1, "3", data=[0]), coll(2)]] * 2)
     errors, sim, plan = verdicts(prefix)
     assert (errors, sim, plan) == ([], None, None)
+
+
+def p2p(nid: int, send: bool, me: int, peer: int, size: int = 4096, data=()) -> Node:
+    t = schema.COMM_SEND_NODE if send else schema.COMM_RECV_NODE
+    src, dst = (me, peer) if send else (peer, me)
+    return node(nid, t, data=data, comm_src=src, comm_dst=dst, comm_tag=0, comm_size=size)
+
+
+def gather(nid: int, data=()) -> Node:
+    return node(nid, schema.COMM_COLL_NODE, data=data, comm_type=schema.ALL_GATHER, comm_size=4096, pg_name="0")
+
+
+def test_a_collective_overtaking_in_time_lets_simulate_finish_what_the_static_order_cannot(tmp_path):
+    # rank 0's all-reduce waits for a receive whose send follows rank 1's all-gather; ASTRA-sim's comm
+    # slot issues the ready all-gather first and the set finishes. Replay walks the static issue order
+    # (torch needs one order per group), where the all-reduce comes first: it can never finish there.
+    r0 = [p2p(1, False, 0, 1), coll(2, data=[1]), gather(3)]
+    r1 = [coll(2, data=[4]), gather(3), p2p(4, True, 1, 0, data=[3])]
+    prefix = write_set(tmp_path, [r0, r1])
+    errors, sim, plan = verdicts(prefix)
+    # in static order the ranks' first collectives differ; the proof stops rank 0 with its receive and
+    # all-gather ready (the all-reduce heads its comm slot)
+    expected = [("w.0.et", "set-deadlock", 1), ("w.1.et", "collective-mismatch", 3), ("w.1.et", "set-deadlock", 3)]
+    assert where(errors) == expected
+    assert sim is None and isinstance(plan, SetStuck) and plan.stuck == {0: [1, 3], 1: [3]}
+
+
+def test_a_deadlock_that_depends_on_time_is_printed_as_set_deadlock_lines(tmp_path, capsys):
+    # rank 1's all-gather is ready at once, its all-reduce only after the receive: ASTRA-sim issues the
+    # all-gather first there while rank 0 issues its all-reduce; the static order (validate, replay)
+    # has both ranks issue the all-reduce first and finishes. Only the timed run sees this deadlock.
+    r0 = [p2p(1, True, 0, 1), coll(2, data=[1]), node(3, data=[2]), gather(4)]
+    r1 = [p2p(1, False, 1, 0), coll(2, data=[1]), node(3, data=[2]), gather(4)]
+    prefix = write_set(tmp_path, [r0, r1])
+    errors, sim, plan = verdicts(prefix)
+    assert errors == [] and plan is None
+    assert isinstance(sim, SetStuck) and sim.stuck == {0: [2, 4], 1: [2, 4]}
+    assert sim.details == (
+        f"{prefix}.0.et: node 2: error: set-deadlock: rank 0 cannot finish: it stops at node(s) 2, 4 (a collective "
+        "some member never reaches, a receive whose send never comes, or a dependency cycle)",
+        f"{prefix}.1.et: node 2: error: set-deadlock: rank 1 cannot finish: it stops at node(s) 2, 4 (a collective "
+        "some member never reaches, a receive whose send never comes, or a dependency cycle)",
+    )

@@ -18,9 +18,12 @@ Layer contract (other stages rely on it; do not change it):
   prints as ``{file}: node {node}: {severity}: {rule}: {message}`` (no ``node N: `` when None).
 * ``validate`` (default mode) reports every problem of :func:`analyze` with these rule names; its
   ``--json`` findings carry rule, file and node.
-* ``simulate`` and ``replay`` call :meth:`RankSetAnalysis.refuse`: on input grounds they print the
-  same error lines (stderr) and exit 2 (:class:`SetRefused`); on a deadlock they exit 3
-  (:class:`SetStuck`) with ``stuck`` = the nodes validate's ``set-deadlock`` problems list.
+* ``replay`` calls :meth:`RankSetAnalysis.refuse`, ``simulate`` :meth:`~RankSetAnalysis.refuse_input`:
+  on input grounds they print the same error lines (stderr) and exit 2 (:class:`SetRefused`); on a
+  deadlock they exit 3 (:class:`SetStuck`) with ``stuck`` = the nodes validate's ``set-deadlock``
+  problems list. (Simulate runs a set the static proof finds stuck, as a ready collective may overtake
+  in time; if its run stops, it raises :meth:`~RankSetAnalysis.stuck_error`, with ``set-deadlock``
+  lines of its own when the deadlock depends on time and validate could not see it.)
 
 Rule names: per file — ``duplicate-id``, ``node-type``, ``dangling-data-dep``, ``dangling-ctrl-dep``,
 ``self-dep``, ``duplicate-dep``, ``cycle-data``, ``cycle-ctrl``, ``no-root``, ``involved-dim``,

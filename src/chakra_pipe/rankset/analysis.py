@@ -33,6 +33,8 @@ PROOF_RUNS_DESPITE = frozenset(
 )
 # Errors replay tolerates: torch.distributed runs the collectives ASTRA-sim does not simulate.
 REPLAY_TOLERATES = frozenset({"comm-type-unsupported"})
+# Errors of a set that cannot finish (with ``set-deadlock``): simulate lets its timed run decide.
+CANNOT_FINISH = frozenset({DEADLOCK, "cycle-data", "cycle-ctrl", "collective-mismatch", "p2p-unmatched"})
 
 
 @dataclass
@@ -51,13 +53,34 @@ class RankSetAnalysis:
         return [f for f in self.findings if f.is_error]
 
     def refuse(self, tolerated: frozenset[str] = frozenset()) -> None:
-        """Raise what simulate (and, with ``tolerated=REPLAY_TOLERATES``, replay) do for this set;
-        return when they may run it."""
+        """Raise what replay (``tolerated=REPLAY_TOLERATES``) does for this set; return when it may run.
+
+        Replay walks each rank's comm slot in the static issue order the proof plays, so a stuck
+        proof is a replay that cannot finish.
+        """
         errors = [f for f in self.errors if f.rule not in tolerated]
         if self.stuck:
             raise SetStuck(errors, self.stuck)
         if errors:
             raise SetRefused(errors)
+
+    def refuse_input(self) -> None:
+        """Raise what simulate does before running: ``SetRefused`` for any error, unless the errors
+        are the ones of a set that cannot finish (then the timed run decides, see :meth:`stuck_error`).
+
+        ASTRA-sim's comm slot takes the smallest *ready* id, so a later collective may overtake one
+        still waiting for its inputs: a set the static proof finds stuck can still finish in time.
+        """
+        errors = self.errors
+        if errors and not (self.stuck and all(f.rule in CANNOT_FINISH for f in errors)):
+            raise SetRefused(errors)
+
+    def stuck_error(self, stuck: dict[int, list[int]]) -> SetStuck:
+        """What simulate raises when its timed run stops with ``stuck`` nodes: validate's problem
+        lines when the proof saw the deadlock (its ``set-deadlock`` nodes are the same frontier), else
+        ``set-deadlock`` lines for the timed run's own stuck nodes (a deadlock that depends on time)."""
+        found = self.errors if self.stuck else deadlock_findings([v.file for v in self.ranks], stuck)
+        return SetStuck(found, stuck)
 
 
 # id(TraceSet) -> (weak reference to it, key, analysis): TraceSets are unhashable dataclasses
@@ -114,15 +137,20 @@ def _analyze(
     stuck: dict[int, list[int]] = {}
     if all(f.rule in PROOF_RUNS_DESPITE for f in findings if f.is_error):
         stuck = stuck_nodes(views, slots, table.members)
-        findings += [
-            Finding(
-                files[r],
-                ids[0],
-                DEADLOCK,
-                ERROR,
-                f"rank {r} cannot finish: it stops at node(s) {id_list(ids)} (a collective some member "
-                "never reaches, a receive whose send never comes, or a dependency cycle)",
-            )
-            for r, ids in sorted(stuck.items())
-        ]
+        findings += deadlock_findings(files, stuck)
     return RankSetAnalysis(ts.prefix, findings, views, slots, table, stuck)
+
+
+def deadlock_findings(files: list[str], stuck: dict[int, list[int]]) -> list[Finding]:
+    """One ``set-deadlock`` problem per stuck rank, at its first stuck node, listing them all."""
+    return [
+        Finding(
+            files[r],
+            ids[0],
+            DEADLOCK,
+            ERROR,
+            f"rank {r} cannot finish: it stops at node(s) {id_list(ids)} (a collective some member "
+            "never reaches, a receive whose send never comes, or a dependency cycle)",
+        )
+        for r, ids in sorted(stuck.items())
+    ]

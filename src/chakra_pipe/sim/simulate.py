@@ -10,9 +10,10 @@ from __future__ import annotations
 import gc
 import weakref
 
-from ..errors import ConfigError, StuckError
+from ..errors import ConfigError
 from ..rankset import analyze
 from ..rankset.groups import GroupTable
+from ..rankset.progress import STUCK_LIST_LIMIT
 from .config import HardwareConfig
 from .engine import EventQueue
 from .network import make_network
@@ -22,7 +23,6 @@ from .system.sys import Group, Sys
 from .workload import FifoServer, RankTrace, Workload
 
 _CACHE: dict[int, tuple] = {}  # id(graph) -> (weakref to graph, RankTrace); graphs are unhashable
-STUCK_LIST_LIMIT = 20
 
 
 def _prune_cache() -> None:
@@ -106,7 +106,7 @@ def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_fil
             where="npus_count",
         )
     analysis = analyze(trace_set, comm_groups, groups_file, hw.system.preferred_dataset_splits)
-    analysis.refuse()  # input problems exit 2, a set that cannot finish exits 3, as validate reports them
+    analysis.refuse_input()  # input problems exit 2 with validate's problem lines
     groups = comm_groups if comm_groups is not None else trace_set.comm_groups
     queue = EventQueue()
     network = make_network(hw.backend, hw.network, queue)
@@ -140,14 +140,7 @@ def _simulate(trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_fil
                 ids = [w.t.ids[i] for i in range(len(w.t.ids)) if w.end[i] < 0]
             stuck[w.rank] = sorted(ids)[:STUCK_LIST_LIMIT]
     if stuck:
-        first = min(stuck)
-        raise StuckError(
-            f"{len(stuck)} rank(s) cannot finish (deadlock, unmatched send/recv or a collective "
-            f"some group member never issues); rank {first} waits on node(s) "
-            f"{stuck[first]}",
-            stuck=stuck,
-            file=trace_set.prefix,
-        )
+        raise analysis.stuck_error(stuck)  # exit 3, printed as set-deadlock problem lines
     result.messages = stats.messages
     result.finalize(workloads)
     return result
