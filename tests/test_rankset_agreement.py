@@ -80,6 +80,7 @@ class Verdict:
     status: str
     problems: list[Problem] = field(default_factory=list)
     text: str = ""
+    deadlock_lines: set[str] = field(default_factory=set)  # its ``set-deadlock`` lines, messages and all
 
 
 def parse_problems(text: str) -> list[Problem]:
@@ -110,6 +111,12 @@ def stuck_nodes(text: str, files: list[str]) -> set[tuple[str, int]]:
     return found
 
 
+def _line(finding: dict) -> str:
+    """A ``--json`` finding as validate prints it (Finding.line())."""
+    where = "" if finding["node"] is None else f"node {finding['node']}: "
+    return f"{finding['file']}: {where}{finding['severity']}: {finding['rule']}: {finding['message']}"
+
+
 def run_validate(prefix: Path, out: Path, extra: list[str]) -> Verdict:
     report = out / "findings.json"
     report.unlink(missing_ok=True)
@@ -120,7 +127,9 @@ def run_validate(prefix: Path, out: Path, extra: list[str]) -> Verdict:
         return Verdict("validate", "crash", text=f"exit {outcome.code}: {outcome.stderr[-1500:]}")
     findings = json.loads(report.read_text())["findings"]
     errors = sorted((Problem(f["rule"], f["file"], f["node"]) for f in findings if f["severity"] == "error"), key=str)
-    return Verdict("validate", "input" if errors else "ok", errors, "\n".join(outcome.stdout.splitlines()[-30:]))
+    deadlocks = {_line(f) for f in findings if f["severity"] == "error" and f["rule"] == DEADLOCK_RULE}
+    text = "\n".join(outcome.stdout.splitlines()[-30:])
+    return Verdict("validate", "input" if errors else "ok", errors, text, deadlocks)
 
 
 @dataclass(frozen=True)
@@ -151,7 +160,11 @@ def run_simulate(prefix: Path, out: Path, world: int, extra: list[str], hw: Hard
     status = {0: "ok", 2: "input", 3: "stuck"}.get(outcome.code, "crash")
     if "Traceback" in outcome.stderr:
         status = "crash"
-    return Verdict("simulate", status, parse_problems(outcome.stderr) if status != "ok" else [], outcome.stderr)
+    if status == "ok":
+        return Verdict("simulate", status, text=outcome.stderr)
+    lines = {_CLI_PREFIX.sub("", line.strip()) for line in outcome.stderr.splitlines()}
+    deadlocks = {line for line in lines if (m := _FINDING.match(line)) and m.group("rule") == DEADLOCK_RULE}
+    return Verdict("simulate", status, parse_problems(outcome.stderr), outcome.stderr, deadlocks)
 
 
 def run_plan(prefix: Path, comm_groups: str | None) -> Verdict:
@@ -217,10 +230,19 @@ def _only_deadlock(x: Verdict) -> bool:
 def _compare_stuck(s: Verdict, v: Verdict, files: list[str]) -> list[str]:
     """Simulate's stuck nodes against validate's deadlock findings.
 
-    In the agreed form simulate prints one ``set-deadlock`` line per stuck node: the sets must be equal.
-    Today it prints ``rank R waits on node(s) [..]`` for the first stuck rank only: validate's findings
-    for the ranks printed must be those nodes.
+    In the agreed form simulate prints validate's ``set-deadlock`` lines (one per stuck rank, naming
+    its stuck nodes): the lines must be equal, messages and all. The old form, ``rank R waits on
+    node(s) [..]`` for the first stuck rank only, must name the nodes validate reports for that rank.
     """
+    if s.deadlock_lines:
+        if s.deadlock_lines != v.deadlock_lines:
+            return [
+                f"simulate's {DEADLOCK_RULE} lines:\n  "
+                + "\n  ".join(sorted(s.deadlock_lines))
+                + "\nvalidate's:\n  "
+                + ("\n  ".join(sorted(v.deadlock_lines)) or "none")
+            ]
+        return []
     said = stuck_nodes(s.text, files)
     claimed = {(q.file, q.node) for q in v.problems if q.rule == DEADLOCK_RULE}
     if not said:
@@ -394,12 +416,12 @@ def test_problem_lines_are_read_as_rule_file_and_node():
 
 def test_stuck_nodes_must_be_the_ones_validate_reports():
     files = ["/d/set.0.et", "/d/set.1.et"]
-    v = Verdict("validate", "input", [Problem(DEADLOCK_RULE, files[0], 4), Problem("p2p-unmatched", files[0], 4)])
-    agreed = Verdict("simulate", "stuck", text=f"{files[0]}: node 4: error: {DEADLOCK_RULE}: waits for a message")
-    agreed.problems = parse_problems(agreed.text)
+    line = f"{files[0]}: node 4: error: {DEADLOCK_RULE}: rank 0 stops at node(s) 4, 5"
+    v = Verdict("validate", "input", [Problem(DEADLOCK_RULE, files[0], 4)], deadlock_lines={line})
+    agreed = Verdict("simulate", "stuck", parse_problems(line), line, {line})
     assert _compare_stuck(agreed, v, files) == []
-    other = Verdict("simulate", "stuck", text=f"{files[1]}: node 2: error: {DEADLOCK_RULE}: never issued")
-    other.problems = parse_problems(other.text)
-    assert _compare_stuck(other, v, files), "a different stuck node must be a disagreement"
+    fewer = line.replace("4, 5", "4")
+    other = Verdict("simulate", "stuck", parse_problems(fewer), fewer, {fewer})
+    assert _compare_stuck(other, v, files), "a different list of stuck nodes must be a disagreement"
     legacy = Verdict("simulate", "stuck", text="/d/set: 1 rank(s) cannot finish; rank 0 waits on node(s) [4, 5]")
     assert _compare_stuck(legacy, v, files), "validate misses node 5"
