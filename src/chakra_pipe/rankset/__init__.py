@@ -35,27 +35,24 @@ replayed BROADCAST; replay tolerates it), ``p2p-empty``, ``mem-node``, ``metadat
 
 from __future__ import annotations
 
-from .analysis import DEADLOCK, RankSetAnalysis, analyze
-from .comm import WORLD, CommSpec, canonical_group
-from .problems import ERROR, WARNING, Finding, SetRefused, SetStuck
-from .slots import SLOT_COMM, SLOT_CPU, SLOT_GPU, SLOT_NAMES, SLOT_NONE, slot_of
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "DEADLOCK",
-    "ERROR",
-    "SLOT_COMM",
-    "SLOT_CPU",
-    "SLOT_GPU",
-    "SLOT_NAMES",
-    "SLOT_NONE",
-    "WARNING",
-    "WORLD",
-    "CommSpec",
-    "Finding",
-    "RankSetAnalysis",
-    "SetRefused",
-    "SetStuck",
-    "analyze",
-    "canonical_group",
-    "slot_of",
-]
+from ..lazy import lazy_getattr
+
+if TYPE_CHECKING:  # the names as the type checker sees them; at run time __getattr__ below resolves them
+    from .analysis import DEADLOCK, RankSetAnalysis, analyze  # noqa: F401 (exported: __all__)
+    from .comm import WORLD, CommSpec, canonical_group  # noqa: F401 (exported: __all__)
+    from .problems import ERROR, WARNING, Finding, SetRefused, SetStuck  # noqa: F401 (exported: __all__)
+    from .slots import SLOT_COMM, SLOT_CPU, SLOT_GPU, SLOT_NAMES, SLOT_NONE, slot_of  # noqa: F401
+
+# Resolved lazily: the simulator's config module reads one rule from here (``comm``), and importing
+# it must not pull in the analysis, numpy-heavy rules and protobuf.
+_EXPORTS = {
+    **dict.fromkeys(("DEADLOCK", "RankSetAnalysis", "analyze"), "analysis"),
+    **dict.fromkeys(("WORLD", "CommSpec", "canonical_group"), "comm"),
+    **dict.fromkeys(("ERROR", "WARNING", "Finding", "SetRefused", "SetStuck"), "problems"),
+    **dict.fromkeys(("SLOT_COMM", "SLOT_CPU", "SLOT_GPU", "SLOT_NAMES", "SLOT_NONE", "slot_of"), "slots"),
+}
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

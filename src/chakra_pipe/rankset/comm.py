@@ -26,18 +26,6 @@ COMM_REQUIRED = {
 }
 
 
-def all_gather_too_small(size: int, splits: int) -> str | None:
-    """Why an all-gather of ``size`` bytes cannot run with ``preferred-dataset-splits`` = ``splits``
-    (None when it can): its chunk ``size // splits`` would be 0 bytes, and ASTRA-sim, which does not
-    round all-gather chunks up (spec §3.2), divides by zero. Simulate and validate share this rule."""
-    if size >= splits:
-        return None
-    return (
-        f"ALL_GATHER comm_size {size} B is smaller than preferred-dataset-splits {splits}: its chunks would be "
-        "0 bytes (ASTRA-sim divides by zero); use comm_size >= preferred-dataset-splits"
-    )
-
-
 def canonical_group(pg_name: str) -> str:
     """The group-table key a ``pg_name`` selects: ``""`` and ``"0"`` are both the world group."""
     return WORLD if pg_name in WORLD_PG_NAMES else pg_name

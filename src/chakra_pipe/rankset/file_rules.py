@@ -21,10 +21,11 @@ from ..et.framing import parse_node
 from ..et.graph import TraceGraph
 from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
-from .comm import COMM_REQUIRED, all_gather_too_small
+from .comm import COMM_REQUIRED
 from .graphalgo import Parents, find_cycle, issue_order, resolved_parents
 from .groups import SHOW_IDS, id_list
 from .problems import ERROR, WARNING, Finding
+from .sizes import all_gather_too_small
 
 INT_KIND_NUMBERS = sorted(KIND_NUMBER[k] for k in INT_KINDS)
 _INT_NUMBERS = frozenset(INT_KIND_NUMBERS)

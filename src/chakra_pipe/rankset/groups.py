@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .comm import WORLD, canonical_group
 from .problems import ERROR, Finding
 
@@ -50,7 +52,7 @@ class GroupTable:
 
 def resolve_groups(
     files: list[str],
-    node_ids: Sequence[Sequence[int]],
+    node_ids: Sequence[Sequence[int] | np.ndarray],
     metadata_tables: list[dict[int, dict[str, list[int]]]],
     comm_groups: dict[int, list[int]] | None,
     groups_file: str,

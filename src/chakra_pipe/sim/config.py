@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..rankset.comm import all_gather_too_small  # noqa: F401 -- the simulator checks it at run time too
+from ..rankset.sizes import all_gather_too_small  # noqa: F401 -- the simulator checks it at run time too
 from ..readfile import read_json, read_yaml
 
 ALGORITHMS = ("ring", "oneRing", "direct", "oneDirect", "halvingDoubling", "oneHalvingDoubling", "doubleBinaryTree")
