@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..digits import is_int_text
 from ..errors import InputError, StuckError
 from ..et import schema
 from ..et.process_groups import parse_process_groups
@@ -134,7 +135,7 @@ def build_plan(ts: TraceSet) -> ReplayPlan:
 
 
 def _group_key(name: str) -> tuple[int, int, str]:
-    return (0, int(name), "") if name.isdigit() else (1, 0, name)
+    return (0, int(name), "") if is_int_text(name) else (1, 0, name)
 
 
 def canonical_group(pg_name: str) -> str:
