@@ -15,16 +15,17 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_et_process_groups import RING_SYSTEM, metadata_set, ring_hardware
 from test_robust_support import assert_clean, call_cli
 
 from chakra_pipe.convert.pytorch import ProcessGroups
 from chakra_pipe.digits import is_int_text
 from chakra_pipe.errors import ChakraPipeError, ConfigError, InputError
-from chakra_pipe.et import TraceSet, schema, set_attr, write_trace
+from chakra_pipe.et import TraceSet
 from chakra_pipe.et.process_groups import parse_process_groups
 from chakra_pipe.launch.hostlist import expand
 from chakra_pipe.replay.plan import build_plan
-from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim import SystemConfig, simulate
 from chakra_pipe.transform.compute import per_rank_factors
 
 # Characters Python calls numeric (isdigit/isdecimal/isnumeric) that are not ASCII 0-9: "²", "٣", "½", "Ⅻ"...
@@ -35,15 +36,6 @@ UNICODE_DIGITS = (
     .map("".join)
     .filter(lambda s: not s.isascii())
 )
-
-SYSTEM = {
-    "scheduling-policy": "LIFO",
-    "collective-optimization": "localBWAware",
-    "preferred-dataset-splits": 1,
-    "local-mem-bw": 50,
-    "all-reduce-implementation": ["ring"],
-}
-NETWORK = {"topology": ["Ring"], "npus_count": [2], "bandwidth": [50], "latency": [500]}
 
 
 @given(st.text(max_size=8))
@@ -75,22 +67,13 @@ def test_validate_simulate_and_replay_name_the_file_and_node(name):
     """The METADATA table reaches all three readers; each refuses it naming rank file and node."""
     values = "['" + json.dumps([{"pg_name": name, "ranks": [0, 1]}]) + "']"
     with tempfile.TemporaryDirectory() as tmp:
-        prefix = Path(tmp) / "w"
-        for rank in range(2):
-            meta = schema.Node(id=7, name="## process_group:init ##", type=schema.METADATA_NODE)
-            meta.inputs.values = values
-            comp = schema.Node(id=8, name="c", type=schema.COMP_NODE, duration_micros=1)
-            set_attr(comp, "is_cpu_op", False)
-            write_trace(f"{prefix}.{rank}.et", schema.GlobalMetadata(version="0.0.4"), [meta, comp])
+        prefix = metadata_set(Path(tmp) / "w", values, node_id=7)
         outcome = call_cli(["validate", prefix])
         assert_clean(outcome, allowed={1})
         assert f"{prefix}.0.et" in outcome.stdout and "node 7" in outcome.stdout
         assert "not an integer of ASCII digits" in outcome.stdout
         ts = TraceSet.load(prefix)
-        hw = HardwareConfig(
-            SystemConfig.from_dict(SYSTEM, source="sys"), NetworkConfig.from_dict(NETWORK, source="net")
-        )
-        for run in (lambda: simulate(ts, hw), lambda: build_plan(ts)):
+        for run in (lambda: simulate(ts, ring_hardware()), lambda: build_plan(ts)):
             with pytest.raises(ChakraPipeError) as exc:
                 run()
             message = str(exc.value)
@@ -144,7 +127,7 @@ def test_per_rank_factor_keys_must_be_ascii_rank_numbers(key):
 
 @given(UNICODE_DIGITS)
 def test_direct_algorithm_width_must_be_ascii_digits(width):
-    config = dict(SYSTEM, **{"all-reduce-implementation": [f"direct{width}"]})
+    config = dict(RING_SYSTEM, **{"all-reduce-implementation": [f"direct{width}"]})
     with pytest.raises(ConfigError) as exc:
         SystemConfig.from_dict(config, source="system.json")
     assert str(exc.value) == f"system.json: all-reduce-implementation: unknown algorithm 'direct{width}'"
