@@ -17,6 +17,34 @@ from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parent.parent
+SNAKEFILE = REPO / "workflow" / "Snakefile"
+STANDING_EPOCH = "1767225600"  # 2026-01-01: SOURCE_DATE_EPOCH of every workflow run (the board's date)
+
+
+def snakemake_cmd(workdir: Path, configfile: str, *extra: str) -> list[str]:
+    """``snakemake`` on the checkout's Snakefile in ``workdir`` with ``configfile`` (relative to it)."""
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(SNAKEFILE),
+        "-d",
+        str(workdir),
+        "--configfile",
+        configfile,
+        *extra,
+    ]
+
+
+def workflow_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this environment) as a workflow run needs it: this interpreter's scripts
+    first on PATH (the rules call ``chakra-pipe``) and the fixed SOURCE_DATE_EPOCH (byte-identical reports)."""
+    env = dict(os.environ if base is None else base, SOURCE_DATE_EPOCH=STANDING_EPOCH)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
 
 def cli(*args: str | os.PathLike) -> list[str]:
     """``chakra-pipe ARGS`` as this interpreter runs it (the checkout's code, whatever is on PATH)."""

@@ -3,7 +3,6 @@ config key and the workload: one bad workload must not surface as a failed job a
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import validated
+from processes import snakemake_cmd, workflow_env
 
 from chakra_pipe.errors import ConfigError
 from chakra_pipe.sweep.campaign import Campaign
 
 REPO = Path(__file__).resolve().parent.parent
-SNAKEFILE = REPO / "workflow" / "Snakefile"
 
 
 def _config(workload: dict) -> dict:
@@ -100,23 +99,10 @@ def test_workflow_stops_before_any_job_naming_the_key(tmp_path):
     (tmp_path / "bad.yaml").write_text(
         yaml.safe_dump(_config({"kind": "llm", "model": "mixtral-8x7b", "dp": 8, "ep": 3}))
     )
-    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(SNAKEFILE),
-            "-d",
-            str(tmp_path),
-            "--configfile",
-            "bad.yaml",
-            "--cores",
-            "1",
-        ],
+        snakemake_cmd(tmp_path, "bad.yaml", "--cores", "1"),
         cwd=tmp_path,
-        env=env,
+        env=workflow_env(),
         capture_output=True,
         text=True,
         timeout=300,

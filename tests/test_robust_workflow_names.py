@@ -17,9 +17,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from processes import snakemake_cmd, workflow_env
 
 REPO = Path(__file__).resolve().parent.parent
-SNAKEFILE = REPO / "workflow" / "Snakefile"
 RULES = sorted((REPO / "workflow" / "rules").glob("*.smk"))
 
 # A field of a Snakemake format string: {name}, {name.attr}, {name:q} (doubled braces are literal).
@@ -152,24 +152,10 @@ def test_hostile_names_run_as_data_through_the_whole_workflow(tmp_path):
     }
     (tmp_path / "names.yaml").write_text(yaml.safe_dump(config))
     before = set(os.listdir(tmp_path))
-    env = dict(os.environ, SOURCE_DATE_EPOCH="1767225600")
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(SNAKEFILE),
-            "-d",
-            str(tmp_path),
-            "--configfile",
-            "names.yaml",
-            "--cores",
-            "2",
-        ],
+        snakemake_cmd(tmp_path, "names.yaml", "--cores", "2"),
         cwd=tmp_path,
-        env=env,
+        env=workflow_env(),
         capture_output=True,
         text=True,
         timeout=600,

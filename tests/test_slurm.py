@@ -18,7 +18,18 @@ import time
 from pathlib import Path
 
 import pytest
-from processes import call_bytes, capture_args, cli, dp_tp_set, parent_of, proc_pids, run_bounded, stall_trace
+from processes import (
+    call_bytes,
+    capture_args,
+    cli,
+    dp_tp_set,
+    parent_of,
+    proc_pids,
+    run_bounded,
+    snakemake_cmd,
+    stall_trace,
+    workflow_env,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONF = Path(os.environ.get("CHAKRA_PIPE_SLURM_DIR", "/tmp/chakra-pipe-slurm")) / "slurm.conf"
@@ -200,19 +211,7 @@ def test_smoke_campaign_through_the_slurm_profile_matches_a_local_run(slurm, tmp
     for how in ("local", "slurm"):
         work = tmp_path / how
         shutil.copytree(REPO / "config", work / "config")
-        env = dict(slurm, SOURCE_DATE_EPOCH="1767225600")
-        snakefile = REPO / "workflow" / "Snakefile"
-        base = [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(snakefile),
-            "-d",
-            str(work),
-            "--configfile",
-            "config/smoke.yaml",
-        ]
+        env = workflow_env(slurm)
         extra = (
             ["--cores", "2"]
             if how == "local"
@@ -225,7 +224,7 @@ def test_smoke_campaign_through_the_slurm_profile_matches_a_local_run(slurm, tmp
                 "5",
             ]
         )
-        res = run([*base, *extra], env, timeout=900, cwd=work)
+        res = run(snakemake_cmd(work, "config/smoke.yaml", *extra), env, timeout=900, cwd=work)
         assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
         results[how] = {name: (work / "reports/smoke" / name).read_bytes() for name in SMOKE_OUTPUTS}
         if how == "slurm":  # real sbatch submissions; the campaign's tiny jobs as one group
