@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,40 @@ def dp_tp_set(folder: Path, env: dict[str, str] | None = None) -> str:
     gen = run_bounded(cli(*generate_llm_args(prefix)), timeout=300, env=env)
     assert gen.returncode == 0, gen.stderr
     return prefix
+
+
+def generate_collective_args(out: str | os.PathLike, npus: int, size: str, *extra: str) -> list[str]:
+    """``generate collective`` of one all-reduce of ``size`` on ``npus`` ranks into ``out``."""
+    return [
+        "generate",
+        "collective",
+        "--type",
+        "all_reduce",
+        "--npus",
+        str(npus),
+        "--size",
+        size,
+        *extra,
+        "--out",
+        str(out),
+    ]
+
+
+def start_huge_generate(prefix: Path, stderr: int = subprocess.DEVNULL) -> subprocess.Popen:
+    """A ``generate`` of 200,000 rank files, long enough to be interrupted part-way through;
+    :func:`wait_for_rank_files` says when it is."""
+    return subprocess.Popen(cli(*generate_collective_args(prefix, 200_000, "1MiB", "--allow-large")), stderr=stderr)
+
+
+def wait_for_rank_files(proc: subprocess.Popen, prefix: Path, count: int, seconds: float = 60) -> None:
+    """Return once ``count`` rank files ``PREFIX.*.et`` exist, ``proc`` has ended or ``seconds`` passed."""
+    deadline = time.monotonic() + seconds
+    while (
+        len(list(prefix.parent.glob(f"{prefix.name}.*.et"))) < count
+        and proc.poll() is None
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
 
 
 def capture_args(model: str | os.PathLike, out: str | os.PathLike, *extra: str, ranks: int = 2) -> list[str]:

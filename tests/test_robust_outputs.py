@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from processes import start_huge_generate, wait_for_rank_files
 from test_robust_support import leftovers
 
 from chakra_pipe.atomic import atomic_open, write_bytes
@@ -226,28 +227,8 @@ def test_output_to_a_closed_stdout_is_not_reported_as_written(trace8):
 
 
 def test_sigterm_mid_write_leaves_no_temporary(tmp_path):
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "chakra_pipe.cli",
-            "generate",
-            "collective",
-            "--type",
-            "all_reduce",
-            "--npus",
-            "200000",
-            "--size",
-            "1MiB",
-            "--allow-large",
-            "--out",
-            str(tmp_path / "big"),
-        ],
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 60
-    while len(list(tmp_path.glob("big.*.et"))) < 20 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    proc = start_huge_generate(tmp_path / "big", stderr=subprocess.PIPE)
+    wait_for_rank_files(proc, tmp_path / "big", 20)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err

@@ -4,13 +4,12 @@ config key and the workload: one bad workload must not surface as a failed job a
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import validated
-from processes import snakemake_cmd, workflow_env
+from processes import cli, generate_collective_args, run_bounded, snakemake_cmd, workflow_env
 
 from chakra_pipe.errors import ConfigError
 from chakra_pipe.sweep.campaign import Campaign
@@ -32,25 +31,7 @@ def _config(workload: dict) -> dict:
 @pytest.fixture(scope="module")
 def four_rank_set(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("set4")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "chakra_pipe.cli",
-            "generate",
-            "collective",
-            "--type",
-            "all_reduce",
-            "--npus",
-            "4",
-            "--size",
-            "1KiB",
-            "--out",
-            str(root / "ar"),
-        ],
-        capture_output=True,
-        timeout=60,
-    )
+    run = run_bounded(cli(*generate_collective_args(root / "ar", 4, "1KiB")), timeout=60)
     assert run.returncode == 0
     return root / "ar"
 
