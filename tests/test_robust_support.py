@@ -35,6 +35,22 @@ DOCUMENTED_CODES = {0, 1, 2, 3}
 MEMORY_LIMIT = 3 << 30  # bytes of address space a single CLI run may map (a blow-up fails fast)
 _ERROR_LINE = re.compile(r"^chakra-pipe [a-z-]+(?: [a-z-]+)?: error: \S.*$")
 _TEMP_NAME = re.compile(r"^\..+\.tmp$")  # atomic_open's temporary names: .<target>.<random>.tmp
+# The system.json and network.yml the reader and CLI robustness tests start from: a 2-NPU ring with
+# every collective on the ring algorithm, roofline off (a test that needs it spreads this and sets it).
+RING_SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "collective-optimization": "baseline",
+    "endpoint-delay": 10,
+    "preferred-dataset-splits": 4,
+    "local-mem-bw": 1600,
+    "peak-perf": 900,
+    "roofline-enabled": 0,
+    "all-reduce-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+}
+RING_NETWORK = "topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n"
 
 
 @dataclass(frozen=True)
