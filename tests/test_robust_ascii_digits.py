@@ -23,6 +23,7 @@ from chakra_pipe.digits import is_int_text
 from chakra_pipe.errors import ChakraPipeError, ConfigError, InputError
 from chakra_pipe.et import TraceSet
 from chakra_pipe.et.process_groups import parse_process_groups
+from chakra_pipe.generate.sizes import parse_size
 from chakra_pipe.launch.hostlist import expand
 from chakra_pipe.replay.plan import build_plan
 from chakra_pipe.sim import SystemConfig, simulate
@@ -140,3 +141,12 @@ def test_slurm_host_list_ranges_must_be_ascii_digits(digits):
             expand(expr)
         item = expr[5:-1]
         assert str(exc.value) == f"SLURM_STEP_NODELIST: bad range {item!r} in host list {expr!r}"
+
+
+@given(UNICODE_DIGITS)
+def test_sizes_are_ascii_digits(digits):
+    """``\\d`` matches "٣" and ``int`` reads it as 3: a size of "٣MiB" was 3 MiB, now it is refused."""
+    with pytest.raises(InputError) as exc:
+        parse_size(f"{digits}MiB", where="workloads.ar.size")
+    assert str(exc.value).startswith(f"workloads.ar.size: cannot read size '{digits}MiB'")
+    assert parse_size("3MiB") == 3 << 20
