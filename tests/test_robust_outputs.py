@@ -153,33 +153,26 @@ def _closed_stdout(*argv) -> subprocess.CompletedProcess:
         os.close(w)
 
 
-def test_closed_stdout_keeps_simulate_outputs_and_exit_code(trace8, tmp_path):
-    out, timeline = tmp_path / "o.json", tmp_path / "t.json"
-    p = _closed_stdout(
+def _simulate_args(trace: Path, out: Path) -> list:
+    """``simulate`` of ``trace`` on the 8-NPU test hardware, results to ``out``."""
+    return [
         "simulate",
         "--workload-configuration",
-        trace8,
+        trace,
         "--system-configuration",
         HW / "system.json",
         "--network-configuration",
         HW / "network.yml",
         "--output-json",
         out,
-        "--timeline",
-        timeline,
-    )
+    ]
+
+
+def test_closed_stdout_keeps_simulate_outputs_and_exit_code(trace8, tmp_path):
+    out, timeline = tmp_path / "o.json", tmp_path / "t.json"
+    p = _closed_stdout(*_simulate_args(trace8, out), "--timeline", timeline)
     assert p.returncode == 0 and p.stderr == ""
-    ref = _cli(
-        "simulate",
-        "--workload-configuration",
-        trace8,
-        "--system-configuration",
-        HW / "system.json",
-        "--network-configuration",
-        HW / "network.yml",
-        "--output-json",
-        tmp_path / "ref.json",
-    )
+    ref = _cli(*_simulate_args(trace8, tmp_path / "ref.json"))
     assert out.read_bytes() == (tmp_path / "ref.json").read_bytes() and timeline.stat().st_size > 0
     assert ref.stdout.startswith("sys[0] finished")
 
@@ -198,20 +191,7 @@ def test_closed_stdout_keeps_validate_findings_and_exit_code(trace8, tmp_path):
 def test_no_stdout_at_all_changes_nothing(trace8, tmp_path):
     """`>&-`: Python starts with sys.stdout None; printing must not crash the verb."""
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "chakra_pipe.cli",
-            "simulate",
-            "--workload-configuration",
-            str(trace8),
-            "--system-configuration",
-            str(HW / "system.json"),
-            "--network-configuration",
-            str(HW / "network.yml"),
-            "--output-json",
-            str(tmp_path / "o.json"),
-        ],
+        [sys.executable, "-m", "chakra_pipe.cli", *map(str, _simulate_args(trace8, tmp_path / "o.json"))],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
