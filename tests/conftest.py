@@ -83,29 +83,13 @@ def run_campaign(folder: Path, config: dict[str, Any], name: str) -> None:
     with the end of Snakemake's log unless it succeeds."""
     import shutil
     import subprocess
-    import sys
 
     import yaml
 
     shutil.copytree(REPO / "config", folder / "config")
     (folder / "config" / f"{name}.yaml").write_text(yaml.safe_dump(config))
-    env = dict(
-        os.environ,
-        PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-        SOURCE_DATE_EPOCH="1767225600",
-    )
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "workflow" / "Snakefile"),
-        "-d",
-        str(folder),
-        "--configfile",
-        f"config/{name}.yaml",
-        "--cores",
-        "2",
-    ]
-    run = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=600, check=False)
+    from processes import snakemake_cmd, workflow_env
+
+    cmd = snakemake_cmd(folder, f"config/{name}.yaml", "--cores", "2")
+    run = subprocess.run(cmd, cwd=folder, env=workflow_env(), capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from conftest import TORCH_EXTRA
+from processes import capture_args, cli, run_bounded
 
 from chakra_pipe.capture.plan import P2P_TAG, explicit_calls, sub_group_ranks
 from chakra_pipe.et import read_trace, schema
@@ -146,32 +146,9 @@ def train_step(rank, world_size):
 def test_user_script_capture_via_cli(tmp_path: Path, torch_env):
     script = tmp_path / "step.py"
     script.write_text(USER_SCRIPT)
-    cli = [sys.executable, "-m", "chakra_pipe.cli"]
-    r = subprocess.run(
-        cli
-        + [
-            "capture",
-            "--model",
-            str(script),
-            "--ranks",
-            "2",
-            "--steps",
-            "1",
-            "--backend",
-            "gloo",
-            "--out",
-            str(tmp_path / "cap"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = run_bounded(cli(*capture_args(script, tmp_path / "cap", "--steps", "1")), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    r = subprocess.run(
-        cli + ["convert", "pytorch", "--ranks-dir", str(tmp_path / "cap"), "--out", str(tmp_path / "u")],
-        capture_output=True,
-        text=True,
-    )
+    r = run_bounded(cli("convert", "pytorch", "--ranks-dir", tmp_path / "cap", "--out", tmp_path / "u"), timeout=300)
     assert r.returncode == 0, r.stderr
     assert comm_nodes(tmp_path / "u.0.et") == Counter(
         {
@@ -204,25 +181,7 @@ def test_capture_cli_rejects_bad_arguments(tmp_path: Path, capsys):
 def test_a_failing_rank_stops_the_capture_with_one_line(tmp_path: Path, torch_env):
     script = tmp_path / "bad.py"
     script.write_text("def train_step(rank, world_size):\n    raise RuntimeError(f'boom on rank {rank}')\n")
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "chakra_pipe.cli",
-            "capture",
-            "--model",
-            str(script),
-            "--ranks",
-            "2",
-            "--backend",
-            "gloo",
-            "--out",
-            str(tmp_path / "cap"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = run_bounded(cli(*capture_args(script, tmp_path / "cap")), timeout=300)
     assert r.returncode == 2
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("chakra-pipe capture: error:") and "RuntimeError: boom on rank" in last
@@ -233,27 +192,7 @@ def test_a_failing_rank_stops_the_capture_with_one_line(tmp_path: Path, torch_en
 def test_a_hanging_train_step_ends_at_the_timeout_with_nothing_left(tmp_path: Path, torch_env):
     script = tmp_path / "hang.py"
     script.write_text("import time\n\ndef train_step(rank, world_size):\n    time.sleep(3600)\n")
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "chakra_pipe.cli",
-            "capture",
-            "--model",
-            str(script),
-            "--ranks",
-            "2",
-            "--backend",
-            "gloo",
-            "--timeout",
-            "8",
-            "--out",
-            str(tmp_path / "cap"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = run_bounded(cli(*capture_args(script, tmp_path / "cap", "--timeout", "8")), timeout=120)
     assert r.returncode == 2
     last = r.stderr.strip().splitlines()[-1]
     assert "did not finish within --timeout 8 s" in last and "Traceback" not in r.stderr

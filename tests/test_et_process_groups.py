@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from chakra_pipe.errors import ChakraPipeError
@@ -26,6 +28,34 @@ BAD = {
 }
 
 
+def metadata_set(prefix: Path, values: str, node_id: int = 0) -> Path:
+    """A 2-rank set whose ranks hold a METADATA node ``node_id`` carrying ``values`` and one COMP node."""
+    for rank in range(2):
+        meta = schema.Node(id=node_id, name="## process_group:init ##", type=schema.METADATA_NODE)
+        meta.inputs.values = values
+        comp = schema.Node(id=node_id + 1, name="c", type=schema.COMP_NODE, duration_micros=1)
+        set_attr(comp, "is_cpu_op", False)
+        write_trace(f"{prefix}.{rank}.et", schema.GlobalMetadata(version="0.0.4"), [meta, comp])
+    return prefix
+
+
+RING_SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "collective-optimization": "localBWAware",
+    "preferred-dataset-splits": 1,
+    "local-mem-bw": 50,
+    "all-reduce-implementation": ["ring"],
+}
+
+
+def ring_hardware() -> HardwareConfig:
+    """A 2-NPU ring: enough for the simulator to read the METADATA node before it runs anything."""
+    network = {"topology": ["Ring"], "npus_count": [2], "bandwidth": [50], "latency": [500]}
+    return HardwareConfig(
+        SystemConfig.from_dict(RING_SYSTEM, source="sys"), NetworkConfig.from_dict(network, source="net")
+    )
+
+
 def test_good_table():
     assert parse_process_groups(GOOD) == ({"1": [0, 1], "0": []}, "")
 
@@ -34,30 +64,11 @@ def test_good_table():
 def test_bad_tables_are_refused_alike_by_validate_simulate_and_replay(case, tmp_path):
     values, needle = BAD[case]
     assert needle in parse_process_groups(values)[1]
-    prefix = tmp_path / "w"
-    for rank in range(2):
-        meta = schema.Node(id=0, name="## process_group:init ##", type=schema.METADATA_NODE)
-        meta.inputs.values = values
-        comp = schema.Node(id=1, name="c", type=schema.COMP_NODE, duration_micros=1)
-        set_attr(comp, "is_cpu_op", False)
-        write_trace(f"{prefix}.{rank}.et", schema.GlobalMetadata(version="0.0.4"), [meta, comp])
+    prefix = metadata_set(tmp_path / "w", values)
     report = validate_set(prefix)
     assert [f.rule for f in report.findings if f.is_error] == ["metadata-pg", "metadata-pg"]
     ts = TraceSet.load(prefix)
-    system = SystemConfig.from_dict(
-        {
-            "scheduling-policy": "LIFO",
-            "collective-optimization": "localBWAware",
-            "preferred-dataset-splits": 1,
-            "local-mem-bw": 50,
-            "all-reduce-implementation": ["ring"],
-        },
-        source="sys",
-    )
-    net = NetworkConfig.from_dict(
-        {"topology": ["Ring"], "npus_count": [2], "bandwidth": [50], "latency": [500]}, source="net"
-    )
-    for run in (lambda: simulate(ts, HardwareConfig(system, net)), lambda: build_plan(ts)):
+    for run in (lambda: simulate(ts, ring_hardware()), lambda: build_plan(ts)):
         with pytest.raises(ChakraPipeError) as exc:
             run()
         assert exc.value.exit_code == 2 and needle in str(exc.value)

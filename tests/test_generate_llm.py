@@ -143,6 +143,23 @@ def step_flops(L, h, a, kv, f, V, S, B, gated, experts=0, top_k=2):
     return 3 * (L * (attn + mlp) + 2 * t * h * V)
 
 
+def model_step_flops(m, spec) -> int:
+    """:func:`step_flops` of a generated model and its run spec."""
+    return step_flops(
+        m.layers,
+        m.hidden,
+        m.heads,
+        m.kv_heads,
+        m.ffn,
+        m.vocab,
+        m.seq,
+        spec.global_batch,
+        m.gated_mlp,
+        m.experts,
+        m.top_k,
+    )
+
+
 def total_num_ops(ts: TraceSet) -> int:
     return sum(int(g.int_attr("num_ops")[g.types == COMP].sum()) for g in ts.ranks)
 
@@ -158,19 +175,7 @@ def total_num_ops(ts: TraceSet) -> int:
 )
 def test_flops_equal_the_analytic_training_flops(tmp_path, case):
     m, spec, result, ts = make(tmp_path, **case)
-    expected = step_flops(
-        m.layers,
-        m.hidden,
-        m.heads,
-        m.kv_heads,
-        m.ffn,
-        m.vocab,
-        m.seq,
-        spec.global_batch,
-        m.gated_mlp,
-        m.experts,
-        m.top_k,
-    )
+    expected = model_step_flops(m, spec)
     assert total_num_ops(ts) == pytest.approx(expected, rel=0.01)
     assert result.flops == total_num_ops(ts)
 
@@ -500,17 +505,5 @@ def test_random_configurations_are_valid_and_exact(tmp_path, seed):
     )
     m, spec, _, ts = make(tmp_path, **case)
     check_rank_set(ts)
-    expected = step_flops(
-        m.layers,
-        m.hidden,
-        m.heads,
-        m.kv_heads,
-        m.ffn,
-        m.vocab,
-        m.seq,
-        spec.global_batch,
-        m.gated_mlp,
-        m.experts,
-        m.top_k,
-    )
+    expected = model_step_flops(m, spec)
     assert total_num_ops(ts) == pytest.approx(expected, rel=0.01)

@@ -4,14 +4,12 @@ failure is named, and the ``env`` launcher driven by a real ``torchrun``."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from processes import call_bytes, capture_args, cli, dp_tp_set, run_bounded
 
 from chakra_pipe.errors import InputError
 from chakra_pipe.launch.hostlist import expand
@@ -143,62 +141,6 @@ def test_srun_launcher_without_slurm_is_one_clear_line(tmp_path, capsys, monkeyp
 torch = pytest.importorskip("torch", reason="the launcher's process tests need torch: pip install 'chakra-pipe[torch]'")
 
 
-def _run(cmd: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} did not finish within {timeout} s")
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
-def call_bytes(result: dict) -> list:
-    """What every comm node handed to torch.distributed, per rank and iteration: the replay's bytes."""
-    return [[(n["id"], n.get("call_bytes")) for n in r["nodes"]] for r in result["ranks"]]
-
-
-def dp_tp_set(tmp_path: Path) -> str:
-    prefix = str(tmp_path / "llm")
-    gen = _run(
-        [
-            sys.executable,
-            "-m",
-            "chakra_pipe.cli",
-            "generate",
-            "llm",
-            "--model",
-            "llama3-8b",
-            "--layers",
-            "1",
-            "--dp",
-            "2",
-            "--tp",
-            "2",
-            "--pp",
-            "1",
-            "--hidden",
-            "128",
-            "--heads",
-            "4",
-            "--ffn",
-            "256",
-            "--vocab",
-            "512",
-            "--seq",
-            "32",
-            "--out",
-            prefix,
-        ]
-    )
-    assert gen.returncode == 0, gen.stderr
-    return prefix
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("torchrun") is None and not (Path(sys.executable).parent / "torchrun").exists(),
@@ -207,25 +149,12 @@ def dp_tp_set(tmp_path: Path) -> str:
 def test_replay_env_launcher_under_torchrun_matches_the_local_replay(tmp_path):
     prefix = dp_tp_set(tmp_path)
     args = ["replay", prefix, "--iterations", "2", "--compute", "skip", "--timeout", "120"]
-    local = _run(
-        [sys.executable, "-m", "chakra_pipe.cli", *args, "--launcher", "local", "--out", str(tmp_path / "local.json")]
-    )
+    local = run_bounded(cli(*args, "--launcher", "local", "--out", tmp_path / "local.json"), timeout=240)
     assert local.returncode == 0, local.stderr
     torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
-    res = _run(
-        [
-            torchrun,
-            "--standalone",
-            "--nproc-per-node",
-            "4",
-            "-m",
-            "chakra_pipe.cli",
-            *args,
-            "--launcher",
-            "env",
-            "--out",
-            str(tmp_path / "env.json"),
-        ]
+    env_launch = [*args, "--launcher", "env", "--out", str(tmp_path / "env.json")]
+    res = run_bounded(
+        [torchrun, "--standalone", "--nproc-per-node", "4", "-m", "chakra_pipe.cli", *env_launch], timeout=240
     )
     assert res.returncode == 0, res.stderr[-3000:]
     assert res.stdout.count("replay: 4 ranks on gloo/cpu") == 1  # rank 0 reports, the others stay quiet
@@ -246,24 +175,7 @@ def test_a_capture_names_the_rank_that_raised_not_the_peer_that_lost_it(tmp_path
         "        raise ValueError(f'bad batch on rank {rank}')\n"
         "    dist.all_reduce(torch.ones(4))\n"
     )
-    res = _run(
-        [
-            sys.executable,
-            "-m",
-            "chakra_pipe.cli",
-            "capture",
-            "--model",
-            str(script),
-            "--ranks",
-            "2",
-            "--backend",
-            "gloo",
-            "--launcher",
-            "local",
-            "--out",
-            str(tmp_path / "cap"),
-        ]
-    )
+    res = run_bounded(cli(*capture_args(script, tmp_path / "cap", "--launcher", "local")), timeout=240)
     assert res.returncode == 2
     assert res.stderr.strip().splitlines()[-1] == (
         f"chakra-pipe capture: error: {tmp_path / 'cap'}: rank {bad_rank}: ValueError: bad batch on rank {bad_rank}"

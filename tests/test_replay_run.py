@@ -11,12 +11,12 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import TORCH_EXTRA
+from processes import cli, generate_llm_args, parent_of, proc_pids, run_bounded, stall_trace
 from test_replay_plan import coll, comp, p2p, write_set
 
 from chakra_pipe.cli import main as cli_main
@@ -31,22 +31,7 @@ COMM_TYPES = (schema.COMM_COLL_NODE, schema.COMM_SEND_NODE, schema.COMM_RECV_NOD
 
 def run_cli(*args: str, timeout: float = HARD_TIMEOUT_S) -> subprocess.CompletedProcess:
     """``chakra-pipe ARGS`` in a new session; the whole group is killed if it overruns."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "chakra_pipe.cli", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail(f"chakra-pipe {' '.join(args)} did not finish within {timeout} s")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return run_bounded(cli(*args), timeout=timeout)
 
 
 def replay(prefix: str, out: Path, *extra: str) -> dict:
@@ -152,32 +137,7 @@ def test_every_collective_kind_and_p2p_replay_with_recorded_bytes(tmp_path):
 @pytest.mark.slow
 def test_generated_llm_dp_tp_trace_replays(tmp_path):
     prefix = str(tmp_path / "llm")
-    gen = run_cli(
-        "generate",
-        "llm",
-        "--model",
-        "llama3-8b",
-        "--layers",
-        "2",
-        "--dp",
-        "2",
-        "--tp",
-        "2",
-        "--pp",
-        "1",
-        "--hidden",
-        "256",
-        "--heads",
-        "4",
-        "--ffn",
-        "512",
-        "--vocab",
-        "1024",
-        "--seq",
-        "64",
-        "--out",
-        prefix,
-    )
+    gen = run_cli(*generate_llm_args(prefix, layers=2, hidden=256, ffn=512, vocab=1024, seq=64))
     assert gen.returncode == 0, gen.stderr
     result = replay(prefix, tmp_path / "r.json", "--iterations", "3", "--compute", "ops")
     assert result["trace"]["ranks"] == 4
@@ -198,34 +158,7 @@ def test_pipeline_sends_facing_each_other_do_not_deadlock(tmp_path):
     # With 1F1B-style microbatches both stages send at once (activations forward, gradients back);
     # ASTRA-sim lets a send complete on arrival, so replay must not wait for the RECV to be issued.
     prefix = str(tmp_path / "pp")
-    gen = run_cli(
-        "generate",
-        "llm",
-        "--model",
-        "llama3-8b",
-        "--layers",
-        "2",
-        "--dp",
-        "1",
-        "--tp",
-        "1",
-        "--pp",
-        "2",
-        "--microbatches",
-        "4",
-        "--hidden",
-        "128",
-        "--heads",
-        "2",
-        "--ffn",
-        "256",
-        "--vocab",
-        "512",
-        "--seq",
-        "32",
-        "--out",
-        prefix,
-    )
+    gen = run_cli(*generate_llm_args(prefix, layers=2, dp=1, tp=1, pp=2, microbatches=4, heads=2))
     assert gen.returncode == 0, gen.stderr
     result = replay(prefix, tmp_path / "r.json", "--iterations", "2", "--compute", "skip")
     assert result["p2p"], "a 2-stage pipeline has sends and receives"
@@ -276,27 +209,17 @@ def test_compare_puts_captured_and_replayed_step_side_by_side(capture, tmp_path)
 # -- failures --------------------------------------------------------------------------------------
 
 
-def stall_trace(tmp_path: Path, seconds: int) -> str:
-    """Rank 1 computes for ``seconds`` before the all-reduce rank 0 is already waiting in."""
-    r0 = [comp(0, 1), coll(1, schema.ALL_REDUCE, 4096)]
-    r1 = [comp(0, seconds * 1_000_000), coll(1, schema.ALL_REDUCE, 4096, data=[0])]
-    return write_set(tmp_path, [r0, r1], name="stall")
-
-
 def _worker_pids(parent: int) -> dict[int, tuple[int, str]]:
     """rank -> (pid, run dir) of the replay workers whose parent is ``parent``."""
     found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in proc_pids():
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            ppid = parent_of(pid)
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
         if ppid == parent and b"chakra_pipe.replay.worker" in argv:
-            found[int(argv[-3])] = (int(entry), argv[-4].decode())  # ... RUN_DIR RANK LOCAL_RANK
+            found[int(argv[-3])] = (pid, argv[-4].decode())  # ... RUN_DIR RANK LOCAL_RANK
     return found
 
 
@@ -315,7 +238,7 @@ def _start_stalled_replay(tmp_path: Path, out: Path) -> tuple[subprocess.Popen, 
     prefix = stall_trace(tmp_path, 100)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "chakra_pipe.cli", "replay", prefix, "--out", str(out), "--timeout", "100"],
+        cli("replay", prefix, "--out", out, "--timeout", "100"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

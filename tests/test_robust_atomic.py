@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import start_huge_generate, wait_for_rank_files
 from test_robust_support import call_cli, chain_bytes, leftovers
 
 from chakra_pipe.atomic import atomic_open, write_bytes
@@ -193,28 +194,8 @@ def test_killed_generate_never_leaves_a_set_that_loads_as_complete(tmp_path):
     from chakra_pipe.et.traceset import TraceSet
 
     prefix = tmp_path / "big"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "chakra_pipe.cli",
-            "generate",
-            "collective",
-            "--type",
-            "all_reduce",
-            "--npus",
-            "200000",
-            "--size",
-            "1MiB",
-            "--allow-large",
-            "--out",
-            str(prefix),
-        ],
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while len(list(tmp_path.glob("big.*.et"))) <= 50 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    proc = start_huge_generate(prefix)
+    wait_for_rank_files(proc, prefix, 51)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     written = len(list(tmp_path.glob("big.*.et")))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_robust_support import RING_SYSTEM
 
 from chakra_pipe.errors import ChakraPipeError
 from chakra_pipe.et.traceset import load_comm_groups
@@ -101,16 +102,7 @@ SYSTEM_KEYS = {
 @SETTINGS
 @given(key=st.sampled_from(sorted(SYSTEM_KEYS)), token=numbers(JSON_ONLY))
 def test_system_json_numbers(tmp_path, key, token):
-    base = {
-        "scheduling-policy": "LIFO",
-        "collective-optimization": "baseline",
-        "endpoint-delay": 10,
-        "preferred-dataset-splits": 4,
-        "local-mem-bw": 1600,
-        "peak-perf": 900,
-        "roofline-enabled": 1,
-        "all-reduce-implementation": ["ring"],
-    }
+    base = {**RING_SYSTEM, "roofline-enabled": 1}
     text = json.dumps(base).replace(f'"{key}": ', f'"{key}": @', 1)
     text = (
         text.replace("@" + json.dumps(base.get(key, 1)), token) if key in base else text[:-1] + f', "{key}": {token}}}'

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from google.protobuf.message import DecodeError
-from test_robust_support import assert_clean, call_cli, corpus_builder
+from test_robust_support import RING_NETWORK, assert_clean, call_cli, corpus_builder
 
 from chakra_pipe.errors import TraceFormatError
 from chakra_pipe.et import graph as graph_module
@@ -139,7 +139,7 @@ def test_invalid_utf8_strings_are_one_answer_everywhere(tmp_path, fixtures_dir, 
     assert "UTF-8" in exc.value.what and exc.value.where.startswith("byte ")
     system = fixtures_dir / "astra-sim" / "system" / "native_collectives" / "Ring_4chunks.json"
     net = tmp_path / "ring2.yml"
-    net.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    net.write_text(RING_NETWORK)
     for argv in (
         ["info", prefix],
         ["validate", prefix],

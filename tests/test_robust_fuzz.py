@@ -17,7 +17,16 @@ import pytest
 from conftest import skip_reason
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_robust_support import CORPUS, assert_clean, call_cli, chain_bytes, corpus_builder, run_cli, time_bound
+from test_robust_support import (
+    CORPUS,
+    RING_NETWORK,
+    assert_clean,
+    call_cli,
+    chain_bytes,
+    corpus_builder,
+    run_cli,
+    time_bound,
+)
 
 from chakra_pipe.errors import ChakraPipeError, TraceFormatError
 from chakra_pipe.et import graph as graph_module
@@ -119,7 +128,7 @@ def two_rank_hw(fixtures_dir, tmp_path_factory):
     if not system.is_file():
         pytest.skip(skip_reason(system))
     net = tmp_path_factory.mktemp("net") / "ring2.yml"
-    net.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    net.write_text(RING_NETWORK)
     return load_hardware(system, net)
 
 
@@ -259,7 +268,7 @@ def test_deep_and_wide_graphs_end_cleanly_without_recursion_limits(tmp_path, fix
     }[shape]()
     prefix = _write_set(tmp_path, shape, data)
     net = tmp_path / "ring2.yml"
-    net.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    net.write_text(RING_NETWORK)
     system = fixtures_dir / "astra-sim" / "system" / "native_collectives" / "Ring_4chunks.json"
     for verb, code in expect.items():
         argv = (
@@ -286,7 +295,7 @@ def test_million_node_trace_reads_validates_and_simulates_within_bounds(tmp_path
     graph = load_graph(f"{prefix}.0.et")
     assert len(graph) == 1_000_000 and int(np.count_nonzero(np.diff(graph.data_ptr))) == 999_999
     net = tmp_path / "ring2.yml"
-    net.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    net.write_text(RING_NETWORK)
     system = fixtures_dir / "astra-sim" / "system" / "native_collectives" / "Ring_4chunks.json"
     for argv in (
         ["info", prefix],
@@ -314,7 +323,7 @@ def _simulate_json(tmp_path: Path, fixtures_dir: Path, nodes) -> tuple:
     corpus = corpus_builder()
     prefix = _write_set(tmp_path, "x", corpus.encode(nodes))
     net = tmp_path / "ring2.yml"
-    net.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    net.write_text(RING_NETWORK)
     system = fixtures_dir / "astra-sim" / "system" / "native_collectives" / "Ring_4chunks.json"
     out = tmp_path / "sim.json"
     outcome = call_cli(

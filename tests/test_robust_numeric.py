@@ -9,25 +9,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_robust_support import assert_clean, call_cli, corpus_builder
+from test_robust_support import RING_NETWORK, RING_SYSTEM, assert_clean, call_cli, corpus_builder
 
 from chakra_pipe.et import schema
 from chakra_pipe.et.graph import graph_from_bytes
 
-SYSTEM = {
-    "scheduling-policy": "LIFO",
-    "collective-optimization": "baseline",
-    "endpoint-delay": 10,
-    "preferred-dataset-splits": 4,
-    "local-mem-bw": 1600,
-    "peak-perf": 900,
-    "roofline-enabled": 1,
-    "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"],
-    "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"],
-}
-NETWORK = "topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n"
+SYSTEM = {**RING_SYSTEM, "roofline-enabled": 1}
 
 
 def _roofline_ns(num_ops: int, tensor_size: int) -> int:
@@ -49,7 +36,7 @@ def test_uint64_tensor_size_past_int64_is_a_huge_positive_roofline_time(tmp_path
     for rank in range(2):
         (tmp_path / f"t.{rank}.et").write_bytes(data)
     (tmp_path / "sys.json").write_text(json.dumps(SYSTEM))
-    (tmp_path / "net.yml").write_text(NETWORK)
+    (tmp_path / "net.yml").write_text(RING_NETWORK)
     out = tmp_path / "sim.json"
     outcome = call_cli(
         [

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from processes import start_huge_generate, wait_for_rank_files
 from test_robust_support import leftovers
 
 from chakra_pipe.atomic import atomic_open, write_bytes
@@ -152,33 +153,26 @@ def _closed_stdout(*argv) -> subprocess.CompletedProcess:
         os.close(w)
 
 
-def test_closed_stdout_keeps_simulate_outputs_and_exit_code(trace8, tmp_path):
-    out, timeline = tmp_path / "o.json", tmp_path / "t.json"
-    p = _closed_stdout(
+def _simulate_args(trace: Path, out: Path) -> list:
+    """``simulate`` of ``trace`` on the 8-NPU test hardware, results to ``out``."""
+    return [
         "simulate",
         "--workload-configuration",
-        trace8,
+        trace,
         "--system-configuration",
         HW / "system.json",
         "--network-configuration",
         HW / "network.yml",
         "--output-json",
         out,
-        "--timeline",
-        timeline,
-    )
+    ]
+
+
+def test_closed_stdout_keeps_simulate_outputs_and_exit_code(trace8, tmp_path):
+    out, timeline = tmp_path / "o.json", tmp_path / "t.json"
+    p = _closed_stdout(*_simulate_args(trace8, out), "--timeline", timeline)
     assert p.returncode == 0 and p.stderr == ""
-    ref = _cli(
-        "simulate",
-        "--workload-configuration",
-        trace8,
-        "--system-configuration",
-        HW / "system.json",
-        "--network-configuration",
-        HW / "network.yml",
-        "--output-json",
-        tmp_path / "ref.json",
-    )
+    ref = _cli(*_simulate_args(trace8, tmp_path / "ref.json"))
     assert out.read_bytes() == (tmp_path / "ref.json").read_bytes() and timeline.stat().st_size > 0
     assert ref.stdout.startswith("sys[0] finished")
 
@@ -197,20 +191,7 @@ def test_closed_stdout_keeps_validate_findings_and_exit_code(trace8, tmp_path):
 def test_no_stdout_at_all_changes_nothing(trace8, tmp_path):
     """`>&-`: Python starts with sys.stdout None; printing must not crash the verb."""
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "chakra_pipe.cli",
-            "simulate",
-            "--workload-configuration",
-            str(trace8),
-            "--system-configuration",
-            str(HW / "system.json"),
-            "--network-configuration",
-            str(HW / "network.yml"),
-            "--output-json",
-            str(tmp_path / "o.json"),
-        ],
+        [sys.executable, "-m", "chakra_pipe.cli", *map(str, _simulate_args(trace8, tmp_path / "o.json"))],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -226,28 +207,8 @@ def test_output_to_a_closed_stdout_is_not_reported_as_written(trace8):
 
 
 def test_sigterm_mid_write_leaves_no_temporary(tmp_path):
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "chakra_pipe.cli",
-            "generate",
-            "collective",
-            "--type",
-            "all_reduce",
-            "--npus",
-            "200000",
-            "--size",
-            "1MiB",
-            "--allow-large",
-            "--out",
-            str(tmp_path / "big"),
-        ],
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 60
-    while len(list(tmp_path.glob("big.*.et"))) < 20 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    proc = start_huge_generate(tmp_path / "big", stderr=subprocess.PIPE)
+    wait_for_rank_files(proc, tmp_path / "big", 20)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err

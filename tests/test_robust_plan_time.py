@@ -3,20 +3,18 @@ config key and the workload: one bad workload must not surface as a failed job a
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import validated
+from processes import cli, generate_collective_args, run_bounded, snakemake_cmd, workflow_env
 
 from chakra_pipe.errors import ConfigError
 from chakra_pipe.sweep.campaign import Campaign
 
 REPO = Path(__file__).resolve().parent.parent
-SNAKEFILE = REPO / "workflow" / "Snakefile"
 
 
 def _config(workload: dict) -> dict:
@@ -33,25 +31,7 @@ def _config(workload: dict) -> dict:
 @pytest.fixture(scope="module")
 def four_rank_set(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("set4")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "chakra_pipe.cli",
-            "generate",
-            "collective",
-            "--type",
-            "all_reduce",
-            "--npus",
-            "4",
-            "--size",
-            "1KiB",
-            "--out",
-            str(root / "ar"),
-        ],
-        capture_output=True,
-        timeout=60,
-    )
+    run = run_bounded(cli(*generate_collective_args(root / "ar", 4, "1KiB")), timeout=60)
     assert run.returncode == 0
     return root / "ar"
 
@@ -100,23 +80,10 @@ def test_workflow_stops_before_any_job_naming_the_key(tmp_path):
     (tmp_path / "bad.yaml").write_text(
         yaml.safe_dump(_config({"kind": "llm", "model": "mixtral-8x7b", "dp": 8, "ep": 3}))
     )
-    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(SNAKEFILE),
-            "-d",
-            str(tmp_path),
-            "--configfile",
-            "bad.yaml",
-            "--cores",
-            "1",
-        ],
+        snakemake_cmd(tmp_path, "bad.yaml", "--cores", "1"),
         cwd=tmp_path,
-        env=env,
+        env=workflow_env(),
         capture_output=True,
         text=True,
         timeout=300,

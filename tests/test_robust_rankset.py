@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_robust_support import assert_clean, chain_bytes, run_cli
+from test_robust_support import RING_SYSTEM, assert_clean, chain_bytes, run_cli
 
 from chakra_pipe.et.traceset import describe_ranges, missing_ranks
 
@@ -26,23 +26,7 @@ def test_a_stray_far_rank_file_is_refused_fast_by_every_verb(tmp_path, stray):
     data = chain_bytes(3)
     for rank in (0, 1, 2, 3, stray):
         (tmp_path / f"t.{rank}.et").write_bytes(data)
-    (tmp_path / "sys.json").write_text(
-        json.dumps(
-            {
-                "scheduling-policy": "LIFO",
-                "collective-optimization": "baseline",
-                "endpoint-delay": 10,
-                "preferred-dataset-splits": 4,
-                "local-mem-bw": 1600,
-                "peak-perf": 900,
-                "roofline-enabled": 0,
-                "all-reduce-implementation": ["ring"],
-                "all-gather-implementation": ["ring"],
-                "reduce-scatter-implementation": ["ring"],
-                "all-to-all-implementation": ["ring"],
-            }
-        )
-    )
+    (tmp_path / "sys.json").write_text(json.dumps(RING_SYSTEM))
     (tmp_path / "net.yml").write_text("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\nlatency: [ 5 ]\n")
     prefix = tmp_path / "t"
     expected = f"{stray - 4:,} ranks (4-{stray - 1})"

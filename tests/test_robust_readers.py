@@ -12,26 +12,11 @@ import zlib
 from pathlib import Path
 
 import pytest
-from test_robust_support import assert_clean, chain_bytes, run_cli
+from test_robust_support import RING_NETWORK, RING_SYSTEM, assert_clean, chain_bytes, run_cli
 
 from chakra_pipe import decompress
 from chakra_pipe.errors import ConfigError, InputError, TraceFormatError
 from chakra_pipe.readfile import read_json, read_yaml
-
-SYSTEM = {
-    "scheduling-policy": "LIFO",
-    "collective-optimization": "baseline",
-    "endpoint-delay": 10,
-    "preferred-dataset-splits": 4,
-    "local-mem-bw": 1600,
-    "peak-perf": 900,
-    "roofline-enabled": 0,
-    "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"],
-    "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"],
-}
-NETWORK = "topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n"
 
 
 def _write(path: Path, text: str) -> Path:
@@ -74,8 +59,8 @@ def test_duplicate_comm_group_is_refused_by_simulate(tmp_path):
     for rank in range(2):
         (tmp_path / f"t.{rank}.et").write_bytes(chain_bytes(3))
     _write(tmp_path / "t.comm_groups.json", '{"1": [0, 1], "1": [0]}')
-    _write(tmp_path / "sys.json", json.dumps(SYSTEM))
-    _write(tmp_path / "net.yml", NETWORK)
+    _write(tmp_path / "sys.json", json.dumps(RING_SYSTEM))
+    _write(tmp_path / "net.yml", RING_NETWORK)
     outcome = run_cli(
         [
             "simulate",
@@ -114,7 +99,7 @@ def test_yaml_1_1_only_numbers_are_refused_not_read_differently(tmp_path, text):
 def test_network_bandwidth_in_exponent_form_is_a_number(tmp_path):
     from chakra_pipe.sim.config import NetworkConfig
 
-    net = NetworkConfig.from_file(_write(tmp_path / "n.yml", NETWORK.replace("50.0", "5e1")))
+    net = NetworkConfig.from_file(_write(tmp_path / "n.yml", RING_NETWORK.replace("50.0", "5e1")))
     assert list(net.bandwidth) == [50.0]
 
 
@@ -147,7 +132,7 @@ def _alias_bomb(levels: int) -> str:
 def test_yaml_alias_bomb_in_a_network_file_is_refused_in_bounded_time_and_memory(tmp_path, levels):
     """10^7 and 10^9 values from a few hundred bytes: refused from the alias graph, in a short line."""
     bomb = _write(tmp_path / "bomb.yml", _alias_bomb(levels))
-    _write(tmp_path / "sys.json", json.dumps(SYSTEM))
+    _write(tmp_path / "sys.json", json.dumps(RING_SYSTEM))
     for rank in range(2):
         (tmp_path / f"t.{rank}.et").write_bytes(chain_bytes(3))
     outcome = run_cli(
@@ -220,7 +205,7 @@ def test_gzip_bomb_in_json_inputs_is_refused_in_bounded_memory(tmp_path):
     under the 3 GiB address-space bound of run_cli (JSON inputs once had no guard at all)."""
     bomb = tmp_path / "sys.json.gz"
     bomb.write_bytes(_gzip_of(b" " * (1 << 20), 200))
-    _write(tmp_path / "net.yml", NETWORK)
+    _write(tmp_path / "net.yml", RING_NETWORK)
     for rank in range(2):
         (tmp_path / f"t.{rank}.et").write_bytes(chain_bytes(3))
     outcome = run_cli(

@@ -37,6 +37,22 @@ _ERROR_LINE = re.compile(r"^chakra-pipe [a-z-]+(?: [a-z-]+)?: error: \S.*$")
 # A refused rank set lists its problems after the error line, one Finding.line() each (or a cap line).
 _PROBLEM_LINE = re.compile(r"^\S.*: (?:node \d+: )?error: [a-z0-9-]+: \S.*$|^\S.*: \.\.\. \d+ more [a-z0-9-]+ findings")
 _TEMP_NAME = re.compile(r"^\..+\.tmp$")  # atomic_open's temporary names: .<target>.<random>.tmp
+# The system.json and network.yml the reader and CLI robustness tests start from: a 2-NPU ring with
+# every collective on the ring algorithm, roofline off (a test that needs it spreads this and sets it).
+RING_SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "collective-optimization": "baseline",
+    "endpoint-delay": 10,
+    "preferred-dataset-splits": 4,
+    "local-mem-bw": 1600,
+    "peak-perf": 900,
+    "roofline-enabled": 0,
+    "all-reduce-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+}
+RING_NETWORK = "topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n"
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from processes import snakemake_cmd, workflow_env
 
 from chakra_pipe.et.framing import read_trace
 
@@ -40,24 +40,8 @@ def _workdir(path: Path) -> Path:
 
 
 def _command(workdir: Path, *extra: str) -> tuple[list[str], dict[str, str]]:
-    env = dict(os.environ, SOURCE_DATE_EPOCH="1767225600")
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     # Snakemake applies workflow/profiles/default (rerun-incomplete) beside workflow/Snakefile by itself.
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "workflow" / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--configfile",
-        "config/smoke.yaml",
-        "--cores",
-        "2",
-        *extra,
-    ]
-    return cmd, env
+    return snakemake_cmd(workdir, "config/smoke.yaml", "--cores", "2", *extra), workflow_env()
 
 
 def _run(workdir: Path, *extra: str) -> subprocess.CompletedProcess:

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -17,9 +16,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from processes import cli, generate_collective_args, run_bounded, snakemake_cmd, workflow_env
 
 REPO = Path(__file__).resolve().parent.parent
-SNAKEFILE = REPO / "workflow" / "Snakefile"
 RULES = sorted((REPO / "workflow" / "rules").glob("*.smk"))
 
 # A field of a Snakemake format string: {name}, {name.attr}, {name:q} (doubled braces are literal).
@@ -109,26 +108,7 @@ HOSTILE = "we ird $(touch INJECTED_A) `touch INJECTED_B` 'q\" $HOME"
 def test_hostile_names_run_as_data_through_the_whole_workflow(tmp_path):
     shutil.copytree(REPO / "config", tmp_path / "config")
     prefix = f"inputs/{HOSTILE}/ar"
-    gen = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "chakra_pipe.cli",
-            "generate",
-            "collective",
-            "--type",
-            "all_reduce",
-            "--npus",
-            "8",
-            "--size",
-            "1MiB",
-            "--out",
-            str(tmp_path / prefix),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    gen = run_bounded(cli(*generate_collective_args(tmp_path / prefix, 8, "1MiB")), timeout=120)
     assert gen.returncode == 0, gen.stderr
     config = {
         "campaign": "names",
@@ -152,24 +132,10 @@ def test_hostile_names_run_as_data_through_the_whole_workflow(tmp_path):
     }
     (tmp_path / "names.yaml").write_text(yaml.safe_dump(config))
     before = set(os.listdir(tmp_path))
-    env = dict(os.environ, SOURCE_DATE_EPOCH="1767225600")
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(SNAKEFILE),
-            "-d",
-            str(tmp_path),
-            "--configfile",
-            "names.yaml",
-            "--cores",
-            "2",
-        ],
+        snakemake_cmd(tmp_path, "names.yaml", "--cores", "2"),
         cwd=tmp_path,
-        env=env,
+        env=workflow_env(),
         capture_output=True,
         text=True,
         timeout=600,

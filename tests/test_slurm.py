@@ -18,6 +18,18 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import (
+    call_bytes,
+    capture_args,
+    cli,
+    dp_tp_set,
+    parent_of,
+    proc_pids,
+    run_bounded,
+    snakemake_cmd,
+    stall_trace,
+    workflow_env,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONF = Path(os.environ.get("CHAKRA_PIPE_SLURM_DIR", "/tmp/chakra-pipe-slurm")) / "slurm.conf"
@@ -58,20 +70,8 @@ def slurm() -> dict[str, str]:
 def run(
     cmd: list[str], env: dict[str, str], timeout: float = 300, cwd: Path | None = None
 ) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd, start_new_session=True
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} did not finish within {timeout} s")
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "chakra_pipe.cli", *args]
+    """A SLURM client or CLI run; SIGTERM on overrun, which ``srun`` forwards to the step's tasks."""
+    return run_bounded(cmd, timeout=timeout, env=env, cwd=cwd, stop=signal.SIGTERM)
 
 
 def srun_spy(tmp_path: Path, env: dict[str, str]) -> tuple[dict[str, str], Path]:
@@ -83,45 +83,6 @@ def srun_spy(tmp_path: Path, env: dict[str, str]) -> tuple[dict[str, str], Path]
     (spy_dir / "srun").write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{real}" "$@"\n')
     (spy_dir / "srun").chmod(0o755)
     return dict(env, PATH=f"{spy_dir}{os.pathsep}{env['PATH']}"), log
-
-
-def call_bytes(result: dict) -> list:
-    return [[(n["id"], n.get("call_bytes")) for n in r["nodes"]] for r in result["ranks"]]
-
-
-def dp_tp_set(tmp_path: Path, env: dict[str, str]) -> str:
-    prefix = str(tmp_path / "llm")
-    gen = run(
-        cli(
-            "generate",
-            "llm",
-            "--model",
-            "llama3-8b",
-            "--layers",
-            "1",
-            "--dp",
-            "2",
-            "--tp",
-            "2",
-            "--pp",
-            "1",
-            "--hidden",
-            "128",
-            "--heads",
-            "4",
-            "--ffn",
-            "256",
-            "--vocab",
-            "512",
-            "--seq",
-            "32",
-            "--out",
-            prefix,
-        ),
-        env,
-    )
-    assert gen.returncode == 0, gen.stderr
-    return prefix
 
 
 def test_four_rank_replay_as_one_srun_step_matches_the_local_replay(slurm, tmp_path):
@@ -144,24 +105,7 @@ def test_two_rank_capture_as_one_srun_step(slurm, tmp_path):
     pytest.importorskip("torch", reason="capture needs torch: pip install 'chakra-pipe[torch]'")
     env, log = srun_spy(tmp_path, slurm)
     out = tmp_path / "cap"
-    res = run(
-        cli(
-            "capture",
-            "--model",
-            "mlp",
-            "--ranks",
-            "2",
-            "--steps",
-            "1",
-            "--backend",
-            "gloo",
-            "--launcher",
-            "srun",
-            "--out",
-            str(out),
-        ),
-        env,
-    )
+    res = run(cli(*capture_args("mlp", out, "--steps", "1", "--launcher", "srun")), env)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "--ntasks=2" in log.read_text()
     summary = json.loads((out / "capture.json").read_text())
@@ -182,32 +126,20 @@ def test_two_rank_capture_as_one_srun_step(slurm, tmp_path):
 def _worker_pids(marker: Path) -> list[int]:
     """Replay workers whose parent (a task of our step) names ``marker`` on its command line."""
     pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes()
-                ppid = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]
-                parent = Path(f"/proc/{ppid}/cmdline").read_bytes()
-            except (OSError, IndexError):
-                continue
-            if b"chakra_pipe.replay.worker" in argv and str(marker).encode() in parent:
-                pids.append(int(entry))
+    for pid in proc_pids():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+            parent = Path(f"/proc/{parent_of(pid)}/cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if b"chakra_pipe.replay.worker" in argv and str(marker).encode() in parent:
+            pids.append(pid)
     return pids
 
 
 def test_scancel_mid_replay_ends_every_task_and_the_rerun_completes(slurm, tmp_path):
     pytest.importorskip("torch", reason="replay needs torch: pip install 'chakra-pipe[torch]'")
-    sys.path.insert(0, str(REPO / "tests"))
-    from test_replay_plan import coll, comp, write_set
-
-    from chakra_pipe.et import schema
-
-    def trace(name: str, seconds: float) -> str:
-        r0 = [comp(0, 1), coll(1, schema.ALL_REDUCE, 4096)]
-        r1 = [comp(0, int(seconds * 1_000_000)), coll(1, schema.ALL_REDUCE, 4096, data=[0])]
-        return write_set(tmp_path, [r0, r1], name=name)
-
-    slow, quick = trace("long", 300), trace("short", 0.01)
+    slow, quick = stall_trace(tmp_path, 300, "long"), stall_trace(tmp_path, 0.01, "short")
     out = tmp_path / "r.json"
     script = tmp_path / "job.sh"
     script.write_text(
@@ -251,19 +183,7 @@ def test_failures_are_named_the_same_through_srun_as_locally(slurm, tmp_path):
     """A replay timeout (exit 3, where every rank was) and a capture rank that raised (exit 2, that
     rank and its exception, not its peer's knock-on error): same line, same status, nothing left."""
     pytest.importorskip("torch", reason="replay and capture need torch: pip install 'chakra-pipe[torch]'")
-    sys.path.insert(0, str(REPO / "tests"))
-    from test_replay_plan import coll, comp, write_set
-
-    from chakra_pipe.et import schema
-
-    stall = write_set(
-        tmp_path,
-        [
-            [comp(0, 1), coll(1, schema.ALL_REDUCE, 4096)],
-            [comp(0, 600_000_000), coll(1, schema.ALL_REDUCE, 4096, data=[0])],
-        ],
-        name="stall",
-    )
+    stall = stall_trace(tmp_path, 600)
     script = tmp_path / "bad.py"
     script.write_text(
         "import torch\nimport torch.distributed as dist\n\ndef train_step(rank, world_size):\n"
@@ -273,22 +193,7 @@ def test_failures_are_named_the_same_through_srun_as_locally(slurm, tmp_path):
     for how in ("local", "srun"):
         out = tmp_path / f"{how}.json"
         rep = run(cli("replay", stall, "--timeout", "10", "--launcher", how, "--out", str(out)), slurm)
-        cap = run(
-            cli(
-                "capture",
-                "--model",
-                str(script),
-                "--ranks",
-                "2",
-                "--backend",
-                "gloo",
-                "--launcher",
-                how,
-                "--out",
-                str(tmp_path / "cap"),
-            ),
-            slurm,
-        )
+        cap = run(cli(*capture_args(script, tmp_path / "cap", "--launcher", how)), slurm)
         assert (rep.returncode, cap.returncode) == (3, 2), rep.stderr + cap.stderr
         assert not out.exists() and not list((tmp_path / "cap").iterdir())
         lines[how] = (_error_line(rep), _error_line(cap))
@@ -306,19 +211,7 @@ def test_smoke_campaign_through_the_slurm_profile_matches_a_local_run(slurm, tmp
     for how in ("local", "slurm"):
         work = tmp_path / how
         shutil.copytree(REPO / "config", work / "config")
-        env = dict(slurm, SOURCE_DATE_EPOCH="1767225600")
-        snakefile = REPO / "workflow" / "Snakefile"
-        base = [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(snakefile),
-            "-d",
-            str(work),
-            "--configfile",
-            "config/smoke.yaml",
-        ]
+        env = workflow_env(slurm)
         extra = (
             ["--cores", "2"]
             if how == "local"
@@ -331,7 +224,7 @@ def test_smoke_campaign_through_the_slurm_profile_matches_a_local_run(slurm, tmp
                 "5",
             ]
         )
-        res = run([*base, *extra], env, timeout=900, cwd=work)
+        res = run(snakemake_cmd(work, "config/smoke.yaml", *extra), env, timeout=900, cwd=work)
         assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
         results[how] = {name: (work / "reports/smoke" / name).read_bytes() for name in SMOKE_OUTPUTS}
         if how == "slurm":  # real sbatch submissions; the campaign's tiny jobs as one group

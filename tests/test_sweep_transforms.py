@@ -7,24 +7,13 @@ from pathlib import Path
 
 import pytest
 from conftest import validated
+from test_sweep_grid import SYSTEM
 
 from chakra_pipe.errors import ConfigError
 from chakra_pipe.sweep.axes import combinations, label
 from chakra_pipe.sweep.campaign import Campaign
 
 REPO = Path(__file__).resolve().parent.parent
-SYSTEM = {
-    "scheduling-policy": "LIFO",
-    "collective-optimization": "localBWAware",
-    "endpoint-delay": 10,
-    "preferred-dataset-splits": 4,
-    "active-chunks-per-dimension": 1,
-    "local-mem-bw": 1600,
-    "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"],
-    "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"],
-}
 
 
 def _config(tmp_path: Path, transforms: list, npus_axis=(4, 8, 16)) -> dict:

@@ -9,7 +9,6 @@ for a 1 MiB all-reduce on 8 NPUs (astra-sim-semantics.md §7.5): 55,222 ns conge
 from __future__ import annotations
 
 import csv
-import os
 import re
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import validated
+from processes import snakemake_cmd, workflow_env
 
 from chakra_pipe.sweep.campaign import Campaign
 
@@ -40,32 +40,14 @@ OUTPUTS = [
 ]
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    env["SOURCE_DATE_EPOCH"] = "1767225600"  # 2026-01-01: the standing board's date
-    return env
-
-
 def _workdir(tmp: Path) -> Path:
     shutil.copytree(REPO / "config", tmp / "config")
     return tmp
 
 
 def snakemake(workdir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(SNAKEFILE),
-        "-d",
-        str(workdir),
-        "--configfile",
-        "config/smoke.yaml",
-        *args,
-    ]
-    return subprocess.run(cmd, cwd=workdir, env=_env(), capture_output=True, text=True, timeout=timeout)
+    cmd = snakemake_cmd(workdir, "config/smoke.yaml", *args)
+    return subprocess.run(cmd, cwd=workdir, env=workflow_env(), capture_output=True, text=True, timeout=timeout)
 
 
 def _job_counts(output: str) -> dict[str, int]:
@@ -146,9 +128,11 @@ def _default_campaign(workdir: Path, **overrides) -> Campaign:
 def test_lint_and_dry_run_of_default_config(tmp_path):
     workdir = _workdir(tmp_path)
     base = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir)]
-    lint = subprocess.run([*base, "--lint"], cwd=workdir, env=_env(), capture_output=True, text=True, timeout=120)
+    lint = subprocess.run(
+        [*base, "--lint"], cwd=workdir, env=workflow_env(), capture_output=True, text=True, timeout=120
+    )
     assert lint.returncode == 0 and "Congratulations" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
-    dry = subprocess.run([*base, "-n"], cwd=workdir, env=_env(), capture_output=True, text=True, timeout=120)
+    dry = subprocess.run([*base, "-n"], cwd=workdir, env=workflow_env(), capture_output=True, text=True, timeout=120)
     assert dry.returncode == 0, dry.stderr[-3000:]
     counts = _job_counts(dry.stdout + dry.stderr)
     campaign = _default_campaign(workdir)
@@ -163,20 +147,9 @@ def test_a_configfile_with_one_key_merges_over_the_default_config(tmp_path):
     workdir = _workdir(tmp_path)
     (workdir / "one_key.yaml").write_text("shard_size: 1\n")
     dry = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(SNAKEFILE),
-            "-d",
-            str(workdir),
-            "-n",
-            "--configfile",
-            "one_key.yaml",
-        ],
+        snakemake_cmd(workdir, "one_key.yaml", "-n"),
         cwd=workdir,
-        env=_env(),
+        env=workflow_env(),
         capture_output=True,
         text=True,
         timeout=120,

@@ -26,6 +26,7 @@ from itertools import pairwise
 from typing import Any
 
 from ..capture.plan import PG_LABEL_PREFIX
+from ..digits import is_int_text
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
@@ -60,10 +61,10 @@ class ProcessGroups:
     def chakra_name(self, pg: str) -> str:
         if pg in ("", WORLD_PG):
             return WORLD_PG
-        if pg.isdigit() and int(pg) > 0:
+        if is_int_text(pg) and int(pg) > 0:
             return str(int(pg))
-        numeric = [int(n) for n in self.members if n.isdigit()]
-        others = sorted(n for n in self.members if not n.isdigit())
+        numeric = [int(n) for n in self.members if is_int_text(n)]
+        others = sorted(n for n in self.members if not is_int_text(n))
         base = max(numeric, default=0) + 1
         return str(base + others.index(pg)) if pg in others else WORLD_PG
 

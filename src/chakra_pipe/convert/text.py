@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..digits import is_int_text
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
@@ -101,12 +102,12 @@ def parse_text(path: str | os.PathLike) -> TextWorkload:
         )
     last_bottom = None
     if policy.startswith("HYBRID_DLRM"):
-        if len(head) < 2 or not _is_int(head[1]):
+        if len(head) < 2 or not is_int_text(head[1], signed=True):
             raise InputError(
                 f"{policy} needs last_bottom_layer (an integer) as the second token", file=file, where="line 1"
             )
         last_bottom = int(head[1])
-    if len(lines) < 2 or not _is_int(lines[1].strip()) or int(lines[1]) < 0:
+    if len(lines) < 2 or not is_int_text(lines[1].strip(), signed=True) or int(lines[1]) < 0:
         raise InputError("expected the layer count (a non-negative integer)", file=file, where="line 2")
     layers: list[Layer] = []
     blank_at = None
@@ -122,10 +123,6 @@ def parse_text(path: str | os.PathLike) -> TextWorkload:
     return TextWorkload(file, text, policy, int(lines[1]), last_bottom, layers)
 
 
-def _is_int(token: str) -> bool:
-    return token.lstrip("+-").isdigit()
-
-
 def _layer(raw: str, number: int, file: str) -> Layer:
     cols = raw.split()
     where = f"line {number}"
@@ -138,7 +135,7 @@ def _layer(raw: str, number: int, file: str) -> Layer:
         )
     values = {}
     for col, what in _INT_COLUMNS.items():
-        if not _is_int(cols[col]) or not 0 <= int(cols[col]) <= _MAX:
+        if not is_int_text(cols[col], signed=True) or not 0 <= int(cols[col]) <= _MAX:
             raise InputError(
                 f"column {col + 1} ({what}) must be a non-negative integer, got {cols[col]!r}", file=file, where=where
             )

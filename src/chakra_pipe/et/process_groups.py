@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+from ..digits import is_int_text
+
 
 def parse_process_groups(values: str) -> tuple[dict[str, list[int]], str]:
     """``({pg_name: ranks}, "")`` from a METADATA ``inputs.values``, or ``({}, problem)``.
@@ -33,9 +35,9 @@ def parse_process_groups(values: str) -> tuple[dict[str, list[int]], str]:
     for k, entry in enumerate(table):
         if not isinstance(entry, dict) or not isinstance(entry.get("pg_name"), str):
             return {}, f"process group #{k} has no string pg_name"
-        if not entry["pg_name"].isdigit():
+        if not is_int_text(entry["pg_name"]):
             return {}, (
-                f"process group pg_name {entry['pg_name']!r} is not an integer (ASTRA-sim numbers "
+                f"process group pg_name {entry['pg_name']!r} is not an integer of ASCII digits (ASTRA-sim numbers "
                 "METADATA groups pg_name + 1)"
             )
         ranks = entry.get("ranks")

@@ -27,7 +27,7 @@ _UNITS = {
     "TB": 1 << 40,
     "TIB": 1 << 40,
 }
-_SIZE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
+_SIZE = re.compile(r"^\s*([0-9]+)\s*([A-Za-z]*)\s*$")  # ASCII digits: int() would read "٣" as 3
 INT64_MAX = (1 << 63) - 1
 
 

@@ -6,6 +6,7 @@ client, which compute nodes do not always have on PATH.
 
 from __future__ import annotations
 
+from ..digits import is_int_text
 from ..errors import InputError
 
 
@@ -48,7 +49,7 @@ def _expand_one(part: str, whole: str) -> list[str]:
     out: list[str] = []
     for item in body.split(","):
         lo, sep, hi = item.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
+        if not is_int_text(lo) or (sep and not is_int_text(hi)):
             raise InputError(f"bad range {item!r} in host list {whole!r}", where="SLURM_STEP_NODELIST")
         first, last = int(lo), int(hi) if sep else int(lo)
         if last < first or last - first > 100_000:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..digits import is_int_text
 from ..errors import InputError
 from ..et import schema
 from ..et.traceset import TraceSet
@@ -106,7 +107,7 @@ def build_plan(ts: TraceSet) -> ReplayPlan:
 
 
 def _group_key(name: str) -> tuple[int, int, str]:
-    return (0, int(name), "") if name.isdigit() else (1, 0, name)
+    return (0, int(name), "") if is_int_text(name) else (1, 0, name)
 
 
 def _rank_plan(view, slots: list[int]) -> RankPlan:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..digits import is_int_text
 from ..errors import ConfigError
 from ..et.collectives import BY_NAME
 from ..rankset.sizes import all_gather_too_small  # noqa: F401 -- the simulator checks it at run time too
@@ -85,7 +86,7 @@ def parse_algorithm(text: Any, source: str, key: str) -> Algorithm:
     for prefix in ("oneDirect", "direct"):
         if text.startswith(prefix) and text != prefix:
             tail = text[len(prefix) :]
-            if not tail.isdigit() or int(tail) <= 0:
+            if not is_int_text(tail) or int(tail) <= 0:
                 raise ConfigError(f"unknown algorithm {text!r}", file=source, where=key)
             return Algorithm(prefix, int(tail))
     if text not in ALGORITHMS:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ..digits import is_int_text
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import INT_KINDS
@@ -86,7 +87,7 @@ def per_rank_factors(path: str) -> dict[int, Fraction]:
         raise InputError('expected a non-empty object {"<rank>": factor}', file=path)
     out: dict[int, Fraction] = {}
     for key, value in raw.items():
-        if not (isinstance(key, str) and key.strip().isdigit()):
+        if not (isinstance(key, str) and is_int_text(key.strip())):
             raise InputError(f"key {key!r} is not a rank number", file=path)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError(f"factor {value!r} is not a number", file=path, where=f"rank {key}")
