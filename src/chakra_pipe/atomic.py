@@ -52,7 +52,7 @@ def _remove_pending() -> None:
 
 # ``.<target>.<pid>-<host>.<random>.tmp``: the writer's pid and host let a later write tell a temporary
 # whose writer was SIGKILLed from one still being written.
-_TEMP_NAME = re.compile(r"^\..+\.(\d+)-([0-9a-f]{8})\.[0-9a-f]{12}\.tmp$")
+_TEMP_NAME = re.compile(r"^\..+\.([0-9]+)-([0-9a-f]{8})\.[0-9a-f]{12}\.tmp$")
 _SWEPT: set[str] = set()  # folders already swept by this process
 
 

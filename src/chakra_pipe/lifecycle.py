@@ -109,7 +109,7 @@ def make_scratch(prefix: str, parent: str | os.PathLike | None = None) -> Path:
 
 def sweep_dead_scratch(prefix: str, parent: str | None = None) -> list[Path]:
     """Remove ``<prefix><pid>-*`` folders in the temp folder whose owning process no longer exists."""
-    pattern = re.compile(rf"^{re.escape(prefix)}(\d+)-[^/]+$")
+    pattern = re.compile(rf"^{re.escape(prefix)}([0-9]+)-[^/]+$")
     removed = []
     root = Path(parent or tempfile.gettempdir())
     with contextlib.suppress(OSError):

@@ -35,14 +35,14 @@ from ..readfile import read_json
 from .check import rank_problems, set_problems
 from .pytorch import RankConversion, convert_trace
 
-RANK_OUT = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
+RANK_OUT = re.compile(r"^(?P<prefix>.+)\.(?P<rank>[0-9]+)\.et$")
 _GZ = r"\.json(\.gz)?$"
 # Rank-file layouts a --ranks-dir may use: ours (capture, link), the upstream Chakra collection
 # recipe's host.{r}.json / device.{r}.json, and the ASTRA-sim tutorials' pytorch_et_{r} / kineto_{r}.
 _LAYOUTS = (
-    re.compile(r"^rank(?P<rank>\d+)\.(?P<kind>linked|host_et|kineto)" + _GZ),
-    re.compile(r"^(?P<kind>host|device)\.(?P<rank>\d+)" + _GZ),
-    re.compile(r"^(?P<kind>pytorch_et|kineto)_(?P<rank>\d+)" + _GZ),
+    re.compile(r"^rank(?P<rank>[0-9]+)\.(?P<kind>linked|host_et|kineto)" + _GZ),
+    re.compile(r"^(?P<kind>host|device)\.(?P<rank>[0-9]+)" + _GZ),
+    re.compile(r"^(?P<kind>pytorch_et|kineto)_(?P<rank>[0-9]+)" + _GZ),
 )
 _KIND = {"host": "host_et", "pytorch_et": "host_et", "device": "kineto"}
 RANK_FIELD = "{rank}"
@@ -153,7 +153,7 @@ def pattern_regex(pattern: str, where: str) -> re.Pattern:
     if pattern.count(RANK_FIELD) != 1 or "/" in pattern:
         raise InputError(f"pattern {pattern!r} must be a file name containing {RANK_FIELD} exactly once", where=where)
     head, tail = pattern.split(RANK_FIELD)
-    return re.compile(f"^{re.escape(head)}(?P<rank>\\d+){re.escape(tail)}$")
+    return re.compile(f"^{re.escape(head)}(?P<rank>[0-9]+){re.escape(tail)}$")
 
 
 def _capture_ranks(folder: Path, patterns: dict[str, re.Pattern] | None = None) -> dict[int, dict[str, Path]]:

@@ -33,7 +33,7 @@ _SCALARS = {
     "string": _F.TYPE_STRING,
     "bytes": _F.TYPE_BYTES,
 }
-_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|\"[^\"]*\"|[{}=;]")
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+|\"[^\"]*\"|[{}=;]")
 
 
 def proto_text() -> str:

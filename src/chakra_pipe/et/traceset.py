@@ -34,7 +34,7 @@ def find_rank_files(prefix: str | os.PathLike) -> dict[int, Path]:
     """Every ``PREFIX.<rank>.et`` file that exists, by rank (gaps allowed: validators report them)."""
     prefix = str(prefix)
     folder = Path(prefix).parent
-    pattern = re.compile(re.escape(Path(prefix).name) + r"\.(\d+)\.et$")
+    pattern = re.compile(re.escape(Path(prefix).name) + r"\.([0-9]+)\.et$")
     try:
         return {
             int(m.group(1)): folder / name for name in sorted(os.listdir(folder or ".")) if (m := pattern.match(name))

@@ -29,11 +29,11 @@ DIM_COLUMNS = {
     "bandwidth": ("bandwidth_gbps_d", "float64"),
     "latency": ("latency_ns_d", "float64"),
 }
-DIM_PATTERN = re.compile(r"^(topology|npus|bandwidth_gbps|latency_ns)_d\d+$")
+DIM_PATTERN = re.compile(r"^(topology|npus|bandwidth_gbps|latency_ns)_d[0-9]+$")
 AXIS_PREFIXES = ("hw.", "wl.")
 WORKLOAD_SKIP = ("prefix", "replay")  # paths and switches, not parameters of the workload
-_INT = re.compile(r"^-?(0|[1-9]\d*)$")
-_FLOAT = re.compile(r"^-?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?$")
+_INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
+_FLOAT = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$")
 UNITS = {
     "topology_d": "",
     "npus_d": "NPUs",

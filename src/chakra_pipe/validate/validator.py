@@ -21,7 +21,7 @@ from ..rankset.file_rules import FileChecker, FileResult
 from .findings import ERROR, Finding, Report
 
 CommGroups = dict[int, list[int]] | str | os.PathLike | None
-_RANK_SUFFIX = re.compile(r"\.(\d+)\.et(\.gz)?$")
+_RANK_SUFFIX = re.compile(r"\.([0-9]+)\.et(\.gz)?$")
 
 
 def _groups(comm_groups: CommGroups) -> dict[int, list[int]] | None:
