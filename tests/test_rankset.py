@@ -227,22 +227,33 @@ def test_a_collective_overtaking_in_time_lets_simulate_finish_what_the_static_or
     r1 = [coll(2, data=[4]), gather(3), p2p(4, True, 1, 0, data=[3])]
     prefix = write_set(tmp_path, [r0, r1])
     errors, sim, plan = verdicts(prefix)
-    # in static order the ranks' first collectives differ; the proof stops rank 0 with its receive and
-    # all-gather ready (the all-reduce heads its comm slot)
-    expected = [("w.0.et", "set-deadlock", 1), ("w.1.et", "collective-mismatch", 3), ("w.1.et", "set-deadlock", 3)]
+    # rank 0's all-reduce waits for a receive, its all-gather for nothing: which goes first depends on
+    # timing (collective-order, validate and replay); in static order the ranks' first collectives
+    # differ and the proof stops rank 0 with its receive and all-gather ready (the all-reduce heads
+    # its comm slot). Simulate, as ASTRA-sim, runs it and finishes.
+    expected = [
+        ("w.0.et", "collective-order", 3),
+        ("w.0.et", "set-deadlock", 1),
+        ("w.1.et", "collective-mismatch", 3),
+        ("w.1.et", "set-deadlock", 3),
+    ]
     assert where(errors) == expected
     assert sim is None and isinstance(plan, SetStuck) and plan.stuck == {0: [1, 3], 1: [3]}
 
 
 def test_a_deadlock_that_depends_on_time_is_printed_as_set_deadlock_lines(tmp_path, capsys):
     # rank 1's all-gather is ready at once, its all-reduce only after the receive: ASTRA-sim issues the
-    # all-gather first there while rank 0 issues its all-reduce; the static order (validate, replay)
-    # has both ranks issue the all-reduce first and finishes. Only the timed run sees this deadlock.
+    # all-gather first there while rank 0 issues its all-reduce; the static order has both ranks issue
+    # the all-reduce first and finishes, so the finish proof cannot see it. Validate and replay refuse
+    # the set because its order depends on timing (collective-order, on both ranks: the all-gather
+    # does not wait for the message the all-reduce waits for); simulate runs it, as ASTRA-sim, and
+    # prints the timed run's stuck nodes as set-deadlock lines.
     r0 = [p2p(1, True, 0, 1), coll(2, data=[1]), node(3, data=[2]), gather(4)]
     r1 = [p2p(1, False, 1, 0), coll(2, data=[1]), node(3, data=[2]), gather(4)]
     prefix = write_set(tmp_path, [r0, r1])
     errors, sim, plan = verdicts(prefix)
-    assert errors == [] and plan is None
+    assert where(errors) == [("w.0.et", "collective-order", 4), ("w.1.et", "collective-order", 4)]
+    assert isinstance(plan, SetRefused) and where(plan.problems) == where(errors)
     assert isinstance(sim, SetStuck) and sim.stuck == {0: [2, 4], 1: [2, 4]}
     assert sim.details == (
         f"{prefix}.0.et: node 2: error: set-deadlock: rank 0 cannot finish: it stops at node(s) 2, 4 (a collective "

@@ -29,7 +29,9 @@ Rule names: per file — ``duplicate-id``, ``node-type``, ``dangling-data-dep``,
 ``self-dep``, ``duplicate-dep``, ``cycle-data``, ``cycle-ctrl``, ``no-root``, ``involved-dim``,
 ``pg-name`` (kind and unknown group), ``comm-node``, ``comm-type-unsupported`` (error but for the
 replayed BROADCAST; replay tolerates it), ``p2p-empty``, ``mem-node``, ``metadata-pg``; per set —
-``group-members``, ``incomplete-set``, ``collective-mismatch``, ``p2p-unmatched``, ``set-deadlock``
+``group-members``, ``incomplete-set``, ``collective-mismatch``, ``collective-order`` (two different
+collectives of a group whose issue order depends on timing; simulate runs the set anyway, as
+ASTRA-sim: it finishes or deadlocks as its timing decides), ``p2p-unmatched``, ``set-deadlock``
 (validate adds ``rank-gap`` and warning-only rules).
 """
 

@@ -22,15 +22,18 @@ from .file_rules import FileChecker
 from .groups import GroupTable, id_list, resolve_groups
 from .problems import ERROR, Finding, SetRefused, SetStuck
 from .progress import stuck_nodes
-from .set_rules import RankView, check_collectives, check_point_to_point
+from .set_rules import RankView, check_collective_order, check_collectives, check_point_to_point
 from .slots import slot_of
 
 DEADLOCK = "set-deadlock"
 # Errors that leave every comm spec intact, so the finish proof still runs: how a set hangs (a cycle,
 # a collective or message some rank never matches) or a collective only ASTRA-sim cannot run.
 PROOF_RUNS_DESPITE = frozenset(
-    {"cycle-data", "cycle-ctrl", "collective-mismatch", "p2p-unmatched", "comm-type-unsupported"}
+    {"cycle-data", "cycle-ctrl", "collective-mismatch", "p2p-unmatched", "comm-type-unsupported", "collective-order"}
 )
+# Errors simulate runs anyway: ASTRA-sim pairs collectives in the order the run issues them, so a
+# set whose order depends on timing finishes or deadlocks (exit 3) as its timing decides.
+SIMULATE_RUNS_DESPITE = frozenset({"collective-order"})
 # Errors replay tolerates: torch.distributed runs the collectives ASTRA-sim does not simulate.
 REPLAY_TOLERATES = frozenset({"comm-type-unsupported"})
 # Errors of a set that cannot finish (with ``set-deadlock``): simulate lets its timed run decide.
@@ -71,7 +74,7 @@ class RankSetAnalysis:
         ASTRA-sim's comm slot takes the smallest *ready* id, so a later collective may overtake one
         still waiting for its inputs: a set the static proof finds stuck can still finish in time.
         """
-        errors = self.errors
+        errors = [f for f in self.errors if f.rule not in SIMULATE_RUNS_DESPITE]
         if errors and not (self.stuck and all(f.rule in CANNOT_FINISH for f in errors)):
             raise SetRefused(errors)
 
@@ -133,6 +136,7 @@ def _analyze(
         for r, (g, res) in enumerate(zip(ts.ranks, results))
     ]
     findings += check_collectives(views, table)
+    findings += check_collective_order(views)
     findings += check_point_to_point(views)
     slots = [slot_of(g.types, g.is_cpu_op).tolist() for g in ts.ranks]
     stuck: dict[int, list[int]] = {}

@@ -100,6 +100,80 @@ def check_collectives(ranks: list[RankView], table: GroupTable) -> list[Finding]
     return findings
 
 
+def check_collective_order(ranks: list[RankView]) -> list[Finding]:
+    """Collectives of one group that a rank's dependencies leave unordered must be interchangeable.
+
+    Members pair their collectives of a group in the order they *issue* them, and a rank issues two
+    collectives its dependencies do not order in whichever order their inputs are ready, which
+    depends on timing (a send that completes at once, a receive that waits). Two such collectives
+    that differ (type or size) can then pair with different partners on different ranks and hang
+    ASTRA-sim and torch alike, while the untimed finish proof sees nothing. So every collective must
+    have as ancestors all collectives of its group issued before it with a different type or size.
+    Collectives in issue order form runs of one (type, size); it suffices that each collective has
+    every member of the run before its own as an ancestor (earlier runs are then ancestors by
+    transitivity). Timing can only tell such collectives apart when they wait for different
+    point-to-point messages (a send completes when its data leaves, a receive when it arrives, so
+    peers see them at different times): two unordered collectives that are both ready at the start,
+    or behind the same sends and receives, are issued in id order on every rank, as ASTRA-sim's own
+    examples rely on. Ancestor sets are bit masks over the group's collectives and the rank's
+    sends and receives, propagated once along the issue order, and only on ranks whose group holds
+    two different collectives.
+    """
+    findings: list[Finding] = []
+    for view in ranks:
+        seqs = {name: seq for name, seq in collective_sequences(view).items() if _mixed(view, seq)}
+        if not seqs:
+            continue
+        p2p = [i for i in view.in_order() if view.specs[i].kind != KIND_COLL]
+        bit = {i: 1 << k for k, i in enumerate([*p2p, *(i for seq in seqs.values() for i in seq)])}
+        waits = (1 << len(p2p)) - 1  # the bits of the sends and receives
+        ptr, parents = view.result.parents.ptr.tolist(), view.result.parents.parents.tolist()
+        below: dict[int, int] = {}  # record -> mask of the flagged collectives among its ancestors
+        for i in view.result.issue_order.tolist():
+            mask = 0
+            for p in parents[ptr[i] : ptr[i + 1]]:
+                mask |= below.get(p, 0) | bit.get(p, 0)
+            if mask:
+                below[i] = mask
+        for name, seq in sorted(seqs.items()):
+            run_start, prev_run = 0, 0
+            for k in range(1, len(seq)):
+                if _signature(view, seq[k]) != _signature(view, seq[k - 1]):
+                    prev_run, run_start = run_start, k
+                if run_start == 0:
+                    continue
+                mine = below.get(seq[k], 0)
+                missing = [
+                    j
+                    for j in seq[prev_run:run_start]
+                    if not mine & bit[j] and (below.get(j, 0) & waits) != (mine & waits)
+                ]
+                if missing:
+                    findings.append(
+                        Finding(
+                            view.file,
+                            view.node(seq[k]),
+                            "collective-order",
+                            ERROR,
+                            f"{_label(name)}: {_describe(view, seq[k])} does not depend on "
+                            f"{_describe(view, missing[0])}, issued before it here; which of the two "
+                            "is issued first depends on timing, so members can pair them differently "
+                            "and hang (order them with a ctrl dependency)",
+                        )
+                    )
+                    break
+    return findings
+
+
+def _signature(view: RankView, i: int) -> tuple[int | None, int]:
+    spec = view.specs[i]
+    return spec.comm_type, spec.nbytes
+
+
+def _mixed(view: RankView, seq: list[int]) -> bool:
+    return len(seq) > 1 and len({_signature(view, i) for i in seq}) > 1
+
+
 def _describe(view: RankView, i: int) -> str:
     return f"{view.specs[i].describe()} (node {view.node(i)})"
 
