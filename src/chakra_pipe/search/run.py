@@ -126,8 +126,7 @@ def search(spec: SearchSpec, points: list[Point], log=sys.stderr) -> list[dict[s
         if p.hbm_gib is None:
             raise ConfigError(f"point {p.id} has no hbm_gib (per-GPU memory) to check layouts against")
     fits = {p.id: {c: memory[c].total <= float(p.hbm_gib or 0) * GIB for c in layouts} for p in points}
-    for c in layouts:  # layouts outermost: a layout's rank set is generated and decoded once for all points
-        traces = None
+    for c in layouts:
         for point in points:
             m = memory[c]
             row: dict[str, Any] = {
@@ -158,12 +157,12 @@ def search(spec: SearchSpec, points: list[Point], log=sys.stderr) -> list[dict[s
             elif spec.memory_only:
                 row["verdict"] = "fits"
             else:
-                from .evaluate import layout_traces, simulate_point
+                from .evaluate import evaluate_layout
 
-                print(f"search: {point.id}: simulating {c.label}", file=log, flush=True)
                 try:
-                    traces = traces or layout_traces(*resolved[c], c.label)
-                    step = simulate_point(traces, point)["step_time_ns"]
+                    measured, how = evaluate_layout(*resolved[c], point, c.label)
+                    step = measured["step_time_ns"]
+                    print(f"search: {point.id}: simulated {c.label} ({how})", file=log, flush=True)
                 except ChakraPipeError as exc:
                     row["verdict"] = f"failed: {exc.line()}"
                 else:

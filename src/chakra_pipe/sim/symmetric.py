@@ -37,7 +37,7 @@ all-to-alls and pipeline sends.
 
 **Result.** Per-rank lists (``finish_ns``, ``compute_ns``, ``cpu_ns``, ``exposed_comm_ns``,
 ``comm_ns``, ``idle_ns``) cover every rank (a rank's values are its representative's);
-``collectives`` and ``workloads`` hold the representatives only. Since a representative is the lowest
+``collectives``, ``workloads`` and ``messages`` (the messages sent) cover the representatives only. Since a representative is the lowest
 rank of its class, the campaign's slowest-rank metrics (lowest rank on ties) are the full engine's.
 """
 
@@ -254,7 +254,7 @@ class _QuotientRings(RingCoordinator):
             return
         d, steps = first.packet_delays(), first.stream_count
         last = first.start_ns + sum(d[:steps]) + steps * net  # recv_k = send_k + N when all are equal
-        self.stats.messages += steps * ring.size
+        self.stats.messages += steps * len(reps)
         for a in reps:
             self.queue.schedule(last, a.sys.register_event, a.exit, d[steps])
 
@@ -267,11 +267,11 @@ class _QuotientRings(RingCoordinator):
 
     def _finish(self, algos: list, last: list[int], tail: int | list[int], steps: int) -> None:
         """Schedule the exits of the representatives only (each at its own ring position)."""
-        self.stats.messages += steps * len(algos)
         tails = tail if isinstance(tail, list) else [tail] * len(algos)
         members = algos[0].ring.members
         for i, (algo, t, d) in enumerate(zip(algos, last, tails)):
             if members[i] == algo.id:
+                self.stats.messages += steps
                 self.queue.schedule(t, algo.sys.register_event, algo.exit, d)
 
 
