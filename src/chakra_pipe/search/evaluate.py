@@ -34,29 +34,66 @@ def layout_traces(model: ModelSpec, spec: TrainingSpec, name: str) -> TraceSet:
     return TraceSet(prefix=name, files=[], ranks=ranks, comm_groups=groups)
 
 
-def simulate_layout(model: ModelSpec, spec: TrainingSpec, hw: Any, name: str, symmetric: bool = True) -> tuple[Any, str]:
-    """The simulation of this layout on ``hw`` and how it ran (``"symmetric: …"`` or ``"full engine: …"``).
+class GeneratedLayout:
+    """One layout's step, generated at most once however many hardware points simulate it.
 
-    ``symmetric=False`` forces the full engine (tests compare the two).
+    The representatives' graphs (symmetric runs) and the full rank set (fall-backs) are built on
+    first use and kept, so a search over several platforms decodes each layout once.
     """
-    from ..sim import simulate
-    from ..sim.symmetric import RankSymmetry, simulate_symmetric, symmetry_problem
 
-    layout = spec.layout
-    why = "symmetry off"
-    if symmetric:
-        sym = RankSymmetry(layout.tp, layout.dp, layout.pp, layout.ep)
-        groups = {int(k): v for k, v in layout.comm_groups().items()}
-        problem = symmetry_problem(sym, groups, hw)
-        if problem is None:
-            header, templates, _ = build_templates(model, spec)
-            graphs = {r: graph_from_bytes(rank_bytes(header, templates, spec, r), f"{name}.{r}.et") for r in sym.reps()}
-            how = f"symmetric: {len(graphs)} of {layout.world} ranks simulated"
-            log.info("%s: %s", name, how)
-            return simulate_symmetric(graphs, sym, groups, hw), how
-        why = f"not symmetric ({problem})"
-        log.warning("%s: full engine: %s", name, why)
-    return simulate(layout_traces(model, spec, name), hw), f"full engine: {why}"
+    def __init__(self, model: ModelSpec, spec: TrainingSpec, name: str):
+        from ..sim.symmetric import RankSymmetry
+
+        self.model, self.spec, self.name = model, spec, name
+        layout = spec.layout
+        self.symmetry = RankSymmetry(layout.tp, layout.dp, layout.pp, layout.ep)
+        self.groups = {int(k): v for k, v in layout.comm_groups().items()}
+        self._reps: dict[int, Any] | None = None
+        self._traces: TraceSet | None = None
+
+    def representatives(self) -> dict[int, Any]:
+        if self._reps is None:
+            header, templates, _ = build_templates(self.model, self.spec)
+            self._reps = {
+                r: graph_from_bytes(rank_bytes(header, templates, self.spec, r), f"{self.name}.{r}.et")
+                for r in self.symmetry.reps()
+            }
+        return self._reps
+
+    def traces(self) -> TraceSet:
+        if self._traces is None:
+            self._traces = layout_traces(self.model, self.spec, self.name)
+        return self._traces
+
+    def simulate(self, hw: Any, symmetric: bool = True) -> tuple[Any, str]:
+        """The simulation on ``hw`` and how it ran (``"symmetric: …"`` or ``"full engine: …"``).
+
+        ``symmetric=False`` forces the full engine (tests compare the two).
+        """
+        from ..sim import simulate
+        from ..sim.symmetric import simulate_symmetric, symmetry_problem
+
+        why = "symmetry off"
+        if symmetric:
+            problem = symmetry_problem(self.symmetry, self.groups, hw)
+            if problem is None:
+                graphs = self.representatives()
+                how = f"symmetric: {len(graphs)} of {self.spec.layout.world} ranks simulated"
+                log.info("%s: %s", self.name, how)
+                return simulate_symmetric(graphs, self.symmetry, self.groups, hw), how
+            why = f"not symmetric ({problem})"
+            log.warning("%s: full engine: %s", self.name, why)
+        return simulate(self.traces(), hw), f"full engine: {why}"
+
+    def evaluate(self, point: Point) -> tuple[dict[str, int], str]:
+        """:func:`simulate_point`'s metrics on a grid point, symmetric where exact, and how it ran."""
+        result, how = self.simulate(hardware_config(point, f"point {point.id}"))
+        return metrics(result), how
+
+
+def simulate_layout(model: ModelSpec, spec: TrainingSpec, hw: Any, name: str, symmetric: bool = True) -> tuple[Any, str]:
+    """:meth:`GeneratedLayout.simulate` of a layout simulated once."""
+    return GeneratedLayout(model, spec, name).simulate(hw, symmetric)
 
 
 def simulate_point(traces: TraceSet, point: Point) -> dict[str, int]:
@@ -65,9 +102,3 @@ def simulate_point(traces: TraceSet, point: Point) -> dict[str, int]:
 
     result: Any = simulate(traces, hardware_config(point, f"point {point.id}"))
     return metrics(result)
-
-
-def evaluate_layout(model: ModelSpec, spec: TrainingSpec, point: Point, name: str) -> tuple[dict[str, int], str]:
-    """:func:`simulate_point`'s metrics for a generated layout, symmetric where exact, and how it ran."""
-    result, how = simulate_layout(model, spec, hardware_config(point, f"point {point.id}"), name)
-    return metrics(result), how

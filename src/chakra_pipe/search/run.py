@@ -126,7 +126,8 @@ def search(spec: SearchSpec, points: list[Point], log=sys.stderr) -> list[dict[s
         if p.hbm_gib is None:
             raise ConfigError(f"point {p.id} has no hbm_gib (per-GPU memory) to check layouts against")
     fits = {p.id: {c: memory[c].total <= float(p.hbm_gib or 0) * GIB for c in layouts} for p in points}
-    for c in layouts:
+    for c in layouts:  # layouts outermost: a layout's rank set is generated and decoded once for all points
+        generated = None
         for point in points:
             m = memory[c]
             row: dict[str, Any] = {
@@ -157,10 +158,11 @@ def search(spec: SearchSpec, points: list[Point], log=sys.stderr) -> list[dict[s
             elif spec.memory_only:
                 row["verdict"] = "fits"
             else:
-                from .evaluate import evaluate_layout
+                from .evaluate import GeneratedLayout
 
                 try:
-                    measured, how = evaluate_layout(*resolved[c], point, c.label)
+                    generated = generated or GeneratedLayout(*resolved[c], c.label)
+                    measured, how = generated.evaluate(point)
                     step = measured["step_time_ns"]
                     print(f"search: {point.id}: simulated {c.label} ({how})", file=log, flush=True)
                 except ChakraPipeError as exc:
