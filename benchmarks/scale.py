@@ -153,7 +153,9 @@ def check(top: dict, point, root: Path, spec) -> None:
     generate_llm(*resolve_llm(opts), prefix, allow_large=True)
     step = metrics(simulate(TraceSet.load(prefix), hardware_config(point, point.id)))["step_time_ns"]
     verdict = "equal" if step == top["step_time_ns"] else f"DIFFERENT ({step})"
-    print(f"    campaign point of {top['layout']}: {step} ns, {verdict} ({time.perf_counter() - wall:.0f} s)", flush=True)
+    print(
+        f"    campaign point of {top['layout']}: {step} ns, {verdict} ({time.perf_counter() - wall:.0f} s)", flush=True
+    )
 
 
 def main() -> None:

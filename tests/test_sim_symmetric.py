@@ -29,7 +29,10 @@ def hardware(dims, topology=None, algo="ring", backend="congestion_unaware", chu
         "endpoint-delay": 10,
         "active-chunks-per-dimension": chunks,
         "preferred-dataset-splits": 4,
-        **{f"{k}-implementation": [algo] * len(dims) for k in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
+        **{
+            f"{k}-implementation": [algo] * len(dims)
+            for k in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+        },
         "local-mem-bw": 3350,
         "peak-perf": 989,
         "roofline-enabled": 0,
@@ -64,7 +67,11 @@ def assert_identical(sym, full) -> None:
 
 
 CASES = {
-    "64 ranks, 1F1B over 4 stages": ({**SMALL, "dp": 4, "tp": 4, "pp": 4, "microbatches": 4, "global_batch": 16}, (8, 2, 4), {}),
+    "64 ranks, 1F1B over 4 stages": (
+        {**SMALL, "dp": 4, "tp": 4, "pp": 4, "microbatches": 4, "global_batch": 16},
+        (8, 2, 4),
+        {},
+    ),
     "256 ranks, ZeRO-1, 2 active chunks": (
         {**SMALL, "dp": 8, "tp": 8, "pp": 4, "microbatches": 2, "global_batch": 16, "zero": 1},
         (8, 4, 8),
@@ -102,7 +109,12 @@ def test_symmetric_run_equals_the_full_engine(case):
 
 BASE = {**SMALL, "dp": 2, "tp": 4, "pp": 2, "microbatches": 2, "global_batch": 4}
 FALLBACKS = {
-    "congestion-aware links": (BASE, (8, 2), {"backend": "congestion_aware"}, "the congestion_aware backend shares links"),
+    "congestion-aware links": (
+        BASE,
+        (8, 2),
+        {"backend": "congestion_aware"},
+        "the congestion_aware backend shares links",
+    ),
     "ring topology": (BASE, (8, 2), {"topology": ["Ring", "Switch"]}, "network dimension 0 is a Ring"),
     "halving-doubling": (BASE, (16,), {"algo": "halvingDoubling"}, "all_reduce uses halvingDoubling"),
     "replicas across a node boundary": (

@@ -91,7 +91,9 @@ class GeneratedLayout:
         return metrics(result), how
 
 
-def simulate_layout(model: ModelSpec, spec: TrainingSpec, hw: Any, name: str, symmetric: bool = True) -> tuple[Any, str]:
+def simulate_layout(
+    model: ModelSpec, spec: TrainingSpec, hw: Any, name: str, symmetric: bool = True
+) -> tuple[Any, str]:
     """:meth:`GeneratedLayout.simulate` of a layout simulated once."""
     return GeneratedLayout(model, spec, name).simulate(hw, symmetric)
 

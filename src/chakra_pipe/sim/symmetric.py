@@ -37,8 +37,9 @@ all-to-alls and pipeline sends.
 
 **Result.** Per-rank lists (``finish_ns``, ``compute_ns``, ``cpu_ns``, ``exposed_comm_ns``,
 ``comm_ns``, ``idle_ns``) cover every rank (a rank's values are its representative's);
-``collectives``, ``workloads`` and ``messages`` (the messages sent) cover the representatives only. Since a representative is the lowest
-rank of its class, the campaign's slowest-rank metrics (lowest rank on ties) are the full engine's.
+``collectives``, ``workloads`` and ``messages`` (the messages sent) cover the representatives only.
+Since a representative is the lowest rank of its class, the campaign's slowest-rank metrics (lowest
+rank on ties) are the full engine's.
 """
 
 from __future__ import annotations
