@@ -226,22 +226,24 @@ class _QuotientRings(RingCoordinator):
     def __init__(self, network, queue, stats, sym: RankSymmetry):
         super().__init__(network, queue, stats)
         self._sym = sym
-        self._rings: dict[Any, tuple[list[int], list[int]]] = {}
+        self._rings: dict[int, tuple[list[int], list[int]]] = {}
         self._uniform: dict[tuple, int | None] = {}
         self._closed: dict[tuple, tuple[int, int]] = {}
 
     def _layout(self, ring) -> tuple[list[int], list[int]]:
         """The representatives in the ring (ring order) and each member's representative (cached)."""
-        hit = self._rings.get(ring.key)
+        hit = self._rings.get(id(ring))
         if hit is None:
             m = np.asarray(ring.members, dtype=np.int64)
             r = self._sym.rep(m)
-            hit = self._rings[ring.key] = (m[r == m].tolist(), r.tolist())
+            hit = self._rings[id(ring)] = (m[r == m].tolist(), r.tolist())
         return hit
 
     def join(self, algo) -> None:
         ring = algo.ring
-        key = (ring.key, algo.stream.stream_id, algo.stream.steps_finished, algo.ctype, algo.msg_size, algo.direction)
+        # id(ring), not ring.key: a sub-group's key holds its member tuple, whose hash is not cached (O(P)
+        # per phase); the ring objects are shared by the NPUs and live as long as the run.
+        key = (id(ring), algo.stream.stream_id, algo.stream.steps_finished, algo.ctype, algo.msg_size, algo.direction)
         present = self._waiting.setdefault(key, {})
         present[algo.id] = algo
         order, rep_of = self._layout(ring)
@@ -271,7 +273,7 @@ class _QuotientRings(RingCoordinator):
         return hit
 
     def _uniform_delay(self, algo) -> int | None:
-        key = (algo.ring.key, algo.msg_size, algo.direction)
+        key = (id(algo.ring), algo.msg_size, algo.direction)
         if key not in self._uniform:
             net = self._net_delays(algo.msg_size, algo.direction, algo.ring)
             self._uniform[key] = net[0] if min(net) == max(net) else None
