@@ -11,10 +11,12 @@ Wall and CPU seconds are both printed: on a shared machine the wall time include
     python benchmarks/scale.py --ranks 16384 131072  # the big sizes
     python benchmarks/scale.py --full 1024           # the same step on the full engine, per-rank equal?
     python benchmarks/scale.py --search 1024 16384   # gpt3-175b layout search on two platforms
-    python benchmarks/scale.py --search 1024 --check-top  # + the top layout as a campaign point
+    python benchmarks/scale.py --search 1024 --save-top top.json  # keep each platform's best layout
+    python benchmarks/scale.py --check-top top.json   # those layouts as campaign points
 
-``--check-top`` writes the top layout's rank files with ``generate llm``'s own writer, loads them and
-simulates them on the full engine as a campaign shard does, and compares the step time.
+``--check-top`` writes each saved top layout's rank files with ``generate llm``'s own writer, loads them
+and simulates them on the full engine as a campaign shard does, and compares the step time with the
+search's (a separate step: the full engine at 1,024 ranks takes minutes per layout here).
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def platforms(gpus: int) -> dict:
     }
 
 
-def search(gpus: int, check_top: bool) -> None:
+def search(gpus: int, save_top: Path | None) -> None:
     from chakra_pipe.search.run import SearchSpec, select_points
     from chakra_pipe.search.run import search as run_search
     from chakra_pipe.sweep.grid import expand
@@ -130,32 +132,43 @@ def search(gpus: int, check_top: bool) -> None:
             f"{len(simulated)} simulated ({symmetric} symmetric) in {wall:.1f} s wall ({cpu:.1f} s CPU)",
             flush=True,
         )
+        tops = []
         for point in points:
             top = next(r for r in rows if r["point_id"] == point.id and r.get("rank") == 1)
             print(f"  best on {point.id}: {top['layout']} {top['step_time_ns'] / 1e6:.3f} ms, MFU {top['mfu']:.3f}")
-            if check_top:
-                check(top, point, root, spec)
+            tops.append({"gpus": gpus, "platform": point.platform, "row": top})
+        if save_top is not None:
+            save_top.write_text(json.dumps(tops, default=str))
 
 
-def check(top: dict, point, root: Path, spec) -> None:
-    """The top layout as a campaign point: rank files written by ``generate llm``, full engine."""
+def check_tops(path: Path) -> None:
+    """Each saved top layout as a campaign point: rank files written by ``generate llm``, full engine."""
     from chakra_pipe.et.traceset import TraceSet
     from chakra_pipe.generate.llm import generate_llm
     from chakra_pipe.generate.options import resolve_llm
     from chakra_pipe.sim import simulate
+    from chakra_pipe.sweep.grid import expand
     from chakra_pipe.sweep.shard import hardware_config, metrics
 
     keys = ("dp", "tp", "pp", "ep", "microbatches", "zero", "recompute")
-    opts = {"model": spec.model, **{k: top[k] for k in keys}, "global_batch": spec.global_batch}
-    prefix = root / top["layout"] / "rank"
-    prefix.parent.mkdir()
-    wall = time.perf_counter()
-    generate_llm(*resolve_llm(opts), prefix, allow_large=True)
-    step = metrics(simulate(TraceSet.load(prefix), hardware_config(point, point.id)))["step_time_ns"]
-    verdict = "equal" if step == top["step_time_ns"] else f"DIFFERENT ({step})"
-    print(
-        f"    campaign point of {top['layout']}: {step} ns, {verdict} ({time.perf_counter() - wall:.0f} s)", flush=True
-    )
+    for saved in json.loads(path.read_text()):
+        gpus, top = saved["gpus"], saved["row"]
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            (root / "net.yml").write_text(json.dumps(network(gpus)))
+            (root / "sys.json").write_text(json.dumps(system()))
+            point = next(p for p in expand(platforms(gpus), root) if p.id == top["point_id"])
+            opts = {"model": "gpt3-175b", **{k: top[k] for k in keys}, "global_batch": 1536}
+            prefix = root / "rank"
+            wall = time.perf_counter()
+            generate_llm(*resolve_llm(opts), prefix, allow_large=True)
+            step = metrics(simulate(TraceSet.load(prefix), hardware_config(point, point.id)))["step_time_ns"]
+        verdict = "equal" if step == top["step_time_ns"] else f"DIFFERENT ({step})"
+        print(
+            f"{top['point_id']}: campaign point of {top['layout']}: {step} ns, search {top['step_time_ns']} ns, "
+            f"{verdict} ({time.perf_counter() - wall:.0f} s)",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -163,7 +176,8 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, nargs="*", default=[1024, 4096])
     ap.add_argument("--full", type=int, nargs="*", default=[], help="sizes to run on the full engine too")
     ap.add_argument("--search", type=int, nargs="*", default=[], help="GPU counts to search gpt3-175b on")
-    ap.add_argument("--check-top", action="store_true", help="simulate each top layout as a campaign point")
+    ap.add_argument("--save-top", type=Path, help="write each platform's best layout (JSON) for --check-top")
+    ap.add_argument("--check-top", type=Path, help="simulate the saved best layouts as campaign points")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--full-one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -180,7 +194,9 @@ def main() -> None:
         sym = symmetric.get(n) or run_step(n, False)
         print(f"        per-rank finish times {'identical' if sym['finish_ns'] == r['finish_ns'] else 'DIFFERENT'}")
     for gpus in args.search:
-        search(gpus, args.check_top)
+        search(gpus, args.save_top)
+    if args.check_top:
+        check_tops(args.check_top)
 
 
 if __name__ == "__main__":
