@@ -10,9 +10,11 @@ import logging
 
 import pytest
 
+from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.generate.llm import generate_llm
 from chakra_pipe.generate.options import resolve_llm
 from chakra_pipe.search.evaluate import simulate_layout
-from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
 from chakra_pipe.sim.symmetric import RankSymmetry, symmetry_problem
 from chakra_pipe.sweep.shard import metrics
 
@@ -92,7 +94,6 @@ CASES = {
         (2, 16, 2),
         {"algo": "direct"},
     ),
-    "1,024 ranks": ({**SMALL, "dp": 32, "tp": 8, "pp": 4, "microbatches": 2, "global_batch": 64}, (8, 16, 8), {}),
 }
 
 
@@ -105,6 +106,46 @@ def test_symmetric_run_equals_the_full_engine(case):
     assert how == f"symmetric: {reps} of {spec.layout.world} ranks simulated"
     assert len(sym.finish_ns) == spec.layout.world
     assert_identical(sym, full)
+
+
+@pytest.mark.parametrize("scale_out", [[50.0, 25.0], [25.0, 12.5]], ids=["fast", "slim"])
+def test_a_1024_gpu_gpt3_175b_layout_equals_its_campaign_point(tmp_path, scale_out):
+    """The search's best gpt3-175b layout on 1,024 GPUs (dp64 tp4 pp4, ZeRO-1, recomputation), 4 layers so
+    the full engine runs in seconds: rank files written by ``generate llm``, loaded and simulated as a
+    campaign shard does, per rank equal to the symmetric run of 4 representatives, on two platforms."""
+    options = {
+        "model": "gpt3-175b",
+        "layers": 4,
+        "dp": 64,
+        "tp": 4,
+        "pp": 4,
+        "microbatches": 4,
+        "global_batch": 256,
+        "zero": 1,
+        "recompute": True,
+    }
+    hw = hardware((8, 16, 8))
+    hw = HardwareConfig(
+        system=hw.system,
+        network=NetworkConfig.from_dict(
+            {
+                "topology": ["Switch"] * 3,
+                "npus_count": [8, 16, 8],
+                "bandwidth": [400.0, *scale_out],
+                "latency": [936.25, 2500.0, 5000.0],
+            },
+            source="net.yml",
+        ),
+        backend=hw.backend,
+    )
+    model, spec = resolve_llm(options)
+    sym, how = simulate_layout(model, spec, hw, "x")
+    assert how == "symmetric: 4 of 1024 ranks simulated"
+    generate_llm(model, spec, tmp_path / "best")
+    full = simulate(TraceSet.load(tmp_path / "best"), hw)
+    for key in PER_RANK:
+        assert getattr(sym, key) == getattr(full, key), key
+    assert metrics(sym) == metrics(full)
 
 
 BASE = {**SMALL, "dp": 2, "tp": 4, "pp": 2, "microbatches": 2, "global_batch": 4}
