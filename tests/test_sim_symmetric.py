@@ -23,7 +23,9 @@ MOE = {"model": "mixtral-8x7b", "layers": 2, "hidden": 256, "heads": 8, "ffn": 5
 PER_RANK = ("finish_ns", "compute_ns", "cpu_ns", "exposed_comm_ns", "comm_ns", "idle_ns")
 
 
-def hardware(dims, topology=None, algo="ring", backend="congestion_unaware", chunks=1) -> HardwareConfig:
+def hardware(
+    dims, topology=None, algo="ring", backend="congestion_unaware", chunks=1, bandwidth=(400.0, 50.0, 25.0)
+) -> HardwareConfig:
     """A switch × switch × switch cluster (NVLink-like, rail, spine) with one algorithm everywhere."""
     system = {
         "scheduling-policy": "LIFO",
@@ -42,7 +44,7 @@ def hardware(dims, topology=None, algo="ring", backend="congestion_unaware", chu
     network = {
         "topology": topology or ["Switch"] * len(dims),
         "npus_count": list(dims),
-        "bandwidth": [400.0, 50.0, 25.0][: len(dims)],
+        "bandwidth": list(bandwidth)[: len(dims)],
         "latency": [936.25, 2500.0, 5000.0][: len(dims)],
     }
     return HardwareConfig(
@@ -124,20 +126,7 @@ def test_a_1024_gpu_gpt3_175b_layout_equals_its_campaign_point(tmp_path, scale_o
         "zero": 1,
         "recompute": True,
     }
-    hw = hardware((8, 16, 8))
-    hw = HardwareConfig(
-        system=hw.system,
-        network=NetworkConfig.from_dict(
-            {
-                "topology": ["Switch"] * 3,
-                "npus_count": [8, 16, 8],
-                "bandwidth": [400.0, *scale_out],
-                "latency": [936.25, 2500.0, 5000.0],
-            },
-            source="net.yml",
-        ),
-        backend=hw.backend,
-    )
+    hw = hardware((8, 16, 8), bandwidth=(400.0, *scale_out))
     model, spec = resolve_llm(options)
     sym, how = simulate_layout(model, spec, hw, "x")
     assert how == "symmetric: 4 of 1024 ranks simulated"
