@@ -86,7 +86,7 @@ class GeneratedLayout:
         return simulate(self.traces(), hw), f"full engine: {why}"
 
     def evaluate(self, point: Point) -> tuple[dict[str, int], str]:
-        """:func:`simulate_point`'s metrics on a grid point, symmetric where exact, and how it ran."""
+        """A campaign shard's metrics for this layout on a grid point (symmetric where exact), and how it ran."""
         result, how = self.simulate(hardware_config(point, f"point {point.id}"))
         return metrics(result), how
 
@@ -96,11 +96,3 @@ def simulate_layout(
 ) -> tuple[Any, str]:
     """:meth:`GeneratedLayout.simulate` of a layout simulated once."""
     return GeneratedLayout(model, spec, name).simulate(hw, symmetric)
-
-
-def simulate_point(traces: TraceSet, point: Point) -> dict[str, int]:
-    """The campaign's per-point metrics (step time of the slowest rank and its breakdown)."""
-    from ..sim import simulate
-
-    result: Any = simulate(traces, hardware_config(point, f"point {point.id}"))
-    return metrics(result)
