@@ -3,10 +3,16 @@
 Why in memory: a search simulates dozens of layouts of thousands of ranks; the generator's rank bytes
 are decoded straight into trace graphs (the same bytes ``generate llm`` would write, so the same
 simulation), and nothing touches the disk unless the caller keeps a layout's files.
+
+Why symmetric: the generated step repeats one program per stage on every replica, so where
+:func:`chakra_pipe.sim.symmetric.symmetry_problem` finds the run exact only the representatives are
+generated and simulated (a 131,072-rank step costs ``pp·ep`` ranks); otherwise the full rank set runs
+on the full engine and the reason is logged.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..et.graph import graph_from_bytes
@@ -16,6 +22,8 @@ from ..generate.models import ModelSpec
 from ..results.metrics import metrics
 from ..sweep.grid import Point
 from ..sweep.shard import hardware_config
+
+log = logging.getLogger(__name__)
 
 
 def layout_traces(model: ModelSpec, spec: TrainingSpec, name: str) -> TraceSet:
@@ -27,9 +35,65 @@ def layout_traces(model: ModelSpec, spec: TrainingSpec, name: str) -> TraceSet:
     return TraceSet(prefix=name, files=[], ranks=ranks, comm_groups=groups)
 
 
-def simulate_point(traces: TraceSet, point: Point) -> dict[str, int]:
-    """The campaign's per-point metrics (step time of the slowest rank and its breakdown)."""
-    from ..sim import simulate
+class GeneratedLayout:
+    """One layout's step, generated at most once however many hardware points simulate it.
 
-    result: Any = simulate(traces, hardware_config(point, f"point {point.id}"))
-    return metrics(result)
+    The representatives' graphs (symmetric runs) and the full rank set (fall-backs) are built on
+    first use and kept, so a search over several platforms decodes each layout once.
+    """
+
+    def __init__(self, model: ModelSpec, spec: TrainingSpec, name: str):
+        from ..sim.symmetric import RankSymmetry
+
+        self.model, self.spec, self.name = model, spec, name
+        layout = spec.layout
+        self.symmetry = RankSymmetry(layout.tp, layout.dp, layout.pp, layout.ep)
+        self.groups = {int(k): v for k, v in layout.comm_groups().items()}
+        self._reps: dict[int, Any] | None = None
+        self._traces: TraceSet | None = None
+
+    def representatives(self) -> dict[int, Any]:
+        if self._reps is None:
+            header, templates, _ = build_templates(self.model, self.spec)
+            self._reps = {
+                r: graph_from_bytes(rank_bytes(header, templates, self.spec, r), f"{self.name}.{r}.et")
+                for r in self.symmetry.reps()
+            }
+        return self._reps
+
+    def traces(self) -> TraceSet:
+        if self._traces is None:
+            self._traces = layout_traces(self.model, self.spec, self.name)
+        return self._traces
+
+    def simulate(self, hw: Any, symmetric: bool = True) -> tuple[Any, str]:
+        """The simulation on ``hw`` and how it ran (``"symmetric: …"`` or ``"full engine: …"``).
+
+        ``symmetric=False`` forces the full engine (tests compare the two).
+        """
+        from ..sim import simulate
+        from ..sim.symmetric import simulate_symmetric, symmetry_problem
+
+        why = "symmetry off"
+        if symmetric:
+            problem = symmetry_problem(self.symmetry, self.groups, hw)
+            if problem is None:
+                graphs = self.representatives()
+                how = f"symmetric: {len(graphs)} of {self.spec.layout.world} ranks simulated"
+                log.info("%s: %s", self.name, how)
+                return simulate_symmetric(graphs, self.symmetry, self.groups, hw), how
+            why = f"not symmetric ({problem})"
+            log.warning("%s: full engine: %s", self.name, why)
+        return simulate(self.traces(), hw), f"full engine: {why}"
+
+    def evaluate(self, point: Point) -> tuple[dict[str, int], str]:
+        """A campaign shard's metrics for this layout on a grid point (symmetric where exact), and how it ran."""
+        result, how = self.simulate(hardware_config(point, f"point {point.id}"))
+        return metrics(result), how
+
+
+def simulate_layout(
+    model: ModelSpec, spec: TrainingSpec, hw: Any, name: str, symmetric: bool = True
+) -> tuple[Any, str]:
+    """:meth:`GeneratedLayout.simulate` of a layout simulated once."""
+    return GeneratedLayout(model, spec, name).simulate(hw, symmetric)

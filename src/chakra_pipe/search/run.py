@@ -100,7 +100,7 @@ def search(spec: SearchSpec, points: list[Point], log=sys.stderr) -> list[dict[s
             raise ConfigError(f"point {p.id} has no hbm_gib (per-GPU memory) to check layouts against")
     fits = {p.id: {c: memory[c].total <= float(p.hbm_gib or 0) * GIB for c in layouts} for p in points}
     for c in layouts:  # layouts outermost: a layout's rank set is generated and decoded once for all points
-        traces = None
+        generated = None
         for point in points:
             m = memory[c]
             row: dict[str, Any] = {
@@ -131,12 +131,13 @@ def search(spec: SearchSpec, points: list[Point], log=sys.stderr) -> list[dict[s
             elif spec.memory_only:
                 row["verdict"] = "fits"
             else:
-                from .evaluate import layout_traces, simulate_point
+                from .evaluate import GeneratedLayout
 
-                print(f"search: {point.id}: simulating {c.label}", file=log, flush=True)
                 try:
-                    traces = traces or layout_traces(*resolved[c], c.label)
-                    step = simulate_point(traces, point)["step_time_ns"]
+                    generated = generated or GeneratedLayout(*resolved[c], c.label)
+                    measured, how = generated.evaluate(point)
+                    step = measured["step_time_ns"]
+                    print(f"search: {point.id}: simulated {c.label} ({how})", file=log, flush=True)
                 except ChakraPipeError as exc:
                     row["verdict"] = f"failed: {exc.line()}"
                 else:

@@ -7,23 +7,29 @@ objects and picks the group a COMM node's ``pg_name`` selects.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+
 from ..et.traceset import WORLD_PG_NAMES
-from ..rankset.groups import GroupTable
 from .system.sys import Group
 
 
-def groups_at_start(table: GroupTable, npus: int) -> list[dict[str, Group]]:
-    """Each rank's groups before any METADATA node runs: the world group and its comm-group-file groups.
+def groups_at_start(
+    from_file: Mapping[int, Sequence[int]], npus: int, ranks: Iterable[int] | None = None
+) -> dict[int, dict[str, Group]]:
+    """The groups of each of ``ranks`` (default: every NPU) before any METADATA node runs: the world
+    group and the comm-group-file groups it is a member of.
 
     Member lists are shared between the ranks' ``Group`` objects (they are never modified); the
-    per-rank state (stream counter, plans) stays per rank as ASTRA-sim keeps it.
+    per-rank state (stream counter, plans) stays per rank as ASTRA-sim keeps it. The symmetric engine
+    asks for its representatives only, so 131,072 ranks cost what a few hundred do.
     """
     world = list(range(npus))
-    by_rank: list[dict[str, Group]] = [{"": Group(1, world, "")} for _ in range(npus)]
-    for gid, members in sorted(table.from_file.items()):
+    by_rank: dict[int, dict[str, Group]] = {r: {"": Group(1, world, "")} for r in (ranks or range(npus))}
+    for gid, members in sorted(from_file.items()):
         shared = list(members)
         for m in dict.fromkeys(shared):
-            by_rank[m][str(gid)] = Group(int(gid), shared, str(gid))
+            if m in by_rank:
+                by_rank[m][str(gid)] = Group(int(gid), shared, str(gid))
     return by_rank
 
 

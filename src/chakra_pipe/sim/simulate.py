@@ -163,7 +163,7 @@ def _simulate(
     workloads = []
     rings: dict = {}
     table = analysis.groups
-    start_groups = groups_at_start(table, npus)
+    start_groups = groups_at_start(table.from_file, npus)
     _prune_cache()
     for rank, graph in enumerate(trace_set.ranks):
         sys = Sys(rank, hw, queue, network, stats, coordinator, rings, phases if phases_fast else None)

@@ -1,0 +1,343 @@
+"""Symmetric simulation: one representative rank per class of a generated training step.
+
+Why: a generated DP×TP×PP(×EP) step on 16,384 or 131,072 GPUs repeats one program per pipeline
+stage (and per position inside an expert group) on every tensor- and data-parallel replica. On a
+network whose delays do not change when those replicas are relabelled, every replica has the same
+timeline to the ns, so simulating one representative per class gives the full engine's per-rank
+results at the cost of ``pp·ep`` ranks instead of ``dp·tp·pp``.
+
+**The symmetry.** With the generator's numbering ``rank = t + tp·(d + dp·p)`` and ``d = blk·ep + e``
+(``e`` the position inside an expert group, ``blk`` the expert group), the translations
+``t → t + a (mod tp)`` and ``blk → blk + b (mod dp/ep)`` map every communicator group onto a group,
+keep each group's ring order up to a rotation (the rings of the ``ring`` and ``direct`` algorithms
+are the ascending member lists), keep pipeline peers (``rank ± tp·dp``) and keep the stage, hence
+the program. A rank's class is its ``(p, e)``; its representative has ``t = blk = 0``.
+
+**Quotient run.** Only the representatives get a ``Workload`` and a ``Sys``. A message a
+representative ``r`` sends to ``y`` is, by symmetry, also sent by ``g(r)`` to ``rep(y)`` at the same
+time, where ``g`` is the translation taking ``y`` to ``rep(y)``: the network times it on the real
+pair ``(r, y)`` and matches it as ``(tag, g(r), rep(y), size)``, which is the receive the
+representative ``rep(y)`` posts. Ring phases use the exact fast path of :mod:`.system.ring_fast` over
+every member of the ring, each member starting when its representative did; when every member is
+in one class (the usual case) the max-plus recurrence collapses to a closed form
+``exit = start + Σ d_k + steps·N``.
+
+**When it holds** (:func:`symmetry_problem` checks before a run, each failed condition a reason the
+caller logs before falling back to the full engine): congestion-unaware backend without rendezvous
+(aware links are shared between replicas); every network dimension a ``Switch`` or
+``FullyConnected`` (constant hop count) whose NPU-id boundaries nest with ``tp``, ``tp·ep`` and
+``tp·dp`` (so the lowest differing dimension of two ranks, which sets the delay, is invariant);
+``ring``/``direct`` algorithms for every collective (halving-doubling and trees pair ranks by XOR and
+tree position, not by rotation); no world-sized group (its plan spans the physical dimensions); no
+pooled remote memory. The rank set's own structure is then verified, in O(ranks): every (member,
+ring successor) pair of every group, and every pipeline peer, maps under the translation to the
+corresponding pair of the representative, and the delay of every message a representative sends
+equals that of its image. Tests compare against the full engine at 64–1,024 ranks, including expert
+all-to-alls and pipeline sends.
+
+**Result.** Per-rank lists (``finish_ns``, ``compute_ns``, ``cpu_ns``, ``exposed_comm_ns``,
+``comm_ns``, ``idle_ns``) cover every rank (a rank's values are its representative's);
+``collectives``, ``workloads`` and ``messages`` (the messages sent) cover the representatives only.
+Since a representative is the lowest rank of its class, the campaign's slowest-rank metrics (lowest
+rank on ties) are the full engine's.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import StuckError
+from ..rankset.progress import STUCK_LIST_LIMIT
+from .config import HardwareConfig
+from .engine import EventQueue
+from .groups import groups_at_start
+from .memory import RemoteMemory
+from .network.unaware import CongestionUnawareNetwork
+from .result import SimResult
+from .simulate import _rank_trace, _Stats
+from .system.ring_fast import RingCoordinator
+from .system.sys import Sys
+from .workload import Workload
+
+log = logging.getLogger(__name__)
+
+SYMMETRIC_TOPOLOGIES = ("Switch", "FullyConnected")  # hop count independent of the two NPUs
+SYMMETRIC_ALGORITHMS = ("ring", "direct")  # peers by ring position, so rotations preserve them
+FULL_CHECK = 256  # groups up to this size: every member's translation checked, beyond: ring neighbours
+COLLECTIVES = ("ALL_REDUCE", "REDUCE_SCATTER", "ALL_GATHER", "ALL_TO_ALL")
+
+
+@dataclass(frozen=True)
+class RankSymmetry:
+    """The translations of a generated layout (module docstring): classes, representatives, images.
+
+    Every method takes ints or numpy integer arrays (element-wise), so checks over all ranks are
+    vectorised.
+    """
+
+    tp: int
+    dp: int
+    pp: int
+    ep: int = 1
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.dp * self.pp
+
+    @property
+    def blocks(self) -> int:
+        return self.dp // self.ep
+
+    def _split(self, x: Any) -> tuple[Any, Any, Any, Any]:
+        """``(t, e, blk, p)`` of rank ``x``."""
+        d = (x // self.tp) % self.dp
+        return x % self.tp, d % self.ep, d // self.ep, x // (self.tp * self.dp)
+
+    def _join(self, t: Any, e: Any, blk: Any, p: Any) -> Any:
+        return t + self.tp * (blk * self.ep + e + self.dp * p)
+
+    def rep(self, x: Any) -> Any:
+        """The representative of ``x``'s class: the same stage and expert position, ``t = blk = 0``."""
+        _, e, _, p = self._split(x)
+        return self._join(0, e, 0, p)
+
+    def translate(self, x: Any, y: Any) -> Any:
+        """``g(y)`` for the translation ``g`` that takes ``x`` to ``rep(x)``."""
+        tx, _, bx, _ = self._split(x)
+        ty, ey, by, py = self._split(y)
+        return self._join((ty - tx) % self.tp, ey, (by - bx) % self.blocks, py)
+
+    def reps(self) -> list[int]:
+        return sorted(self._join(0, e, 0, p) for p in range(self.pp) for e in range(self.ep))
+
+
+def _network_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
+    net = hw.network
+    for d, (kind, n) in enumerate(zip(net.topology, net.npus_count)):
+        if n > 1 and kind not in SYMMETRIC_TOPOLOGIES:
+            return f"network dimension {d} is a {kind} (hops depend on the NPU pair)"
+    bound = 1
+    for d, n in enumerate(net.npus_count):
+        bound *= n
+        for what, b in (("tp", sym.tp), ("tp·ep", sym.tp * sym.ep), ("tp·dp", sym.tp * sym.dp)):
+            if bound % b and b % bound:
+                return (
+                    f"network dimensions 0..{d} hold {bound} NPUs, which does not nest with {what} = {b} "
+                    "(replicas would sit at different network positions)"
+                )
+    return None
+
+
+def _hardware_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
+    if hw.backend != "congestion_unaware":
+        return f"the {hw.backend} backend shares links between replicas"
+    if hw.rendezvous:
+        return "rendezvous messages"
+    if hw.memory is not None and hw.memory.memory_type not in ("NO_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION"):
+        return f"remote memory {hw.memory.memory_type} is shared between ranks"
+    if hw.network.npus != sym.world:
+        return f"the network has {hw.network.npus} NPUs, the layout {sym.world} ranks"
+    for kind in COLLECTIVES:
+        algos = hw.system.implementation(kind)
+        algo = algos[0] if len(algos) == 1 else None  # a sub-group collapses a list to "ring"
+        if algo is not None and algo.base not in SYMMETRIC_ALGORITHMS:
+            return f"{kind.lower()} uses {algo.base} (peers not preserved by rotating a group)"
+    return _network_problem(sym, hw)
+
+
+def _pairs(groups: Mapping[int, list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Every (member, ring successor) pair of every group, as two arrays."""
+    members = [np.asarray(m, dtype=np.int64) for m in groups.values()]
+    if not members:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    return np.concatenate(members), np.concatenate([np.roll(m, -1) for m in members])
+
+
+def _structure_problem(sym: RankSymmetry, groups: Mapping[int, list[int]], hw: HardwareConfig) -> str | None:
+    """Verify the rank set itself: groups, ring order, pipeline peers, message delays (O(ranks))."""
+    world = sym.world
+    if world > 1 and world in (sym.tp, sym.dp):
+        return "a collective spans every rank (its plan follows the physical dimensions)"
+    for gid, members in groups.items():
+        if len(members) >= world:
+            return f"group {gid} spans every rank (its plan follows the physical dimensions)"
+        if list(members) != sorted(set(members)):
+            return f"group {gid} is not an ascending list of distinct ranks"
+    x, succ = _pairs(groups)
+    rep_pairs = sym.rep(x) * world + sym.translate(x, succ)
+    if not np.isin(rep_pairs, x * world + succ).all():
+        bad = int(x[~np.isin(rep_pairs, x * world + succ)][0])
+        return f"rank {bad}'s ring successor does not map onto its representative's"
+    ranks = np.arange(world, dtype=np.int64)
+    stride = sym.tp * sym.dp
+    for peer in (ranks - stride, ranks + stride):
+        ok = (peer < 0) | (peer >= world) | (sym.translate(ranks, peer) == sym.rep(ranks) + (peer - ranks))
+        if not ok.all():
+            return f"rank {int(ranks[~ok][0])}'s pipeline peer does not map onto its representative's"
+    network = CongestionUnawareNetwork(hw.network, EventQueue())
+    reps = set(sym.reps())
+    for gid, members in groups.items():
+        senders = [m for m in members if m in reps]
+        arr = np.asarray(members, dtype=np.int64)
+        for r in senders:
+            i = members.index(r)
+            near = {members[i - 1], members[(i + 1) % len(members)]}
+            peers = list(members) + [r - stride, r + stride]
+            for y in peers:
+                if 0 <= y < world and y != r:
+                    image = int(sym.translate(y, r))
+                    if network.delay(r, y, 1 << 20) != network.delay(image, int(sym.rep(y)), 1 << 20):
+                        return f"the delay {r}→{y} differs from its image {image}→{int(sym.rep(y))}"
+                    if (len(members) <= FULL_CHECK or y in near) and not np.array_equal(
+                        np.sort(sym.translate(y, arr)), arr
+                    ):
+                        return f"rank {y} does not map group {gid} onto itself"
+    return None
+
+
+def symmetry_problem(sym: RankSymmetry, groups: Mapping[int, list[int]], hw: HardwareConfig) -> str | None:
+    """Why the symmetric run would not be exact for this layout and hardware (None when it is)."""
+    return _hardware_problem(sym, hw) or _structure_problem(sym, groups, hw)
+
+
+class _QuotientNetwork(CongestionUnawareNetwork):
+    """Times a message on its real pair, matches it as the image that reaches a representative."""
+
+    def __init__(self, cfg, queue, sym: RankSymmetry):
+        super().__init__(cfg, queue)
+        self._sym = sym
+        self._ends = (0, 0)
+
+    def send(self, src: int, dst: int, size: int, tag: int, on_arrival) -> None:
+        self._ends = (src, dst)
+        super().send(self._sym.translate(dst, src), self._sym.rep(dst), size, tag, on_arrival)
+
+    def _transmit(self, src: int, dst: int, size: int, full: tuple) -> None:
+        super()._transmit(*self._ends, size, full)
+
+
+class _QuotientRings(RingCoordinator):
+    """Ring phases over every member, evaluated once every representative in the ring has started."""
+
+    def __init__(self, network, queue, stats, sym: RankSymmetry):
+        super().__init__(network, queue, stats)
+        self._sym = sym
+        self._rings: dict[int, tuple[list[int], list[int]]] = {}
+        self._uniform: dict[tuple, int | None] = {}
+        self._closed: dict[tuple, tuple[int, int]] = {}
+
+    def _layout(self, ring) -> tuple[list[int], list[int]]:
+        """The representatives in the ring (ring order) and each member's representative (cached)."""
+        hit = self._rings.get(id(ring))
+        if hit is None:
+            m = np.asarray(ring.members, dtype=np.int64)
+            r = self._sym.rep(m)
+            hit = self._rings[id(ring)] = (m[r == m].tolist(), r.tolist())
+        return hit
+
+    def join(self, algo) -> None:
+        ring = algo.ring
+        # id(ring), not ring.key: a sub-group's key holds its member tuple, whose hash is not cached (O(P)
+        # per phase); the ring objects are shared by the NPUs and live as long as the run.
+        key = (id(ring), algo.stream.stream_id, algo.stream.steps_finished, algo.ctype, algo.msg_size, algo.direction)
+        present = self._waiting.setdefault(key, {})
+        present[algo.id] = algo
+        order, rep_of = self._layout(ring)
+        if len(present) < len(order):
+            return
+        del self._waiting[key]
+        reps = [present[r] for r in order]
+        first = reps[0]
+        net = self._uniform_delay(first)
+        if net is None or any(a.start_ns != first.start_ns for a in reps):
+            self._evaluate(key, [present[r] for r in rep_of])
+            return
+        steps = first.stream_count
+        span, tail = self._closed_form(first, net)
+        self.stats.messages += steps * len(reps)
+        for a in reps:
+            self.queue.schedule(first.start_ns + span, a.sys.register_event, a.exit, tail)
+
+    def _closed_form(self, algo, net: int) -> tuple[int, int]:
+        """``(Σ_{k<S} d_k + S·N, d_S)``: recv_k = send_k + N when every member is alike (cached, as a
+        search repeats the same phase shapes hundreds of thousands of times)."""
+        key = (algo.ctype, algo.msg_size, algo.P, algo.ring.local, algo.stream_count, algo.parallel_reduce, net)
+        hit = self._closed.get(key)
+        if hit is None:
+            d, steps = algo.packet_delays(), algo.stream_count
+            hit = self._closed[key] = (sum(d[:steps]) + steps * net, d[steps])
+        return hit
+
+    def _uniform_delay(self, algo) -> int | None:
+        key = (id(algo.ring), algo.msg_size, algo.direction)
+        if key not in self._uniform:
+            net = self._links(algo.ring, algo.msg_size, algo.direction).delays
+            self._uniform[key] = net[0] if min(net) == max(net) else None
+        return self._uniform[key]
+
+    def _finish(self, algos: list, last: list[int], tail: int | list[int], steps: int) -> None:
+        """Schedule the exits of the representatives only (each at its own ring position)."""
+        tails = tail if isinstance(tail, list) else [tail] * len(algos)
+        members = algos[0].ring.members
+        for i, (algo, t, d) in enumerate(zip(algos, last, tails)):
+            if members[i] == algo.id:
+                self.stats.messages += steps
+                self.queue.schedule(t, algo.sys.register_event, algo.exit, d)
+
+
+def simulate_symmetric(
+    graphs: Mapping[int, Any], sym: RankSymmetry, groups: Mapping[int, list[int]], hw: HardwareConfig
+) -> SimResult:
+    """Simulate the representatives' graphs (``rank → TraceGraph``) and expand to every rank.
+
+    The caller must have checked :func:`symmetry_problem`; ``groups`` are the whole rank set's
+    communicator groups (id → ascending members).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()  # as simulate(): many long-lived small objects, nothing for the collector to free
+    try:
+        return _run(graphs, sym, groups, hw)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _run(graphs: Mapping[int, Any], sym: RankSymmetry, groups: Mapping[int, list[int]], hw: HardwareConfig):
+    reps = sym.reps()
+    queue = EventQueue()
+    network = _QuotientNetwork(hw.network, queue, sym)
+    stats = _Stats()
+    result = SimResult(hw.backend)
+    coordinator = _QuotientRings(network, queue, stats, sym)
+    rep_set = set(reps)
+    start = groups_at_start({g: m for g, m in groups.items() if not rep_set.isdisjoint(m)}, sym.world, reps)
+    rings: dict = {}
+    workloads = []
+    for r in reps:
+        sys = Sys(r, hw, queue, network, stats, coordinator, rings)
+        memory = RemoteMemory(hw.memory, None)  # per NPU: symmetry_problem refuses shared ports
+        workloads.append(Workload(r, _rank_trace(graphs[r]), sys, hw, start[r], memory, result))
+    for w in workloads:
+        w.fire()
+    queue.run()
+    stuck = {w.rank: sorted(w.t.ids[i] for i in w.ongoing)[:STUCK_LIST_LIMIT] for w in workloads if not w.finished}
+    if stuck:
+        first = min(stuck)
+        raise StuckError(
+            f"{len(stuck)} representative rank(s) cannot finish; rank {first} waits on node(s) {stuck[first]}",
+            stuck=stuck,
+        )
+    result.messages = stats.messages
+    result.finalize(workloads)
+    index = np.searchsorted(np.asarray(reps), sym.rep(np.arange(sym.world, dtype=np.int64)))
+    for name in ("finish_ns", "compute_ns", "cpu_ns", "exposed_comm_ns", "comm_ns", "idle_ns"):
+        setattr(result, name, np.asarray(getattr(result, name), dtype=np.int64)[index].tolist())
+    log.info("symmetric run: %d of %d ranks simulated (%d classes)", len(reps), sym.world, len(reps))
+    return result

@@ -1,0 +1,196 @@
+"""Symmetric simulation of generated steps: identical to the full engine, or a logged fall-back.
+
+Every case simulates the same layout twice, once with one representative per class and once with
+every rank on the full message-level engine, and compares every per-rank figure to the ns.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.generate.llm import generate_llm
+from chakra_pipe.generate.options import resolve_llm
+from chakra_pipe.search.evaluate import simulate_layout
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim.symmetric import RankSymmetry, symmetry_problem
+from chakra_pipe.sweep.shard import metrics
+
+SMALL = {"model": "gpt3-13b", "layers": 4, "hidden": 512, "heads": 8, "ffn": 2048, "vocab": 1024, "seq": 256}
+MOE = {"model": "mixtral-8x7b", "layers": 2, "hidden": 256, "heads": 8, "ffn": 512, "vocab": 512, "seq": 128}
+PER_RANK = ("finish_ns", "compute_ns", "cpu_ns", "exposed_comm_ns", "comm_ns", "idle_ns")
+
+
+def hardware(
+    dims, topology=None, algo="ring", backend="congestion_unaware", chunks=1, bandwidth=(400.0, 50.0, 25.0)
+) -> HardwareConfig:
+    """A switch × switch × switch cluster (NVLink-like, rail, spine) with one algorithm everywhere."""
+    system = {
+        "scheduling-policy": "LIFO",
+        "collective-optimization": "localBWAware",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": chunks,
+        "preferred-dataset-splits": 4,
+        **{
+            f"{k}-implementation": [algo] * len(dims)
+            for k in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+        },
+        "local-mem-bw": 3350,
+        "peak-perf": 989,
+        "roofline-enabled": 0,
+    }
+    network = {
+        "topology": topology or ["Switch"] * len(dims),
+        "npus_count": list(dims),
+        "bandwidth": list(bandwidth)[: len(dims)],
+        "latency": [936.25, 2500.0, 5000.0][: len(dims)],
+    }
+    return HardwareConfig(
+        system=SystemConfig.from_dict(system, source="sys.json"),
+        network=NetworkConfig.from_dict(network, source="net.yml"),
+        backend=backend,
+    )
+
+
+def both(options: dict, hw: HardwareConfig):
+    model, spec = resolve_llm(options)
+    sym, how = simulate_layout(model, spec, hw, "x")
+    full, _ = simulate_layout(model, spec, hw, "x", symmetric=False)
+    return sym, how, full
+
+
+def assert_identical(sym, full) -> None:
+    for key in PER_RANK:
+        assert getattr(sym, key) == getattr(full, key), key
+    assert metrics(sym) == metrics(full)
+    reps = {c.rank for c in sym.collectives}
+    assert sym.collectives == [c for c in full.collectives if c.rank in reps]
+    assert 0 < sym.messages < full.messages
+
+
+CASES = {
+    "64 ranks, 1F1B over 4 stages": (
+        {**SMALL, "dp": 4, "tp": 4, "pp": 4, "microbatches": 4, "global_batch": 16},
+        (8, 2, 4),
+        {},
+    ),
+    "256 ranks, ZeRO-1, 2 active chunks": (
+        {**SMALL, "dp": 8, "tp": 8, "pp": 4, "microbatches": 2, "global_batch": 16, "zero": 1},
+        (8, 4, 8),
+        {"chunks": 2},
+    ),
+    "128 ranks, recomputation, TP across nodes": (
+        {**SMALL, "heads": 16, "dp": 4, "tp": 16, "pp": 2, "microbatches": 2, "global_batch": 8, "recompute": True},
+        (8, 2, 8),
+        {},
+    ),
+    "64 ranks, expert all-to-alls (ring)": (
+        {**MOE, "dp": 16, "tp": 2, "pp": 2, "ep": 4, "microbatches": 2, "global_batch": 32},
+        (4, 4, 4),
+        {},
+    ),
+    "64 ranks, expert all-to-alls (direct)": (
+        {**MOE, "dp": 16, "tp": 2, "pp": 2, "ep": 2, "microbatches": 2, "global_batch": 32},
+        (2, 16, 2),
+        {"algo": "direct"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_symmetric_run_equals_the_full_engine(case):
+    options, dims, kw = CASES[case]
+    sym, how, full = both(options, hardware(dims, **kw))
+    model, spec = resolve_llm(options)
+    reps = spec.layout.pp * spec.layout.ep
+    assert how == f"symmetric: {reps} of {spec.layout.world} ranks simulated"
+    assert len(sym.finish_ns) == spec.layout.world
+    assert_identical(sym, full)
+
+
+@pytest.mark.parametrize("scale_out", [[50.0, 25.0], [25.0, 12.5]], ids=["fast", "slim"])
+def test_a_1024_gpu_gpt3_175b_layout_equals_its_campaign_point(tmp_path, scale_out):
+    """The search's best gpt3-175b layout on 1,024 GPUs (dp64 tp4 pp4, ZeRO-1, recomputation), 4 layers so
+    the full engine runs in seconds: rank files written by ``generate llm``, loaded and simulated as a
+    campaign shard does, per rank equal to the symmetric run of 4 representatives, on two platforms."""
+    options = {
+        "model": "gpt3-175b",
+        "layers": 4,
+        "dp": 64,
+        "tp": 4,
+        "pp": 4,
+        "microbatches": 4,
+        "global_batch": 256,
+        "zero": 1,
+        "recompute": True,
+    }
+    hw = hardware((8, 16, 8), bandwidth=(400.0, *scale_out))
+    model, spec = resolve_llm(options)
+    sym, how = simulate_layout(model, spec, hw, "x")
+    assert how == "symmetric: 4 of 1024 ranks simulated"
+    generate_llm(model, spec, tmp_path / "best")
+    full = simulate(TraceSet.load(tmp_path / "best"), hw)
+    for key in PER_RANK:
+        assert getattr(sym, key) == getattr(full, key), key
+    assert metrics(sym) == metrics(full)
+
+
+BASE = {**SMALL, "dp": 2, "tp": 4, "pp": 2, "microbatches": 2, "global_batch": 4}
+FALLBACKS = {
+    "congestion-aware links": (
+        BASE,
+        (8, 2),
+        {"backend": "congestion_aware"},
+        "the congestion_aware backend shares links",
+    ),
+    "ring topology": (BASE, (8, 2), {"topology": ["Ring", "Switch"]}, "network dimension 0 is a Ring"),
+    "halving-doubling": (BASE, (16,), {"algo": "halvingDoubling"}, "all_reduce uses halvingDoubling"),
+    "replicas across a node boundary": (
+        {**BASE, "dp": 3, "global_batch": 6},
+        (8, 3),
+        {},
+        "network dimensions 0..0 hold 8 NPUs, which does not nest with tp·dp = 12",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FALLBACKS))
+def test_without_symmetry_the_full_engine_runs_and_says_why(case, caplog):
+    options, dims, kw, reason = FALLBACKS[case]
+    model, spec = resolve_llm(options)
+    with caplog.at_level(logging.WARNING, logger="chakra_pipe"):
+        result, how = simulate_layout(model, spec, hardware(dims, **kw), "x")
+    assert how.startswith("full engine: not symmetric (") and reason in how
+    assert any(reason in r.getMessage() and "full engine" in r.getMessage() for r in caplog.records)
+    assert len(result.finish_ns) == spec.layout.world
+    assert sorted({c.rank for c in result.collectives}) == list(range(spec.layout.world))  # every rank ran
+
+
+def test_a_group_spanning_every_rank_is_not_symmetric():
+    hw = hardware((8, 8))
+    assert symmetry_problem(RankSymmetry(tp=1, dp=64, pp=1), {}, hw) == (
+        "a collective spans every rank (its plan follows the physical dimensions)"
+    )
+
+
+def test_a_rank_set_whose_groups_break_the_translation_is_refused():
+    hw = hardware((4, 4))
+    sym = RankSymmetry(tp=4, dp=2, pp=2)
+    groups = {
+        **{i + 1: [4 * i + k for k in range(4)] for i in range(4)},  # tp groups
+        5: [0, 4],
+        6: [1, 5],
+        7: [2, 6],
+        8: [3, 7],
+        9: [8, 12],
+        10: [9, 13],
+        11: [10, 14],
+        12: [11, 15],
+    }
+    assert symmetry_problem(sym, groups, hw) is None
+    broken = {**groups, 4: [12, 13, 15, 14]}
+    assert symmetry_problem(sym, broken, hw) == "group 4 is not an ascending list of distinct ranks"
+    swapped = {**groups, 9: [8, 13], 10: [9, 12]}
+    assert "ring successor does not map onto its representative's" in (symmetry_problem(sym, swapped, hw) or "")
