@@ -22,19 +22,13 @@ from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.rankset import analyze
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
 
+sys.path.insert(0, str(Path(__file__).parent))
+from simulator import SYSTEM  # noqa: E402 -- the realistic cases' system, shared
+
 CASES = [
     ("gpt3-13b t8d4", ["--model", "gpt3-13b", "--tp", "8", "--dp", "4"], 32),
     ("llama3-8b t8d8 zero1", ["--model", "llama3-8b", "--tp", "8", "--dp", "8", "--zero", "1"], 64),
 ]
-SYSTEM = {
-    "scheduling-policy": "LIFO",
-    "endpoint-delay": 10,
-    "active-chunks-per-dimension": 1,
-    "preferred-dataset-splits": 4,
-    "collective-optimization": "localBWAware",
-    "local-mem-bw": 1600,
-    **{f"{k}-implementation": ["ring"] for k in ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")},
-}
 
 
 def timed(fn) -> float:

@@ -32,25 +32,14 @@ from conftest import CONFORMANCE, conformance_rows, fixtures_path, skip_reason
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ranksets import RankSetSpec, rank_sets
-from test_robust_support import CORPUS, call_cli
+from test_robust_support import CORPUS, RING_SYSTEM, call_cli
 
 from chakra_pipe.errors import ChakraPipeError
 from chakra_pipe.et.traceset import TraceSet, find_rank_files
 
 DEADLOCK_RULE = "set-deadlock"
-SYSTEM = {
-    "scheduling-policy": "LIFO",
-    "collective-optimization": "baseline",
-    "endpoint-delay": 10,
-    "preferred-dataset-splits": 1,  # no rule that depends on it: validate runs without the system file
-    "local-mem-bw": 1600,
-    "peak-perf": 900,
-    "roofline-enabled": 0,
-    "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"],
-    "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"],
-}
+# the ring system of the robust tests, with no rule that depends on the splits (validate runs without it)
+SYSTEM = RING_SYSTEM | {"preferred-dataset-splits": 1}
 # ``FILE: node N: error: RULE: message`` (validate's Finding.line()), after an optional CLI prefix.
 _CLI_PREFIX = re.compile(r"^chakra-pipe [a-z-]+(?: [a-z-]+)?: error: ")
 _FINDING = re.compile(r"^(?P<file>\S+?): (?:node (?P<node>-?\d+): )?error: (?P<rule>[a-z][a-z0-9-]*): ")
