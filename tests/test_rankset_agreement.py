@@ -318,8 +318,9 @@ CAPTURED = {
 @pytest.mark.parametrize("name", sorted(CAPTURED))
 def test_captured_sets_get_one_verdict(name, tmp_path):
     prefix = fixtures_path() / CAPTURED[name]
-    if not find_rank_files(prefix):
-        pytest.skip(skip_reason(Path(f"{prefix}.0.et")))
+    first = Path(f"{prefix}.0.et")
+    if not first.is_file():
+        pytest.skip(skip_reason(first))
     assert_agree(prefix, tmp_path, what=f"captured {name}")
 
 
