@@ -79,7 +79,7 @@ def resolve_groups(
                     None,
                     "group-members",
                     ERROR,
-                    f"group '{gid}' lists ranks {id_list(outside)} outside the {n}-rank set",
+                    f"group '{gid}' lists NPU {id_list(outside)}, outside the {n}-rank set (0..{n - 1})",
                 )
             )
             continue
