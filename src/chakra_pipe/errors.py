@@ -51,6 +51,8 @@ class StuckError(ChakraPipeError):
 
     exit_code = EXIT_STUCK
 
-    def __init__(self, what: str, stuck: dict[int, list[int]] | None = None, file: str | None = None):
+    def __init__(
+        self, what: str, stuck: dict[int, list[int]] | None = None, file: str | None = None, where: str | None = None
+    ):
         self.stuck = stuck or {}
-        super().__init__(what, file=file)
+        super().__init__(what, file=file, where=where)

@@ -62,14 +62,15 @@ def capped_lines(findings: Iterable[Finding], cap: int = PRINT_CAP) -> Iterator[
             yield f"{file}: ... {len(rest)} more {rule} findings ({kinds})"
 
 
-def _summary(what: str, problems: list[Finding]) -> str:
-    """One line for logs and sweep rows; deliberately not in problem-line form, so a reader that
-    picks problem lines out of the output finds exactly the ``details``."""
+def _summary(what: str, problems: list[Finding]) -> tuple[str, str | None, str | None]:
+    """``(what, file, where)`` of the error line: the first problem's file and node, so the one line a
+    sweep row or a log keeps names them like every other error. Deliberately not in problem-line form
+    (no ``error: RULE:`` after the node), so a reader that picks problem lines out of the output finds
+    exactly the ``details``."""
     if not problems:
-        return what
+        return what, None, None
     p = problems[0]
-    at = f"node {p.node} of " if p.node is not None else ""
-    return f"{what}; the first: {p.rule} at {at}{p.file}: {p.message}"
+    return f"{what}; the first: {p.rule}: {p.message}", p.file, None if p.node is None else f"node {p.node}"
 
 
 class _ProblemList:
@@ -91,7 +92,8 @@ class SetRefused(_ProblemList, InputError):
     def __init__(self, problems: list[Finding]):
         self.problems = problems
         self.details = tuple(capped_lines(problems))
-        super().__init__(_summary(f"the rank set has {len(problems)} problem(s)", problems))
+        what, file, where = _summary(f"the rank set has {len(problems)} problem(s)", problems)
+        super().__init__(what, file=file, where=where)
 
 
 class SetStuck(_ProblemList, StuckError):
@@ -104,5 +106,5 @@ class SetStuck(_ProblemList, StuckError):
     def __init__(self, problems: list[Finding], stuck: dict[int, list[int]], why: str | None = None):
         self.problems = problems
         self.details = tuple(capped_lines(problems))
-        what = "the rank set cannot finish" + (f" ({why})" if why else "")
-        super().__init__(_summary(what, problems), stuck=stuck)
+        what, file, where = _summary("the rank set cannot finish" + (f" ({why})" if why else ""), problems)
+        super().__init__(what, file=file, where=where, stuck=stuck)
