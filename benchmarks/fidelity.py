@@ -160,6 +160,15 @@ def main() -> None:
                 f"{'':<12} infinite vs traced - network part of the wait ({no_net / 1e6:.2f} ms): "
                 f"{100 * (inf / no_net - 1):+.1f}%"
             )
+            # The network's share of the step: what the calibrated model adds over an infinite network,
+            # against what the capture spent in communication after the last rank arrived.
+            n_coll = sum(1 for c in inf_result.collectives if c.rank == 0)
+            sim_net, real_net = sim - inf, traced - no_net
+            print(
+                f"{'':<12} network part: simulated {sim_net / 1e6:.2f} ms, measured {real_net / 1e6:.2f} ms "
+                f"({n_coll} collectives per rank: {sim_net / max(n_coll, 1) / 1e3:.0f} vs "
+                f"{real_net / max(n_coll, 1) / 1e3:.0f} us each)"
+            )
             print(
                 f"{'':<12} per rank: infinite {[round(x / 1e6, 2) for x in inf_r]} ms, of which work (CPU ops + "
                 f"compute) {[round(x / 1e6, 2) for x in busy_r]} ms; traced-wait "

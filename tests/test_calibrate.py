@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chakra_pipe.calibrate.bench import KINDS, Measurement
+from chakra_pipe.calibrate.bench import KINDS, Measurement, covered_share, write_benchmark
 from chakra_pipe.calibrate.fit import Platform, _hardware, _Sets, _time, fit
 from chakra_pipe.calibrate.report import write_outputs
 from chakra_pipe.generate.collective import COLLECTIVES
@@ -70,6 +70,42 @@ def test_platform_files_are_the_fitted_values():
     _hardware("Ring", 4, "all_reduce", "direct", TRUTH)  # every key parses
 
 
+def test_loaded_benchmark_issues_a_gemm_beside_every_collective(tmp_path):
+    """--load gemm: the replay plan runs collective k (comm slot) and GEMM k (compute slot, its FLOPs)
+    together, and pair k+1 only after both, so every collective is timed while its rank computes."""
+    from chakra_pipe.et import TraceSet
+    from chakra_pipe.replay.plan import ACT_COLL, ACT_COMPUTE, SLOT_COMP, build_plan
+
+    prefix = str(tmp_path / "bench")
+    sizes = (4096, 16384)
+    ops = [1000 * (k + 1) for k in range(len(KINDS) * len(sizes))]
+    cases = write_benchmark(prefix, 2, sizes, ops)
+    assert cases == [(k, s) for s in sizes for k in KINDS]
+    plan = build_plan(TraceSet.load(prefix))
+    for rank in plan.ranks:
+        assert len(rank) == 2 * len(cases)
+        for k in range(len(cases)):
+            coll, gemm = rank.ids.index(2 * k), rank.ids.index(2 * k + 1)
+            assert rank.actions[coll] == ACT_COLL and rank.comm[coll].nbytes == cases[k][1]
+            assert rank.actions[gemm] == ACT_COMPUTE and rank.slots[gemm] == SLOT_COMP
+            assert rank.num_ops[gemm] == ops[k]
+            prev = sorted(rank.ids[j] for j in rank.parents[coll])
+            assert prev == sorted(rank.ids[j] for j in rank.parents[gemm]) == ([2 * k - 2, 2 * k - 1] if k else [])
+    write_benchmark(str(tmp_path / "alone"), 2, sizes)  # unloaded: a plain chain of collectives
+    alone = build_plan(TraceSet.load(str(tmp_path / "alone")))
+    assert alone.ranks[0].ids == list(range(len(cases))) and set(alone.ranks[0].actions) == {ACT_COLL}
+
+
+def test_covered_share_counts_gemms_that_outlast_their_collective():
+    def node(starts, durs):
+        return {"start_ns": starts, "duration_ns": durs}
+
+    # two cases, two iterations, two ranks: the GEMM of case 1 ends early on rank 1's second iteration
+    r0 = {0: node([0, 0], [5, 5]), 1: node([0, 0], [9, 9]), 2: node([9, 9], [4, 4]), 3: node([9, 9], [4, 6])}
+    r1 = {0: node([0, 0], [5, 5]), 1: node([0, 0], [5, 9]), 2: node([9, 9], [4, 4]), 3: node([9, 9], [4, 3])}
+    assert covered_share([r0, r1], 2, 2) == 7 / 8
+
+
 def test_cli_rejects_one_rank(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "chakra_pipe.cli", "calibrate", "--ranks", "1", "--out", str(tmp_path / "c")],
@@ -122,3 +158,23 @@ def test_gloo_calibration_end_to_end(tmp_path):
         )
     assert f"median |error| {100 * doc['median_rel_error_fitted_sizes']:.1f}%" in r.stdout
     load_hardware(tmp_path / "cal" / "system.json", tmp_path / "cal" / "network.yml")
+
+
+@pytest.mark.slow
+def test_gloo_calibration_under_gemm_load(tmp_path):
+    pytest.importorskip("torch", reason="calibrate measures through the replay engine: the optional torch extra")
+    r = subprocess.run(
+        [sys.executable, "-m", "chakra_pipe.cli", "calibrate", "--ranks", "2", "--backend", "gloo", "--load", "gemm"]
+        + ["--min-size", "256KiB", "--max-size", "256KiB", "--iterations", "2", "--out", str(tmp_path / "cal")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads((tmp_path / "cal" / "fit.json").read_text())
+    assert doc["load"] == "gemm" and doc["load_gemm_gflops"] > 0 and 0 <= doc["load_covered_share"] <= 1
+    assert [(u["collective"], u["size_bytes"]) for u in doc["unloaded_ns"]] == [(k, 256 << 10) for k in KINDS]
+    assert all(u["measured_ns"] > 0 for u in doc["unloaded_ns"]) and all(row["measured_ns"] > 0 for row in doc["rows"])
+    assert f"covered {100 * doc['load_covered_share']:.0f}%" in r.stdout

@@ -8,6 +8,20 @@ world barrier, so the ranks' clocks are aligned to within the barrier's skew): a
 arrived early waiting for a late one is not counted, as nccl-tests' barrier-then-time does not
 count it. The figure kept is the median over iterations, which shrugs off a descheduled rank on
 a shared machine. Bandwidths follow nccl-tests (``results.busbw``).
+
+**Under load** (``load="gemm"``): in a captured training step a collective rarely runs alone. DDP
+reduces each gradient bucket on the backend's worker thread while the main thread computes the rest
+of the backward pass, and on a host where ranks share cores (CPU/gloo: every rank's compute and
+every rank's gloo threads on the same few cores) that compute competes with the collective for
+the cores its sends, receives and reductions run on. A collective timed alone misses that cost.
+The loaded pass replays the same set with a GEMM beside every collective: node ``2k`` is the k-th
+collective, node ``2k + 1`` a GEMM on the compute slot (the replay engine's ``ops`` mode, one torch
+thread as in ``capture``) issued with it, and the next pair waits for both, so each collective runs
+while its rank's compute slot is busy. Each GEMM is sized to ``COVER`` times that collective's
+unloaded median at the GEMM rate measured here, so it normally outlasts the collective;
+:class:`LoadStats` says how often it did (when it did not, the collective's tail ran unloaded and
+its loaded time is a lower bound). This is a methodology, not a correction factor: no number is
+scaled, the collectives are simply timed under the kind of load a training step puts on them.
 """
 
 from __future__ import annotations
@@ -26,6 +40,7 @@ from ..generate.collective import COLLECTIVES, METADATA_VERSION
 from ..results.busbw import bandwidth
 
 KINDS = tuple(c.key for c in ASTRA_SIM)
+COVER = 2.0  # a loaded pass's GEMM lasts this many unloaded collective times (at the measured rate)
 DEFAULT_SIZES = tuple(4 << 10 << (2 * k) for k in range(8))  # 4 KiB, 16 KiB, ... 64 MiB
 
 
@@ -41,32 +56,81 @@ class Measurement:
     samples: int
 
 
-def write_benchmark(prefix: str, ranks: int, sizes: tuple[int, ...]) -> list[tuple[str, int]]:
-    """The rank set: node ``k`` of every rank is the k-th (kind, size), after node ``k - 1``."""
+@dataclass(frozen=True)
+class LoadStats:
+    """How the loaded pass went: the GEMM rate it was sized at, and in what share of (case,
+    iteration, rank) the GEMM outlasted its collective (1.0: every collective fully under load)."""
+
+    gemm_gflops: float
+    covered_share: float
+    unloaded_ns: dict[tuple[str, int], int]
+
+
+def write_benchmark(
+    prefix: str, ranks: int, sizes: tuple[int, ...], gemm_ops: list[int] | None = None
+) -> list[tuple[str, int]]:
+    """The rank set: the k-th (kind, size) after the (k - 1)-th; with ``gemm_ops``, each collective
+    (node ``2k``) paired with a GEMM of ``gemm_ops[k]`` FLOPs (node ``2k + 1``) issued with it."""
     cases = [(kind, size) for size in sizes for kind in KINDS]
+    stride = 2 if gemm_ops else 1
     for rank in write_order(ranks):
         nodes = []
         for k, (kind, size) in enumerate(cases):
-            node = schema.Node(id=k, name=f"{kind}_{size}", type=schema.COMM_COLL_NODE)
-            if k:
-                node.data_deps.append(k - 1)
+            prev = [stride * (k - 1) + j for j in range(stride)] if k else []
+            node = schema.Node(id=stride * k, name=f"{kind}_{size}", type=schema.COMM_COLL_NODE)
+            node.data_deps.extend(prev)
             set_attr(node, "is_cpu_op", False)
             set_attr(node, "comm_type", COLLECTIVES[kind])
             set_attr(node, "comm_size", size)
             nodes.append(node)
+            if gemm_ops:
+                gemm = schema.Node(id=stride * k + 1, name=f"load_{kind}_{size}", type=schema.COMP_NODE)
+                gemm.data_deps.extend(prev)
+                set_attr(gemm, "is_cpu_op", False)
+                set_attr(gemm, "num_ops", gemm_ops[k])
+                nodes.append(gemm)
         write_trace(f"{prefix}.{rank}.et", schema.GlobalMetadata(version=METADATA_VERSION), nodes)
     return cases
 
 
-def measure(
-    ranks: int, sizes: tuple[int, ...], backend: str, iterations: int, warmup: int, timeout_s: float
-) -> tuple[list[Measurement], dict]:
-    """Replay the benchmark set once; per (kind, size) the median of the slowest rank's times."""
+def gemm_gflops(seconds: float = 0.2) -> float:
+    """This process's single-thread GEMM rate (GFLOP/s) at the replay engine's tile for ~1 ms GEMMs."""
+    import time
+
+    import torch
+
+    from ..replay.engine import Gemm
+
+    g = Gemm.for_ops(int(2e7))
+    a = torch.rand(g.n, g.n)
+    c = torch.empty_like(a)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as every replay rank runs
+    try:
+        done, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds or done < 3:
+            torch.mm(a, a, out=c)
+            done += 1
+        return done * 2 * g.n**3 / (time.perf_counter() - t0) / 1e9
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _replay(
+    ranks: int,
+    sizes: tuple[int, ...],
+    backend: str,
+    iterations: int,
+    warmup: int,
+    timeout_s: float,
+    gemm_ops: list[int] | None,
+) -> tuple[list[tuple[str, int]], list[dict], dict]:
+    """Replay the benchmark set once; per rank, its nodes by id."""
     from ..replay.launcher import ReplayConfig, replay_here
 
     with tempfile.TemporaryDirectory(prefix="chakra-calibrate-") as tmp:
         prefix = str(Path(tmp) / "bench")
-        cases = write_benchmark(prefix, ranks, sizes)
+        cases = write_benchmark(prefix, ranks, sizes, gemm_ops)
         result = replay_here(
             ReplayConfig(
                 prefix=prefix,
@@ -75,19 +139,62 @@ def measure(
                 backend=backend,
                 iterations=iterations,
                 warmup=warmup,
-                compute="skip",
+                compute="ops" if gemm_ops else "skip",
                 timeout_s=timeout_s,
             )
         )
     nodes = [{n["id"]: n for n in r["nodes"]} for r in result["ranks"]]
+    return cases, nodes, result
+
+
+def _call_ns(nodes: list[dict], i: int, it: int) -> int:
+    """Iteration ``it`` of node ``i``: from the last rank's issue to the last rank's completion."""
+    return max(r[i]["start_ns"][it] + r[i]["duration_ns"][it] for r in nodes) - max(r[i]["start_ns"][it] for r in nodes)
+
+
+def _measurements(cases, nodes, ranks: int, iterations: int, stride: int) -> list[Measurement]:
     out = []
     for k, (kind, size) in enumerate(cases):
-        calls = [
-            max(r[k]["start_ns"][it] + r[k]["duration_ns"][it] for r in nodes)
-            - max(r[k]["start_ns"][it] for r in nodes)
-            for it in range(iterations)
-        ]
-        med = int(statistics.median(calls))
+        med = int(statistics.median(_call_ns(nodes, stride * k, it) for it in range(iterations)))
         bw = bandwidth(COLLECTIVES[kind], size, ranks, med)
         out.append(Measurement(kind, size, med, bw.algbw_GBps if bw else 0.0, bw.busbw_GBps if bw else 0.0, iterations))
-    return out, {"backend": result["settings"]["backend"], "environment": result["environment"]}
+    return out
+
+
+def covered_share(nodes: list[dict], cases: int, iterations: int) -> float:
+    """Share of (case, iteration, rank) whose GEMM (node 2k+1) ended no earlier than its collective (2k)."""
+    hits = total = 0
+    for r in nodes:
+        for k in range(cases):
+            coll, gemm = r[2 * k], r[2 * k + 1]
+            for it in range(iterations):
+                total += 1
+                hits += gemm["start_ns"][it] + gemm["duration_ns"][it] >= coll["start_ns"][it] + coll["duration_ns"][it]
+    return hits / total if total else 0.0
+
+
+def measure(
+    ranks: int,
+    sizes: tuple[int, ...],
+    backend: str,
+    iterations: int,
+    warmup: int,
+    timeout_s: float,
+    load: str = "none",
+) -> tuple[list[Measurement], dict, LoadStats | None]:
+    """Per (kind, size) the median of the slowest rank's times; with ``load="gemm"`` a second,
+    loaded pass (GEMMs sized from the first pass) gives the times returned."""
+    cases, nodes, result = _replay(ranks, sizes, backend, iterations, warmup, timeout_s, None)
+    alone = _measurements(cases, nodes, ranks, iterations, 1)
+    meta = {"backend": result["settings"]["backend"], "environment": result["environment"]}
+    if load == "none":
+        return alone, meta, None
+    rate = gemm_gflops()
+    ops = [max(1, int(COVER * m.time_ns * rate)) for m in alone]  # ns x GFLOP/s = FLOPs
+    cases, nodes, _ = _replay(ranks, sizes, backend, iterations, warmup, timeout_s, ops)
+    stats = LoadStats(
+        round(rate, 3),
+        round(covered_share(nodes, len(cases), iterations), 4),
+        {(m.kind, m.size): m.time_ns for m in alone},
+    )
+    return _measurements(cases, nodes, ranks, iterations, 2), meta, stats

@@ -28,6 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--iterations", type=int, default=7, help="timed repeats of every call (median kept)")
     p.add_argument("--warmup", type=int, default=1, help="untimed passes over every call first")
+    p.add_argument(
+        "--load",
+        choices=("none", "gemm"),
+        default="none",
+        help="gemm: time every collective while its rank's compute slot runs a GEMM sized to outlast it, "
+        "as DDP's backward runs beside its bucketed all-reduce (a second, loaded pass; see README)",
+    )
     p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="give up after S seconds")
     p.set_defaults(func=_calibrate)
 
@@ -46,7 +53,9 @@ def _calibrate(args) -> int:
     if args.iterations < 1 or args.warmup < 0:
         raise InputError("--iterations must be >= 1 and --warmup >= 0", where="--iterations")
     doc = calibrate(
-        CalibrateConfig(args.ranks, args.backend, args.out, lo, hi, fit_min, args.iterations, args.warmup, args.timeout)
+        CalibrateConfig(
+            args.ranks, args.backend, args.out, lo, hi, fit_min, args.iterations, args.warmup, args.timeout, args.load
+        )
     )
     p = doc["platform"]
     err = doc["median_rel_error_fitted_sizes"]
@@ -55,5 +64,6 @@ def _calibrate(args) -> int:
         f"{p['latency_ns']} ns, endpoint-delay {p['endpoint_delay_ns']} ns, local-mem-bw {p['local_mem_bw_gbps']} "
         f"GB/s, {p['implementations']}; median |error| {100 * err:.1f}% for sizes >= {fit_min} B, "
         f"{100 * doc['median_rel_error_all_sizes']:.1f}% over all sizes"
+        + (f"; timed under GEMM load (covered {100 * doc['load_covered_share']:.0f}%)" if args.load == "gemm" else "")
     )
     return 0

@@ -22,6 +22,7 @@ class CalibrateConfig:
     iterations: int = 7
     warmup: int = 1
     timeout_s: float = 600.0
+    load: str = "none"  # or "gemm": collectives timed beside a GEMM (bench.measure)
 
     def sizes(self) -> tuple[int, ...]:
         """min_size, 4x min_size, ... up to max_size; each rounded to a multiple of 4 x ranks bytes
@@ -38,7 +39,9 @@ def calibrate(cfg: CalibrateConfig) -> dict:
     sizes = cfg.sizes()
     if not any(s >= cfg.fit_min_size for s in sizes):
         raise InputError(f"no size >= --fit-min-size {cfg.fit_min_size} B among {list(sizes)}", where="--fit-min-size")
-    measurements, meta = measure(cfg.ranks, sizes, cfg.backend, cfg.iterations, cfg.warmup, cfg.timeout_s)
+    measurements, meta, load = measure(
+        cfg.ranks, sizes, cfg.backend, cfg.iterations, cfg.warmup, cfg.timeout_s, cfg.load
+    )
     result = fit(measurements, cfg.ranks, cfg.fit_min_size)
     meta = {
         "backend": meta["backend"],
@@ -47,6 +50,13 @@ def calibrate(cfg: CalibrateConfig) -> dict:
         "sizes_bytes": list(sizes),
         "iterations": cfg.iterations,
         "warmup": cfg.warmup,
+        "load": cfg.load,
         "environment": meta["environment"],
     }
+    if load is not None:
+        meta["load_gemm_gflops"] = load.gemm_gflops
+        meta["load_covered_share"] = load.covered_share
+        meta["unloaded_ns"] = [
+            {"collective": k, "size_bytes": s, "measured_ns": t} for (k, s), t in load.unloaded_ns.items()
+        ]
     return write_outputs(cfg.out, measurements, result, meta, cfg.fit_min_size)
