@@ -25,7 +25,7 @@ The conditions (CPUs, load average before and after) are printed: on a shared ma
 figure moves with the load, so compare runs made under similar load only.
 
     python benchmarks/fidelity.py [--ranks 2] [--models mlp,resnet-tiny,gpt-tiny] [--cal DIR]
-        [--steps 3] [--fit-min-size 256KiB]
+        [--steps 3] [--fit-min-size 256KiB] [--load none|gemm]
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ def main() -> None:
     ap.add_argument("--max-size", default="16MiB", help="calibration's largest message")
     ap.add_argument("--fit-min-size", default="256KiB", help="calibration's smallest fitted message")
     ap.add_argument("--steps", type=int, default=3, help="profiled steps per capture")
+    ap.add_argument("--load", default="none", choices=("none", "gemm"), help="calibrate --load (see README)")
     args = ap.parse_args()
     print(f"conditions at start: {_conditions()}")
     with tempfile.TemporaryDirectory(prefix="fidelity-") as tmp:
@@ -90,6 +91,8 @@ def main() -> None:
                     args.max_size,
                     "--fit-min-size",
                     args.fit_min_size,
+                    "--load",
+                    args.load,
                     "--out",
                     str(cal),
                 ]

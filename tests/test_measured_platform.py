@@ -42,7 +42,10 @@ def _config(tmp_path: Path, **measured) -> dict:
             "baseline": "p",
             "platforms": {
                 "p": {"network": "net.yml", "system": "sys.json"},
-                "here": {"calibrate": {"ranks": 2, "backend": "gloo", "max_size": "1MiB", "iterations": 3}, **measured},
+                "here": {
+                    "calibrate": {"ranks": 2, "backend": "gloo", "max_size": "1MiB", "iterations": 3, "load": "gemm"},
+                    **measured,
+                },
             },
         },
     }
@@ -70,6 +73,8 @@ def test_plan_names_the_calibrate_outputs_and_the_shards_take_them(tmp_path):
         "1MiB",
         "--iterations",
         "3",
+        "--load",
+        "gemm",
     ]
     assert camp.workloads["ar"].shards == [["p", "here"]]
     assert camp.shard_calibrations("ar", 0) == [f"{folder}/network.yml", f"{folder}/system.json"]

@@ -121,7 +121,7 @@ class Campaign:
         workflow quotes each one."""
         spec = self.calibrations[platform]
         args = ["--ranks", str(spec["ranks"])]
-        for key in ("backend", "min_size", "max_size", "fit_min_size", "iterations", "warmup", "timeout"):
+        for key in ("backend", "min_size", "max_size", "fit_min_size", "iterations", "warmup", "load", "timeout"):
             if key in spec:
                 args += [f"--{key.replace('_', '-')}", str(spec[key])]
         return args
