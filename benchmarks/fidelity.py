@@ -169,7 +169,7 @@ def main() -> None:
             sim_net, real_net = sim - inf, traced - no_net
             print(
                 f"{'':<12} network part: simulated {sim_net / 1e6:.2f} ms, measured {real_net / 1e6:.2f} ms "
-                f"({n_coll} collectives per rank: {sim_net / max(n_coll, 1) / 1e3:.0f} vs "
+                f"(over {n_coll} collectives per rank, p2p in the totals: {sim_net / max(n_coll, 1) / 1e3:.0f} vs "
                 f"{real_net / max(n_coll, 1) / 1e3:.0f} us each)"
             )
             print(
