@@ -31,6 +31,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import StuckError
 from ..et import schema
 from ..et.attrs import set_attr
 from ..et.collectives import ASTRA_SIM
@@ -184,6 +185,9 @@ def measure(
 ) -> tuple[list[Measurement], dict, LoadStats | None]:
     """Per (kind, size) the median of the slowest rank's times; with ``load="gemm"`` a second,
     loaded pass (GEMMs sized from the first pass) gives the times returned."""
+    import time
+
+    deadline = time.monotonic() + timeout_s  # both passes share the one --timeout
     cases, nodes, result = _replay(ranks, sizes, backend, iterations, warmup, timeout_s, None)
     alone = _measurements(cases, nodes, ranks, iterations, 1)
     meta = {"backend": result["settings"]["backend"], "environment": result["environment"]}
@@ -191,7 +195,10 @@ def measure(
         return alone, meta, None
     rate = gemm_gflops()
     ops = [max(1, int(COVER * m.time_ns * rate)) for m in alone]  # ns x GFLOP/s = FLOPs
-    cases, nodes, _ = _replay(ranks, sizes, backend, iterations, warmup, timeout_s, ops)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise StuckError(f"calibration did not finish within {timeout_s:g} s: the unloaded pass used it all")
+    cases, nodes, _ = _replay(ranks, sizes, backend, iterations, warmup, left, ops)
     stats = LoadStats(
         round(rate, 3),
         round(covered_share(nodes, len(cases), iterations), 4),
