@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import INT_KINDS, KIND_NUMBER
+from ..et.graph import INT_ATTRS
 from ..et.rows import CsrRows
 from ..rankset.slots import slot_of
 from .comm import issue_comm
@@ -61,19 +62,10 @@ class RankTrace:
     def build(cls, g) -> RankTrace:
         n = len(g)
         ids = g.ids.tolist()  # uint64 -> exact Python ints (no wrap above 2^63)
-        names = (
-            "num_ops",
-            "tensor_size",
-            "comm_type",
-            "comm_size",
-            "comm_src",
-            "comm_dst",
-            "comm_tag",
-            "comm_priority",
-        )
-        # integer view of each attribute: one table lookup instead of np.isin per column
+        # integer view of each well-known attribute (the graph's one list): one table lookup
+        # instead of np.isin per column
         attrs, has = {}, {}
-        for a in names:
+        for a in INT_ATTRS:
             kind = g.attr_kind[a]
             ok = _INT_KIND_TABLE[kind]
             attrs[a] = g.exact_ints(a)  # uint64 sizes of 2^63 and more stay positive
