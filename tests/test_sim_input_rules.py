@@ -36,6 +36,7 @@ COLL, SEND, RECV = schema.COMM_COLL_NODE, schema.COMM_SEND_NODE, schema.COMM_REC
 
 def refusal(tmp_path: Path, ranks, splits: int = 1) -> list[tuple[str, int | None, str]]:
     """(file name, node, rule) of every problem simulate refuses the set for (it must refuse it)."""
+    tmp_path.mkdir(exist_ok=True)
     prefix = write_set(tmp_path, ranks)
     system = SystemConfig.from_dict({**SYSTEM, "preferred-dataset-splits": splits}, source="sys.json")
     with pytest.raises(SetRefused) as exc:
@@ -76,6 +77,13 @@ def test_a_per_node_comm_rule_is_refused_before_the_run_naming_file_and_node(tmp
     first = exc.value.problems[0]
     assert (Path(first.file).name, first.node, first.rule) == ("w.0.et", 1, rule)
     assert text in first.message and exc.value.exit_code == 2
+
+
+def test_a_rank_without_a_root_or_with_an_unknown_node_type_is_refused_before_the_run(tmp_path):
+    # the workload layer no longer checks either: rankset's no-root and node-type rules refuse them
+    cyclic = [node(1, data=[2]), node(2, data=[1])]
+    assert ("w.0.et", None, "no-root") in refusal(tmp_path / "a", [cyclic, [node(1)]])
+    assert refusal(tmp_path / "b", [[node(1, 9)], [node(1)]]) == [("w.0.et", 1, "node-type")]
 
 
 def test_a_peer_outside_the_set_is_refused_even_when_the_set_also_deadlocks(tmp_path):
