@@ -16,6 +16,7 @@ numbers ASTRA-sim prints (validate's problems as warnings), or stops with exit 3
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from pathlib import Path
@@ -29,7 +30,7 @@ from chakra_pipe.et import schema
 from chakra_pipe.et.attrs import make_attr
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.rankset import SetRefused, SetStuck
-from chakra_pipe.sim import HardwareConfig, SystemConfig, simulate
+from chakra_pipe.sim import HardwareConfig, SystemConfig, astrasim, simulate
 
 COLL, SEND, RECV = schema.COMM_COLL_NODE, schema.COMM_SEND_NODE, schema.COMM_RECV_NODE
 
@@ -132,16 +133,26 @@ def test_messages_match_by_size_so_a_channel_received_in_another_order_finishes(
     assert simulate(TraceSet.load(write_set(tmp_path, [r0, r1])), hw(2)).finish_ns == [1003, 1003]
 
 
-def test_a_receive_of_another_size_stops_after_the_sender_finished(tmp_path, capsys):
+def test_a_receive_of_another_size_stops_after_the_sender_finished(tmp_path, capsys, monkeypatch):
     prefix = write_set(tmp_path, [[p2p(1, True, 0, 1, size=64)], [p2p(1, False, 1, 0, size=128)]])
     (tmp_path / "sys.json").write_text(json.dumps(SYSTEM))
     (tmp_path / "n.yml").write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
-    argv = [f"--system-configuration={tmp_path / 'sys.json'}", f"--network-configuration={tmp_path / 'n.yml'}"]
-    assert cli.main(["simulate", f"--workload-configuration={prefix}", *argv]) == EXIT_STUCK
+    argv = [
+        f"--workload-configuration={prefix}",
+        f"--system-configuration={tmp_path / 'sys.json'}",
+        f"--network-configuration={tmp_path / 'n.yml'}",
+    ]
+    finished = "sys[0] finished, 501 cycles, exposed communication 501 cycles."
+    assert cli.main(["simulate", *argv]) == EXIT_STUCK
     out, err = capsys.readouterr()
-    assert out == "sys[0] finished, 501 cycles, exposed communication 501 cycles.\n"
+    assert out == finished + "\n"
     assert f"{prefix}.1.et: node 1: error: set-deadlock: rank 1 cannot finish" in err
     assert "error: p2p-unmatched: send to rank 1 (tag 0) of 64 B is received there as 128 B" in err
+    monkeypatch.chdir(tmp_path)  # the drop-in writes log/ here
+    out, err = io.StringIO(), io.StringIO()
+    assert astrasim.run(argv, "congestion_unaware", out, err) == EXIT_STUCK
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(f"[workload] [info] {finished}")
 
 
 def test_collective_sizes_that_differ_stop_the_group(tmp_path):
