@@ -9,9 +9,10 @@ Part 2 (astra-sim-semantics.md §4.3): ASTRA-sim matches every message on (tag, 
 completes a send when its data arrives, received or not, and runs each member's collective at its
 own size. So a send nobody receives finishes, a receive of another size than its send never does,
 and a collective (an MoE all-to-all, say) whose size differs between members stops its group unless
-the minimum-chunk rule makes the chunks equal. Simulate runs such sets the same way: it prints the
-numbers ASTRA-sim prints (validate's problems as warnings), or stops with exit 3 after the
-``finished`` lines of the ranks that did finish. A peer outside the set is refused (ASTRA-sim asserts).
+its messages come out the same size anyway (the minimum-chunk rule, integer division). Simulate runs
+such sets the same way: it prints the numbers ASTRA-sim prints (validate's problems as warnings), or
+stops with exit 3 after the ``finished`` lines of the ranks that did finish. A peer outside the set
+is refused (ASTRA-sim asserts).
 """
 
 from __future__ import annotations
@@ -163,13 +164,21 @@ def test_collective_sizes_that_differ_stop_the_group(tmp_path):
     assert exc.value.problems[0].rule == "collective-mismatch"
 
 
-def test_collective_sizes_the_minimum_chunk_makes_equal_finish_as_the_equal_run(tmp_path):
-    # on 4 NPUs a chunk under 4 B is rewritten to 4 B (spec §3.2): 2 B and 3 B run as 4 B everywhere
+@pytest.mark.parametrize(
+    ("sizes", "equal"),
+    [
+        # on 4 NPUs a chunk under 4 B is rewritten to 4 B (spec §3.2): 2 B and 3 B run as 4 B everywhere
+        ((2, 3), 4),
+        # a ring all-reduce sends chunk / 4 per message: 1,000,001 B sends the 250,000 B of 1,000,000 B
+        ((1_000_000, 1_000_001), 1_000_000),
+    ],
+)
+def test_collective_sizes_whose_messages_come_out_equal_finish_as_the_equal_run(tmp_path, sizes, equal):
     uneven, even = tmp_path / "uneven", tmp_path / "even"
     uneven.mkdir(), even.mkdir()
-    mixed = simulate(TraceSet.load(write_set(uneven, [[sizes_coll(1, 2 + r % 2)] for r in range(4)])), hw(4))
-    same = simulate(TraceSet.load(write_set(even, [[sizes_coll(1, 4)]] * 4)), hw(4))
-    assert mixed.finish_ns == same.finish_ns == [3070] * 4
+    mixed = simulate(TraceSet.load(write_set(uneven, [[sizes_coll(1, sizes[r % 2])] for r in range(4)])), hw(4))
+    same = simulate(TraceSet.load(write_set(even, [[sizes_coll(1, equal)]] * 4)), hw(4))
+    assert mixed.finish_ns == same.finish_ns and len(set(same.finish_ns)) == 1 and same.finish_ns[0] > 0
 
 
 def test_an_uneven_moe_all_to_all_stops_its_group_and_the_other_ranks_finish(tmp_path, capsys):

@@ -43,7 +43,7 @@ PROOF_RUNS_DESPITE = frozenset(
 # (astra-sim-semantics.md §4.3): members pair a group's collectives in the order the run issues them
 # (``collective-order``); each member runs its own collective at its own type and size, and every
 # message matches on (tag, src, dst, size, k), so chunks of different sizes never meet
-# (``collective-mismatch``: the set stops, unless the minimum-chunk rule makes the chunks equal); a
+# (``collective-mismatch``: the set stops, unless the messages come out the same size anyway); a
 # send completes when its data arrives, received or not, while a receive waits for a send of its size
 # (``p2p-unmatched``). The run finishes (the numbers ASTRA-sim prints, these problems as warnings)
 # or stops (exit 3, as ASTRA-sim's "unreleased nodes").
