@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from campaign_files import simulated_row, write_measured, write_shard
 from conftest import validated
 from test_sweep_grid import SYSTEM
 
@@ -17,8 +18,6 @@ from chakra_pipe.et import TraceSet
 from chakra_pipe.generate.collective import CollectiveSpec, generate_collective
 from chakra_pipe.report.aggregate import aggregate
 from chakra_pipe.report.build import build
-from chakra_pipe.results.csvtext import rows_csv
-from chakra_pipe.results.schema import NS_METRICS, SHARD_COLUMNS
 from chakra_pipe.sim import load_hardware, simulate
 from chakra_pipe.sweep.campaign import Campaign
 from chakra_pipe.sweep.shard import run_shard
@@ -144,33 +143,14 @@ def test_summary_and_plot_compare_the_capture_with_the_calibrated_point(tmp_path
     camp = Campaign.load(camp.plan_path)
     step = {"p": 1_000_000, "here": 3_000_000}
     for name, w in camp.workloads.items():
-        rows = [
-            {
-                "campaign": "m1",
-                "workload": name,
-                "source": "simulated",
-                "point_id": pid,
-                "platform": camp.points[pid].platform,
-                "backend": "congestion_unaware",
-                "npus": 2,
-                "status": "ok",
-                "step_time_ns": step[pid],
-                "trace_sha256": "cd" * 32,
-                **dict.fromkeys(NS_METRICS[1:], 0),
-            }
-            for pid in w.shards[0]
-        ]
-        path = Path(camp.shard_path(name, 0))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(rows_csv(rows, SHARD_COLUMNS))
-    capture = Path(camp.capture_dir("cap"))
-    capture.mkdir(parents=True)
-    (capture / "capture.json").write_text(
-        json.dumps({"backend": "gloo", "steps": 1, "median_step_time_ms_untraced": 2.5})
+        rows = [simulated_row("m1", name, pid, camp.points[pid].platform, 2, step[pid]) for pid in w.shards[0]]
+        write_shard(camp, name, 0, rows)
+    write_measured(
+        camp,
+        "cap",
+        {"backend": "gloo", "steps": 1, "median_step_time_ms_untraced": 2.5},
+        {"step_time_ns": {"median": 4e6, "per_iteration": [4e6]}, "environment": {}},
     )
-    replay = Path(camp.replay_path("cap"))
-    replay.parent.mkdir(parents=True)
-    replay.write_text(json.dumps({"step_time_ns": {"median": 4e6, "per_iteration": [4e6]}, "environment": {}}))
     info = build(camp, aggregate(camp, commit="x"), camp.report_dir)
     # the calibrated point, not the baseline p, is this machine: 3.0 ms vs 2.5 ms captured, 4.0 ms replayed
     assert info["fidelity"] == {

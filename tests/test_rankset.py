@@ -153,9 +153,13 @@ def test_one_p2p_channel_key_pairs_messages_by_position_and_compares_sizes(tmp_p
     errors, sim, plan = verdicts(prefix)
     assert where(errors) == [("w.0.et", "p2p-unmatched", 1)]
     assert "of 64 B is received there as 128 B (node 1)" in errors[0].message
-    for exc in (sim, plan):
-        assert isinstance(exc, SetRefused) and exc.exit_code == EXIT_INPUT
-        assert where(exc.problems) == where(errors)
+    assert isinstance(plan, SetRefused) and plan.exit_code == EXIT_INPUT
+    assert where(plan.problems) == where(errors)
+    # ASTRA-sim matches on (tag, src, dst, size, k): the 64 B send completes on arrival (500 ns + 64 B at
+    # 50 GiB/s = 501 ns), the 128 B receive never does; simulate stops the same way and says why
+    assert isinstance(sim, SetStuck) and sim.exit_code == EXIT_STUCK
+    assert where(sim.problems) == [*where(errors), ("w.1.et", "set-deadlock", 1)]
+    assert sim.stuck == {1: [1]} and sim.finished == {0: (501, 501)}
 
 
 def test_empty_means_no_groups_and_both_spellings_work_for_every_verb(tmp_path, capsys):
@@ -247,7 +251,7 @@ def test_a_deadlock_that_depends_on_time_is_printed_as_set_deadlock_lines(tmp_pa
     # the all-reduce first and finishes, so the finish proof cannot see it. Validate and replay refuse
     # the set because its order depends on timing (collective-order, on both ranks: the all-gather
     # does not wait for the message the all-reduce waits for); simulate runs it, as ASTRA-sim, and
-    # prints the timed run's stuck nodes as set-deadlock lines.
+    # prints validate's lines and the timed run's stuck nodes as set-deadlock lines.
     r0 = [p2p(1, True, 0, 1), coll(2, data=[1]), node(3, data=[2]), gather(4)]
     r1 = [p2p(1, False, 1, 0), coll(2, data=[1]), node(3, data=[2]), gather(4)]
     prefix = write_set(tmp_path, [r0, r1])
@@ -256,6 +260,7 @@ def test_a_deadlock_that_depends_on_time_is_printed_as_set_deadlock_lines(tmp_pa
     assert isinstance(plan, SetRefused) and where(plan.problems) == where(errors)
     assert isinstance(sim, SetStuck) and sim.stuck == {0: [2, 4], 1: [2, 4]}
     assert sim.details == (
+        *(f.line() for f in errors),
         f"{prefix}.0.et: node 2: error: set-deadlock: rank 0 cannot finish: it stops at node(s) 2, 4 (a collective "
         "some member never reaches, a receive whose send never comes, or a dependency cycle)",
         f"{prefix}.1.et: node 2: error: set-deadlock: rank 1 cannot finish: it stops at node(s) 2, 4 (a collective "

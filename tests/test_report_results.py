@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from campaign_files import simulated_row, write_measured, write_shard
 from conftest import validated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -326,40 +327,17 @@ def test_captured_and_replayed_rows_are_one_pass_over_the_trace(tmp_path):
     assert camp.replayed() == ["cap"]
     _write_shards(camp)
     cap = camp.workloads["cap"]
-    rows = [
-        {
-            "campaign": "c1",
-            "workload": "cap",
-            "source": "simulated",
-            "point_id": pid,
-            "platform": "p",
-            "backend": "congestion_unaware",
-            "npus": 4,
-            "status": "ok",
-            "step_time_ns": 5_000_000,
-            "trace_sha256": "cd" * 32,
-            **dict.fromkeys(NS_METRICS[1:], 0),
-        }
-        for pid in cap.shards[0][:1]
-    ]
+    row = simulated_row("c1", "cap", "", "p", 4, 5_000_000)
     for i, ids in enumerate(cap.shards):
-        path = Path(camp.shard_path("cap", i))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(rows_csv([dict(rows[0], point_id=pid) for pid in ids], SHARD_COLUMNS))
-    capture = Path(camp.capture_dir("cap"))
-    capture.mkdir(parents=True)
-    (capture / "capture.json").write_text(
-        json.dumps({"backend": "gloo", "steps": 2, "median_step_time_ms_untraced": 1.25})
-    )
-    replay = Path(camp.replay_path("cap"))
-    replay.parent.mkdir(parents=True)
-    replay.write_text(
-        json.dumps(
-            {
-                "step_time_ns": {"median": 3_000_000.4, "per_iteration": [3e6, 3e6]},
-                "environment": {"backend": "gloo", "device": "cpu"},
-            }
-        )
+        write_shard(camp, "cap", i, [dict(row, point_id=pid) for pid in ids])
+    replay = write_measured(
+        camp,
+        "cap",
+        {"backend": "gloo", "steps": 2, "median_step_time_ms_untraced": 1.25},
+        {
+            "step_time_ns": {"median": 3_000_000.4, "per_iteration": [3e6, 3e6]},
+            "environment": {"backend": "gloo", "device": "cpu"},
+        },
     )
     df = aggregate(camp, commit="x")
     measured = df[(df["workload"] == "cap") & (df["source"] != "simulated")].set_index("source")

@@ -14,12 +14,13 @@ import importlib
 from pathlib import Path
 
 import pytest
+from sim_paths import assert_fast_equals_message_path
 
 from chakra_pipe.et import schema
 from chakra_pipe.et.attrs import set_attr
 from chakra_pipe.et.framing import write_trace
 from chakra_pipe.et.traceset import TraceSet
-from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig
 
 TYPES = {
     "AR": schema.ALL_REDUCE,
@@ -72,22 +73,13 @@ def _hw(
     )
 
 
-def _same(ts: TraceSet, hw: HardwareConfig) -> None:
-    fast, slow = simulate(ts, hw), simulate(ts, hw, fast=False)
-    assert fast.finish_ns == slow.finish_ns
-    assert fast.exposed_comm_ns == slow.exposed_comm_ns
-    assert [c.__dict__ for c in fast.collectives] == [c.__dict__ for c in slow.collectives]
-    assert fast.messages == slow.messages
-    assert min(fast.finish_ns) > 0
-
-
 @pytest.mark.parametrize("opt", ["baseline", "localBWAware"])
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("topo", ["Ring", "Switch", "FullyConnected"])
 @pytest.mark.parametrize("ranks", [2, 5, 8, 16])
 def test_direct_every_collective_type_1d(tmp_path: Path, ranks: int, topo: str, splits: int, opt: str) -> None:
     ts = _write(tmp_path, ranks, ["AR", "RS", "AG", "A2A", "AR"], stagger_us=3)
-    _same(ts, _hw(["direct"], [topo], [ranks], splits, opt))
+    assert_fast_equals_message_path(ts, _hw(["direct"], [topo], [ranks], splits, opt))
 
 
 @pytest.mark.parametrize("algo", ["direct", "doubleBinaryTree", "oneDirect"])
@@ -96,7 +88,7 @@ def test_all_reduce_3d(tmp_path: Path, algo: str, sizes: list[int]) -> None:
     ranks = sizes[0] * sizes[1] * sizes[2]
     ts = _write(tmp_path, ranks, ["AR", "AR"], stagger_us=2)
     impl = [algo] if algo.startswith("one") else [algo, "direct", algo]
-    _same(ts, _hw(impl, ["Ring", "Switch", "FullyConnected"], sizes, 4, "baseline"))
+    assert_fast_equals_message_path(ts, _hw(impl, ["Ring", "Switch", "FullyConnected"], sizes, 4, "baseline"))
 
 
 @pytest.mark.parametrize("sizes", [[2, 4], [4, 4], [2, 2, 2]])
@@ -106,7 +98,7 @@ def test_direct_local_bw_aware_multi_dim(tmp_path: Path, sizes: list[int]) -> No
     for s in sizes:
         ranks *= s
     ts = _write(tmp_path, ranks, ["AR", "RS", "AG"], stagger_us=0)
-    _same(
+    assert_fast_equals_message_path(
         ts, _hw(["direct"] * len(sizes), ["Switch", "Ring", "FullyConnected"][: len(sizes)], sizes, 1, "localBWAware")
     )
 
@@ -117,13 +109,13 @@ def test_direct_local_bw_aware_multi_dim(tmp_path: Path, sizes: list[int]) -> No
 @pytest.mark.parametrize("stagger", [0, 1])
 def test_double_binary_tree_1d(tmp_path: Path, ranks: int, topo: str, splits: int, stagger: int) -> None:
     ts = _write(tmp_path, ranks, ["AR", "AR", "AR"], stagger_us=stagger)
-    _same(ts, _hw(["doubleBinaryTree"], [topo], [ranks], splits, "baseline"))
+    assert_fast_equals_message_path(ts, _hw(["doubleBinaryTree"], [topo], [ranks], splits, "baseline"))
 
 
 def test_windowed_direct_stays_exact(tmp_path: Path) -> None:
     """``direct<W>`` below P-1 runs message by message; mixed with fast phases the run is still exact."""
     ts = _write(tmp_path, 8, ["AR", "A2A"], stagger_us=1)
-    _same(ts, _hw(["direct3"], ["Switch"], [8], 2, "baseline"))
+    assert_fast_equals_message_path(ts, _hw(["direct3"], ["Switch"], [8], 2, "baseline"))
 
 
 def test_same_time_tie_declines_and_reruns_exactly(tmp_path: Path, monkeypatch) -> None:
@@ -144,10 +136,10 @@ def test_same_time_tie_declines_and_reruns_exactly(tmp_path: Path, monkeypatch) 
     pd = 3 * int((1 << 20) // 4 / (1600 * 1e9) * 1e9)  # Pd of a quarter of 1 MiB at 1,600 GB/s
     ts = _write(tmp_path, 4, ["AR"], stagger_us=0)
     hw = _hw(["direct"], ["Ring"], [4], 1, "baseline", latency=[10 + pd])
-    _same(ts, hw)
+    assert_fast_equals_message_path(ts, hw)
     assert calls[:2] == [True, False]  # the fast run declined, the rerun used the message path
     calls.clear()
-    _same(ts, _hw(["direct"], ["Ring"], [4], 1, "baseline", latency=[11 + pd]))
+    assert_fast_equals_message_path(ts, _hw(["direct"], ["Ring"], [4], 1, "baseline", latency=[11 + pd]))
     assert calls[0] is True and len(calls) == 2  # no tie: fast run kept, plus the fast=False run
 
 
@@ -160,4 +152,6 @@ def test_direct_reduction_slower_than_network(tmp_path: Path, ranks: int, topo: 
     This is the regime where the all-gather half needs its fixed point (the merged general order).
     """
     ts = _write(tmp_path, ranks, ["AR", "AR"], stagger_us=stagger, size=1 << 16)
-    _same(ts, _hw(["direct"], [topo], [ranks], 2, "baseline", latency=[1], mem_bw=1, bandwidth=[1000]))
+    assert_fast_equals_message_path(
+        ts, _hw(["direct"], [topo], [ranks], 2, "baseline", latency=[1], mem_bw=1, bandwidth=[1000])
+    )

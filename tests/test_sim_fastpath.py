@@ -10,11 +10,12 @@ message-by-message ``fast=False`` must give identical per-rank finish times and 
 from __future__ import annotations
 
 import pytest
+from sim_paths import assert_fast_equals_message_path
 
 from chakra_pipe import cli
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.rankset import analyze
-from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig
 from chakra_pipe.sim.engine import EventQueue
 from chakra_pipe.sim.network import make_network
 from chakra_pipe.sim.simulate import aware_fast_path_is_exact
@@ -78,12 +79,7 @@ def test_fast_and_message_level_agree_on_every_rank(rank_sets, case: str, networ
     sizes = CASES[case][1] if "-2d-" in network else [len(ts.ranks)]
     backend = "congestion_aware" if network.endswith("-aware") else "congestion_unaware"
     hw = _hw(algo, sizes, backend, "FullyConnected" if network.startswith("fc") else "Switch")
-    fast, slow = simulate(ts, hw), simulate(ts, hw, fast=False)
-    assert fast.finish_ns == slow.finish_ns
-    assert fast.exposed_comm_ns == slow.exposed_comm_ns
-    assert [c.__dict__ for c in fast.collectives] == [c.__dict__ for c in slow.collectives]
-    assert fast.messages == slow.messages
-    assert min(fast.finish_ns) > 0
+    assert_fast_equals_message_path(ts, hw)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

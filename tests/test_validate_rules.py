@@ -354,7 +354,7 @@ def test_point_to_point_matching(tmp_path):
 def test_send_to_a_rank_outside_the_set(tmp_path):
     send = node(1, SEND, comm_dst=4, comm_tag=1, comm_size=64)
     (f,) = validate_set(write_set(tmp_path, [[send]])).findings
-    assert f.rule == "p2p-unmatched" and "not in the 1-rank set" in f.message
+    assert f.rule == "p2p-peer" and "rank 4 is not in the 1-rank set" in f.message
 
 
 # -- rank gaps (a finding) and unreadable input (exit 2, one line, no traceback) ---------------

@@ -47,12 +47,23 @@ class InputError(ChakraPipeError):
 
 
 class StuckError(ChakraPipeError):
-    """A simulation or replay that cannot finish; ``stuck`` maps rank to the blocked node ids."""
+    """A simulation or replay that cannot finish; ``stuck`` maps rank to the blocked node ids.
+
+    ``finished`` maps each rank of a stopped simulation that did finish to ``(finish_ns,
+    exposed_comm_ns)``: ASTRA-sim prints those ranks' ``finished`` lines before it stops, and so does
+    ``simulate``.
+    """
 
     exit_code = EXIT_STUCK
 
     def __init__(
-        self, what: str, stuck: dict[int, list[int]] | None = None, file: str | None = None, where: str | None = None
+        self,
+        what: str,
+        stuck: dict[int, list[int]] | None = None,
+        file: str | None = None,
+        where: str | None = None,
+        finished: dict[int, tuple[int, int]] | None = None,
     ):
         self.stuck = stuck or {}
+        self.finished = finished or {}
         super().__init__(what, file=file, where=where)

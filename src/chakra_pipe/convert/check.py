@@ -41,7 +41,7 @@ FILE_GUARANTEES = frozenset(
         "comm-node",
     }
 )
-SET_GUARANTEES = FILE_GUARANTEES | {"p2p-unmatched"}
+SET_GUARANTEES = FILE_GUARANTEES | {"p2p-unmatched", "p2p-peer"}
 
 
 def _graph(nodes: list, path: str):

@@ -22,8 +22,10 @@ Layer contract (other stages rely on it; do not change it):
   on input grounds they print the same error lines (stderr) and exit 2 (:class:`SetRefused`); on a
   deadlock they exit 3 (:class:`SetStuck`) with ``stuck`` = the nodes validate's ``set-deadlock``
   problems list. (Simulate runs a set the static proof finds stuck, as a ready collective may overtake
-  in time; if its run stops, it raises :meth:`~RankSetAnalysis.stuck_error`, with ``set-deadlock``
-  lines of its own when the deadlock depends on time and validate could not see it.)
+  in time, and the sets ASTRA-sim runs despite ``collective-order``, ``collective-mismatch`` and
+  ``p2p-unmatched`` (``analysis.SIMULATE_RUNS_DESPITE``); if its run stops, it raises
+  :meth:`~RankSetAnalysis.stuck_error`, with ``set-deadlock`` lines of its own when the deadlock
+  depends on time or message sizes and validate could not see it.)
 
 Rule names: per file — ``duplicate-id``, ``node-type``, ``dangling-data-dep``, ``dangling-ctrl-dep``,
 ``self-dep``, ``duplicate-dep``, ``cycle-data``, ``cycle-ctrl``, ``no-root``, ``involved-dim``,
@@ -31,7 +33,8 @@ Rule names: per file — ``duplicate-id``, ``node-type``, ``dangling-data-dep``,
 replayed BROADCAST; replay tolerates it), ``p2p-empty``, ``mem-node``, ``metadata-pg``; per set —
 ``group-members``, ``incomplete-set``, ``collective-mismatch``, ``collective-order`` (two different
 collectives of a group whose issue order depends on timing; simulate runs the set anyway, as
-ASTRA-sim: it finishes or deadlocks as its timing decides), ``p2p-unmatched``, ``set-deadlock``
+ASTRA-sim: it finishes or deadlocks as its timing decides), ``p2p-unmatched``, ``p2p-peer`` (a peer
+outside the set: refused by every stage), ``set-deadlock``
 (validate adds ``rank-gap`` and warning-only rules).
 """
 

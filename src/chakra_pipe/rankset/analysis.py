@@ -29,15 +29,32 @@ DEADLOCK = "set-deadlock"
 # Errors that leave every comm spec intact, so the finish proof still runs: how a set hangs (a cycle,
 # a collective or message some rank never matches) or a collective only ASTRA-sim cannot run.
 PROOF_RUNS_DESPITE = frozenset(
-    {"cycle-data", "cycle-ctrl", "collective-mismatch", "p2p-unmatched", "comm-type-unsupported", "collective-order"}
+    {
+        "cycle-data",
+        "cycle-ctrl",
+        "collective-mismatch",
+        "p2p-unmatched",
+        "p2p-peer",
+        "comm-type-unsupported",
+        "collective-order",
+    }
 )
-# Errors simulate runs anyway: ASTRA-sim pairs collectives in the order the run issues them, so a
-# set whose order depends on timing finishes or deadlocks (exit 3) as its timing decides.
-SIMULATE_RUNS_DESPITE = frozenset({"collective-order"})
+# Errors simulate leaves to its timed run, because ASTRA-sim runs such sets and the run decides
+# (astra-sim-semantics.md §4.3): members pair a group's collectives in the order the run issues them
+# (``collective-order``); each member runs its own collective at its own type and size, and every
+# message matches on (tag, src, dst, size, k), so chunks of different sizes never meet
+# (``collective-mismatch``: the set stops, unless the messages come out the same size anyway); a
+# send completes when its data arrives, received or not, while a receive waits for a send of its size
+# (``p2p-unmatched``). The run finishes (the numbers ASTRA-sim prints, these problems as warnings)
+# or stops (exit 3, as ASTRA-sim's "unreleased nodes").
+SIMULATE_RUNS_DESPITE = frozenset({"collective-order", "collective-mismatch", "p2p-unmatched"})
+# Of those, the ones that need the message-by-message run: the fast paths evaluate a phase once all
+# members joined it with one size, which members of different sizes do not share.
+MESSAGE_PATH_ONLY = frozenset({"collective-mismatch"})
 # Errors replay tolerates: torch.distributed runs the collectives ASTRA-sim does not simulate.
 REPLAY_TOLERATES = frozenset({"comm-type-unsupported"})
 # Errors of a set that cannot finish (with ``set-deadlock``): simulate lets its timed run decide.
-CANNOT_FINISH = frozenset({DEADLOCK, "cycle-data", "cycle-ctrl", "collective-mismatch", "p2p-unmatched"})
+CANNOT_FINISH = frozenset({DEADLOCK, "cycle-data", "cycle-ctrl"})
 
 
 @dataclass
@@ -50,6 +67,7 @@ class RankSetAnalysis:
     slots: list[list[int]]  # SLOT_* of every record, per rank
     groups: GroupTable
     stuck: dict[int, list[int]]  # rank -> stuck node ids (empty: the set finishes, or was not proven)
+    warned: bool = False  # simulate printed the errors it runs despite (once per cached analysis)
 
     @property
     def errors(self) -> list[Finding]:
@@ -67,9 +85,11 @@ class RankSetAnalysis:
         if errors:
             raise SetRefused(errors)
 
-    def refuse_input(self) -> None:
+    def refuse_input(self) -> list[Finding]:
         """Raise what simulate does before running: ``SetRefused`` for any error, unless the errors
         are the ones of a set that cannot finish (then the timed run decides, see :meth:`stuck_error`).
+        Returns the errors the run goes ahead despite (:data:`SIMULATE_RUNS_DESPITE`), for simulate
+        to print as warnings.
 
         ASTRA-sim's comm slot takes the smallest *ready* id, so a later collective may overtake one
         still waiting for its inputs: a set the static proof finds stuck can still finish in time.
@@ -77,14 +97,36 @@ class RankSetAnalysis:
         errors = [f for f in self.errors if f.rule not in SIMULATE_RUNS_DESPITE]
         if errors and not (self.stuck and all(f.rule in CANNOT_FINISH for f in errors)):
             raise SetRefused(errors)
+        return self.timed
 
-    def stuck_error(self, stuck: dict[int, list[int]], why: str | None = None) -> SetStuck:
+    @property
+    def timed(self) -> list[Finding]:
+        """The errors simulate leaves to its timed run (:data:`SIMULATE_RUNS_DESPITE`)."""
+        return [f for f in self.errors if f.rule in SIMULATE_RUNS_DESPITE]
+
+    @property
+    def message_path_only(self) -> bool:
+        """Whether simulate must run message by message (:data:`MESSAGE_PATH_ONLY`)."""
+        return any(f.rule in MESSAGE_PATH_ONLY for f in self.errors)
+
+    def stuck_error(
+        self,
+        stuck: dict[int, list[int]],
+        why: str | None = None,
+        finished: dict[int, tuple[int, int]] | None = None,
+    ) -> SetStuck:
         """What simulate raises when its timed run stops with ``stuck`` nodes: validate's problem
-        lines when the proof saw the deadlock (its ``set-deadlock`` nodes are the same frontier), else
-        ``set-deadlock`` lines for the timed run's own stuck nodes (a deadlock that depends on time).
-        ``why`` is the simulator's own diagnosis when it has one (a chunk-queue cycle)."""
-        found = self.errors if self.stuck else deadlock_findings([v.file for v in self.ranks], stuck)
-        return SetStuck(found, stuck, why)
+        lines when the proof saw this deadlock (its ``set-deadlock`` nodes are the same frontier),
+        else validate's other errors and ``set-deadlock`` lines for the timed run's own stuck nodes
+        (a deadlock that depends on time, or on the sizes messages match by).
+        ``why`` is the simulator's own diagnosis when it has one (a chunk-queue cycle); ``finished``
+        the ranks that did finish (``finish_ns``, ``exposed_comm_ns``), whose lines ASTRA-sim prints."""
+        if self.stuck == stuck:
+            found = self.errors
+        else:
+            found = [f for f in self.errors if f.rule != DEADLOCK]
+            found += deadlock_findings([v.file for v in self.ranks], stuck)
+        return SetStuck(found, stuck, why, finished)
 
 
 # id(TraceSet) -> (weak reference to it, key, analysis): TraceSets are unhashable dataclasses

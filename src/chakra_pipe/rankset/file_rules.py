@@ -90,6 +90,12 @@ class FileChecker:
         node = int(self.g.ids[index]) if index is not None else None
         self.findings.append(Finding(self.file, node, rule, severity, message))
 
+    def warn_once(self, where: np.ndarray, rule: str, what: str) -> None:
+        """One warning per file for a defect that repeats on many nodes with one root cause (the
+        producer): ``N {what}: ids`` at the first such node, instead of a line per node."""
+        if len(where):
+            self.add(int(where[0]), rule, WARNING, f"{len(where)} {what}: {id_list(self.g.ids[where])}")
+
     def run(self, full: bool = True) -> FileResult:
         """Every rule; ``full=False`` (simulate, replay) skips the per-record protobuf decode and the
         warning-only header checks, which cost the most and decide no error a stage refuses on."""
@@ -174,14 +180,9 @@ class FileChecker:
         types = self.g.types
         for i in np.nonzero((types < 0) | (types > schema.COMM_COLL_NODE))[0]:
             self.add(int(i), "node-type", ERROR, f"type {self.g.node(int(i)).type} is outside NodeType 0..7")
-        invalid = np.nonzero(types == schema.INVALID_NODE)[0]
-        if len(invalid):
-            self.add(
-                int(invalid[0]),
-                "invalid-node",
-                WARNING,
-                f"{len(invalid)} INVALID_NODE nodes (simulators skip them): {id_list(self.g.ids[invalid])}",
-            )
+        self.warn_once(
+            np.nonzero(types == schema.INVALID_NODE)[0], "invalid-node", "INVALID_NODE nodes (simulators skip them)"
+        )
 
     def check_dependency_lists(self) -> None:
         g = self.g
@@ -283,14 +284,11 @@ class FileChecker:
                 WARNING,
                 "start_time_micros is 0 on every node (no producer sets it; nothing can be ordered by it)",
             )
-        zero = np.nonzero((g.types == schema.COMP_NODE) & (g.duration_micros == 0))[0]
-        if len(zero):
-            self.add(
-                int(zero[0]),
-                "zero-duration",
-                WARNING,
-                f"{len(zero)} COMP nodes have duration_micros = 0 (replayed as 1 ns): {id_list(g.ids[zero])}",
-            )
+        self.warn_once(
+            np.nonzero((g.types == schema.COMP_NODE) & (g.duration_micros == 0))[0],
+            "zero-duration",
+            "COMP nodes have duration_micros = 0 (replayed as 1 ns)",
+        )
 
     # -- attributes (items 14–22) ------------------------------------------------------------
     def check_attribute_kinds(self) -> None:
@@ -419,15 +417,11 @@ class FileChecker:
                 f"{schema.NODE_TYPE_NAMES[int(g.types[i])]} needs tensor_size (bytes); it is {state}",
             )
         roof = (g.types == schema.COMP_NODE) & g.has("num_ops") & (g.int_attr("tensor_size", 0) <= 0)
-        where = np.nonzero(roof)[0]
-        if len(where):
-            self.add(
-                int(where[0]),
-                "roofline-inputs",
-                WARNING,
-                f"{len(where)} COMP nodes carry num_ops without a positive tensor_size (roofline skips "
-                f"them as 0 ns): {id_list(g.ids[where])}",
-            )
+        self.warn_once(
+            np.nonzero(roof)[0],
+            "roofline-inputs",
+            "COMP nodes carry num_ops without a positive tensor_size (roofline skips them as 0 ns)",
+        )
 
     def check_metadata_nodes(self) -> None:
         """Item 22: METADATA ``inputs.values`` must be ``['<json>']`` holding the process-group list."""

@@ -103,8 +103,14 @@ class SetStuck(_ProblemList, StuckError):
     with the same stuck nodes, and the mismatches that explain them).
     """
 
-    def __init__(self, problems: list[Finding], stuck: dict[int, list[int]], why: str | None = None):
+    def __init__(
+        self,
+        problems: list[Finding],
+        stuck: dict[int, list[int]],
+        why: str | None = None,
+        finished: dict[int, tuple[int, int]] | None = None,
+    ):
         self.problems = problems
         self.details = tuple(capped_lines(problems))
         what, file, where = _summary("the rank set cannot finish" + (f" ({why})" if why else ""), problems)
-        super().__init__(what, file=file, where=where, stuck=stuck)
+        super().__init__(what, file=file, where=where, stuck=stuck, finished=finished)

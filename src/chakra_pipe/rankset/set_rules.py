@@ -11,7 +11,8 @@ One policy each, used by every stage:
   the rank blamed, not all the others.
 * **Channel** of a message: ``(src, dst, tag)``. The k-th send and the k-th receive of a channel (in
   each rank's issue order) pair up; a pair of different sizes, or a message with no partner, is a
-  ``p2p-unmatched`` problem on the node that has no (matching) partner.
+  ``p2p-unmatched`` problem on the node that has no (matching) partner; a message whose peer is not
+  in the set is a ``p2p-peer`` problem instead (no partner can exist, and ASTRA-sim asserts on it).
 """
 
 from __future__ import annotations
@@ -224,12 +225,12 @@ def check_point_to_point(ranks: list[RankView]) -> list[Finding]:
                 (sends if spec.kind == KIND_SEND else recvs)[spec.channel].append((view, i))
     findings: list[Finding] = []
 
-    def where(r: int) -> str:
-        return f"rank {r}" if 0 <= r < n else f"rank {r}, which is not in the {n}-rank set"
-
     for channel in sorted(set(sends) | set(recvs)):
         s, r = sends.get(channel, []), recvs.get(channel, [])
         src, dst, tag = channel
+        if not (0 <= src < n and 0 <= dst < n):  # no partner can exist: one problem per message
+            findings += [_outside(view, i, n) for view, i in s + r]
+            continue
         for (sv, si), (rv, ri) in zip(s, r):
             a, b = sv.specs[si].nbytes, rv.specs[ri].nbytes
             if a != b:
@@ -242,8 +243,8 @@ def check_point_to_point(ranks: list[RankView]) -> list[Finding]:
                         f"send to rank {dst} (tag {tag}) of {a} B is received there as {b} B (node {rv.node(ri)})",
                     )
                 )
-        unmatched = [(v, i, f"send to {where(dst)}", "recv") for v, i in s[len(r) :]]
-        unmatched += [(v, i, f"recv from {where(src)}", "send") for v, i in r[len(s) :]]
+        unmatched = [(v, i, f"send to rank {dst}", "recv") for v, i in s[len(r) :]]
+        unmatched += [(v, i, f"recv from rank {src}", "send") for v, i in r[len(s) :]]
         for view, i, what, partner in unmatched:
             findings.append(
                 Finding(
@@ -255,3 +256,19 @@ def check_point_to_point(ranks: list[RankView]) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _outside(view: RankView, i: int, n: int) -> Finding:
+    """``p2p-peer``: a message naming a peer outside the set. ASTRA-sim's network asserts
+    ``0 <= dst < npus`` (asserts stay on in its release builds), so no stage can run it; unlike an
+    unmatched message, which ASTRA-sim runs, it is refused everywhere."""
+    spec = view.specs[i]
+    what = f"send to rank {spec.peer}" if spec.kind == KIND_SEND else f"recv from rank {spec.peer}"
+    return Finding(
+        view.file,
+        view.node(i),
+        "p2p-peer",
+        ERROR,
+        f"{what} (tag {spec.tag}, {spec.nbytes} B): rank {spec.peer} is not in the {n}-rank set "
+        f"(NPUs 0..{n - 1}; ASTRA-sim's network asserts on it)",
+    )

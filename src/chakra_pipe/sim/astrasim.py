@@ -245,6 +245,8 @@ def run(argv: list[str], backend: str, stdout: IO[str] = sys.stdout, stderr: IO[
         log("system", "warning", "Exiting", stdout)
         return 0
     except ChakraPipeError as exc:
+        for rank, (t, x) in sorted(getattr(exc, "finished", {}).items()):  # a stopped run: as upstream
+            log("workload", "info", f"sys[{rank}] finished, {t} cycles, exposed communication {x} cycles.", stdout)
         log("astra-sim", "error", exc.line(), stderr)
         return exc.exit_code
     except (OSError, ValueError, RecursionError, MemoryError) as exc:

@@ -68,6 +68,7 @@ def _simulate(args) -> int:
     import sys
 
     from ..atomic import write_json
+    from ..errors import StuckError
     from ..et.traceset import TraceSet
     from . import load_hardware, simulate
 
@@ -88,7 +89,12 @@ def _simulate(args) -> int:
         rendezvous=args.rendezvous_protocol,
     )
     ts = TraceSet.load(args.workload_configuration, args.comm_groups)
-    res = simulate(ts, hw)
+    try:
+        res = simulate(ts, hw)
+    except StuckError as exc:  # ASTRA-sim prints the ranks that finished before it stops
+        for rank, (t, x) in sorted(exc.finished.items()):
+            print(f"sys[{rank}] finished, {t} cycles, exposed communication {x} cycles.")
+        raise
     # Files first: printing is the part a closed stdout may cut short.
     if args.output_json:
         write_json(args.output_json, res.to_dict())

@@ -8,15 +8,17 @@ objects, so a sweep that simulates one ``TraceSet`` for many hardware points dec
 from __future__ import annotations
 
 import gc
+import logging
 import weakref
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..et import schema
 from ..et.traceset import WORLD_PG_NAMES
-from ..rankset import analyze
+from ..rankset import WARNING, Finding, analyze
 from ..rankset.groups import GroupTable
 from ..rankset.progress import STUCK_LIST_LIMIT
 from .backends import AWARE, UNAWARE
@@ -33,6 +35,7 @@ from .system.sys import Sys
 from .workload import RankTrace, Workload
 
 _CACHE: dict[int, tuple] = {}  # id(graph) -> (weakref to graph, RankTrace); graphs are unhashable
+log = logging.getLogger(__name__)
 
 
 def _prune_cache() -> None:
@@ -110,6 +113,15 @@ def _ring(members: Sequence[int], world: tuple[int, ...]) -> tuple[int, ...]:
     return world if len(members) == len(world) else tuple(members)
 
 
+def _warn(analysis, timed: list[Finding]) -> None:
+    """Print the errors the run goes ahead despite as validate's lines with severity ``warning``,
+    once per analysis (a sweep simulates one set on many hardware points)."""
+    if timed and not analysis.warned:
+        analysis.warned = True
+        for f in timed:
+            log.warning("%s (simulated as ASTRA-sim runs it)", replace(f, severity=WARNING).line())
+
+
 def simulate(
     trace_set,
     hw: HardwareConfig,
@@ -148,7 +160,8 @@ def _simulate(
             where="npus_count",
         )
     analysis = analyze(trace_set, comm_groups, groups_file, hw.system.preferred_dataset_splits)
-    analysis.refuse_input()  # input problems exit 2 with validate's problem lines
+    timed = analysis.refuse_input()  # input problems exit 2 with validate's problem lines
+    fast = fast and not analysis.message_path_only
     queue = EventQueue()
     network = make_network(hw.backend, hw.network, queue)
     stats = _Stats()
@@ -184,7 +197,9 @@ def _simulate(
     if stuck:
         cycle = queue_deadlock([w.sys for w in workloads])
         why = None if cycle is None else explain(cycle, workloads[0].sys.threshold, hw.system.preferred_dataset_splits)
-        raise analysis.stuck_error(stuck, why)  # exit 3, printed as set-deadlock problem lines
+        finished = {w.rank: (w.finish_ns, w.finish_ns - w.hardware.tics_gpu) for w in workloads if w.finished}
+        raise analysis.stuck_error(stuck, why, finished)  # exit 3, printed as set-deadlock problem lines
     result.messages = stats.messages
     result.finalize(workloads)
+    _warn(analysis, timed)  # a run that stops lists them in its error instead
     return result

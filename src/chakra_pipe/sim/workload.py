@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import InputError
 from ..et import schema
 from ..et.attrs import INT_KINDS, KIND_NUMBER
+from ..et.graph import INT_ATTRS
 from ..et.rows import CsrRows
 from ..rankset.slots import slot_of
 from .comm import issue_comm
@@ -61,19 +62,10 @@ class RankTrace:
     def build(cls, g) -> RankTrace:
         n = len(g)
         ids = g.ids.tolist()  # uint64 -> exact Python ints (no wrap above 2^63)
-        names = (
-            "num_ops",
-            "tensor_size",
-            "comm_type",
-            "comm_size",
-            "comm_src",
-            "comm_dst",
-            "comm_tag",
-            "comm_priority",
-        )
-        # integer view of each attribute: one table lookup instead of np.isin per column
+        # integer view of each well-known attribute (the graph's one list): one table lookup
+        # instead of np.isin per column
         attrs, has = {}, {}
-        for a in names:
+        for a in INT_ATTRS:
             kind = g.attr_kind[a]
             ok = _INT_KIND_TABLE[kind]
             attrs[a] = g.exact_ints(a)  # uint64 sizes of 2^63 and more stay positive
@@ -172,8 +164,7 @@ class Workload:
 
     # -- driving ----------------------------------------------------------------------------------
     def fire(self) -> None:
-        if not self.free:
-            raise InputError("no dependency-free nodes to start from (ASTRA-sim aborts)", file=self.t.path)
+        """Start the rank (rankset's ``no-root`` rule refused a rank with no dependency-free node)."""
         self.issue_free()
         self.check_finished()
 
@@ -232,11 +223,9 @@ class Workload:
             issue_comm(self, i)
         elif ty == S.INVALID_NODE:
             self.finish_node(i)
-        elif ty == S.METADATA_NODE:
+        elif ty == S.METADATA_NODE:  # types outside 0..7 are rankset's node-type errors
             self.metadata(i)
             self.finish_node(i)
-        else:
-            raise t.error(i, f"unknown node type {ty}")
 
     def _done(self, i: int):
         return lambda: self.complete(i)
