@@ -41,6 +41,10 @@ NOT_FOR_SIMULATE = (
     "yaml",  # the flat network file is read without PyYAML
     "logging",  # imported only by code that logs
     "socket",
+    "hashlib",  # only for a digest or a temporary's name
+    "numpy.typing",  # annotations only
+    "chakra_pipe.sim.network.aware",  # the default backend is the unaware one
+    "chakra_pipe.sim.system.deadlock",  # only a stuck run explains itself
     "chakra_pipe.report",
     "chakra_pipe.sweep",
     "chakra_pipe.search",
