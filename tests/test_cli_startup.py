@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import subprocess
 import sys
 
@@ -58,23 +59,32 @@ NOT_FOR_SIMULATE = (
     "chakra_pipe.calibrate",
     "chakra_pipe.link",
 )
-# Runs the command in-process, then reports what it imported and its exit code on stderr.
+# Runs the command in-process, then reports its exit code, what it imported and the OpenBLAS thread
+# setting on stderr (os and json are imported by every run anyway).
 PROBE = """\
-import json, sys
+import json, os, sys
 from chakra_pipe.cli import main
 try:
     rc = main(sys.argv[1:])
 except SystemExit as exc:  # --help
     rc = exc.code
-sys.stderr.write("\\nMODULES " + json.dumps({"rc": rc, "modules": sorted(sys.modules)}) + "\\n")
+blas = os.environ.get("OPENBLAS_NUM_THREADS")
+sys.stderr.write("\\nMODULES " + json.dumps({"rc": rc, "modules": sorted(sys.modules), "blas": blas}) + "\\n")
 """
 
 
 def _imports(argv: list[str]) -> tuple[int, str, set[str]]:
-    done = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=300)
+    rc, out, modules, _ = _probe(argv)
+    return rc, out, modules
+
+
+def _probe(argv: list[str]) -> tuple[int, str, set[str], str | None]:
+    """Exit code, stdout, imported modules and ``OPENBLAS_NUM_THREADS`` of ``chakra-pipe ARGV``."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=300, env=env)
     line = next(x for x in done.stderr.splitlines() if x.startswith("MODULES "))
     report = json.loads(line.removeprefix("MODULES "))
-    return report["rc"], done.stdout, set(report["modules"])
+    return report["rc"], done.stdout, set(report["modules"]), report["blas"]
 
 
 def _loaded(modules: set[str], name: str) -> bool:
@@ -103,6 +113,12 @@ def test_a_small_simulation_imports_only_what_it_runs(small_set):
     assert out.count(" finished, ") == 4, out
     loaded = [name for name in NOT_FOR_SIMULATE if _loaded(modules, name)]
     assert not loaded, f"simulate imported {loaded}"
+
+
+def test_simulate_runs_openblas_single_threaded(small_set):
+    """The simulator does no linear algebra: OpenBLAS's per-core thread pool is start-up for nothing."""
+    rc, _, modules, blas = _probe(small_set)
+    assert rc == 0 and "numpy" in modules and blas == "1"
 
 
 def test_simulate_help_loads_neither_numpy_nor_other_verbs():

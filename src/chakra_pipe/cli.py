@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from . import __version__
@@ -42,6 +43,10 @@ VERBS = {
     "report": "chakra_pipe.report.cli",
 }
 COMMAND_MODULES = tuple(dict.fromkeys(VERBS.values()))
+# Verbs whose numpy work is element-wise (simulator, validators, sweep and search points): OpenBLAS
+# starts a thread pool per core when numpy is imported, ~30-60 ms of every such process's start-up
+# for no linear algebra (issue #15). Set before numpy's first import; a value the user set wins.
+SINGLE_THREADED_BLAS = frozenset({"simulate", "validate", "info", "sweep", "search"})
 _GLOBAL_FLAGS = frozenset({"-q", "--quiet", "--verbose"})  # and -v, -vv, ... (counted)
 
 
@@ -71,7 +76,10 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(_verb(argv))
+    verb = _verb(argv)
+    if verb in SINGLE_THREADED_BLAS and "numpy" not in sys.modules:  # imported already: too late, leave it
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    parser = build_parser(verb)
     args = parser.parse_args(argv)
     configure(args.verbose, args.quiet)
     try:

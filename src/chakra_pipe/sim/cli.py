@@ -65,12 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _simulate(args) -> int:
-    import os
     import sys
 
-    # Set before numpy's first import: OpenBLAS otherwise starts a thread pool per core at import
-    # (~30-60 ms of start-up on 2 cores) for a simulator that does no linear algebra (issue #15).
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from ..atomic import write_json
     from ..et.traceset import TraceSet
     from . import load_hardware, simulate
