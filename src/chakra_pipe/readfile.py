@@ -15,7 +15,9 @@ be read *silently wrong*:
 YAML is read as ASTRA-sim's yaml-cpp reads it where the two YAML versions differ: ``1e308`` and
 ``1.5e3`` are numbers (YAML 1.1, and so PyYAML, reads a float without a dot or exponent sign as a
 string); ``010`` is ten (not octal eight); ``0x1F`` is hexadecimal; YAML 1.1-only numbers
-(``0b101``, ``1_000``, base-60 ``1:30``) are refused rather than read differently.
+(``0b101``, ``1_000``, base-60 ``1:30``) are refused rather than read differently. A flat file of
+one-line ``key: [ v, ... ]`` entries (every ASTRA-sim network file) is read without importing PyYAML
+(:func:`flat_yaml`), to the same values; anything else goes through PyYAML.
 """
 
 from __future__ import annotations
