@@ -13,9 +13,13 @@ imports are paid per point. Prints, each a median of N runs in fresh interpreter
 Bytecode is cached in a temporary ``PYTHONPYCACHEPREFIX`` (one warm-up run first), as an installed
 package would have it: with ``PYTHONDONTWRITEBYTECODE`` set, every start recompiles all sources.
 ASTRA-sim's analytical binaries start in 0.02-0.1 s on the 2-core reference machine; numpy alone
-(``python -c "import numpy"``) is printed as the floor a numpy-based loader cannot go below.
+(``python -c "import numpy"``) is printed as the floor a numpy-based loader cannot go below, with
+``OPENBLAS_NUM_THREADS=1`` as the CLI sets it for simulating verbs.
 
-    python benchmarks/startup.py [--repeat N]
+``--baseline SRC`` also times another checkout's ``src`` (e.g. ``git worktree add /tmp/old <rev>``),
+interleaved run by run with this one, so a shared machine's load hits both alike; compare the minima.
+
+    python benchmarks/startup.py [--repeat N] [--baseline OTHER/src]
 """
 
 from __future__ import annotations
@@ -54,9 +58,10 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-def _env(cache: str) -> dict[str, str]:
-    env = dict(os.environ, PYTHONPYCACHEPREFIX=cache, PYTHONPATH=str(SRC))
+def _env(cache: str, src: Path = SRC) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=cache, PYTHONPATH=str(src))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("OPENBLAS_NUM_THREADS", None)  # the CLI's own choice is part of what is measured
     return env
 
 
@@ -86,9 +91,15 @@ def _import_summary(cmd: list[str], env: dict[str, str], top: int = 8) -> str:
     return f"{total:.0f} ms imports: {rows}"
 
 
+def _first_event(env: dict[str, str], base: float, sim_args: list[str]) -> float:
+    _, err = _wall([sys.executable, "-c", FIRST_EVENT, str(base), *sim_args], env)
+    return next(float(x.split()[1]) for x in err.splitlines() if x.startswith("first_event"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--baseline", type=Path, help="another checkout's src folder, timed interleaved with this one")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = _env(os.path.join(tmp, "pycache"))
@@ -123,19 +134,33 @@ def main() -> None:
         ]
         cli = [sys.executable, "-m", "chakra_pipe.cli"]
         _wall([*cli, *sim_args], env)  # fills the bytecode cache
+        old_env = None
+        if args.baseline:
+            old_env = _env(os.path.join(tmp, "pycache-baseline"), args.baseline.resolve())
+            _wall([*cli, *sim_args], old_env)
         base = _interpreter_start(env)
-        numpy = [_wall([sys.executable, "-c", "import numpy"], env)[0] for _ in range(args.repeat)]
+        numpy = [
+            _wall([sys.executable, "-c", "import numpy"], dict(env, OPENBLAS_NUM_THREADS="1"))[0]
+            for _ in range(args.repeat)
+        ]
         helps = [_wall([*cli, "simulate", "--help"], env)[0] for _ in range(args.repeat)]
         runs = [_wall([*cli, *sim_args], env)[0] for _ in range(args.repeat)]
-        firsts = []
+        firsts, old_firsts = [], []
         for _ in range(args.repeat):
-            _, err = _wall([sys.executable, "-c", FIRST_EVENT, str(base), *sim_args], env)
-            firsts.extend(float(x.split()[1]) for x in err.splitlines() if x.startswith("first_event"))
+            firsts.append(_first_event(env, base, sim_args))
+            if old_env is not None:
+                old_firsts.append(_first_event(old_env, base, sim_args))
         med = statistics.median
+        print(f"load average            {os.getloadavg()[0]:6.2f}   (on 2 cores a load above ~1 inflates every figure)")
         print(f"interpreter start       {base:6.3f} s")
-        print(f"import numpy (floor)    {med(numpy):6.3f} s")
+        print(f"import numpy (floor)    {med(numpy):6.3f} s   (OPENBLAS_NUM_THREADS=1)")
         print(f"simulate --help         {med(helps):6.3f} s   (min {min(helps):.3f})")
         print(f"first event (8-NPU AR)  {med(firsts):6.3f} s   (min {min(firsts):.3f}; target <= 0.2)")
+        if old_firsts:
+            print(
+                f"  baseline {args.baseline}: {med(old_firsts):6.3f} s   (min {min(old_firsts):.3f}); "
+                f"this / baseline {min(firsts) / min(old_firsts):.2f} (minima)"
+            )
         print(f"whole run (8-NPU AR)    {med(runs):6.3f} s   (min {min(runs):.3f})")
         print(f"--help   {_import_summary(['-m', 'chakra_pipe.cli', 'simulate', '--help'], env)}")
         print(f"simulate {_import_summary(['-m', 'chakra_pipe.cli', *sim_args], env)}")

@@ -223,11 +223,11 @@ def _dead_pid() -> int:
 
 
 def test_next_write_sweeps_temporaries_of_killed_writers(tmp_path):
-    from chakra_pipe.atomic import _HOST, _SWEPT
+    from chakra_pipe.atomic import _SWEPT, _host
 
-    dead = tmp_path / f".out.csv.{_dead_pid()}-{_HOST}.abcdef123456.tmp"
-    live = tmp_path / f".out.csv.{os.getpid()}-{_HOST}.abcdef123456.tmp"
-    other_target = tmp_path / f".other.csv.{_dead_pid()}-{_HOST}.abcdef123456.tmp"
+    dead = tmp_path / f".out.csv.{_dead_pid()}-{_host()}.abcdef123456.tmp"
+    live = tmp_path / f".out.csv.{os.getpid()}-{_host()}.abcdef123456.tmp"
+    other_target = tmp_path / f".other.csv.{_dead_pid()}-{_host()}.abcdef123456.tmp"
     foreign = tmp_path / ".out.csv.user-notes.tmp"  # not our pattern: never touched
     old = tmp_path / ".out.csv.1-0badc0de.abcdef123456.tmp"  # another host's, a day old
     for p in (dead, live, other_target, foreign, old):
@@ -238,7 +238,7 @@ def test_next_write_sweeps_temporaries_of_killed_writers(tmp_path):
     assert not dead.exists() and not old.exists() and not other_target.exists()
     assert live.exists() and foreign.exists()
     # once per folder and process: a later kill's leftovers wait for the next process
-    again = tmp_path / f".out.csv.{_dead_pid()}-{_HOST}.abcdef123456.tmp"
+    again = tmp_path / f".out.csv.{_dead_pid()}-{_host()}.abcdef123456.tmp"
     again.write_text("partial")
     write_bytes(tmp_path / "out2.csv", b"x")
     assert again.exists()

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import gzip
-import hashlib
 import io
 import json
 import os
 import re
-import secrets
-import socket
 import stat
 import sys
 import time
@@ -40,7 +38,15 @@ STALE_AFTER_S = 24 * 3600
 # ``_create_temp`` right after the file appeared, or after this generator yielded but before the
 # caller's ``with`` body began), so the exit handler removes whatever is still listed.
 _PENDING: set[str] = set()
-_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+@functools.cache
+def _host() -> str:
+    """This machine's tag in temporary names (computed on first write: hashlib and socket cost start-up)."""
+    import hashlib
+    import socket
+
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 
 
 @atexit.register
@@ -75,7 +81,7 @@ def sweep_stale_temporaries(folder: Path) -> list[Path]:
             continue
         try:
             old = now - entry.stat(follow_symlinks=False).st_mtime > STALE_AFTER_S
-            if old or (m.group(2) == _HOST and not pid_alive(int(m.group(1)))):
+            if old or (m.group(2) == _host() and not pid_alive(int(m.group(1)))):
                 os.unlink(entry.path)
                 removed.append(Path(entry.path))
         except OSError:
@@ -92,7 +98,7 @@ def _create_temp(target: Path) -> tuple[int, str]:
     user) would silently become private.
     """
     for _ in range(100):
-        tmp = str(target.parent / f".{target.name}.{os.getpid()}-{_HOST}.{secrets.token_hex(6)}.tmp")
+        tmp = str(target.parent / f".{target.name}.{os.getpid()}-{_host()}.{os.urandom(6).hex()}.tmp")
         _PENDING.add(tmp)  # recorded before it exists: a signal right after creating it cannot orphan it
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp

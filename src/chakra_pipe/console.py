@@ -1,7 +1,9 @@
 """What the ``chakra-pipe`` command says besides its results: diagnostics and progress, both on stderr.
 
-Diagnostics go through stdlib :mod:`logging` (logger ``chakra_pipe.<module>``), shown from WARNING by
-default, from INFO with ``-v`` and DEBUG with ``-vv``, and only errors with ``-q``. Progress is a single
+Diagnostics go through stdlib :mod:`logging` (logger ``chakra_pipe.<module>``, obtained with
+:func:`logger`), shown from WARNING by default, from INFO with ``-v`` and DEBUG with ``-vv``, and only
+errors with ``-q``. :mod:`logging` itself is imported only by a run that can log: it costs ~10 ms of
+start-up, paid by every sweep point and Snakemake job otherwise (issue #15). Progress is a single
 self-overwriting line on stderr for the verbs that can run for minutes; it appears only when stderr is a
 terminal and ``-q`` was not given, so logs, pipes and Snakemake jobs never see it. A few lines of our own
 instead of tqdm or rich: the counters need no more, and the CLI keeps starting fast.
@@ -9,7 +11,6 @@ instead of tqdm or rich: the counters need no more, and the CLI keeps starting f
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -17,21 +18,40 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-_state = {"progress": False}
+_state = {"progress": False, "level": 30, "logging": False}  # 30: logging.WARNING
+_LEVELS = (30, 20, 10)  # logging.WARNING, INFO, DEBUG for 0, 1, 2+ times -v; ERROR (40) with -q
 _MIN_INTERVAL_S = 0.1  # redraws per second are capped: a tight loop must not be slowed by its counter
 
 
 def configure(verbosity: int, quiet: bool) -> None:
     """Set up logging and progress for one command run (``verbosity`` counts ``-v``)."""
-    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbosity, 2)]
+    _state["level"] = 40 if quiet else _LEVELS[min(verbosity, 2)]
+    _state["progress"] = not quiet and sys.stderr.isatty()
+    _state["logging"] = False
+    if "logging" in sys.modules:  # a logger may already exist (an embedding program, a test)
+        _set_up_logging()
+
+
+def logger(name: str):
+    """``logging.getLogger(name)`` with the handler and level :func:`configure` chose in place."""
+    import logging
+
+    if not _state["logging"]:
+        _set_up_logging()
+    return logging.getLogger(name)
+
+
+def _set_up_logging() -> None:
+    import logging
+
     root = logging.getLogger("chakra_pipe")
     root.handlers.clear()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("chakra-pipe: %(levelname)s: %(message)s"))
     root.addHandler(handler)
-    root.setLevel(level)
+    root.setLevel(_state["level"])
     root.propagate = False
-    _state["progress"] = not quiet and sys.stderr.isatty()
+    _state["logging"] = True
 
 
 class Ticker:

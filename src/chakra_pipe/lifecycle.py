@@ -15,10 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -103,12 +101,17 @@ def pid_alive(pid: int) -> bool:
 
 def make_scratch(prefix: str, parent: str | os.PathLike | None = None) -> Path:
     """A private folder ``<parent or tmp>/<prefix><pid>-<random>`` after removing those of dead owners."""
+    import tempfile  # here, as in sweep_dead_scratch: every command imports this module, few make scratch
+
     sweep_dead_scratch(prefix, None if parent is None else str(parent))
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
 
 
 def sweep_dead_scratch(prefix: str, parent: str | None = None) -> list[Path]:
     """Remove ``<prefix><pid>-*`` folders in the temp folder whose owning process no longer exists."""
+    import shutil
+    import tempfile
+
     pattern = re.compile(rf"^{re.escape(prefix)}([0-9]+)-[^/]+$")
     removed = []
     root = Path(parent or tempfile.gettempdir())

@@ -15,7 +15,9 @@ be read *silently wrong*:
 YAML is read as ASTRA-sim's yaml-cpp reads it where the two YAML versions differ: ``1e308`` and
 ``1.5e3`` are numbers (YAML 1.1, and so PyYAML, reads a float without a dot or exponent sign as a
 string); ``010`` is ten (not octal eight); ``0x1F`` is hexadecimal; YAML 1.1-only numbers
-(``0b101``, ``1_000``, base-60 ``1:30``) are refused rather than read differently.
+(``0b101``, ``1_000``, base-60 ``1:30``) are refused rather than read differently. A flat file of
+one-line ``key: [ v, ... ]`` entries (every ASTRA-sim network file) is read without importing PyYAML
+(:func:`flat_yaml`), to the same values; anything else goes through PyYAML.
 """
 
 from __future__ import annotations
@@ -238,12 +240,73 @@ def _expanded_size(root) -> int:
     return size[id(root)]
 
 
+# The flat subset ASTRA-sim network files use (``key: [ v, v ]  # comment`` per line), read without
+# importing PyYAML: its import is ~25 ms of every ``simulate`` start-up, more than the rest of the
+# config reading (issue #15). Anything else goes to PyYAML. Accepted words and numbers are only those
+# whose reading no resolver, YAML 1.1 quirk or yaml-cpp rule changes (no leading zeros, exponents,
+# underscores, yes/no/on/off/null), so both readers give equal values (tests/test_readfile_yaml_flat.py).
+_FLAT_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): +(\[[^\[\]#]*\]|[^ \[\]#,]+) *(?: #[^\n]*)?")
+# At most 18 digits a part: no integer near Python's digit limit, no float that overflows (PyYAML's path
+# refuses those with a line and column).
+_FLAT_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
+_FLAT_FLOAT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})\.[0-9]{1,18}")
+_FLAT_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_YAML11_WORDS = frozenset({"y", "n", "yes", "no", "true", "false", "on", "off", "null"})
+
+
+def _flat_scalar(text: str) -> Any:
+    """The value of a plain scalar in the flat subset; raises ``LookupError`` outside it."""
+    if _FLAT_INT.fullmatch(text):
+        return int(text)
+    if _FLAT_FLOAT.fullmatch(text):
+        return float(text)
+    if _FLAT_WORD.fullmatch(text) and text.lower() not in _YAML11_WORDS:
+        return text
+    raise LookupError(text)
+
+
+def flat_yaml(text: str) -> dict[str, Any] | None:
+    """``text`` read as a flat mapping of scalars and one-line lists, or None when it is not one.
+
+    None means "ask PyYAML" (which also reports every error): a line of another form, a tab, a
+    duplicate key, a scalar outside the unambiguous subset, or no key at all.
+    """
+    out: dict[str, Any] = {}
+    try:
+        for line in text.split("\n"):
+            stripped = line.strip(" ")
+            if not stripped or stripped.startswith("#"):
+                continue
+            m = _FLAT_LINE.fullmatch(line)
+            if m is None or m.group(1) in out or m.group(1).lower() in _YAML11_WORDS:
+                return None
+            value = m.group(2)
+            if value.startswith("["):
+                items = value[1:-1].split(",")
+                if items == [""] or all(not i.strip(" ") for i in items):
+                    return None  # "[]" and "[ ]": left to PyYAML
+                out[m.group(1)] = [_flat_scalar(i.strip(" ")) for i in items]
+            else:
+                out[m.group(1)] = _flat_scalar(value)
+    except LookupError:
+        return None
+    return out or None
+
+
 def read_yaml(path: str | os.PathLike, *, error: type[ChakraPipeError] = InputError) -> Any:
     """The parsed content of a YAML file (safe loader); failures as for :func:`read_json`."""
-    import yaml
-
     file = str(path)
     text = _text(path, error)
+    flat = flat_yaml(text)
+    if flat is not None:
+        return flat
+    return parse_yaml(text, file, error=error)
+
+
+def parse_yaml(text: str, file: str, *, error: type[ChakraPipeError] = InputError) -> Any:
+    """Parse YAML ``text`` read from ``file`` with PyYAML, refusing as the module docstring says."""
+    import yaml
+
     try:
         return yaml.load(text, Loader=_yaml_loader())  # a SafeLoader subclass
     except yaml.YAMLError as exc:

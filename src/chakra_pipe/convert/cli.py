@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
 from ..aliases import path_argument
+from ..console import logger
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -78,7 +78,7 @@ def _pytorch(args) -> int:
     else:
         summary = convert_file(args.input, args.out)
     for stats in summary.links:
-        logging.getLogger(__name__).info("convert: link: %s", stats.line())
+        logger(__name__).info("convert: link: %s", stats.line())
         if stats.comm_wait_us:
             print(f"convert: link: {stats.wait_line()}")
     print(f"convert: {summary.line()}; comm groups {summary.comm_groups}")

@@ -6,7 +6,6 @@ A set may carry its communicator groups in ``PREFIX.comm_groups.json`` (ASTRA-si
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -216,6 +215,8 @@ class TraceSet:
 
 def files_sha256(files: list[Path], comm_groups_file: Path | None = None) -> str:
     """Digest of the rank files' bytes in rank order (plus the comm-group file): a set's provenance."""
+    import hashlib  # here: a simulation that never asks for the digest does not pay its import
+
     h = hashlib.sha256()
     for f in [*files, *([comm_groups_file] if comm_groups_file else [])]:
         h.update(f.name.encode() + b"\0")

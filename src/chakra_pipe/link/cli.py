@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from ..console import logger
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +31,6 @@ def _link(args) -> int:
     from .linker import link_files
 
     stats = link_files(args.host, args.device, args.out)
-    log.info("link: %s: %s", args.out, stats.line())
+    logger(__name__).info("link: %s: %s", args.out, stats.line())
     print(f"link: wrote {args.out}" + (f"; {stats.wait_line()}" if stats.comm_wait_us else ""))
     return 0

@@ -28,8 +28,7 @@ from .groups import SHOW_IDS, id_list
 from .problems import ERROR, WARNING, Finding
 from .sizes import all_gather_too_small
 
-INT_KIND_NUMBERS = sorted(KIND_NUMBER[k] for k in INT_KINDS)
-_INT_NUMBERS = frozenset(INT_KIND_NUMBERS)
+_INT_NUMBERS = frozenset(KIND_NUMBER[k] for k in INT_KINDS)
 # Collectives ASTRA-sim accepts but does not simulate (chakra-format.md §9 item 16).
 _REPLAYED = {c.comm_type for c in COLLECTIVES if c.astra_sim == REPLAYED}
 _UNSUPPORTED = {c.comm_type for c in COLLECTIVES if c.astra_sim == UNSUPPORTED}
@@ -298,7 +297,7 @@ class FileChecker:
             wrong = (kinds != 0) & (kinds != canonical)
             # A non-integer value where a COMM or MEM node needs the integer is an error of the
             # comm-node / mem-node rules already; do not report it a second time here.
-            wrong &= ~(self._requires(name) & ~np.isin(kinds, INT_KIND_NUMBERS))
+            wrong &= ~(self._requires(name) & ~g.has_int(name))
             if not wrong.any():
                 continue
             if name in ("involved_dim", "pg_name"):
@@ -334,7 +333,7 @@ class FileChecker:
         return np.isin(self.g.types, types)
 
     def _int_present(self, name: str) -> np.ndarray:
-        return np.isin(self.g.attr_kind[name], INT_KIND_NUMBERS)
+        return self.g.has_int(name)
 
     def check_comm_nodes(self) -> None:
         """Items 15–18: one finding per communication node listing all of its problems."""

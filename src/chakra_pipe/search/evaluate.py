@@ -12,9 +12,9 @@ on the full engine and the reason is logged.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
+from ..console import logger
 from ..et.graph import graph_from_bytes
 from ..et.traceset import TraceSet
 from ..generate.llm import TrainingSpec, build_templates, rank_bytes
@@ -23,7 +23,7 @@ from ..results.metrics import metrics
 from ..sweep.grid import Point
 from ..sweep.shard import hardware_config
 
-log = logging.getLogger(__name__)
+log = logger(__name__)
 
 
 def layout_traces(model: ModelSpec, spec: TrainingSpec, name: str) -> TraceSet:

@@ -28,7 +28,6 @@ from .groups import groups_at_start
 from .memory import remote_memories
 from .network import make_network
 from .result import SimResult
-from .system.deadlock import explain, queue_deadlock
 from .system.phase_fast import FastPathDeclined, PhaseCoordinator
 from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
@@ -195,6 +194,8 @@ def _simulate(
                 ids = [w.t.ids[i] for i in range(len(w.t.ids)) if w.end[i] < 0]
             stuck[w.rank] = sorted(ids)[:STUCK_LIST_LIMIT]
     if stuck:
+        from .system.deadlock import explain, queue_deadlock  # only a stuck run explains itself
+
         cycle = queue_deadlock([w.sys for w in workloads])
         why = None if cycle is None else explain(cycle, workloads[0].sys.threshold, hw.system.preferred_dataset_splits)
         finished = {w.rank: (w.finish_ns, w.finish_ns - w.hardware.tics_gpu) for w in workloads if w.finished}

@@ -45,13 +45,13 @@ rank on ties) are the full engine's.
 from __future__ import annotations
 
 import gc
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..console import logger
 from ..errors import StuckError
 from ..rankset.progress import STUCK_LIST_LIMIT
 from .config import HardwareConfig
@@ -65,7 +65,7 @@ from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
 from .workload import Workload
 
-log = logging.getLogger(__name__)
+log = logger(__name__)
 
 SYMMETRIC_TOPOLOGIES = ("Switch", "FullyConnected")  # hop count independent of the two NPUs
 SYMMETRIC_ALGORITHMS = ("ring", "direct")  # peers by ring position, so rotations preserve them

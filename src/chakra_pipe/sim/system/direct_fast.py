@@ -22,14 +22,18 @@ message by message.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import numpy.typing as npt
 
 from .algorithm import AR, PacketCounters
 from .direct import Direct
 from .phase_fast import FastPathDeclined
 from .stream import bus_delay
 from .topology import CLOCKWISE
+
+if TYPE_CHECKING:  # numpy.typing costs ~5 ms of every start-up; annotations only need it here
+    import numpy.typing as npt
 
 
 def fast_direct_applies(window: int, members: int) -> bool:

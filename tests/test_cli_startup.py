@@ -1,0 +1,139 @@
+"""What ``chakra-pipe simulate`` imports before its first event (issue #15: start-up <= 0.2 s).
+
+Why: every sweep point and Snakemake job is its own process, so an import the run does not need is
+paid once per point. These tests pin *which* modules a small simulation loads (checked in a fresh
+interpreter through ``sys.modules``), not how long they take: timings live in
+``benchmarks/startup.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from chakra_pipe import cli
+
+SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 4,
+    "all-reduce-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+    "collective-optimization": "localBWAware",
+    "local-mem-bw": 1600,
+}
+NETWORK = "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]  # GB/s\nlatency: [ 500.0 ]\n"
+# Heavy packages a simulation never needs, and the stage packages of other verbs.
+NOT_FOR_SIMULATE = (
+    "pandas",
+    "matplotlib",
+    "snakemake",
+    "torch",
+    "networkx",
+    "yaml",  # the flat network file is read without PyYAML
+    "logging",  # imported only by code that logs
+    "socket",
+    "hashlib",  # only for a digest or a temporary's name
+    "numpy.typing",  # annotations only
+    "chakra_pipe.sim.network.aware",  # the default backend is the unaware one
+    "chakra_pipe.sim.system.deadlock",  # only a stuck run explains itself
+    "chakra_pipe.report",
+    "chakra_pipe.sweep",
+    "chakra_pipe.search",
+    "chakra_pipe.generate",
+    "chakra_pipe.replay",
+    "chakra_pipe.launch",
+    "chakra_pipe.capture",
+    "chakra_pipe.convert",
+    "chakra_pipe.transform",
+    "chakra_pipe.validate",
+    "chakra_pipe.calibrate",
+    "chakra_pipe.link",
+)
+# Runs the command in-process, then reports its exit code, what it imported and the OpenBLAS thread
+# setting on stderr (os and json are imported by every run anyway).
+PROBE = """\
+import json, os, sys
+from chakra_pipe.cli import main
+try:
+    rc = main(sys.argv[1:])
+except SystemExit as exc:  # --help
+    rc = exc.code
+blas = os.environ.get("OPENBLAS_NUM_THREADS")
+sys.stderr.write("\\nMODULES " + json.dumps({"rc": rc, "modules": sorted(sys.modules), "blas": blas}) + "\\n")
+"""
+
+
+def _probe(argv: list[str]) -> tuple[int, str, set[str], str | None]:
+    """Exit code, stdout, imported modules and ``OPENBLAS_NUM_THREADS`` of ``chakra-pipe ARGV``."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=300, env=env)
+    line = next(x for x in done.stderr.splitlines() if x.startswith("MODULES "))
+    report = json.loads(line.removeprefix("MODULES "))
+    return report["rc"], done.stdout, set(report["modules"]), report["blas"]
+
+
+def _loaded(modules: set[str], name: str) -> bool:
+    return any(m == name or m.startswith(name + ".") for m in modules)
+
+
+@pytest.fixture(scope="module")
+def small_set(tmp_path_factory) -> list[str]:
+    tmp = tmp_path_factory.mktemp("startup")
+    prefix = str(tmp / "ar")
+    argv = ["generate", "collective", "--type", "all_reduce", "--npus", "4", "--size", "64KiB", "--out", prefix]
+    assert cli.main(argv) == 0
+    (tmp / "sys.json").write_text(json.dumps(SYSTEM))
+    (tmp / "net.yml").write_text(NETWORK)
+    return [
+        "simulate",
+        f"--workload-configuration={prefix}",
+        f"--system-configuration={tmp / 'sys.json'}",
+        f"--network-configuration={tmp / 'net.yml'}",
+    ]
+
+
+def test_a_small_simulation_imports_only_what_it_runs(small_set):
+    rc, out, modules, blas = _probe(small_set)
+    assert rc == 0
+    assert out.count(" finished, ") == 4, out
+    loaded = [name for name in NOT_FOR_SIMULATE if _loaded(modules, name)]
+    assert not loaded, f"simulate imported {loaded}"
+    # The simulator does no linear algebra: OpenBLAS's per-core thread pool is start-up for nothing.
+    assert "numpy" in modules and blas == "1"
+
+
+def test_simulate_help_loads_neither_numpy_nor_other_verbs():
+    rc, out, modules, _ = _probe(["simulate", "--help"])
+    assert rc == 0 and "--network-configuration" in out
+    loaded = [name for name in ("numpy", "google.protobuf", *NOT_FOR_SIMULATE) if _loaded(modules, name)]
+    assert not loaded, f"simulate --help imported {loaded}"
+
+
+def test_the_verb_table_matches_what_the_modules_register():
+    """``cli.VERBS`` decides which module a verb loads: it must name every verb its module adds."""
+    for module in cli.COMMAND_MODULES:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).register(sub)
+        assert {verb for verb, owner in cli.VERBS.items() if owner == module} == set(sub.choices), module
+
+
+def test_global_flags_before_the_verb_and_unknown_verbs(capsys):
+    assert cli._verb(["-vv", "-q", "simulate", "--help"]) == "simulate"
+    assert cli._verb(["--verbose", "report", "build"]) == "report"
+    assert cli._verb(["--help"]) is None
+    assert cli._verb(["simulte"]) is None
+    with pytest.raises(SystemExit) as exc:  # a typo still lists every verb, as argparse always did
+        cli.main(["simulte"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'simulte'" in err and "simulate" in err and "report" in err
