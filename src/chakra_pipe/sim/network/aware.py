@@ -17,16 +17,26 @@ from .common import Network, bytes_per_ns
 from .topology import route
 
 
+class LinkConflict(Exception):
+    """A fast ring phase would share a link with another sender's traffic at overlapping times.
+
+    The recurrence models each link as carrying one sender's messages in phase order; when another
+    sender's messages reach the link before the link's last evaluated message has left it, their
+    FIFO order is a matter of event order the recurrence does not see. ``simulate`` then reruns the
+    whole run message by message (exact or not used)."""
+
+
 class _Link:
     """One directed link: FIFO, store-and-forward. ``times`` is the link model, used by both paths."""
 
-    __slots__ = ("latency", "bw", "busy", "pending", "free_at")
+    __slots__ = ("latency", "bw", "busy", "pending", "free_at", "sender")
 
     def __init__(self, latency: float, bw: float):
         self.latency, self.bw = latency, bw
         self.busy = False  # message path
         self.pending: deque | None = None  # made on first wait: a deque per link cost 0.7 MiB at 1,024 NPUs
         self.free_at = 0  # ring fast path (FifoRingLinks): when the link takes its next message
+        self.sender = -1  # ring fast path: the NPU whose message the link carried last (-1: none yet)
 
     def times(self, size: int) -> tuple[int, int]:
         """(ns until a message of ``size`` bytes reaches the next device, ns it holds the link)."""
@@ -38,13 +48,21 @@ class FifoRingLinks:
 
     Member ``i``'s message crosses its path's links in order; on each ``start = max(ready, free_at)``,
     the link is busy until ``start + hold`` and the message reaches the next device at
-    ``start + latency``. Exact when each link carries the messages of one sender only, in its phase
-    order — no two members' paths share a link (checked here) and the run uses no link from two
-    senders (``simulate.aware_fast_path_is_exact``). Paths may differ in length (a sub-group ring on
-    a Ring topology). Link free times carry over from phase to phase through the links themselves.
+    ``start + latency``. Paths may differ in length (a sub-group ring on a Ring topology); no two
+    members' paths share a link (checked here). Link free times carry over from phase to phase
+    through the links themselves.
+
+    Exact when, on every link, the messages are evaluated in the order they reach it. Messages of one
+    sender are: an NPU runs one ring phase at a time (``simulate.aware_fast_path_is_exact``'s
+    preconditions), so its phases are evaluated in its send order, and every path from one NPU on a
+    1-D network that reaches a given link has the same links before it. Between senders (an NPU's
+    downlink carries its TP and its DP predecessor's messages through a switch) this is verified while
+    running: a phase whose first message reaches a link before another sender's last evaluated
+    message has left it raises :class:`LinkConflict`. A same-ns arrival is no conflict: the message
+    starts at that ns whichever event runs first.
     """
 
-    def __init__(self, paths: list[list[_Link]], size: int):
+    def __init__(self, paths: list[list[_Link]], size: int, senders: list[int]):
         every = [link for path in paths for link in path]
         if len(set(map(id, every))) != len(every):
             raise RuntimeError("ring fast path on paths that share a link (not exact)")
@@ -54,28 +72,44 @@ class FifoRingLinks:
             np.asarray([i for i, path in enumerate(paths) if len(path) > j], dtype=np.int64) for j in range(hops)
         ]
         self._hops = [[path[j] for path in paths if len(path) > j] for j in range(hops)]
+        self._senders = [[senders[i] for i in who.tolist()] for who in self._who]
         times = [[link.times(size) for link in hop] for hop in self._hops]
         self._latency = [np.asarray([t[0] for t in hop], dtype=np.int64) for hop in times]
         self._hold = [np.asarray([t[1] for t in hop], dtype=np.int64) for hop in times]
         self._free: list[np.ndarray] = []
+        self._foreign: list[np.ndarray | None] = []
 
     def begin(self) -> None:
         self._free = [np.asarray([link.free_at for link in hop], dtype=np.int64) for hop in self._hops]
+        self._foreign = []
+        for hop, senders in zip(self._hops, self._senders):
+            foreign = [link.sender not in (-1, s) for link, s in zip(hop, senders)]
+            self._foreign.append(np.asarray(foreign) if any(foreign) else None)
 
     def arrive(self, sent: np.ndarray) -> np.ndarray:
-        """Arrival time at each member of the messages its predecessor sent at ``sent``."""
+        """Arrival time at each member of the messages its predecessor sent at ``sent``.
+
+        Raises :class:`LinkConflict` when a message is the phase's first on a link whose last
+        evaluated message came from another sender and is still on it (see the class)."""
         t = sent.copy()
         for j, free in enumerate(self._free):
             who = self._who[j]
-            start = np.maximum(t[who], free)
+            ready = t[who]
+            foreign = self._foreign[j]
+            if foreign is not None:
+                if (ready[foreign] < free[foreign]).any():
+                    raise LinkConflict("a link carries two senders' ring messages at overlapping times")
+                self._foreign[j] = None  # only the phase's first message meets the other sender's
+            start = np.maximum(ready, free)
             self._free[j] = start + self._hold[j]
             t[who] = start + self._latency[j]
         return t
 
     def end(self) -> None:
-        for hop, free in zip(self._hops, self._free):
-            for link, f in zip(hop, free.tolist()):
+        for hop, free, senders in zip(self._hops, self._free, self._senders):
+            for link, f, s in zip(hop, free.tolist(), senders):
                 link.free_at = f
+                link.sender = s
 
 
 class CongestionAwareNetwork(Network):
@@ -119,7 +153,7 @@ class CongestionAwareNetwork(Network):
         return True
 
     def ring_links(self, senders: list[int], receivers: list[int], size: int) -> FifoRingLinks:
-        return FifoRingLinks([self._path(s, r) for s, r in zip(senders, receivers)], size)
+        return FifoRingLinks([self._path(s, r) for s, r in zip(senders, receivers)], size, senders)
 
     def _transmit(self, src: int, dst: int, size: int, full: tuple) -> None:
         path = self._path(src, dst)
