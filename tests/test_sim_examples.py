@@ -479,22 +479,23 @@ def test_aware_sub_groups_fast_equals_event(tmp_path: Path, topology: str, caplo
     assert fast.finish_ns == slow.finish_ns and min(fast.finish_ns) > 0
 
 
-def test_aware_fast_path_conflict_reruns_message_by_message(tmp_path: Path, caplog) -> None:
-    """Ranks 4-7 start the world all-gather at once while ranks 0-3 still run a group all-gather:
-    through a switch NPU 7's first world message reaches NPU 0's downlink while NPU 3's group
+@pytest.mark.parametrize("p", [8, 64])  # the world ring's check in Python lists, then in numpy arrays
+def test_aware_fast_path_conflict_reruns_message_by_message(tmp_path: Path, caplog, p: int) -> None:
+    """The upper half starts the world all-gather at once while the lower half still runs a group
+    all-gather: through a switch NPU p-1's first world message reaches NPU 0's downlink while the group's
     messages are on it. Their FIFO order is event order, which the recurrence does not see: the run
     is redone message by message (logged) and equals ``fast=False``."""
     ranks = [
         [coll(0, schema.ALL_GATHER, pg_name="1"), coll(1, schema.ALL_GATHER, data=[0])]
-        if r < 4
+        if r < p // 2
         else [coll(1, schema.ALL_GATHER)]
-        for r in range(8)
+        for r in range(p)
     ]
-    ts, groups = write_set(tmp_path, ranks), {1: [0, 1, 2, 3]}
+    ts, groups = write_set(tmp_path, ranks), {1: list(range(p // 2))}
     net = NetworkConfig.from_dict(
-        {"topology": ["Switch"], "npus_count": [8], "bandwidth": [100], "latency": [700]}, source="net"
+        {"topology": ["Switch"], "npus_count": [p], "bandwidth": [100], "latency": [700]}, source="net"
     )
-    hw = HardwareConfig(ring_hw(8).system, net, backend="congestion_aware")
+    hw = HardwareConfig(ring_hw(p).system, net, backend="congestion_aware")
     assert aware_fast_path_is_exact(ts, hw, analyze(ts, groups).groups, make_network(hw.backend, net, EventQueue()))
     with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
         fast = simulate(ts, hw, comm_groups=groups)

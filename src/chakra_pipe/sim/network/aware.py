@@ -71,26 +71,39 @@ class FifoRingLinks:
         self._who = [
             np.asarray([i for i, path in enumerate(paths) if len(path) > j], dtype=np.int64) for j in range(hops)
         ]
+        self._who_lists = [who.tolist() for who in self._who]
         self._hops = [[path[j] for path in paths if len(path) > j] for j in range(hops)]
         self._senders = [[senders[i] for i in who.tolist()] for who in self._who]
         times = [[link.times(size) for link in hop] for hop in self._hops]
-        self._latency = [np.asarray([t[0] for t in hop], dtype=np.int64) for hop in times]
-        self._hold = [np.asarray([t[1] for t in hop], dtype=np.int64) for hop in times]
-        self._free: list[np.ndarray] = []
-        self._foreign: list[np.ndarray | None] = []
+        self._latency = [[t[0] for t in hop] for hop in times]
+        self._hold = [[t[1] for t in hop] for hop in times]
+        self._latency_a = [np.asarray(x, dtype=np.int64) for x in self._latency]
+        self._hold_a = [np.asarray(x, dtype=np.int64) for x in self._hold]
+        self._arrays = True
+        self._free: list = []
+        self._foreign: list = []
 
-    def begin(self) -> None:
-        self._free = [np.asarray([link.free_at for link in hop], dtype=np.int64) for hop in self._hops]
+    def begin(self, arrays: bool = True) -> None:
+        """Load the links' free times; ``arrays``: step with numpy (large rings) or plain lists (small
+        rings, where array calls cost more than the few members they update)."""
+        self._arrays = arrays
+        self._free = [[link.free_at for link in hop] for hop in self._hops]
         self._foreign = []
         for hop, senders in zip(self._hops, self._senders):
             foreign = [link.sender not in (-1, s) for link, s in zip(hop, senders)]
-            self._foreign.append(np.asarray(foreign) if any(foreign) else None)
+            self._foreign.append(foreign if any(foreign) else None)
+        if arrays:
+            self._free = [np.asarray(free, dtype=np.int64) for free in self._free]
+            self._foreign = [None if f is None else np.asarray(f) for f in self._foreign]
 
-    def arrive(self, sent: np.ndarray) -> np.ndarray:
-        """Arrival time at each member of the messages its predecessor sent at ``sent``.
+    def arrive(self, sent):
+        """Arrival time at each member of the messages its predecessor sent at ``sent`` (an int64
+        array, or a list after ``begin(arrays=False)``).
 
         Raises :class:`LinkConflict` when a message is the phase's first on a link whose last
         evaluated message came from another sender and is still on it (see the class)."""
+        if not self._arrays:
+            return self._arrive_lists(sent)
         t = sent.copy()
         for j, free in enumerate(self._free):
             who = self._who[j]
@@ -101,13 +114,28 @@ class FifoRingLinks:
                     raise LinkConflict("a link carries two senders' ring messages at overlapping times")
                 self._foreign[j] = None  # only the phase's first message meets the other sender's
             start = np.maximum(ready, free)
-            self._free[j] = start + self._hold[j]
-            t[who] = start + self._latency[j]
+            self._free[j] = start + self._hold_a[j]
+            t[who] = start + self._latency_a[j]
+        return t
+
+    def _arrive_lists(self, sent: list[int]) -> list[int]:
+        t = list(sent)
+        for j, free in enumerate(self._free):
+            foreign, hold, latency = self._foreign[j], self._hold[j], self._latency[j]
+            for n, i in enumerate(self._who_lists[j]):
+                ready, f = t[i], free[n]
+                if ready < f:
+                    if foreign is not None and foreign[n]:
+                        raise LinkConflict("a link carries two senders' ring messages at overlapping times")
+                    ready = f
+                free[n] = ready + hold[n]
+                t[i] = ready + latency[n]
+            self._foreign[j] = None
         return t
 
     def end(self) -> None:
         for hop, free, senders in zip(self._hops, self._free, self._senders):
-            for link, f, s in zip(hop, free.tolist(), senders):
+            for link, f, s in zip(hop, free.tolist() if self._arrays else free, senders):
                 link.free_at = f
                 link.sender = s
 

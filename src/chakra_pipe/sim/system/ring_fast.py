@@ -71,7 +71,7 @@ class RingCoordinator:
         pred = [ring.index_of(ring.sender(m, first.direction)) for m in ring.members]
         starts = [a.start_ns for a in algos]
         links = self._links(ring, first.msg_size, first.direction)
-        if self.aware or p >= NUMPY_FROM:
+        if p >= NUMPY_FROM:
             links.begin()
             send = np.asarray(starts, dtype=np.int64) + d[0]
             predv = np.asarray(pred, dtype=np.int64)
@@ -82,15 +82,24 @@ class RingCoordinator:
                     send = recv + d[k]
             links.end()
             last = recv.tolist()
-        else:  # unaware and small: plain lists beat array steps
-            net = links.delays
+        else:  # small rings: plain lists beat array steps
             send = [s + d[0] for s in starts]  # type: ignore[assignment]
             recv = send
+            if self.aware:
+                links.begin(arrays=False)
+            else:
+                net = links.delays
             for k in range(1, steps + 1):
-                recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]  # type: ignore[assignment]
+                if self.aware:
+                    arrived = links.arrive([send[j] for j in pred])
+                    recv = [a if a > s else s for a, s in zip(arrived, send)]  # type: ignore[assignment]
+                else:
+                    recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]  # type: ignore[assignment]
                 if k < steps:
                     dk = d[k]
                     send = [r + dk for r in recv]  # type: ignore[assignment]
+            if self.aware:
+                links.end()
             last = recv
         self._finish(algos, last, d[steps], steps)
 
