@@ -29,13 +29,13 @@ class LinkConflict(Exception):
 class _Link:
     """One directed link: FIFO, store-and-forward. ``times`` is the link model, used by both paths."""
 
-    __slots__ = ("latency", "bw", "busy", "pending", "free_at", "sender")
+    __slots__ = ("latency", "bw", "pending", "free_at", "free_seq", "sender")
 
     def __init__(self, latency: float, bw: float):
         self.latency, self.bw = latency, bw
-        self.busy = False  # message path
         self.pending: deque | None = None  # made on first wait: a deque per link cost 0.7 MiB at 1,024 NPUs
-        self.free_at = 0  # ring fast path (FifoRingLinks): when the link takes its next message
+        self.free_at = 0  # when the link takes its next message (both paths)
+        self.free_seq = 0  # message path: the same-time place of the event that frees it (EventQueue.reserve)
         self.sender = -1  # ring fast path: the NPU whose message the link carried last (-1: none yet)
 
     def times(self, size: int) -> tuple[int, int]:
@@ -191,24 +191,34 @@ class CongestionAwareNetwork(Network):
         self._offer(path[0], [size, path, 0, full])
 
     def _offer(self, link: _Link, msg: list) -> None:
-        if link.busy:
-            if link.pending is None:
-                link.pending = deque()
-            link.pending.append(msg)
+        """Start ``msg`` on ``link`` or queue it. The link is held until ``free_at``, and at that ns
+        until the event in place ``free_seq`` would run; that event is scheduled only once a message
+        waits (``EventQueue.reserve``), which keeps every event's order and drops most of them."""
+        pending = link.pending
+        if pending:  # its free event is scheduled
+            pending.append(msg)
+            return
+        q = self.queue
+        if q.now < link.free_at or (q.now == link.free_at and q.seq < link.free_seq):
+            if pending is None:
+                pending = link.pending = deque()
+            pending.append(msg)
+            q.schedule_reserved(link.free_at, link.free_seq, self._free, link)
         else:
             self._start(link, msg)
 
     def _start(self, link: _Link, msg: list) -> None:
-        link.busy = True
         q = self.queue
         arrive, hold = link.times(msg[0])
         q.schedule(q.now + arrive, self._hop_done, msg)
-        q.schedule(q.now + hold, self._free, link)
+        link.free_at = q.now + hold
+        link.free_seq = q.reserve()
 
     def _free(self, link: _Link) -> None:
-        link.busy = False
-        if link.pending:
-            self._start(link, link.pending.popleft())
+        pending = link.pending
+        self._start(link, pending.popleft())  # type: ignore[union-attr]
+        if pending:
+            self.queue.schedule_reserved(link.free_at, link.free_seq, self._free, link)
 
     def _hop_done(self, msg: list) -> None:
         msg[2] += 1
