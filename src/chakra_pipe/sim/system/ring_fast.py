@@ -16,10 +16,12 @@ exactly as the event path would register it.
 ``send_k[pred] + N`` is the network's business: the coordinator asks it for the phase's hops
 (``network.ring_links``) and steps their recurrence, so the link model exists once, in ``network/``.
 On the congestion-aware network each message waits for its FIFO links (an uplink then a downlink
-through a switch). That is exact when each link carries the phases' messages in phase order and
-nothing else, which ``simulate.aware_fast_path_is_exact`` checks before a run: a 1-D network, one
-queue and one active chunk per dimension, ring algorithms only, world-sized groups only, no
-send/receive or METADATA nodes. Link free times carry over from phase to phase on the links.
+through a switch). That is exact when every link takes its messages in the order the phases are
+evaluated: ``simulate.aware_fast_path_is_exact`` checks the run's preconditions before it starts (a
+1-D network, one queue and one active chunk per dimension, ring algorithms only, no send/receive),
+and the links check while it runs that no two senders' messages meet on one (``network/aware.py``:
+a ``LinkConflict`` makes ``simulate`` redo the run message by message). Link free times carry over
+from phase to phase on the links.
 
 Every other case (rendezvous, other algorithms, contention the recurrence cannot order) runs
 message by message.
