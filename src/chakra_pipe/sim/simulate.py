@@ -140,8 +140,10 @@ def simulate(
             return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file)
         except FastPathDeclined:  # a direct phase hit a same-time tie only the event order settles
             return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast=False)
-        except LinkConflict:  # two senders' aware ring messages met on a link
-            _log.info("aware ring fast path: a link carries two senders' messages at once; rerun message by message")
+        except LinkConflict:  # aware ring messages reach a link out of the order they were evaluated in
+            _log.info(
+                "aware ring fast path: a link's messages arrive out of evaluation order; rerun message by message"
+            )
             return _simulate(trace_set, hw, comm_groups, False, comm_groups_file)
     finally:
         if was_enabled:

@@ -18,18 +18,18 @@ from .topology import route
 
 
 class LinkConflict(Exception):
-    """A fast ring phase would share a link with another sender's traffic at overlapping times.
+    """A fast ring phase's messages would reach a link out of the order the phases are evaluated in.
 
-    The recurrence models each link as carrying one sender's messages in phase order; when another
-    sender's messages reach the link before the link's last evaluated message has left it, their
-    FIFO order is a matter of event order the recurrence does not see. ``simulate`` then reruns the
-    whole run message by message (exact or not used)."""
+    The recurrence gives each link its messages phase by phase; when another sender's messages reach
+    the link before the link's last evaluated message has left it (or the same sender's before its
+    last evaluated one), their FIFO order is a matter of event order the recurrence does not see.
+    ``simulate`` then reruns the whole run message by message (exact or not used)."""
 
 
 class _Link:
     """One directed link: FIFO, store-and-forward. ``times`` is the link model, used by both paths."""
 
-    __slots__ = ("latency", "bw", "pending", "free_at", "free_seq", "sender")
+    __slots__ = ("latency", "bw", "pending", "free_at", "free_seq", "sender", "offered")
 
     def __init__(self, latency: float, bw: float):
         self.latency, self.bw = latency, bw
@@ -37,6 +37,7 @@ class _Link:
         self.free_at = 0  # when the link takes its next message (both paths)
         self.free_seq = 0  # message path: the same-time place of the event that frees it (EventQueue.reserve)
         self.sender = -1  # ring fast path: the NPU whose message the link carried last (-1: none yet)
+        self.offered = 0  # ring fast path: when that message reached the link
 
     def times(self, size: int) -> tuple[int, int]:
         """(ns until a message of ``size`` bytes reaches the next device, ns it holds the link)."""
@@ -52,14 +53,16 @@ class FifoRingLinks:
     members' paths share a link (checked here). Link free times carry over from phase to phase
     through the links themselves.
 
-    Exact when, on every link, the messages are evaluated in the order they reach it. Messages of one
-    sender are: an NPU runs one ring phase at a time (``simulate.aware_fast_path_is_exact``'s
-    preconditions), so its phases are evaluated in its send order, and every path from one NPU on a
-    1-D network that reaches a given link has the same links before it. Between senders (an NPU's
-    downlink carries its TP and its DP predecessor's messages through a switch) this is verified while
-    running: a phase whose first message reaches a link before another sender's last evaluated
-    message has left it raises :class:`LinkConflict`. A same-ns arrival is no conflict: the message
-    starts at that ns whichever event runs first.
+    Exact when, on every link, the messages are evaluated in the order they reach it, which is
+    verified as the phases run: a phase whose first message on a link arrives before another
+    sender's last evaluated message has left it, or no later than the same sender's last evaluated
+    one, raises :class:`LinkConflict`. After the first, a phase's messages on a link arrive in order
+    (each send follows a receive). The same sender's come in order by construction under
+    ``simulate.aware_fast_path_is_exact``'s preconditions (an NPU runs one ring phase at a time and
+    every path from one NPU to a given link shares the links before it); between senders (an NPU's
+    downlink carries its TP and its DP predecessor's messages through a switch) it is a matter of
+    timing. Reaching a link at the very ns another sender's message leaves it is no conflict: the
+    message starts at that ns whichever event runs first.
     """
 
     def __init__(self, paths: list[list[_Link]], size: int, senders: list[int]):
@@ -81,62 +84,71 @@ class FifoRingLinks:
         self._hold_a = [np.asarray(x, dtype=np.int64) for x in self._hold]
         self._arrays = True
         self._free: list = []
-        self._foreign: list = []
+        self._ready: list = []  # per hop: when the phase's latest messages reached the links
+        self._bound: list | None = None  # per hop: the earliest ns each link may take the phase's first message
 
     def begin(self, arrays: bool = True) -> None:
         """Load the links' free times; ``arrays``: step with numpy (large rings) or plain lists (small
         rings, where array calls cost more than the few members they update)."""
         self._arrays = arrays
         self._free = [[link.free_at for link in hop] for hop in self._hops]
-        self._foreign = []
-        for hop, senders in zip(self._hops, self._senders):
-            foreign = [link.sender not in (-1, s) for link, s in zip(hop, senders)]
-            self._foreign.append(foreign if any(foreign) else None)
+        self._ready = [[link.offered for link in hop] for hop in self._hops]
+        self._bound = [
+            [
+                0 if link.sender == -1 else link.offered + 1 if link.sender == s else link.free_at
+                for link, s in zip(hop, senders)
+            ]
+            for hop, senders in zip(self._hops, self._senders)
+        ]
         if arrays:
             self._free = [np.asarray(free, dtype=np.int64) for free in self._free]
-            self._foreign = [None if f is None else np.asarray(f) for f in self._foreign]
+            self._ready = [np.asarray(ready, dtype=np.int64) for ready in self._ready]
+            self._bound = [np.asarray(bound, dtype=np.int64) for bound in self._bound]
 
     def arrive(self, sent):
         """Arrival time at each member of the messages its predecessor sent at ``sent`` (an int64
         array, or a list after ``begin(arrays=False)``).
 
-        Raises :class:`LinkConflict` when a message is the phase's first on a link whose last
-        evaluated message came from another sender and is still on it (see the class)."""
+        Raises :class:`LinkConflict` when the phase's first message on a link comes too early for the
+        link's last evaluated one (see the class)."""
+        bound = self._bound
+        self._bound = None  # checked on the phase's first message on each link only
         if not self._arrays:
-            return self._arrive_lists(sent)
+            return self._arrive_lists(sent, bound)
         t = sent.copy()
         for j, free in enumerate(self._free):
             who = self._who[j]
-            ready = t[who]
-            foreign = self._foreign[j]
-            if foreign is not None:
-                if (ready[foreign] < free[foreign]).any():
-                    raise LinkConflict("a link carries two senders' ring messages at overlapping times")
-                self._foreign[j] = None  # only the phase's first message meets the other sender's
+            ready = self._ready[j] = t[who]
+            if bound is not None and (ready < bound[j]).any():
+                raise LinkConflict("ring messages reach a link out of the order the phases are evaluated in")
             start = np.maximum(ready, free)
             self._free[j] = start + self._hold_a[j]
             t[who] = start + self._latency_a[j]
         return t
 
-    def _arrive_lists(self, sent: list[int]) -> list[int]:
+    def _arrive_lists(self, sent: list[int], bound: list | None) -> list[int]:
         t = list(sent)
         for j, free in enumerate(self._free):
-            foreign, hold, latency = self._foreign[j], self._hold[j], self._latency[j]
+            hold, latency, offered = self._hold[j], self._latency[j], self._ready[j]
+            first = None if bound is None else bound[j]
             for n, i in enumerate(self._who_lists[j]):
                 ready, f = t[i], free[n]
+                if first is not None and ready < first[n]:
+                    raise LinkConflict("ring messages reach a link out of the order the phases are evaluated in")
+                offered[n] = ready
                 if ready < f:
-                    if foreign is not None and foreign[n]:
-                        raise LinkConflict("a link carries two senders' ring messages at overlapping times")
                     ready = f
                 free[n] = ready + hold[n]
                 t[i] = ready + latency[n]
-            self._foreign[j] = None
         return t
 
     def end(self) -> None:
-        for hop, free, senders in zip(self._hops, self._free, self._senders):
-            for link, f, s in zip(hop, free.tolist() if self._arrays else free, senders):
+        for hop, free, ready, senders in zip(self._hops, self._free, self._ready, self._senders):
+            if self._arrays:
+                free, ready = free.tolist(), ready.tolist()
+            for link, f, r, s in zip(hop, free, ready, senders):
                 link.free_at = f
+                link.offered = r
                 link.sender = s
 
 
