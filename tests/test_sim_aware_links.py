@@ -64,3 +64,15 @@ def _times() -> tuple[int, int]:
     """(hold, hop) of a SIZE-byte message on a 100 GB/s, 700 ns link (``_Link.times``)."""
     per_ns = 100 * (1 << 30) / 1e9
     return int(SIZE / per_ns), int(700 + SIZE / per_ns)
+
+
+def test_a_reserved_event_runs_in_the_place_it_reserved() -> None:
+    """The aware links schedule a link's free event only when a message waits, in the place
+    ``reserve`` took when the link was taken: same-time events keep ASTRA-sim's insertion order."""
+    q, log = EventQueue(), list[str]()
+    q.schedule(5, log.append, "a")
+    place = q.reserve()
+    q.schedule(5, log.append, "c")
+    q.schedule(0, lambda: q.schedule_reserved(5, place, log.append, "b"))
+    q.run()
+    assert log == ["a", "b", "c"]
