@@ -8,11 +8,14 @@ Set ``SIM_BENCH_EVENT=1`` to also time the message-by-message path (slow at 1,02
 Realistic cases (``--realistic``): ``chakra-pipe generate llm`` steps - llama3-8b t8d8 ZeRO-1,
 gpt3-13b t8d4, mixtral-8x7b t2d8 ep4, gpt3-175b t8 d2/d8/d16 p8 (128/512/1,024 ranks, 8 of 96 layers
 so the script stays within minutes on 2 cores) - on a 1-D switch (both backends), a 1-D
-fully-connected network (aware: its sub-group rings take the aware fast path) and a 2-D / 3-D
-switch network (unaware), ring and direct. Each case runs in a fresh process and prints wall and
-CPU seconds of ``simulate`` (trace columns included, loading excluded), messages simulated, peak RSS
-of the process, the largest finish time, and with ``--event`` whether the message-level path
-(``fast=False``) gives every rank the same finish time (run for cases up to ``--event-max`` ranks).
+fully-connected network (aware; sub-group rings take the aware fast path on both 1-D networks
+unless a step has pipeline send/recv) and a 2-D / 3-D switch network (unaware), ring and direct.
+Each case runs in a fresh process and prints wall and CPU seconds of ``simulate`` (trace columns
+included, loading excluded), messages simulated, peak RSS of the process, the largest finish time,
+with ``--event`` whether the message-level path (``fast=False``) gives every rank the same finish
+time (run for cases up to ``--event-max`` ranks), whether an aware run met a link conflict and was
+redone message by message (``rerun``), and CPU over ASTRA-sim's recorded wall where there is one
+(``vs_astra``).
 ASTRA-sim's recorded figures on the same 2-core machine: 64-rank llama3-8b t8d8 on a 64-NPU switch,
 congestion-aware, ~2.5 s; 1,024-rank gpt3-175b t8d16p8 (all 96 layers) on a 3-D switch ~24 s, 207 MB.
 
@@ -115,7 +118,9 @@ LLM_CASES = [
         [8, 16, 8],
     ),
 ]
-AWARE_MAX_RANKS = 128  # message by message on sub-groups: ~20 us per message
+AWARE_MAX_RANKS = 128  # pipeline (PP) steps run message by message on the aware backend: ~30 us per message
+# ASTRA-sim's recorded wall on the shared 2-core machine, for the vs_astra column (case, network, backend)
+ASTRA_SIM_WALL_S = {("llama3-8b t8d8 zero1", "switch 64", "aware"): 2.5}
 
 
 def _llm_system(algo: str, dims: int) -> dict:
@@ -142,7 +147,7 @@ def _network(sizes: list[int], topology: str = "Switch") -> dict:
 
 
 CASE_SCRIPT = """
-import json, resource, sys, time
+import json, logging, resource, sys, time
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
 prefix, backend, event = sys.argv[1], sys.argv[4], sys.argv[5]
@@ -150,11 +155,16 @@ system, network = json.loads(sys.argv[2]), json.loads(sys.argv[3])
 ts = TraceSet.load(prefix)
 hw = HardwareConfig(SystemConfig.from_dict(system, source="sys"), NetworkConfig.from_dict(network, source="net"),
                     backend=backend)
+reruns = []  # simulate logs (INFO) when an aware fast-path run met a link conflict and was redone
+handler = logging.Handler()
+handler.emit = reruns.append
+logging.getLogger("chakra_pipe.sim.simulate").addHandler(handler)
+logging.getLogger("chakra_pipe.sim.simulate").setLevel(logging.INFO)
 w0, c0 = time.perf_counter(), time.process_time()
 res = simulate(ts, hw)
 wall, cpu = time.perf_counter() - w0, time.process_time() - c0
 out = {"wall": wall, "cpu": cpu, "messages": res.messages, "finish": max(res.finish_ns),
-       "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+       "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rerun": bool(reruns)}
 if event == "1":  # both timed with the trace columns already built (the first call builds them)
     w0 = time.perf_counter()
     simulate(ts, hw)
@@ -170,7 +180,7 @@ def realistic(max_ranks: int, event: bool, event_max: int, algo_only: str | None
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
     print(
         f"{'case':22s} {'ranks':>5s} {'network':12s} {'backend':8s} {'algo':6s} {'wall_s':>7s} {'cpu_s':>7s} "
-        f"{'messages':>9s} {'rss_MB':>7s} {'finish_ns':>12s} {'event=fast':>10s}"
+        f"{'messages':>9s} {'rss_MB':>7s} {'finish_ns':>12s} {'event=fast':>10s} {'rerun':>5s} {'vs_astra':>8s}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         for label, flags, ranks, sizes in LLM_CASES:
@@ -202,9 +212,12 @@ def realistic(max_ranks: int, event: bool, event_max: int, algo_only: str | None
                     print(f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} failed: {exc}", flush=True)
                     continue
                 eq = ("yes" if r["equal"] else "NO") if "equal" in r else "-"
+                astra = ASTRA_SIM_WALL_S.get((label, net, backend))
+                vs = f"{r['cpu'] / astra:7.2f}x" if astra else "-"  # CPU: wall is 3-4x CPU on the loaded machine
                 print(
                     f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} {r['wall']:7.2f} {r['cpu']:7.2f} "
-                    f"{r['messages']:9d} {r['rss_mb']:7.0f} {r['finish']:12d} {eq:>10s}",
+                    f"{r['messages']:9d} {r['rss_mb']:7.0f} {r['finish']:12d} {eq:>10s} "
+                    f"{'yes' if r['rerun'] else 'no':>5s} {vs:>8s}",
                     flush=True,
                 )
 

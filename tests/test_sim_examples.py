@@ -460,20 +460,48 @@ def _group_then_world_set(tmp: Path) -> TraceSet:
 
 
 @pytest.mark.parametrize("topology", ["Ring", "Switch", "FullyConnected"])
-def test_aware_sub_groups_fast_equals_event(tmp_path: Path, topology: str) -> None:
+def test_aware_sub_groups_fast_equals_event(tmp_path: Path, topology: str, caplog) -> None:
     """Sub-group rings then the world ring: on FullyConnected (a link per ordered pair) and Ring (3 -> 0
-    goes back over links no other NPU sends on, paths of 1 and 3 hops) the fast path runs them; through
-    a switch NPU 0's downlink has two senders (3 and 7), so that run is message by message; all exact."""
+    goes back over links no other NPU sends on, paths of 1 and 3 hops) no link has two senders; through
+    a switch NPU 0's downlink has two (3, then 7), whose messages never overlap in time here, so the
+    fast path runs without a conflict on all three; all exact."""
     ts, groups = _group_then_world_set(tmp_path / "g"), {1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}
     net = NetworkConfig.from_dict(
         {"topology": [topology], "npus_count": [8], "bandwidth": [100], "latency": [700]}, source="net"
     )
     hw = HardwareConfig(ring_hw(8).system, net, backend="congestion_aware")
-    taken = aware_fast_path_is_exact(ts, hw, analyze(ts, groups).groups, make_network(hw.backend, net, EventQueue()))
-    assert taken is (topology != "Switch")
-    fast, slow = simulate(ts, hw, comm_groups=groups), simulate(ts, hw, comm_groups=groups, fast=False)
+    assert aware_fast_path_is_exact(ts, hw, analyze(ts, groups).groups, make_network(hw.backend, net, EventQueue()))
+    with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
+        fast = simulate(ts, hw, comm_groups=groups)
+    assert "rerun message by message" not in caplog.text
+    slow = simulate(ts, hw, comm_groups=groups, fast=False)
     assert fast.to_dict() == slow.to_dict()
     assert fast.finish_ns == slow.finish_ns and min(fast.finish_ns) > 0
+
+
+@pytest.mark.parametrize("p", [8, 64])  # the world ring's check in Python lists, then in numpy arrays
+def test_aware_fast_path_conflict_reruns_message_by_message(tmp_path: Path, caplog, p: int) -> None:
+    """The upper half starts the world all-gather at once while the lower half still runs a group
+    all-gather: through a switch NPU p-1's first world message reaches NPU 0's downlink while the group's
+    messages are on it. Their FIFO order is event order, which the recurrence does not see: the run
+    is redone message by message (logged) and equals ``fast=False``."""
+    ranks = [
+        [coll(0, schema.ALL_GATHER, pg_name="1"), coll(1, schema.ALL_GATHER, data=[0])]
+        if r < p // 2
+        else [coll(1, schema.ALL_GATHER)]
+        for r in range(p)
+    ]
+    ts, groups = write_set(tmp_path, ranks), {1: list(range(p // 2))}
+    net = NetworkConfig.from_dict(
+        {"topology": ["Switch"], "npus_count": [p], "bandwidth": [100], "latency": [700]}, source="net"
+    )
+    hw = HardwareConfig(ring_hw(p).system, net, backend="congestion_aware")
+    assert aware_fast_path_is_exact(ts, hw, analyze(ts, groups).groups, make_network(hw.backend, net, EventQueue()))
+    with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
+        fast = simulate(ts, hw, comm_groups=groups)
+    assert "rerun message by message" in caplog.text
+    slow = simulate(ts, hw, comm_groups=groups, fast=False)
+    assert fast.to_dict() == slow.to_dict() and min(fast.finish_ns) > 0
 
 
 def test_rendezvous_protocol_adds_a_handshake(tmp_path: Path) -> None:

@@ -27,12 +27,14 @@ from .engine import EventQueue
 from .groups import groups_at_start
 from .memory import remote_memories
 from .network import make_network
+from .network.aware import LinkConflict
 from .result import SimResult
 from .system.phase_fast import FastPathDeclined, PhaseCoordinator
 from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
 from .workload import RankTrace, Workload
 
+_log = logging.getLogger(__name__)
 _CACHE: dict[int, tuple] = {}  # id(graph) -> (weakref to graph, RankTrace); graphs are unhashable
 log = logging.getLogger(__name__)
 
@@ -60,17 +62,18 @@ class _Stats:
 
 
 def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
-    """True when every link carries ring-phase messages of one sender only (``system/ring_fast.py``).
+    """True when the aware ring fast path is exact for this run, or its check while running
+    (``LinkConflict``) tells when it is not (``system/ring_fast.py``, ``network/aware.py``).
 
-    With one queue and one active chunk on a 1-D network, an NPU runs one ring phase at a time and
-    all of them clockwise; a link whose messages all come from one sender then sees them in that
-    sender's phase order, which is the order the coordinator evaluates them in. So the recurrence is
-    exact when no link is on the paths of two senders over all rings the run can use: the world
-    ring, and the ring of every group a collective names (``table``: rankset's one group table of the
-    set, comm-group file and METADATA). Always true
-    on FullyConnected (a link per ordered pair); on Switch or Ring topologies only when the rings do
-    not share a downlink or a hop. It reads the traces and the whole config, so it runs here, where
-    the layers are wired; the system layer only receives the answer (a ``RingCoordinator`` or none).
+    With one queue and one active chunk on a 1-D network, an NPU runs one ring phase at a time, so
+    a link sees each sender's ring messages in that sender's phase order, which is the order the
+    coordinator evaluates them in. The run may use only ring phases (world ring, and the ring of
+    every group a collective names: ``table``, rankset's one group table of the set, comm-group file
+    and METADATA), and no ring may route two of its members' messages over one link. Whether two
+    senders' messages (a TP and a DP predecessor through one switch downlink) ever meet on a link
+    is checked as the phases are evaluated: ``simulate`` reruns message by message when they do.
+    It reads the traces and the whole config, so it runs here, where the layers are wired; the
+    system layer only receives the answer (a ``RingCoordinator`` or none).
     """
     sysc, net = hw.system, hw.network
     if hw.rendezvous or net.dims != 1 or hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1:
@@ -80,8 +83,12 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     rings = _rings_used(trace_set, table, net.npus)
     if rings is None:
         return False
-    pairs = {(members[k - 1], members[k]) for members in rings for k in range(len(members)) if len(members) > 1}
-    return network.one_sender_per_link(sorted(pairs))
+    for members in sorted(rings):
+        if len(members) > 1:
+            pairs = [(members[k - 1], members[k]) for k in range(len(members))]
+            if not (network.one_sender_per_link(pairs) and network.one_sender_per_link([(b, a) for a, b in pairs])):
+                return False
+    return True
 
 
 def _rings_used(trace_set, table: GroupTable, npus: int) -> set[tuple[int, ...]] | None:
@@ -143,6 +150,11 @@ def simulate(
             return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file)
         except FastPathDeclined:  # a direct phase hit a same-time tie only the event order settles
             return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast=False)
+        except LinkConflict:  # aware ring messages reach a link out of the order they were evaluated in
+            _log.info(
+                "aware ring fast path: a link's messages arrive out of evaluation order; rerun message by message"
+            )
+            return _simulate(trace_set, hw, comm_groups, False, comm_groups_file)
     finally:
         if was_enabled:
             gc.enable()

@@ -17,16 +17,27 @@ from .common import Network, bytes_per_ns
 from .topology import route
 
 
+class LinkConflict(Exception):
+    """A fast ring phase's messages would reach a link out of the order the phases are evaluated in.
+
+    The recurrence gives each link its messages phase by phase; when another sender's messages reach
+    the link before the link's last evaluated message has left it (or the same sender's before its
+    last evaluated one), their FIFO order is a matter of event order the recurrence does not see.
+    ``simulate`` then reruns the whole run message by message (exact or not used)."""
+
+
 class _Link:
     """One directed link: FIFO, store-and-forward. ``times`` is the link model, used by both paths."""
 
-    __slots__ = ("latency", "bw", "busy", "pending", "free_at")
+    __slots__ = ("latency", "bw", "pending", "free_at", "free_seq", "sender", "offered")
 
     def __init__(self, latency: float, bw: float):
         self.latency, self.bw = latency, bw
-        self.busy = False  # message path
         self.pending: deque | None = None  # made on first wait: a deque per link cost 0.7 MiB at 1,024 NPUs
-        self.free_at = 0  # ring fast path (FifoRingLinks): when the link takes its next message
+        self.free_at = 0  # when the link takes its next message (both paths)
+        self.free_seq = 0  # message path: the same-time place of the event that frees it (EventQueue.reserve)
+        self.sender = -1  # ring fast path: the NPU whose message the link carried last (-1: none yet)
+        self.offered = 0  # ring fast path: when that message reached the link
 
     def times(self, size: int) -> tuple[int, int]:
         """(ns until a message of ``size`` bytes reaches the next device, ns it holds the link)."""
@@ -38,13 +49,23 @@ class FifoRingLinks:
 
     Member ``i``'s message crosses its path's links in order; on each ``start = max(ready, free_at)``,
     the link is busy until ``start + hold`` and the message reaches the next device at
-    ``start + latency``. Exact when each link carries the messages of one sender only, in its phase
-    order — no two members' paths share a link (checked here) and the run uses no link from two
-    senders (``simulate.aware_fast_path_is_exact``). Paths may differ in length (a sub-group ring on
-    a Ring topology). Link free times carry over from phase to phase through the links themselves.
+    ``start + latency``. Paths may differ in length (a sub-group ring on a Ring topology); no two
+    members' paths share a link (checked here). Link free times carry over from phase to phase
+    through the links themselves.
+
+    Exact when, on every link, the messages are evaluated in the order they reach it, which is
+    verified as the phases run: a phase whose first message on a link arrives before another
+    sender's last evaluated message has left it, or no later than the same sender's last evaluated
+    one, raises :class:`LinkConflict`. After the first, a phase's messages on a link arrive in order
+    (each send follows a receive). The same sender's come in order by construction under
+    ``simulate.aware_fast_path_is_exact``'s preconditions (an NPU runs one ring phase at a time and
+    every path from one NPU to a given link shares the links before it); between senders (an NPU's
+    downlink carries its TP and its DP predecessor's messages through a switch) it is a matter of
+    timing. Reaching a link at the very ns another sender's message leaves it is no conflict: the
+    message starts at that ns whichever event runs first.
     """
 
-    def __init__(self, paths: list[list[_Link]], size: int):
+    def __init__(self, paths: list[list[_Link]], size: int, senders: list[int]):
         every = [link for path in paths for link in path]
         if len(set(map(id, every))) != len(every):
             raise RuntimeError("ring fast path on paths that share a link (not exact)")
@@ -53,29 +74,82 @@ class FifoRingLinks:
         self._who = [
             np.asarray([i for i, path in enumerate(paths) if len(path) > j], dtype=np.int64) for j in range(hops)
         ]
+        self._who_lists = [who.tolist() for who in self._who]
         self._hops = [[path[j] for path in paths if len(path) > j] for j in range(hops)]
+        self._senders = [[senders[i] for i in who.tolist()] for who in self._who]
         times = [[link.times(size) for link in hop] for hop in self._hops]
-        self._latency = [np.asarray([t[0] for t in hop], dtype=np.int64) for hop in times]
-        self._hold = [np.asarray([t[1] for t in hop], dtype=np.int64) for hop in times]
-        self._free: list[np.ndarray] = []
+        self._latency = [[t[0] for t in hop] for hop in times]
+        self._hold = [[t[1] for t in hop] for hop in times]
+        self._latency_a = [np.asarray(x, dtype=np.int64) for x in self._latency]
+        self._hold_a = [np.asarray(x, dtype=np.int64) for x in self._hold]
+        self._arrays = True
+        self._free: list = []
+        self._ready: list = []  # per hop: when the phase's latest messages reached the links
+        self._bound: list | None = None  # per hop: the earliest ns each link may take the phase's first message
 
-    def begin(self) -> None:
-        self._free = [np.asarray([link.free_at for link in hop], dtype=np.int64) for hop in self._hops]
+    def begin(self, arrays: bool = True) -> None:
+        """Load the links' free times; ``arrays``: step with numpy (large rings) or plain lists (small
+        rings, where array calls cost more than the few members they update)."""
+        self._arrays = arrays
+        self._free = [[link.free_at for link in hop] for hop in self._hops]
+        self._ready = [[link.offered for link in hop] for hop in self._hops]
+        self._bound = [
+            [
+                0 if link.sender == -1 else link.offered + 1 if link.sender == s else link.free_at
+                for link, s in zip(hop, senders)
+            ]
+            for hop, senders in zip(self._hops, self._senders)
+        ]
+        if arrays:
+            self._free = [np.asarray(free, dtype=np.int64) for free in self._free]
+            self._ready = [np.asarray(ready, dtype=np.int64) for ready in self._ready]
+            self._bound = [np.asarray(bound, dtype=np.int64) for bound in self._bound]
 
-    def arrive(self, sent: np.ndarray) -> np.ndarray:
-        """Arrival time at each member of the messages its predecessor sent at ``sent``."""
+    def arrive(self, sent):
+        """Arrival time at each member of the messages its predecessor sent at ``sent`` (an int64
+        array, or a list after ``begin(arrays=False)``).
+
+        Raises :class:`LinkConflict` when the phase's first message on a link comes too early for the
+        link's last evaluated one (see the class)."""
+        bound = self._bound
+        self._bound = None  # checked on the phase's first message on each link only
+        if not self._arrays:
+            return self._arrive_lists(sent, bound)
         t = sent.copy()
         for j, free in enumerate(self._free):
             who = self._who[j]
-            start = np.maximum(t[who], free)
-            self._free[j] = start + self._hold[j]
-            t[who] = start + self._latency[j]
+            ready = self._ready[j] = t[who]
+            if bound is not None and (ready < bound[j]).any():
+                raise LinkConflict("ring messages reach a link out of the order the phases are evaluated in")
+            start = np.maximum(ready, free)
+            self._free[j] = start + self._hold_a[j]
+            t[who] = start + self._latency_a[j]
+        return t
+
+    def _arrive_lists(self, sent: list[int], bound: list | None) -> list[int]:
+        t = list(sent)
+        for j, free in enumerate(self._free):
+            hold, latency, offered = self._hold[j], self._latency[j], self._ready[j]
+            first = None if bound is None else bound[j]
+            for n, i in enumerate(self._who_lists[j]):
+                ready, f = t[i], free[n]
+                if first is not None and ready < first[n]:
+                    raise LinkConflict("ring messages reach a link out of the order the phases are evaluated in")
+                offered[n] = ready
+                if ready < f:
+                    ready = f
+                free[n] = ready + hold[n]
+                t[i] = ready + latency[n]
         return t
 
     def end(self) -> None:
-        for hop, free in zip(self._hops, self._free):
-            for link, f in zip(hop, free.tolist()):
+        for hop, free, ready, senders in zip(self._hops, self._free, self._ready, self._senders):
+            if self._arrays:
+                free, ready = free.tolist(), ready.tolist()
+            for link, f, r, s in zip(hop, free, ready, senders):
                 link.free_at = f
+                link.offered = r
+                link.sender = s
 
 
 class CongestionAwareNetwork(Network):
@@ -119,7 +193,7 @@ class CongestionAwareNetwork(Network):
         return True
 
     def ring_links(self, senders: list[int], receivers: list[int], size: int) -> FifoRingLinks:
-        return FifoRingLinks([self._path(s, r) for s, r in zip(senders, receivers)], size)
+        return FifoRingLinks([self._path(s, r) for s, r in zip(senders, receivers)], size, senders)
 
     def _transmit(self, src: int, dst: int, size: int, full: tuple) -> None:
         path = self._path(src, dst)
@@ -129,24 +203,34 @@ class CongestionAwareNetwork(Network):
         self._offer(path[0], [size, path, 0, full])
 
     def _offer(self, link: _Link, msg: list) -> None:
-        if link.busy:
-            if link.pending is None:
-                link.pending = deque()
-            link.pending.append(msg)
+        """Start ``msg`` on ``link`` or queue it. The link is held until ``free_at``, and at that ns
+        until the event in place ``free_seq`` would run; that event is scheduled only once a message
+        waits (``EventQueue.reserve``), which keeps every event's order and drops most of them."""
+        pending = link.pending
+        if pending:  # its free event is scheduled
+            pending.append(msg)
+            return
+        q = self.queue
+        if q.now < link.free_at or (q.now == link.free_at and q.seq < link.free_seq):
+            if pending is None:
+                pending = link.pending = deque()
+            pending.append(msg)
+            q.schedule_reserved(link.free_at, link.free_seq, self._free, link)
         else:
             self._start(link, msg)
 
     def _start(self, link: _Link, msg: list) -> None:
-        link.busy = True
         q = self.queue
         arrive, hold = link.times(msg[0])
         q.schedule(q.now + arrive, self._hop_done, msg)
-        q.schedule(q.now + hold, self._free, link)
+        link.free_at = q.now + hold
+        link.free_seq = q.reserve()
 
     def _free(self, link: _Link) -> None:
-        link.busy = False
-        if link.pending:
-            self._start(link, link.pending.popleft())
+        pending = link.pending
+        self._start(link, pending.popleft())  # type: ignore[union-attr]
+        if pending:
+            self.queue.schedule_reserved(link.free_at, link.free_seq, self._free, link)
 
     def _hop_done(self, msg: list) -> None:
         msg[2] += 1

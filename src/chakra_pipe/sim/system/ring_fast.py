@@ -16,10 +16,12 @@ exactly as the event path would register it.
 ``send_k[pred] + N`` is the network's business: the coordinator asks it for the phase's hops
 (``network.ring_links``) and steps their recurrence, so the link model exists once, in ``network/``.
 On the congestion-aware network each message waits for its FIFO links (an uplink then a downlink
-through a switch). That is exact when each link carries the phases' messages in phase order and
-nothing else, which ``simulate.aware_fast_path_is_exact`` checks before a run: a 1-D network, one
-queue and one active chunk per dimension, ring algorithms only, world-sized groups only, no
-send/receive or METADATA nodes. Link free times carry over from phase to phase on the links.
+through a switch). That is exact when every link takes its messages in the order the phases are
+evaluated: ``simulate.aware_fast_path_is_exact`` checks the run's preconditions before it starts (a
+1-D network, one queue and one active chunk per dimension, ring algorithms only, no send/receive),
+and the links check while it runs that no two senders' messages meet on one (``network/aware.py``:
+a ``LinkConflict`` makes ``simulate`` redo the run message by message). Link free times carry over
+from phase to phase on the links.
 
 Every other case (rendezvous, other algorithms, contention the recurrence cannot order) runs
 message by message.
@@ -71,7 +73,7 @@ class RingCoordinator:
         pred = [ring.index_of(ring.sender(m, first.direction)) for m in ring.members]
         starts = [a.start_ns for a in algos]
         links = self._links(ring, first.msg_size, first.direction)
-        if self.aware or p >= NUMPY_FROM:
+        if p >= NUMPY_FROM:
             links.begin()
             send = np.asarray(starts, dtype=np.int64) + d[0]
             predv = np.asarray(pred, dtype=np.int64)
@@ -82,15 +84,24 @@ class RingCoordinator:
                     send = recv + d[k]
             links.end()
             last = recv.tolist()
-        else:  # unaware and small: plain lists beat array steps
-            net = links.delays
+        else:  # small rings: plain lists beat array steps
             send = [s + d[0] for s in starts]  # type: ignore[assignment]
             recv = send
+            if self.aware:
+                links.begin(arrays=False)
+            else:
+                net = links.delays
             for k in range(1, steps + 1):
-                recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]  # type: ignore[assignment]
+                if self.aware:
+                    arrived = links.arrive([send[j] for j in pred])
+                    recv = [a if a > s else s for a, s in zip(arrived, send)]  # type: ignore[assignment]
+                else:
+                    recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]  # type: ignore[assignment]
                 if k < steps:
                     dk = d[k]
                     send = [r + dk for r in recv]  # type: ignore[assignment]
+            if self.aware:
+                links.end()
             last = recv
         self._finish(algos, last, d[steps], steps)
 
