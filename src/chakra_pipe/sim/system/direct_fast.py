@@ -60,26 +60,55 @@ class _Layout:
     """Index tables of a P-member direct phase in one direction, shared by every phase of that shape."""
 
     def __init__(self, p: int, sign: int):
-        cols = np.arange(1, p, dtype=np.int64)[None, :]
-        src = (np.arange(p, dtype=np.int64)[:, None] - sign * cols) % p  # receive j's peer (its send j comes here)
         kind = np.int32 if p * p < 2**31 else np.int64  # half the memory of the largest tables
-        self.src: npt.NDArray[np.signedinteger] = src.astype(kind)
+        cols = np.arange(1, p, dtype=kind)[None, :]
+        src = np.arange(p, dtype=kind)[:, None] - sign * cols  # receive j's peer (its send j comes here)
+        src %= p  # built in the narrow type: no int64 temporaries of the full size
+        self.src: npt.NDArray[np.signedinteger] = src
         # peer's send j in a flattened P x (P-1) matrix
-        self.flat: npt.NDArray[np.signedinteger] = (src * (p - 1) + (cols - 1)).astype(kind)
+        flat = src * kind(p - 1)
+        flat += cols - 1
+        self.flat: npt.NDArray[np.signedinteger] = flat
         self.rows = np.arange(p)
+
+
+_NET_ROWS = 64  # members whose delays are computed at once: the closed form's temporaries stay ~0.5 MB
+
+
+def _net(coord, ring, lay: _Layout, size: int) -> np.ndarray:
+    """Network delay of every receive (P x (P-1)), or a 1 x 1 matrix when all are equal (any switch
+    or fully-connected dimension), which broadcasts alike in :func:`_recv`.
+
+    Built in blocks of rows: the closed form over the whole matrix held ~8 int64 temporaries of
+    8 MB each at 1,024 members, the peak of a direct all-reduce; a uniform matrix is never stored.
+    """
+    members = np.asarray(ring.members, dtype=np.int64)
+    full: np.ndarray | None = None
+    value: int | None = None
+    for a in range(0, ring.size, _NET_ROWS):
+        rows = slice(a, a + _NET_ROWS)
+        block = coord.delays(members[lay.src[rows]], members[rows, None], size)
+        if full is None:
+            if value is None:
+                value = int(block.flat[0])
+            if (block == value).all():
+                continue
+            full = np.full(lay.src.shape, value, dtype=np.int64)
+        full[rows] = block
+    return full if full is not None else np.full((1, 1), value, dtype=np.int64)
 
 
 def _recv(send: np.ndarray, lay: _Layout, net: np.ndarray) -> np.ndarray:
     """Receive callback times, sorted per member: the peer's matching send plus the network delay, not
-    before posting (in place on one fresh matrix: at 1,024 members each is 8 MB)."""
-    if send.ndim == 2:
-        out = np.take(send, lay.flat)
-        out += net
-        np.maximum(out, send, out=out)
-    else:
-        out = np.take(send, lay.src)
-        out += net
-        np.maximum(out, send[:, None], out=out)
+    before posting (in place on one fresh matrix: at 1,024 members each is 8 MB). Gathered in blocks
+    of rows: ``take`` converts its int32 index to intp first, a full-size copy otherwise."""
+    index, posted = (lay.flat, send) if send.ndim == 2 else (lay.src, send[:, None])
+    out = np.empty(index.shape, dtype=np.int64)
+    for a in range(0, len(out), _NET_ROWS):
+        rows = slice(a, a + _NET_ROWS)
+        np.take(send, index[rows], out=out[rows])
+    out += net
+    np.maximum(out, posted, out=out)
     out.sort(axis=1)
     return out
 
@@ -91,11 +120,7 @@ def evaluate(coord, algos: list[FastDirect]) -> None:
     sign = 1 if first.direction == CLOCKWISE else -1
     lay = coord.cached(("direct-layout", p, sign), lambda: _Layout(p, sign))
 
-    def build() -> np.ndarray:
-        members = np.asarray(ring.members, dtype=np.int64)
-        return coord.delays(members[lay.src], members[:, None], first.msg_size)
-
-    net = coord.cached(("direct-net", ring.key, sign, first.msg_size), build)
+    net = coord.cached(("direct-net", ring.key, sign, first.msg_size), lambda: _net(coord, ring, lay, first.msg_size))
     plan_key = ("direct-plan", first.ctype, w, first.non_zero_latency_packets(), first.local, first.msg_size)
     d, flags = coord.cached(plan_key, lambda: first.packet_plan(w + total))
     e = int(d[0])  # the first W packets never carry a reduction
@@ -136,13 +161,20 @@ def _all_gather(recv1: np.ndarray, d1: np.ndarray, lay: _Layout, net: np.ndarray
     used.sort(axis=1)
     half = used.shape[1]
     for _ in range(half + 2):
-        recv2 = _recv(np.maximum(used, g_star), lay, net)
-        gen2 = recv2 + d2
-        if (gen2.min(axis=1) >= used[:, -1]).all():  # no all-gather general overtakes a reduce-scatter one
+        # The all-gather sends, in place: the receives depend on ``used`` only through them, so
+        # comparing them (not ``used`` itself) ends the iteration at the same receives, one 8 MB
+        # matrix fewer at 1,024 members.
+        top = used[:, -1].copy()
+        np.maximum(used, g_star, out=used)
+        recv2 = _recv(used, lay, net)
+        recv2 += d2  # the generals, in place; undone before returning
+        settled = bool((recv2.min(axis=1) >= top).all())  # no all-gather general overtakes a reduce-scatter one
+        if not settled:
+            merged = np.sort(np.concatenate([recv1 + d1, recv2], axis=1), axis=1)[:, :half]
+            settled = np.array_equal(np.maximum(merged, g_star), used)
+            used = merged
+        recv2 -= d2
+        if settled:
             return recv2
-        merged = np.sort(np.concatenate([recv1 + d1, gen2], axis=1), axis=1)[:, :half]
-        if np.array_equal(merged, used):
-            return recv2
-        used = merged
     # every dependency cycle takes >= E ns, so this settles; with endpoint-delay 0 it may not: refuse
     raise FastPathDeclined("direct all-reduce: the all-gather recurrence did not settle")
