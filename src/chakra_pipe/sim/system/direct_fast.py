@@ -22,6 +22,8 @@ message by message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 
@@ -125,17 +127,17 @@ def evaluate(coord, algos: list[FastDirect]) -> None:
     d, flags = coord.cached(plan_key, lambda: first.packet_plan(w + total))
     e = int(d[0])  # the first W packets never carry a reduction
     sent = np.asarray([a.start_ns for a in algos], dtype=np.int64) + e  # all W = P-1 first sends
-    halves = [_recv(sent, lay, net)]
+    # each member exits in its last general: found half by half, the reduce-scatter half's before
+    # its receives become the all-gather's sends (one P x (P-1) matrix fewer at a time)
+    rs, ag = slice(w, w + half), slice(w + half, w + 2 * half)
+    recv1 = _recv(sent, lay, net)
+    best, at, processed = _last_general(recv1, d[rs], flags[rs], lay.rows)
     if first.ctype == AR:
-        halves.append(_all_gather(halves[0], d[w : w + half], lay, net, d[w + half : w + 2 * half]))
-    coord.stats.messages += p * total
-    # each member exits in its last general: find it half by half (one P x (P-1) matrix at a time)
-    spans = [slice(w + k * half, w + (k + 1) * half) for k in range(len(halves))]
-    best, at, processed = _last_general(halves[0], d[spans[0]], flags[spans[0]], lay.rows)
-    if len(halves) == 2:
-        g, r, f = _last_general(halves[1], d[spans[1]], flags[spans[1]], lay.rows)
+        recv2 = _all_gather(recv1, d[rs], lay, net, d[ag], lambda: _recv(sent, lay, net))
+        g, r, f = _last_general(recv2, d[ag], flags[ag], lay.rows)
         later = g > best  # on a tie the reduce-scatter half's general stays the last one
         at, processed = np.where(later, r, at), np.where(later, f, processed)
+    coord.stats.messages += p * total
     pd = first.sys.reduction_delay(first.msg_size)
     for algo, t, red in zip(algos, at.tolist(), processed.tolist()):
         if red:  # a reduction packet: the bus hop's callback registers the reduction delay
@@ -155,10 +157,16 @@ def _last_general(recv: np.ndarray, d: np.ndarray, flags: np.ndarray, rows: np.n
     return gen, recv[rows, m], flags[m]
 
 
-def _all_gather(recv1: np.ndarray, d1: np.ndarray, lay: _Layout, net: np.ndarray, d2: np.ndarray) -> np.ndarray:
-    """The all-gather receives of an all-reduce (sorted per member), given its reduce-scatter receives."""
-    used = recv1 + d1
-    last = recv1[:, -1:]
+def _all_gather(
+    recv1: np.ndarray, d1: np.ndarray, lay: _Layout, net: np.ndarray, d2: np.ndarray, again: Callable[[], np.ndarray]
+) -> np.ndarray:
+    """The all-gather receives of an all-reduce (sorted per member), given its reduce-scatter receives.
+
+    ``recv1`` is consumed (its matrix becomes the all-gather sends); ``again()`` computes it anew,
+    needed only when the fixed point iterates."""
+    last = recv1[:, -1:].copy()
+    used = recv1
+    used += d1
     if (used == last).any():
         raise FastPathDeclined("direct all-reduce: a general at the last reduce-scatter receive's time")
     g_star = np.where(used > last, used, np.iinfo(np.int64).max).min(axis=1)[:, None]
@@ -174,7 +182,9 @@ def _all_gather(recv1: np.ndarray, d1: np.ndarray, lay: _Layout, net: np.ndarray
         recv2 += d2  # the generals, in place; undone before returning
         settled = bool((recv2.min(axis=1) >= top).all())  # no all-gather general overtakes a reduce-scatter one
         if not settled:
-            merged = np.sort(np.concatenate([recv1 + d1, recv2], axis=1), axis=1)[:, :half]
+            generals1 = again()
+            generals1 += d1
+            merged = np.sort(np.concatenate([generals1, recv2], axis=1), axis=1)[:, :half]
             settled = np.array_equal(np.maximum(merged, g_star), used)
             used = merged
         recv2 -= d2
