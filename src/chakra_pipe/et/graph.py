@@ -271,6 +271,7 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
         wide.append(values)
     if not counts:
         return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64), np.ones(0, dtype=bool)
+    result: np.ndarray
     if wide is not None:
         result = np.concatenate(wide, dtype=_U64)
     else:

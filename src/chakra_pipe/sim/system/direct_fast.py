@@ -62,15 +62,16 @@ class _Layout:
     """Index tables of a P-member direct phase in one direction, shared by every phase of that shape."""
 
     def __init__(self, p: int, sign: int):
-        kind = np.int32 if p * p < 2**31 else np.int64  # half the memory of the largest tables
-        cols = np.arange(1, p, dtype=kind)[None, :]
-        src = np.arange(p, dtype=kind)[:, None] - sign * cols  # receive j's peer (its send j comes here)
-        src %= p  # built in the narrow type: no int64 temporaries of the full size
-        self.src: npt.NDArray[np.signedinteger] = src
+        kind = np.dtype(np.int32 if p * p < 2**31 else np.int64)  # half the memory of the largest tables
+        cols: npt.NDArray[np.signedinteger] = np.arange(1, p, dtype=kind)[None, :]
+        # receive j's peer (its send j comes here), built in the narrow type: no full-size int64 temporaries
+        src: npt.NDArray[np.signedinteger] = np.arange(p, dtype=kind)[:, None] - sign * cols
+        src %= p
+        self.src = src
         # peer's send j in a flattened P x (P-1) matrix
-        flat = src * kind(p - 1)
+        flat: npt.NDArray[np.signedinteger] = src * kind.type(p - 1)
         flat += cols - 1
-        self.flat: npt.NDArray[np.signedinteger] = flat
+        self.flat = flat
         self.rows = np.arange(p)
 
 
