@@ -200,3 +200,22 @@ def test_non_canonical_layouts_fall_back_exactly():
     assert list(parsed.data_deps) == [1, 2] and parsed.duration_micros == 9
     assert_graph_matches(g, [normal, parsed])
     assert g.int_attr("comm_size").tolist() == [0, 42]
+
+
+@pytest.mark.parametrize("late_id", [None, (1 << 28) - 1, 1 << 28, (1 << 64) - 1])
+def test_dependency_ids_read_as_written_whatever_group_first_needs_64_bits(late_id):
+    """Dependency ids are decoded group by group (~256 KiB of lists each) into uint32 while every
+    id fits below 2^28; a later group holding a longer varint switches the whole column to uint64.
+    Either way every list equals the protobuf reading, and the narrow column is used only when
+    all ids fit."""
+    md = schema.GlobalMetadata(version="0.0.4")
+    nodes = [schema.Node(id=i, name="n", data_deps=range(max(1, i - 60), i)) for i in range(1, 4001)]
+    if late_id is not None:
+        nodes[-1].data_deps.append(late_id)
+        nodes[-2].ctrl_deps.append(late_id)
+    g = graph_from_bytes(frame_all(md, [n.SerializeToString() for n in nodes]))
+    assert not g.slow.any()  # the bulk path decoded every list
+    assert [g.data_deps(i).tolist() for i in range(len(g))] == [list(n.data_deps) for n in nodes]
+    assert [g.ctrl_deps(i).tolist() for i in range(len(g))] == [list(n.ctrl_deps) for n in nodes]
+    wide = late_id is not None and late_id >= 1 << 28
+    assert g.data_ids.dtype == (np.uint64 if wide else np.uint32)

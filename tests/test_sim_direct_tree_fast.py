@@ -82,6 +82,15 @@ def test_direct_every_collective_type_1d(tmp_path: Path, ranks: int, topo: str, 
     assert_fast_equals_message_path(ts, _hw(["direct"], [topo], [ranks], splits, opt))
 
 
+@pytest.mark.parametrize("topo", ["Ring", "Switch"])
+def test_direct_all_reduce_over_several_row_blocks(tmp_path: Path, topo: str) -> None:
+    """More members than the fast path's row blocks (64 rows of delays and gathers at a time): the
+    delay matrix (one value on a switch, per member pair on a ring) and the blocked gathers still
+    give every rank the message path's times."""
+    ts = _write(tmp_path, 70, ["AR"], stagger_us=3)
+    _same(ts, _hw(["direct"], [topo], [70], 2, "baseline"))
+
+
 @pytest.mark.parametrize("algo", ["direct", "doubleBinaryTree", "oneDirect"])
 @pytest.mark.parametrize("sizes", [[2, 4, 2], [4, 2, 4]])
 def test_all_reduce_3d(tmp_path: Path, algo: str, sizes: list[int]) -> None:

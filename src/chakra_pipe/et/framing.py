@@ -88,17 +88,20 @@ def _first_record_hint(head: bytes) -> str:
 
 
 def scan_records(buf: bytes, file: str = "<bytes>") -> tuple[list[int], list[int]]:
-    """Payload starts and lengths of every record in ``buf`` (metadata first); see :func:`_scan`."""
+    """Payload starts and lengths of every record in ``buf`` (metadata first); see :func:`walk_records`."""
     try:
-        return _scan(buf, file)
+        starts, lengths, _ = walk_records(buf, file)
+        return starts, lengths
     except TraceFormatError as exc:
         if exc.where == "byte 0":
             raise TraceFormatError(exc.what + _first_record_hint(buf), file=file, where="byte 0") from None
         raise
 
 
-def _scan(buf: bytes, file: str) -> tuple[list[int], list[int]]:
-    """Payload starts and lengths of every record in ``buf`` (metadata first).
+def walk_records(buf: bytes, file: str = "<bytes>", count: int | None = None) -> tuple[list[int], list[int], int]:
+    """Payload starts and lengths of the first ``count`` records in ``buf`` (all when None;
+    metadata first), and the position after the last one: the one sequential reader of the
+    framing, shared by :func:`scan_records` and the vectorised framing's head (``et.scan``).
 
     Refuses a length prefix longer than 5 bytes, a length beyond the end of the data and a
     zero-length *node* record (Chakra's Python reader stops there while its C++ reader invents an
@@ -108,7 +111,9 @@ def _scan(buf: bytes, file: str) -> tuple[list[int], list[int]]:
     starts: list[int] = []
     lengths: list[int] = []
     pos, n = 0, len(buf)
-    while pos < n:
+    left = n + 1 if count is None else count  # no file holds more records than bytes
+    while pos < n and left:
+        left -= 1
         offset = pos
         b = buf[pos]
         if b < 0x80:
@@ -150,7 +155,7 @@ def _scan(buf: bytes, file: str) -> tuple[list[int], list[int]]:
         pos += length
     if not starts:
         raise TraceFormatError("empty file: no GlobalMetadata record", file=file, where="byte 0")
-    return starts, lengths
+    return starts, lengths, pos
 
 
 def _check_known(msg, file: str, offset: int, what: str) -> None:

@@ -63,6 +63,7 @@ class TraceGraph:
     name_start: np.ndarray = field(repr=False)
     name_len: np.ndarray = field(repr=False)
     ctrl_ptr: np.ndarray = field(repr=False)
+    # dependency ids: uint32 when every id in the file's dependency lists is below 2^28, else uint64
     ctrl_ids: np.ndarray = field(repr=False)
     data_ptr: np.ndarray = field(repr=False)
     data_ids: np.ndarray = field(repr=False)
@@ -244,6 +245,8 @@ def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Decode packed varint regions: (values, count per region, ok-mask per region).
 
+    Values are uint32 when every one is below 2^28 (no varint over 4 bytes), else uint64.
+
     A region is ok when it ends exactly on a varint boundary and holds no varint over 10 bytes.
     Regions are decoded in groups of about ``_PACKED_GROUP`` bytes: the temporaries (an index and
     a copy per byte) then stay in cache, and a trace whose deps are hundreds of MB does not need
@@ -251,12 +254,36 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
     """
     cut = np.searchsorted(np.cumsum(lens), np.arange(_PACKED_GROUP, int(lens.sum()), _PACKED_GROUP))
     bounds = sorted({0, len(starts), *np.minimum(cut + 1, len(starts)).tolist()})
-    parts = [_packed_group(arr, starts[a:b], lens[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
-    if not parts:
+    # Values are written straight into one array sized by the regions' bytes (a bound on their
+    # count): its pages become resident only as groups fill them and the unused tail is given back
+    # by ``resize``, so the groups' pieces and the result never coexist (they did: +0.25x a
+    # converted trace's file at the peak). Groups come as uint32 when they fit (ids below 2^28:
+    # every practical trace) and stay so: ~50 dependencies a node are 0.25x the file, not 0.5x.
+    out = np.empty(int(lens.sum()), dtype=np.uint32)
+    wide: list[np.ndarray] | None = None  # the pieces, once a group needs uint64
+    counts, oks, at = [], [], 0
+    for a, b in zip(bounds, bounds[1:]):
+        if b == a:
+            continue
+        values, count, ok = _packed_group(arr, starts[a:b], lens[a:b])
+        counts.append(count)
+        oks.append(ok)
+        if wide is None and values.dtype == np.uint32:
+            out[at : at + len(values)] = values
+            at += len(values)
+            continue
+        if wide is None:
+            wide = [out[:at]]
+        wide.append(values)
+    if not counts:
         return np.zeros(0, dtype=_U64), np.zeros(0, dtype=np.int64), np.ones(0, dtype=bool)
-    # Group values come as uint32 when they fit: widening once here halves the transient copy.
-    values = np.concatenate([p[0] for p in parts], dtype=_U64)
-    return values, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
+    result: np.ndarray
+    if wide is not None:
+        result = np.concatenate(wide, dtype=_U64)
+    else:
+        out.resize(at, refcheck=False)  # in place: ``out`` has no other reference
+        result = out
+    return result, np.concatenate(counts), np.concatenate(oks)
 
 
 _PACKED_GROUP = 1 << 18
@@ -493,8 +520,8 @@ class _Decoder:
         arr, node = self.arr, np.concatenate(self.io_node)
         p = np.concatenate(self.io_s)
         end = p + np.concatenate(self.io_l)
+        self.io_node, self.io_s, self.io_l = [], [], []  # concatenated: the pieces are a second copy
         active = np.flatnonzero(p < end)
-        strings: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for _ in range(3):
             if not len(active):
                 break
@@ -506,12 +533,12 @@ class _Decoder:
             ok = (tag >= 0x0A) & (tag <= 0x1A) & (tag % 8 == 2) & (nb > 0) & (newp <= end[active])
             self.slow[node[active[~ok]]] = True
             a = active[ok]
-            strings.append((node[a], (pa + 1 + nb)[ok], ln[ok]))
+            # Checked field by field, not gathered for one check: these strings can be half the
+            # file, and their columns (three int64 a string) peaked at 2x a converted trace's file.
+            self._check_strings(node[a], (pa + 1 + nb)[ok], ln[ok])
             p[a] = newp[ok]
             active = a[p[a] < end[a]]
         self.slow[node[active]] = True
-        if strings:  # one ASCII pass over all of them: these strings can be half the file
-            self._check_strings(*(np.concatenate(c) for c in zip(*strings)))
 
     def _check_attrs(self) -> tuple[np.ndarray, _AttrParts]:
         """Decode every attribute of the walked records in the canonical layout (name, then one

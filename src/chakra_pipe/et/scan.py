@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .framing import scan_records
+from ..errors import TraceFormatError
+from .framing import scan_records, walk_records
 
 _ID_TAG = 0x08  # field 1 (id), wire type 0: the first byte of every canonical node with id != 0
 _HEAD_RECORDS = 2  # metadata and the first node (often id 0) are walked one by one
@@ -31,7 +32,7 @@ def scan_array(arr: np.ndarray, size: int, file: str) -> tuple[np.ndarray, np.nd
     padding after ``size``.
     """
     buf = memoryview(arr)[:size]  # type: ignore[arg-type]
-    head = _head(buf)
+    head = _head(buf, file)
     chain = None
     if head is not None:
         head_s, head_l, pos = head
@@ -42,31 +43,12 @@ def scan_array(arr: np.ndarray, size: int, file: str) -> tuple[np.ndarray, np.nd
     return np.concatenate([head_s, chain[0]]), np.concatenate([head_l, chain[1]])
 
 
-def _head(buf: memoryview) -> tuple[np.ndarray, np.ndarray, int] | None:
+def _head(buf: memoryview, file: str) -> tuple[np.ndarray, np.ndarray, int] | None:
     """The first records and the position after them, walked one by one; None on any anomaly
-    (the sequential walk then reports it)."""
-    starts: list[int] = []
-    lengths: list[int] = []
-    pos, n = 0, len(buf)
-    for _ in range(_HEAD_RECORDS):
-        if pos >= n:
-            break
-        length, shift, start = 0, 0, pos
-        while pos < n and pos - start < 3:
-            b = buf[pos]
-            pos += 1
-            length |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                break
-        else:
-            return None
-        if length > n - pos or (length == 0 and starts):
-            return None
-        starts.append(pos)
-        lengths.append(length)
-        pos += length
-    if not starts:
+    (the whole-file walk then reports it with the first-record hint)."""
+    try:
+        starts, lengths, pos = walk_records(buf, file, _HEAD_RECORDS)  # type: ignore[arg-type]
+    except TraceFormatError:
         return None
     return np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64), pos
 

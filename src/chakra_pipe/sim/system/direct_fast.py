@@ -22,6 +22,7 @@ message by message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -64,26 +65,56 @@ class _Layout:
     """Index tables of a P-member direct phase in one direction, shared by every phase of that shape."""
 
     def __init__(self, p: int, sign: int):
-        cols = np.arange(1, p, dtype=np.int64)[None, :]
-        src = (np.arange(p, dtype=np.int64)[:, None] - sign * cols) % p  # receive j's peer (its send j comes here)
-        kind = np.int32 if p * p < 2**31 else np.int64  # half the memory of the largest tables
-        self.src: npt.NDArray[np.signedinteger] = src.astype(kind)
+        kind = np.dtype(np.int32 if p * p < 2**31 else np.int64)  # half the memory of the largest tables
+        cols: npt.NDArray[np.signedinteger] = np.arange(1, p, dtype=kind)[None, :]
+        # receive j's peer (its send j comes here), built in the narrow type: no full-size int64 temporaries
+        src: npt.NDArray[np.signedinteger] = np.arange(p, dtype=kind)[:, None] - sign * cols
+        src %= p
+        self.src = src
         # peer's send j in a flattened P x (P-1) matrix
-        self.flat: npt.NDArray[np.signedinteger] = (src * (p - 1) + (cols - 1)).astype(kind)
+        flat: npt.NDArray[np.signedinteger] = src * kind.type(p - 1)
+        flat += cols - 1
+        self.flat = flat
         self.rows = np.arange(p)
+
+
+_NET_ROWS = 64  # members whose delays are computed at once: the closed form's temporaries stay ~0.5 MB
+
+
+def _net(coord, ring, lay: _Layout, size: int) -> np.ndarray:
+    """Network delay of every receive (P x (P-1)), or a 1 x 1 matrix when all are equal (any switch
+    or fully-connected dimension), which broadcasts alike in :func:`_recv`.
+
+    Built in blocks of rows: the closed form over the whole matrix held ~8 int64 temporaries of
+    8 MB each at 1,024 members, the peak of a direct all-reduce; a uniform matrix is never stored.
+    """
+    members = np.asarray(ring.members, dtype=np.int64)
+    full: np.ndarray | None = None
+    value: int | None = None
+    for a in range(0, ring.size, _NET_ROWS):
+        rows = slice(a, a + _NET_ROWS)
+        block = coord.delays(members[lay.src[rows]], members[rows, None], size)
+        if full is None:
+            if value is None:
+                value = int(block.flat[0])
+            if (block == value).all():
+                continue
+            full = np.full(lay.src.shape, value, dtype=np.int64)
+        full[rows] = block
+    return full if full is not None else np.full((1, 1), value, dtype=np.int64)
 
 
 def _recv(send: np.ndarray, lay: _Layout, net: np.ndarray) -> np.ndarray:
     """Receive callback times, sorted per member: the peer's matching send plus the network delay, not
-    before posting (in place on one fresh matrix: at 1,024 members each is 8 MB)."""
-    if send.ndim == 2:
-        out = np.take(send, lay.flat)
-        out += net
-        np.maximum(out, send, out=out)
-    else:
-        out = np.take(send, lay.src)
-        out += net
-        np.maximum(out, send[:, None], out=out)
+    before posting (in place on one fresh matrix: at 1,024 members each is 8 MB). Gathered in blocks
+    of rows: ``take`` converts its int32 index to intp first, a full-size copy otherwise."""
+    index, posted = (lay.flat, send) if send.ndim == 2 else (lay.src, send[:, None])
+    out = np.empty(index.shape, dtype=np.int64)
+    for a in range(0, len(out), _NET_ROWS):
+        rows = slice(a, a + _NET_ROWS)
+        np.take(send, index[rows], out=out[rows])
+    out += net
+    np.maximum(out, posted, out=out)
     out.sort(axis=1)
     return out
 
@@ -95,26 +126,22 @@ def evaluate(coord, algos: list[FastDirect]) -> None:
     sign = 1 if first.direction == CLOCKWISE else -1
     lay = coord.cached(("direct-layout", p, sign), lambda: _Layout(p, sign))
 
-    def build() -> np.ndarray:
-        members = np.asarray(ring.members, dtype=np.int64)
-        return coord.delays(members[lay.src], members[:, None], first.msg_size)
-
-    net = coord.cached(("direct-net", ring.key, sign, first.msg_size), build)
+    net = coord.cached(("direct-net", ring.key, sign, first.msg_size), lambda: _net(coord, ring, lay, first.msg_size))
     plan_key = ("direct-plan", first.ctype, w, first.non_zero_latency_packets(), first.local, first.msg_size)
     d, flags = coord.cached(plan_key, lambda: first.packet_plan(w + total))
     e = int(d[0])  # the first W packets never carry a reduction
     sent = np.asarray([a.start_ns for a in algos], dtype=np.int64) + e  # all W = P-1 first sends
-    halves = [_recv(sent, lay, net)]
+    # each member exits in its last general: found half by half, the reduce-scatter half's before
+    # its receives become the all-gather's sends (one P x (P-1) matrix fewer at a time)
+    rs, ag = slice(w, w + half), slice(w + half, w + 2 * half)
+    recv1 = _recv(sent, lay, net)
+    best, at, processed = _last_general(recv1, d[rs], flags[rs], lay.rows)
     if first.ctype == AR:
-        halves.append(_all_gather(halves[0], d[w : w + half], lay, net, d[w + half : w + 2 * half]))
-    coord.stats.messages += p * total
-    # each member exits in its last general: find it half by half (one P x (P-1) matrix at a time)
-    spans = [slice(w + k * half, w + (k + 1) * half) for k in range(len(halves))]
-    best, at, processed = _last_general(halves[0], d[spans[0]], flags[spans[0]], lay.rows)
-    if len(halves) == 2:
-        g, r, f = _last_general(halves[1], d[spans[1]], flags[spans[1]], lay.rows)
+        recv2 = _all_gather(recv1, d[rs], lay, net, d[ag], lambda: _recv(sent, lay, net))
+        g, r, f = _last_general(recv2, d[ag], flags[ag], lay.rows)
         later = g > best  # on a tie the reduce-scatter half's general stays the last one
         at, processed = np.where(later, r, at), np.where(later, f, processed)
+    coord.stats.messages += p * total
     pd = first.sys.reduction_delay(first.msg_size)
     for algo, t, red in zip(algos, at.tolist(), processed.tolist()):
         if red:  # a reduction packet: the bus hop's callback registers the reduction delay
@@ -124,29 +151,48 @@ def evaluate(coord, algos: list[FastDirect]) -> None:
 
 
 def _last_general(recv: np.ndarray, d: np.ndarray, flags: np.ndarray, rows: np.ndarray) -> tuple:
-    """Per member: the latest general of one half, the receive that made it, and its reduction flag."""
-    gen = recv + d
-    m = np.argmax(gen, axis=1)
-    return gen[rows, m], recv[rows, m], flags[m]
+    """Per member: the latest general of one half, the receive that made it, and its reduction flag.
+
+    The generals are formed in ``recv`` itself and undone (no 8 MB copy at 1,024 members)."""
+    recv += d
+    m = np.argmax(recv, axis=1)
+    gen = recv[rows, m]
+    recv -= d
+    return gen, recv[rows, m], flags[m]
 
 
-def _all_gather(recv1: np.ndarray, d1: np.ndarray, lay: _Layout, net: np.ndarray, d2: np.ndarray) -> np.ndarray:
-    """The all-gather receives of an all-reduce (sorted per member), given its reduce-scatter receives."""
-    used = recv1 + d1
-    last = recv1[:, -1:]
+def _all_gather(
+    recv1: np.ndarray, d1: np.ndarray, lay: _Layout, net: np.ndarray, d2: np.ndarray, again: Callable[[], np.ndarray]
+) -> np.ndarray:
+    """The all-gather receives of an all-reduce (sorted per member), given its reduce-scatter receives.
+
+    ``recv1`` is consumed (its matrix becomes the all-gather sends); ``again()`` computes it anew,
+    needed only when the fixed point iterates."""
+    last = recv1[:, -1:].copy()
+    used = recv1
+    used += d1
     if (used == last).any():
         raise FastPathDeclined("direct all-reduce: a general at the last reduce-scatter receive's time")
     g_star = np.where(used > last, used, np.iinfo(np.int64).max).min(axis=1)[:, None]
     used.sort(axis=1)
     half = used.shape[1]
     for _ in range(half + 2):
-        recv2 = _recv(np.maximum(used, g_star), lay, net)
-        gen2 = recv2 + d2
-        if (gen2.min(axis=1) >= used[:, -1]).all():  # no all-gather general overtakes a reduce-scatter one
+        # The all-gather sends, in place: the receives depend on ``used`` only through them, so
+        # comparing them (not ``used`` itself) ends the iteration at the same receives, one 8 MB
+        # matrix fewer at 1,024 members.
+        top = used[:, -1].copy()
+        np.maximum(used, g_star, out=used)
+        recv2 = _recv(used, lay, net)
+        recv2 += d2  # the generals, in place; undone before returning
+        settled = bool((recv2.min(axis=1) >= top).all())  # no all-gather general overtakes a reduce-scatter one
+        if not settled:
+            generals1 = again()
+            generals1 += d1
+            merged = np.sort(np.concatenate([generals1, recv2], axis=1), axis=1)[:, :half]
+            settled = np.array_equal(np.maximum(merged, g_star), used)
+            used = merged
+        recv2 -= d2
+        if settled:
             return recv2
-        merged = np.sort(np.concatenate([recv1 + d1, gen2], axis=1), axis=1)[:, :half]
-        if np.array_equal(merged, used):
-            return recv2
-        used = merged
     # every dependency cycle takes >= E ns, so this settles; with endpoint-delay 0 it may not: refuse
     raise FastPathDeclined("direct all-reduce: the all-gather recurrence did not settle")
