@@ -15,7 +15,7 @@ from sim_paths import assert_fast_equals_message_path
 from chakra_pipe import cli
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.rankset import analyze
-from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
 from chakra_pipe.sim.engine import EventQueue
 from chakra_pipe.sim.network import make_network
 from chakra_pipe.sim.simulate import aware_fast_path_is_exact

@@ -18,7 +18,8 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-_state = {"progress": False, "level": 30, "logging": False}  # 30: logging.WARNING
+# "command": configure() ran (the CLI); a library user's program keeps its own logging set-up untouched
+_state = {"progress": False, "level": 30, "logging": False, "command": False}  # 30: logging.WARNING
 _LEVELS = (30, 20, 10)  # logging.WARNING, INFO, DEBUG for 0, 1, 2+ times -v; ERROR (40) with -q
 _MIN_INTERVAL_S = 0.1  # redraws per second are capped: a tight loop must not be slowed by its counter
 
@@ -27,16 +28,17 @@ def configure(verbosity: int, quiet: bool) -> None:
     """Set up logging and progress for one command run (``verbosity`` counts ``-v``)."""
     _state["level"] = 40 if quiet else _LEVELS[min(verbosity, 2)]
     _state["progress"] = not quiet and sys.stderr.isatty()
-    _state["logging"] = False
+    _state["logging"], _state["command"] = False, True
     if "logging" in sys.modules:  # a logger may already exist (an embedding program, a test)
         _set_up_logging()
 
 
 def logger(name: str):
-    """``logging.getLogger(name)`` with the handler and level :func:`configure` chose in place."""
+    """``logging.getLogger(name)``, with the handler and level :func:`configure` chose in place when the
+    command line configured them (a program embedding the package keeps its own set-up)."""
     import logging
 
-    if not _state["logging"]:
+    if _state["command"] and not _state["logging"]:
         _set_up_logging()
     return logging.getLogger(name)
 

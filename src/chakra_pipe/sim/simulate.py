@@ -8,13 +8,13 @@ objects, so a sweep that simulates one ``TraceSet`` for many hardware points dec
 from __future__ import annotations
 
 import gc
-import logging
 import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
+from ..console import logger
 from ..errors import ConfigError
 from ..et import schema
 from ..et.traceset import WORLD_PG_NAMES
@@ -27,16 +27,14 @@ from .engine import EventQueue
 from .groups import groups_at_start
 from .memory import remote_memories
 from .network import make_network
-from .network.aware import LinkConflict
+from .network.common import LinkConflict
 from .result import SimResult
 from .system.phase_fast import FastPathDeclined, PhaseCoordinator
 from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
 from .workload import RankTrace, Workload
 
-_log = logging.getLogger(__name__)
 _CACHE: dict[int, tuple] = {}  # id(graph) -> (weakref to graph, RankTrace); graphs are unhashable
-log = logging.getLogger(__name__)
 
 
 def _prune_cache() -> None:
@@ -125,7 +123,7 @@ def _warn(analysis, timed: list[Finding]) -> None:
     if timed and not analysis.warned:
         analysis.warned = True
         for f in timed:
-            log.warning("%s (simulated as ASTRA-sim runs it)", replace(f, severity=WARNING).line())
+            logger(__name__).warning("%s (simulated as ASTRA-sim runs it)", replace(f, severity=WARNING).line())
 
 
 def simulate(
@@ -151,7 +149,7 @@ def simulate(
         except FastPathDeclined:  # a direct phase hit a same-time tie only the event order settles
             return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast=False)
         except LinkConflict:  # aware ring messages reach a link out of the order they were evaluated in
-            _log.info(
+            logger(__name__).info(
                 "aware ring fast path: a link's messages arrive out of evaluation order; rerun message by message"
             )
             return _simulate(trace_set, hw, comm_groups, False, comm_groups_file)

@@ -13,17 +13,8 @@ from collections import deque
 
 import numpy as np
 
-from .common import Network, bytes_per_ns
+from .common import LinkConflict, Network, bytes_per_ns
 from .topology import route
-
-
-class LinkConflict(Exception):
-    """A fast ring phase's messages would reach a link out of the order the phases are evaluated in.
-
-    The recurrence gives each link its messages phase by phase; when another sender's messages reach
-    the link before the link's last evaluated message has left it (or the same sender's before its
-    last evaluated one), their FIFO order is a matter of event order the recurrence does not see.
-    ``simulate`` then reruns the whole run message by message (exact or not used)."""
 
 
 class _Link:

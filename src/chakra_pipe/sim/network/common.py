@@ -20,6 +20,15 @@ def bytes_per_ns(gbps: float) -> float:
     return gbps * GB / 1_000_000_000
 
 
+class LinkConflict(Exception):
+    """A fast ring phase's messages would reach a link out of the order the phases are evaluated in.
+
+    The recurrence gives each link its messages phase by phase; when another sender's messages reach
+    the link before the link's last evaluated message has left it (or the same sender's before its
+    last evaluated one), their FIFO order is a matter of event order the recurrence does not see.
+    ``simulate`` then reruns the whole run message by message (exact or not used)."""
+
+
 class _Entry:
     __slots__ = ("send_cb", "recv_cb", "arrived")
 
