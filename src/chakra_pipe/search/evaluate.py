@@ -72,7 +72,7 @@ class GeneratedLayout:
         ``symmetric=False`` forces the full engine (tests compare the two).
         """
         from ..sim import simulate
-        from ..sim.symmetric import simulate_symmetric, symmetry_problem
+        from ..sim.symmetric import SymmetryDeclined, simulate_symmetric, symmetry_problem
 
         why = "symmetry off"
         if symmetric:
@@ -80,8 +80,12 @@ class GeneratedLayout:
             if problem is None:
                 graphs = self.representatives()
                 how = f"symmetric: {len(graphs)} of {self.spec.layout.world} ranks simulated"
-                log.info("%s: %s", self.name, how)
-                return simulate_symmetric(graphs, self.symmetry, self.groups, hw), how
+                try:
+                    result = simulate_symmetric(graphs, self.symmetry, self.groups, hw)
+                    log.info("%s: %s", self.name, how)
+                    return result, how
+                except SymmetryDeclined as declined:
+                    problem = f"declined: {declined}"
             why = f"not symmetric ({problem})"
             log.warning("%s: full engine: %s", self.name, why)
         return simulate(self.traces(), hw), f"full engine: {why}"

@@ -250,6 +250,11 @@ def symmetry_problem(sym: RankSymmetry, groups: Mapping[int, list[int]], hw: Har
     return _hardware_problem(sym, hw) or _structure_problem(sym, groups, hw)
 
 
+class SymmetryDeclined(Exception):
+    """The symmetric run met an order only the full engine's global event sequence settles: rerun
+    on the full engine (the message says why)."""
+
+
 class _Quotient:
     """Times a message on its real pair, matches it as the image that reaches a representative.
 
@@ -289,15 +294,40 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
         super().__init__(cfg, queue)
         self._sym, self._ends = sym, (0, 0)
         self._stride = [int(np.prod(cfg.npus_count[:d], dtype=np.int64)) for d in range(len(cfg.npus_count))]
+        self._owners: list[int] = []  # the owners of the links of the route being built
+        self._senders: dict[int, list[int]] = {}  # id(path) -> the full engine's sender on each hop
+        self._last: dict[int, tuple[int, int]] = {}  # id(link) -> (ns, full engine's sender) of its last offer
 
     def _npu(self, coords: list[int]) -> int:
         return sum(c * s for c, s in zip(coords, self._stride))
+
+    def _path(self, src: int, dst: int) -> list:
+        """The canonical links of ``src → dst`` and, per hop, the sender of the message the full engine
+        has on that link: ``src``'s image under the hop owner's translation."""
+        self._owners = []
+        path = super()._path(src, dst)
+        if id(path) not in self._senders:
+            self._senders[id(path)] = [int(self._sym.translate(o, src)) for o in self._owners]
+        return path
+
+    def _offer(self, link, msg: list) -> None:
+        """Decline when two senders' messages reach one link at the same ns (module docstring)."""
+        now, sender = self.queue.now, self._senders[id(msg[1])][msg[2]]
+        last = self._last.get(id(link))
+        if last is not None and last[0] == now and last[1] != sender:
+            raise SymmetryDeclined(
+                f"NPUs {last[1]} and {sender} offer a message to one link at {now} ns "
+                "(the full engine orders them by its global event sequence)"
+            )
+        self._last[id(link)] = (now, sender)
+        super()._offer(link, msg)
 
     def _link(self, key: tuple):
         d, group, a, b = key
         at = list(group)
         at[d] = b if a == SWITCH else a
         owner = self._npu(at)
+        self._owners.append(owner)
         home = self.coords(int(self._sym.rep(owner)))
         if a == SWITCH:
             a2, b2 = SWITCH, home[d]
