@@ -311,10 +311,14 @@ class _Quotient:
 
     _sym: RankSymmetry
     _ends: tuple[int, int]
+    _images: dict[tuple[int, int], tuple[int, int]]  # (src, dst) -> (g(src), rep(dst)), a few per representative
 
     def send(self, src: int, dst: int, size: int, tag: int, on_arrival) -> None:
-        self._ends = (src, dst)
-        super().send(self._sym.translate(dst, src), self._sym.rep(dst), size, tag, on_arrival)  # type: ignore[misc]
+        self._ends = ends = (src, dst)
+        image = self._images.get(ends)
+        if image is None:
+            image = self._images[ends] = (int(self._sym.translate(dst, src)), int(self._sym.rep(dst)))
+        super().send(*image, size, tag, on_arrival)  # type: ignore[misc]
 
     def _transmit(self, src: int, dst: int, size: int, full: tuple) -> None:
         super()._transmit(*self._ends, size, full)  # type: ignore[misc]
@@ -325,7 +329,7 @@ class _QuotientNetwork(_Quotient, CongestionUnawareNetwork):
 
     def __init__(self, cfg, queue, sym: RankSymmetry):
         super().__init__(cfg, queue)
-        self._sym, self._ends = sym, (0, 0)
+        self._sym, self._ends, self._images = sym, (0, 0), {}
 
 
 class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
@@ -339,7 +343,7 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
 
     def __init__(self, cfg, queue, sym: RankSymmetry):
         super().__init__(cfg, queue)
-        self._sym, self._ends = sym, (0, 0)
+        self._sym, self._ends, self._images = sym, (0, 0), {}
         self._stride = [int(np.prod(cfg.npus_count[:d], dtype=np.int64)) for d in range(len(cfg.npus_count))]
         self._owners: list[int] = []  # the owners of the links of the route being built
         self._senders: dict[int, list[int]] = {}  # id(path) -> the full engine's sender on each hop
