@@ -134,6 +134,8 @@ def _network_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
     for d, (kind, n) in enumerate(zip(net.topology, net.npus_count)):
         if n > 1 and kind not in SYMMETRIC_TOPOLOGIES:
             return f"network dimension {d} is a {kind} (hops depend on the NPU pair)"
+    if hw.backend == "congestion_aware":
+        return _automorphism_problem(sym, hw)  # the exact condition there; it implies what follows
     bound = 1
     for d, n in enumerate(net.npus_count):
         bound *= n
@@ -211,8 +213,12 @@ def _automorphism_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
     switch's, and the lowest-differing-dimension-first route to the image route. Checking the
     generators over every NPU suffices (compositions of per-coordinate permutations are per-coordinate).
     """
+    dims = list(hw.network.npus_count)
+    unit = replace(sym, tp_step=1, block_step=1)
+    if (sym.tp > 1 or sym.blocks > 1) and sym.tp_step == sym.tp and sym.block_step == sym.blocks:
+        sym = unit  # no translation left: name the failure of the smallest ones
     for name, x in _generators(sym):
-        d = _coordinatewise(sym, x, list(hw.network.npus_count))
+        d = _coordinatewise(sym, x, dims)
         if d is not None:
             return (
                 f"the translation {name} is not a network automorphism: dimension {d}'s coordinate of an "
@@ -235,10 +241,7 @@ def _hardware_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
         algo = algos[0] if len(algos) == 1 else None  # a sub-group collapses a list to "ring"
         if algo is not None and algo.base not in SYMMETRIC_ALGORITHMS:
             return f"{kind.lower()} uses {algo.base} (peers not preserved by rotating a group)"
-    problem = _network_problem(sym, hw)
-    if problem is None and hw.backend == "congestion_aware":
-        problem = _automorphism_problem(sym, hw)
-    return problem
+    return _network_problem(sym, hw)
 
 
 def _pairs(groups: Mapping[int, list[int]]) -> tuple[np.ndarray, np.ndarray]:
