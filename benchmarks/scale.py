@@ -91,7 +91,8 @@ def run_step(ranks: int, full: bool, backend: str) -> dict:
 
 def print_step(r: dict) -> None:
     print(
-        f"{r['ranks']:>7} ranks  {r['backend'].split('_')[1]:<7}  {r['how']:<48}  generate {r['generate_s'][0]:7.2f} s wall "
+        f"{r['ranks']:>7} ranks  {r['backend'].split('_')[1]:<7}  {r['how']:<48}  "
+        f"generate {r['generate_s'][0]:7.2f} s wall "
         f"({r['generate_s'][1]:6.2f} CPU)  simulate {r['simulate_s'][0]:7.2f} s wall ({r['simulate_s'][1]:6.2f} CPU)  "
         f"peak RSS {r['peak_rss_mib']:7.0f} MiB  step {r['step_ms']:.3f} ms",
         flush=True,

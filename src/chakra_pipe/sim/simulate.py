@@ -41,7 +41,9 @@ def _prune_cache() -> None:
         del _CACHE[key]
 
 
-def _rank_trace(graph) -> RankTrace:
+def rank_trace(graph) -> RankTrace:
+    """The columns of ``graph``, built once per graph object (wiring API: every engine builds its
+    ``Workload``s from these, ``simulate`` here and ``symmetric``)."""
     hit = _CACHE.get(id(graph))
     if hit is not None and hit[0]() is graph:
         return hit[1]
@@ -50,7 +52,9 @@ def _rank_trace(graph) -> RankTrace:
     return rt
 
 
-class _Stats:
+class RunStats:
+    """Counters of one run shared by its ``Sys``s and coordinators (wiring API)."""
+
     __slots__ = ("messages",)
 
     def __init__(self) -> None:
@@ -151,7 +155,7 @@ def _simulate(
     analysis.refuse_input()  # input problems exit 2 with validate's problem lines
     queue = EventQueue()
     network = make_network(hw.backend, hw.network, queue)
-    stats = _Stats()
+    stats = RunStats()
     result = SimResult(hw.backend)
     memories = remote_memories(hw.memory, npus)
     coordinator = None
@@ -169,7 +173,7 @@ def _simulate(
         sys = Sys(rank, hw, queue, network, stats, coordinator, rings, phases if phases_fast else None)
         metadata = {i: [(g, list(table.members[g])) for g in names] for i, names in table.metadata[rank].items()}
         workloads.append(
-            Workload(rank, _rank_trace(graph), sys, hw, start_groups[rank], memories[rank], result, metadata)
+            Workload(rank, rank_trace(graph), sys, hw, start_groups[rank], memories[rank], result, metadata)
         )
     for w in workloads:
         w.fire()

@@ -62,7 +62,7 @@ from .network.aware import CongestionAwareNetwork
 from .network.switch import SWITCH
 from .network.unaware import CongestionUnawareNetwork
 from .result import SimResult
-from .simulate import _rank_trace, _Stats
+from .simulate import RunStats, rank_trace
 from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
 from .workload import Workload
@@ -394,12 +394,20 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
         return super()._link((d, tuple(home), a2, b2))
 
 
-class _QuotientRings(RingCoordinator):
-    """Ring phases over every member, evaluated once every representative in the ring has started."""
+class _QuotientRings:
+    """Ring phases over every member, evaluated once every representative in the ring has started.
+
+    The system layer's ``ring_coordinator`` for a quotient run: it collects the representatives'
+    starts itself and asks a plain :class:`RingCoordinator` (its public ``recurrence`` and ``links``)
+    for the phase, so the recurrence exists once, in ``system/ring_fast.py``.
+    """
+
+    aware = False  # halving-doubling never reaches here (symmetry_problem refuses it)
 
     def __init__(self, network, queue, stats, sym: RankSymmetry):
-        super().__init__(network, queue, stats)
-        self._sym = sym
+        self._phase = RingCoordinator(network, queue, stats)
+        self.queue, self.stats, self._sym = queue, stats, sym
+        self._waiting: dict[tuple, dict[int, Any]] = {}
         self._rings: dict[int, tuple[list[int], list[int]]] = {}
         self._uniform: dict[tuple, int | None] = {}
         self._closed: dict[tuple, tuple[int, int]] = {}
@@ -426,13 +434,17 @@ class _QuotientRings(RingCoordinator):
         del self._waiting[key]
         reps = [present[r] for r in order]
         first = reps[0]
+        steps = first.stream_count
+        self.stats.messages += steps * len(reps)
         net = self._uniform_delay(first)
         if net is None or any(a.start_ns != first.start_ns for a in reps):
-            self._evaluate(key, [present[r] for r in rep_of])
+            last, tail, _ = self._phase.recurrence([present[r] for r in rep_of])
+            for i, member in enumerate(ring.members):  # the representatives' exits, at their ring positions
+                if member in present:
+                    a = present[member]
+                    self.queue.schedule(last[i], a.sys.register_event, a.exit, tail)
             return
-        steps = first.stream_count
         span, tail = self._closed_form(first, net)
-        self.stats.messages += steps * len(reps)
         for a in reps:
             self.queue.schedule(first.start_ns + span, a.sys.register_event, a.exit, tail)
 
@@ -449,18 +461,9 @@ class _QuotientRings(RingCoordinator):
     def _uniform_delay(self, algo) -> int | None:
         key = (id(algo.ring), algo.msg_size, algo.direction)
         if key not in self._uniform:
-            net = self._links(algo.ring, algo.msg_size, algo.direction).delays
+            net = self._phase.links(algo.ring, algo.msg_size, algo.direction).delays
             self._uniform[key] = net[0] if min(net) == max(net) else None
         return self._uniform[key]
-
-    def _finish(self, algos: list, last: list[int], tail: int | list[int], steps: int) -> None:
-        """Schedule the exits of the representatives only (each at its own ring position)."""
-        tails = tail if isinstance(tail, list) else [tail] * len(algos)
-        members = algos[0].ring.members
-        for i, (algo, t, d) in enumerate(zip(algos, last, tails)):
-            if members[i] == algo.id:
-                self.stats.messages += steps
-                self.queue.schedule(t, algo.sys.register_event, algo.exit, d)
 
 
 def simulate_symmetric(
@@ -483,7 +486,7 @@ def simulate_symmetric(
 def _run(graphs: Mapping[int, Any], sym: RankSymmetry, groups: Mapping[int, list[int]], hw: HardwareConfig):
     reps = sym.reps()
     queue = EventQueue()
-    stats = _Stats()
+    stats = RunStats()
     result = SimResult(hw.backend)
     network: CongestionUnawareNetwork | CongestionAwareNetwork
     coordinator = None  # aware: every representative's message crosses its canonical links one by one
@@ -499,7 +502,7 @@ def _run(graphs: Mapping[int, Any], sym: RankSymmetry, groups: Mapping[int, list
     for r in reps:
         sys = Sys(r, hw, queue, network, stats, coordinator, rings)
         memory = RemoteMemory(hw.memory, None)  # per NPU: symmetry_problem refuses shared ports
-        workloads.append(Workload(r, _rank_trace(graphs[r]), sys, hw, start[r], memory, result))
+        workloads.append(Workload(r, rank_trace(graphs[r]), sys, hw, start[r], memory, result))
     for w in workloads:
         w.fire()
     queue.run()
