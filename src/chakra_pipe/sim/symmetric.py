@@ -13,26 +13,71 @@ keep each group's ring order up to a rotation (the rings of the ``ring`` and ``d
 are the ascending member lists), keep pipeline peers (``rank ± tp·dp``) and keep the stage, hence
 the program. A rank's class is its ``(p, e)``; its representative has ``t = blk = 0``.
 
-**Quotient run.** Only the representatives get a ``Workload`` and a ``Sys``. A message a
-representative ``r`` sends to ``y`` is, by symmetry, also sent by ``g(r)`` to ``rep(y)`` at the same
-time, where ``g`` is the translation taking ``y`` to ``rep(y)``: the network times it on the real
-pair ``(r, y)`` and matches it as ``(tag, g(r), rep(y), size)``, which is the receive the
-representative ``rep(y)`` posts. Ring phases use the exact fast path of :mod:`.system.ring_fast` over
-every member of the ring, each member starting when its representative did; when every member is
-in one class (the usual case) the max-plus recurrence collapses to a closed form
-``exit = start + Σ d_k + steps·N``.
+**Quotient run.** Only the representatives get a ``Workload`` and a ``Sys`` (built through the
+wiring API of ``simulate.py``, ``rank_trace`` and ``RunStats``). A message a representative ``r``
+sends to ``y`` is, by symmetry, also sent by ``g(r)`` to ``rep(y)`` at the same time, where ``g`` is
+the translation taking ``y`` to ``rep(y)``: the network times it on the real pair ``(r, y)`` and
+matches it as ``(tag, g(r), rep(y), size)``, which is the receive the representative ``rep(y)``
+posts. On the unaware backend ring phases use the exact fast path of :mod:`.system.ring_fast` (its
+public ``RingCoordinator.recurrence``) over every member of the ring, each member starting when its
+representative did; when every member is in one class (the usual case) the max-plus recurrence
+collapses to a closed form ``exit = start + Σ d_k + steps·N``.
+
+**Congestion-aware backend.** Links are FIFO servers shared by many senders (``network/aware.py``:
+``(dimension, other coordinates, from, to)``, routed lowest differing dimension first), so a
+representative's messages contend with the replicas' — but, by symmetry, with translated copies of
+its own. The argument, and what it needs:
+
+1. *Automorphism.* Each translation must map every link to a link and every route to the image
+   route. It does when it permutes NPU coordinates dimension by dimension (coordinate ``d`` of the
+   image depends only on coordinate ``d``): dimension groups go to dimension groups, a switch's up-
+   and down-links to the image switch's, a FullyConnected link ``(a, b)`` to ``(π a, π b)``, and the
+   route's intermediate NPUs ``(y_<k, x_≥k)`` to the image's. This is stronger than the unaware
+   condition: ``tp = 4`` over a dimension 0 of 2 NPUs makes ``t → t+1`` carry into dimension 1 (a
+   dimension-0 pair maps to two different switches). :func:`fit` therefore takes the smallest
+   *steps* ``t → t + s_t``, ``blk → blk + s_b`` whose translations are automorphisms (checked on the
+   two generators over every NPU, :func:`_coordinatewise`); the classes become ``(t mod s_t,
+   blk mod s_b, e, p)``, e.g. DP 256 over a 16-NPU rail and 16 spine positions keeps ``blk → blk+16``
+   and simulates 16 representatives per stage. No translation left: fall back.
+2. *Free action, canonical links.* The translations act freely on NPUs (a translation fixing one
+   rank is the identity), and every Switch/FullyConnected link has one NPU that *owns* it —
+   up-link and NPU-to-NPU link: the sender side; down-link: the receiver side — with
+   ``owner(g ℓ) = g owner(ℓ)``. So every link orbit has one *canonical* member: ``g_o(ℓ)``, ``g_o``
+   the translation taking the owner ``o`` to ``rep(o)``. A representative's own up-links are canonical;
+   ``y``'s down-link maps to ``rep(y)``'s.
+3. *Bijection of traffic.* Let the full run be symmetric up to time ``T`` (every translate of a
+   message crosses the translated links at the same times). A message ``m`` of the full run on a
+   canonical link ``ℓ*`` has sender ``x``; with ``h`` the translation taking ``x`` to ``rep(x)``, ``h(m)``
+   is a representative's message and its hop ``h(ℓ*)`` has owner ``h(o*)``, whose canonical image is
+   ``h⁻¹ h ℓ* = ℓ*``. Conversely a representative's hop ``ℓ`` is canonically ``g_o(ℓ)``, carrying
+   ``g_o(m)``. So ``ℓ*`` in the full run carries exactly the canonical images of the representatives'
+   hops, at the same times: :class:`_QuotientAwareNetwork` replaces each link of a representative's
+   route by its canonical link (``CongestionAwareNetwork._link``, the one hook in ``aware.py``) and
+   ``_Link.times`` and the FIFO do the rest, message by message.
+4. *Order.* A FIFO link serves same-ns arrivals in event order. Arrivals from one sender keep that
+   sender's order (its own program, as on the unaware path); arrivals from two senders at the same
+   ns are ordered by the full engine's global event sequence, which follows rank numbers and is not
+   translation invariant. The quotient network therefore raises :class:`SymmetryDeclined` when two
+   senders (the full engine's: the real sender's image under the hop owner's translation) offer to
+   one canonical link at the same ns, and the caller reruns on the full engine (exact or not used,
+   like the direct fast path's ``FastPathDeclined``). By induction on events the full run stays
+   symmetric, and each representative's timeline is its own in the full run.
+
+Ring phases on the aware quotient run message by message (the ring fast path's one-sender-per-link
+condition does not hold through a switch shared by TP and DP); the cost is ``Σ`` messages of the
+representatives, e.g. 128 of 16,384 ranks for gpt3-175b (``benchmarks/scale.py``).
 
 **When it holds** (:func:`symmetry_problem` checks before a run, each failed condition a reason the
-caller logs before falling back to the full engine): congestion-unaware backend without rendezvous
-(aware links are shared between replicas); every network dimension a ``Switch`` or
-``FullyConnected`` (constant hop count) whose NPU-id boundaries nest with ``tp``, ``tp·ep`` and
-``tp·dp`` (so the lowest differing dimension of two ranks, which sets the delay, is invariant);
-``ring``/``direct`` algorithms for every collective (halving-doubling and trees pair ranks by XOR and
-tree position, not by rotation); no world-sized group (its plan spans the physical dimensions); no
-pooled remote memory. The rank set's own structure is then verified, in O(ranks): every (member,
-ring successor) pair of every group, and every pipeline peer, maps under the translation to the
-corresponding pair of the representative, and the delay of every message a representative sends
-equals that of its image. Tests compare against the full engine at 64–1,024 ranks, including expert
+caller logs before falling back to the full engine): no rendezvous; every network dimension a
+``Switch`` or ``FullyConnected``; on the unaware backend NPU-id boundaries that nest with ``tp``,
+``tp·ep`` and ``tp·dp`` (so the lowest differing dimension of two ranks, which sets the delay, is
+invariant), on the aware one the automorphism above; ``ring``/``direct`` algorithms for every
+collective (halving-doubling and trees pair ranks by XOR and tree position, not by rotation); no
+world-sized group (its plan spans the physical dimensions); no pooled remote memory. The rank set's
+own structure is then verified, in O(ranks): every (member, ring successor) pair of every group,
+and every pipeline peer, maps under the translation to the corresponding pair of the
+representative, and the delay of every message a representative sends equals that of its image.
+Tests compare against the full engine at 64–1,024 ranks on both backends, including expert
 all-to-alls and pipeline sends.
 
 **Result.** Per-rank lists (``finish_ns``, ``compute_ns``, ``cpu_ns``, ``exposed_comm_ns``,
