@@ -243,6 +243,25 @@ def test_simultaneous_messages_of_two_senders_on_one_link_decline(caplog):
         queue.run()
 
 
+def test_a_declined_symmetric_run_reruns_on_the_full_engine_and_says_why(monkeypatch, caplog):
+    """Wiring of the decline: whatever the quotient network declines, the layout still gets the full
+    engine's result and the reason in its log line (here every first offer declines)."""
+
+    def decline(self, link, msg):
+        raise SymmetryDeclined("NPUs 1 and 2 offer a message to one link at 7 ns")
+
+    monkeypatch.setattr(_QuotientAwareNetwork, "_offer", decline)
+    options = {**SMALL, "dp": 2, "tp": 4, "pp": 2, "microbatches": 2, "global_batch": 4}
+    model, spec = resolve_llm(options)
+    hw = hardware((8, 2), **AWARE)
+    with caplog.at_level(logging.WARNING, logger="chakra_pipe"):
+        result, how = simulate_layout(model, spec, hw, "x")
+    assert how == "full engine: not symmetric (declined: NPUs 1 and 2 offer a message to one link at 7 ns)"
+    assert any("declined: NPUs 1 and 2" in r.getMessage() for r in caplog.records)
+    full, _ = simulate_layout(model, spec, hw, "x", symmetric=False)
+    assert result.finish_ns == full.finish_ns and len(result.finish_ns) == 16
+
+
 BASE = {**SMALL, "dp": 2, "tp": 4, "pp": 2, "microbatches": 2, "global_batch": 4}
 FALLBACKS = {
     "congestion-aware links, no translation is an automorphism": (
