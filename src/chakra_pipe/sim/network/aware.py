@@ -94,7 +94,7 @@ class CongestionAwareNetwork(Network):
     def _route(self, src: int, dst: int) -> list[_Link]:
         cur = self.coords(src)
         target = self.coords(dst)
-        links = []
+        links: list[_Link] = []
         for d, p in enumerate(self.dims):
             if cur[d] == target[d]:
                 continue
