@@ -10,6 +10,7 @@ Wall and CPU seconds are both printed: on a shared machine the wall time include
     python benchmarks/scale.py                       # 1,024 and 4,096 ranks
     python benchmarks/scale.py --ranks 16384 131072  # the big sizes
     python benchmarks/scale.py --full 1024           # the same step on the full engine, per-rank equal?
+    python benchmarks/scale.py --backend congestion_aware --ranks 1024 4096   # FIFO links (aware)
     python benchmarks/scale.py --search 1024 16384   # gpt3-175b layout search on two platforms
     python benchmarks/scale.py --search 1024 --save-top top.json  # keep each platform's best layout
     python benchmarks/scale.py --check-top top.json   # those layouts as campaign points
@@ -46,30 +47,32 @@ def system() -> dict:
     }
 
 
-def step(ranks: int, full: bool) -> dict:
+def step(ranks: int, full: bool, backend: str) -> dict:
     """Generate and simulate one step in this process; the figures as a dict."""
     from chakra_pipe.generate.options import resolve_llm
     from chakra_pipe.search.evaluate import GeneratedLayout
     from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig
+    from chakra_pipe.sim.symmetric import fit
 
     dp = ranks // 64
     hw = HardwareConfig(
         system=SystemConfig.from_dict(system(), source="system"),
         network=NetworkConfig.from_dict(network(ranks), source="network"),
-        backend="congestion_unaware",
+        backend=backend,
     )
     wall, cpu = time.perf_counter(), time.process_time()
     model, spec = resolve_llm(
         {"model": "gpt3-175b", "tp": 8, "pp": 8, "dp": dp, "microbatches": 8, "global_batch": 8 * dp}
     )
     layout = GeneratedLayout(model, spec, "gpt3-175b")
-    generated = len(layout.traces().ranks) if full else len(layout.representatives())
+    generated = len(layout.traces().ranks) if full else len(layout.representatives(fit(layout.symmetry, hw)))
     gen = (time.perf_counter() - wall, time.process_time() - cpu)
     wall, cpu = time.perf_counter(), time.process_time()
     result, how = layout.simulate(hw, symmetric=not full)
     sim = (time.perf_counter() - wall, time.process_time() - cpu)
     return {
         "ranks": ranks,
+        "backend": backend,
         "how": how,
         "generated_ranks": generated,
         "generate_s": gen,
@@ -80,15 +83,16 @@ def step(ranks: int, full: bool) -> dict:
     }
 
 
-def run_step(ranks: int, full: bool) -> dict:
-    cmd = [sys.executable, __file__, "--one", str(ranks)] + (["--full-one"] if full else [])
+def run_step(ranks: int, full: bool, backend: str) -> dict:
+    cmd = [sys.executable, __file__, "--one", str(ranks), "--backend", backend] + (["--full-one"] if full else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
 
 def print_step(r: dict) -> None:
     print(
-        f"{r['ranks']:>7} ranks  {r['how']:<48}  generate {r['generate_s'][0]:7.2f} s wall "
+        f"{r['ranks']:>7} ranks  {r['backend'].split('_')[1]:<7}  {r['how']:<48}  "
+        f"generate {r['generate_s'][0]:7.2f} s wall "
         f"({r['generate_s'][1]:6.2f} CPU)  simulate {r['simulate_s'][0]:7.2f} s wall ({r['simulate_s'][1]:6.2f} CPU)  "
         f"peak RSS {r['peak_rss_mib']:7.0f} MiB  step {r['step_ms']:.3f} ms",
         flush=True,
@@ -178,21 +182,23 @@ def main() -> None:
     ap.add_argument("--search", type=int, nargs="*", default=[], help="GPU counts to search gpt3-175b on")
     ap.add_argument("--save-top", type=Path, help="write each platform's best layout (JSON) for --check-top")
     ap.add_argument("--check-top", type=Path, help="simulate the saved best layouts as campaign points")
+    ap.add_argument("--backend", nargs="*", default=["congestion_unaware"], help="congestion_unaware, congestion_aware")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--full-one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(step(args.one, args.full_one)))
+        print(json.dumps(step(args.one, args.full_one, args.backend[0])))
         return
     symmetric = {}
-    for n in args.ranks:
-        symmetric[n] = run_step(n, False)
-        print_step(symmetric[n])
-    for n in args.full:
-        r = run_step(n, True)
-        print_step(r)
-        sym = symmetric.get(n) or run_step(n, False)
-        print(f"        per-rank finish times {'identical' if sym['finish_ns'] == r['finish_ns'] else 'DIFFERENT'}")
+    for backend in args.backend:
+        for n in args.ranks:
+            symmetric[n, backend] = run_step(n, False, backend)
+            print_step(symmetric[n, backend])
+        for n in args.full:
+            r = run_step(n, True, backend)
+            print_step(r)
+            sym = symmetric.get((n, backend)) or run_step(n, False, backend)
+            print(f"        per-rank finish times {'identical' if sym['finish_ns'] == r['finish_ns'] else 'DIFFERENT'}")
     for gpus in args.search:
         search(gpus, args.save_top)
     if args.check_top:

@@ -13,9 +13,10 @@ import pytest
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.generate.llm import generate_llm
 from chakra_pipe.generate.options import resolve_llm
-from chakra_pipe.search.evaluate import simulate_layout
+from chakra_pipe.search.evaluate import layout_traces, simulate_layout
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
-from chakra_pipe.sim.symmetric import RankSymmetry, symmetry_problem
+from chakra_pipe.sim.engine import EventQueue
+from chakra_pipe.sim.symmetric import RankSymmetry, SymmetryDeclined, _QuotientAwareNetwork, fit, symmetry_problem
 from chakra_pipe.sweep.shard import metrics
 
 SMALL = {"model": "gpt3-13b", "layers": 4, "hidden": 512, "heads": 8, "ffn": 2048, "vocab": 1024, "seq": 256}
@@ -137,13 +138,137 @@ def test_a_1024_gpu_gpt3_175b_layout_equals_its_campaign_point(tmp_path, scale_o
     assert metrics(sym) == metrics(full)
 
 
+AWARE = {"backend": "congestion_aware"}
+TINY = {**SMALL, "layers": 8, "seq": 64, "hidden": 128, "ffn": 512, "vocab": 256}
+AWARE_CASES = {
+    # (options, dims, hardware keywords, representatives): FIFO links shared between TP, DP and pipeline traffic
+    "64 ranks, 1-D switch: TP and DP share every downlink, 1F1B over 4 stages": (
+        {**SMALL, "dp": 4, "tp": 4, "pp": 4, "microbatches": 4, "global_batch": 16},
+        (64,),
+        AWARE,
+        4,
+    ),
+    "64 ranks, 3-D switch: DP over half a node and the rail (blk → blk+2)": (
+        {**SMALL, "dp": 4, "tp": 4, "pp": 4, "microbatches": 4, "global_batch": 16},
+        (8, 2, 4),
+        AWARE,
+        8,
+    ),
+    "128 ranks, TP 2 and DP 8 on one 16-NPU switch, 1F1B over 8 stages": (
+        {**TINY, "dp": 8, "tp": 2, "pp": 8, "microbatches": 4, "global_batch": 32},
+        (16, 8),
+        AWARE,
+        8,
+    ),
+    "256 ranks, ZeRO-1, 2 active chunks, rail × spine": (
+        {**TINY, "dp": 4, "tp": 8, "pp": 8, "microbatches": 2, "global_batch": 8, "zero": 1},
+        (8, 4, 8),
+        {**AWARE, "chunks": 2},
+        8,
+    ),
+    "64 ranks, FullyConnected × Switch × FullyConnected": (
+        {**SMALL, "dp": 4, "tp": 4, "pp": 4, "microbatches": 4, "global_batch": 16},
+        (4, 4, 4),
+        {**AWARE, "topology": ["FullyConnected", "Switch", "FullyConnected"]},
+        4,
+    ),
+    "64 ranks, expert all-to-alls (ring), experts across nodes": (
+        {**MOE, "dp": 16, "tp": 2, "pp": 2, "ep": 4, "microbatches": 2, "global_batch": 32},
+        (4, 4, 4),
+        AWARE,
+        16,
+    ),
+    "64 ranks, expert all-to-alls (direct), 1-D switch": (
+        {**MOE, "dp": 16, "tp": 2, "pp": 2, "ep": 2, "microbatches": 2, "global_batch": 32},
+        (64,),
+        {**AWARE, "algo": "direct"},
+        4,
+    ),
+    "1,024 ranks, TP 8 per node, DP 16 over the rail, 8 stages": (
+        {**TINY, "dp": 16, "tp": 8, "pp": 8, "microbatches": 1, "global_batch": 16},
+        (8, 16, 8),
+        AWARE,
+        8,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(AWARE_CASES))
+def test_symmetric_run_on_the_congestion_aware_backend_equals_the_full_engine(case):
+    options, dims, kw, reps = AWARE_CASES[case]
+    sym, how, full = both(options, hardware(dims, **kw))
+    model, spec = resolve_llm(options)
+    assert how == f"symmetric: {reps} of {spec.layout.world} ranks simulated"
+    assert len(sym.finish_ns) == spec.layout.world
+    assert_identical(sym, full)
+
+
+def test_aware_symmetric_run_equals_both_paths_of_the_full_engine():
+    """A 1-D FullyConnected network without pipeline sends: the full engine takes the aware ring fast
+    path by default (``aware_fast_path_is_exact``) and the message path with ``fast=False``."""
+    options = {**SMALL, "dp": 8, "tp": 8, "pp": 1, "microbatches": 1, "global_batch": 8, "zero": 1}
+    hw = hardware((64,), topology=["FullyConnected"], **AWARE)
+    sym, how, fast = both(options, hw)
+    assert how == "symmetric: 1 of 64 ranks simulated"
+    model, spec = resolve_llm(options)
+    slow = simulate(layout_traces(model, spec, "x"), hw, fast=False)
+    assert_identical(sym, fast)
+    assert_identical(sym, slow)
+
+
+def test_fit_keeps_the_translations_that_are_network_automorphisms():
+    """tp = 4 over a dimension 0 of 2 NPUs: t → t+1 carries into dimension 1 (not a product of
+    per-dimension permutations), t → t+2 does not; DP 256 over a 16-NPU rail and part of the spine
+    keeps blk → blk+16."""
+    aware = hardware((2, 8), **AWARE)
+    sym = RankSymmetry(tp=4, dp=2, pp=2)
+    assert "the translation t → t+1 is not a network automorphism" in (symmetry_problem(sym, {}, aware) or "")
+    assert fit(sym, aware) == RankSymmetry(tp=4, dp=2, pp=2, tp_step=2)
+    assert fit(sym, hardware((2, 8))) == sym  # the unaware backend needs no automorphism
+    big = fit(RankSymmetry(tp=8, dp=256, pp=8), hardware((8, 16, 128), **AWARE))
+    assert (big.tp_step, big.block_step, len(big.reps())) == (1, 16, 128)
+    assert big.rep(8 * 17 + 3) == 8 * 1 and big.translate(8 * 17 + 3, 8 * 17 + 3) == 8 * 1
+
+
+def test_simultaneous_messages_of_two_senders_on_one_link_decline(caplog):
+    """Two 1-byte messages of representative 0 (held 0 ns on its up-link) reach the switch together on
+    their way to NPUs 1 and 2; both down-links map onto NPU 0's, where the full engine has NPUs 1 and 2
+    offering at the same ns — an order only its global event sequence settles."""
+    hw = hardware((4,), **AWARE)
+    queue = EventQueue()
+    network = _QuotientAwareNetwork(hw.network, queue, RankSymmetry(tp=2, dp=2, pp=1))
+    network.send(0, 1, 1, 5, None)
+    network.send(0, 2, 1, 6, None)
+    with pytest.raises(SymmetryDeclined, match=r"NPUs 1 and 2 offer a message to one link at 936 ns"):
+        queue.run()
+
+
+def test_a_declined_symmetric_run_reruns_on_the_full_engine_and_says_why(monkeypatch, caplog):
+    """Wiring of the decline: whatever the quotient network declines, the layout still gets the full
+    engine's result and the reason in its log line (here every first offer declines)."""
+
+    def decline(self, link, msg):
+        raise SymmetryDeclined("NPUs 1 and 2 offer a message to one link at 7 ns")
+
+    monkeypatch.setattr(_QuotientAwareNetwork, "_offer", decline)
+    options = {**SMALL, "dp": 2, "tp": 4, "pp": 2, "microbatches": 2, "global_batch": 4}
+    model, spec = resolve_llm(options)
+    hw = hardware((8, 2), **AWARE)
+    with caplog.at_level(logging.WARNING, logger="chakra_pipe"):
+        result, how = simulate_layout(model, spec, hw, "x")
+    assert how == "full engine: not symmetric (declined: NPUs 1 and 2 offer a message to one link at 7 ns)"
+    assert any("declined: NPUs 1 and 2" in r.getMessage() for r in caplog.records)
+    full, _ = simulate_layout(model, spec, hw, "x", symmetric=False)
+    assert result.finish_ns == full.finish_ns and len(result.finish_ns) == 16
+
+
 BASE = {**SMALL, "dp": 2, "tp": 4, "pp": 2, "microbatches": 2, "global_batch": 4}
 FALLBACKS = {
-    "congestion-aware links": (
-        BASE,
-        (8, 2),
-        {"backend": "congestion_aware"},
-        "the congestion_aware backend shares links",
+    "congestion-aware links, no translation is an automorphism": (
+        {**SMALL, "dp": 3, "tp": 2, "pp": 2, "microbatches": 2, "global_batch": 6},
+        (3, 2, 2),
+        AWARE,
+        "the translation t → t+1 is not a network automorphism: dimension 0",
     ),
     "ring topology": (BASE, (8, 2), {"topology": ["Ring", "Switch"]}, "network dimension 0 is a Ring"),
     "halving-doubling": (BASE, (16,), {"algo": "halvingDoubling"}, "all_reduce uses halvingDoubling"),

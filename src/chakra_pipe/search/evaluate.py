@@ -49,17 +49,23 @@ class GeneratedLayout:
         layout = spec.layout
         self.symmetry = RankSymmetry(layout.tp, layout.dp, layout.pp, layout.ep)
         self.groups = {int(k): v for k, v in layout.comm_groups().items()}
-        self._reps: dict[int, Any] | None = None
+        self._graphs: dict[int, Any] = {}  # rank -> graph, the representatives generated so far
+        self._templates: Any = None
         self._traces: TraceSet | None = None
 
-    def representatives(self) -> dict[int, Any]:
-        if self._reps is None:
-            header, templates, _ = build_templates(self.model, self.spec)
-            self._reps = {
-                r: graph_from_bytes(rank_bytes(header, templates, self.spec, r), f"{self.name}.{r}.et")
-                for r in self.symmetry.reps()
-            }
-        return self._reps
+    def representatives(self, symmetry: Any = None) -> dict[int, Any]:
+        """The graphs of ``symmetry``'s representatives (default: the layout's own symmetry; a
+        congestion-aware network may need more, ``sim.symmetric.fit``), each generated once."""
+        reps = (symmetry or self.symmetry).reps()
+        missing = [r for r in reps if r not in self._graphs]
+        if missing:
+            if self._templates is None:
+                header, templates, _ = build_templates(self.model, self.spec)
+                self._templates = (header, templates)
+            header, templates = self._templates
+            for r in missing:
+                self._graphs[r] = graph_from_bytes(rank_bytes(header, templates, self.spec, r), f"{self.name}.{r}.et")
+        return {r: self._graphs[r] for r in reps}
 
     def traces(self) -> TraceSet:
         if self._traces is None:
@@ -72,16 +78,21 @@ class GeneratedLayout:
         ``symmetric=False`` forces the full engine (tests compare the two).
         """
         from ..sim import simulate
-        from ..sim.symmetric import simulate_symmetric, symmetry_problem
+        from ..sim.symmetric import SymmetryDeclined, fit, simulate_symmetric, symmetry_problem
 
         why = "symmetry off"
         if symmetric:
-            problem = symmetry_problem(self.symmetry, self.groups, hw)
+            symmetry = fit(self.symmetry, hw)
+            problem = symmetry_problem(symmetry, self.groups, hw)
             if problem is None:
-                graphs = self.representatives()
+                graphs = self.representatives(symmetry)
                 how = f"symmetric: {len(graphs)} of {self.spec.layout.world} ranks simulated"
-                log.info("%s: %s", self.name, how)
-                return simulate_symmetric(graphs, self.symmetry, self.groups, hw), how
+                try:
+                    result = simulate_symmetric(graphs, symmetry, self.groups, hw)
+                    log.info("%s: %s", self.name, how)
+                    return result, how
+                except SymmetryDeclined as declined:
+                    problem = f"declined: {declined}"
             why = f"not symmetric ({problem})"
             log.warning("%s: full engine: %s", self.name, why)
         return simulate(self.traces(), hw), f"full engine: {why}"

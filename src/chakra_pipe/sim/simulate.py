@@ -43,7 +43,9 @@ def _prune_cache() -> None:
         del _CACHE[key]
 
 
-def _rank_trace(graph) -> RankTrace:
+def rank_trace(graph) -> RankTrace:
+    """The columns of ``graph``, built once per graph object (wiring API: every engine builds its
+    ``Workload``s from these, ``simulate`` here and ``symmetric``)."""
     hit = _CACHE.get(id(graph))
     if hit is not None and hit[0]() is graph:
         return hit[1]
@@ -52,7 +54,9 @@ def _rank_trace(graph) -> RankTrace:
     return rt
 
 
-class _Stats:
+class RunStats:
+    """Counters of one run shared by its ``Sys``s and coordinators (wiring API)."""
+
     __slots__ = ("messages",)
 
     def __init__(self) -> None:
@@ -173,7 +177,7 @@ def _simulate(
     fast = fast and not analysis.message_path_only
     queue = EventQueue()
     network = make_network(hw.backend, hw.network, queue)
-    stats = _Stats()
+    stats = RunStats()
     result = SimResult(hw.backend)
     memories = remote_memories(hw.memory, npus)
     coordinator = None
@@ -191,7 +195,7 @@ def _simulate(
         sys = Sys(rank, hw, queue, network, stats, coordinator, rings, phases if phases_fast else None)
         metadata = {i: [(g, list(table.members[g])) for g in names] for i, names in table.metadata[rank].items()}
         workloads.append(
-            Workload(rank, _rank_trace(graph), sys, hw, start_groups[rank], memories[rank], result, metadata)
+            Workload(rank, rank_trace(graph), sys, hw, start_groups[rank], memories[rank], result, metadata)
         )
     for w in workloads:
         w.fire()

@@ -13,26 +13,71 @@ keep each group's ring order up to a rotation (the rings of the ``ring`` and ``d
 are the ascending member lists), keep pipeline peers (``rank ± tp·dp``) and keep the stage, hence
 the program. A rank's class is its ``(p, e)``; its representative has ``t = blk = 0``.
 
-**Quotient run.** Only the representatives get a ``Workload`` and a ``Sys``. A message a
-representative ``r`` sends to ``y`` is, by symmetry, also sent by ``g(r)`` to ``rep(y)`` at the same
-time, where ``g`` is the translation taking ``y`` to ``rep(y)``: the network times it on the real
-pair ``(r, y)`` and matches it as ``(tag, g(r), rep(y), size)``, which is the receive the
-representative ``rep(y)`` posts. Ring phases use the exact fast path of :mod:`.system.ring_fast` over
-every member of the ring, each member starting when its representative did; when every member is
-in one class (the usual case) the max-plus recurrence collapses to a closed form
-``exit = start + Σ d_k + steps·N``.
+**Quotient run.** Only the representatives get a ``Workload`` and a ``Sys`` (built through the
+wiring API of ``simulate.py``, ``rank_trace`` and ``RunStats``). A message a representative ``r``
+sends to ``y`` is, by symmetry, also sent by ``g(r)`` to ``rep(y)`` at the same time, where ``g`` is
+the translation taking ``y`` to ``rep(y)``: the network times it on the real pair ``(r, y)`` and
+matches it as ``(tag, g(r), rep(y), size)``, which is the receive the representative ``rep(y)``
+posts. On the unaware backend ring phases use the exact fast path of :mod:`.system.ring_fast` (its
+public ``RingCoordinator.recurrence``) over every member of the ring, each member starting when its
+representative did; when every member is in one class (the usual case) the max-plus recurrence
+collapses to a closed form ``exit = start + Σ d_k + steps·N``.
+
+**Congestion-aware backend.** Links are FIFO servers shared by many senders (``network/aware.py``:
+``(dimension, other coordinates, from, to)``, routed lowest differing dimension first), so a
+representative's messages contend with the replicas' — but, by symmetry, with translated copies of
+its own. The argument, and what it needs:
+
+1. *Automorphism.* Each translation must map every link to a link and every route to the image
+   route. It does when it permutes NPU coordinates dimension by dimension (coordinate ``d`` of the
+   image depends only on coordinate ``d``): dimension groups go to dimension groups, a switch's up-
+   and down-links to the image switch's, a FullyConnected link ``(a, b)`` to ``(π a, π b)``, and the
+   route's intermediate NPUs ``(y_<k, x_≥k)`` to the image's. This is stronger than the unaware
+   condition: ``tp = 4`` over a dimension 0 of 2 NPUs makes ``t → t+1`` carry into dimension 1 (a
+   dimension-0 pair maps to two different switches). :func:`fit` therefore takes the smallest
+   *steps* ``t → t + s_t``, ``blk → blk + s_b`` whose translations are automorphisms (checked on the
+   two generators over every NPU, :func:`_coordinatewise`); the classes become ``(t mod s_t,
+   blk mod s_b, e, p)``, e.g. DP 256 over a 16-NPU rail and 16 spine positions keeps ``blk → blk+16``
+   and simulates 16 representatives per stage. No translation left: fall back.
+2. *Free action, canonical links.* The translations act freely on NPUs (a translation fixing one
+   rank is the identity), and every Switch/FullyConnected link has one NPU that *owns* it —
+   up-link and NPU-to-NPU link: the sender side; down-link: the receiver side — with
+   ``owner(g ℓ) = g owner(ℓ)``. So every link orbit has one *canonical* member: ``g_o(ℓ)``, ``g_o``
+   the translation taking the owner ``o`` to ``rep(o)``. A representative's own up-links are canonical;
+   ``y``'s down-link maps to ``rep(y)``'s.
+3. *Bijection of traffic.* Let the full run be symmetric up to time ``T`` (every translate of a
+   message crosses the translated links at the same times). A message ``m`` of the full run on a
+   canonical link ``ℓ*`` has sender ``x``; with ``h`` the translation taking ``x`` to ``rep(x)``, ``h(m)``
+   is a representative's message and its hop ``h(ℓ*)`` has owner ``h(o*)``, whose canonical image is
+   ``h⁻¹ h ℓ* = ℓ*``. Conversely a representative's hop ``ℓ`` is canonically ``g_o(ℓ)``, carrying
+   ``g_o(m)``. So ``ℓ*`` in the full run carries exactly the canonical images of the representatives'
+   hops, at the same times: :class:`_QuotientAwareNetwork` replaces each link of a representative's
+   route by its canonical link (``CongestionAwareNetwork._link``, the one hook in ``aware.py``) and
+   ``_Link.times`` and the FIFO do the rest, message by message.
+4. *Order.* A FIFO link serves same-ns arrivals in event order. Arrivals from one sender keep that
+   sender's order (its own program, as on the unaware path); arrivals from two senders at the same
+   ns are ordered by the full engine's global event sequence, which follows rank numbers and is not
+   translation invariant. The quotient network therefore raises :class:`SymmetryDeclined` when two
+   senders (the full engine's: the real sender's image under the hop owner's translation) offer to
+   one canonical link at the same ns, and the caller reruns on the full engine (exact or not used,
+   like the direct fast path's ``FastPathDeclined``). By induction on events the full run stays
+   symmetric, and each representative's timeline is its own in the full run.
+
+Ring phases on the aware quotient run message by message (the ring fast path's one-sender-per-link
+condition does not hold through a switch shared by TP and DP); the cost is ``Σ`` messages of the
+representatives, e.g. 128 of 16,384 ranks for gpt3-175b (``benchmarks/scale.py``).
 
 **When it holds** (:func:`symmetry_problem` checks before a run, each failed condition a reason the
-caller logs before falling back to the full engine): congestion-unaware backend without rendezvous
-(aware links are shared between replicas); every network dimension a ``Switch`` or
-``FullyConnected`` (constant hop count) whose NPU-id boundaries nest with ``tp``, ``tp·ep`` and
-``tp·dp`` (so the lowest differing dimension of two ranks, which sets the delay, is invariant);
-``ring``/``direct`` algorithms for every collective (halving-doubling and trees pair ranks by XOR and
-tree position, not by rotation); no world-sized group (its plan spans the physical dimensions); no
-pooled remote memory. The rank set's own structure is then verified, in O(ranks): every (member,
-ring successor) pair of every group, and every pipeline peer, maps under the translation to the
-corresponding pair of the representative, and the delay of every message a representative sends
-equals that of its image. Tests compare against the full engine at 64–1,024 ranks, including expert
+caller logs before falling back to the full engine): no rendezvous; every network dimension a
+``Switch`` or ``FullyConnected``; on the unaware backend NPU-id boundaries that nest with ``tp``,
+``tp·ep`` and ``tp·dp`` (so the lowest differing dimension of two ranks, which sets the delay, is
+invariant), on the aware one the automorphism above; ``ring``/``direct`` algorithms for every
+collective (halving-doubling and trees pair ranks by XOR and tree position, not by rotation); no
+world-sized group (its plan spans the physical dimensions); no pooled remote memory. The rank set's
+own structure is then verified, in O(ranks): every (member, ring successor) pair of every group,
+and every pipeline peer, maps under the translation to the corresponding pair of the
+representative, and the delay of every message a representative sends equals that of its image.
+Tests compare against the full engine at 64–1,024 ranks on both backends, including expert
 all-to-alls and pipeline sends.
 
 **Result.** Per-rank lists (``finish_ns``, ``compute_ns``, ``cpu_ns``, ``exposed_comm_ns``,
@@ -46,7 +91,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -58,9 +103,11 @@ from .config import HardwareConfig
 from .engine import EventQueue
 from .groups import groups_at_start
 from .memory import RemoteMemory
+from .network.aware import CongestionAwareNetwork
+from .network.switch import SWITCH
 from .network.unaware import CongestionUnawareNetwork
 from .result import SimResult
-from .simulate import _rank_trace, _Stats
+from .simulate import RunStats, rank_trace
 from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
 from .workload import Workload
@@ -85,6 +132,8 @@ class RankSymmetry:
     dp: int
     pp: int
     ep: int = 1
+    tp_step: int = 1  # the translations move t by multiples of this (a divisor of tp) ...
+    block_step: int = 1  # ... and blk by multiples of this (a divisor of dp / ep): see ``fit``
 
     @property
     def world(self) -> int:
@@ -103,18 +152,26 @@ class RankSymmetry:
         return t + self.tp * (blk * self.ep + e + self.dp * p)
 
     def rep(self, x: Any) -> Any:
-        """The representative of ``x``'s class: the same stage and expert position, ``t = blk = 0``."""
-        _, e, _, p = self._split(x)
-        return self._join(0, e, 0, p)
+        """The representative of ``x``'s class: the same stage, expert position and residues of ``t`` and
+        ``blk`` modulo the steps (``t = blk = 0`` with unit steps): the lowest rank of the class."""
+        t, e, b, p = self._split(x)
+        return self._join(t % self.tp_step, e, b % self.block_step, p)
 
     def translate(self, x: Any, y: Any) -> Any:
         """``g(y)`` for the translation ``g`` that takes ``x`` to ``rep(x)``."""
         tx, _, bx, _ = self._split(x)
         ty, ey, by, py = self._split(y)
-        return self._join((ty - tx) % self.tp, ey, (by - bx) % self.blocks, py)
+        shift_t, shift_b = tx - tx % self.tp_step, bx - bx % self.block_step
+        return self._join((ty - shift_t) % self.tp, ey, (by - shift_b) % self.blocks, py)
 
     def reps(self) -> list[int]:
-        return sorted(self._join(0, e, 0, p) for p in range(self.pp) for e in range(self.ep))
+        return sorted(
+            self._join(t, e, b, p)
+            for p in range(self.pp)
+            for e in range(self.ep)
+            for b in range(self.block_step)
+            for t in range(self.tp_step)
+        )
 
 
 def _network_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
@@ -122,6 +179,8 @@ def _network_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
     for d, (kind, n) in enumerate(zip(net.topology, net.npus_count)):
         if n > 1 and kind not in SYMMETRIC_TOPOLOGIES:
             return f"network dimension {d} is a {kind} (hops depend on the NPU pair)"
+    if hw.backend == "congestion_aware":
+        return _automorphism_problem(sym, hw)  # the exact condition there; it implies what follows
     bound = 1
     for d, n in enumerate(net.npus_count):
         bound *= n
@@ -134,9 +193,88 @@ def _network_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
     return None
 
 
+def _coords(npus: Any, dims: tuple[int, ...] | list[int]) -> list[Any]:
+    """Each dimension's coordinate of ``npus`` (dimension 0 varies fastest, as ``Network.coords``)."""
+    out = []
+    for n in dims:
+        out.append(npus % n)
+        npus = npus // n
+    return out
+
+
+def _coordinatewise(sym: RankSymmetry, x: int, dims: list[int]) -> int | None:
+    """The first dimension where the translation taking ``x`` to ``rep(x)`` is not a per-coordinate
+    permutation (the image's coordinate ``d`` depends on other coordinates), None when there is none."""
+    ranks = np.arange(sym.world, dtype=np.int64)
+    for d, (c, image) in enumerate(zip(_coords(ranks, dims), _coords(sym.translate(x, ranks), dims))):
+        table = np.zeros(dims[d], dtype=np.int64)
+        table[c] = image
+        if not np.array_equal(table[c], image):
+            return d
+    return None
+
+
+def _generators(sym: RankSymmetry) -> list[tuple[str, int]]:
+    """(name, a rank ``x``) per generator of the translations: ``g_x`` (taking ``x`` to ``rep(x)``) is
+    the inverse of ``t → t + tp_step`` and of ``blk → blk + block_step``; they generate the group."""
+    out = []
+    if sym.tp > sym.tp_step:
+        out.append((f"t → t+{sym.tp_step}", sym.tp_step))
+    if sym.blocks > sym.block_step:
+        out.append((f"expert block → block+{sym.block_step}", sym.tp * sym.ep * sym.block_step))
+    return out
+
+
+def fit(sym: RankSymmetry, hw: HardwareConfig) -> RankSymmetry:
+    """The symmetry a run on ``hw`` may use: on the congestion-aware backend, the smallest steps whose
+    translations are network automorphisms (e.g. DP 256 over a 16-NPU rail dimension and part of the
+    spine: ``blk → blk+16``, 16 representatives per stage); unchanged on the unaware backend."""
+    if hw.backend != "congestion_aware":
+        return sym
+    dims = list(hw.network.npus_count)
+    if sym.world != int(np.prod(dims)):
+        return sym
+    tp_step = next(
+        s for s in _divisors(sym.tp) if s == sym.tp or _coordinatewise(replace(sym, tp_step=s), s, dims) is None
+    )
+    block = next(
+        b
+        for b in _divisors(sym.blocks)
+        if b == sym.blocks or _coordinatewise(replace(sym, block_step=b), sym.tp * sym.ep * b, dims) is None
+    )
+    return replace(sym, tp_step=tp_step, block_step=block)
+
+
+def _divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def _automorphism_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
+    """Why the translations would not map every aware link onto a link (None when they do).
+
+    A translation maps links to links, and routes to routes, when it acts on NPU coordinates
+    dimension by dimension (the image's coordinate ``d`` depends only on coordinate ``d``): a
+    dimension group then goes to a dimension group, a switch's up- and down-links to the image
+    switch's, and the lowest-differing-dimension-first route to the image route. Checking the
+    generators over every NPU suffices (compositions of per-coordinate permutations are per-coordinate).
+    """
+    dims = list(hw.network.npus_count)
+    unit = replace(sym, tp_step=1, block_step=1)
+    if (sym.tp > 1 or sym.blocks > 1) and sym.tp_step == sym.tp and sym.block_step == sym.blocks:
+        sym = unit  # no translation left: name the failure of the smallest ones
+    for name, x in _generators(sym):
+        d = _coordinatewise(sym, x, dims)
+        if d is not None:
+            return (
+                f"the translation {name} is not a network automorphism: dimension {d}'s coordinate of an "
+                "NPU's image depends on its other coordinates (links would map onto non-links)"
+            )
+    return None
+
+
 def _hardware_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
-    if hw.backend != "congestion_unaware":
-        return f"the {hw.backend} backend shares links between replicas"
+    if hw.backend not in ("congestion_unaware", "congestion_aware"):
+        return f"the {hw.backend} backend"
     if hw.rendezvous:
         return "rendezvous messages"
     if hw.memory is not None and hw.memory.memory_type not in ("NO_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION"):
@@ -207,28 +345,114 @@ def symmetry_problem(sym: RankSymmetry, groups: Mapping[int, list[int]], hw: Har
     return _hardware_problem(sym, hw) or _structure_problem(sym, groups, hw)
 
 
-class _QuotientNetwork(CongestionUnawareNetwork):
-    """Times a message on its real pair, matches it as the image that reaches a representative."""
+class SymmetryDeclined(Exception):
+    """The symmetric run met an order only the full engine's global event sequence settles: rerun
+    on the full engine (the message says why)."""
+
+
+class _Quotient:
+    """Times a message on its real pair, matches it as the image that reaches a representative.
+
+    A mixin over either backend's network: ``send`` matches the image ``(g(src), rep(dst))``, and
+    ``_transmit`` times the real pair ``(src, dst)`` with the backend's own model.
+    """
+
+    _sym: RankSymmetry
+    _ends: tuple[int, int]
+    _images: dict[tuple[int, int], tuple[int, int]]  # (src, dst) -> (g(src), rep(dst)), a few per representative
+
+    def send(self, src: int, dst: int, size: int, tag: int, on_arrival) -> None:
+        self._ends = ends = (src, dst)
+        image = self._images.get(ends)
+        if image is None:
+            image = self._images[ends] = (int(self._sym.translate(dst, src)), int(self._sym.rep(dst)))
+        super().send(*image, size, tag, on_arrival)  # type: ignore[misc]
+
+    def _transmit(self, src: int, dst: int, size: int, full: tuple) -> None:
+        super()._transmit(*self._ends, size, full)  # type: ignore[misc]
+
+
+class _QuotientNetwork(_Quotient, CongestionUnawareNetwork):
+    """The congestion-unaware quotient: a stateless delay per pair, nothing shared."""
 
     def __init__(self, cfg, queue, sym: RankSymmetry):
         super().__init__(cfg, queue)
-        self._sym = sym
-        self._ends = (0, 0)
-
-    def send(self, src: int, dst: int, size: int, tag: int, on_arrival) -> None:
-        self._ends = (src, dst)
-        super().send(self._sym.translate(dst, src), self._sym.rep(dst), size, tag, on_arrival)
-
-    def _transmit(self, src: int, dst: int, size: int, full: tuple) -> None:
-        super()._transmit(*self._ends, size, full)
+        self._sym, self._ends, self._images = sym, (0, 0), {}
 
 
-class _QuotientRings(RingCoordinator):
-    """Ring phases over every member, evaluated once every representative in the ring has started."""
+class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
+    """The congestion-aware quotient: every link of a route is replaced by its orbit's canonical link.
+
+    A link ``(d, group, a, b)`` has one owner NPU: the sender side ``a`` (an up-link, a
+    FullyConnected link), or the receiver side ``b`` for a switch's down-link. Its canonical link is
+    its image under the translation taking the owner to ``rep(owner)``; the map is computed once per
+    link key (the route cache in the base class then holds canonical links per real pair).
+    """
+
+    def __init__(self, cfg, queue, sym: RankSymmetry):
+        super().__init__(cfg, queue)
+        self._sym, self._ends, self._images = sym, (0, 0), {}
+        self._stride = [int(np.prod(cfg.npus_count[:d], dtype=np.int64)) for d in range(len(cfg.npus_count))]
+        self._owners: list[int] = []  # the owners of the links of the route being built
+        self._senders: dict[int, list[int]] = {}  # id(path) -> the full engine's sender on each hop
+        self._last: dict[int, tuple[int, int]] = {}  # id(link) -> (ns, full engine's sender) of its last offer
+
+    def _npu(self, coords: list[int]) -> int:
+        return sum(c * s for c, s in zip(coords, self._stride))
+
+    def _path(self, src: int, dst: int) -> list:
+        """The canonical links of ``src → dst`` and, per hop, the sender of the message the full engine
+        has on that link: ``src``'s image under the hop owner's translation."""
+        self._owners = []
+        path = super()._path(src, dst)
+        if id(path) not in self._senders:
+            self._senders[id(path)] = [int(self._sym.translate(o, src)) for o in self._owners]
+        return path
+
+    def _offer(self, link, msg: list) -> None:
+        """Decline when two senders' messages reach one link at the same ns (module docstring)."""
+        now, sender = self.queue.now, self._senders[id(msg[1])][msg[2]]
+        last = self._last.get(id(link))
+        if last is not None and last[0] == now and last[1] != sender:
+            raise SymmetryDeclined(
+                f"NPUs {last[1]} and {sender} offer a message to one link at {now} ns "
+                "(the full engine orders them by its global event sequence)"
+            )
+        self._last[id(link)] = (now, sender)
+        super()._offer(link, msg)
+
+    def _link(self, key: tuple):
+        d, group, a, b = key
+        at = list(group)
+        at[d] = b if a == SWITCH else a
+        owner = self._npu(at)
+        self._owners.append(owner)
+        home = self.coords(int(self._sym.rep(owner)))
+        if a == SWITCH:
+            a2, b2 = SWITCH, home[d]
+        elif b == SWITCH:
+            a2, b2 = home[d], SWITCH
+        else:  # a link between two NPUs: b is mapped by the same translation
+            at[d] = b
+            a2, b2 = home[d], self.coords(int(self._sym.translate(owner, self._npu(at))))[d]
+        home[d] = None  # type: ignore[call-overload]
+        return super()._link((d, tuple(home), a2, b2))
+
+
+class _QuotientRings:
+    """Ring phases over every member, evaluated once every representative in the ring has started.
+
+    The system layer's ``ring_coordinator`` for a quotient run: it collects the representatives'
+    starts itself and asks a plain :class:`RingCoordinator` (its public ``recurrence`` and ``links``)
+    for the phase, so the recurrence exists once, in ``system/ring_fast.py``.
+    """
+
+    aware = False  # halving-doubling never reaches here (symmetry_problem refuses it)
 
     def __init__(self, network, queue, stats, sym: RankSymmetry):
-        super().__init__(network, queue, stats)
-        self._sym = sym
+        self._phase = RingCoordinator(network, queue, stats)
+        self.queue, self.stats, self._sym = queue, stats, sym
+        self._waiting: dict[tuple, dict[int, Any]] = {}
         self._rings: dict[int, tuple[list[int], list[int]]] = {}
         self._uniform: dict[tuple, int | None] = {}
         self._closed: dict[tuple, tuple[int, int]] = {}
@@ -255,13 +479,17 @@ class _QuotientRings(RingCoordinator):
         del self._waiting[key]
         reps = [present[r] for r in order]
         first = reps[0]
+        steps = first.stream_count
+        self.stats.messages += steps * len(reps)
         net = self._uniform_delay(first)
         if net is None or any(a.start_ns != first.start_ns for a in reps):
-            self._evaluate(key, [present[r] for r in rep_of])
+            last, tail, _ = self._phase.recurrence([present[r] for r in rep_of])
+            for i, member in enumerate(ring.members):  # the representatives' exits, at their ring positions
+                if member in present:
+                    a = present[member]
+                    self.queue.schedule(last[i], a.sys.register_event, a.exit, tail)
             return
-        steps = first.stream_count
         span, tail = self._closed_form(first, net)
-        self.stats.messages += steps * len(reps)
         for a in reps:
             self.queue.schedule(first.start_ns + span, a.sys.register_event, a.exit, tail)
 
@@ -278,18 +506,9 @@ class _QuotientRings(RingCoordinator):
     def _uniform_delay(self, algo) -> int | None:
         key = (id(algo.ring), algo.msg_size, algo.direction)
         if key not in self._uniform:
-            net = self._links(algo.ring, algo.msg_size, algo.direction).delays
+            net = self._phase.links(algo.ring, algo.msg_size, algo.direction).delays
             self._uniform[key] = net[0] if min(net) == max(net) else None
         return self._uniform[key]
-
-    def _finish(self, algos: list, last: list[int], tail: int | list[int], steps: int) -> None:
-        """Schedule the exits of the representatives only (each at its own ring position)."""
-        tails = tail if isinstance(tail, list) else [tail] * len(algos)
-        members = algos[0].ring.members
-        for i, (algo, t, d) in enumerate(zip(algos, last, tails)):
-            if members[i] == algo.id:
-                self.stats.messages += steps
-                self.queue.schedule(t, algo.sys.register_event, algo.exit, d)
 
 
 def simulate_symmetric(
@@ -312,10 +531,15 @@ def simulate_symmetric(
 def _run(graphs: Mapping[int, Any], sym: RankSymmetry, groups: Mapping[int, list[int]], hw: HardwareConfig):
     reps = sym.reps()
     queue = EventQueue()
-    network = _QuotientNetwork(hw.network, queue, sym)
-    stats = _Stats()
+    stats = RunStats()
     result = SimResult(hw.backend)
-    coordinator = _QuotientRings(network, queue, stats, sym)
+    network: CongestionUnawareNetwork | CongestionAwareNetwork
+    coordinator = None  # aware: every representative's message crosses its canonical links one by one
+    if hw.backend == "congestion_aware":
+        network = _QuotientAwareNetwork(hw.network, queue, sym)
+    else:
+        network = _QuotientNetwork(hw.network, queue, sym)
+        coordinator = _QuotientRings(network, queue, stats, sym)
     rep_set = set(reps)
     start = groups_at_start({g: m for g, m in groups.items() if not rep_set.isdisjoint(m)}, sym.world, reps)
     rings: dict = {}
@@ -323,7 +547,7 @@ def _run(graphs: Mapping[int, Any], sym: RankSymmetry, groups: Mapping[int, list
     for r in reps:
         sys = Sys(r, hw, queue, network, stats, coordinator, rings)
         memory = RemoteMemory(hw.memory, None)  # per NPU: symmetry_problem refuses shared ports
-        workloads.append(Workload(r, _rank_trace(graphs[r]), sys, hw, start[r], memory, result))
+        workloads.append(Workload(r, rank_trace(graphs[r]), sys, hw, start[r], memory, result))
     for w in workloads:
         w.fire()
     queue.run()

@@ -159,20 +159,25 @@ class CongestionAwareNetwork(Network):
     def _route(self, src: int, dst: int) -> list[_Link]:
         cur = self.coords(src)
         target = self.coords(dst)
-        links = []
+        links: list[_Link] = []
         for d, p in enumerate(self.dims):
             if cur[d] == target[d]:
                 continue
             group = tuple(c if i != d else None for i, c in enumerate(cur))
             devs = route(self.cfg.topology[d], p, cur[d], target[d])
-            for a, b in zip(devs, devs[1:]):
-                key = (d, group, a, b)
-                link = self._links.get(key)
-                if link is None:
-                    link = self._links[key] = _Link(self.cfg.latency[d], self._bw[d])
-                links.append(link)
+            links.extend(self._link((d, group, a, b)) for a, b in zip(devs, devs[1:]))
             cur[d] = target[d]
         return links
+
+    def _link(self, key: tuple) -> _Link:
+        """The link of ``key`` = (dimension, the other coordinates, from device, to device), made on first
+        use. The one place a route becomes links: the symmetric engine maps ``key`` to its orbit's
+        canonical link here (``sim/symmetric.py``)."""
+        link = self._links.get(key)
+        if link is None:
+            d = key[0]
+            link = self._links[key] = _Link(self.cfg.latency[d], self._bw[d])
+        return link
 
     def one_sender_per_link(self, pairs: list[tuple[int, int]]) -> bool:
         """True when no link lies on the paths of two different senders among ``pairs`` (src, dst)."""

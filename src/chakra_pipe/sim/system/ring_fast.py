@@ -54,9 +54,10 @@ class RingCoordinator:
         members[ring.index_of(algo.id)] = algo
         if len(members) == ring.size:
             del self._waiting[key]
-            self._evaluate(key, [members[i] for i in range(ring.size)])
+            algos = [members[i] for i in range(ring.size)]
+            self._finish(algos, *self.recurrence(algos))
 
-    def _links(self, ring, size: int, direction: int):
+    def links(self, ring, size: int, direction: int):
         """The network's recurrence for this ring's hops (built once per ring, size and direction)."""
         key = (ring.key, size, direction)
         links = self._ring_links.get(key)
@@ -66,13 +67,16 @@ class RingCoordinator:
             self._ring_links[key] = links
         return links
 
-    def _evaluate(self, key: tuple, algos: list[FastRing]) -> None:
+    def recurrence(self, algos: list[FastRing]) -> tuple[list[int], int, int]:
+        """One phase over every member (``algos`` in ring order, each with its ``start_ns``): each
+        member's last receive, the tail delay after it, and the steps. Schedules nothing; the aware
+        network's links advance. The public entry of the wiring layer's quotient engine (``symmetric``)."""
         first = algos[0]
         ring, p, steps = first.ring, first.ring.size, first.stream_count
         d = first.packet_delays()
         pred = [ring.index_of(ring.sender(m, first.direction)) for m in ring.members]
         starts = [a.start_ns for a in algos]
-        links = self._links(ring, first.msg_size, first.direction)
+        links = self.links(ring, first.msg_size, first.direction)
         if p >= NUMPY_FROM:
             links.begin()
             send = np.asarray(starts, dtype=np.int64) + d[0]
@@ -103,7 +107,7 @@ class RingCoordinator:
             if self.aware:
                 links.end()
             last = recv
-        self._finish(algos, last, d[steps], steps)
+        return last, d[steps], steps
 
     def _finish(self, algos: list, last: list[int], tail: int | list[int], steps: int) -> None:
         self.stats.messages += steps * len(algos)
