@@ -111,9 +111,9 @@ def platforms(gpus: int) -> dict:
 
 
 def search(gpus: int, save_top: Path | None) -> None:
-    from chakra_pipe.search.run import SearchSpec, select_points
+    from chakra_pipe.search.run import SearchSpec
     from chakra_pipe.search.run import search as run_search
-    from chakra_pipe.sweep.grid import expand
+    from chakra_pipe.sweep.grid import expand, select_points
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
