@@ -51,7 +51,8 @@ class GeneratedLayout:
         if self._templates is None:
             header, templates, _ = build_templates(self.model, self.spec)
             self._templates = (header, templates)
-        return rank_bytes(*self._templates, self.spec, rank)
+        header, templates = self._templates
+        return rank_bytes(header, templates, self.spec, rank)
 
     def representatives(self) -> dict[int, Any]:
         if self._reps is None:
