@@ -480,11 +480,15 @@ def rank_records(template: list[TemplateNode], layout: Layout, rank: int) -> Ite
     values: dict[str, object] = {"self": rank, "prev": rank - layout.stage_stride, "next": rank + layout.stage_stride}
     for role in layout.active_roles():
         values[role] = layout.pg_name(role, rank)
+    suffixes: dict[tuple[tuple[str, str], ...], bytes] = {}  # a rank has few distinct late-attribute lists
     for tn in template:
         if tn.whole is not None:
             yield tn.whole
-        else:
-            yield framed(tn.body + b"".join([attr_record(name, values[sym]) for name, sym in tn.late]))
+            continue
+        suffix = suffixes.get(tn.late)
+        if suffix is None:
+            suffix = suffixes[tn.late] = b"".join([attr_record(name, values[sym]) for name, sym in tn.late])
+        yield framed(tn.body + suffix)
 
 
 @dataclass
