@@ -14,6 +14,7 @@ Wall and CPU seconds are both printed: on a shared machine the wall time include
     python benchmarks/scale.py --search 1024 16384   # gpt3-175b layout search on two platforms
     python benchmarks/scale.py --search 1024 --save-top top.json  # keep each platform's best layout
     python benchmarks/scale.py --check-top top.json   # those layouts as campaign points
+    python benchmarks/scale.py --digest 1024 16384    # an in-memory campaign shard's trace_sha256
 
 ``--check-top`` writes each saved top layout's rank files with ``generate llm``'s own writer, loads them
 and simulates them on the full engine as a campaign shard does, and compares the step time with the
@@ -115,9 +116,9 @@ def platforms(gpus: int) -> dict:
 
 
 def search(gpus: int, save_top: Path | None) -> None:
-    from chakra_pipe.search.run import SearchSpec, select_points
+    from chakra_pipe.search.run import SearchSpec
     from chakra_pipe.search.run import search as run_search
-    from chakra_pipe.sweep.grid import expand
+    from chakra_pipe.sweep.grid import expand, select_points
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -175,6 +176,23 @@ def check_tops(path: Path) -> None:
         )
 
 
+def digest(ranks: int) -> None:
+    """CPU time of the step's ``trace_sha256`` computed in memory, as an in-memory campaign shard does
+    (every rank's bytes hashed, so the digest equals the one of the files ``generate llm`` would write)."""
+    from chakra_pipe.generate.options import resolve_llm
+    from chakra_pipe.search.evaluate import GeneratedLayout
+
+    dp = ranks // 64
+    opts = {"model": "gpt3-175b", "tp": 8, "pp": 8, "dp": dp, "microbatches": 8, "global_batch": 8 * dp}
+    layout = GeneratedLayout(*resolve_llm(opts), "gpt3-175b")
+    cpu = time.process_time()
+    layout.sha256()
+    cpu = time.process_time() - cpu
+    print(
+        f"{ranks:>7} ranks  trace_sha256 in memory {cpu:7.2f} s CPU ({cpu / ranks * 1e3:.2f} ms per rank)", flush=True
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, nargs="*", default=[1024, 4096])
@@ -183,6 +201,7 @@ def main() -> None:
     ap.add_argument("--save-top", type=Path, help="write each platform's best layout (JSON) for --check-top")
     ap.add_argument("--check-top", type=Path, help="simulate the saved best layouts as campaign points")
     ap.add_argument("--backend", nargs="*", default=["congestion_unaware"], help="congestion_unaware, congestion_aware")
+    ap.add_argument("--digest", type=int, nargs="*", default=[], help="sizes to time the in-memory trace digest at")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--full-one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -199,6 +218,8 @@ def main() -> None:
             print_step(r)
             sym = symmetric.get((n, backend)) or run_step(n, False, backend)
             print(f"        per-rank finish times {'identical' if sym['finish_ns'] == r['finish_ns'] else 'DIFFERENT'}")
+    for n in args.digest:
+        digest(n)
     for gpus in args.search:
         search(gpus, args.save_top)
     if args.check_top:

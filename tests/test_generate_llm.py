@@ -507,3 +507,25 @@ def test_random_configurations_are_valid_and_exact(tmp_path, seed):
     check_rank_set(ts)
     expected = model_step_flops(m, spec)
     assert total_num_ops(ts) == pytest.approx(expected, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"model": "gpt3-13b", "dp": 4, "tp": 2, "pp": 2, "microbatches": 4, "zero": 1},
+        {"model": "gpt3-175b", "dp": 2, "tp": 4, "pp": 4, "layers": 8, "microbatches": 8, "recompute": True},
+        {"model": "mixtral-8x7b", "dp": 8, "tp": 2, "pp": 2, "ep": 4, "microbatches": 4},
+    ],
+)
+def test_template_nodes_are_canonical_protobuf(options):
+    """Template bodies are assembled from separately serialized field pieces (the attribute part
+    cached across microbatches): each must equal protobuf's serialization of the node it decodes to."""
+    from chakra_pipe.et import schema
+    from chakra_pipe.generate.llm import build_templates
+    from chakra_pipe.generate.options import resolve_llm
+
+    _, templates, _ = build_templates(*resolve_llm(options))
+    for template in templates:
+        for tn in template:
+            node = schema.Node.FromString(tn.body)
+            assert node.SerializeToString() == tn.body

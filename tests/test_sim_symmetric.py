@@ -13,7 +13,7 @@ import pytest
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.generate.llm import generate_llm
 from chakra_pipe.generate.options import resolve_llm
-from chakra_pipe.search.evaluate import layout_traces, simulate_layout
+from chakra_pipe.search.evaluate import GeneratedLayout, simulate_layout
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
 from chakra_pipe.sim.engine import EventQueue
 from chakra_pipe.sim.symmetric import RankSymmetry, SymmetryDeclined, _QuotientAwareNetwork, fit, symmetry_problem
@@ -211,7 +211,7 @@ def test_aware_symmetric_run_equals_both_paths_of_the_full_engine():
     sym, how, fast = both(options, hw)
     assert how == "symmetric: 1 of 64 ranks simulated"
     model, spec = resolve_llm(options)
-    slow = simulate(layout_traces(model, spec, "x"), hw, fast=False)
+    slow = simulate(GeneratedLayout(model, spec, "x").traces(), hw, fast=False)
     assert_identical(sym, fast)
     assert_identical(sym, slow)
 

@@ -63,15 +63,28 @@ def rank_gpus(wildcards):
 
 
 def trace_files(name):
-    """The rank files of an existing trace set, or the folder a rule writes them to."""
+    """The rank files of an existing trace set, the folder a rule writes them to, or none (a
+    workload generated in memory by its shard jobs)."""
     w = CAMPAIGN.workloads[name]
     if w.kind == "trace":
         return [f"{w.prefix}.{r}.et" for r in range(w.npus)]
-    return f"{TRACES}/{w.name}/et"
+    return [] if w.in_memory else f"{TRACES}/{w.name}/et"
 
 
 def trace_input(wildcards):
     return trace_files(wildcards.workload)
+
+
+def validated_input(wildcards):
+    """validate's report of a trace set with files; an in-memory set is checked by its shard job."""
+    w = workload(wildcards)
+    return [] if w.in_memory else f"{DATA}/validate/{w.name}.txt"
+
+
+def trace_option(wildcards):
+    """`sweep run --trace PREFIX` for a set with files; none for one the shard job generates."""
+    w = workload(wildcards)
+    return [] if w.in_memory else ["--trace", w.prefix]
 
 
 def final_outputs():

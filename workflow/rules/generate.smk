@@ -1,4 +1,6 @@
-# Synthetic trace sets: collective microbenchmarks and LLM training steps.
+# Synthetic trace sets written to files: only the generated workloads that keep their files
+# (keep_traces: true) or that replay or a transform reads; the others are generated in memory by
+# their shard jobs (chakra_pipe.sweep.generated), with no rank file and no validate job.
 
 
 rule generate:
@@ -7,7 +9,7 @@ rule generate:
     log:
         f"{LOGS}/generate/{{workload}}.log",
     wildcard_constraints:
-        workload=name_pattern(CAMPAIGN.of_kind("collective", "llm")),
+        workload=name_pattern(CAMPAIGN.written()),
     conda:
         "../envs/chakra-pipe.yaml"
     params:

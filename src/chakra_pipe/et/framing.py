@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
@@ -330,32 +330,46 @@ def frame(message_bytes: bytes) -> bytes:
     return encode_varint(len(message_bytes)) + message_bytes
 
 
+def encode_trace(metadata, nodes: Iterable, file: str = "<bytes>") -> Generator[bytes, None, int]:
+    """The framed records of a trace, in blocks; returns (as ``StopIteration.value``) the node count.
+
+    The one serializer of :func:`write_trace` and of rank sets kept in memory (``b"".join`` of the
+    blocks), so a set simulated without files has the bytes its files would have.
+    Serialization is the protobuf runtime's canonical form, which is byte-identical to
+    Chakra's Python writer (ascending field numbers, packed repeats, explicit oneof values).
+    """
+    yield frame(metadata.SerializeToString())
+    count = 0
+    pending: list[bytes] = []
+    append, varint = pending.append, encode_varint
+    for node in nodes:
+        data = node.SerializeToString()
+        if not data:
+            raise InputError(
+                "refusing to write an all-default node: it would be a zero-length record "
+                "that Chakra's readers disagree on",
+                file=file,
+                where=f"node #{count}",
+            )
+        append(varint(len(data)))
+        append(data)
+        count += 1
+        if len(pending) >= 16384:
+            yield b"".join(pending)
+            pending.clear()
+    yield b"".join(pending)
+    return count
+
+
 def write_trace(path: str | os.PathLike, metadata, nodes: Iterable) -> int:
     """Write GlobalMetadata and Nodes atomically; gzip when the name ends in ``.gz``.
 
-    Serialization is the protobuf runtime's canonical form, which is byte-identical to
-    Chakra's Python writer (ascending field numbers, packed repeats, explicit oneof values).
     Returns the number of nodes written.
     """
-    count = 0
+    blocks = encode_trace(metadata, nodes, str(path))
     with atomic_open(path, "wb") as out:
-        out.write(frame(metadata.SerializeToString()))
-        pending: list[bytes] = []
-        append, varint = pending.append, encode_varint
-        for node in nodes:
-            data = node.SerializeToString()
-            if not data:
-                raise InputError(
-                    "refusing to write an all-default node: it would be a zero-length record "
-                    "that Chakra's readers disagree on",
-                    file=str(path),
-                    where=f"node #{count}",
-                )
-            append(varint(len(data)))
-            append(data)
-            count += 1
-            if len(pending) >= 16384:
-                out.write(b"".join(pending))
-                pending.clear()
-        out.write(b"".join(pending))
-    return count
+        while True:
+            try:
+                out.write(next(blocks))
+            except StopIteration as done:
+                return done.value

@@ -6,14 +6,15 @@ A set may carry its communicator groups in ``PREFIX.comm_groups.json`` (ASTRA-si
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_json
+from ..atomic import write_text
 from ..console import track
 from ..errors import InputError
 from ..readfile import read_json
@@ -169,8 +170,13 @@ def write_comm_groups(
         if problem:
             raise InputError(problem, file=str(path), where=f"key {str(gid)!r}")
         out[str(gid)] = members
-    write_json(path, out)
+    write_text(path, comm_groups_text(out))
     return Path(path)
+
+
+def comm_groups_text(groups: Mapping[str, Sequence[int]]) -> str:
+    """The comm-group file's text for already-checked groups (:func:`write_comm_groups`'s bytes)."""
+    return json.dumps(groups, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def comm_groups_option(
@@ -215,12 +221,21 @@ class TraceSet:
 
 def files_sha256(files: list[Path], comm_groups_file: Path | None = None) -> str:
     """Digest of the rank files' bytes in rank order (plus the comm-group file): a set's provenance."""
+    return named_sha256((f.name, _blocks(f)) for f in [*files, *([comm_groups_file] if comm_groups_file else [])])
+
+
+def named_sha256(items: Iterable[tuple[str, Iterable[bytes]]]) -> str:
+    """:func:`files_sha256` of ``(file name, content blocks)`` pairs: a set kept in memory hashes as its files."""
     import hashlib  # here: a simulation that never asks for the digest does not pay its import
 
     h = hashlib.sha256()
-    for f in [*files, *([comm_groups_file] if comm_groups_file else [])]:
-        h.update(f.name.encode() + b"\0")
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
+    for name, blocks in items:
+        h.update(name.encode() + b"\0")
+        for block in blocks:
+            h.update(block)
     return h.hexdigest()
+
+
+def _blocks(path: Path) -> Iterator[bytes]:
+    with open(path, "rb") as fh:
+        yield from iter(lambda: fh.read(1 << 20), b"")

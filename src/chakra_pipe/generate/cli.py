@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import io
 import re
+from typing import Any
 
 from ..errors import InputError
 from ..et.collectives import WITH_BROADCAST
@@ -83,8 +84,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_llm, prepare=_llm_spec)
 
 
-def dry_run(argv: list[str]) -> None:
-    """Every check ``chakra-pipe generate ARGV --out X`` makes before it writes a file, writing none.
+def dry_run(argv: list[str]) -> Any:
+    """Every check ``chakra-pipe generate ARGV --out X`` makes before it writes a file, writing none;
+    returns what the generator would be called with (a ``CollectiveSpec``, or ``(model, spec)``).
 
     The workflow calls this while planning, so a workload the generator would refuse (unknown model,
     a negative size, ``ep`` not dividing ``dp``) fails the plan naming its config key, not one job
@@ -100,7 +102,7 @@ def dry_run(argv: list[str]) -> None:
         message = errors.getvalue().strip().splitlines()[-1].split(": error: ", 1)[-1]
         flag = re.match(r"argument (--[\w-]+)", message)
         raise InputError(message, where=flag.group(1) if flag else None) from None
-    args.prepare(args)
+    return args.prepare(args)
 
 
 def _collective_spec(args: argparse.Namespace):

@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..et import schema
 from ..et.attrs import set_attr
 from ..et.collectives import WITH_BROADCAST
-from ..et.framing import write_trace
+from ..et.framing import encode_trace, write_trace
 from ..et.traceset import clear_rank_set, write_order
 from .limits import check_output
 from .sizes import INT64_MAX, size_label
@@ -86,8 +86,16 @@ def generate_collective(
         "--iterations" if spec.iterations > spec.npus else "--npus",
         allow_large=allow_large,
     )
-    metadata = schema.GlobalMetadata(version=METADATA_VERSION)
     clear_rank_set(out_prefix)
     for rank in write_order(spec.npus):
-        write_trace(f"{out_prefix}.{rank}.et", metadata, spec.nodes(rank))
+        write_trace(f"{out_prefix}.{rank}.et", _metadata(), spec.nodes(rank))
     return [Path(f"{out_prefix}.{rank}.et") for rank in range(spec.npus)]
+
+
+def rank_bytes(spec: CollectiveSpec, rank: int) -> bytes:
+    """Rank ``rank``'s ``.et`` content, as :func:`generate_collective` writes it (kept in memory)."""
+    return b"".join(encode_trace(_metadata(), spec.nodes(rank)))
+
+
+def _metadata() -> schema.GlobalMetadata:
+    return schema.GlobalMetadata(version=METADATA_VERSION)

@@ -155,6 +155,8 @@ class StageBuilder:
         self.last_comm: int | None = None  # last collective or send (they share ASTRA-sim's comm slot)
         self.comm_off_chain = False  # whether last_comm hangs off the program chain
         self.flops = 0  # num_ops written for one rank of this stage
+        self._tails: dict[tuple, bytes] = {}  # (duration, attributes) → their serialized fields
+        self._group_sizes: dict[str, int] = {}
         cap = max(1, int(spec.bucket_mb * (1 << 20)))
         self.buckets = {"dp": _Buckets("dp", lay.dp, cap)}
         if self.expert_parallel and lay.dp // lay.ep > 1:
@@ -181,11 +183,19 @@ class StageBuilder:
         for dep in ((self.tail,) if chain else ()) + extra_deps + (comm_dep,):
             if dep is not None and dep not in deps:
                 deps.append(dep)
-        node = schema.Node(id=nid, name=name, type=ntype, duration_micros=duration)
-        node.data_deps.extend(deps)
-        for key, value in attrs:
-            set_attr(node, key, value)
-        self.nodes.append(TemplateNode(node.SerializeToString(), late))
+        # Serialized in field-number pieces (id, name + type, data_deps, duration + attributes), each the
+        # protobuf runtime's own bytes, so their concatenation is the whole node's canonical form. The
+        # last piece repeats for every microbatch and is built once: setting attributes was most of a
+        # 1,024-GPU layout's generation time in a search.
+        tail_key = (duration, tuple(attrs))
+        tail = self._tails.get(tail_key)
+        if tail is None:
+            node = schema.Node(duration_micros=duration)
+            for key, value in attrs:
+                set_attr(node, key, value)
+            tail = self._tails[tail_key] = node.SerializeToString()
+        head = schema.Node(id=nid, name=name, type=ntype, data_deps=deps).SerializeToString()
+        self.nodes.append(TemplateNode(head + tail, late))
         if chain:
             self.tail = nid
         if comm:
@@ -211,7 +221,9 @@ class StageBuilder:
         extra_deps: tuple[int | None, ...] = (),
     ) -> int | None:
         """A collective over ``role``'s group; skipped when the group is a single rank."""
-        if self.spec.layout.group_size(role) == 1:
+        if role not in self._group_sizes:  # a layout method that builds the member list: once per role
+            self._group_sizes[role] = self.spec.layout.group_size(role)
+        if self._group_sizes[role] == 1:
             return None
         return self._emit(
             name,
@@ -468,11 +480,15 @@ def rank_records(template: list[TemplateNode], layout: Layout, rank: int) -> Ite
     values: dict[str, object] = {"self": rank, "prev": rank - layout.stage_stride, "next": rank + layout.stage_stride}
     for role in layout.active_roles():
         values[role] = layout.pg_name(role, rank)
+    suffixes: dict[tuple[tuple[str, str], ...], bytes] = {}  # a rank has few distinct late-attribute lists
     for tn in template:
         if tn.whole is not None:
             yield tn.whole
-        else:
-            yield framed(tn.body + b"".join([attr_record(name, values[sym]) for name, sym in tn.late]))
+            continue
+        suffix = suffixes.get(tn.late)
+        if suffix is None:
+            suffix = suffixes[tn.late] = b"".join([attr_record(name, values[sym]) for name, sym in tn.late])
+        yield framed(tn.body + suffix)
 
 
 @dataclass

@@ -31,7 +31,7 @@ DIM_COLUMNS = {
 }
 DIM_PATTERN = re.compile(r"^(topology|npus|bandwidth_gbps|latency_ns)_d[0-9]+$")
 AXIS_PREFIXES = ("hw.", "wl.")
-WORKLOAD_SKIP = ("prefix", "replay")  # paths and switches, not parameters of the workload
+WORKLOAD_SKIP = ("prefix", "replay", "keep_traces")  # paths and switches, not parameters of the workload
 _INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
 _FLOAT = re.compile(r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$")
 UNITS = {

@@ -12,11 +12,12 @@ on the full engine and the reason is logged.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from ..console import logger
 from ..et.graph import graph_from_bytes
-from ..et.traceset import TraceSet
+from ..et.traceset import COMM_GROUPS_SUFFIX, TraceSet, comm_groups_text, named_sha256
 from ..generate.llm import TrainingSpec, build_templates, rank_bytes
 from ..generate.models import ModelSpec
 from ..results.metrics import metrics
@@ -24,15 +25,6 @@ from ..sweep.grid import Point
 from ..sweep.shard import hardware_config
 
 log = logger(__name__)
-
-
-def layout_traces(model: ModelSpec, spec: TrainingSpec, name: str) -> TraceSet:
-    """The rank set ``generate llm`` would write for this layout, decoded in memory (named ``name``)."""
-    header, templates, _ = build_templates(model, spec)
-    layout = spec.layout
-    ranks = [graph_from_bytes(rank_bytes(header, templates, spec, r), f"{name}.{r}.et") for r in range(layout.world)]
-    groups: dict[int, list[int]] = {int(k): v for k, v in layout.comm_groups().items()}
-    return TraceSet(prefix=name, files=[], ranks=ranks, comm_groups=groups)
 
 
 class GeneratedLayout:
@@ -48,28 +40,39 @@ class GeneratedLayout:
         self.model, self.spec, self.name = model, spec, name
         layout = spec.layout
         self.symmetry = RankSymmetry(layout.tp, layout.dp, layout.pp, layout.ep)
-        self.groups = {int(k): v for k, v in layout.comm_groups().items()}
+        self.groups_json = layout.comm_groups()
+        self.groups = {int(k): v for k, v in self.groups_json.items()}
         self._graphs: dict[int, Any] = {}  # rank -> graph, the representatives generated so far
-        self._templates: Any = None
+        self._templates: tuple[bytes, list] | None = None
         self._traces: TraceSet | None = None
+
+    def rank_bytes(self, rank: int) -> bytes:
+        """Rank ``rank``'s ``.et`` content, as ``generate llm`` writes it (templates built once)."""
+        if self._templates is None:
+            header, templates, _ = build_templates(self.model, self.spec)
+            self._templates = (header, templates)
+        header, templates = self._templates
+        return rank_bytes(header, templates, self.spec, rank)
 
     def representatives(self, symmetry: Any = None) -> dict[int, Any]:
         """The graphs of ``symmetry``'s representatives (default: the layout's own symmetry; a
         congestion-aware network may need more, ``sim.symmetric.fit``), each generated once."""
         reps = (symmetry or self.symmetry).reps()
-        missing = [r for r in reps if r not in self._graphs]
-        if missing:
-            if self._templates is None:
-                header, templates, _ = build_templates(self.model, self.spec)
-                self._templates = (header, templates)
-            header, templates = self._templates
-            for r in missing:
-                self._graphs[r] = graph_from_bytes(rank_bytes(header, templates, self.spec, r), f"{self.name}.{r}.et")
+        for r in reps:
+            if r not in self._graphs:
+                self._graphs[r] = graph_from_bytes(self.rank_bytes(r), f"{self.name}.{r}.et")
         return {r: self._graphs[r] for r in reps}
+
+    def sha256(self) -> str:
+        """The digest ``TraceSet.sha256`` gives this layout's files, computed without writing them."""
+        files = ((f"{self.name}.{r}.et", [self.rank_bytes(r)]) for r in range(self.spec.layout.world))
+        groups = (f"{self.name}{COMM_GROUPS_SUFFIX}", [comm_groups_text(self.groups_json).encode()])
+        return named_sha256(itertools.chain(files, [groups]))
 
     def traces(self) -> TraceSet:
         if self._traces is None:
-            self._traces = layout_traces(self.model, self.spec, self.name)
+            ranks = [graph_from_bytes(self.rank_bytes(r), f"{self.name}.{r}.et") for r in range(self.spec.layout.world)]
+            self._traces = TraceSet(prefix=self.name, files=[], ranks=ranks, comm_groups=self.groups)
         return self._traces
 
     def simulate(self, hw: Any, symmetric: bool = True) -> tuple[Any, str]:

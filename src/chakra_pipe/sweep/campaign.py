@@ -48,6 +48,9 @@ class Workload:
     replay: bool
     shards: list[list[str]] = field(default_factory=list)  # point ids per shard
     baseline: str | None = None
+    # Generated and simulated inside the shard jobs, no rank files (sweep/generated.py): a generated
+    # workload that does not ask for its files (keep_traces) and that no stage reads files of.
+    in_memory: bool = False
 
     def generate_args(self) -> list[str]:
         """Arguments of ``chakra-pipe generate`` for a generated workload (empty for others): a list, so
@@ -107,10 +110,13 @@ class Campaign:
         return f"{self.tracedir}/{self.name}/{workload}/capture"
 
     def shard_digest(self, workload: str, shard: int) -> str:
-        """Digest of what one shard simulates (trace prefix and resolved points): the workflow reruns a
-        shard when this changes, not whenever any part of the config does."""
+        """Digest of what one shard simulates (trace prefix and resolved points; the generator's arguments
+        of a set it generates in memory, which has no files to change): the workflow reruns a shard when
+        this changes, not whenever any part of the config does."""
         w = self.workloads[workload]
-        blob = {"prefix": w.prefix, "points": [self.points[p].to_json() for p in w.shards[shard]]}
+        blob: dict[str, Any] = {"prefix": w.prefix, "points": [self.points[p].to_json() for p in w.shards[shard]]}
+        if w.in_memory:
+            blob["generate"] = w.generate_args()
         return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
     def calibrate_dir(self, platform: str) -> str:
@@ -161,6 +167,10 @@ class Campaign:
 
     def of_kind(self, *kinds: str) -> list[str]:
         return [w.name for w in self.workloads.values() if w.kind in kinds]
+
+    def written(self) -> list[str]:
+        """Generated workloads whose rank files the ``generate`` rule writes (the others stay in memory)."""
+        return [w.name for w in self.workloads.values() if w.kind in ("collective", "llm") and not w.in_memory]
 
     # ---- building ----
     @classmethod
@@ -232,7 +242,11 @@ class Campaign:
                     prefix=f"{tracedir}/{name}/{v['name']}/et/{v['name']}",
                     replay=False,
                 )
+        sources = {w.spec["source"] for w in workloads.values() if w.kind == "transform"}
         for w in workloads.values():
+            w.in_memory = w.kind in ("collective", "llm") and not (
+                w.spec.get("keep_traces") or w.replay or w.name in sources
+            )
             allowed = w.spec.get("platforms")
             ids = [p.id for p in points_list if p.npus == w.npus and (not allowed or p.platform in allowed)]
             if not ids:
@@ -291,6 +305,7 @@ class Campaign:
                     "replay": w.replay,
                     "shards": w.shards,
                     "baseline": w.baseline,
+                    "in_memory": w.in_memory,
                 }
                 for w in self.workloads.values()
             },
@@ -338,6 +353,7 @@ class Campaign:
                 replay=w["replay"],
                 shards=w["shards"],
                 baseline=w["baseline"],
+                in_memory=w["in_memory"],
             )
             for n, w in d["workloads"].items()
         }

@@ -20,7 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--plan", required=True, type=Path, help="campaign plan.json")
     run.add_argument("--workload", required=True, help="workload name in the plan")
     run.add_argument("--shard", required=True, type=int, help="shard index (0-based)")
-    run.add_argument("--trace", help="rank-set prefix (default: the plan's prefix for the workload)")
+    run.add_argument(
+        "--trace",
+        help="rank-set prefix (default: the plan's prefix, or for a set the plan keeps in memory, generated here)",
+    )
     run.add_argument("--out", required=True, type=Path, help="results CSV for this shard")
     run.set_defaults(func=_run)
 

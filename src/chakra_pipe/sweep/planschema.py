@@ -114,6 +114,7 @@ def _check_workload(c: _Checker, name: str, w: Any, ids: set[str], npus_of: dict
     c.field(w, "spec", dict, where, "an object")
     c.field(w, "prefix", str, where, "text")
     c.field(w, "replay", bool, where, "true or false")
+    c.field(w, "in_memory", bool, where, "true or false")
     base = c.field(w, "baseline", (str, type(None)), where, "a point id or null")
     if base is not None and base not in ids:
         raise c.fail(f"{where}.baseline", f"unknown point id '{base}'")

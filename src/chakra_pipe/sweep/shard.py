@@ -10,6 +10,7 @@ stop the other 999 points, and the report lists it.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,20 +57,45 @@ def hardware_columns(point: Point) -> dict[str, Any]:
     }
 
 
-def run_shard(plan: Campaign, workload: str, shard: int, out: str | Path, prefix: str | None = None) -> int:
-    """Simulate every point of one shard and write its CSV; returns the number of failed points."""
-    from ..et.traceset import TraceSet
-    from ..sim import simulate
+class _Files:
+    """A rank set read from its files (the ``simulate`` of :mod:`.generated`'s in-memory sets)."""
 
+    def __init__(self, prefix: str, npus: int):
+        from ..et.traceset import TraceSet
+
+        self.traces = TraceSet.load(prefix)
+        if len(self.traces.ranks) != npus:
+            raise ChakraPipeError(
+                f"trace set has {len(self.traces.ranks)} ranks but the plan expects {npus}", file=prefix
+            )
+
+    def sha256(self) -> str:
+        return self.traces.sha256()
+
+    def simulate(self, hw: Any) -> tuple[Any, str]:
+        from ..sim import simulate
+
+        return simulate(self.traces, hw), "full engine: rank files"
+
+
+def run_shard(
+    plan: Campaign, workload: str, shard: int, out: str | Path, prefix: str | None = None, log=sys.stderr
+) -> int:
+    """Simulate every point of one shard and write its CSV; returns the number of failed points.
+
+    A workload the plan keeps in memory is generated here (:mod:`.generated`) unless ``prefix`` names
+    rank files to read instead; ``log`` gets one line per point saying how it ran.
+    """
     w = plan.workload(workload)
     if not 0 <= shard < len(w.shards):
         raise ChakraPipeError(f"workload {workload} has shards 0..{len(w.shards) - 1}, not {shard}")
-    traces = TraceSet.load(prefix or w.prefix)
-    if len(traces.ranks) != w.npus:
-        raise ChakraPipeError(
-            f"trace set has {len(traces.ranks)} ranks but the plan expects {w.npus}", file=str(prefix or w.prefix)
-        )
-    sha = traces.sha256()
+    if w.in_memory and prefix is None:
+        from .generated import generated_set
+
+        source: Any = generated_set(w)
+    else:
+        source = _Files(prefix or w.prefix, w.npus)
+    sha = source.sha256()
     rows, coll_rows = [], []
     failed = 0
     for point_id in track(w.shards[shard], f"sweep {workload} shard {shard}", len(w.shards[shard]), "points"):
@@ -88,7 +114,8 @@ def run_shard(plan: Campaign, workload: str, shard: int, out: str | Path, prefix
             "trace_sha256": sha,
         }
         try:
-            result = simulate(traces, hardware_config(point, f"point {point.id}"))
+            result, how = source.simulate(hardware_config(point, f"point {point.id}"))
+            print(f"sweep: {point.id}: {how}", file=log, flush=True)
             row.update(metrics(result))
             row["status"] = "ok"
             coll_rows += collectives.simulated_rows(result, plan.name, workload, point.id, point.backend)

@@ -1,0 +1,142 @@
+"""Generated campaign workloads simulated in memory by their shard jobs (issue #16: no rank files).
+
+The reference is the file path every campaign took before: ``chakra-pipe generate`` writes the rank
+set, the shard loads it and runs the full engine. The in-memory shard must give the same results CSV
+byte for byte (step times, every metric, the trace digest), on hardware where the symmetric run
+applies and where it falls back to the full engine.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pandas as pd
+from conftest import validated
+
+from chakra_pipe.cli import main
+from chakra_pipe.results import collectives
+from chakra_pipe.sweep.campaign import Campaign
+from chakra_pipe.sweep.shard import run_shard
+
+REPO = Path(__file__).resolve().parent.parent
+SCALEOUT = {
+    "network": "config/hardware/scaleout_2d/network.yml",
+    "system": "config/hardware/scaleout_2d/system.json",
+}
+GPT = {
+    "kind": "llm",
+    "model": "gpt3-13b",
+    "layers": 2,
+    "hidden": 256,
+    "heads": 8,
+    "ffn": 1024,
+    "vocab": 512,
+    "seq": 128,
+    "tp": 2,
+    "pp": 2,
+    "dp": 8,
+    "microbatches": 2,
+}
+
+
+def _plan(tmp_path: Path, workloads: dict, **extra) -> Campaign:
+    cfg = {
+        "campaign": "mem",
+        "outdir": str(tmp_path / "reports"),
+        "tracedir": str(tmp_path / "traces"),
+        "capture": "never",
+        "replay": "never",
+        "shard_size": 4,
+        "workloads": workloads,
+        "hardware": {
+            "platforms": {
+                # 8-GPU nodes × 4: TP and DP nest with the nodes, so the symmetric run is exact
+                "sym": {**SCALEOUT, "axes": {"network.bandwidth": [[400.0, 50.0], [400.0, 25.0]]}},
+                # the aware backend shares links between replicas: the full engine runs
+                "full": {**SCALEOUT, "backend": "congestion_aware"},
+            }
+        },
+        **extra,
+    }
+    return Campaign.from_config(validated(cfg), root=REPO)
+
+
+def _shards(plan: Campaign, name: str, out: Path, prefix: str | None = None) -> tuple[bytes, pd.DataFrame, str]:
+    """Every shard of ``name``: the CSVs' bytes concatenated, the collectives rows, the log."""
+    log = io.StringIO()
+    data, parts = b"", []
+    for i in range(len(plan.workloads[name].shards)):
+        csv_path = out / f"{i:04d}.csv"
+        assert run_shard(plan, name, i, csv_path, prefix=prefix, log=log) == 0
+        data += csv_path.read_bytes()
+        parts.append(pd.read_parquet(collectives.sidecar_path(csv_path)))
+    return data, pd.concat(parts, ignore_index=True), log.getvalue()
+
+
+def _written(plan: Campaign, name: str) -> str:
+    """The rank set the ``generate`` rule would write for ``name`` (its own command line)."""
+    w = plan.workloads[name]
+    Path(w.prefix).parent.mkdir(parents=True, exist_ok=True)
+    assert main(["generate", *w.generate_args(), "--out", w.prefix]) == 0
+    return w.prefix
+
+
+def test_in_memory_shards_equal_the_rank_file_path(tmp_path):
+    plan = _plan(tmp_path, {"gpt": GPT, "ar": {"kind": "collective", "type": "all_reduce", "npus": 32, "size": "1MiB"}})
+    assert plan.workloads["gpt"].in_memory and plan.workloads["ar"].in_memory
+    assert plan.written() == []
+    for name in ("gpt", "ar"):
+        mem_csv, mem_coll, log = _shards(plan, name, tmp_path / "mem" / name)
+        assert not Path(plan.workloads[name].prefix).parent.exists()  # nothing written
+        file_csv, file_coll, _ = _shards(plan, name, tmp_path / "files" / name, prefix=_written(plan, name))
+        assert mem_csv == file_csv  # every metric, status and trace_sha256, byte for byte
+        assert mem_csv.count(b",ok,") == 3  # three points, none failed
+        if name == "gpt":
+            assert log.count("symmetric: 2 of 32 ranks simulated") == 2  # the two `sym` points
+            assert log.count("full engine: not symmetric (the congestion_aware backend") == 1
+            # symmetric points list the representatives' collectives, the full engine every rank's
+            full_id = next(p for p in plan.points if p.startswith("full"))
+            mem_full = mem_coll[mem_coll.point_id == full_id].reset_index(drop=True)
+            assert mem_full.equals(file_coll[file_coll.point_id == full_id].reset_index(drop=True))
+            reps = mem_coll[mem_coll.point_id != full_id]
+            assert set(reps["rank"]) == {0, 16}
+            same = file_coll[(file_coll.point_id != full_id) & file_coll["rank"].isin([0, 16])]
+            assert reps.reset_index(drop=True).equals(same.reset_index(drop=True))
+        else:
+            assert log.count("full engine: a collective microbenchmark") == 3
+            assert mem_coll.equals(file_coll)
+
+
+def test_files_only_where_asked_or_read(tmp_path):
+    plan = _plan(
+        tmp_path,
+        {
+            "mem": GPT,
+            "kept": {**GPT, "keep_traces": True},
+            "src": {**GPT, "transforms": [{"compute": {"scale": [2.0]}}]},
+        },
+    )
+    in_memory = {n: w.in_memory for n, w in plan.workloads.items()}
+    assert in_memory["mem"] and not in_memory["kept"] and not in_memory["src"]
+    derived = [n for n, w in plan.workloads.items() if w.kind == "transform"]
+    assert derived and not any(in_memory[n] for n in derived)
+    assert plan.written() == ["kept", "src"]
+    plan.write(tmp_path / "plan.json")
+    loaded = Campaign.load(tmp_path / "plan.json")
+    assert {n: w.in_memory for n, w in loaded.workloads.items()} == in_memory
+    # the reports' workload-parameter columns do not carry the switch
+    from chakra_pipe.report.tidy import workload_columns
+
+    assert "wl.keep_traces" not in workload_columns(plan.workloads["kept"].spec)
+
+
+def test_generator_options_change_the_shard_digest(tmp_path):
+    """An in-memory set has no files whose change reruns its shards: its generator options do."""
+    a = _plan(tmp_path, {"gpt": GPT}).shard_digest("gpt", 0)
+    b = _plan(tmp_path, {"gpt": {**GPT, "microbatches": 4}}).shard_digest("gpt", 0)
+    kept = _plan(tmp_path, {"gpt": {**GPT, "keep_traces": True}})
+    assert a != b
+    assert kept.shard_digest("gpt", 0) == _plan(
+        tmp_path, {"gpt": {**GPT, "keep_traces": True, "microbatches": 4}}
+    ).shard_digest("gpt", 0)
