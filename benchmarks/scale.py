@@ -51,9 +51,9 @@ def system() -> dict:
 def step(ranks: int, full: bool, backend: str) -> dict:
     """Generate and simulate one step in this process; the figures as a dict."""
     from chakra_pipe.generate.options import resolve_llm
-    from chakra_pipe.search.evaluate import GeneratedLayout
     from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig
     from chakra_pipe.sim.symmetric import fit
+    from chakra_pipe.sweep.generated_layout import GeneratedLayout
 
     dp = ranks // 64
     hw = HardwareConfig(
@@ -180,7 +180,7 @@ def digest(ranks: int) -> None:
     """CPU time of the step's ``trace_sha256`` computed in memory, as an in-memory campaign shard does
     (every rank's bytes hashed, so the digest equals the one of the files ``generate llm`` would write)."""
     from chakra_pipe.generate.options import resolve_llm
-    from chakra_pipe.search.evaluate import GeneratedLayout
+    from chakra_pipe.sweep.generated_layout import GeneratedLayout
 
     dp = ranks // 64
     opts = {"model": "gpt3-175b", "tp": 8, "pp": 8, "dp": dp, "microbatches": 8, "global_batch": 8 * dp}

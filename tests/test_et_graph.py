@@ -219,3 +219,22 @@ def test_dependency_ids_read_as_written_whatever_group_first_needs_64_bits(late_
     assert [g.ctrl_deps(i).tolist() for i in range(len(g))] == [list(n.ctrl_deps) for n in nodes]
     wide = late_id is not None and late_id >= 1 << 28
     assert g.data_ids.dtype == (np.uint64 if wide else np.uint32)
+
+
+def test_dependency_ids_stay_narrow_past_a_group_of_empty_lists_and_a_slow_record():
+    """The uint32 width is the ids' property: a last group holding only empty lists, or one record
+    decoded by the protobuf runtime (a non-ASCII name), must not widen the column (2x its memory)."""
+    md = schema.GlobalMetadata(version="0.0.4")
+    nodes = [schema.Node(id=i, name="n", data_deps=range(max(1, i - 60), i)) for i in range(1, 8001)]
+    nodes += [schema.Node(id=i, name="tail") for i in range(8001, 8101)]  # no dependencies at all
+    nodes[5].name = "é"  # decoded on the slow path
+    g = graph_from_bytes(frame_all(md, [n.SerializeToString() for n in nodes]))
+    assert g.slow.any()
+    assert [g.data_deps(i).tolist() for i in range(len(g))] == [list(n.data_deps) for n in nodes]
+    assert g.data_ids.dtype == np.uint32 and g.ctrl_ids.dtype == np.uint32
+    # the group walk on its own: the last group holds only empty lists
+    arr = np.full(300_000, 5, dtype=np.uint8)
+    lens = np.concatenate([np.ones(262_000, dtype=np.int64), [1000], np.zeros(5, dtype=np.int64)])
+    starts = np.concatenate([np.arange(262_000), [262_000], np.zeros(5, dtype=np.int64)])
+    values, counts, ok = graph_module._packed_varints(arr, starts, lens)
+    assert values.dtype == np.uint32 and int(counts.sum()) == 263_000 and ok.all()

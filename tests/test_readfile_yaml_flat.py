@@ -122,6 +122,10 @@ def test_ambiguous_or_unusual_documents_go_to_pyyaml():
         "topology: ['Ring']",
         "npus_count: [" + "9" * 5000 + "]",  # past Python's digit limit: PyYAML's path says where
         "bandwidth: [1" + "0" * 400 + ".0]",  # overflows a double
+        "a: [1] # x\rb: [2]\n",  # YAML's other line breaks end a comment: b is a key for PyYAML
+        "# h\u2028b: [2]\na: [1]\n",
+        "a: 1 # c\x85b: 2\n",
+        "a: [1] # \x00\n",  # PyYAML refuses the NUL
     ):
         assert flat_yaml(text) is None, text
 

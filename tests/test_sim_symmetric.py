@@ -13,10 +13,10 @@ import pytest
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.generate.llm import generate_llm
 from chakra_pipe.generate.options import resolve_llm
-from chakra_pipe.search.evaluate import GeneratedLayout, simulate_layout
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
 from chakra_pipe.sim.engine import EventQueue
 from chakra_pipe.sim.symmetric import RankSymmetry, SymmetryDeclined, _QuotientAwareNetwork, fit, symmetry_problem
+from chakra_pipe.sweep.generated_layout import GeneratedLayout, simulate_layout
 from chakra_pipe.sweep.shard import metrics
 
 SMALL = {"model": "gpt3-13b", "layers": 4, "hidden": 512, "heads": 8, "ffn": 2048, "vocab": 1024, "seq": 256}

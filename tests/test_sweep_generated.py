@@ -53,8 +53,8 @@ def _plan(tmp_path: Path, workloads: dict, **extra) -> Campaign:
             "platforms": {
                 # 8-GPU nodes × 4: TP and DP nest with the nodes, so the symmetric run is exact
                 "sym": {**SCALEOUT, "axes": {"network.bandwidth": [[400.0, 50.0], [400.0, 25.0]]}},
-                # the aware backend shares links between replicas: the full engine runs
-                "full": {**SCALEOUT, "backend": "congestion_aware"},
+                # a Ring's hop count depends on the NPU pair: the full engine runs
+                "full": {**SCALEOUT, "backend": "congestion_aware", "axes": {"network.topology": [["Ring", "Switch"]]}},
             }
         },
         **extra,
@@ -94,7 +94,7 @@ def test_in_memory_shards_equal_the_rank_file_path(tmp_path):
         assert mem_csv.count(b",ok,") == 3  # three points, none failed
         if name == "gpt":
             assert log.count("symmetric: 2 of 32 ranks simulated") == 2  # the two `sym` points
-            assert log.count("full engine: not symmetric (the congestion_aware backend") == 1
+            assert log.count("full engine: not symmetric (network dimension 0 is a Ring") == 1
             # symmetric points list the representatives' collectives, the full engine every rank's
             full_id = next(p for p in plan.points if p.startswith("full"))
             mem_full = mem_coll[mem_coll.point_id == full_id].reset_index(drop=True)

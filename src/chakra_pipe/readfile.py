@@ -252,6 +252,9 @@ _FLAT_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
 _FLAT_FLOAT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})\.[0-9]{1,18}")
 _FLAT_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _YAML11_WORDS = frozenset({"y", "n", "yes", "no", "true", "false", "on", "off", "null"})
+# Comments may hold any printable ASCII; any other character (YAML's other line breaks \r, \x85,
+# \u2028, \u2029, control characters, a BOM, non-ASCII) goes to PyYAML, which decides what it means.
+_FLAT_UNUSUAL = re.compile(r"[^\n -~]")
 
 
 def _flat_scalar(text: str) -> Any:
@@ -271,6 +274,8 @@ def flat_yaml(text: str) -> dict[str, Any] | None:
     None means "ask PyYAML" (which also reports every error): a line of another form, a tab, a
     duplicate key, a scalar outside the unambiguous subset, or no key at all.
     """
+    if _FLAT_UNUSUAL.search(text):
+        return None
     out: dict[str, Any] = {}
     try:
         for line in text.split("\n"):

@@ -268,6 +268,8 @@ def _packed_varints(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tu
         values, count, ok = _packed_group(arr, starts[a:b], lens[a:b])
         counts.append(count)
         oks.append(ok)
+        if not len(values):  # a group of empty lists says nothing about the width
+            continue
         if wide is None and values.dtype == np.uint32:
             out[at : at + len(values)] = values
             at += len(values)
@@ -619,7 +621,9 @@ class _Decoder:
             for i, lst in lists[fnum].items():
                 counts[i] = len(lst)
             ptr = _ptr(counts)
-            ids = np.zeros(int(ptr[-1]), dtype=_U64)
+            # the width rule of the fast path (ids below 2^28 stay uint32) holds for the spliced lists too
+            narrow = fast_vals.dtype == np.uint32 and all(max(v, default=0) < 1 << 28 for v in lists[fnum].values())
+            ids = np.zeros(int(ptr[-1]), dtype=np.uint32 if narrow else _U64)
             fast = np.flatnonzero(fast_counts)
             if len(fast):
                 fc = fast_counts[fast]

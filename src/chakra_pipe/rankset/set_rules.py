@@ -95,7 +95,7 @@ def check_collectives(ranks: list[RankView], table: GroupTable) -> list[Finding]
                         "collective-mismatch",
                         ERROR,
                         f"{label}: {text} (members {id_list(members)} must issue the same "
-                        "collectives in the same order, or the simulation hangs)",
+                        "collectives in the same order, or the simulation may hang)",
                     )
                 )
     return findings

@@ -131,7 +131,7 @@ def search(spec: SearchSpec, points: list[Point], log=sys.stderr) -> list[dict[s
             elif spec.memory_only:
                 row["verdict"] = "fits"
             else:
-                from .evaluate import GeneratedLayout
+                from ..sweep.generated_layout import GeneratedLayout
 
                 try:
                     generated = generated or GeneratedLayout(*resolved[c], c.label)

@@ -26,6 +26,7 @@ from ..errors import EXIT_INPUT, ChakraPipeError, ConfigError, InputError
 from ..readfile import read_json
 from .backends import AWARE, BACKENDS, DEFAULT, UNAWARE
 from .config import IGNORED_SYSTEM_KEYS, MODELLED_SYSTEM_KEYS
+from .result import finished_line
 
 PROGRAMS = {b.name: b.program for b in BACKENDS}
 # flag -> (kind, default); kinds: path, str, int, float, bool (CmdLineParser.cc)
@@ -237,7 +238,7 @@ def run(argv: list[str], backend: str, stdout: IO[str] = sys.stdout, stderr: IO[
             log(
                 "workload",
                 "info",
-                f"sys[{st.rank}] finished, {st.finish_ns} cycles, exposed communication {st.exposed_comm_ns} cycles.",
+                finished_line(st.rank, st.finish_ns, st.exposed_comm_ns),
                 stdout,
             )
             for line in st.lines():
@@ -246,7 +247,7 @@ def run(argv: list[str], backend: str, stdout: IO[str] = sys.stdout, stderr: IO[
         return 0
     except ChakraPipeError as exc:
         for rank, (t, x) in sorted(getattr(exc, "finished", {}).items()):  # a stopped run: as upstream
-            log("workload", "info", f"sys[{rank}] finished, {t} cycles, exposed communication {x} cycles.", stdout)
+            log("workload", "info", finished_line(rank, t, x), stdout)
         log("astra-sim", "error", exc.line(), stderr)
         return exc.exit_code
     except (OSError, ValueError, RecursionError, MemoryError) as exc:

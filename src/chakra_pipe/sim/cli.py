@@ -71,6 +71,7 @@ def _simulate(args) -> int:
     from ..errors import StuckError
     from ..et.traceset import TraceSet
     from . import load_hardware, simulate
+    from .result import finished_line
 
     for name in ("compute_scale", "comm_scale"):
         if getattr(args, name) != 1.0:
@@ -93,7 +94,7 @@ def _simulate(args) -> int:
         res = simulate(ts, hw)
     except StuckError as exc:  # ASTRA-sim prints the ranks that finished before it stops
         for rank, (t, x) in sorted(exc.finished.items()):
-            print(f"sys[{rank}] finished, {t} cycles, exposed communication {x} cycles.")
+            print(finished_line(rank, t, x))
         raise
     # Files first: printing is the part a closed stdout may cut short.
     if args.output_json:
@@ -101,5 +102,5 @@ def _simulate(args) -> int:
     if args.timeline:
         write_json(args.timeline, res.timeline())
     for rank, (t, x) in enumerate(zip(res.finish_ns, res.exposed_comm_ns)):
-        print(f"sys[{rank}] finished, {t} cycles, exposed communication {x} cycles.")
+        print(finished_line(rank, t, x))
     return 0

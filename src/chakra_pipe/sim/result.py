@@ -15,6 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def finished_line(rank: int, finish_ns: int, exposed_comm_ns: int) -> str:
+    """ASTRA-sim's per-rank result line, the one text the CLI and the drop-in print (finished or stopped runs)."""
+    return f"sys[{rank}] finished, {finish_ns} cycles, exposed communication {exposed_comm_ns} cycles."
+
+
 @dataclass(frozen=True)
 class CollectiveRecord:
     rank: int

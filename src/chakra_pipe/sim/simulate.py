@@ -147,16 +147,18 @@ def simulate(
     # rescan them again and again for nothing (up to half the wall time at 1,024 NPUs).
     was_enabled = gc.isenabled()
     gc.disable()
+    phases_fast = True
     try:
-        try:
-            return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file)
-        except FastPathDeclined:  # a direct phase hit a same-time tie only the event order settles
-            return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast=False)
-        except LinkConflict:  # aware ring messages reach a link out of the order they were evaluated in
-            logger(__name__).info(
-                "aware ring fast path: a link's messages arrive out of evaluation order; rerun message by message"
-            )
-            return _simulate(trace_set, hw, comm_groups, False, comm_groups_file)
+        while True:  # each rerun turns one fast path off, so at most two reruns
+            try:
+                return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast)
+            except FastPathDeclined:  # a direct phase hit a same-time tie only the event order settles
+                phases_fast = False
+            except LinkConflict:  # aware ring messages reach a link out of the order they were evaluated in
+                logger(__name__).info(
+                    "aware ring fast path: a link's messages arrive out of evaluation order; rerun message by message"
+                )
+                fast = False
     finally:
         if was_enabled:
             gc.enable()

@@ -361,6 +361,10 @@ class _Quotient:
     _ends: tuple[int, int]
     _images: dict[tuple[int, int], tuple[int, int]]  # (src, dst) -> (g(src), rep(dst)), a few per representative
 
+    def _quotient(self, sym: RankSymmetry) -> None:
+        """The mixin's state (called by each quotient network's ``__init__`` after the backend's)."""
+        self._sym, self._ends, self._images = sym, (0, 0), {}
+
     def send(self, src: int, dst: int, size: int, tag: int, on_arrival) -> None:
         self._ends = ends = (src, dst)
         image = self._images.get(ends)
@@ -377,7 +381,7 @@ class _QuotientNetwork(_Quotient, CongestionUnawareNetwork):
 
     def __init__(self, cfg, queue, sym: RankSymmetry):
         super().__init__(cfg, queue)
-        self._sym, self._ends, self._images = sym, (0, 0), {}
+        self._quotient(sym)
 
 
 class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
@@ -391,7 +395,7 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
 
     def __init__(self, cfg, queue, sym: RankSymmetry):
         super().__init__(cfg, queue)
-        self._sym, self._ends, self._images = sym, (0, 0), {}
+        self._quotient(sym)
         self._stride = [int(np.prod(cfg.npus_count[:d], dtype=np.int64)) for d in range(len(cfg.npus_count))]
         self._owners: list[int] = []  # the owners of the links of the route being built
         self._senders: dict[int, list[int]] = {}  # id(path) -> the full engine's sender on each hop
@@ -447,7 +451,7 @@ class _QuotientRings:
     for the phase, so the recurrence exists once, in ``system/ring_fast.py``.
     """
 
-    aware = False  # halving-doubling never reaches here (symmetry_problem refuses it)
+    aware = False  # read only for halving-doubling, which symmetry_problem refuses
 
     def __init__(self, network, queue, stats, sym: RankSymmetry):
         self._phase = RingCoordinator(network, queue, stats)

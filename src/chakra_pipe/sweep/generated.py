@@ -20,8 +20,8 @@ from ..et.graph import graph_from_bytes
 from ..et.traceset import TraceSet, named_sha256
 from ..generate.cli import dry_run
 from ..generate.collective import CollectiveSpec, rank_bytes
-from ..search.evaluate import GeneratedLayout
 from .campaign import Workload
+from .generated_layout import GeneratedLayout
 
 
 @dataclass

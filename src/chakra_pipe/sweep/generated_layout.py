@@ -21,8 +21,8 @@ from ..et.traceset import COMM_GROUPS_SUFFIX, TraceSet, comm_groups_text, named_
 from ..generate.llm import TrainingSpec, build_templates, rank_bytes
 from ..generate.models import ModelSpec
 from ..results.metrics import metrics
-from ..sweep.grid import Point
-from ..sweep.shard import hardware_config
+from .grid import Point
+from .shard import hardware_config
 
 log = logger(__name__)
 
