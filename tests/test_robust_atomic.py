@@ -218,6 +218,9 @@ def test_ctrl_c_ends_with_130_one_line_and_no_output(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # a shell without job control starts background jobs with SIGINT ignored, and Python keeps an
+        # inherited SIG_IGN: give the child the default a user's terminal gives it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     time.sleep(3)  # past interpreter start-up, inside loading or checking the million nodes
     assert proc.poll() is None, "validate finished before it could be interrupted"

@@ -119,7 +119,8 @@ def test_hostile_names_run_as_data_through_the_whole_workflow(tmp_path):
         "replay": "never",
         "workloads": {
             "given": {"kind": "trace", "prefix": prefix, "npus": 8},
-            "made": {"kind": "collective", "type": "all_reduce", "npus": 8, "size": "1MiB"},
+            # keep_traces: the generate rule writes the rank files under the hostile tracedir
+            "made": {"kind": "collective", "type": "all_reduce", "npus": 8, "size": "1MiB", "keep_traces": True},
         },
         "hardware": {
             "platforms": {
