@@ -63,9 +63,27 @@ its own. The argument, and what it needs:
    like the direct fast path's ``FastPathDeclined``). By induction on events the full run stays
    symmetric, and each representative's timeline is its own in the full run.
 
-Ring phases on the aware quotient run message by message (the ring fast path's one-sender-per-link
-condition does not hold through a switch shared by TP and DP); the cost is ``Σ`` messages of the
-representatives, e.g. 128 of 16,384 ranks for gpt3-175b (``benchmarks/scale.py``).
+5. *Ring phases.* As on the unaware backend, :class:`_QuotientRings` evaluates each ring phase with
+   ``RingCoordinator.recurrence`` over every member, each starting when its representative did, on
+   the FIFO links of ``ring_links``: member ``i``'s hop ``j`` is the canonical link of its real link,
+   with the full engine's sender on it (``i``'s predecessor's image under the hop owner's
+   translation). Several members may reach one canonical link. (a) At the same hop with the same full
+   sender: their real links are images of each other, and by 3 the canonical link carries, in the
+   full run, one message — the full sender's in the one translate of the group it belongs to, which
+   sends one message per step. ``FifoRingLinks`` gives each entry its own copy of the link's state;
+   the copies must see the same arrival times (checked at every step; equal by symmetry) and so
+   evolve identically: the real link's single message, not two messages contending. (b) Anything
+   else is two messages on one link in one phase, whose FIFO order the recurrence does not time:
+   ``LinkConflict``. Across phases the links' run-time order check (a phase's first message on a
+   link comes after the same sender's last evaluated one, or once another sender's has left it)
+   holds on canonical links with the full engine's senders, i.e. on the real link's traffic (3). The
+   message path (pipeline sends, direct all-to-alls) shares those links: it leaves a sender no ring
+   matches on each link it uses (a ring's first message must wait until it has left), it raises
+   ``LinkConflict`` when it reaches a link no later than a ring message evaluated there, and a phase
+   reaching a link with queued messages raises too. The full engine needs 1-D preconditions so that
+   its check never fires; here the check is the guarantee: any ``LinkConflict`` reruns the quotient
+   message by message (exact, as before, costing one more run), e.g. with two active chunks an NPU
+   runs two phases over one link at once.
 
 **When it holds** (:func:`symmetry_problem` checks before a run, each failed condition a reason the
 caller logs before falling back to the full engine): no rendezvous; every network dimension a

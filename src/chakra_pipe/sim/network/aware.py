@@ -68,6 +68,10 @@ class FifoRingLinks:
             hop_senders = [[s] * len(path) for s, path in zip(senders, paths)]
         hops = max(map(len, paths), default=0)
         self._twins = self._same_messages(paths, hop_senders, hops)
+        self._twin_members = [  # the same pairs as member indices, for the list path
+            [] if tw is None else [(paths_who[a], paths_who[b]) for a, b in zip(tw[0].tolist(), tw[1].tolist())]
+            for tw, paths_who in zip(self._twins, ([i for i, p in enumerate(paths) if len(p) > j] for j in range(hops)))
+        ]
         # hop j: the members whose path has a j-th link, and those links
         self._who = [
             np.asarray([i for i, path in enumerate(paths) if len(path) > j], dtype=np.int64) for j in range(hops)
@@ -155,9 +159,9 @@ class FifoRingLinks:
         for j, free in enumerate(self._free):
             hold, latency, offered = self._hold[j], self._latency[j], self._ready[j]
             first = None if bound is None else bound[j]
-            twins = self._twins[j]
-            if twins is not None and any(t[self._who_lists[j][a]] != t[self._who_lists[j][b]] for a, b in zip(*twins)):
-                raise LinkConflict("the copies of one message reach its link at different times")
+            for a, b in self._twin_members[j]:
+                if t[a] != t[b]:
+                    raise LinkConflict("the copies of one message reach its link at different times")
             for n, i in enumerate(self._who_lists[j]):
                 ready, f = t[i], free[n]
                 if first is not None and ready < first[n]:
