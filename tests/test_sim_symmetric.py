@@ -13,9 +13,8 @@ import pytest
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.generate.llm import generate_llm
 from chakra_pipe.generate.options import resolve_llm
-from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate, symmetric
 from chakra_pipe.sim.engine import EventQueue
-from chakra_pipe.sim import symmetric
 from chakra_pipe.sim.symmetric import RankSymmetry, SymmetryDeclined, _QuotientAwareNetwork, fit, symmetry_problem
 from chakra_pipe.sim.system.ring_fast import RingCoordinator
 from chakra_pipe.sweep.generated_layout import GeneratedLayout, simulate_layout

@@ -438,7 +438,9 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
         link no later than a ring phase's message already evaluated on it (module docstring)."""
         now, sender = self.queue.now, self._senders[id(msg[1])][msg[2]]
         if link.sender >= 0 and now <= link.offered:
-            raise LinkConflict(f"NPU {sender}'s message reaches a link at {now} ns, before a ring message evaluated on it")
+            raise LinkConflict(
+                f"NPU {sender}'s message reaches a link at {now} ns, before a ring message evaluated on it"
+            )
         last = self._last.get(id(link))
         if last is not None and last[0] == now and last[1] != sender:
             raise SymmetryDeclined(
@@ -478,7 +480,8 @@ class _QuotientRings:
 
     The system layer's ``ring_coordinator`` for a quotient run: it collects the representatives'
     starts itself and asks a plain :class:`RingCoordinator` (its public ``recurrence`` and ``links``)
-    for the phase, so the recurrence exists once, in ``system/ring_fast.py``.
+    for the phase, so the recurrence exists once, in ``system/ring_fast.py``. On the aware backend
+    (``aware``) every phase goes through the FIFO links' recurrence (module docstring, item 5).
     """
 
     def __init__(self, network, queue, stats, sym: RankSymmetry, aware: bool = False):
