@@ -3,13 +3,15 @@ order its messages reach the links, instead of giving FIFO times in the wrong or
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 import pytest
 
 from chakra_pipe.sim import NetworkConfig
 from chakra_pipe.sim.engine import EventQueue
 from chakra_pipe.sim.network import make_network
-from chakra_pipe.sim.network.aware import LinkConflict
+from chakra_pipe.sim.network.aware import FifoRingLinks, LinkConflict, _Link
 
 SIZE = 1 << 20
 
@@ -76,3 +78,28 @@ def test_a_reserved_event_runs_in_the_place_it_reserved() -> None:
     q.schedule(0, lambda: q.schedule_reserved(5, place, log.append, "b"))
     q.run()
     assert log == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("arrays", [False, True])
+def test_copies_of_one_message_on_a_canonical_link_are_one_message(arrays: bool) -> None:
+    """The symmetric engine's canonical links: two members whose hop is one link with one sender are
+    the same real message, timed as if alone (not queued behind each other), and must arrive together."""
+    hold, hop = _times()
+    link, other = _Link(700, 100 * (1 << 30) / 1e9), _Link(700, 100 * (1 << 30) / 1e9)
+    links = FifoRingLinks([[link], [link], [other]], SIZE, [5, 5, 6])
+    assert _phase(links, [0, 0, 0], arrays) == [hop] * 3
+    assert link.free_at == hold and link.sender == 5
+    with pytest.raises(LinkConflict, match="copies of one message"):
+        _phase(links, [10**6, 10**6 + 1, 10**6], arrays)
+
+
+def test_two_messages_or_queued_messages_on_one_link_decline() -> None:
+    """Two senders' messages on one link in one phase, or a link with messages queued on the message
+    path: the recurrence cannot time them."""
+    link = _Link(700, 100 * (1 << 30) / 1e9)
+    with pytest.raises(LinkConflict, match="two messages of one ring phase"):
+        FifoRingLinks([[link], [link]], SIZE, [5, 6])
+    links = FifoRingLinks([[link]], SIZE, [5])
+    link.pending = deque([[SIZE, [link], 0, None]])
+    with pytest.raises(LinkConflict, match="queued"):
+        links.begin()

@@ -13,9 +13,10 @@ import pytest
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.generate.llm import generate_llm
 from chakra_pipe.generate.options import resolve_llm
-from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate, symmetric
 from chakra_pipe.sim.engine import EventQueue
 from chakra_pipe.sim.symmetric import RankSymmetry, SymmetryDeclined, _QuotientAwareNetwork, fit, symmetry_problem
+from chakra_pipe.sim.system.ring_fast import RingCoordinator
 from chakra_pipe.sweep.generated_layout import GeneratedLayout, simulate_layout
 from chakra_pipe.sweep.shard import metrics
 
@@ -193,14 +194,44 @@ AWARE_CASES = {
 }
 
 
+# How each case's ring phases ran: by the FIFO ring recurrence on canonical links ("recurrence"), by it
+# until a LinkConflict and then message by message ("rerun": two active chunks put two phases of one NPU
+# on one link at once), or message by message from the start ("messages": direct all-to-alls, no ring).
+RING_PATH = {
+    "256 ranks, ZeRO-1, 2 active chunks, rail × spine": "rerun",
+    "64 ranks, expert all-to-alls (direct), 1-D switch": "messages",
+}
+
+
 @pytest.mark.parametrize("case", sorted(AWARE_CASES))
-def test_symmetric_run_on_the_congestion_aware_backend_equals_the_full_engine(case):
+def test_symmetric_run_on_the_congestion_aware_backend_equals_the_full_engine(case, monkeypatch):
     options, dims, kw, reps = AWARE_CASES[case]
+    runs: list[bool] = []  # ring_fast of each quotient run
+    phases = [0]  # ring phases evaluated by the recurrence
+    run, recurrence = symmetric._run, RingCoordinator.recurrence
+
+    def spy_run(*args, ring_fast):
+        runs.append(ring_fast)
+        return run(*args, ring_fast=ring_fast)
+
+    def spy_recurrence(self, algos):
+        phases[0] += 1
+        return recurrence(self, algos)
+
+    monkeypatch.setattr(symmetric, "_run", spy_run)
+    monkeypatch.setattr(RingCoordinator, "recurrence", spy_recurrence)
     sym, how, full = both(options, hardware(dims, **kw))
     model, spec = resolve_llm(options)
     assert how == f"symmetric: {reps} of {spec.layout.world} ranks simulated"
     assert len(sym.finish_ns) == spec.layout.world
     assert_identical(sym, full)
+    path = RING_PATH.get(case, "recurrence")
+    assert runs == ([True, False] if path == "rerun" else [True])
+    assert (phases[0] > 0) == (path != "messages")
+    if path == "recurrence":  # every message of a representative counted once, as the message path does
+        monkeypatch.setattr(symmetric, "_QuotientRings", lambda *a: None)
+        slow, _ = simulate_layout(model, spec, hardware(dims, **kw), "x")
+        assert (sym.finish_ns, sym.collectives, sym.messages) == (slow.finish_ns, slow.collectives, slow.messages)
 
 
 def test_aware_symmetric_run_equals_both_paths_of_the_full_engine():

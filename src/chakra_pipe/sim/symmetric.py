@@ -63,9 +63,27 @@ its own. The argument, and what it needs:
    like the direct fast path's ``FastPathDeclined``). By induction on events the full run stays
    symmetric, and each representative's timeline is its own in the full run.
 
-Ring phases on the aware quotient run message by message (the ring fast path's one-sender-per-link
-condition does not hold through a switch shared by TP and DP); the cost is ``Σ`` messages of the
-representatives, e.g. 128 of 16,384 ranks for gpt3-175b (``benchmarks/scale.py``).
+5. *Ring phases.* As on the unaware backend, :class:`_QuotientRings` evaluates each ring phase with
+   ``RingCoordinator.recurrence`` over every member, each starting when its representative did, on
+   the FIFO links of ``ring_links``: member ``i``'s hop ``j`` is the canonical link of its real link,
+   with the full engine's sender on it (``i``'s predecessor's image under the hop owner's
+   translation). Several members may reach one canonical link. (a) At the same hop with the same full
+   sender: their real links are images of each other, and by 3 the canonical link carries, in the
+   full run, one message — the full sender's in the one translate of the group it belongs to, which
+   sends one message per step. ``FifoRingLinks`` gives each entry its own copy of the link's state;
+   the copies must see the same arrival times (checked at every step; equal by symmetry) and so
+   evolve identically: the real link's single message, not two messages contending. (b) Anything
+   else is two messages on one link in one phase, whose FIFO order the recurrence does not time:
+   ``LinkConflict``. Across phases the links' run-time order check (a phase's first message on a
+   link comes after the same sender's last evaluated one, or once another sender's has left it)
+   holds on canonical links with the full engine's senders, i.e. on the real link's traffic (3). The
+   message path (pipeline sends, direct all-to-alls) shares those links: it leaves a sender no ring
+   matches on each link it uses (a ring's first message must wait until it has left), it raises
+   ``LinkConflict`` when it reaches a link no later than a ring message evaluated there, and a phase
+   reaching a link with queued messages raises too. The full engine needs 1-D preconditions so that
+   its check never fires; here the check is the guarantee: any ``LinkConflict`` reruns the quotient
+   message by message (exact, as before, costing one more run), e.g. with two active chunks an NPU
+   runs two phases over one link at once.
 
 **When it holds** (:func:`symmetry_problem` checks before a run, each failed condition a reason the
 caller logs before falling back to the full engine): no rendezvous; every network dimension a
@@ -103,7 +121,8 @@ from .config import HardwareConfig
 from .engine import EventQueue
 from .groups import groups_at_start
 from .memory import RemoteMemory
-from .network.aware import CongestionAwareNetwork
+from .network.aware import CongestionAwareNetwork, FifoRingLinks
+from .network.common import LinkConflict
 from .network.switch import SWITCH
 from .network.unaware import CongestionUnawareNetwork
 from .result import SimResult
@@ -117,6 +136,7 @@ log = logger(__name__)
 SYMMETRIC_TOPOLOGIES = ("Switch", "FullyConnected")  # hop count independent of the two NPUs
 SYMMETRIC_ALGORITHMS = ("ring", "direct")  # peers by ring position, so rotations preserve them
 FULL_CHECK = 256  # groups up to this size: every member's translation checked, beyond: ring neighbours
+MESSAGE_PATH = -2  # a link's ``sender`` after a message-path message: never equal to a ring sender
 COLLECTIVES = ("ALL_REDUCE", "REDUCE_SCATTER", "ALL_GATHER", "ALL_TO_ALL")
 
 
@@ -414,8 +434,13 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
         return path
 
     def _offer(self, link, msg: list) -> None:
-        """Decline when two senders' messages reach one link at the same ns (module docstring)."""
+        """Decline when two senders' messages reach one link at the same ns, or a message reaches a
+        link no later than a ring phase's message already evaluated on it (module docstring)."""
         now, sender = self.queue.now, self._senders[id(msg[1])][msg[2]]
+        if link.sender >= 0 and now <= link.offered:
+            raise LinkConflict(
+                f"NPU {sender}'s message reaches a link at {now} ns, before a ring message evaluated on it"
+            )
         last = self._last.get(id(link))
         if last is not None and last[0] == now and last[1] != sender:
             raise SymmetryDeclined(
@@ -423,7 +448,14 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
                 "(the full engine orders them by its global event sequence)"
             )
         self._last[id(link)] = (now, sender)
+        link.sender, link.offered = MESSAGE_PATH, now  # a later ring phase's first message must wait for it
         super()._offer(link, msg)
+
+    def ring_links(self, senders: list[int], receivers: list[int], size: int) -> FifoRingLinks:
+        """The phase's canonical links, each hop with the full engine's sender on it (module docstring,
+        *Ring phases*)."""
+        paths = [self._path(s, r) for s, r in zip(senders, receivers)]
+        return FifoRingLinks(paths, size, senders, [self._senders[id(path)] for path in paths])
 
     def _link(self, key: tuple):
         d, group, a, b = key
@@ -448,13 +480,13 @@ class _QuotientRings:
 
     The system layer's ``ring_coordinator`` for a quotient run: it collects the representatives'
     starts itself and asks a plain :class:`RingCoordinator` (its public ``recurrence`` and ``links``)
-    for the phase, so the recurrence exists once, in ``system/ring_fast.py``.
+    for the phase, so the recurrence exists once, in ``system/ring_fast.py``. On the aware backend
+    (``aware``) every phase goes through the FIFO links' recurrence (module docstring, item 5).
     """
 
-    aware = False  # read only for halving-doubling, which symmetry_problem refuses
-
-    def __init__(self, network, queue, stats, sym: RankSymmetry):
-        self._phase = RingCoordinator(network, queue, stats)
+    def __init__(self, network, queue, stats, sym: RankSymmetry, aware: bool = False):
+        self._phase = RingCoordinator(network, queue, stats, aware)
+        self.aware = aware  # FIFO links: never the closed form (their state carries over)
         self.queue, self.stats, self._sym = queue, stats, sym
         self._waiting: dict[tuple, dict[int, Any]] = {}
         self._rings: dict[int, tuple[list[int], list[int]]] = {}
@@ -485,7 +517,7 @@ class _QuotientRings:
         first = reps[0]
         steps = first.stream_count
         self.stats.messages += steps * len(reps)
-        net = self._uniform_delay(first)
+        net = None if self.aware else self._uniform_delay(first)
         if net is None or any(a.start_ns != first.start_ns for a in reps):
             last, tail, _ = self._phase.recurrence([present[r] for r in rep_of])
             for i, member in enumerate(ring.members):  # the representatives' exits, at their ring positions
@@ -526,24 +558,30 @@ def simulate_symmetric(
     was_enabled = gc.isenabled()
     gc.disable()  # as simulate(): many long-lived small objects, nothing for the collector to free
     try:
-        return _run(graphs, sym, groups, hw)
+        try:
+            return _run(graphs, sym, groups, hw, ring_fast=True)
+        except LinkConflict as conflict:  # the aware ring recurrence met an order it cannot time
+            log.info("symmetric run: ring fast path declined (%s); rerunning message by message", conflict)
+            return _run(graphs, sym, groups, hw, ring_fast=False)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _run(graphs: Mapping[int, Any], sym: RankSymmetry, groups: Mapping[int, list[int]], hw: HardwareConfig):
+def _run(
+    graphs: Mapping[int, Any], sym: RankSymmetry, groups: Mapping[int, list[int]], hw: HardwareConfig, ring_fast: bool
+):
     reps = sym.reps()
     queue = EventQueue()
     stats = RunStats()
     result = SimResult(hw.backend)
     network: CongestionUnawareNetwork | CongestionAwareNetwork
-    coordinator = None  # aware: every representative's message crosses its canonical links one by one
-    if hw.backend == "congestion_aware":
+    aware = hw.backend == "congestion_aware"
+    if aware:
         network = _QuotientAwareNetwork(hw.network, queue, sym)
     else:
         network = _QuotientNetwork(hw.network, queue, sym)
-        coordinator = _QuotientRings(network, queue, stats, sym)
+    coordinator = _QuotientRings(network, queue, stats, sym, aware) if ring_fast or not aware else None
     rep_set = set(reps)
     start = groups_at_start({g: m for g, m in groups.items() if not rep_set.isdisjoint(m)}, sym.world, reps)
     rings: dict = {}

@@ -40,8 +40,13 @@ class FifoRingLinks:
 
     Member ``i``'s message crosses its path's links in order; on each ``start = max(ready, free_at)``,
     the link is busy until ``start + hold`` and the message reaches the next device at
-    ``start + latency``. Paths may differ in length (a sub-group ring on a Ring topology); no two
-    members' paths share a link (checked here). Link free times carry over from phase to phase
+    ``start + latency``. Paths may differ in length (a sub-group ring on a Ring topology). No two
+    messages share a link: a shared link raises :class:`LinkConflict` here, except where two paths
+    carry *one* message — the same sender (``senders``, or per hop ``hop_senders``) on the same hop
+    index. That happens only in the symmetric engine, whose links are canonical links standing for
+    a whole orbit (``sim/symmetric.py``): there each such entry keeps its own copy of the link's
+    state, the copies must see the same arrival times (checked at every step, else
+    ``LinkConflict``) and so evolve identically. Link free times carry over from phase to phase
     through the links themselves.
 
     Exact when, on every link, the messages are evaluated in the order they reach it, which is
@@ -56,18 +61,24 @@ class FifoRingLinks:
     message starts at that ns whichever event runs first.
     """
 
-    def __init__(self, paths: list[list[_Link]], size: int, senders: list[int]):
-        every = [link for path in paths for link in path]
-        if len(set(map(id, every))) != len(every):
-            raise RuntimeError("ring fast path on paths that share a link (not exact)")
+    def __init__(
+        self, paths: list[list[_Link]], size: int, senders: list[int], hop_senders: list[list[int]] | None = None
+    ):
+        if hop_senders is None:
+            hop_senders = [[s] * len(path) for s, path in zip(senders, paths)]
         hops = max(map(len, paths), default=0)
+        self._twins = self._same_messages(paths, hop_senders, hops)
+        self._twin_members = [  # the same pairs as member indices, for the list path
+            [] if tw is None else [(paths_who[a], paths_who[b]) for a, b in zip(tw[0].tolist(), tw[1].tolist())]
+            for tw, paths_who in zip(self._twins, ([i for i, p in enumerate(paths) if len(p) > j] for j in range(hops)))
+        ]
         # hop j: the members whose path has a j-th link, and those links
         self._who = [
             np.asarray([i for i, path in enumerate(paths) if len(path) > j], dtype=np.int64) for j in range(hops)
         ]
         self._who_lists = [who.tolist() for who in self._who]
         self._hops = [[path[j] for path in paths if len(path) > j] for j in range(hops)]
-        self._senders = [[senders[i] for i in who.tolist()] for who in self._who]
+        self._senders = [[hop_senders[i][j] for i in who.tolist()] for j, who in enumerate(self._who)]
         times = [[link.times(size) for link in hop] for hop in self._hops]
         self._latency = [[t[0] for t in hop] for hop in times]
         self._hold = [[t[1] for t in hop] for hop in times]
@@ -78,9 +89,32 @@ class FifoRingLinks:
         self._ready: list = []  # per hop: when the phase's latest messages reached the links
         self._bound: list | None = None  # per hop: the earliest ns each link may take the phase's first message
 
+    def _same_messages(self, paths: list[list[_Link]], hop_senders: list[list[int]], hops: int) -> list:
+        """Per hop, ``(later, first)`` positions (among the members that have that hop) whose link is
+        one already used at that hop by the same sender; raises :class:`LinkConflict` for any other
+        sharing (two messages on one link, which the recurrence cannot order)."""
+        seen: dict[int, tuple[int, int, int]] = {}  # id(link) -> (hop, sender, position in hop)
+        twins: list[tuple[list[int], list[int]]] = [([], []) for _ in range(hops)]
+        count = [0] * hops
+        for i, path in enumerate(paths):
+            for j, link in enumerate(path):
+                n = count[j]
+                count[j] += 1
+                first = seen.setdefault(id(link), (j, hop_senders[i][j], n))
+                if first[2] == n and first[0] == j:
+                    continue
+                if first[:2] != (j, hop_senders[i][j]):
+                    raise LinkConflict("two messages of one ring phase cross one link")
+                twins[j][0].append(n)
+                twins[j][1].append(first[2])
+        return [(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)) if a else None for a, b in twins]
+
     def begin(self, arrays: bool = True) -> None:
         """Load the links' free times; ``arrays``: step with numpy (large rings) or plain lists (small
-        rings, where array calls cost more than the few members they update)."""
+        rings, where array calls cost more than the few members they update). A link with messages
+        queued on the message path declines (its ``free_at`` does not cover them)."""
+        if any(link.pending for hop in self._hops for link in hop):
+            raise LinkConflict("a ring phase reaches a link with messages queued on the message path")
         self._arrays = arrays
         self._free = [[link.free_at for link in hop] for hop in self._hops]
         self._ready = [[link.offered for link in hop] for hop in self._hops]
@@ -112,6 +146,9 @@ class FifoRingLinks:
             ready = self._ready[j] = t[who]
             if bound is not None and (ready < bound[j]).any():
                 raise LinkConflict("ring messages reach a link out of the order the phases are evaluated in")
+            twins = self._twins[j]
+            if twins is not None and (ready[twins[0]] != ready[twins[1]]).any():
+                raise LinkConflict("the copies of one message reach its link at different times")
             start = np.maximum(ready, free)
             self._free[j] = start + self._hold_a[j]
             t[who] = start + self._latency_a[j]
@@ -122,6 +159,9 @@ class FifoRingLinks:
         for j, free in enumerate(self._free):
             hold, latency, offered = self._hold[j], self._latency[j], self._ready[j]
             first = None if bound is None else bound[j]
+            for a, b in self._twin_members[j]:
+                if t[a] != t[b]:
+                    raise LinkConflict("the copies of one message reach its link at different times")
             for n, i in enumerate(self._who_lists[j]):
                 ready, f = t[i], free[n]
                 if first is not None and ready < first[n]:
