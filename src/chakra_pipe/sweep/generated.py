@@ -12,39 +12,24 @@ written only for workloads that ask (``keep_traces: true``) or that a file-readi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..et.graph import graph_from_bytes
-from ..et.traceset import TraceSet, named_sha256
 from ..generate.cli import dry_run
 from ..generate.collective import CollectiveSpec, rank_bytes
 from .campaign import Workload
-from .generated_layout import GeneratedLayout
+from .generated_layout import GeneratedLayout, InMemorySet
 
 
-@dataclass
-class GeneratedCollective:
+class GeneratedCollective(InMemorySet):
     """A ``generate collective`` microbenchmark in memory; always the full engine (its one group spans
     every rank, which the symmetric run leaves to the full engine), decoded once for all points."""
 
-    spec: CollectiveSpec
-    name: str
-    _traces: TraceSet | None = field(default=None, repr=False)
+    def __init__(self, spec: CollectiveSpec, name: str):
+        self.spec, self.name, self.world = spec, name, spec.npus
 
     def rank_bytes(self, rank: int) -> bytes:
         return rank_bytes(self.spec, rank)
-
-    def traces(self) -> TraceSet:
-        if self._traces is None:
-            ranks = [graph_from_bytes(self.rank_bytes(r), f"{self.name}.{r}.et") for r in range(self.spec.npus)]
-            self._traces = TraceSet(prefix=self.name, files=[], ranks=ranks)
-        return self._traces
-
-    def sha256(self) -> str:
-        """The digest ``TraceSet.sha256`` gives this set's files (the collective writes no comm groups)."""
-        return named_sha256((f"{self.name}.{r}.et", [self.rank_bytes(r)]) for r in range(self.spec.npus))
 
     def simulate(self, hw: Any) -> tuple[Any, str]:
         from ..sim import simulate

@@ -27,7 +27,40 @@ from .shard import hardware_config
 log = logger(__name__)
 
 
-class GeneratedLayout:
+class InMemorySet:
+    """A rank set held as the bytes its files would hold (``{name}.{r}.et`` for ``world`` ranks, plus
+    the comm-group file when ``groups_json`` is set): decoded once for every point that needs all
+    ranks, and hashed as :func:`chakra_pipe.et.traceset.files_sha256` hashes the files. Subclasses
+    give ``rank_bytes``."""
+
+    name: str
+    world: int
+    groups_json: dict[str, list[int]] | None = None
+    _traces: TraceSet | None = None
+
+    def rank_bytes(self, rank: int) -> bytes:
+        raise NotImplementedError
+
+    def graph(self, rank: int) -> Any:
+        return graph_from_bytes(self.rank_bytes(rank), f"{self.name}.{rank}.et")
+
+    def traces(self) -> TraceSet:
+        if self._traces is None:
+            groups = None if self.groups_json is None else {int(k): v for k, v in self.groups_json.items()}
+            ranks = [self.graph(r) for r in range(self.world)]
+            self._traces = TraceSet(prefix=self.name, files=[], ranks=ranks, comm_groups=groups)
+        return self._traces
+
+    def sha256(self) -> str:
+        """The digest ``TraceSet.sha256`` gives this set's files, computed without writing them."""
+        files = ((f"{self.name}.{r}.et", [self.rank_bytes(r)]) for r in range(self.world))
+        if self.groups_json is None:
+            return named_sha256(files)
+        groups = (f"{self.name}{COMM_GROUPS_SUFFIX}", [comm_groups_text(self.groups_json).encode()])
+        return named_sha256(itertools.chain(files, [groups]))
+
+
+class GeneratedLayout(InMemorySet):
     """One layout's step, generated at most once however many hardware points simulate it.
 
     The representatives' graphs (symmetric runs) and the full rank set (fall-backs) are built on
@@ -40,11 +73,11 @@ class GeneratedLayout:
         self.model, self.spec, self.name = model, spec, name
         layout = spec.layout
         self.symmetry = RankSymmetry(layout.tp, layout.dp, layout.pp, layout.ep)
+        self.world = layout.world
         self.groups_json = layout.comm_groups()
         self.groups = {int(k): v for k, v in self.groups_json.items()}
         self._graphs: dict[int, Any] = {}  # rank -> graph, the representatives generated so far
         self._templates: tuple[bytes, list] | None = None
-        self._traces: TraceSet | None = None
 
     def rank_bytes(self, rank: int) -> bytes:
         """Rank ``rank``'s ``.et`` content, as ``generate llm`` writes it (templates built once)."""
@@ -60,20 +93,8 @@ class GeneratedLayout:
         reps = (symmetry or self.symmetry).reps()
         for r in reps:
             if r not in self._graphs:
-                self._graphs[r] = graph_from_bytes(self.rank_bytes(r), f"{self.name}.{r}.et")
+                self._graphs[r] = self.graph(r)
         return {r: self._graphs[r] for r in reps}
-
-    def sha256(self) -> str:
-        """The digest ``TraceSet.sha256`` gives this layout's files, computed without writing them."""
-        files = ((f"{self.name}.{r}.et", [self.rank_bytes(r)]) for r in range(self.spec.layout.world))
-        groups = (f"{self.name}{COMM_GROUPS_SUFFIX}", [comm_groups_text(self.groups_json).encode()])
-        return named_sha256(itertools.chain(files, [groups]))
-
-    def traces(self) -> TraceSet:
-        if self._traces is None:
-            ranks = [graph_from_bytes(self.rank_bytes(r), f"{self.name}.{r}.et") for r in range(self.spec.layout.world)]
-            self._traces = TraceSet(prefix=self.name, files=[], ranks=ranks, comm_groups=self.groups)
-        return self._traces
 
     def simulate(self, hw: Any, symmetric: bool = True) -> tuple[Any, str]:
         """The simulation on ``hw`` and how it ran (``"symmetric: …"`` or ``"full engine: …"``).
