@@ -12,9 +12,12 @@ import io
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from conftest import validated
 
 from chakra_pipe.cli import main
+from chakra_pipe.errors import ConfigError
+from chakra_pipe.generate import limits
 from chakra_pipe.results import collectives
 from chakra_pipe.sweep.campaign import Campaign
 from chakra_pipe.sweep.shard import run_shard
@@ -140,3 +143,46 @@ def test_generator_options_change_the_shard_digest(tmp_path):
     assert kept.shard_digest("gpt", 0) == _plan(
         tmp_path, {"gpt": {**GPT, "keep_traces": True, "microbatches": 4}}
     ).shard_digest("gpt", 0)
+
+
+def test_in_memory_sets_are_not_held_to_the_rank_file_limit(tmp_path, monkeypatch):
+    """The rank-file limit protects the disk: an in-memory set writes nothing, so only a set whose files
+    are written is refused by it (naming the config key), and a full-engine fall-back, which holds as
+    many graphs as the files, keeps it. Lowered to 8 files so a 32-rank step is past it."""
+    monkeypatch.setattr(limits, "MAX_RANK_FILES", 8)
+    for spec, key, what in (
+        ({**GPT, "keep_traces": True}, "workloads.gpt.dp", "would write 32 rank files (limit 8;"),
+        (
+            {"kind": "collective", "type": "all_reduce", "npus": 32, "size": "1MiB"},
+            "workloads.gpt.npus",  # a collective always runs on the full engine
+            "the full engine would hold all 32 ranks in memory (limit 8, as for rank files): a collective",
+        ),
+    ):
+        with pytest.raises(ConfigError) as refused:
+            _plan(tmp_path, {"gpt": spec})
+        assert refused.value.where == key and refused.value.what.startswith(what), refused.value.line()
+    with monkeypatch.context() as m:  # an in-memory set has limits too (a typo must not cost the machine)
+        m.setattr(limits, "MAX_MEMORY_RANKS", 16)
+        with pytest.raises(ConfigError) as refused:
+            _plan(tmp_path, {"gpt": GPT})
+        key, what = "workloads.gpt.dp", "would generate 32 ranks in memory (limit 16)"
+        assert refused.value.where == key and refused.value.what.startswith(what), refused.value.line()
+    plan = _plan(tmp_path, {"gpt": GPT})
+    plan.write(tmp_path / "plan.json")
+    assert Campaign.load(tmp_path / "plan.json").workloads["gpt"].in_memory
+    log = io.StringIO()
+    assert run_shard(plan, "gpt", 0, tmp_path / "mem.csv", log=log) == 1  # the `full` point
+    assert not Path(plan.workloads["gpt"].prefix).parent.exists()
+    assert log.getvalue().count("symmetric: 2 of 32 ranks simulated") == 2
+    mem = pd.read_csv(tmp_path / "mem.csv", dtype=str).set_index("point_id")
+    full_id = next(p for p in plan.points if p.startswith("full"))
+    assert mem.loc[full_id, "status"].startswith(
+        "InputError: gpt: the full engine would hold all 32 ranks in memory (limit 8, as for rank files): "
+        "not symmetric (network dimension 0 is a Ring"
+    )
+    monkeypatch.undo()  # the same points from the written files, on the full engine
+    assert run_shard(plan, "gpt", 0, tmp_path / "files.csv", prefix=_written(plan, "gpt")) == 0
+    files = pd.read_csv(tmp_path / "files.csv", dtype=str).set_index("point_id")
+    sym = [p for p in plan.points if p != full_id]
+    assert len(sym) == 2 and mem.loc[sym].equals(files.loc[sym])  # step times, metrics, trace_sha256
+    assert (mem.loc[sym, "status"] == "ok").all() and (mem.loc[sym, "step_time_ns"].astype(int) > 0).all()

@@ -84,9 +84,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_llm, prepare=_llm_spec)
 
 
-def dry_run(argv: list[str]) -> Any:
+def dry_run(argv: list[str], in_memory: bool = False) -> Any:
     """Every check ``chakra-pipe generate ARGV --out X`` makes before it writes a file, writing none;
     returns what the generator would be called with (a ``CollectiveSpec``, or ``(model, spec)``).
+    ``in_memory``: the set is simulated in memory (a campaign's shard job), so the output limits are
+    those of memory, not of rank files (:mod:`.limits`).
 
     The workflow calls this while planning, so a workload the generator would refuse (unknown model,
     a negative size, ``ep`` not dividing ``dp``) fails the plan naming its config key, not one job
@@ -102,14 +104,21 @@ def dry_run(argv: list[str]) -> Any:
         message = errors.getvalue().strip().splitlines()[-1].split(": error: ", 1)[-1]
         flag = re.match(r"argument (--[\w-]+)", message)
         raise InputError(message, where=flag.group(1) if flag else None) from None
-    return args.prepare(args)
+    return args.prepare(args, in_memory)
 
 
-def _collective_spec(args: argparse.Namespace):
-    from .collective import CollectiveSpec
+def _collective_spec(args: argparse.Namespace, in_memory: bool = False):
+    """The collective of the arguments, checked as ``generate_collective`` checks them; in memory it
+    runs on the full engine, which holds every rank (:func:`.limits.check_full_engine`)."""
+    from .collective import CollectiveSpec, check_collective
+    from .limits import check_full_engine
     from .sizes import parse_size
 
-    return CollectiveSpec(args.collective, args.npus, parse_size(args.size), args.iterations)
+    spec = CollectiveSpec(args.collective, args.npus, parse_size(args.size), args.iterations)
+    check_collective(spec, allow_large=args.allow_large, in_memory=in_memory)
+    if in_memory and not args.allow_large:
+        check_full_engine(spec.npus, "a collective microbenchmark", "--npus")
+    return spec
 
 
 def _collective(args: argparse.Namespace) -> int:
@@ -121,8 +130,9 @@ def _collective(args: argparse.Namespace) -> int:
     return 0
 
 
-def _llm_spec(args: argparse.Namespace):
-    """(model, training spec) of the arguments, checked as ``generate_llm`` checks them."""
+def _llm_spec(args: argparse.Namespace, in_memory: bool = False):
+    """(model, training spec) of the arguments, checked as ``generate_llm`` checks them (in memory:
+    against the memory limits, :mod:`.limits`)."""
     from .limits import check_output
     from .llm import check_llm
     from .options import LLM_FLAGS, resolve_llm
@@ -130,12 +140,16 @@ def _llm_spec(args: argparse.Namespace):
     degrees = {"--dp": args.dp, "--tp": args.tp, "--pp": args.pp}
     if min(degrees.values()) >= 1:  # before Layout numbers its groups, which is O(world)
         check_output(
-            args.dp * args.tp * args.pp, 0, max(degrees, key=degrees.__getitem__), allow_large=args.allow_large
+            args.dp * args.tp * args.pp,
+            0,
+            max(degrees, key=degrees.__getitem__),
+            allow_large=args.allow_large,
+            in_memory=in_memory,
         )
     opts = {k: getattr(args, k) for k in LLM_FLAGS}
     opts["no_metadata_node"] = args.no_metadata_node
     model, spec = resolve_llm({k: v for k, v in opts.items() if v is not None})
-    check_llm(model, spec, allow_large=args.allow_large)
+    check_llm(model, spec, allow_large=args.allow_large, in_memory=in_memory)
     return model, spec
 
 

@@ -76,16 +76,22 @@ class CollectiveSpec:
         return out
 
 
-def generate_collective(
-    spec: CollectiveSpec, out_prefix: str | os.PathLike, *, allow_large: bool = False
-) -> list[Path]:
-    """Write ``PREFIX.<rank>.et`` for every rank; returns the paths in rank order."""
+def check_collective(spec: CollectiveSpec, *, allow_large: bool = False, in_memory: bool = False) -> None:
+    """The output-size check :func:`generate_collective` makes (the workflow makes it at plan time)."""
     check_output(
         spec.npus,
         spec.npus * spec.iterations,
         "--iterations" if spec.iterations > spec.npus else "--npus",
         allow_large=allow_large,
+        in_memory=in_memory,
     )
+
+
+def generate_collective(
+    spec: CollectiveSpec, out_prefix: str | os.PathLike, *, allow_large: bool = False
+) -> list[Path]:
+    """Write ``PREFIX.<rank>.et`` for every rank; returns the paths in rank order."""
+    check_collective(spec, allow_large=allow_large)
     clear_rank_set(out_prefix)
     for rank in write_order(spec.npus):
         write_trace(f"{out_prefix}.{rank}.et", _metadata(), spec.nodes(rank))

@@ -502,7 +502,7 @@ class GeneratedSet:
     flops: int
 
 
-def check_llm(model: ModelSpec, spec: TrainingSpec, *, allow_large: bool = False) -> str:
+def check_llm(model: ModelSpec, spec: TrainingSpec, *, allow_large: bool = False, in_memory: bool = False) -> str:
     """The checks ``generate_llm`` makes before writing (the workflow makes them at plan time): a lower
     bound of the output size, then the shape. Returns the option to name if the exact node count, known
     once the templates are built, is too large."""
@@ -515,6 +515,7 @@ def check_llm(model: ModelSpec, spec: TrainingSpec, *, allow_large: bool = False
         layout.world * spec.microbatches * 2 * (model.layers // layout.pp),
         option,
         allow_large=allow_large,
+        in_memory=in_memory,
     )
     check_shape(model, layout)
     return option

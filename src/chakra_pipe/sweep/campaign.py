@@ -220,7 +220,6 @@ class Campaign:
             if kind == "capture" and not do_capture:
                 continue
             workloads[wname] = _workload(wname, spec, tracedir, name, do_replay)
-            _check_workload(workloads[wname], root)
             for v in variants(wname, kind, spec, workloads[wname].npus):
                 if v["name"] in (config.get("workloads") or {}) or v["name"] in workloads:
                     raise ConfigError(
@@ -247,6 +246,7 @@ class Campaign:
             w.in_memory = w.kind in ("collective", "llm") and not (
                 w.spec.get("keep_traces") or w.replay or w.name in sources
             )
+            _check_workload(w, root)  # once in_memory is known: it decides the generators' limits
             allowed = w.spec.get("platforms")
             ids = [p.id for p in points_list if p.npus == w.npus and (not allowed or p.platform in allowed)]
             if not ids:
@@ -431,15 +431,16 @@ def _workload(name: str, spec: dict[str, Any], tracedir: str, campaign: str, do_
 def _check_workload(w: Workload, root: Path) -> None:
     """Refuse now what would fail only inside the workload's job, naming the config key.
 
-    Generated workloads go through every check ``chakra-pipe generate`` makes before writing; a
-    captured model must exist; an existing trace set must hold exactly ``npus`` rank files.
+    Generated workloads go through every check ``chakra-pipe generate`` makes before writing (an
+    in-memory set against the memory limits, not the rank-file ones: it writes nothing); a captured
+    model must exist; an existing trace set must hold exactly ``npus`` rank files.
     """
     where = f"workloads.{w.name}"
     if w.kind in ("collective", "llm"):
         from ..generate.cli import dry_run
 
         try:
-            dry_run(w.generate_args())
+            dry_run(w.generate_args(), w.in_memory)
         except InputError as exc:
             key = f"{where}.{exc.where.lstrip('-')}" if exc.where else where
             raise ConfigError(exc.what, file="config", where=key) from None

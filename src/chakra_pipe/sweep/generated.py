@@ -42,7 +42,7 @@ def generated_set(w: Workload) -> GeneratedLayout | GeneratedCollective:
 
     Named as its files would be (the prefix's last component), so the digest and any error name them.
     """
-    prepared = dry_run(w.generate_args())
+    prepared = dry_run(w.generate_args(), in_memory=True)
     name = Path(w.prefix).name
     if w.kind == "llm":
         model, spec = prepared

@@ -18,6 +18,7 @@ from typing import Any
 from ..console import logger
 from ..et.graph import graph_from_bytes
 from ..et.traceset import COMM_GROUPS_SUFFIX, TraceSet, comm_groups_text, named_sha256
+from ..generate.limits import check_full_engine
 from ..generate.llm import TrainingSpec, build_templates, rank_bytes
 from ..generate.models import ModelSpec
 from ..results.metrics import metrics
@@ -119,6 +120,7 @@ class GeneratedLayout(InMemorySet):
                     problem = f"declined: {declined}"
             why = f"not symmetric ({problem})"
             log.warning("%s: full engine: %s", self.name, why)
+        check_full_engine(self.world, why, self.name)
         return simulate(self.traces(), hw), f"full engine: {why}"
 
     def evaluate(self, point: Point) -> tuple[dict[str, int], str]:
