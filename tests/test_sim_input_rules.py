@@ -156,6 +156,35 @@ def test_a_receive_of_another_size_stops_after_the_sender_finished(tmp_path, cap
     assert len(lines) == 1 and lines[0].endswith(f"[workload] [info] {finished}")
 
 
+def test_a_stopped_run_prints_its_finished_ranks_in_finish_order(tmp_path, capsys, monkeypatch):
+    # ASTRA-sim prints a rank's `finished` line when the rank finishes (astra-sim-semantics.md §1; the
+    # conformance log's lines come in time order, not rank order), so the ranks that finished before
+    # the run stopped are listed by finish time: rank 2's send at 501 ns, rank 1 at 2 µs, rank 0 at 5 µs
+    ranks = [[node(1, dur=5)], [node(1, dur=2)], [p2p(1, True, 2, 3, size=64)], [p2p(1, False, 3, 2, size=128)]]
+    prefix = write_set(tmp_path, ranks)
+    with pytest.raises(SetStuck) as exc:
+        simulate(TraceSet.load(prefix), hw(4))
+    assert list(exc.value.finished.items()) == [(2, (501, 501)), (1, (2000, 0)), (0, (5000, 0))]
+    (tmp_path / "sys.json").write_text(json.dumps(SYSTEM))
+    (tmp_path / "n.yml").write_text("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+    argv = [
+        f"--workload-configuration={prefix}",
+        f"--system-configuration={tmp_path / 'sys.json'}",
+        f"--network-configuration={tmp_path / 'n.yml'}",
+    ]
+    lines = [
+        "sys[2] finished, 501 cycles, exposed communication 501 cycles.",
+        "sys[1] finished, 2000 cycles, exposed communication 0 cycles.",
+        "sys[0] finished, 5000 cycles, exposed communication 0 cycles.",
+    ]
+    assert cli.main(["simulate", *argv]) == EXIT_STUCK
+    assert capsys.readouterr().out.splitlines() == lines
+    monkeypatch.chdir(tmp_path)  # the drop-in writes log/ here
+    out = io.StringIO()
+    assert astrasim.run(argv, "congestion_unaware", out, io.StringIO()) == EXIT_STUCK
+    assert [line.split("[workload] [info] ", 1)[1] for line in out.getvalue().splitlines()] == lines
+
+
 def test_collective_sizes_that_differ_stop_the_group(tmp_path):
     prefix = write_set(tmp_path, [[sizes_coll(1, 1 << 20)], [sizes_coll(1, 2 << 20)]])
     with pytest.raises(SetStuck) as exc:

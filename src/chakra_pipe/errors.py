@@ -50,8 +50,9 @@ class StuckError(ChakraPipeError):
     """A simulation or replay that cannot finish; ``stuck`` maps rank to the blocked node ids.
 
     ``finished`` maps each rank of a stopped simulation that did finish to ``(finish_ns,
-    exposed_comm_ns)``: ASTRA-sim prints those ranks' ``finished`` lines before it stops, and so does
-    ``simulate``.
+    exposed_comm_ns)``, in the order the ranks finished: ASTRA-sim prints a rank's ``finished`` line
+    when the rank finishes, so the lines of a run that then stops come in that order, and ``simulate``
+    prints them so.
     """
 
     exit_code = EXIT_STUCK

@@ -246,7 +246,7 @@ def run(argv: list[str], backend: str, stdout: IO[str] = sys.stdout, stderr: IO[
         log("system", "warning", "Exiting", stdout)
         return 0
     except ChakraPipeError as exc:
-        for rank, (t, x) in sorted(getattr(exc, "finished", {}).items()):  # a stopped run: as upstream
+        for rank, (t, x) in getattr(exc, "finished", {}).items():  # a stopped run: as upstream, in finish order
             log("workload", "info", finished_line(rank, t, x), stdout)
         log("astra-sim", "error", exc.line(), stderr)
         return exc.exit_code

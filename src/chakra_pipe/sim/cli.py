@@ -93,7 +93,7 @@ def _simulate(args) -> int:
     try:
         res = simulate(ts, hw)
     except StuckError as exc:  # ASTRA-sim prints the ranks that finished before it stops
-        for rank, (t, x) in sorted(exc.finished.items()):
+        for rank, (t, x) in exc.finished.items():  # in finish order
             print(finished_line(rank, t, x))
         raise
     # Files first: printing is the part a closed stdout may cut short.

@@ -56,6 +56,9 @@ class SimResult:
     idle_ns: list[int] = field(default_factory=list)
     collectives: list[CollectiveRecord] = field(default_factory=list)
     messages: int = 0
+    # Ranks in the order they finished (time, then event order): ASTRA-sim prints each rank's
+    # ``finished`` line when it finishes, so a stopped run lists its finished ranks in this order.
+    finish_order: list[int] = field(default_factory=list, repr=False)
     _workloads: list = field(default_factory=list, repr=False)  # per-rank issue loops, for timeline()
 
     def add_collective(self, rank: int, node_id: int, kind: str, nbytes: int, group: str, start: int, end: int) -> None:

@@ -214,7 +214,8 @@ def _simulate(
 
         cycle = queue_deadlock([w.sys for w in workloads])
         why = None if cycle is None else explain(cycle, workloads[0].sys.threshold, hw.system.preferred_dataset_splits)
-        finished = {w.rank: (w.finish_ns, w.finish_ns - w.hardware.tics_gpu) for w in workloads if w.finished}
+        done = (workloads[r] for r in result.finish_order)
+        finished = {w.rank: (w.finish_ns, w.finish_ns - w.hardware.tics_gpu) for w in done}
         raise analysis.stuck_error(stuck, why, finished)  # exit 3, printed as set-deadlock problem lines
     result.messages = stats.messages
     result.finalize(workloads)

@@ -182,6 +182,7 @@ class Workload:
         if not self.free and not self.ongoing and self.done_count == len(self.t.ids):
             self.finished = True
             self.finish_ns = self.sys.now
+            self.res.finish_order.append(self.rank)
         # With nothing free or in flight but nodes left (a dependency cycle), the rank stays
         # unfinished and simulate() reports it stuck instead of a silent partial result.
 
