@@ -46,6 +46,19 @@ def refusal(tmp_path: Path, ranks, splits: int = 1) -> list[tuple[str, int | Non
     return [(Path(f.file).name, f.node, f.rule) for f in exc.value.problems]
 
 
+def astrasim_argv(tmp_path: Path, prefix: str, npus: int) -> list[str]:
+    """ASTRA-sim's arguments for ``prefix`` on :func:`test_rankset.hw`'s ring (files written to ``tmp_path``)."""
+    (tmp_path / "sys.json").write_text(json.dumps(SYSTEM))
+    (tmp_path / "n.yml").write_text(
+        f"topology: [ Ring ]\nnpus_count: [ {npus} ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n"
+    )
+    return [
+        f"--workload-configuration={prefix}",
+        f"--system-configuration={tmp_path / 'sys.json'}",
+        f"--network-configuration={tmp_path / 'n.yml'}",
+    ]
+
+
 def non_integer_size() -> schema.Node:
     n = node(1, COLL, comm_type=schema.ALL_REDUCE, pg_name="0")
     n.attr.append(make_attr("comm_size", "1 MiB", "string_val"))
@@ -136,13 +149,7 @@ def test_messages_match_by_size_so_a_channel_received_in_another_order_finishes(
 
 def test_a_receive_of_another_size_stops_after_the_sender_finished(tmp_path, capsys, monkeypatch):
     prefix = write_set(tmp_path, [[p2p(1, True, 0, 1, size=64)], [p2p(1, False, 1, 0, size=128)]])
-    (tmp_path / "sys.json").write_text(json.dumps(SYSTEM))
-    (tmp_path / "n.yml").write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
-    argv = [
-        f"--workload-configuration={prefix}",
-        f"--system-configuration={tmp_path / 'sys.json'}",
-        f"--network-configuration={tmp_path / 'n.yml'}",
-    ]
+    argv = astrasim_argv(tmp_path, prefix, 2)
     finished = "sys[0] finished, 501 cycles, exposed communication 501 cycles."
     assert cli.main(["simulate", *argv]) == EXIT_STUCK
     out, err = capsys.readouterr()
@@ -165,13 +172,7 @@ def test_a_stopped_run_prints_its_finished_ranks_in_finish_order(tmp_path, capsy
     with pytest.raises(SetStuck) as exc:
         simulate(TraceSet.load(prefix), hw(4))
     assert list(exc.value.finished.items()) == [(2, (501, 501)), (1, (2000, 0)), (0, (5000, 0))]
-    (tmp_path / "sys.json").write_text(json.dumps(SYSTEM))
-    (tmp_path / "n.yml").write_text("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
-    argv = [
-        f"--workload-configuration={prefix}",
-        f"--system-configuration={tmp_path / 'sys.json'}",
-        f"--network-configuration={tmp_path / 'n.yml'}",
-    ]
+    argv = astrasim_argv(tmp_path, prefix, 4)
     lines = [
         "sys[2] finished, 501 cycles, exposed communication 501 cycles.",
         "sys[1] finished, 2000 cycles, exposed communication 0 cycles.",
