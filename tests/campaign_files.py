@@ -1,4 +1,4 @@
-"""Campaign outputs written by hand for report tests: shard rows, a capture and a replay result.
+"""Campaign configs and outputs written by hand for tests: a config, shard rows, a capture and a replay result.
 
 Why: the report, fidelity and aggregate tests need a campaign whose jobs "ran" without running them;
 one writer keeps their files in the form the workflow writes (``SHARD_COLUMNS``, ``capture.json``,
@@ -13,6 +13,21 @@ from typing import Any
 
 from chakra_pipe.results.csvtext import rows_csv
 from chakra_pipe.results.schema import NS_METRICS, SHARD_COLUMNS
+
+
+def campaign_config(tmp_path: Path, name: str, workloads: dict, platforms: dict, **extra: Any) -> dict:
+    """A campaign config over generated or existing traces (no capture, no replay) whose traces and
+    reports go under ``tmp_path``; ``extra`` adds or replaces top-level keys."""
+    return {
+        "campaign": name,
+        "tracedir": str(tmp_path / "traces"),
+        "outdir": str(tmp_path / "reports"),
+        "capture": "never",
+        "replay": "never",
+        "workloads": workloads,
+        "hardware": {"platforms": platforms},
+        **extra,
+    }
 
 
 def simulated_row(campaign: str, workload: str, point_id: str, platform: str, npus: int, step_ns: int) -> dict:

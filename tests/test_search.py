@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from campaign_files import campaign_config
 from conftest import run_campaign, validated
 
 from chakra_pipe.generate.models import PRESETS, resolve_model
@@ -87,15 +88,7 @@ def test_every_layout_has_a_verdict_and_best_equals_a_campaign_point(tmp_path):
         "zero": top["zero"],
         "recompute": top["recompute"],
     }
-    config = {
-        "campaign": "check",
-        "tracedir": str(tmp_path / "traces"),
-        "outdir": str(tmp_path / "reports"),
-        "capture": "never",
-        "replay": "never",
-        "workloads": {"best": workload},
-        "hardware": {"platforms": {"slow": PLATFORMS["slow"]}},
-    }
+    config = campaign_config(tmp_path, "check", {"best": workload}, {"slow": PLATFORMS["slow"]})
     plan = Campaign.from_config(validated(config), root=REPO)
     w = plan.workloads["best"]
     subprocess.run(

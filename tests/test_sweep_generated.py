@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from campaign_files import campaign_config
 from conftest import validated
 
 from chakra_pipe.cli import main
@@ -44,24 +45,13 @@ GPT = {
 
 
 def _plan(tmp_path: Path, workloads: dict, **extra) -> Campaign:
-    cfg = {
-        "campaign": "mem",
-        "outdir": str(tmp_path / "reports"),
-        "tracedir": str(tmp_path / "traces"),
-        "capture": "never",
-        "replay": "never",
-        "shard_size": 4,
-        "workloads": workloads,
-        "hardware": {
-            "platforms": {
-                # 8-GPU nodes × 4: TP and DP nest with the nodes, so the symmetric run is exact
-                "sym": {**SCALEOUT, "axes": {"network.bandwidth": [[400.0, 50.0], [400.0, 25.0]]}},
-                # a Ring's hop count depends on the NPU pair: the full engine runs
-                "full": {**SCALEOUT, "backend": "congestion_aware", "axes": {"network.topology": [["Ring", "Switch"]]}},
-            }
-        },
-        **extra,
+    platforms = {
+        # 8-GPU nodes × 4: TP and DP nest with the nodes, so the symmetric run is exact
+        "sym": {**SCALEOUT, "axes": {"network.bandwidth": [[400.0, 50.0], [400.0, 25.0]]}},
+        # a Ring's hop count depends on the NPU pair: the full engine runs
+        "full": {**SCALEOUT, "backend": "congestion_aware", "axes": {"network.topology": [["Ring", "Switch"]]}},
     }
+    cfg = campaign_config(tmp_path, "mem", workloads, platforms, shard_size=4, **extra)
     return Campaign.from_config(validated(cfg), root=REPO)
 
 
