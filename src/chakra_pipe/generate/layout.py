@@ -37,6 +37,10 @@ class Layout:
     ep: int = 1
     moe: bool = False
     group_ids: dict[tuple[int, ...], str] = field(default_factory=dict, compare=False, repr=False)
+    # (role, lowest member) -> members: every rank of a group asks for the same tuple (a rank's
+    # METADATA node and pg names), and building a 2,048-member DP group per rank made hashing an
+    # in-memory 131,072-rank set's bytes O(world · group size) in Python.
+    _members: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for key in ("dp", "tp", "pp", "ep"):
@@ -67,6 +71,23 @@ class Layout:
         return rank % self.tp, (rank // self.tp) % self.dp, rank // self.stage_stride
 
     def members(self, role: str, rank: int) -> tuple[int, ...]:
+        """``rank``'s ``role`` group in ascending rank order (built once per group)."""
+        key = (role, self._lead(role, rank))
+        found = self._members.get(key)
+        if found is None:
+            found = self._members[key] = self._build_members(role, rank)
+        return found
+
+    def _lead(self, role: str, rank: int) -> int:
+        """The lowest member of ``rank``'s ``role`` group (O(1): the group's key)."""
+        t, d, p = self.coords(rank)
+        if role == "tp":
+            return self.rank(0, d, p)
+        if role == "dp":
+            return self.rank(t, 0, p)
+        return self.rank(t, d - d % self.ep if role == "ep" else d % self.ep, p)
+
+    def _build_members(self, role: str, rank: int) -> tuple[int, ...]:
         t, d, p = self.coords(rank)
         if role == "tp":
             return tuple(self.rank(i, d, p) for i in range(self.tp))
