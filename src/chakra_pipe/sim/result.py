@@ -56,6 +56,7 @@ class SimResult:
     idle_ns: list[int] = field(default_factory=list)
     collectives: list[CollectiveRecord] = field(default_factory=list)
     messages: int = 0
+    fast_messages: int = 0  # of ``messages``, those a fast path evaluated as a recurrence; the rest went one by one
     _workloads: list = field(default_factory=list, repr=False)  # per-rank issue loops, for timeline()
 
     def add_collective(self, rank: int, node_id: int, kind: str, nbytes: int, group: str, start: int, end: int) -> None:

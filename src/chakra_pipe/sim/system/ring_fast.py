@@ -111,6 +111,7 @@ class RingCoordinator:
 
     def _finish(self, algos: list, last: list[int], tail: int | list[int], steps: int) -> None:
         self.stats.messages += steps * len(algos)
+        self.stats.fast_messages += steps * len(algos)
         tails = tail if isinstance(tail, list) else [tail] * len(algos)
         for algo, t, d in zip(algos, last, tails):
             self.queue.schedule(t, algo.sys.register_event, algo.exit, d)
