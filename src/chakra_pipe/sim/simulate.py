@@ -187,6 +187,9 @@ def _simulate(
         coordinator = RingCoordinator(network, queue, stats)
     elif fast and hw.backend == AWARE.name and aware_fast_path_is_exact(trace_set, hw, analysis.groups, network):
         coordinator = RingCoordinator(network, queue, stats, aware=True)
+        from .network.aware import CongestionAwareNetwork  # loaded by make_network for this backend
+
+        assert isinstance(network, CongestionAwareNetwork)
         network.check_order()  # pipeline sends share the links with the evaluated ring messages
     phases = PhaseCoordinator(network, queue, stats) if coordinator is not None and not coordinator.aware else None
     workloads = []

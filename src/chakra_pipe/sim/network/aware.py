@@ -274,8 +274,8 @@ class CongestionAwareNetwork(Network):
         now = self.queue.now
         if now <= link.offered and link.sender != -1:
             raise LinkConflict(
-                "a point-to-point message reaches a link at %d ns, no later than a ring message evaluated "
-                "there or another message at the same ns" % now
+                f"a point-to-point message reaches a link at {now} ns, no later than a ring message evaluated "
+                "there or another message at the same ns"
             )
         link.sender, link.offered = POINT_TO_POINT, now
         CongestionAwareNetwork._offer(self, link, msg)

@@ -1,0 +1,118 @@
+"""Congestion-aware runs with point-to-point sends beside ring collectives stay exact on every rank.
+
+The ring fast path evaluates a phase's messages ahead of the event clock while pipeline sends go
+message by message over the same links (``CongestionAwareNetwork.check_order``). Each case is
+compared with the message-by-message run (``fast=False``), and the counters say which path ran:
+``fast_messages`` are the ring messages the recurrence evaluated, the rest went one by one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ranksets import NodeSpec, RankSetSpec
+from sim_paths import assert_fast_equals_message_path
+
+from chakra_pipe import cli
+from chakra_pipe.et import schema
+from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+
+RING = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
+
+
+def _hw(npus: int, chunks: int = 1, bandwidth: float = 50, latency: float = 500) -> HardwareConfig:
+    system = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": chunks,
+        "preferred-dataset-splits": 4,
+        "collective-optimization": "baseline",
+        "local-mem-bw": 3350,
+        **{f"{k}-implementation": ["ring"] for k in RING},
+    }
+    net = {"topology": ["Switch"], "npus_count": [npus], "bandwidth": [bandwidth], "latency": [latency]}
+    return HardwareConfig(
+        SystemConfig.from_dict(system, source="sys"),
+        NetworkConfig.from_dict(net, source="net"),
+        backend="congestion_aware",
+    )
+
+
+def _pipeline_beside_ring(folder: Path, size: int, lead: int) -> TraceSet:
+    """4 ranks: each computes ``lead`` us, then a 1 MiB all-reduce; rank 2 sends ``size`` bytes to rank 1
+    at time 0, so the send shares rank 2's uplink and rank 1's downlink with the ring's messages."""
+    ranks = []
+    for r in range(4):
+        nodes = [
+            NodeSpec(0, schema.COMP_NODE, duration=lead),
+            NodeSpec(1, schema.COMM_COLL_NODE, data_deps=(0,), comm_type=schema.ALL_REDUCE, comm_size=1 << 20),
+        ]
+        if r == 2:
+            nodes = [
+                NodeSpec(0, schema.COMM_SEND_NODE, comm_size=size, peer=1, tag=5),
+                NodeSpec(1, schema.COMM_COLL_NODE, comm_type=schema.ALL_REDUCE, comm_size=1 << 20),
+            ]
+        elif r == 1:
+            nodes.append(NodeSpec(3, schema.COMM_RECV_NODE, comm_size=size, peer=2, tag=5))
+        ranks.append(tuple(nodes))
+    return TraceSet.load(RankSetSpec(tuple(ranks)).write(folder, f"p2p_{size}_{lead}"))
+
+
+def test_sends_beside_rings_are_exact_whether_the_fast_path_keeps_or_reruns(tmp_path, caplog) -> None:
+    """A grid of send sizes and ring start times: the send either passes before the ring's messages
+    (which then wait for it in the recurrence), or meets a ring message already evaluated on its link
+    (``LinkConflict``: the run is redone message by message). Both happen, and every rank's finish,
+    exposed time and collective record equal the message path's."""
+    hw = _hw(4)
+    kept_and_delayed = rerun = 0
+    for size in (1 << 14, 1 << 17, 1 << 20):
+        for lead in (0, 2, 5, 20):
+            ts = _pipeline_beside_ring(tmp_path, size, lead)
+            caplog.clear()
+            with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
+                assert_fast_equals_message_path(ts, hw)
+            fast = simulate(ts, hw)
+            alone = simulate(_pipeline_beside_ring(tmp_path, 1, lead), hw)  # a 1-byte send delays nothing
+            if "rerun message by message" in caplog.text:
+                rerun += 1
+                assert fast.fast_messages == 0  # the rerun went message by message
+            else:
+                assert fast.messages - fast.fast_messages == 1  # only the send took the message path
+                kept_and_delayed += fast.finish_ns != alone.finish_ns
+    assert kept_and_delayed and rerun  # both ways of meeting a ring were exercised
+
+
+@pytest.fixture(scope="module")
+def pipeline_step(tmp_path_factory) -> TraceSet:
+    """A small version of the ``--realistic`` gpt3-175b case: TP 2, DP 2, PP 2 (pipeline send/recv)."""
+    prefix = tmp_path_factory.mktemp("pp") / "w"
+    flags = ["--model", "gpt3-175b", "--layers", "2", "--tp", "2", "--dp", "2", "--pp", "2"]
+    assert cli.main(["generate", "llm", *flags, "--out", str(prefix)]) == 0
+    return TraceSet.load(prefix)
+
+
+def _sends(ts: TraceSet) -> int:
+    return sum(int((g.types == schema.COMM_SEND_NODE).sum()) for g in ts.ranks)
+
+
+def test_pipeline_step_keeps_ring_fast_path(pipeline_step) -> None:
+    """At 400 GB/s every ring message of the step is evaluated by the recurrence and exactly the
+    pipeline sends go one by one; at 5 GB/s an activation meets an evaluated ring message and the
+    run is redone message by message. Exact either way."""
+    for bandwidth, kept in ((400, True), (25, True), (5, False)):
+        hw = _hw(len(pipeline_step.ranks), bandwidth=bandwidth)
+        assert_fast_equals_message_path(pipeline_step, hw)
+        fast = simulate(pipeline_step, hw)
+        message_path = _sends(pipeline_step) if kept else fast.messages
+        assert fast.messages - fast.fast_messages == message_path, bandwidth
+
+
+def test_two_active_chunks_run_message_by_message_and_exact(pipeline_step) -> None:
+    """Two chunks of one collective cross an NPU's links at once: the recurrence would meet its own
+    messages out of order on every link, so such runs go message by message (``fast_messages == 0``)."""
+    hw = _hw(len(pipeline_step.ranks), chunks=2)
+    assert_fast_equals_message_path(pipeline_step, hw)
+    fast = simulate(pipeline_step, hw)
+    assert fast.fast_messages == 0 and fast.messages > _sends(pipeline_step)
