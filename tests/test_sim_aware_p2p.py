@@ -18,8 +18,80 @@ from chakra_pipe import cli
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim.engine import EventQueue
+from chakra_pipe.sim.network import make_network
+from chakra_pipe.sim.network.aware import POINT_TO_POINT, LinkConflict
 
 RING = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
+SIZE = 1 << 20
+PER_NS = 100 * (1 << 30) / 1e9  # 100 GB/s in bytes per ns
+HOLD, HOP = int(SIZE / PER_NS), int(700 + SIZE / PER_NS)  # a SIZE-byte message on one 700 ns link
+
+
+def _checked_network():
+    """An 8-NPU aware switch whose message path checks its order against the ring recurrence."""
+    cfg = NetworkConfig.from_dict(
+        {"topology": ["Switch"], "npus_count": [8], "bandwidth": [100], "latency": [700]}, source="net"
+    )
+    net = make_network("congestion_aware", cfg, EventQueue())
+    net.check_order()
+    return net
+
+
+def _send_at(net, sends: list[tuple[int, int, int]]) -> dict[int, int]:
+    """Send SIZE bytes ``src -> dst`` at ``t`` for each ``(t, src, dst)``; each sender's arrival ns."""
+    arrived: dict[int, int] = {}
+    for t, src, dst in sends:
+        done = lambda src=src: arrived.__setitem__(src, net.queue.now)  # noqa: E731
+        net.queue.schedule(t, net.send, src, dst, SIZE, 1, done)
+    net.queue.run()
+    return arrived
+
+
+def _ring_phase(net, senders: list[int], receivers: list[int], sent: list[int]) -> list[int]:
+    links = net.ring_links(senders, receivers, SIZE)
+    links.begin(arrays=False)
+    out = links.arrive(list(sent))
+    links.end()
+    return out
+
+
+def test_a_send_after_evaluated_ring_messages_waits_for_them_and_one_no_later_is_refused() -> None:
+    """A ring phase evaluated at 0 holds NPU 0's downlink from ``HOP`` to ``HOP + HOLD``. NPU 5's send
+    reaching that link at ``HOP + 1`` queues behind it (the link's free time from the recurrence);
+    one reaching it at ``HOP``, the ns the ring message arrived, is an order only the event sequence
+    settles: ``LinkConflict``."""
+    net = _checked_network()
+    assert _ring_phase(net, [3, 0, 1, 2], [0, 1, 2, 3], [0, 0, 0, 0]) == [2 * HOP] * 4
+    assert _send_at(net, [(1, 5, 0)]) == {5: HOP + HOLD + HOP}
+    net = _checked_network()
+    _ring_phase(net, [3, 0, 1, 2], [0, 1, 2, 3], [0, 0, 0, 0])
+    with pytest.raises(LinkConflict, match="point-to-point"):
+        _send_at(net, [(0, 5, 0)])
+
+
+def test_a_ring_phase_after_a_send_waits_for_it_and_one_no_later_is_refused() -> None:
+    """NPU 5's send reaches NPU 0's downlink at ``HOP`` and holds it until ``HOP + HOLD``; the link is
+    marked. A later ring message from NPU 3 reaching it one ns after the send did waits for it; one
+    reaching it at the same ns is refused."""
+    for sent, arrival in ((1, [HOP + HOLD + HOP]), (0, None)):
+        net = _checked_network()
+        assert _send_at(net, [(0, 5, 0)]) == {5: 2 * HOP}
+        downlink = net._path(5, 0)[1]
+        assert (downlink.sender, downlink.offered, downlink.free_at) == (POINT_TO_POINT, HOP, HOP + HOLD)
+        if arrival is None:
+            with pytest.raises(LinkConflict):
+                _ring_phase(net, [3], [0], [sent])
+        else:
+            assert _ring_phase(net, [3], [0], [sent]) == arrival
+
+
+def test_two_sends_reaching_one_link_at_the_same_ns_are_refused() -> None:
+    """The message path orders them by the global event sequence, which the fast path does not keep;
+    one ns apart they queue in arrival order."""
+    with pytest.raises(LinkConflict, match="same ns"):
+        _send_at(_checked_network(), [(0, 5, 0), (0, 6, 0)])
+    assert _send_at(_checked_network(), [(0, 5, 0), (1, 6, 0)]) == {5: 2 * HOP, 6: HOP + HOLD + HOP}
 
 
 def _hw(npus: int, chunks: int = 1, bandwidth: float = 50, latency: float = 500) -> HardwareConfig:
