@@ -273,10 +273,8 @@ class CongestionAwareNetwork(Network):
     def _offer_checked(self, link: _Link, msg: list) -> None:
         now = self.queue.now
         if now <= link.offered and link.sender != -1:
-            raise LinkConflict(
-                f"a point-to-point message reaches a link at {now} ns, no later than a ring message evaluated "
-                "there or another message at the same ns"
-            )
+            what = "another message" if link.sender == POINT_TO_POINT else "a ring message evaluated there"
+            raise LinkConflict(f"a point-to-point message reaches a link at {now} ns, with {what} at {link.offered} ns")
         link.sender, link.offered = POINT_TO_POINT, now
         CongestionAwareNetwork._offer(self, link, msg)
 
