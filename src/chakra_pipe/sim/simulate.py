@@ -68,21 +68,26 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     """True when the aware ring fast path is exact for this run, or its check while running
     (``LinkConflict``) tells when it is not (``system/ring_fast.py``, ``network/aware.py``).
 
-    With one queue and one active chunk on a 1-D network, an NPU runs one ring phase at a time, so
-    a link sees each sender's ring messages in that sender's phase order, which is the order the
-    coordinator evaluates them in. The run may use only ring phases (world ring, and the ring of
-    every group a collective names: ``table``, rankset's one group table of the set, comm-group file
-    and METADATA), and no ring may route two of its members' messages over one link. Whether two
-    senders' messages (a TP and a DP predecessor through one switch downlink) ever meet on a link
-    is checked as the phases are evaluated: ``simulate`` reruns message by message when they do.
-    Point-to-point sends and receives (pipeline activations) go message by message beside the
+    With one queue and one active chunk on a 1-D network, an NPU runs one ring phase at a time, so a
+    link sees each sender's ring messages in that sender's phase order, which is the order the
+    coordinator evaluates them in. With several queues or active chunks per dimension it runs several at
+    once: the chunks of one collective (``preferred_dataset_splits`` > 1) then cross the same links
+    together, which the links' check refuses on the first collective, so such runs are declined here
+    rather than tried and redone; with one chunk per collective only different collectives may overlap,
+    and the check tells when their messages do meet on a link. The run may use only ring phases (world
+    ring, and the ring of every group a collective names: ``table``, rankset's one group table of the
+    set, comm-group file and METADATA), and no ring may route two of its members' messages over one
+    link. Whether two senders' messages (a TP and a DP predecessor through one switch downlink) ever
+    meet on a link is checked as the phases are evaluated: ``simulate`` reruns message by message when
+    they do. Point-to-point sends and receives (pipeline activations) go message by message beside the
     rings; the links check their order against the evaluated ring messages the same way
     (``CongestionAwareNetwork.check_order``).
     It reads the traces and the whole config, so it runs here, where the layers are wired; the
     system layer only receives the answer (a ``RingCoordinator`` or none).
     """
     sysc, net = hw.system, hw.network
-    if hw.rendezvous or net.dims != 1 or hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1:
+    concurrent = hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1
+    if hw.rendezvous or net.dims != 1 or (concurrent and sysc.preferred_dataset_splits != 1):
         return False
     if any(a.base != "ring" for _, algos in sysc.implementations for a in algos):
         return False
