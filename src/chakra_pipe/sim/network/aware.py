@@ -265,9 +265,14 @@ class CongestionAwareNetwork(Network):
           the global event sequence, which the fast path does not reproduce (ring events are scheduled
           when a phase is evaluated): :class:`LinkConflict` too.
 
-        Messages that start at the ns a ring message leaves the link start at that ns in either order.
-        ``simulate`` reruns the whole run message by message on any :class:`LinkConflict`, so a run is
-        exact or redone."""
+        Messages that start at the ns a ring message leaves the link start at that ns in either order;
+        the recurrence leaves ``free_seq`` from the link's last message-path start, so a message queued
+        behind evaluated ones is started by a free event at ``free_at`` in another place of that ns
+        than the event path's, which changes no start time and no link's order: every same-ns meeting
+        on a link is refused above. So every link carries the same messages in the same order at the
+        same times as on the message path; events of other layers at one ns may run in another order,
+        exactly as with the unaware ring fast path. ``simulate`` reruns the whole run message by message
+        on any :class:`LinkConflict`, so a run is exact or redone."""
         self._offer = self._offer_checked  # type: ignore[method-assign]
 
     def _offer_checked(self, link: _Link, msg: list) -> None:
