@@ -8,10 +8,11 @@ Set ``SIM_BENCH_EVENT=1`` to also time the message-by-message path (slow at 1,02
 Realistic cases (``--realistic``): ``chakra-pipe generate llm`` steps - llama3-8b t8d8 ZeRO-1,
 gpt3-13b t8d4, mixtral-8x7b t2d8 ep4, gpt3-175b t8 d2/d8/d16 p8 (128/512/1,024 ranks, 8 of 96 layers
 so the script stays within minutes on 2 cores) - on a 1-D switch (both backends), a 1-D
-fully-connected network (aware; sub-group rings take the aware fast path on both 1-D networks
-unless a step has pipeline send/recv) and a 2-D / 3-D switch network (unaware), ring and direct.
+fully-connected network (aware; sub-group rings take the aware fast path on both 1-D networks,
+pipeline send/recv going message by message beside them) and a 2-D / 3-D switch network (unaware), ring and direct.
 Each case runs in a fresh process and prints wall and CPU seconds of ``simulate`` (trace columns
-included, loading excluded), messages simulated, peak RSS of the process, the largest finish time,
+included, loading excluded), messages simulated and of them those sent one by one (``one_by_one``:
+the rest a fast path evaluated as a recurrence), peak RSS of the process, the largest finish time,
 with ``--event`` whether the message-level path (``fast=False``) gives every rank the same finish
 time (run for cases up to ``--event-max`` ranks), whether an aware run met a link conflict and was
 redone message by message (``rerun``), and CPU over ASTRA-sim's recorded wall where there is one
@@ -21,6 +22,7 @@ congestion-aware, ~2.5 s; 1,024-rank gpt3-175b t8d16p8 (all 96 layers) on a 3-D 
 
     python benchmarks/simulator.py [PREFIX SYS NET]
     python benchmarks/simulator.py --realistic [--max-ranks N] [--event] [--event-max N] [--algo ring|direct]
+        [--aware-max N]
     python benchmarks/simulator.py --collectives [--event-max N]
 
 ``--collectives``: one 1 MiB all-reduce with ``direct`` and ``doubleBinaryTree`` on 64/256/1,024 NPUs
@@ -118,7 +120,7 @@ LLM_CASES = [
         [8, 16, 8],
     ),
 ]
-AWARE_MAX_RANKS = 128  # pipeline (PP) steps run message by message on the aware backend: ~30 us per message
+AWARE_MAX_RANKS = 512  # aware 1-D switch cases up to this size (the 1,024-rank one: --aware-max N)
 # ASTRA-sim's recorded wall on the shared 2-core machine, for the vs_astra column (case, network, backend)
 ASTRA_SIM_WALL_S = {("llama3-8b t8d8 zero1", "switch 64", "aware"): 2.5}
 
@@ -163,7 +165,8 @@ logging.getLogger("chakra_pipe.sim.simulate").setLevel(logging.INFO)
 w0, c0 = time.perf_counter(), time.process_time()
 res = simulate(ts, hw)
 wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-out = {"wall": wall, "cpu": cpu, "messages": res.messages, "finish": max(res.finish_ns),
+out = {"wall": wall, "cpu": cpu, "messages": res.messages, "fast_messages": res.fast_messages,
+       "finish": max(res.finish_ns),
        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rerun": bool(reruns)}
 if event == "1":  # both timed with the trace columns already built (the first call builds them)
     w0 = time.perf_counter()
@@ -176,11 +179,14 @@ print(json.dumps(out))
 """
 
 
-def realistic(max_ranks: int, event: bool, event_max: int, algo_only: str | None = None) -> None:
+def realistic(
+    max_ranks: int, event: bool, event_max: int, algo_only: str | None = None, aware_max: int = AWARE_MAX_RANKS
+) -> None:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
     print(
         f"{'case':22s} {'ranks':>5s} {'network':12s} {'backend':8s} {'algo':6s} {'wall_s':>7s} {'cpu_s':>7s} "
-        f"{'messages':>9s} {'rss_MB':>7s} {'finish_ns':>12s} {'event=fast':>10s} {'rerun':>5s} {'vs_astra':>8s}"
+        f"{'messages':>9s} {'one_by_one':>10s} {'rss_MB':>7s} {'finish_ns':>12s} {'event=fast':>10s} {'rerun':>5s} "
+        f"{'vs_astra':>8s}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         for label, flags, ranks, sizes in LLM_CASES:
@@ -201,7 +207,7 @@ def realistic(max_ranks: int, event: bool, event_max: int, algo_only: str | None
                 (sizes, "unaware", "ring", "Switch"),
             ]
             for dims, backend, algo, topology in runs:
-                if (backend == "aware" and ranks > AWARE_MAX_RANKS) or algo_only not in (None, algo):
+                if (backend == "aware" and ranks > aware_max) or algo_only not in (None, algo):
                     continue
                 check = event and ranks <= event_max
                 net = ("fc " if topology == "FullyConnected" else "switch ") + "x".join(map(str, dims))
@@ -216,7 +222,8 @@ def realistic(max_ranks: int, event: bool, event_max: int, algo_only: str | None
                 vs = f"{r['cpu'] / astra:7.2f}x" if astra else "-"  # CPU: wall is 3-4x CPU on the loaded machine
                 print(
                     f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} {r['wall']:7.2f} {r['cpu']:7.2f} "
-                    f"{r['messages']:9d} {r['rss_mb']:7.0f} {r['finish']:12d} {eq:>10s} "
+                    f"{r['messages']:9d} {r['messages'] - r['fast_messages']:10d} {r['rss_mb']:7.0f} "
+                    f"{r['finish']:12d} {eq:>10s} "
                     f"{'yes' if r['rerun'] else 'no':>5s} {vs:>8s}",
                     flush=True,
                 )
@@ -272,7 +279,8 @@ def main(argv: list[str]) -> None:
         max_ranks = int(rest[rest.index("--max-ranks") + 1]) if "--max-ranks" in rest else 1024
         event_max = int(rest[rest.index("--event-max") + 1]) if "--event-max" in rest else 64
         algo_only = rest[rest.index("--algo") + 1] if "--algo" in rest else None
-        realistic(max_ranks, "--event" in rest, event_max, algo_only)
+        aware_max = int(rest[rest.index("--aware-max") + 1]) if "--aware-max" in rest else AWARE_MAX_RANKS
+        realistic(max_ranks, "--event" in rest, event_max, algo_only, aware_max)
         return
     event_too = os.environ.get("SIM_BENCH_EVENT") == "1"
     print(

@@ -13,6 +13,7 @@ import pytest
 from sim_paths import assert_fast_equals_message_path
 
 from chakra_pipe import cli
+from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.rankset import analyze
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
@@ -87,12 +88,20 @@ def test_aware_fast_path_takes_sub_group_rings(rank_sets, case: str, caplog) -> 
     """TP and DP rings share no link on a fully-connected network (a link per ordered pair); through a
     switch an NPU's downlink carries both its TP and its DP predecessor's messages, which the fast path
     checks as it runs: on these steps they never overlap in time, so no run falls back. Pipeline
-    send/recv (``p2``) always takes the message path."""
+    send/recv (``p2``) go message by message beside the rings, checked against them on every link
+    (an activation may hold a downlink a TP ring message then waits for): every ring message is
+    evaluated by the recurrence and exactly the pipeline messages take the message path."""
     ts = rank_sets[case]
+    p2p = sum(int((g.types == schema.COMM_SEND_NODE).sum()) for g in ts.ranks)
+    assert (p2p > 0) is ("p2" in case)
     for topology in ("FullyConnected", "Switch"):
         hw = _hw("ring", [len(ts.ranks)], "congestion_aware", topology)
         network = make_network(hw.backend, hw.network, EventQueue())
-        assert aware_fast_path_is_exact(ts, hw, analyze(ts).groups, network) is ("p2" not in case), topology
+        assert aware_fast_path_is_exact(ts, hw, analyze(ts).groups, network), topology
         with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
-            simulate(ts, hw)
+            fast = simulate(ts, hw)
         assert "rerun message by message" not in caplog.text, topology
+        assert fast.messages - fast.fast_messages == p2p, topology
+        slow = simulate(ts, hw, fast=False)
+        assert slow.fast_messages == 0 and slow.messages == fast.messages
+        assert fast.finish_ns == slow.finish_ns, topology

@@ -62,6 +62,7 @@ class SimResult:
     # last messages' callbacks otherwise: the conformance log agrees on all 111 runs' times, on 34
     # runs' tie order).
     finish_order: list[int] = field(default_factory=list, repr=False)
+    fast_messages: int = 0  # of ``messages``, those a fast path evaluated as a recurrence; the rest went one by one
     _workloads: list = field(default_factory=list, repr=False)  # per-rank issue loops, for timeline()
 
     def add_collective(self, rank: int, node_id: int, kind: str, nbytes: int, group: str, start: int, end: int) -> None:

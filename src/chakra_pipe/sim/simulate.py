@@ -57,28 +57,37 @@ def rank_trace(graph) -> RankTrace:
 class RunStats:
     """Counters of one run shared by its ``Sys``s and coordinators (wiring API)."""
 
-    __slots__ = ("messages",)
+    __slots__ = ("messages", "fast_messages")
 
     def __init__(self) -> None:
         self.messages = 0
+        self.fast_messages = 0  # of them, evaluated by a fast path's recurrence (tests tell which path ran)
 
 
 def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     """True when the aware ring fast path is exact for this run, or its check while running
     (``LinkConflict``) tells when it is not (``system/ring_fast.py``, ``network/aware.py``).
 
-    With one queue and one active chunk on a 1-D network, an NPU runs one ring phase at a time, so
-    a link sees each sender's ring messages in that sender's phase order, which is the order the
-    coordinator evaluates them in. The run may use only ring phases (world ring, and the ring of
-    every group a collective names: ``table``, rankset's one group table of the set, comm-group file
-    and METADATA), and no ring may route two of its members' messages over one link. Whether two
-    senders' messages (a TP and a DP predecessor through one switch downlink) ever meet on a link
-    is checked as the phases are evaluated: ``simulate`` reruns message by message when they do.
+    With one queue and one active chunk on a 1-D network, an NPU runs one ring phase at a time, so a
+    link sees each sender's ring messages in that sender's phase order, which is the order the
+    coordinator evaluates them in. With several queues or active chunks per dimension it runs several at
+    once: the chunks of one collective (``preferred_dataset_splits`` > 1) then cross the same links
+    together, which the links' check refuses on the first collective, so such runs are declined here
+    rather than tried and redone; with one chunk per collective only different collectives may overlap,
+    and the check tells when their messages do meet on a link. The run may use only ring phases (world
+    ring, and the ring of every group a collective names: ``table``, rankset's one group table of the
+    set, comm-group file and METADATA), and no ring may route two of its members' messages over one
+    link. Whether two senders' messages (a TP and a DP predecessor through one switch downlink) ever
+    meet on a link is checked as the phases are evaluated: ``simulate`` reruns message by message when
+    they do. Point-to-point sends and receives (pipeline activations) go message by message beside the
+    rings; the links check their order against the evaluated ring messages the same way
+    (``CongestionAwareNetwork.check_order``).
     It reads the traces and the whole config, so it runs here, where the layers are wired; the
     system layer only receives the answer (a ``RingCoordinator`` or none).
     """
     sysc, net = hw.system, hw.network
-    if hw.rendezvous or net.dims != 1 or hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1:
+    concurrent = hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1
+    if hw.rendezvous or net.dims != 1 or (concurrent and sysc.preferred_dataset_splits != 1):
         return False
     if any(a.base != "ring" for _, algos in sysc.implementations for a in algos):
         return False
@@ -94,15 +103,13 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
 
 
 def _rings_used(trace_set, table: GroupTable, npus: int) -> set[tuple[int, ...]] | None:
-    """Member lists (ring order) of the rings the collectives can run on; None when a rank sends or
-    receives point to point, or names a group the table does not have."""
+    """Member lists (ring order) of the rings the collectives can run on; None when a rank names a group
+    the table does not have."""
     world = tuple(range(npus))
     out: set[tuple[int, ...]] = set()
     named = table.members
     for rank, g in enumerate(trace_set.ranks):
         types = g.types
-        if np.isin(types, (schema.COMM_SEND_NODE, schema.COMM_RECV_NODE)).any():
-            return None
         for names in table.metadata[rank].values():  # kept: a METADATA node may run after the file's group is used
             out.update(_ring(named[name], world) for name in names)
         for i in np.nonzero(types == schema.COMM_COLL_NODE)[0].tolist():
@@ -154,10 +161,8 @@ def simulate(
                 return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast=phases_fast)
             except FastPathDeclined:  # a direct phase hit a same-time tie only the event order settles
                 phases_fast = False
-            except LinkConflict:  # aware ring messages reach a link out of the order they were evaluated in
-                logger(__name__).info(
-                    "aware ring fast path: a link's messages arrive out of evaluation order; rerun message by message"
-                )
+            except LinkConflict as conflict:  # aware messages reach a link out of the order they were evaluated in
+                logger(__name__).info("aware ring fast path: %s; rerun message by message", conflict)
                 fast = False
     finally:
         if was_enabled:
@@ -187,6 +192,10 @@ def _simulate(
         coordinator = RingCoordinator(network, queue, stats)
     elif fast and hw.backend == AWARE.name and aware_fast_path_is_exact(trace_set, hw, analysis.groups, network):
         coordinator = RingCoordinator(network, queue, stats, aware=True)
+        from .network.aware import CongestionAwareNetwork  # loaded by make_network for this backend
+
+        assert isinstance(network, CongestionAwareNetwork)
+        network.check_order()  # pipeline sends share the links with the evaluated ring messages
     phases = PhaseCoordinator(network, queue, stats) if coordinator is not None and not coordinator.aware else None
     workloads = []
     rings: dict = {}
@@ -218,6 +227,7 @@ def _simulate(
         finished = {w.rank: (w.finish_ns, w.finish_ns - w.hardware.tics_gpu) for w in done}
         raise analysis.stuck_error(stuck, why, finished)  # exit 3, printed as set-deadlock problem lines
     result.messages = stats.messages
+    result.fast_messages = stats.fast_messages
     result.finalize(workloads)
     _warn(analysis, timed)  # a run that stops lists them in its error instead
     return result

@@ -16,6 +16,10 @@ import numpy as np
 from .common import LinkConflict, Network, bytes_per_ns
 from .topology import route
 
+# a link's ``sender`` after a point-to-point message of a checked run (``check_order``): never a ring
+# sender, and not the symmetric engine's -2 (whose ring phases wait until such a message has left)
+POINT_TO_POINT = -3
+
 
 class _Link:
     """One directed link: FIFO, store-and-forward. ``times`` is the link model, used by both paths."""
@@ -120,7 +124,7 @@ class FifoRingLinks:
         self._ready = [[link.offered for link in hop] for hop in self._hops]
         self._bound = [
             [
-                0 if link.sender == -1 else link.offered + 1 if link.sender == s else link.free_at
+                0 if link.sender == -1 else link.offered + 1 if link.sender in (s, POINT_TO_POINT) else link.free_at
                 for link, s in zip(hop, senders)
             ]
             for hop, senders in zip(self._hops, self._senders)
@@ -237,6 +241,47 @@ class CongestionAwareNetwork(Network):
             self.queue.schedule(self.queue.now, self._arrive, full)
             return
         self._offer(path[0], [size, path, 0, full])
+
+    def check_order(self) -> None:
+        """Turn on the message path's run-time order check for runs that also use :class:`FifoRingLinks`
+        (``simulate``: the aware ring fast path with pipeline sends beside it).
+
+        The ring recurrence evaluates a phase's messages on a link ahead of the event clock, when the
+        phase's last member starts; a message of the message path (a send/receive) then shares the link
+        with them. Their order is exact when every link takes its messages in the order they are
+        evaluated or offered, which this check and ``FifoRingLinks``' own verify together:
+
+        - a message reaching a link no later than a ring message evaluated there (``sender >= 0``,
+          ``now <= offered``) would, on the message path, have gone first or tied with it:
+          :class:`LinkConflict`. Reaching it later, it queues behind every evaluated message, and the
+          link's ``free_at`` (set by the recurrence) is exactly when it may start;
+        - it leaves ``sender = POINT_TO_POINT`` and ``offered = now`` on the link. A ring phase evaluated
+          later whose first message reaches the link no later than ``offered`` raises
+          :class:`LinkConflict` in ``FifoRingLinks.arrive``; one reaching it later queues behind this
+          message, whose hold ``free_at`` covers, since ``begin`` declines a link with messages still
+          queued here (``offered <= now``: this message has reached the link by the time the phase is
+          evaluated, so it is either holding the link or queued);
+        - two message-path messages reaching one link at the same ns: the event path orders them by
+          the global event sequence, which the fast path does not reproduce (ring events are scheduled
+          when a phase is evaluated): :class:`LinkConflict` too.
+
+        Messages that start at the ns a ring message leaves the link start at that ns in either order;
+        the recurrence leaves ``free_seq`` from the link's last message-path start, so a message queued
+        behind evaluated ones is started by a free event at ``free_at`` in another place of that ns
+        than the event path's, which changes no start time and no link's order: every same-ns meeting
+        on a link is refused above. So every link carries the same messages in the same order at the
+        same times as on the message path; events of other layers at one ns may run in another order,
+        exactly as with the unaware ring fast path. ``simulate`` reruns the whole run message by message
+        on any :class:`LinkConflict`, so a run is exact or redone."""
+        self._offer = self._offer_checked  # type: ignore[method-assign]
+
+    def _offer_checked(self, link: _Link, msg: list) -> None:
+        now = self.queue.now
+        if now <= link.offered and link.sender != -1:
+            what = "another message" if link.sender == POINT_TO_POINT else "a ring message evaluated there"
+            raise LinkConflict(f"a point-to-point message reaches a link at {now} ns, with {what} at {link.offered} ns")
+        link.sender, link.offered = POINT_TO_POINT, now
+        CongestionAwareNetwork._offer(self, link, msg)
 
     def _offer(self, link: _Link, msg: list) -> None:
         """Start ``msg`` on ``link`` or queue it. The link is held until ``free_at``, and at that ns

@@ -142,6 +142,7 @@ def evaluate(coord, algos: list[FastDirect]) -> None:
         later = g > best  # on a tie the reduce-scatter half's general stays the last one
         at, processed = np.where(later, r, at), np.where(later, f, processed)
     coord.stats.messages += p * total
+    coord.stats.fast_messages += p * total
     pd = first.sys.reduction_delay(first.msg_size)
     for algo, t, red in zip(algos, at.tolist(), processed.tolist()):
         if red:  # a reduction packet: the bus hop's callback registers the reduction delay

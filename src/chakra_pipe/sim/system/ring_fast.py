@@ -18,9 +18,11 @@ exactly as the event path would register it.
 On the congestion-aware network each message waits for its FIFO links (an uplink then a downlink
 through a switch). That is exact when every link takes its messages in the order the phases are
 evaluated: ``simulate.aware_fast_path_is_exact`` checks the run's preconditions before it starts (a
-1-D network, one queue and one active chunk per dimension, ring algorithms only, no send/receive),
-and the links check while it runs that no two senders' messages meet on one (``network/aware.py``:
-a ``LinkConflict`` makes ``simulate`` redo the run message by message). Link free times carry over
+1-D network, one queue and one active chunk per dimension, ring algorithms only), and the links
+check while it runs that no two senders' messages meet on one and that point-to-point messages, sent
+message by message beside the rings, reach each link after the ring messages already evaluated
+there (``network/aware.py``: a ``LinkConflict`` makes ``simulate`` redo the
+run message by message). Link free times carry over
 from phase to phase on the links.
 
 Every other case (rendezvous, other algorithms, contention the recurrence cannot order) runs
@@ -111,6 +113,7 @@ class RingCoordinator:
 
     def _finish(self, algos: list, last: list[int], tail: int | list[int], steps: int) -> None:
         self.stats.messages += steps * len(algos)
+        self.stats.fast_messages += steps * len(algos)
         tails = tail if isinstance(tail, list) else [tail] * len(algos)
         for algo, t, d in zip(algos, last, tails):
             self.queue.schedule(t, algo.sys.register_event, algo.exit, d)

@@ -113,3 +113,4 @@ def evaluate(coord, layout: TreeLayout, algos: list[FastDoubleBinaryTree]) -> No
             down[i] = from_parent + e + pd
             coord.exit_at(a, from_parent + e, pd)
     coord.stats.messages += 2 * (n - 1)
+    coord.stats.fast_messages += 2 * (n - 1)
