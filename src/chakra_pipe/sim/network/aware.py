@@ -85,6 +85,8 @@ class FifoRingLinks:
         self._latency_a = [np.asarray(x, dtype=np.int64) for x in self._latency]
         self._hold_a = [np.asarray(x, dtype=np.int64) for x in self._hold]
         self._arrays = True
+        self.one_message = self._one_message(paths, hop_senders)
+        self._total_latency = sum(hop[0] for hop in self._latency)
         self._free: list = []
         self._ready: list = []  # per hop: when the phase's latest messages reached the links
         self._bound: list | None = None  # per hop: the earliest ns each link may take the phase's first message
@@ -108,6 +110,54 @@ class FifoRingLinks:
                 twins[j][0].append(n)
                 twins[j][1].append(first[2])
         return [(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)) if a else None for a, b in twins]
+
+    def _one_message(self, paths: list[list[_Link]], hop_senders: list[list[int]]) -> bool:
+        """True when every member's message is a copy of one: the same canonical links, hop by hop,
+        with the same full-engine sender on each (the symmetric engine's phase of one class, e.g. a TP
+        ring inside a node), and every link's latency at least its hold (``copies`` relies on it)."""
+        first, senders = [id(link) for link in paths[0]] if paths else None, hop_senders[0] if paths else None
+        return (
+            first is not None
+            and all([id(link) for link in path] == first and s == senders for path, s in zip(paths, hop_senders))
+            and all(lat >= hold for lats, holds in zip(self._latency, self._hold) for lat, hold in zip(lats, holds))
+        )
+
+    def copies(self, sent: int, gaps: int, steps: int) -> int:
+        """The last arrival of a phase of ``steps`` ≥ 1 steps whose messages are all copies of one
+        (``one_message``, all members starting together): ``sent`` is step 1's send, ``gaps`` the sum of
+        the delays between a receive and the next send (``Σ_{1≤k<S} d_k``). Leaves the links as
+        :meth:`begin` … :meth:`end` would, with the same :class:`LinkConflict` checks.
+
+        Why it is exact: the copies enter the recurrence with equal send times, cross one canonical
+        link per hop whose per-entry states start equal, so every entry computes the same values at
+        every step (what ``arrive`` checks on twins), and the recurrence is that of one message
+        stream on one path. Step 1 meets the links' carried-over free times. From step 2 on no link
+        is ever busy: with ``start_j`` the step's start on hop ``j``, the link frees at ``start_j +
+        hold_j ≤ start_j + latency_j ≤ recv`` (later hops only add) ``≤ send_{k+1}``, the next
+        step's ready time on hop 0, and on hop ``j`` too (its ready time is at least the send). So
+        ``recv_k = send_k + Λ`` (``Λ = Σ_j latency_j``) for ``k ≥ 2``, ``send_{k+1} = recv_k + d_k``,
+        and ``recv_S = recv_1 + gaps + (S−1)·Λ``; the last step leaves hop ``j`` offered and started at
+        ``send_S + Σ_{i<j} latency_i``, free ``hold_j`` later.
+        """
+        hops = [hop[0] for hop in self._hops]
+        if any(link.pending for link in hops):
+            raise LinkConflict("a ring phase reaches a link with messages queued on the message path")
+        t = sent
+        for link, senders, latency, hold in zip(hops, self._senders, self._latency, self._hold):
+            s = senders[0]
+            bound = 0 if link.sender == -1 else link.offered + 1 if link.sender == s else link.free_at
+            if t < bound:
+                raise LinkConflict("ring messages reach a link out of the order the phases are evaluated in")
+            start = t if t > link.free_at else link.free_at
+            link.offered, link.free_at, link.sender = t, start + hold[0], s
+            t = start + latency[0]
+        if steps == 1:
+            return t
+        send = t + gaps + (steps - 2) * self._total_latency  # send_S
+        for link, latency, hold in zip(hops, self._latency, self._hold):
+            link.offered, link.free_at = send, send + hold[0]
+            send += latency[0]
+        return send
 
     def begin(self, arrays: bool = True) -> None:
         """Load the links' free times; ``arrays``: step with numpy (large rings) or plain lists (small
