@@ -85,8 +85,13 @@ class FifoRingLinks:
         self._latency_a = [np.asarray(x, dtype=np.int64) for x in self._latency]
         self._hold_a = [np.asarray(x, dtype=np.int64) for x in self._hold]
         self._arrays = True
-        self.one_message = self._one_message(paths, hop_senders)
+        self.period = self._period(paths, hop_senders)
+        self.one_message = self.period == 1 and all(
+            lat >= hold for lats, holds in zip(self._latency, self._hold) for lat, hold in zip(lats, holds)
+        )
         self._total_latency = sum(hop[0] for hop in self._latency)
+        self._members = (paths, size, senders, hop_senders)  # for ``reduced``
+        self._reduced: FifoRingLinks | None = None
         self._free: list = []
         self._ready: list = []  # per hop: when the phase's latest messages reached the links
         self._bound: list | None = None  # per hop: the earliest ns each link may take the phase's first message
@@ -111,16 +116,26 @@ class FifoRingLinks:
                 twins[j][1].append(first[2])
         return [(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)) if a else None for a, b in twins]
 
-    def _one_message(self, paths: list[list[_Link]], hop_senders: list[list[int]]) -> bool:
-        """True when every member's message is a copy of one: the same canonical links, hop by hop,
-        with the same full-engine sender on each (the symmetric engine's phase of one class, e.g. a TP
-        ring inside a node), and every link's latency at least its hold (``copies`` relies on it)."""
-        first, senders = [id(link) for link in paths[0]] if paths else None, hop_senders[0] if paths else None
-        return (
-            first is not None
-            and all([id(link) for link in path] == first and s == senders for path, s in zip(paths, hop_senders))
-            and all(lat >= hold for lats, holds in zip(self._latency, self._hold) for lat, hold in zip(lats, holds))
-        )
+    @staticmethod
+    def _period(paths: list[list[_Link]], hop_senders: list[list[int]]) -> int:
+        """The smallest ``q`` dividing the member count such that member ``i`` crosses the same links,
+        hop by hop, with the same full-engine senders as member ``i mod q`` (the member count when
+        none is smaller). Above 1 only in the symmetric engine, where members of one class share
+        canonical links: a DP ring whose members fall in ``q`` classes, ``i`` and ``i + q`` being images
+        of each other (``sim/symmetric.py``)."""
+        p = len(paths)
+        key = [(tuple(map(id, path)), tuple(s)) for path, s in zip(paths, hop_senders)]
+        return next(q for q in range(1, p + 1) if p % q == 0 and key[q:] == key[: p - q]) if p else 0
+
+    def reduced(self) -> FifoRingLinks:
+        """The links of members ``0 … period−1`` only: a phase whose start times have the same period
+        is that smaller ring's recurrence, member ``i`` taking the results of ``i mod period``
+        (``RingCoordinator.recurrence`` says why)."""
+        if self._reduced is None:
+            paths, size, senders, hop_senders = self._members
+            q = self.period
+            self._reduced = FifoRingLinks(paths[:q], size, senders[:q], hop_senders[:q])
+        return self._reduced
 
     def copies(self, sent: int, gaps: int, steps: int) -> int:
         """The last arrival of a phase of ``steps`` ≥ 1 steps whose messages are all copies of one

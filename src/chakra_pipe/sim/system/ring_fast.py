@@ -46,6 +46,7 @@ class RingCoordinator:
         self._waiting: dict[tuple, dict[int, FastRing]] = {}
         self._ring_links: dict[tuple, Any] = {}  # network.ring_links results
         self._delays: dict[tuple, list[int]] = {}  # packet delays per phase shape (``delays``)
+        self._preds: dict[tuple, list[int]] = {}  # ring predecessors per ring and direction (``_pred``)
         self.aware = aware
 
     def join(self, algo: FastRing) -> None:
@@ -81,16 +82,42 @@ class RingCoordinator:
     def recurrence(self, algos: list[FastRing]) -> tuple[list[int], int, int]:
         """One phase over every member (``algos`` in ring order, each with its ``start_ns``): each
         member's last receive, the tail delay after it, and the steps. Schedules nothing; the aware
-        network's links advance. The public entry of the wiring layer's quotient engine (``symmetric``)."""
+        network's links advance. The public entry of the wiring layer's quotient engine (``symmetric``).
+
+        On the aware network a phase whose members repeat with a period ``q`` — member ``i`` crosses
+        the links of member ``i mod q`` with the same senders (``FifoRingLinks.period``, only in the
+        symmetric engine's canonical links) and starts when it does — is the recurrence of members
+        ``0 … q−1`` alone, with predecessors taken modulo ``q``: by induction over the steps, ``i`` and
+        ``i mod q`` send at the same times (a ring's predecessor ``i ∓ 1`` commutes with ``mod q`` since
+        ``q`` divides the size), so their copies of a link's state, loaded equal, get equal arrivals
+        and stay equal, and the links end as the whole ring would leave them, after the same
+        ``LinkConflict`` checks. ``q = 1`` has a closed form (``FifoRingLinks.copies``).
+        """
         first = algos[0]
         ring, p, steps = first.ring, first.ring.size, first.stream_count
         d = self.delays(first)
         links = self.links(ring, first.msg_size, first.direction)
-        start = first.start_ns
-        if self.aware and links.one_message and steps and all(a.start_ns == start for a in algos):
-            return [links.copies(start + d[0], sum(d[1:steps]), steps)] * p, d[steps], steps
-        pred = [ring.index_of(ring.sender(m, first.direction)) for m in ring.members]
         starts = [a.start_ns for a in algos]
+        pred = self._pred(ring, first.direction)
+        q = links.period if self.aware and steps else p
+        if q < p and starts[q:] == starts[: p - q] and all(pred[i] % q == pred[i % q] % q for i in range(p)):
+            if links.one_message:
+                return [links.copies(starts[0] + d[0], sum(d[1:steps]), steps)] * p, d[steps], steps
+            last = self._evaluate(links.reduced(), starts[:q], [x % q for x in pred[:q]], d, steps)
+            return last * (p // q), d[steps], steps
+        return self._evaluate(links, starts, pred, d, steps), d[steps], steps
+
+    def _pred(self, ring, direction: int) -> list[int]:
+        """Each member's predecessor (ring index) in ``direction`` (cached per ring and direction)."""
+        key = (ring.key, direction)
+        pred = self._preds.get(key)
+        if pred is None:
+            pred = self._preds[key] = [ring.index_of(ring.sender(m, direction)) for m in ring.members]
+        return pred
+
+    def _evaluate(self, links, starts: list[int], pred: list[int], d: list[int], steps: int) -> list[int]:
+        """The recurrence over the members of ``links`` (their ``starts`` and predecessors ``pred``)."""
+        p = len(starts)
         if p >= NUMPY_FROM:
             links.begin()
             send = np.asarray(starts, dtype=np.int64) + d[0]
@@ -101,27 +128,26 @@ class RingCoordinator:
                 if k < steps:
                     send = recv + d[k]
             links.end()
-            last = recv.tolist()
-        else:  # small rings: plain lists beat array steps
-            send = [s + d[0] for s in starts]  # type: ignore[assignment]
-            recv = send
+            return recv.tolist()
+        # small rings: plain lists beat array steps
+        send = [s + d[0] for s in starts]
+        recv = send
+        if self.aware:
+            links.begin(arrays=False)
+        else:
+            net = links.delays
+        for k in range(1, steps + 1):
             if self.aware:
-                links.begin(arrays=False)
+                arrived = links.arrive([send[j] for j in pred])
+                recv = [a if a > s else s for a, s in zip(arrived, send)]
             else:
-                net = links.delays
-            for k in range(1, steps + 1):
-                if self.aware:
-                    arrived = links.arrive([send[j] for j in pred])
-                    recv = [a if a > s else s for a, s in zip(arrived, send)]  # type: ignore[assignment]
-                else:
-                    recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]  # type: ignore[assignment]
-                if k < steps:
-                    dk = d[k]
-                    send = [r + dk for r in recv]  # type: ignore[assignment]
-            if self.aware:
-                links.end()
-            last = recv
-        return last, d[steps], steps
+                recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]
+            if k < steps:
+                dk = d[k]
+                send = [r + dk for r in recv]
+        if self.aware:
+            links.end()
+        return recv
 
     def _finish(self, algos: list, last: list[int], tail: int | list[int], steps: int) -> None:
         self.stats.messages += steps * len(algos)
