@@ -91,7 +91,7 @@ class FifoRingLinks:
         )
         self._total_latency = sum(hop[0] for hop in self._latency)
         self._members = (paths, size, senders, hop_senders)  # for ``reduced``
-        self._reduced: FifoRingLinks | None = None
+        self._reduced: dict[int, FifoRingLinks] = {}
         self._free: list = []
         self._ready: list = []  # per hop: when the phase's latest messages reached the links
         self._bound: list | None = None  # per hop: the earliest ns each link may take the phase's first message
@@ -127,15 +127,15 @@ class FifoRingLinks:
         key = [(tuple(map(id, path)), tuple(s)) for path, s in zip(paths, hop_senders)]
         return next(q for q in range(1, p + 1) if p % q == 0 and key[q:] == key[: p - q]) if p else 0
 
-    def reduced(self) -> FifoRingLinks:
-        """The links of members ``0 … period−1`` only: a phase whose start times have the same period
-        is that smaller ring's recurrence, member ``i`` taking the results of ``i mod period``
-        (``RingCoordinator.recurrence`` says why)."""
-        if self._reduced is None:
+    def reduced(self, q: int) -> FifoRingLinks:
+        """The links of members ``0 … q−1`` only (``q`` a multiple of ``period`` dividing the member
+        count): a phase whose start times have period ``q`` is that smaller ring's recurrence, member
+        ``i`` taking the results of ``i mod q`` (``RingCoordinator.recurrence`` says why)."""
+        links = self._reduced.get(q)
+        if links is None:
             paths, size, senders, hop_senders = self._members
-            q = self.period
-            self._reduced = FifoRingLinks(paths[:q], size, senders[:q], hop_senders[:q])
-        return self._reduced
+            links = self._reduced[q] = FifoRingLinks(paths[:q], size, senders[:q], hop_senders[:q])
+        return links
 
     def copies(self, sent: int, gaps: int, steps: int) -> int:
         """The last arrival of a phase of ``steps`` ≥ 1 steps whose messages are all copies of one

@@ -46,7 +46,7 @@ class RingCoordinator:
         self._waiting: dict[tuple, dict[int, FastRing]] = {}
         self._ring_links: dict[tuple, Any] = {}  # network.ring_links results
         self._delays: dict[tuple, list[int]] = {}  # packet delays per phase shape (``delays``)
-        self._preds: dict[tuple, list[int]] = {}  # ring predecessors per ring and direction (``_pred``)
+        self._preds: dict[tuple, tuple[list[int], bool]] = {}  # ring predecessors per ring and direction (``_pred``)
         self.aware = aware
 
     def join(self, algo: FastRing) -> None:
@@ -87,9 +87,10 @@ class RingCoordinator:
         On the aware network a phase whose members repeat with a period ``q`` — member ``i`` crosses
         the links of member ``i mod q`` with the same senders (``FifoRingLinks.period``, only in the
         symmetric engine's canonical links) and starts when it does — is the recurrence of members
-        ``0 … q−1`` alone, with predecessors taken modulo ``q``: by induction over the steps, ``i`` and
-        ``i mod q`` send at the same times (a ring's predecessor ``i ∓ 1`` commutes with ``mod q`` since
-        ``q`` divides the size), so their copies of a link's state, loaded equal, get equal arrivals
+        ``0 … q−1`` alone, with predecessors taken modulo ``q`` (``q`` a multiple of the links' period
+        and a period of the starts): by induction over the steps, ``i`` and ``i mod q`` send at the
+        same times (a ring's predecessor ``i ∓ 1`` commutes with ``mod q`` since ``q`` divides the
+        size), so their copies of a link's state, loaded equal, get equal arrivals
         and stay equal, and the links end as the whole ring would leave them, after the same
         ``LinkConflict`` checks. ``q = 1`` has a closed form (``FifoRingLinks.copies``).
         """
@@ -98,22 +99,34 @@ class RingCoordinator:
         d = self.delays(first)
         links = self.links(ring, first.msg_size, first.direction)
         starts = [a.start_ns for a in algos]
-        pred = self._pred(ring, first.direction)
-        q = links.period if self.aware and steps else p
-        if q < p and starts[q:] == starts[: p - q] and all(pred[i] % q == pred[i % q] % q for i in range(p)):
-            if links.one_message:
-                return [links.copies(starts[0] + d[0], sum(d[1:steps]), steps)] * p, d[steps], steps
-            last = self._evaluate(links.reduced(), starts[:q], [x % q for x in pred[:q]], d, steps)
+        pred, rotation = self._pred(ring, first.direction)
+        q = self._period(links.period, starts) if self.aware and steps and rotation else p
+        if q == 1 and links.one_message:
+            return [links.copies(starts[0] + d[0], sum(d[1:steps]), steps)] * p, d[steps], steps
+        if q < p:
+            last = self._evaluate(links.reduced(q), starts[:q], [x % q for x in pred[:q]], d, steps)
             return last * (p // q), d[steps], steps
         return self._evaluate(links, starts, pred, d, steps), d[steps], steps
 
-    def _pred(self, ring, direction: int) -> list[int]:
-        """Each member's predecessor (ring index) in ``direction`` (cached per ring and direction)."""
+    @staticmethod
+    def _period(links_period: int, starts: list[int]) -> int:
+        """The smallest multiple of the links' period that divides the ring size and is a period of
+        the start times (the ring size when none is smaller)."""
+        p = len(starts)
+        candidates = range(links_period, p, links_period)
+        return next((q for q in candidates if p % q == 0 and starts[q:] == starts[: p - q]), p)
+
+    def _pred(self, ring, direction: int) -> tuple[list[int], bool]:
+        """Each member's predecessor (ring index) in ``direction``, and whether it is a rotation
+        (``i → i + c mod P``, so taking it modulo any divisor of ``P`` commutes with it); cached per
+        ring and direction."""
         key = (ring.key, direction)
-        pred = self._preds.get(key)
-        if pred is None:
-            pred = self._preds[key] = [ring.index_of(ring.sender(m, direction)) for m in ring.members]
-        return pred
+        hit = self._preds.get(key)
+        if hit is None:
+            pred = [ring.index_of(ring.sender(m, direction)) for m in ring.members]
+            p = len(pred)
+            hit = self._preds[key] = (pred, all(x == (i + pred[0]) % p for i, x in enumerate(pred)))
+        return hit
 
     def _evaluate(self, links, starts: list[int], pred: list[int], d: list[int], steps: int) -> list[int]:
         """The recurrence over the members of ``links`` (their ``starts`` and predecessors ``pred``)."""
