@@ -133,15 +133,15 @@ class RingCoordinator:
         p = len(starts)
         if p >= NUMPY_FROM:
             links.begin()
-            send = np.asarray(starts, dtype=np.int64) + d[0]
+            sends = np.asarray(starts, dtype=np.int64) + d[0]
             predv = np.asarray(pred, dtype=np.int64)
-            recv = send
+            recvs = sends
             for k in range(1, steps + 1):
-                recv = np.maximum(links.arrive(send[predv]), send)
+                recvs = np.maximum(links.arrive(sends[predv]), sends)
                 if k < steps:
-                    send = recv + d[k]
+                    sends = recvs + d[k]
             links.end()
-            return recv.tolist()
+            return recvs.tolist()
         # small rings: plain lists beat array steps
         send = [s + d[0] for s in starts]
         recv = send
