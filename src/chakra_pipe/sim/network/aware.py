@@ -89,6 +89,11 @@ class FifoRingLinks:
         self.one_message = self.period == 1 and all(
             lat >= hold for lats, holds in zip(self._latency, self._hold) for lat, hold in zip(lats, holds)
         )
+        # one_message: the one path's (link, sender, latency, hold) per hop, for ``copies``
+        self._path = [
+            (h[0], s[0], lat[0], hold[0])
+            for h, s, lat, hold in zip(self._hops, self._senders, self._latency, self._hold)
+        ]
         self._total_latency = sum(hop[0] for hop in self._latency)
         self._members = (paths, size, senders, hop_senders)  # for ``reduced``
         self._reduced: dict[int, FifoRingLinks] = {}
@@ -154,24 +159,24 @@ class FifoRingLinks:
         and ``recv_S = recv_1 + gaps + (S−1)·Λ``; the last step leaves hop ``j`` offered and started at
         ``send_S + Σ_{i<j} latency_i``, free ``hold_j`` later.
         """
-        hops = [hop[0] for hop in self._hops]
-        if any(link.pending for link in hops):
-            raise LinkConflict("a ring phase reaches a link with messages queued on the message path")
+        path = self._path
+        for link, _, _, _ in path:
+            if link.pending:
+                raise LinkConflict("a ring phase reaches a link with messages queued on the message path")
         t = sent
-        for link, senders, latency, hold in zip(hops, self._senders, self._latency, self._hold):
-            s = senders[0]
+        for link, s, latency, hold in path:
             bound = 0 if link.sender == -1 else link.offered + 1 if link.sender == s else link.free_at
             if t < bound:
                 raise LinkConflict("ring messages reach a link out of the order the phases are evaluated in")
             start = t if t > link.free_at else link.free_at
-            link.offered, link.free_at, link.sender = t, start + hold[0], s
-            t = start + latency[0]
+            link.offered, link.free_at, link.sender = t, start + hold, s
+            t = start + latency
         if steps == 1:
             return t
         send = t + gaps + (steps - 2) * self._total_latency  # send_S
-        for link, latency, hold in zip(hops, self._latency, self._hold):
-            link.offered, link.free_at = send, send + hold[0]
-            send += latency[0]
+        for link, _, latency, hold in path:
+            link.offered, link.free_at = send, send + hold
+            send += latency
         return send
 
     def begin(self, arrays: bool = True) -> None:
