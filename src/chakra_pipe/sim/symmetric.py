@@ -83,7 +83,11 @@ its own. The argument, and what it needs:
    reaching a link with queued messages raises too. The full engine needs 1-D preconditions so that
    its check never fires; here the check is the guarantee: any ``LinkConflict`` reruns the quotient
    message by message (exact, as before, costing one more run), e.g. with two active chunks an NPU
-   runs two phases over one link at once.
+   runs two phases over one link at once. Two exact shortcuts of that recurrence make the scale runs
+   cheap (``RingCoordinator.recurrence``): when every member's entries are (a)-copies of one message
+   and all start together (a TP ring of one class), ``FifoRingLinks.copies`` gives the closed form;
+   when members repeat with a period ``q`` in links, senders and starts (a DP ring over ``q``
+   classes), the recurrence of one period stands for the ring.
 
 **When it holds** (:func:`symmetry_problem` checks before a run, each failed condition a reason the
 caller logs before falling back to the full engine): no rendezvous; every network dimension a
