@@ -89,12 +89,13 @@ class FifoRingLinks:
         self.one_message = self.period == 1 and all(
             lat >= hold for lats, holds in zip(self._latency, self._hold) for lat, hold in zip(lats, holds)
         )
-        # one_message: the one path's (link, sender, latency, hold) per hop, for ``copies``
+        # one_message: the one path's (link, sender, latency, hold) per hop and its latency, for ``copies``
         self._path = [
             (h[0], s[0], lat[0], hold[0])
             for h, s, lat, hold in zip(self._hops, self._senders, self._latency, self._hold)
+            if self.one_message
         ]
-        self._total_latency = sum(hop[0] for hop in self._latency)
+        self._total_latency = sum(latency for _, _, latency, _ in self._path)
         self._members = (paths, size, senders, hop_senders)  # for ``reduced``
         self._reduced: dict[int, FifoRingLinks] = {}
         self._free: list = []
