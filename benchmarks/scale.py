@@ -10,7 +10,7 @@ Wall and CPU seconds are both printed: on a shared machine the wall time include
     python benchmarks/scale.py                       # 1,024 and 4,096 ranks
     python benchmarks/scale.py --ranks 16384 131072  # the big sizes
     python benchmarks/scale.py --full 1024           # the same step on the full engine, per-rank equal?
-    python benchmarks/scale.py --backend congestion_aware --ranks 1024 4096   # FIFO links (aware)
+    python benchmarks/scale.py --backend congestion_aware --ranks 16384 131072  # FIFO links (aware)
     python benchmarks/scale.py --search 1024 16384   # gpt3-175b layout search on two platforms
     python benchmarks/scale.py --search 1024 --save-top top.json  # keep each platform's best layout
     python benchmarks/scale.py --check-top top.json   # those layouts as campaign points

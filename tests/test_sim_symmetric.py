@@ -15,6 +15,8 @@ from chakra_pipe.generate.llm import generate_llm
 from chakra_pipe.generate.options import resolve_llm
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate, symmetric
 from chakra_pipe.sim.engine import EventQueue
+from chakra_pipe.sim.network.aware import FifoRingLinks, _Link
+from chakra_pipe.sim.network.common import LinkConflict
 from chakra_pipe.sim.symmetric import RankSymmetry, SymmetryDeclined, _QuotientAwareNetwork, fit, symmetry_problem
 from chakra_pipe.sim.system.ring_fast import RingCoordinator
 from chakra_pipe.sweep.generated_layout import GeneratedLayout, simulate_layout
@@ -203,12 +205,35 @@ RING_PATH = {
 }
 
 
+# Which shortcuts of the recurrence each case's ring phases took: "one message" (every member's message a
+# copy of one: FifoRingLinks.copies' closed form, e.g. a TP ring of one class) and "period" (members
+# repeating with a period, e.g. a DP ring over 2 classes: the recurrence of one period).
+SHORTCUTS = {
+    "64 ranks, 3-D switch: DP over half a node and the rail (blk → blk+2)": {"one message", "period"},
+    "64 ranks, expert all-to-alls (ring), experts across nodes": {"one message", "period"},
+    "64 ranks, expert all-to-alls (direct), 1-D switch": set(),
+}
+
+
 @pytest.mark.parametrize("case", sorted(AWARE_CASES))
 def test_symmetric_run_on_the_congestion_aware_backend_equals_the_full_engine(case, monkeypatch):
     options, dims, kw, reps = AWARE_CASES[case]
     runs: list[bool] = []  # ring_fast of each quotient run
     phases = [0]  # ring phases evaluated by the recurrence
+    shortcuts: set[str] = set()
     run, recurrence = symmetric._run, RingCoordinator.recurrence
+    copies, reduced = FifoRingLinks.copies, FifoRingLinks.reduced
+
+    def spy_copies(self, *args):
+        shortcuts.add("one message")
+        return copies(self, *args)
+
+    def spy_reduced(self, q):
+        shortcuts.add("period")
+        return reduced(self, q)
+
+    monkeypatch.setattr(FifoRingLinks, "copies", spy_copies)
+    monkeypatch.setattr(FifoRingLinks, "reduced", spy_reduced)
 
     def spy_run(*args, ring_fast):
         runs.append(ring_fast)
@@ -228,6 +253,7 @@ def test_symmetric_run_on_the_congestion_aware_backend_equals_the_full_engine(ca
     path = RING_PATH.get(case, "recurrence")
     assert runs == ([True, False] if path == "rerun" else [True])
     assert (phases[0] > 0) == (path != "messages")
+    assert shortcuts == SHORTCUTS.get(case, {"one message"})
     if path == "recurrence":  # every message of a representative counted once, as the message path does
         monkeypatch.setattr(symmetric, "_QuotientRings", lambda *a: None)
         slow, _ = simulate_layout(model, spec, hardware(dims, **kw), "x")
@@ -245,6 +271,53 @@ def test_aware_symmetric_run_equals_both_paths_of_the_full_engine():
     slow = simulate(GeneratedLayout(model, spec, "x").traces(), hw, fast=False)
     assert_identical(sym, fast)
     assert_identical(sym, slow)
+
+
+def one_message_ring(carried: list[tuple[int, int, int]]) -> tuple[FifoRingLinks, list[_Link]]:
+    """8 members whose messages are copies of one (a TP ring of one class on canonical links: the
+    representative's up-link, sender 0, then its down-link, sender 7), each link's state
+    ``(free_at, offered, sender)`` carried over from earlier phases."""
+    links = [_Link(500.0, 50.0), _Link(700.0, 25.0)]
+    for link, state in zip(links, carried):
+        link.free_at, link.offered, link.sender = state
+    return FifoRingLinks([links] * 8, 1 << 20, [0] * 8, [[0, 7]] * 8), links
+
+
+CARRIED = {  # (up-link, down-link) state before the phase, which starts at 100,000 ns
+    "fresh links": [(0, 0, -1), (0, 0, -1)],
+    "both links still busy with the same senders' messages": [(130_000, 45_000, 0), (160_000, 60_000, 7)],
+    "another sender's message left the up-link before": [(95_000, 60_000, 5), (0, 0, -1)],
+    "another sender's message holds the up-link": [(130_000, 99_000, 3), (0, 0, -1)],
+}
+
+
+@pytest.mark.parametrize("steps", [1, 2, 14])
+@pytest.mark.parametrize("carried", sorted(CARRIED))
+def test_copies_of_one_message_time_as_the_recurrence_over_every_member(steps, carried):
+    """``FifoRingLinks.copies`` (closed form) against the recurrence stepping all 8 members: the same
+    last receive, the same link state left, and the same ``LinkConflict`` when the phase's first
+    message reaches a link before another sender's last message left it."""
+    start, d = 100_000, [10, 3_000, 10, 3_000, 10, 3_000, 10, 3_000, 10, 3_000, 10, 3_000, 10, 3_000, 10]
+    fast, fast_links = one_message_ring(CARRIED[carried])
+    slow, slow_links = one_message_ring(CARRIED[carried])
+    assert fast.one_message and fast.period == 1
+    stepped = RingCoordinator(None, None, None, aware=True)._evaluate
+    pred = [7, 0, 1, 2, 3, 4, 5, 6]
+    if carried == "another sender's message holds the up-link":
+        with pytest.raises(LinkConflict):
+            stepped(slow, [start] * 8, pred, d, steps)
+        with pytest.raises(LinkConflict):
+            fast.copies(start + d[0], sum(d[1:steps]), steps)
+        return
+    last = fast.copies(start + d[0], sum(d[1:steps]), steps)
+    assert stepped(slow, [start] * 8, pred, d, steps) == [last] * 8
+    state = [(link.free_at, link.offered, link.sender) for link in fast_links]
+    assert state == [(link.free_at, link.offered, link.sender) for link in slow_links]
+    # A step crosses the up-link (21,471 ns: 500 + 2²⁰ B / 50 B/ns) and the down-link (42,643 ns). When
+    # both are busy, step 1 waits for the up-link until 130,000, reaches the down-link at 151,471 and
+    # waits for it until 160,000; later steps never wait.
+    first = 160_000 + 42_643 if carried.startswith("both") else start + d[0] + 21_471 + 42_643
+    assert last == first + sum(d[1:steps]) + (steps - 1) * (21_471 + 42_643)
 
 
 def test_fit_keeps_the_translations_that_are_network_automorphisms():

@@ -83,7 +83,11 @@ its own. The argument, and what it needs:
    reaching a link with queued messages raises too. The full engine needs 1-D preconditions so that
    its check never fires; here the check is the guarantee: any ``LinkConflict`` reruns the quotient
    message by message (exact, as before, costing one more run), e.g. with two active chunks an NPU
-   runs two phases over one link at once.
+   runs two phases over one link at once. Two exact shortcuts of that recurrence make the scale runs
+   cheap (``RingCoordinator.recurrence``): when every member's entries are (a)-copies of one message
+   and all start together (a TP ring of one class), ``FifoRingLinks.copies`` gives the closed form;
+   when members repeat with a period ``q`` in links, senders and starts (a DP ring over ``q``
+   classes), the recurrence of one period stands for the ring.
 
 **When it holds** (:func:`symmetry_problem` checks before a run, each failed condition a reason the
 caller logs before falling back to the full engine): no rendezvous; every network dimension a
@@ -486,33 +490,38 @@ class _QuotientRings:
 
     def __init__(self, network, queue, stats, sym: RankSymmetry, aware: bool = False):
         self._phase = RingCoordinator(network, queue, stats, aware)
-        self.aware = aware  # FIFO links: never the closed form (their state carries over)
+        self.aware = aware  # FIFO links: never the closed form below (their state carries over)
         self.queue, self.stats, self._sym = queue, stats, sym
         self._waiting: dict[tuple, dict[int, Any]] = {}
-        self._rings: dict[int, tuple[list[int], list[int]]] = {}
+        self._rings: dict[int, tuple[list[int], list[int], list[int]]] = {}
         self._uniform: dict[tuple, int | None] = {}
         self._closed: dict[tuple, tuple[int, int]] = {}
 
-    def _layout(self, ring) -> tuple[list[int], list[int]]:
-        """The representatives in the ring (ring order) and each member's representative (cached)."""
+    def _layout(self, ring) -> tuple[list[int], list[int], list[int]]:
+        """The representatives in the ring (ring order), their ring positions and each member's
+        representative (cached)."""
         hit = self._rings.get(id(ring))
         if hit is None:
             m = np.asarray(ring.members, dtype=np.int64)
             r = self._sym.rep(m)
-            hit = self._rings[id(ring)] = (m[r == m].tolist(), r.tolist())
+            hit = self._rings[id(ring)] = (m[r == m].tolist(), np.flatnonzero(r == m).tolist(), r.tolist())
         return hit
 
     def join(self, algo) -> None:
         ring = algo.ring
-        # id(ring), not ring.key: a sub-group's key holds its member tuple, whose hash is not cached (O(P)
-        # per phase); the ring objects are shared by the NPUs and live as long as the run.
-        key = (id(ring), algo.stream.stream_id, algo.stream.steps_finished, algo.ctype, algo.msg_size, algo.direction)
-        present = self._waiting.setdefault(key, {})
-        present[algo.id] = algo
-        order, rep_of = self._layout(ring)
-        if len(present) < len(order):
-            return
-        del self._waiting[key]
+        order, at, rep_of = self._layout(ring)
+        if len(order) == 1:  # one representative (a TP ring of one class): nobody to wait for
+            present = {algo.id: algo}
+        else:
+            # id(ring), not ring.key: a sub-group's key holds its member tuple, whose hash is not cached
+            # (O(P) per phase); the ring objects are shared by the NPUs and live as long as the run.
+            stream = algo.stream
+            key = (id(ring), stream.stream_id, stream.steps_finished, algo.ctype, algo.msg_size, algo.direction)
+            present = self._waiting.setdefault(key, {})
+            present[algo.id] = algo
+            if len(present) < len(order):
+                return
+            del self._waiting[key]
         reps = [present[r] for r in order]
         first = reps[0]
         steps = first.stream_count
@@ -520,10 +529,8 @@ class _QuotientRings:
         net = None if self.aware else self._uniform_delay(first)
         if net is None or any(a.start_ns != first.start_ns for a in reps):
             last, tail, _ = self._phase.recurrence([present[r] for r in rep_of])
-            for i, member in enumerate(ring.members):  # the representatives' exits, at their ring positions
-                if member in present:
-                    a = present[member]
-                    self.queue.schedule(last[i], a.sys.register_event, a.exit, tail)
+            for a, i in zip(reps, at):  # the representatives' exits, at their ring positions
+                self.queue.schedule(last[i], a.sys.register_event, a.exit, tail)
             return
         span, tail = self._closed_form(first, net)
         for a in reps:
@@ -535,7 +542,7 @@ class _QuotientRings:
         key = (algo.ctype, algo.msg_size, algo.P, algo.ring.local, algo.stream_count, algo.parallel_reduce, net)
         hit = self._closed.get(key)
         if hit is None:
-            d, steps = algo.packet_delays(), algo.stream_count
+            d, steps = self._phase.delays(algo), algo.stream_count
             hit = self._closed[key] = (sum(d[:steps]) + steps * net, d[steps])
         return hit
 

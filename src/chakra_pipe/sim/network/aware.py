@@ -89,6 +89,19 @@ class FifoRingLinks:
         self._latency_a = [np.asarray(x, dtype=np.int64) for x in self._latency]
         self._hold_a = [np.asarray(x, dtype=np.int64) for x in self._hold]
         self._arrays = True
+        self.period = self._period(paths, hop_senders)
+        self.one_message = self.period == 1 and all(
+            lat >= hold for lats, holds in zip(self._latency, self._hold) for lat, hold in zip(lats, holds)
+        )
+        # one_message: the one path's (link, sender, latency, hold) per hop and its latency, for ``copies``
+        self._path = [
+            (h[0], s[0], lat[0], hold[0])
+            for h, s, lat, hold in zip(self._hops, self._senders, self._latency, self._hold)
+            if self.one_message
+        ]
+        self._total_latency = sum(latency for _, _, latency, _ in self._path)
+        self._members = (paths, size, senders, hop_senders)  # for ``reduced``
+        self._reduced: dict[int, FifoRingLinks] = {}
         self._free: list = []
         self._ready: list = []  # per hop: when the phase's latest messages reached the links
         self._bound: list | None = None  # per hop: the earliest ns each link may take the phase's first message
@@ -112,6 +125,64 @@ class FifoRingLinks:
                 twins[j][0].append(n)
                 twins[j][1].append(first[2])
         return [(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)) if a else None for a, b in twins]
+
+    @staticmethod
+    def _period(paths: list[list[_Link]], hop_senders: list[list[int]]) -> int:
+        """The smallest ``q`` dividing the member count such that member ``i`` crosses the same links,
+        hop by hop, with the same full-engine senders as member ``i mod q`` (the member count when
+        none is smaller). Above 1 only in the symmetric engine, where members of one class share
+        canonical links: a DP ring whose members fall in ``q`` classes, ``i`` and ``i + q`` being images
+        of each other (``sim/symmetric.py``)."""
+        p = len(paths)
+        key = [(tuple(map(id, path)), tuple(s)) for path, s in zip(paths, hop_senders)]
+        return next(q for q in range(1, p + 1) if p % q == 0 and key[q:] == key[: p - q]) if p else 0
+
+    def reduced(self, q: int) -> FifoRingLinks:
+        """The links of members ``0 … q−1`` only (``q`` a multiple of ``period`` dividing the member
+        count): a phase whose start times have period ``q`` is that smaller ring's recurrence, member
+        ``i`` taking the results of ``i mod q`` (``RingCoordinator.recurrence`` says why)."""
+        links = self._reduced.get(q)
+        if links is None:
+            paths, size, senders, hop_senders = self._members
+            links = self._reduced[q] = FifoRingLinks(paths[:q], size, senders[:q], hop_senders[:q])
+        return links
+
+    def copies(self, sent: int, gaps: int, steps: int) -> int:
+        """The last arrival of a phase of ``steps`` ≥ 1 steps whose messages are all copies of one
+        (``one_message``, all members starting together): ``sent`` is step 1's send, ``gaps`` the sum of
+        the delays between a receive and the next send (``Σ_{1≤k<S} d_k``). Leaves the links as
+        :meth:`begin` … :meth:`end` would, with the same :class:`LinkConflict` checks.
+
+        Why it is exact: the copies enter the recurrence with equal send times, cross one canonical
+        link per hop whose per-entry states start equal, so every entry computes the same values at
+        every step (what ``arrive`` checks on twins), and the recurrence is that of one message
+        stream on one path. Step 1 meets the links' carried-over free times. From step 2 on no link
+        is ever busy: with ``start_j`` the step's start on hop ``j``, the link frees at ``start_j +
+        hold_j ≤ start_j + latency_j ≤ recv`` (later hops only add) ``≤ send_{k+1}``, the next
+        step's ready time on hop 0, and on hop ``j`` too (its ready time is at least the send). So
+        ``recv_k = send_k + Λ`` (``Λ = Σ_j latency_j``) for ``k ≥ 2``, ``send_{k+1} = recv_k + d_k``,
+        and ``recv_S = recv_1 + gaps + (S−1)·Λ``; the last step leaves hop ``j`` offered and started at
+        ``send_S + Σ_{i<j} latency_i``, free ``hold_j`` later.
+        """
+        path = self._path
+        for link, _, _, _ in path:
+            if link.pending:
+                raise LinkConflict("a ring phase reaches a link with messages queued on the message path")
+        t = sent
+        for link, s, latency, hold in path:
+            bound = 0 if link.sender == -1 else link.offered + 1 if link.sender == s else link.free_at
+            if t < bound:
+                raise LinkConflict("ring messages reach a link out of the order the phases are evaluated in")
+            start = t if t > link.free_at else link.free_at
+            link.offered, link.free_at, link.sender = t, start + hold, s
+            t = start + latency
+        if steps == 1:
+            return t
+        send = t + gaps + (steps - 2) * self._total_latency  # send_S
+        for link, _, latency, hold in path:
+            link.offered, link.free_at = send, send + hold
+            send += latency
+        return send
 
     def begin(self, arrays: bool = True) -> None:
         """Load the links' free times; ``arrays``: step with numpy (large rings) or plain lists (small

@@ -47,6 +47,8 @@ class RingCoordinator:
         self.network, self.queue, self.stats = network, queue, stats
         self._waiting: dict[tuple, dict[int, FastRing]] = {}
         self._ring_links: dict[tuple, Any] = {}  # network.ring_links results
+        self._delays: dict[tuple, list[int]] = {}  # packet delays per phase shape (``delays``)
+        self._preds: dict[tuple, tuple[list[int], bool]] = {}  # ring predecessors per ring and direction (``_pred``)
         self.aware = aware
 
     def join(self, algo: FastRing) -> None:
@@ -69,47 +71,98 @@ class RingCoordinator:
             self._ring_links[key] = links
         return links
 
+    def delays(self, algo: FastRing) -> list[int]:
+        """``algo.packet_delays()``, computed once per phase shape: the packet counters start afresh in
+        every phase and the delays read only the shape and the system config, which all NPUs share
+        (a 16,384-GPU symmetric step evaluates ~10⁵ phases of a handful of shapes)."""
+        key = (algo.ctype, algo.msg_size, algo.P, algo.local, algo.stream_count, algo.parallel_reduce)
+        d = self._delays.get(key)
+        if d is None:
+            d = self._delays[key] = algo.packet_delays()
+        return d
+
     def recurrence(self, algos: list[FastRing]) -> tuple[list[int], int, int]:
         """One phase over every member (``algos`` in ring order, each with its ``start_ns``): each
         member's last receive, the tail delay after it, and the steps. Schedules nothing; the aware
-        network's links advance. The public entry of the wiring layer's quotient engine (``symmetric``)."""
+        network's links advance. The public entry of the wiring layer's quotient engine (``symmetric``).
+
+        On the aware network a phase whose members repeat with a period ``q`` — member ``i`` crosses
+        the links of member ``i mod q`` with the same senders (``FifoRingLinks.period``, only in the
+        symmetric engine's canonical links) and starts when it does — is the recurrence of members
+        ``0 … q−1`` alone, with predecessors taken modulo ``q`` (``q`` a multiple of the links' period
+        and a period of the starts): by induction over the steps, ``i`` and ``i mod q`` send at the
+        same times (a ring's predecessor ``i ∓ 1`` commutes with ``mod q`` since ``q`` divides the
+        size), so their copies of a link's state, loaded equal, get equal arrivals
+        and stay equal, and the links end as the whole ring would leave them, after the same
+        ``LinkConflict`` checks. ``q = 1`` has a closed form (``FifoRingLinks.copies``).
+        """
         first = algos[0]
         ring, p, steps = first.ring, first.ring.size, first.stream_count
-        d = first.packet_delays()
-        pred = [ring.index_of(ring.sender(m, first.direction)) for m in ring.members]
-        starts = [a.start_ns for a in algos]
+        d = self.delays(first)
         links = self.links(ring, first.msg_size, first.direction)
+        starts = [a.start_ns for a in algos]
+        pred, rotation = self._pred(ring, first.direction)
+        q = self._period(links.period, starts) if self.aware and steps and rotation else p
+        if q == 1 and links.one_message:
+            return [links.copies(starts[0] + d[0], sum(d[1:steps]), steps)] * p, d[steps], steps
+        if q < p:
+            last = self._evaluate(links.reduced(q), starts[:q], [x % q for x in pred[:q]], d, steps)
+            return last * (p // q), d[steps], steps
+        return self._evaluate(links, starts, pred, d, steps), d[steps], steps
+
+    @staticmethod
+    def _period(links_period: int, starts: list[int]) -> int:
+        """The smallest multiple of the links' period that divides the ring size and is a period of
+        the start times (the ring size when none is smaller)."""
+        p = len(starts)
+        candidates = range(links_period, p, links_period)
+        return next((q for q in candidates if p % q == 0 and starts[q:] == starts[: p - q]), p)
+
+    def _pred(self, ring, direction: int) -> tuple[list[int], bool]:
+        """Each member's predecessor (ring index) in ``direction``, and whether it is a rotation
+        (``i → i + c mod P``, so taking it modulo any divisor of ``P`` commutes with it); cached per
+        ring and direction."""
+        key = (ring.key, direction)
+        hit = self._preds.get(key)
+        if hit is None:
+            pred = [ring.index_of(ring.sender(m, direction)) for m in ring.members]
+            p = len(pred)
+            hit = self._preds[key] = (pred, all(x == (i + pred[0]) % p for i, x in enumerate(pred)))
+        return hit
+
+    def _evaluate(self, links, starts: list[int], pred: list[int], d: list[int], steps: int) -> list[int]:
+        """The recurrence over the members of ``links`` (their ``starts`` and predecessors ``pred``)."""
+        p = len(starts)
         if p >= NUMPY_FROM:
             links.begin()
-            send = np.asarray(starts, dtype=np.int64) + d[0]
+            sends = np.asarray(starts, dtype=np.int64) + d[0]
             predv = np.asarray(pred, dtype=np.int64)
-            recv = send
+            recvs = sends
             for k in range(1, steps + 1):
-                recv = np.maximum(links.arrive(send[predv]), send)
+                recvs = np.maximum(links.arrive(sends[predv]), sends)
                 if k < steps:
-                    send = recv + d[k]
+                    sends = recvs + d[k]
             links.end()
-            last = recv.tolist()
-        else:  # small rings: plain lists beat array steps
-            send = [s + d[0] for s in starts]  # type: ignore[assignment]
-            recv = send
+            return recvs.tolist()
+        # small rings: plain lists beat array steps
+        send = [s + d[0] for s in starts]
+        recv = send
+        if self.aware:
+            links.begin(arrays=False)
+        else:
+            net = links.delays
+        for k in range(1, steps + 1):
             if self.aware:
-                links.begin(arrays=False)
+                arrived = links.arrive([send[j] for j in pred])
+                recv = [a if a > s else s for a, s in zip(arrived, send)]
             else:
-                net = links.delays
-            for k in range(1, steps + 1):
-                if self.aware:
-                    arrived = links.arrive([send[j] for j in pred])
-                    recv = [a if a > s else s for a, s in zip(arrived, send)]  # type: ignore[assignment]
-                else:
-                    recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]  # type: ignore[assignment]
-                if k < steps:
-                    dk = d[k]
-                    send = [r + dk for r in recv]  # type: ignore[assignment]
-            if self.aware:
-                links.end()
-            last = recv
-        return last, d[steps], steps
+                recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]
+            if k < steps:
+                dk = d[k]
+                send = [r + dk for r in recv]
+        if self.aware:
+            links.end()
+        return recv
 
     def _finish(self, algos: list, last: list[int], tail: int | list[int], steps: int) -> None:
         self.stats.messages += steps * len(algos)
