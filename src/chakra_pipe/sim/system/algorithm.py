@@ -72,6 +72,17 @@ class PacketAlgorithm:
         self.final_data_size = data_size
         self.receiver = self.sender = self.id
 
+    def unstarted_copy(self) -> PacketAlgorithm:
+        """A new phase of the same shape as this unstarted one, with its own packet counters.
+
+        ``Sys`` keeps one never-started object per (dimension, type, size, direction) and copies it for
+        every chunk: every other field is a number (or the not-yet-created packet deque) until start.
+        """
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.counters = PacketCounters()
+        return new
+
     # -- hooks ---------------------------------------------------------------------------------
     def non_zero_latency_packets(self) -> int:
         return (self.P - 1) * self.parallel_reduce
