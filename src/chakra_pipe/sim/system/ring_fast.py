@@ -100,7 +100,8 @@ class RingCoordinator:
                     arrived = links.arrive([send[j] for j in pred])
                     recv = [a if a > s else s for a, s in zip(arrived, send)]  # type: ignore[assignment]
                 else:
-                    recv = [max(send[pred[i]] + net[i], send[i]) for i in range(p)]  # type: ignore[assignment]
+                    arrived = [send[j] + n for j, n in zip(pred, net)]
+                    recv = [a if a > s else s for a, s in zip(arrived, send)]  # type: ignore[assignment]
                 if k < steps:
                     dk = d[k]
                     send = [r + dk for r in recv]  # type: ignore[assignment]
@@ -160,7 +161,10 @@ class FastRing(Ring):
 
     def packet_delays(self) -> list[int]:
         """Bus (+ reduction) delay of each injected packet, from the event path's packet counters."""
-        return [delay for _, _, delay in self.replay_packets(self.stream_count + 1)]
+        d = self.shape.get("delays")
+        if d is None:
+            d = self.shape["delays"] = [delay for _, _, delay in self.replay_packets(self.stream_count + 1)]
+        return d
 
     def exit(self) -> None:
         self.sys.proceed_to_next_phase(self.stream)

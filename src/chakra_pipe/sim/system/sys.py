@@ -129,11 +129,8 @@ class Sys:
             lst.append(fn)
 
     def _call_events(self, t: int) -> None:
-        lst = self._ticks[t]
-        i = 0
-        while i < len(lst):
-            lst[i]()
-            i += 1
+        for fn in self._ticks[t]:  # a list iterator also runs what the callbacks append (delay 0)
+            fn()
         del self._ticks[t]
 
     def reduction_delay(self, size: int) -> int:
@@ -308,19 +305,22 @@ class Sys:
         queue.insert(i, stream)
 
     def _start_waiting(self, q: int) -> None:
+        running = self.running
+        if running[q] >= self.threshold:  # the common case: the queue's running streams are all it may run
+            return
         lst = self.active[q]
-        ptr = self.running[q]
-        while ptr < len(lst) and self.running[q] < self.threshold:
+        ptr = running[q]
+        while ptr < len(lst) and running[q] < self.threshold:
             lst[ptr].init()
-            self.running[q] += 1
+            running[q] += 1
             ptr += 1
 
     def proceed_to_next_phase(self, stream: Stream) -> None:
-        prev = stream.queue_id
+        prev = stream.queue_id  # the queue of the phase that just ended (-1 before the first)
         if not stream.phases:
             stream.dataset.stream_finished()
         if prev >= 0:
-            lst = self.active[stream.phase.queue_id]  # type: ignore[union-attr]
+            lst = self.active[prev]
             if lst and lst[0] is stream:
                 lst.popleft()
             else:
