@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from test_sim_examples import D, coll, ring_chunk, ring_hw, write_set
+from test_sim_examples import D, coll, make_node, ring_chunk, ring_hw, write_set
 
 from chakra_pipe.et import schema
 from chakra_pipe.sim import simulate
@@ -143,3 +143,81 @@ def test_phase_types_on_one_dimension_stay_apart() -> None:
     ag = s._phase("ALL_GATHER", dim, D, (0, CLOCKWISE)).algorithm
     assert (rs.ctype, rs.msg_size, rs.final_data_size) == ("REDUCE_SCATTER", D // 8, D // 8)
     assert (ag.ctype, ag.msg_size, ag.final_data_size) == ("ALL_GATHER", D, 8 * D)
+
+
+def test_direct_outcomes_are_reused_only_for_the_same_start_pattern(tmp_path: Path, monkeypatch) -> None:
+    """The direct fast path keeps each phase's outcome per shape and relative start pattern. Ranks
+    run direct all-reduces after compute of one rank-dependent pattern, then of another, then back to
+    back: every rank still gets the message path's finish, collective records and message count, and
+    the outcomes computed are one per distinct relative start pattern (fewer than the phases)."""
+    from sim_paths import assert_fast_equals_message_path
+    from test_sim_direct_tree_fast import _hw
+
+    from chakra_pipe.sim.system import direct_fast
+
+    pattern = [[0, 3, 1, 3], [2, 0, 0, 5], [0, 0, 0, 0], [0, 0, 0, 0], [2, 0, 0, 5]]
+    ts = _staggered(tmp_path, pattern)
+    patterns: list[tuple[int, ...]] = []
+    computed: list[tuple[int, ...]] = []
+    evaluate, outcome = direct_fast.evaluate, direct_fast._outcome
+
+    def spy_evaluate(coord, algos) -> None:
+        starts = [a.start_ns for a in algos]
+        patterns.append(tuple(s - min(starts) for s in starts))
+        evaluate(coord, algos)
+
+    def spy_outcome(coord, first, starts, plan_key):
+        computed.append(tuple(starts))
+        return outcome(coord, first, starts, plan_key)
+
+    monkeypatch.setattr(direct_fast, "evaluate", spy_evaluate)
+    monkeypatch.setattr(direct_fast, "_outcome", spy_outcome)
+    assert_fast_equals_message_path(ts, _hw(["direct"], ["Switch"], [4], 1, "baseline"))
+    assert len(patterns) == len(pattern)  # one phase per collective (1 chunk, 1 dimension)
+    assert sorted(computed) == sorted(set(patterns))
+    assert len(computed) < len(patterns)
+
+
+def _staggered(tmp: Path, patterns: list[list[int]]) -> object:
+    """Per rank: compute of ``patterns[k][rank]`` µs, then a 1 MiB all-reduce, for each k in turn."""
+    ranks = []
+    for r in range(len(patterns[0])):
+        nodes = []
+        for k, durations in enumerate(patterns):
+            nodes.append(make_node(2 * k, schema.COMP_NODE, dur=durations[r], data=[2 * k - 1] if k else []))
+            nodes.append(coll(2 * k + 1, AR, D, data=[2 * k]))
+        ranks.append(nodes)
+    return write_set(tmp, ranks)
+
+
+def test_unaware_ring_outcomes_are_reused_only_for_the_same_start_pattern(tmp_path: Path, monkeypatch) -> None:
+    """The unaware ring fast path keeps each phase's outcome per ring shape and relative start pattern:
+    every rank still gets the message path's times, and the recurrence runs once per distinct
+    pattern of a shape (fewer times than there are phases)."""
+    from sim_paths import assert_fast_equals_message_path
+
+    from chakra_pipe.sim.system.ring_fast import RingCoordinator
+
+    ts = _staggered(tmp_path, [[0, 3, 1, 3], [2, 0, 0, 5], [0, 0, 0, 0], [0, 0, 0, 0], [2, 0, 0, 5]])
+    patterns: list[tuple] = []
+    computed: list[tuple] = []
+    shifted, recurrence = RingCoordinator._shifted, RingCoordinator.recurrence
+
+    def key(algos) -> tuple:
+        starts = [a.start_ns for a in algos]
+        return (algos[0].msg_size, tuple(s - min(starts) for s in starts))
+
+    def spy_shifted(self, algos):
+        patterns.append(key(algos))
+        return shifted(self, algos)
+
+    def spy_recurrence(self, algos):
+        computed.append(key(algos))
+        return recurrence(self, algos)
+
+    monkeypatch.setattr(RingCoordinator, "_shifted", spy_shifted)
+    monkeypatch.setattr(RingCoordinator, "recurrence", spy_recurrence)
+    assert_fast_equals_message_path(ts, ring_hw(4))
+    assert len(patterns) == 5 * 4  # 4 chunks per all-reduce
+    assert sorted(computed) == sorted(set(patterns))
+    assert len(computed) < len(patterns)
