@@ -126,8 +126,8 @@ def evaluate(coord, algos: list[FastDirect]) -> None:
     first = algos[0]
     starts = [a.start_ns for a in algos]
     base = min(starts)
-    plan_key = ("direct-plan", first.ctype, first.parallel_reduce, first.non_zero_latency_packets(), first.local)
-    plan_key += (first.msg_size,)
+    w, nzl = first.parallel_reduce, first.non_zero_latency_packets()
+    plan_key = ("direct-plan", first.ctype, w, nzl, first.local, first.msg_size)
     key = ("direct-outcome", first.ring.key, first.direction, plan_key, tuple(s - base for s in starts))
     times, delays = coord.cached(key, lambda: _outcome(coord, first, [s - base for s in starts], plan_key))
     coord.stats.messages += first.ring.size * first.stream_count
