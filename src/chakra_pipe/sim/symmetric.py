@@ -542,7 +542,7 @@ class _QuotientRings:
         key = (algo.ctype, algo.msg_size, algo.P, algo.ring.local, algo.stream_count, algo.parallel_reduce, net)
         hit = self._closed.get(key)
         if hit is None:
-            d, steps = self._phase.delays(algo), algo.stream_count
+            d, steps = algo.packet_delays(), algo.stream_count
             hit = self._closed[key] = (sum(d[:steps]) + steps * net, d[steps])
         return hit
 

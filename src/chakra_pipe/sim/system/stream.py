@@ -22,7 +22,7 @@ def bus_delay(sys, local: bool) -> int:
     return LOCAL_BUS_DELAY_NS if local else sys.endpoint_delay
 
 
-@dataclass
+@dataclass(slots=True)
 class Phase:
     queue_id: int
     algorithm: Any  # a collective algorithm: start(), on_general(), on_received(), .stream

@@ -104,6 +104,11 @@ class Sys:
         self.num_streams = 0
         self._ticks: dict[int, list[Callable[[], None]]] = {}
         self._topologies: dict[str, LogicalTopology] = {}
+        # Per-shape caches (LLM steps repeat a few dozen (type, size, group) shapes thousands of times).
+        # Keys hold ids of plans / dimensions; each value keeps its plan or dimension alive, so an id
+        # is never reused for another one while its entry exists.
+        self._chains: dict[tuple, tuple[LogicalTopology, list]] = {}  # (type, plan, involved) -> steps
+        self._prototypes: dict[tuple, tuple[Any, Any]] = {}  # (dimension, type, size, direction) -> phase
         self.rendezvous = hw.rendezvous
         self.ring_coordinator = ring_coordinator  # set when ring phases may use the exact fast path
         self.shared_rings = {} if shared_rings is None else shared_rings
@@ -124,11 +129,8 @@ class Sys:
             lst.append(fn)
 
     def _call_events(self, t: int) -> None:
-        lst = self._ticks[t]
-        i = 0
-        while i < len(lst):
-            lst[i]()
-            i += 1
+        for fn in self._ticks[t]:  # a list iterator also runs what the callbacks append (delay 0)
+            fn()
         del self._ticks[t]
 
     def reduction_delay(self, size: int) -> int:
@@ -187,36 +189,73 @@ class Sys:
             return self.priority_counter + 1
         return explicit
 
-    def _phase(self, ctype: str, dim, size: int, queue: tuple[int, int]) -> Phase:
+    def _algorithm(self, ctype: str, dim, size: int, direction: int):
+        """A new, unstarted algorithm object for one phase of ``dim`` (the fast path where it applies)."""
         algo = dim.algorithm
         base = algo.base
         topo = dim.basic()
-        a: Any
         if base == "ring":
-            cls = FastRing if self.ring_coordinator is not None else Ring
-            a = cls(ctype, self, topo, size, queue[1])
-        elif base == "direct":
+            return (FastRing if self.ring_coordinator is not None else Ring)(ctype, self, topo, size, direction)
+        if base == "direct":
             fast = self.phase_coordinator is not None and fast_direct_applies(algo.window, topo.size)
-            a = (FastDirect if fast else Direct)(ctype, self, topo, size, queue[1], algo.window)
-        elif base == "halvingDoubling":
+            return (FastDirect if fast else Direct)(ctype, self, topo, size, direction, algo.window)
+        if base == "halvingDoubling":
             fast = self.ring_coordinator is not None and not self.ring_coordinator.aware
-            a = (FastHalvingDoubling if fast else HalvingDoubling)(ctype, self, topo, size)
-        else:
-            if ctype != AR:
-                raise ConfigError(
-                    f"doubleBinaryTree implements ALL_REDUCE only, not {ctype} (a "
-                    f"localBWAware all-reduce on several dimensions needs reduce-scatter phases)",
-                    file=self.cfg.source,
-                    where="all-reduce-implementation",
-                )
-            a = (DoubleBinaryTree if self.phase_coordinator is None else FastDoubleBinaryTree)(self, topo, size)
+            return (FastHalvingDoubling if fast else HalvingDoubling)(ctype, self, topo, size)
+        if ctype != AR:
+            raise ConfigError(
+                f"doubleBinaryTree implements ALL_REDUCE only, not {ctype} (a "
+                f"localBWAware all-reduce on several dimensions needs reduce-scatter phases)",
+                file=self.cfg.source,
+                where="all-reduce-implementation",
+            )
+        return (DoubleBinaryTree if self.phase_coordinator is None else FastDoubleBinaryTree)(self, topo, size)
+
+    def _phase(self, ctype: str, dim, size: int, queue: tuple[int, int]) -> Phase:
+        if dim.dbt is None:
+            # Ring, direct and halving-doubling objects depend only on (dimension, type, size, direction)
+            # until they start: build one per shape and copy it per chunk (a copy is a few times cheaper).
+            key = (id(dim), ctype, size, queue[1])
+            hit = self._prototypes.get(key)
+            if hit is None:
+                hit = self._prototypes[key] = (dim, self._algorithm(ctype, dim, size, queue[1]))
+            a = hit[1].unstarted_copy()
+        else:  # a tree dimension alternates its two trees phase by phase: no reuse
+            a = self._algorithm(ctype, dim, size, queue[1])
         return Phase(queue[0], a, size, a.final_data_size)
+
+    def _chain(self, ctype: str, plan: LogicalTopology, involved: list[bool] | None, group: Group | None) -> list:
+        """``[(phase type, dimension, queue allocator)]`` of every chunk of a collective on ``plan``
+        (built once per collective type, plan and involved dimensions)."""
+        key = (ctype, id(plan), None if involved is None or group is not None else tuple(involved))
+        hit = self._chains.get(key)
+        if hit is not None:
+            return hit[1]
+        dims = plan.dims
+        if key[2] is None:
+            used = [True] * len(dims)  # every dimension (upstream: a 10-entry all-true vector)
+        else:
+            used = list(involved) + [True] * max(0, len(dims) - len(involved))  # type: ignore[arg-type]
+        order = list(range(len(dims)))
+        if ctype == AG:
+            order.reverse()
+
+        def active(i: int) -> bool:
+            return dims[order[i]].size != 1 and used[order[i]]
+
+        steps = []
+        for ptype, i, allocator in phase_chain(ctype, len(dims), active, self.cfg.collective_optimization):
+            level = self.levels[order[i]]
+            alloc = level.next if allocator == NEXT else level.next_first if allocator == FIRST else level.next_last
+            steps.append((ptype, dims[order[i]], alloc))
+        self._chains[key] = (plan, steps)
+        return steps
 
     def generate_collective(
         self, ctype: str, size: int, involved: list[bool] | None, group: Group | None, explicit_priority: int
     ) -> DataSet:
         """Cut a collective into chunk streams and queue them (spec §3.2)."""
-        plan = self._plan(ctype, group)
+        steps = self._chain(ctype, self._plan(ctype, group), involved, group)
         splits = self.cfg.preferred_dataset_splits
         chunk = size // splits
         if ctype != AG and self.total_nodes > chunk:
@@ -225,46 +264,24 @@ class Sys:
         streams = -(-size // chunk)
         dataset = DataSet(streams, self.now)
         pri = self._priority(explicit_priority)
-        if involved is None or group is not None:
-            involved = [True] * len(plan.dims)  # every dimension (upstream: a 10-entry all-true vector)
-        else:
-            involved = list(involved) + [True] * max(0, len(plan.dims) - len(involved))
-        dims = plan.dims
-        order = list(range(len(dims)))
-        if ctype == AG:
-            order.reverse()
-
-        def active(i: int) -> bool:
-            return dims[order[i]].size != 1 and involved[order[i]]
-
-        chain = phase_chain(ctype, len(dims), active, self.cfg.collective_optimization)
         made = 0
-        for _ in range(streams):
-            remain = chunk
-            phases: list[Phase] = []
-            for ptype, i, allocator in chain:
-                level = self.levels[order[i]]
-                queue = (
-                    level.next()
-                    if allocator == NEXT
-                    else level.next_first()
-                    if allocator == FIRST
-                    else level.next_last()
-                )
-                ph = self._phase(ptype, dims[order[i]], remain, queue)
-                phases.append(ph)
-                remain = ph.final_size
-            if not phases:
-                break
-            if group is not None:
-                sid = group.num_streams
-                group.num_streams += 1
-            else:
-                sid = self.num_streams
-                self.num_streams += 1
-            made += 1
-            stream = Stream(self, dataset, sid, phases, pri)
-            self.proceed_to_next_phase(stream)
+        if steps:
+            for _ in range(streams):
+                remain = chunk
+                phases: list[Phase] = []
+                for ptype, dim, alloc in steps:
+                    ph = self._phase(ptype, dim, remain, alloc())
+                    phases.append(ph)
+                    remain = ph.final_size
+                if group is not None:
+                    sid = group.num_streams
+                    group.num_streams += 1
+                else:
+                    sid = self.num_streams
+                    self.num_streams += 1
+                made += 1
+                stream = Stream(self, dataset, sid, phases, pri)
+                self.proceed_to_next_phase(stream)
         if made == 0:
             # Nothing to communicate (every dimension has one NPU or is excluded): done at once.
             dataset.total_streams = 1
@@ -288,19 +305,22 @@ class Sys:
         queue.insert(i, stream)
 
     def _start_waiting(self, q: int) -> None:
+        running = self.running
+        if running[q] >= self.threshold:  # the common case: the queue's running streams are all it may run
+            return
         lst = self.active[q]
-        ptr = self.running[q]
-        while ptr < len(lst) and self.running[q] < self.threshold:
+        ptr = running[q]
+        while ptr < len(lst) and running[q] < self.threshold:
             lst[ptr].init()
-            self.running[q] += 1
+            running[q] += 1
             ptr += 1
 
     def proceed_to_next_phase(self, stream: Stream) -> None:
-        prev = stream.queue_id
+        prev = stream.queue_id  # the queue of the phase that just ended (-1 before the first)
         if not stream.phases:
             stream.dataset.stream_finished()
         if prev >= 0:
-            lst = self.active[stream.phase.queue_id]  # type: ignore[union-attr]
+            lst = self.active[prev]
             if lst and lst[0] is stream:
                 lst.popleft()
             else:
