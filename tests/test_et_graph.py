@@ -279,3 +279,27 @@ def test_columns_narrow_only_while_every_value_fits(late, slow_late):
         late.get("start_time_micros", 0)
     ]
     assert g.rec_len.dtype == np.uint8 and g.data_ptr.dtype == np.uint32
+
+
+def test_attributes_checked_once_per_distinct_bytes_even_when_hashes_collide():
+    """Short attribute records are checked once per distinct byte string, grouped by a hash; with
+    every hash equal (a forced collision) each record is still compared with its group's first
+    byte for byte, and a record that differs (a non-ASCII string, another value) is checked on
+    its own: the columns and the records sent to protobuf stay exactly the same."""
+    md = schema.GlobalMetadata(version="0.0.4")
+    nodes = []
+    for i in range(1, 201):
+        node = schema.Node(id=i, name="n", type=schema.COMM_COLL_NODE)
+        attrs.set_attr(node, "is_cpu_op", False)
+        attrs.set_attr(node, "comm_size", 1 << (i % 40))
+        attrs.set_attr(node, "pg_name", "é" if i == 77 else str(i % 3))
+        nodes.append(node)
+    data = frame_all(md, [n.SerializeToString() for n in nodes])
+    with mock.patch.object(graph_module, "_SMALL", 0):
+        plain = graph_from_bytes(data)
+        with mock.patch.object(graph_module, "_MIX", (np.uint64(0),) * 3):
+            collided = graph_from_bytes(data)
+    for g in (plain, collided):
+        assert np.flatnonzero(g.slow).tolist() == [76]  # only the non-ASCII pg_name goes to protobuf
+        assert_graph_matches(g, nodes)
+        assert g.pg_name[76] == "é" and g.int_attr("comm_size").tolist() == [1 << (i % 40) for i in range(1, 201)]
