@@ -2,9 +2,10 @@
 
 Every later stage (validate, simulate, report) wants the same few columns — ids, types, durations,
 a handful of attributes and the two dependency lists — for traces of up to millions of nodes. The
-bulk loader walks the protobuf wire format with vectorised numpy steps over *all* records at once
-(one step per field, not per node), decodes the packed dependency varints in one pass, and keeps
-the raw bytes so any full ``Node`` can still be decoded on demand. Records that stray from the
+bulk loader walks the protobuf wire format with vectorised numpy steps over thousands of records
+at once (one step per field, not per node; a chunk at a time, so the temporaries stay small),
+decodes the packed dependency varints in bulk, keeps the columns in the narrowest dtypes that hold
+them, and keeps the raw bytes so any full ``Node`` can still be decoded on demand. Records that stray from the
 layout Chakra writers produce (fields repeated or out of place, unpacked repeats) fall back to the
 protobuf runtime, so the result is always the protobuf reading of the file.
 """
