@@ -588,30 +588,15 @@ class _Decoder:
                 & (~is_len | (val < _U64(1 << 40)))
                 & ((fnum == 10) | ((seen[active] & bit) == 0))
             )
-            self.slow[active[~valid]] = True
-            a, f, v, s = active[valid], fnum[valid], val[valid], (pa + 1 + nb)[valid]
-            seen[a] |= bit[valid]
-            for num, col in ((1, self.ids), (6, self.start), (7, self.dur)):
-                m = f == num
-                col[a[m]] = v[m]
-            m = f == 3
-            self.types[a[m]] = v[m].astype(np.int64)
-            m = f == 2
-            self.name_start[a[m]] = s[m]
-            self.name_len[a[m]] = v[m].astype(np.int64)
-            for num in (4, 5):
-                m = f == num
-                self.dep_span[num][0][a[m]] = s[m]
-                self.dep_span[num][1][a[m]] = v[m].astype(np.int64)
-            m = f == 10
-            if m.any():
-                self._add_attrs(a[m], s[m], v[m].astype(np.int64))
-            m = (f == 8) | (f == 9)
-            if m.any():
-                self.io_node.append(a[m])
-                self.io_s.append(s[m])
-                self.io_l.append(v[m].astype(np.int64))
-            p[a] = newp[valid]
+            if valid.all():  # the common case: no compressing copies
+                a, f, v, s, newp = active, fnum, val, pa + 1 + nb, newp
+                seen[a] |= bit
+            else:
+                self.slow[active[~valid]] = True
+                a, f, v, s, newp = active[valid], fnum[valid], val[valid], (pa + 1 + nb)[valid], newp[valid]
+                seen[a] |= bit[valid]
+            self._store_fields(a, f, v, s)
+            p[a] = newp
             a = a[p[a] < end[a]]
             # Canonical writers put attributes last: a record whose next field is an attribute
             # finishes in the lean attribute loop below.
@@ -619,6 +604,35 @@ class _Decoder:
             attr_phase.append(a[to_attrs])
             active = a[~to_attrs]
         self._walk_attr_fields(p, end, np.concatenate(attr_phase))
+
+    def _store_fields(self, a: np.ndarray, f: np.ndarray, v: np.ndarray, s: np.ndarray) -> None:
+        """Store one walk step's fields (record ``a``, field number ``f``, varint ``v``, payload
+        start ``s``), visiting only the field numbers present and without a mask where every
+        record of the step has the same field (the usual case: writers emit fields in order)."""
+        count = np.bincount(f, minlength=32)
+        for num in np.flatnonzero(count).tolist():
+            sel = slice(None) if count[num] == len(f) else f == num
+            rows, value, start = a[sel], v[sel], s[sel]
+            if num == 1:
+                self.ids[rows] = value
+            elif num == 6:
+                self.start[rows] = value
+            elif num == 7:
+                self.dur[rows] = value
+            elif num == 3:
+                self.types[rows] = value.astype(np.int64)
+            elif num == 2:
+                self.name_start[rows] = start
+                self.name_len[rows] = value.astype(np.int64)
+            elif num in (4, 5):
+                self.dep_span[num][0][rows] = start
+                self.dep_span[num][1][rows] = value.astype(np.int64)
+            elif num == 10:
+                self._add_attrs(rows, start, value.astype(np.int64))
+            else:  # 8, 9: inputs, outputs (the walk accepts no other field number)
+                self.io_node.append(rows)
+                self.io_s.append(start)
+                self.io_l.append(value.astype(np.int64))
 
     def _add_attrs(self, nodes: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> None:
         # Collected for every attribute of every record (a dozen a node in converted traces): half
