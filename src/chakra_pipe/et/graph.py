@@ -770,11 +770,9 @@ def _unsigned_for(top: int) -> type[np.unsignedinteger]:
     return _U64
 
 
-def _narrow(values: np.ndarray, floor: type[np.unsignedinteger] = np.uint8) -> np.ndarray:
-    """Non-negative ``values`` in the narrowest unsigned dtype (at least ``floor``) that holds them."""
-    top = int(values.max()) if len(values) else 0
-    dtype = _unsigned_for(top)
-    return values.astype(dtype if np.dtype(dtype).itemsize >= np.dtype(floor).itemsize else floor)
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """Non-negative ``values`` in the narrowest unsigned dtype that holds them."""
+    return values.astype(_unsigned_for(int(values.max()) if len(values) else 0))
 
 
 class _Column:
