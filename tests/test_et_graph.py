@@ -238,3 +238,68 @@ def test_dependency_ids_stay_narrow_past_a_group_of_empty_lists_and_a_slow_recor
     starts = np.concatenate([np.arange(262_000), [262_000], np.zeros(5, dtype=np.int64)])
     values, counts, ok = graph_module._packed_varints(arr, starts, lens)
     assert values.dtype == np.uint32 and int(counts.sum()) == 263_000 and ok.all()
+
+
+@pytest.mark.parametrize(
+    "late",
+    [
+        {},
+        {"id": (1 << 32) + 7, "duration_micros": 70_000, "start_time_micros": 1 << 40},
+        {"id": (1 << 64) - 1, "duration_micros": (1 << 64) - 1, "start_time_micros": (1 << 32) - 1},
+    ],
+)
+@pytest.mark.parametrize("slow_late", [False, True])
+def test_columns_narrow_only_while_every_value_fits(late, slow_late):
+    """Columns are kept in the narrowest unsigned dtype that holds them and are decoded a chunk of
+    records at a time: a value past 2^32 (ids, times) or 2^16 (durations) in a late chunk, or in a
+    record only the protobuf runtime decodes (a non-ASCII name), widens the column and every
+    value still reads exactly as written."""
+    md = schema.GlobalMetadata(version="0.0.4")
+    nodes = [
+        schema.Node(id=i, name=f"n{i}", type=schema.COMP_NODE, duration_micros=i % 200, data_deps=[i - 1] if i else [])
+        for i in range(1, 301)
+    ]
+    attrs.set_attr(nodes[3], "comm_size", 1 << 40)
+    last = nodes[-1]
+    for key, value in late.items():
+        setattr(last, key, value)
+    if slow_late:
+        last.name = "é"
+    data = frame_all(md, [n.SerializeToString() for n in nodes])
+    with mock.patch.object(graph_module, "_CHUNK_RECORDS", 64), mock.patch.object(graph_module, "_SMALL", 0):
+        g = graph_from_bytes(data)
+    assert bool(g.slow[-1]) == slow_late and not g.slow[:-1].any()
+    assert_graph_matches(g, nodes)
+    assert g.int_attr("comm_size").tolist()[3] == 1 << 40
+    assert g.ids.dtype == (np.uint64 if "id" in late else np.uint32)
+    assert g.duration_micros.dtype == {0: np.uint8, 70_000: np.uint32, (1 << 64) - 1: np.uint64}[
+        late.get("duration_micros", 0)
+    ]
+    assert g.start_time_micros.dtype == {0: np.uint8, 1 << 40: np.uint64, (1 << 32) - 1: np.uint32}[
+        late.get("start_time_micros", 0)
+    ]
+    assert g.rec_len.dtype == np.uint8 and g.data_ptr.dtype == np.uint32
+
+
+def test_attributes_checked_once_per_distinct_bytes_even_when_hashes_collide():
+    """Short attribute records are checked once per distinct byte string, grouped by a hash; with
+    every hash equal (a forced collision) each record is still compared with its group's first
+    byte for byte, and a record that differs (a non-ASCII string, another value) is checked on
+    its own: the columns and the records sent to protobuf stay exactly the same."""
+    md = schema.GlobalMetadata(version="0.0.4")
+    nodes = []
+    for i in range(1, 201):
+        node = schema.Node(id=i, name="n", type=schema.COMM_COLL_NODE)
+        attrs.set_attr(node, "is_cpu_op", False)
+        attrs.set_attr(node, "comm_size", 1 << (i % 40))
+        attrs.set_attr(node, "pg_name", "é" if i == 77 else str(i % 3))
+        nodes.append(node)
+    data = frame_all(md, [n.SerializeToString() for n in nodes])
+    with mock.patch.object(graph_module, "_SMALL", 0):
+        plain = graph_from_bytes(data)
+        with mock.patch.object(graph_module, "_MIX", (np.uint64(0),) * 3):
+            collided = graph_from_bytes(data)
+    for g in (plain, collided):
+        assert np.flatnonzero(g.slow).tolist() == [76]  # only the non-ASCII pg_name goes to protobuf
+        assert_graph_matches(g, nodes)
+        assert g.pg_name[76] == "é" and g.int_attr("comm_size").tolist() == [1 << (i % 40) for i in range(1, 201)]

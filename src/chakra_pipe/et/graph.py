@@ -2,9 +2,10 @@
 
 Every later stage (validate, simulate, report) wants the same few columns — ids, types, durations,
 a handful of attributes and the two dependency lists — for traces of up to millions of nodes. The
-bulk loader walks the protobuf wire format with vectorised numpy steps over *all* records at once
-(one step per field, not per node), decodes the packed dependency varints in one pass, and keeps
-the raw bytes so any full ``Node`` can still be decoded on demand. Records that stray from the
+bulk loader walks the protobuf wire format with vectorised numpy steps over thousands of records
+at once (one step per field, not per node; a chunk at a time, so the temporaries stay small),
+decodes the packed dependency varints in bulk, keeps the columns in the narrowest dtypes that hold
+them, and keeps the raw bytes so any full ``Node`` can still be decoded on demand. Records that stray from the
 layout Chakra writers produce (fields repeated or out of place, unpacked repeats) fall back to the
 protobuf runtime, so the result is always the protobuf reading of the file.
 """
@@ -12,7 +13,7 @@ protobuf runtime, so the result is always the protobuf reading of the file.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,8 @@ LIST_ATTRS = ("involved_dim",)
 _KNOWN = INT_ATTRS + STR_ATTRS + LIST_ATTRS
 _PAD = 16  # bytes of zero padding after the buffer so vectorised reads never go out of range
 _SMALL = 48  # files with at most this many nodes are decoded record by record
-_ATTR_GROUP = 1 << 14  # attributes checked per vectorised group (bounds the temporaries)
+_CHUNK_RECORDS = 1 << 13  # records decoded at a time: bounds the decoding temporaries, amortises numpy calls
+_ATTR_GROUP = 1 << 14  # attributes checked at a time within a chunk
 _VECTOR_STEPS = 64  # non-attribute field steps walked in bulk before falling back per record
 
 _U64 = np.uint64
@@ -67,7 +69,7 @@ class TraceGraph:
     ctrl_ids: np.ndarray = field(repr=False)
     data_ptr: np.ndarray = field(repr=False)
     data_ids: np.ndarray = field(repr=False)
-    attr_parts: tuple[np.ndarray, _AttrParts] = field(repr=False)
+    attr_parts: _KnownAttrs = field(repr=False)
     slow: np.ndarray = field(repr=False)
     _order: np.ndarray | None = field(default=None, repr=False)
     _attrs: _AttrColumns | None = field(default=None, repr=False)
@@ -221,12 +223,36 @@ def _graph(arr: np.ndarray, size: int, path: str) -> TraceGraph:
     starts, lengths = scan_array(arr, size, path)
     md_start, md_len = int(starts[0]), int(lengths[0])
     metadata = parse_metadata(buf[md_start : md_start + md_len], path, 0)  # type: ignore[arg-type]
-    rec_start, rec_len = starts[1:], lengths[1:]
-    return _Decoder(buf, arr, path, metadata, rec_start, rec_len).run()
+    table = _Table(buf, arr, path, metadata, starts[1:], lengths[1:])
+    del starts, lengths  # the table keeps narrow copies: int64 offsets were 16 bytes a record
+    return table.run()
 
 
 def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Decode one varint at each position: (value as uint64, byte count; 0 if over 10 bytes)."""
+    """Decode one varint at each position: (value as uint64, byte count; 0 if over 10 bytes).
+
+    Varints of up to 8 bytes (every id, length, time and size below 2^56) come from one unaligned
+    8-byte gather each: the first byte without the continuation bit is the lowest set bit of
+    ``~w & 0x80...80``, the bytes after it are masked off and the 7-bit groups packed with shifts.
+    Longer ones (negative int64 values) are decoded byte by byte.
+    """
+    w = _words(arr)[pos]
+    term = ~w & _U64(0x8080808080808080)
+    lowest = term & (_U64(0) - term)
+    keep = (lowest << _U64(1)) - _U64(1)  # wraps to all ones for a terminator in the 8th byte
+    nbytes = (np.bitwise_count(keep) >> 3).astype(np.int64)  # 0 where no byte terminates
+    w &= keep
+    val = w & _U64(0x7F)
+    for k in range(1, 8):
+        val |= (w >> _U64(k)) & _U64(0x7F << (7 * k))
+    long = np.flatnonzero(term == 0)
+    if len(long):
+        val[long], nbytes[long] = _long_varints(arr, pos[long])
+    return val, nbytes
+
+
+def _long_varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_varints` byte by byte (for the varints over 8 bytes)."""
     b = arr[pos]
     val = (b & 0x7F).astype(_U64)
     nbytes = np.ones(len(pos), dtype=np.int64)
@@ -358,11 +384,154 @@ def _short_varints(b: np.ndarray, vstarts: np.ndarray) -> np.ndarray | None:
     return v
 
 
-class _Decoder:
-    """One bulk decode of a node-record table (see module docstring)."""
+class _Table:
+    """The whole file's columns, decoded chunk by chunk and kept in the narrowest dtypes that hold
+    them.
+
+    A chunk of ``_CHUNK_RECORDS`` records is walked and checked at a time (a :class:`_Decoder`
+    each), so the ~25 int64 temporaries a record costs while decoding are bounded by the chunk, not
+    by the file. The kept columns are unsigned and as narrow as the values allow (checked, and
+    widened when a later chunk or a protobuf-decoded record needs more): ~90-byte generated records
+    cost ~190 bytes each in int64 columns, more than the file itself.
+    """
 
     def __init__(self, buf, arr, path, metadata, rec_start, rec_len):
         self.buf, self.arr, self.path, self.metadata = buf, arr, path, metadata
+        n = len(rec_start)
+        self.n = n
+        pos = np.uint32 if len(arr) < 1 << 32 else np.int64  # every offset and length is below len(arr)
+        self.rec_start, self.rec_len = rec_start.astype(pos), _narrow(rec_len)
+        self.ids = np.zeros(n, dtype=np.uint32)
+        self.types = np.zeros(n, dtype=np.int8)
+        self.dur = np.zeros(n, dtype=np.uint8)
+        self.start = np.zeros(n, dtype=np.uint8)
+        self.name_start = np.zeros(n, dtype=pos)
+        self.name_len = np.zeros(n, dtype=np.uint8)
+        self.counts = {f: np.zeros(n, dtype=pos) for f in (4, 5)}
+        self.values = {f: _Column(n, np.uint32) for f in (4, 5)}  # dependency ids of the fast records
+        self.slow = np.zeros(n, dtype=bool)
+        idx = np.int32 if n < 1 << 31 else np.int64
+        self.known = (_Column(3 * n, idx), _Column(3 * n, pos), _Column(3 * n, np.uint8))
+
+    def run(self) -> TraceGraph:
+        if self.n <= _SMALL:
+            # A handful of records costs less through the protobuf runtime than the fixed overhead
+            # of ~100 numpy calls (a 1,024-rank microbenchmark set loads 1,024 one-node files).
+            self.slow[:] = True
+        else:
+            for lo, hi in self._chunks():
+                chunk = _Decoder(self.arr, self.rec_start[lo:hi].astype(np.int64), self.rec_len[lo:hi].astype(np.int64))
+                chunk.decode()
+                self._take(lo, chunk)
+        deps = {f: (self.counts[f], self.values[f].result()) for f in (4, 5)}
+        slow = np.flatnonzero(self.slow)
+        if len(slow):
+            deps = self._finish_slow(slow, deps)
+        else:
+            deps = {f: (_ptr(counts), values) for f, (counts, values) in deps.items()}
+        known = _KnownAttrs(*(column.result() for column in self.known))
+        return TraceGraph(
+            path=self.path,
+            metadata=self.metadata,
+            buf=self.buf,
+            rec_start=self.rec_start,
+            rec_len=self.rec_len,
+            ids=self.ids,
+            types=self.types,
+            duration_micros=self.dur,
+            start_time_micros=self.start,
+            name_start=self.name_start,
+            name_len=self.name_len,
+            ctrl_ptr=deps[4][0],
+            ctrl_ids=deps[4][1],
+            data_ptr=deps[5][0],
+            data_ids=deps[5][1],
+            attr_parts=known,
+            slow=self.slow,
+        )
+
+    def _chunks(self) -> list[tuple[int, int]]:
+        """Record ranges of at most ``_CHUNK_RECORDS`` (equal shares, so no tiny last chunk)."""
+        k = -(-self.n // _CHUNK_RECORDS)
+        bounds = [self.n * j // k for j in range(k + 1)]
+        return list(zip(bounds, bounds[1:]))
+
+    def _take(self, lo: int, chunk: _Decoder) -> None:
+        """Copy one decoded chunk into the columns (a slow record's fields are filled later)."""
+        hi = lo + chunk.n
+        fast = ~chunk.slow
+        for name in ("ids", "dur", "start", "name_len"):
+            self._put(name, lo, np.where(fast, getattr(chunk, name), 0))
+        self.name_start[lo:hi] = np.where(fast, chunk.name_start, 0)
+        self.types[lo:hi] = np.clip(chunk.types, -1, 127)
+        self.slow[lo:hi] = chunk.slow
+        for f, (counts, values) in chunk.deps.items():
+            self.counts[f][lo:hi] = counts
+            self.values[f].add(values)
+        node, tag, code = chunk.known
+        for column, values in zip(self.known, (node + lo, tag, code)):
+            column.add(values.astype(column.out.dtype))  # positions, indices and name codes fit
+
+    def _put(self, name: str, lo: int, values: np.ndarray) -> None:
+        """Write ``values`` into column ``name`` at ``lo``, widening the column first if one of
+        them does not fit its dtype."""
+        col = getattr(self, name)
+        if len(values):
+            top = int(values.max())
+            if top > np.iinfo(col.dtype).max:
+                col = col.astype(_unsigned_for(top))
+                setattr(self, name, col)
+        col[lo : lo + len(values)] = values
+
+
+    def _finish_slow(self, slow: np.ndarray, deps):
+        """Decode the unusual records with the protobuf runtime and splice them in."""
+        lists: dict[int, dict[int, list[int]]] = {4: {}, 5: {}}
+        for i in map(int, slow):
+            node = self.node_message(i)
+            for name, value in (("ids", node.id), ("dur", node.duration_micros), ("start", node.start_time_micros)):
+                self._put(name, i, np.array([value], dtype=_U64))
+            self.types[i] = min(max(node.type, -1), 127)
+            self._name_span(i, node)
+            lists[4][i] = list(node.ctrl_deps)
+            lists[5][i] = list(node.data_deps)
+        out = {}
+        for fnum in (4, 5):
+            fast_counts, fast_vals = deps[fnum]
+            counts = fast_counts.copy()
+            for i, lst in lists[fnum].items():
+                counts[i] = len(lst)
+            ptr = _ptr(counts)
+            # the width rule of the fast path (ids below 2^28 stay uint32) holds for the spliced lists too
+            narrow = fast_vals.dtype == np.uint32 and all(max(v, default=0) < 1 << 28 for v in lists[fnum].values())
+            ids = np.zeros(int(ptr[-1]), dtype=np.uint32 if narrow else _U64)
+            fast = np.flatnonzero(fast_counts)
+            if len(fast):
+                fc = fast_counts[fast].astype(np.int64)
+                rel = np.arange(int(fc.sum())) - np.repeat(np.cumsum(fc) - fc, fc)
+                ids[np.repeat(ptr[fast], fc) + rel] = fast_vals
+            for i, lst in lists[fnum].items():
+                ids[ptr[i] : ptr[i + 1]] = lst
+            out[fnum] = (ptr, ids)
+        return out
+
+    def node_message(self, i: int):
+        return _parse_record(self.buf, self.path, int(self.rec_start[i]), int(self.rec_len[i]))
+
+    def _name_span(self, i: int, node) -> None:
+        """Locate the name bytes of a slow node inside the buffer (names are kept as spans)."""
+        raw = node.name.encode("utf-8")
+        s = int(self.rec_start[i])
+        pos = bytes(self.buf[s : s + int(self.rec_len[i])]).find(raw) if raw else 0
+        self.name_start[i] = s + max(pos, 0)
+        self._put("name_len", i, np.array([len(raw)], dtype=np.int64))
+
+
+class _Decoder:
+    """One bulk decode of a chunk of node records (see module docstring); indices are chunk-local."""
+
+    def __init__(self, arr: np.ndarray, rec_start: np.ndarray, rec_len: np.ndarray):
+        self.arr = arr
         self.rec_start, self.rec_len = rec_start, rec_len
         n = len(rec_start)
         self.n = n
@@ -380,43 +549,15 @@ class _Decoder:
         self.io_node: list[np.ndarray] = []
         self.io_s: list[np.ndarray] = []
         self.io_l: list[np.ndarray] = []
+        self.known: tuple[np.ndarray, np.ndarray, np.ndarray] = (_EMPTY, _EMPTY, _EMPTY)
+        self.deps: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def run(self) -> TraceGraph:
-        if self.n <= _SMALL:
-            # A handful of records costs less through the protobuf runtime than the fixed overhead
-            # of ~100 numpy calls (a 1,024-rank microbenchmark set loads 1,024 one-node files).
-            self.slow[:] = True
-            attrs = (np.zeros(0, dtype=np.int64), _AttrParts.empty(0))
-        else:
-            self._walk_nodes()
-            self._check_strings(np.arange(self.n), self.name_start, self.name_len)
-            self._check_io()
-            attrs = self._check_attrs()
-        deps = self._deps()
-        slow = np.flatnonzero(self.slow)
-        if len(slow):
-            deps = self._finish_slow(slow, deps)
-        else:
-            deps = {f: (_ptr(counts), values) for f, (counts, values) in deps.items()}
-        return TraceGraph(
-            path=self.path,
-            metadata=self.metadata,
-            buf=self.buf,
-            rec_start=self.rec_start,
-            rec_len=self.rec_len,
-            ids=self.ids,
-            types=np.clip(self.types, -1, 127).astype(np.int8),
-            duration_micros=self.dur,
-            start_time_micros=self.start,
-            name_start=self.name_start,
-            name_len=self.name_len,
-            ctrl_ptr=deps[4][0],
-            ctrl_ids=deps[4][1],
-            data_ptr=deps[5][0],
-            data_ids=deps[5][1],
-            attr_parts=attrs,
-            slow=self.slow,
-        )
+    def decode(self) -> None:
+        self._walk_nodes()
+        self._check_strings(np.arange(self.n), self.name_start, self.name_len)
+        self._check_io()
+        self.known = self._check_attrs()
+        self.deps = self._deps()
 
     # -- node fields -----------------------------------------------------------------------
     def _walk_nodes(self) -> None:
@@ -447,30 +588,15 @@ class _Decoder:
                 & (~is_len | (val < _U64(1 << 40)))
                 & ((fnum == 10) | ((seen[active] & bit) == 0))
             )
-            self.slow[active[~valid]] = True
-            a, f, v, s = active[valid], fnum[valid], val[valid], (pa + 1 + nb)[valid]
-            seen[a] |= bit[valid]
-            for num, col in ((1, self.ids), (6, self.start), (7, self.dur)):
-                m = f == num
-                col[a[m]] = v[m]
-            m = f == 3
-            self.types[a[m]] = v[m].astype(np.int64)
-            m = f == 2
-            self.name_start[a[m]] = s[m]
-            self.name_len[a[m]] = v[m].astype(np.int64)
-            for num in (4, 5):
-                m = f == num
-                self.dep_span[num][0][a[m]] = s[m]
-                self.dep_span[num][1][a[m]] = v[m].astype(np.int64)
-            m = f == 10
-            if m.any():
-                self._add_attrs(a[m], s[m], v[m].astype(np.int64))
-            m = (f == 8) | (f == 9)
-            if m.any():
-                self.io_node.append(a[m])
-                self.io_s.append(s[m])
-                self.io_l.append(v[m].astype(np.int64))
-            p[a] = newp[valid]
+            if valid.all():  # the common case: no compressing copies
+                a, f, v, s, newp = active, fnum, val, pa + 1 + nb, newp
+                seen[a] |= bit
+            else:
+                self.slow[active[~valid]] = True
+                a, f, v, s, newp = active[valid], fnum[valid], val[valid], (pa + 1 + nb)[valid], newp[valid]
+                seen[a] |= bit[valid]
+            self._store_fields(a, f, v, s)
+            p[a] = newp
             a = a[p[a] < end[a]]
             # Canonical writers put attributes last: a record whose next field is an attribute
             # finishes in the lean attribute loop below.
@@ -478,6 +604,35 @@ class _Decoder:
             attr_phase.append(a[to_attrs])
             active = a[~to_attrs]
         self._walk_attr_fields(p, end, np.concatenate(attr_phase))
+
+    def _store_fields(self, a: np.ndarray, f: np.ndarray, v: np.ndarray, s: np.ndarray) -> None:
+        """Store one walk step's fields (record ``a``, field number ``f``, varint ``v``, payload
+        start ``s``), visiting only the field numbers present and without a mask where every
+        record of the step has the same field (the usual case: writers emit fields in order)."""
+        count = np.bincount(f, minlength=32)
+        for num in np.flatnonzero(count).tolist():
+            sel = slice(None) if count[num] == len(f) else f == num
+            rows, value, start = a[sel], v[sel], s[sel]
+            if num == 1:
+                self.ids[rows] = value
+            elif num == 6:
+                self.start[rows] = value
+            elif num == 7:
+                self.dur[rows] = value
+            elif num == 3:
+                self.types[rows] = value.astype(np.int64)
+            elif num == 2:
+                self.name_start[rows] = start
+                self.name_len[rows] = value.astype(np.int64)
+            elif num in (4, 5):
+                self.dep_span[num][0][rows] = start
+                self.dep_span[num][1][rows] = value.astype(np.int64)
+            elif num == 10:
+                self._add_attrs(rows, start, value.astype(np.int64))
+            else:  # 8, 9: inputs, outputs (the walk accepts no other field number)
+                self.io_node.append(rows)
+                self.io_s.append(start)
+                self.io_l.append(value.astype(np.int64))
 
     def _add_attrs(self, nodes: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> None:
         # Collected for every attribute of every record (a dozen a node in converted traces): half
@@ -542,49 +697,43 @@ class _Decoder:
             active = a[p[a] < end[a]]
         self.slow[node[active]] = True
 
-    def _check_attrs(self) -> tuple[np.ndarray, _AttrParts]:
+    def _check_attrs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Decode every attribute of the walked records in the canonical layout (name, then one
-        value) and check its strings and list payloads; ``(record index, parts)`` in file order of
-        the well-known attributes only (the rest are checked and dropped: a converted PyTorch trace
-        has a dozen attributes per node, ~700 MB of parts at 1 M nodes, and only ids/sizes/groups
-        are ever read as columns). Attributes go in groups of ``_ATTR_GROUP`` so that the ~20
-        temporaries per attribute stay small."""
-        none = (np.zeros(0, dtype=np.int64), _AttrParts.empty(0))
+        value) and check its strings and list payloads; ``(record index, value tag position, name
+        code)`` in file order of the well-known attributes only. The rest are checked and dropped
+        (a converted PyTorch trace has a dozen attributes a node and only ids/sizes/groups are ever
+        read as columns), and the kept ones are re-read from the buffer on first use: their
+        decoded parts (~27 bytes each, three a node) cost more than a generated record's bytes."""
         if not self.attr_node:
-            return none
-        node, s = np.concatenate(self.attr_node), np.concatenate(self.attr_s)
+            return _EMPTY, _EMPTY, _EMPTY
+        node, s = np.concatenate(self.attr_node), np.concatenate(self.attr_s).astype(np.int64)
         end = s + np.concatenate(self.attr_l)
         self.attr_node, self.attr_s, self.attr_l = [], [], []
         keep = ~self.slow[node]
         node, s, end = node[keep], s[keep], end[keep]
-        if len(node) <= _SMALL:  # see run(): a few attributes decode faster one record at a time
+        if len(node) <= _SMALL:  # see _Table.run(): a few attributes decode faster one record at a time
             self.slow[node] = True
-            return none
+            return _EMPTY, _EMPTY, _EMPTY
         # Spans were collected field step by field step; ascending offset restores file order, so a
         # repeated name reads last-wins as in protobuf.
         order = np.argsort(s, kind="stable")
         node, s, end = node[order], s[order], end[order]
-        groups = [
-            self._check_attr_group(node[a : a + _ATTR_GROUP], s[a : a + _ATTR_GROUP], end[a : a + _ATTR_GROUP])
-            for a in range(0, len(node), _ATTR_GROUP)
-        ]
-        return np.concatenate([g[0] for g in groups]), _AttrParts.concat([g[1] for g in groups])
-
-    def _check_attr_group(self, node: np.ndarray, s: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, _AttrParts]:
-        parts = _AttrParts.canonical(self.arr, s.astype(np.int64), end.astype(np.int64))
-        ok = parts.ok
-        rows = np.flatnonzero(ok)
-        ok[rows] = _ascii(self.arr, parts.name_s[rows], parts.name_l[rows]) & _payload_ok(self.arr, parts, rows)
+        ok, tag, code = _check_distinct(self.arr, s, end - s, self._check_attr_group)
         self.slow[node[~ok]] = True
-        known = np.flatnonzero(_name_codes(self.arr, parts.name_s, parts.name_l, ok) >= 0)
-        # Kept for the whole life of the graph (~3 a node in generated traces): narrow types
-        # (positions fit int32 below 2 GiB) halve what the parts cost.
-        pos = np.int32 if len(self.arr) < 2**31 else np.int64
-        kept = parts.subset(known)
-        narrow = {"name_s": pos, "name_l": np.uint8, "kind": np.uint8, "span_s": pos, "span_l": pos}
-        for name, dtype in narrow.items():
-            setattr(kept, name, getattr(kept, name).astype(dtype))
-        return node[known].astype(pos), kept
+        known = np.flatnonzero(code >= 0)
+        return node[known], tag[known], code[known]
+
+    def _check_attr_group(self, s: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(ok, value tag position, name code or -1)`` of each attribute record ``[s, end)``,
+        in groups of ``_ATTR_GROUP`` (~20 temporaries an attribute)."""
+        out = [(np.zeros(0, dtype=bool), _EMPTY, _EMPTY)]
+        for a in range(0, len(s), _ATTR_GROUP):
+            parts = _AttrParts.canonical(self.arr, s[a : a + _ATTR_GROUP], end[a : a + _ATTR_GROUP])
+            ok = parts.ok
+            rows = np.flatnonzero(ok)
+            ok[rows] = _ascii(self.arr, parts.name_s[rows], parts.name_l[rows]) & _payload_ok(self.arr, parts, rows)
+            out.append((ok, parts.tag_s, _name_codes(self.arr, parts.name_s, parts.name_l, ok)))
+        return tuple(np.concatenate([g[k] for g in out]) for k in range(3))  # type: ignore[return-value]
 
     # -- dependencies ----------------------------------------------------------------------
     def _deps(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -604,55 +753,59 @@ class _Decoder:
         n_ctrl = int(counts[: self.n].sum())
         return {4: (counts[: self.n], values[:n_ctrl]), 5: (counts[self.n :], values[n_ctrl:])}
 
-    def _finish_slow(self, slow: np.ndarray, deps):
-        """Decode the unusual records with the protobuf runtime and splice them in."""
-        lists: dict[int, dict[int, list[int]]] = {4: {}, 5: {}}
-        for i in map(int, slow):
-            node = self.node_message(i)
-            self.ids[i], self.types[i] = node.id, node.type
-            self.dur[i], self.start[i] = node.duration_micros, node.start_time_micros
-            self._name_span(i, node)
-            lists[4][i] = list(node.ctrl_deps)
-            lists[5][i] = list(node.data_deps)
-        out = {}
-        for fnum in (4, 5):
-            fast_counts, fast_vals = deps[fnum]
-            counts = fast_counts.copy()
-            for i, lst in lists[fnum].items():
-                counts[i] = len(lst)
-            ptr = _ptr(counts)
-            # the width rule of the fast path (ids below 2^28 stay uint32) holds for the spliced lists too
-            narrow = fast_vals.dtype == np.uint32 and all(max(v, default=0) < 1 << 28 for v in lists[fnum].values())
-            ids = np.zeros(int(ptr[-1]), dtype=np.uint32 if narrow else _U64)
-            fast = np.flatnonzero(fast_counts)
-            if len(fast):
-                fc = fast_counts[fast]
-                rel = np.arange(int(fc.sum())) - np.repeat(np.cumsum(fc) - fc, fc)
-                ids[np.repeat(ptr[fast], fc) + rel] = fast_vals
-            for i, lst in lists[fnum].items():
-                ids[ptr[i] : ptr[i + 1]] = lst
-            out[fnum] = (ptr, ids)
-        return out
-
-    def node_message(self, i: int):
-        return _parse_record(self.buf, self.path, int(self.rec_start[i]), int(self.rec_len[i]))
-
-    def _name_span(self, i: int, node) -> None:
-        """Locate the name bytes of a slow node inside the buffer (names are kept as spans)."""
-        raw = node.name.encode("utf-8")
-        s = int(self.rec_start[i])
-        pos = bytes(self.buf[s : s + int(self.rec_len[i])]).find(raw) if raw else 0
-        self.name_start[i], self.name_len[i] = s + max(pos, 0), len(raw)
-
-
 def _parse_record(buf, path: str, start: int, length: int):
     """Strictly decode one node record; errors name the offset of its length prefix, as the
     framing reader does, so a bad record has one address whichever path finds it."""
     return parse_node(buf[start : start + length], path, start - len(encode_varint(length)))
 
 
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def _unsigned_for(top: int) -> type[np.unsignedinteger]:
+    """The narrowest unsigned dtype that holds ``0..top``."""
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(dtype).max:
+            return dtype
+    return _U64
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """Non-negative ``values`` in the narrowest unsigned dtype that holds them."""
+    return values.astype(_unsigned_for(int(values.max()) if len(values) else 0))
+
+
+class _Column:
+    """An array filled piece by piece (one piece a chunk) without a final concatenation.
+
+    Capacity grows by half again through ``ndarray.resize`` (``realloc``: large blocks are
+    remapped, not copied, and pages never written are never resident), and the result is cut to
+    the length used. Pieces kept in a list sat on the heap between the chunks' freed temporaries
+    and held them resident (a generated trace's load kept ~1.3x its file size of freed memory).
+    A piece of a wider dtype (dependency ids of 2^28 and more) widens the column.
+    """
+
+    def __init__(self, capacity: int, dtype: type[np.integer]):
+        self.out = np.empty(max(capacity, 16), dtype=dtype)
+        self.at = 0
+
+    def add(self, values: np.ndarray) -> None:
+        end = self.at + len(values)
+        if values.dtype.itemsize > self.out.dtype.itemsize:
+            self.out = self.out.astype(values.dtype)
+        if end > len(self.out):
+            self.out.resize(max(end, len(self.out) * 3 // 2), refcheck=False)
+        self.out[self.at : end] = values
+        self.at = end
+
+    def result(self) -> np.ndarray:
+        self.out.resize(self.at, refcheck=False)
+        return self.out
+
+
 def _ptr(counts: np.ndarray) -> np.ndarray:
-    ptr = np.zeros(len(counts) + 1, dtype=np.int64)
+    """Offsets of each list from its count: uint32 while the lists hold fewer than 2^32 ids."""
+    ptr = np.zeros(len(counts) + 1, dtype=np.uint32 if int(counts.sum()) < 1 << 32 else np.int64)
     np.cumsum(counts, out=ptr[1:])
     return ptr
 
@@ -665,8 +818,9 @@ def _ascii(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
 
     Spans of up to 16 bytes (names, most strings) are tested as two unaligned 8-byte words each,
     read through a byte-strided uint64 view (the buffer's zero padding covers the overhang);
-    longer ones by one ``maximum.reduceat`` over the spans sorted by start, so the segments
-    between spans, which reduceat also reduces, add up to one pass over the buffer.
+    longer ones by one ``maximum.reduceat`` over the spans sorted by start, within the bytes from
+    the first span to the last (so the segments between spans, which reduceat also reduces, add up
+    to one pass over one chunk's records, not over the rest of the file).
     """
     out = np.ones(len(starts), dtype=bool)
     words = _words(arr)
@@ -677,10 +831,12 @@ def _ascii(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     long = np.flatnonzero(lens > 16)
     if len(long):
         order = long[np.argsort(starts[long], kind="stable")]
+        lo = int(starts[order[0]])
         idx = np.empty(2 * len(order), dtype=np.int64)
-        idx[0::2] = starts[order]
-        idx[1::2] = starts[order] + lens[order]
-        out[order] = np.maximum.reduceat(arr, idx)[0::2] < 0x80
+        idx[0::2] = starts[order] - lo
+        idx[1::2] = starts[order] + lens[order] - lo
+        # one byte past the last end (the zero padding): reduceat wants every index inside its input
+        out[order] = np.maximum.reduceat(arr[lo : lo + int(idx.max()) + 1], idx)[0::2] < 0x80
     return out
 
 
@@ -784,18 +940,21 @@ class _AttrParts:
     raw: np.ndarray
     span_s: np.ndarray
     span_l: np.ndarray
+    tag_s: np.ndarray  # position of the value's tag
 
     @classmethod
     def empty(cls, m: int) -> _AttrParts:
         z = lambda dt=np.int64: np.zeros(m, dtype=dt)  # noqa: E731
-        return cls(np.ones(m, dtype=bool), z(), z(), z(), z(_U64), z(), z())
-
-    def subset(self, rows: np.ndarray) -> _AttrParts:
-        return _AttrParts(*(getattr(self, f.name)[rows] for f in fields(self)))
+        return cls(np.ones(m, dtype=bool), z(), z(), z(), z(_U64), z(), z(), z())
 
     @classmethod
-    def concat(cls, parts: list[_AttrParts]) -> _AttrParts:
-        return cls(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)))
+    def at_value_tags(cls, arr: np.ndarray, vt: np.ndarray) -> _AttrParts:
+        """The values (kind, raw value, span) of attributes already checked at load time, from the
+        positions of their value tags (names are not decoded again)."""
+        parts = cls.empty(len(vt))
+        fnum, wt, two = _value_tag(arr, vt)
+        parts._value(arr, np.arange(len(vt)), vt + 1 + two, fnum, wt, vt + len(arr))
+        return parts
 
     def _value(
         self, arr: np.ndarray, rows: np.ndarray, q: np.ndarray, fnum: np.ndarray, wt: np.ndarray, end: np.ndarray
@@ -826,10 +985,7 @@ class _AttrParts:
         # A corrupt name length can point far past the record (and the padding): clamp to the end,
         # which the ``vt < end`` test below rejects, so no read leaves the buffer.
         vt = np.minimum(s + 2 + nl, end)
-        tb = arr[vt].astype(np.int64)
-        two = tb >= 0x80
-        tag = np.where(two, (tb & 0x7F) | (arr[vt + 1].astype(np.int64) << 7), tb)
-        fnum, wt = tag >> 3, tag & 7
+        fnum, wt, two = _value_tag(arr, vt)
         fclip = np.minimum(fnum, 32)
         parts.ok = (
             (arr[s] == 0x0A)
@@ -840,11 +996,72 @@ class _AttrParts:
             & (_ATTR_WT[fclip] == wt)
             & (~two | (arr[vt + 1] < 0x80))
         )
-        parts.name_s, parts.name_l = s + 2, nl
+        parts.name_s, parts.name_l, parts.tag_s = s + 2, nl, vt
         rows = np.arange(m)
         newp = parts._value(arr, rows, vt + 1 + two, fnum, wt, end)
         parts.ok &= newp == end
         return parts
+
+
+_DISTINCT_MAX = 24  # attribute records up to this long are checked once per distinct byte string
+_MIX = tuple(_U64(k) for k in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9))
+
+
+def _check_distinct(arr: np.ndarray, s: np.ndarray, length: np.ndarray, check) -> tuple[np.ndarray, ...]:
+    """``check(s, s + length)`` (per-record results whose positions are offsets into the record
+    plus ``s``) computed once per distinct short byte string.
+
+    A record's check depends only on its own bytes, and the attributes of generated traces are a
+    handful of byte strings repeated on every node (``is_cpu_op`` false, a few ``num_ops`` and
+    ``tensor_size`` values): ~700 ns an attribute of vectorised decoding becomes a hash, a sort
+    and a few gathers. Records of up to ``_DISTINCT_MAX`` bytes are keyed by their (masked)
+    little-endian words; each is compared with its group's representative word by word, so a hash
+    collision only sends that record through ``check`` itself.
+    """
+    ok = np.zeros(len(s), dtype=bool)
+    tag = np.zeros(len(s), dtype=np.int64)
+    code = np.full(len(s), -1, dtype=np.int64)
+    words = _words(arr)
+    top = len(words) - 1
+    short = np.flatnonzero((length > 0) & (length <= _DISTINCT_MAX))
+    ss, ls = s[short], length[short]
+    key = [words[np.minimum(ss + 8 * k, top)] & _LOW_BYTES[np.minimum(np.maximum(ls - 8 * k, 0), 8)] for k in range(3)]
+    h = ls.astype(_U64)
+    for k in range(3):
+        h = (h ^ key[k]) * _MIX[k]
+    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    same = ls == ls[first][inv]
+    for k in range(3):
+        same &= key[k] == key[k][first][inv]
+    rep = short[first]
+    rep_ok, rep_tag, rep_code = check(s[rep], s[rep] + length[rep])
+    done = short[same]
+    g = inv[same]
+    ok[done], tag[done], code[done] = rep_ok[g], s[done] + (rep_tag - s[rep])[g], rep_code[g]
+    pending = np.ones(len(s), dtype=bool)
+    pending[done] = False
+    rest = np.flatnonzero(pending)
+    if len(rest):
+        ok[rest], tag[rest], code[rest] = check(s[rest], s[rest] + length[rest])
+    return ok, tag, code
+
+
+def _value_tag(arr: np.ndarray, vt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(field number, wire type, second byte?)`` of the one- or two-byte tag at each position."""
+    tb = arr[vt].astype(np.int64)
+    two = tb >= 0x80
+    tag = np.where(two, (tb & 0x7F) | (arr[vt + 1].astype(np.int64) << 7), tb)
+    return tag >> 3, tag & 7, two
+
+
+@dataclass
+class _KnownAttrs:
+    """Where the well-known attributes of the bulk-decoded records are: record index, position of
+    the value's tag and name (index into ``_KNOWN``), in file order. 9 bytes an attribute."""
+
+    node: np.ndarray
+    tag: np.ndarray
+    code: np.ndarray
 
 
 def _name_codes(arr: np.ndarray, name_s: np.ndarray, name_l: np.ndarray, usable: np.ndarray) -> np.ndarray:
@@ -895,11 +1112,11 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
     cols = _AttrColumns(
         {k: np.zeros(n, dtype=np.int64) for k in INT_ATTRS}, {k: np.zeros(n, dtype=np.uint8) for k in _KNOWN}, {}, {}
     )
-    node, parts = g.attr_parts
-    slow = g.slow
-    if len(node):
-        arr = g.buf.obj  # the zero-padded array the buffer views
-        code = _name_codes(arr, parts.name_s, parts.name_l, parts.ok & ~slow[node])  # type: ignore[arg-type]
+    known, slow = g.attr_parts, g.slow
+    use = np.flatnonzero(~slow[known.node])  # records turned slow after their attributes were checked
+    if len(use):
+        node, code = known.node[use], known.code[use]
+        parts = _AttrParts.at_value_tags(g.buf.obj, known.tag[use].astype(np.int64))  # type: ignore[arg-type]
         for i, name in enumerate(_KNOWN):
             sel = np.flatnonzero(code == i)
             if not len(sel):
