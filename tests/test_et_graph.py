@@ -272,12 +272,14 @@ def test_columns_narrow_only_while_every_value_fits(late, slow_late):
     assert_graph_matches(g, nodes)
     assert g.int_attr("comm_size").tolist()[3] == 1 << 40
     assert g.ids.dtype == (np.uint64 if "id" in late else np.uint32)
-    assert g.duration_micros.dtype == {0: np.uint8, 70_000: np.uint32, (1 << 64) - 1: np.uint64}[
-        late.get("duration_micros", 0)
-    ]
-    assert g.start_time_micros.dtype == {0: np.uint8, 1 << 40: np.uint64, (1 << 32) - 1: np.uint32}[
-        late.get("start_time_micros", 0)
-    ]
+    assert (
+        g.duration_micros.dtype
+        == {0: np.uint8, 70_000: np.uint32, (1 << 64) - 1: np.uint64}[late.get("duration_micros", 0)]
+    )
+    assert (
+        g.start_time_micros.dtype
+        == {0: np.uint8, 1 << 40: np.uint64, (1 << 32) - 1: np.uint32}[late.get("start_time_micros", 0)]
+    )
     assert g.rec_len.dtype == np.uint8 and g.data_ptr.dtype == np.uint32
 
 

@@ -483,7 +483,6 @@ class _Table:
                 setattr(self, name, col)
         col[lo : lo + len(values)] = values
 
-
     def _finish_slow(self, slow: np.ndarray, deps):
         """Decode the unusual records with the protobuf runtime and splice them in."""
         lists: dict[int, dict[int, list[int]]] = {4: {}, 5: {}}
@@ -752,6 +751,7 @@ class _Decoder:
             values, counts, ok = _packed_varints(self.arr, starts, np.where(slow2, 0, lens))
         n_ctrl = int(counts[: self.n].sum())
         return {4: (counts[: self.n], values[:n_ctrl]), 5: (counts[self.n :], values[n_ctrl:])}
+
 
 def _parse_record(buf, path: str, start: int, length: int):
     """Strictly decode one node record; errors name the offset of its length prefix, as the
