@@ -74,7 +74,8 @@ def _collective_table(ts: TraceSet, result, fit: dict) -> list[str]:
     for g in ts.ranks:
         idx = [i for i in range(len(g.ids)) if int(g.types[i]) in comm]
         idx.sort(key=lambda i: (g.start_time_micros[i], g.ids[i]))
-        captured.append([(int(g.ids[i]), float(g.start_time_micros[i]) * 1e3, float(g.duration_micros[i]) * 1e3) for i in idx])
+        start, dur = g.start_time_micros, g.duration_micros
+        captured.append([(int(g.ids[i]), float(start[i]) * 1e3, float(dur[i]) * 1e3) for i in idx])
     sim: dict[tuple[int, int], tuple[str, int, int, int]] = {
         (c.rank, c.node_id): (c.kind, c.bytes, c.start_ns, c.end_ns) for c in result.collectives
     }
@@ -96,8 +97,8 @@ def _collective_table(ts: TraceSet, result, fit: dict) -> list[str]:
         m, p = [a for a, _ in pairs], [b for _, b in pairs]
         lines.append(
             f"{kind:<15} {size:>9} B x{len(pairs)}: captured median {statistics.median(m) / 1e6:6.2f} ms "
-            f"(sum {sum(m) / 1e6:6.2f}), simulated median {statistics.median(p) / 1e6:6.2f} ms (sum {sum(p) / 1e6:6.2f})"
-            + (f", calibrate {near[1] / 1e6:.2f} ms at {near[0]} B" if near else "")
+            f"(sum {sum(m) / 1e6:6.2f}), simulated median {statistics.median(p) / 1e6:6.2f} ms "
+            f"(sum {sum(p) / 1e6:6.2f})" + (f", calibrate {near[1] / 1e6:.2f} ms at {near[0]} B" if near else "")
         )
     return lines
 
