@@ -34,12 +34,13 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from chakra_pipe.et import TraceSet
+from chakra_pipe.et import TraceSet, schema
 from chakra_pipe.link.commwait import network_wait_us
 from chakra_pipe.link.kineto import load_kineto
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, load_hardware, simulate
@@ -58,6 +59,48 @@ def _traced_pass_ns(cap: Path, rank: int) -> float:
     """One rank's span over its profiled steps (first ProfilerStep start to last one's end), ns."""
     steps = [e for e in load_kineto(cap / f"rank{rank}.kineto.json.gz").cpu if e.name.startswith("ProfilerStep#")]
     return (max(e.ts + e.dur for e in steps) - min(e.ts for e in steps)) * 1e3
+
+
+def _collective_table(ts: TraceSet, result, fit: dict) -> list[str]:
+    """Per (kind, size): the in-step collective time captured vs simulated, and what calibrate measured.
+
+    A collective's time, captured or simulated, is from the last rank's start to the last rank's end
+    of the k-th collective on every rank (captured: the backend's work range, the COMM node's start
+    and duration), so a rank waiting for a late peer is not counted on either side. "calibrate" is the
+    calibration's median at the nearest calibrated size of that kind (``fit.json``, the times it fitted).
+    """
+    comm = (schema.COMM_COLL_NODE, schema.COMM_SEND_NODE, schema.COMM_RECV_NODE)
+    captured: list[list[tuple[int, float, float]]] = []
+    for g in ts.ranks:
+        idx = [i for i in range(len(g.ids)) if int(g.types[i]) in comm]
+        idx.sort(key=lambda i: (g.start_time_micros[i], g.ids[i]))
+        start, dur = g.start_time_micros, g.duration_micros
+        captured.append([(int(g.ids[i]), float(start[i]) * 1e3, float(dur[i]) * 1e3) for i in idx])
+    sim: dict[tuple[int, int], tuple[str, int, int, int]] = {
+        (c.rank, c.node_id): (c.kind, c.bytes, c.start_ns, c.end_ns) for c in result.collectives
+    }
+    cal: dict[str, list[tuple[int, float]]] = {}
+    for row in fit["rows"]:
+        cal.setdefault(row["collective"].upper(), []).append((int(row["size_bytes"]), float(row["measured_ns"])))
+    groups: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for k in range(min(len(c) for c in captured)):
+        nodes = [c[k] for c in captured]
+        recs = [sim.get((r, n[0])) for r, n in enumerate(nodes)]
+        if any(x is None for x in recs):
+            continue
+        meas = max(s + d for _, s, d in nodes) - max(s for _, s, _ in nodes)
+        simd = max(x[3] for x in recs) - max(x[2] for x in recs)  # type: ignore[index]
+        groups.setdefault((recs[0][0], recs[0][1]), []).append((meas, simd))  # type: ignore[index]
+    lines = []
+    for (kind, size), pairs in sorted(groups.items()):
+        near = min(cal.get(kind, []), key=lambda x: abs(x[0] - size), default=None)
+        m, p = [a for a, _ in pairs], [b for _, b in pairs]
+        lines.append(
+            f"{kind:<15} {size:>9} B x{len(pairs)}: captured median {statistics.median(m) / 1e6:6.2f} ms "
+            f"(sum {sum(m) / 1e6:6.2f}), simulated median {statistics.median(p) / 1e6:6.2f} ms "
+            f"(sum {sum(p) / 1e6:6.2f})" + (f", calibrate {near[1] / 1e6:.2f} ms at {near[0]} B" if near else "")
+        )
+    return lines
 
 
 def _conditions() -> str:
@@ -144,7 +187,8 @@ def main() -> None:
             # one "communication wait X ms" line per rank, in rank order
             waits = [float(ms) * 1e6 for ms in re.findall(r"communication wait ([\d.]+) ms", log)]
             ts = TraceSet.load(prefix)
-            sim_r = simulate(ts, hw).finish_ns
+            sim_result = simulate(ts, hw)
+            sim_r = sim_result.finish_ns
             inf_result = simulate(ts, infinite)
             inf_r = inf_result.finish_ns
             busy_r = [c + g for c, g in zip(inf_result.cpu_ns, inf_result.compute_ns)]
@@ -172,6 +216,8 @@ def main() -> None:
                 f"(over {n_coll} collectives per rank, p2p in the totals: {sim_net / max(n_coll, 1) / 1e3:.0f} vs "
                 f"{real_net / max(n_coll, 1) / 1e3:.0f} us each)"
             )
+            for line in _collective_table(ts, sim_result, fit):
+                print(f"{'':<12} {line}")
             print(
                 f"{'':<12} per rank: infinite {[round(x / 1e6, 2) for x in inf_r]} ms, of which work (CPU ops + "
                 f"compute) {[round(x / 1e6, 2) for x in busy_r]} ms; traced-wait "

@@ -68,11 +68,15 @@ class LoadStats:
 
 
 def write_benchmark(
-    prefix: str, ranks: int, sizes: tuple[int, ...], gemm_ops: list[int] | None = None
+    prefix: str,
+    ranks: int,
+    sizes: tuple[int, ...],
+    gemm_ops: list[int] | None = None,
+    kinds: tuple[str, ...] = KINDS,
 ) -> list[tuple[str, int]]:
     """The rank set: the k-th (kind, size) after the (k - 1)-th; with ``gemm_ops``, each collective
     (node ``2k``) paired with a GEMM of ``gemm_ops[k]`` FLOPs (node ``2k + 1``) issued with it."""
-    cases = [(kind, size) for size in sizes for kind in KINDS]
+    cases = [(kind, size) for size in sizes for kind in kinds]
     stride = 2 if gemm_ops else 1
     for rank in write_order(ranks):
         nodes = []
@@ -125,13 +129,14 @@ def _replay(
     warmup: int,
     timeout_s: float,
     gemm_ops: list[int] | None,
+    kinds: tuple[str, ...] = KINDS,
 ) -> tuple[list[tuple[str, int]], list[dict], dict]:
     """Replay the benchmark set once; per rank, its nodes by id."""
     from ..replay.launcher import ReplayConfig, replay_here
 
     with tempfile.TemporaryDirectory(prefix="chakra-calibrate-") as tmp:
         prefix = str(Path(tmp) / "bench")
-        cases = write_benchmark(prefix, ranks, sizes, gemm_ops)
+        cases = write_benchmark(prefix, ranks, sizes, gemm_ops, kinds)
         result = replay_here(
             ReplayConfig(
                 prefix=prefix,

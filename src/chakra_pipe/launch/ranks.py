@@ -9,12 +9,17 @@ Two ways in, one watcher:
   reports its rank's outcome, and its output files, through that store, so the outputs land on
   rank 0's node without a shared folder; rank 0 names the failure exactly as ``local`` does.
 
-Each worker is its own session, so a rank *and anything it started* dies with one ``killpg`` — on
+Each worker leads its own process group, so a rank *and anything it started* dies with one ``killpg`` — on
 success, failure, timeout, SIGTERM (scancel, Snakemake) or Ctrl-C alike; nothing outlives a run and
 the private run folder is removed. When a rank fails, the others usually notice within
 milliseconds and report where they were; the watcher gives them a moment, then stops the rest.
 A failure a rank caused itself (an exception of its own, a signal) is named before knock-on errors
 of ranks that merely lost their peer, whatever order they arrived in.
+The workers stay in the launcher's session (a process group, not ``setsid``): with the kernel's
+scheduler autogroups (``kernel.sched_autogroup_enabled``), a session per rank made the ranks compete
+with every other session on a shared machine as separate groups, and each message between them waited
+for the other group's turn — a 4 KiB gloo all-reduce took 2–7 ms instead of 0.6 ms on 2 loaded cores
+(``benchmarks/calibrate_harness.py``), which calibrate then fitted as network latency.
 """
 
 from __future__ import annotations
@@ -207,7 +212,7 @@ def _spawn(module: str, run: Path, ranks: list[int], local_rank: int | None) -> 
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                start_new_session=True,
+                process_group=0,  # killpg-able; same session, so the same scheduler autogroup
             )
     return procs
 

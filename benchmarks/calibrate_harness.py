@@ -1,0 +1,97 @@
+"""What calibrate's harness adds to a small gloo collective: replay engine vs a bare loop, alternated.
+
+calibrate times collectives through the replay engine; a training step issues them from PyTorch
+directly. For tiny messages (DDP buckets and explicit calls of the built-in models are 256 B–6 KB)
+the time is a per-call cost, so any cost the harness adds becomes the fitted latency. This script
+alternates, on the same machine and minutes apart at most:
+
+* **replay** — calibrate's own measurement (``chakra_pipe.calibrate.bench``) of a chain of
+  ``--calls`` all-reduces of ``--size`` bytes on 2 gloo ranks (median over calls and iterations);
+* **bare** — the same chain from two ``torch.multiprocessing`` processes, each call
+  ``all_reduce(async_op=True)`` polled with the replay executor's own policy (yield, then nap),
+  timed from the last rank's issue to the last rank's completion on the shared monotonic clock.
+
+It prints both medians, their ratio and the load average per round: on a shared machine compare
+only rounds of one run. Needs torch.
+
+    python benchmarks/calibrate_harness.py [--rounds 3] [--size 4096] [--calls 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import time
+
+from chakra_pipe.calibrate import bench
+from chakra_pipe.replay.executor import BACKOFF_S, SPIN_POLLS
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _bare_rank(rank: int, port: int, size: int, calls: int, iterations: int, queue) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)  # as every replay rank runs
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    t = torch.zeros(size, dtype=torch.uint8)
+    spans = []
+    for _ in range(iterations + 1):  # the first pass warms gloo up, as calibrate's warm-up does
+        dist.barrier()
+        for _ in range(calls):
+            start, work, polls = time.monotonic_ns(), dist.all_reduce(t, async_op=True), 0
+            while not work.is_completed():
+                polls += 1
+                if polls < SPIN_POLLS:
+                    os.sched_yield()
+                else:
+                    time.sleep(BACKOFF_S)
+            work.wait()
+            spans.append((start, time.monotonic_ns()))
+    queue.put((rank, spans[calls:]))
+    dist.destroy_process_group()
+
+
+def bare_us(size: int, calls: int, iterations: int) -> float:
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue, port = ctx.Queue(), _free_port()
+    procs = [ctx.Process(target=_bare_rank, args=(r, port, size, calls, iterations, queue)) for r in range(2)]
+    for p in procs:
+        p.start()
+    spans = dict(queue.get(timeout=300) for _ in procs)
+    for p in procs:
+        p.join()
+    return statistics.median((max(a[1], b[1]) - max(a[0], b[0])) / 1e3 for a, b in zip(spans[0], spans[1]))
+
+
+def replay_us(size: int, calls: int, iterations: int) -> float:
+    cases, nodes, _ = bench._replay(2, (size,) * calls, "gloo", iterations, 1, 300.0, None, ("all_reduce",))
+    return statistics.median(bench._call_ns(nodes, k, it) / 1e3 for k in range(len(cases)) for it in range(iterations))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--size", type=int, default=4096, help="bytes per all-reduce")
+    ap.add_argument("--calls", type=int, default=8, help="all-reduces per iteration")
+    ap.add_argument("--iterations", type=int, default=5)
+    args = ap.parse_args()
+    print(f"{os.cpu_count()} CPUs; {args.size} B all-reduce, 2 gloo ranks, {args.calls} calls x {args.iterations}")
+    for r in range(args.rounds):
+        rep = replay_us(args.size, args.calls, args.iterations)
+        bare = bare_us(args.size, args.calls, args.iterations)
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"round {r}: replay {rep:8.0f} us  bare {bare:8.0f} us  replay/bare {rep / bare:5.2f}  (load {load})")
+
+
+if __name__ == "__main__":
+    main()
