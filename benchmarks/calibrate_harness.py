@@ -26,7 +26,7 @@ import statistics
 import time
 
 from chakra_pipe.calibrate import bench
-from chakra_pipe.replay.executor import BACKOFF_S, SPIN_POLLS
+from chakra_pipe.replay.executor import wait_work
 
 
 def _free_port() -> int:
@@ -46,14 +46,8 @@ def _bare_rank(rank: int, port: int, size: int, calls: int, iterations: int, que
     for _ in range(iterations + 1):  # the first pass warms gloo up, as calibrate's warm-up does
         dist.barrier()
         for _ in range(calls):
-            start, work, polls = time.monotonic_ns(), dist.all_reduce(t, async_op=True), 0
-            while not work.is_completed():
-                polls += 1
-                if polls < SPIN_POLLS:
-                    os.sched_yield()
-                else:
-                    time.sleep(BACKOFF_S)
-            work.wait()
+            start = time.monotonic_ns()
+            wait_work(dist.all_reduce(t, async_op=True))
             spans.append((start, time.monotonic_ns()))
     queue.put((rank, spans[calls:]))
     dist.destroy_process_group()

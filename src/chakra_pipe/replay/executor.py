@@ -31,6 +31,27 @@ BACKOFF_S = 50e-6
 BACKOFF_NS = int(BACKOFF_S * 1e9)
 
 
+def idle_poll(polls: int) -> None:
+    """The policy's pause after the ``polls``-th idle poll in a row: a yield, then naps."""
+    if polls < SPIN_POLLS:
+        os.sched_yield()
+    else:
+        time.sleep(BACKOFF_S)
+
+
+def wait_work(work, deadline_ns: int | None = None) -> bool:
+    """Wait for a ``torch.distributed`` work handle under the polling policy (a blocking ``wait``
+    would hold no deadline); False when ``time.monotonic_ns()`` passes ``deadline_ns`` first."""
+    polls = 0
+    while not work.is_completed():
+        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+            return False
+        polls += 1
+        idle_poll(polls)
+    work.wait()
+    return True
+
+
 class Engine(Protocol):
     """Device side of the replay: start a node's work and poll it."""
 
@@ -181,10 +202,7 @@ def run_iteration(
         idle += 1
         if _due_soon(engine, busy, clock()):
             continue  # a busy-wait is ending: hold the core (a yield can cost a whole time slice)
-        if idle < SPIN_POLLS:
-            os.sched_yield()
-        else:
-            time.sleep(BACKOFF_S)
+        idle_poll(idle)
     return IterationTiming(clock() - t0, start, end)
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..atomic import write_json
 from ..torchdist import PG_STORE_PREFIX, cuda_device, lost_peer
 from . import status as st
-from .executor import BACKOFF_S, SPIN_POLLS, NodeFailed, ReplayTimeout, run_iteration
+from .executor import NodeFailed, ReplayTimeout, run_iteration, wait_work
 
 EXIT_FAILED, EXIT_TIMEOUT = 1, 3
 
@@ -174,20 +174,10 @@ class _BarrierTimeout(Exception):
 
 
 def _barrier(dist, deadline: int) -> None:
-    """Align ranks between iterations without ever blocking past the deadline."""
-    work = dist.barrier(async_op=True)
-    polls = 0
-    while not work.is_completed():
-        if time.monotonic_ns() > deadline:
-            raise _BarrierTimeout()
-        # The executor's polling policy: yield for a while, then nap, so gloo's worker threads are
-        # not starved when ranks outnumber cores.
-        polls += 1
-        if polls < SPIN_POLLS:
-            os.sched_yield()
-        else:
-            time.sleep(BACKOFF_S)
-    work.wait()
+    """Align ranks between iterations without ever blocking past the deadline (the executor's
+    polling policy, so gloo's worker threads are not starved when ranks outnumber cores)."""
+    if not wait_work(dist.barrier(async_op=True), deadline):
+        raise _BarrierTimeout()
 
 
 def _fail(
