@@ -423,3 +423,13 @@ def test_a_rank_set_whose_groups_break_the_translation_is_refused():
     assert symmetry_problem(sym, broken, hw) == "group 4 is not an ascending list of distinct ranks"
     swapped = {**groups, 9: [8, 13], 10: [9, 12]}
     assert "ring successor does not map onto its representative's" in (symmetry_problem(sym, swapped, hw) or "")
+
+
+def test_symmetric_runs_count_the_messages_their_ring_recurrences_evaluate():
+    """``fast_messages`` says which path ran: a TP+DP step without pipeline sends is all ring phases,
+    evaluated by the quotient's recurrence on every message, as the full engine's fast path does."""
+    sym, how, full = both({**SMALL, "dp": 2, "tp": 4, "pp": 1}, hardware((4, 2)))
+    assert how.startswith("symmetric: 1 of 8")
+    assert_identical(sym, full)
+    assert sym.fast_messages == sym.messages > 0
+    assert full.fast_messages == full.messages

@@ -60,7 +60,7 @@ class SimResult:
     # rank's ``finished`` line when it finishes, so a stopped run lists its finished ranks so. Ranks
     # finishing in the same ns may come in another order than upstream's (its event queue orders the
     # last messages' callbacks otherwise: the conformance log agrees on all 111 runs' times, on 34
-    # runs' tie order).
+    # runs' tie order). Full engine only: a symmetric run lists no finish order (it stops without one).
     finish_order: list[int] = field(default_factory=list, repr=False)
     fast_messages: int = 0  # of ``messages``, those a fast path evaluated as a recurrence; the rest went one by one
     _workloads: list = field(default_factory=list, repr=False)  # per-rank issue loops, for timeline()

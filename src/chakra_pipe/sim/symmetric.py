@@ -526,6 +526,7 @@ class _QuotientRings:
         first = reps[0]
         steps = first.stream_count
         self.stats.messages += steps * len(reps)
+        self.stats.fast_messages += steps * len(reps)
         net = None if self.aware else self._uniform_delay(first)
         if net is None or any(a.start_ns != first.start_ns for a in reps):
             last, tail, _ = self._phase.recurrence([present[r] for r in rep_of])
@@ -607,7 +608,7 @@ def _run(
             f"{len(stuck)} representative rank(s) cannot finish; rank {first} waits on node(s) {stuck[first]}",
             stuck=stuck,
         )
-    result.messages = stats.messages
+    result.messages, result.fast_messages = stats.messages, stats.fast_messages
     result.finalize(workloads)
     index = np.searchsorted(np.asarray(reps), sym.rep(np.arange(sym.world, dtype=np.int64)))
     for name in ("finish_ns", "compute_ns", "cpu_ns", "exposed_comm_ns", "comm_ns", "idle_ns"):

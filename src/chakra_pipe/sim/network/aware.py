@@ -13,6 +13,7 @@ from collections import deque
 
 import numpy as np
 
+from ..period import smallest_period
 from .common import LinkConflict, Network, bytes_per_ns
 from .topology import route
 
@@ -37,6 +38,16 @@ class _Link:
     def times(self, size: int) -> tuple[int, int]:
         """(ns until a message of ``size`` bytes reaches the next device, ns it holds the link)."""
         return int(self.latency + size / self.bw), int(size / self.bw)
+
+
+def _bound(link: _Link, sender: int) -> int:
+    """The earliest ns ``link`` may take a ring phase's first message from ``sender``: any time on an
+    unused link; after the last message's arrival when that was the same sender's or a point-to-point
+    send's (the FIFO then orders by arrival, and the phase declines while messages are queued); after
+    the link frees otherwise (another sender's ring message, whose order the recurrence cannot time)."""
+    if link.sender == -1:
+        return 0
+    return link.offered + 1 if link.sender in (sender, POINT_TO_POINT) else link.free_at
 
 
 class FifoRingLinks:
@@ -90,9 +101,9 @@ class FifoRingLinks:
         self._hold_a = [np.asarray(x, dtype=np.int64) for x in self._hold]
         self._arrays = True
         self.period = self._period(paths, hop_senders)
-        self.one_message = self.period == 1 and all(
-            lat >= hold for lats, holds in zip(self._latency, self._hold) for lat, hold in zip(lats, holds)
-        )
+        # one path for every member; ``copies`` also relies on hold ≤ latency, which ``_Link.times``
+        # gives (latency + size/bw against size/bw, latency ≥ 0 by the config's checks)
+        self.one_message = self.period == 1
         # one_message: the one path's (link, sender, latency, hold) per hop and its latency, for ``copies``
         self._path = [
             (h[0], s[0], lat[0], hold[0])
@@ -133,9 +144,7 @@ class FifoRingLinks:
         none is smaller). Above 1 only in the symmetric engine, where members of one class share
         canonical links: a DP ring whose members fall in ``q`` classes, ``i`` and ``i + q`` being images
         of each other (``sim/symmetric.py``)."""
-        p = len(paths)
-        key = [(tuple(map(id, path)), tuple(s)) for path, s in zip(paths, hop_senders)]
-        return next(q for q in range(1, p + 1) if p % q == 0 and key[q:] == key[: p - q]) if p else 0
+        return smallest_period([(tuple(map(id, path)), tuple(s)) for path, s in zip(paths, hop_senders)])
 
     def reduced(self, q: int) -> FifoRingLinks:
         """The links of members ``0 … q−1`` only (``q`` a multiple of ``period`` dividing the member
@@ -170,8 +179,7 @@ class FifoRingLinks:
                 raise LinkConflict("a ring phase reaches a link with messages queued on the message path")
         t = sent
         for link, s, latency, hold in path:
-            bound = 0 if link.sender == -1 else link.offered + 1 if link.sender == s else link.free_at
-            if t < bound:
+            if t < _bound(link, s):
                 raise LinkConflict("ring messages reach a link out of the order the phases are evaluated in")
             start = t if t > link.free_at else link.free_at
             link.offered, link.free_at, link.sender = t, start + hold, s
@@ -194,11 +202,7 @@ class FifoRingLinks:
         self._free = [[link.free_at for link in hop] for hop in self._hops]
         self._ready = [[link.offered for link in hop] for hop in self._hops]
         self._bound = [
-            [
-                0 if link.sender == -1 else link.offered + 1 if link.sender in (s, POINT_TO_POINT) else link.free_at
-                for link, s in zip(hop, senders)
-            ]
-            for hop, senders in zip(self._hops, self._senders)
+            [_bound(link, s) for link, s in zip(hop, senders)] for hop, senders in zip(self._hops, self._senders)
         ]
         if arrays:
             self._free = [np.asarray(free, dtype=np.int64) for free in self._free]

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..period import smallest_period
 from .ring import Ring
 
 NUMPY_FROM = 48  # ring size from which array steps beat plain Python
@@ -111,21 +112,13 @@ class RingCoordinator:
         links = self.links(ring, first.msg_size, first.direction)
         starts = [a.start_ns for a in algos]
         pred, rotation = self._pred(ring, first.direction)
-        q = self._period(links.period, starts) if self.aware and steps and rotation else p
+        q = smallest_period(starts, links.period) if self.aware and steps and rotation else p
         if q == 1 and links.one_message:
             return [links.copies(starts[0] + d[0], sum(d[1:steps]), steps)] * p, d[steps], steps
         if q < p:
             last = self._evaluate(links.reduced(q), starts[:q], [x % q for x in pred[:q]], d, steps)
             return last * (p // q), d[steps], steps
         return self._evaluate(links, starts, pred, d, steps), d[steps], steps
-
-    @staticmethod
-    def _period(links_period: int, starts: list[int]) -> int:
-        """The smallest multiple of the links' period that divides the ring size and is a period of
-        the start times (the ring size when none is smaller)."""
-        p = len(starts)
-        candidates = range(links_period, p, links_period)
-        return next((q for q in candidates if p % q == 0 and starts[q:] == starts[: p - q]), p)
 
     def _pred(self, ring, direction: int) -> tuple[list[int], bool]:
         """Each member's predecessor (ring index) in ``direction``, and whether it is a rotation
