@@ -13,7 +13,6 @@ from collections import deque
 
 import numpy as np
 
-from ..period import smallest_period
 from .common import LinkConflict, Network, bytes_per_ns
 from .topology import route
 
@@ -38,6 +37,13 @@ class _Link:
     def times(self, size: int) -> tuple[int, int]:
         """(ns until a message of ``size`` bytes reaches the next device, ns it holds the link)."""
         return int(self.latency + size / self.bw), int(size / self.bw)
+
+
+def smallest_period(seq: list, step: int = 1) -> int:
+    """The smallest multiple ``q`` of ``step`` that divides ``len(seq)`` with ``seq[q:] == seq[:len − q]``
+    (element ``i`` equals element ``i mod q``); ``len(seq)`` when none is smaller."""
+    p = len(seq)
+    return next((q for q in range(step, p, step) if p % q == 0 and seq[q:] == seq[: p - q]), p)
 
 
 def _bound(link: _Link, sender: int) -> int:
@@ -145,6 +151,11 @@ class FifoRingLinks:
         canonical links: a DP ring whose members fall in ``q`` classes, ``i`` and ``i + q`` being images
         of each other (``sim/symmetric.py``)."""
         return smallest_period([(tuple(map(id, path)), tuple(s)) for path, s in zip(paths, hop_senders)])
+
+    def common_period(self, starts: list[int]) -> int:
+        """The smallest multiple of ``period`` that divides the member count and is a period of the
+        members' ``starts`` too (the member count when none is smaller): the ``q`` of :meth:`reduced`."""
+        return smallest_period(starts, self.period)
 
     def reduced(self, q: int) -> FifoRingLinks:
         """The links of members ``0 … q−1`` only (``q`` a multiple of ``period`` dividing the member

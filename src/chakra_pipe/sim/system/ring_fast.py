@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 
-from ..period import smallest_period
 from .ring import Ring
 
 NUMPY_FROM = 48  # ring size from which array steps beat plain Python
@@ -112,7 +111,7 @@ class RingCoordinator:
         links = self.links(ring, first.msg_size, first.direction)
         starts = [a.start_ns for a in algos]
         pred, rotation = self._pred(ring, first.direction)
-        q = smallest_period(starts, links.period) if self.aware and steps and rotation else p
+        q = links.common_period(starts) if self.aware and steps and rotation else p
         if q == 1 and links.one_message:
             return [links.copies(starts[0] + d[0], sum(d[1:steps]), steps)] * p, d[steps], steps
         if q < p:
