@@ -13,6 +13,7 @@ on the full engine and the reason is logged.
 from __future__ import annotations
 
 import itertools
+from abc import ABC, abstractmethod
 from typing import Any
 
 from ..console import logger
@@ -28,7 +29,7 @@ from .shard import hardware_config
 log = logger(__name__)
 
 
-class InMemorySet:
+class InMemorySet(ABC):
     """A rank set held as the bytes its files would hold (``{name}.{r}.et`` for ``world`` ranks, plus
     the comm-group file when ``groups_json`` is set): decoded once for every point that needs all
     ranks, and hashed as :func:`chakra_pipe.et.traceset.files_sha256` hashes the files. Subclasses
@@ -39,8 +40,9 @@ class InMemorySet:
     groups_json: dict[str, list[int]] | None = None
     _traces: TraceSet | None = None
 
+    @abstractmethod
     def rank_bytes(self, rank: int) -> bytes:
-        raise NotImplementedError
+        """Rank ``rank``'s trace as its ``.et`` file would hold it."""
 
     def graph(self, rank: int) -> Any:
         return graph_from_bytes(self.rank_bytes(rank), f"{self.name}.{rank}.et")
