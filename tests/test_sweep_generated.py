@@ -141,7 +141,11 @@ def test_in_memory_sets_are_not_held_to_the_rank_file_limit(tmp_path, monkeypatc
     many graphs as the files, keeps it. Lowered to 8 files so a 32-rank step is past it."""
     monkeypatch.setattr(limits, "MAX_RANK_FILES", 8)
     for spec, key, what in (
-        ({**GPT, "keep_traces": True}, "workloads.gpt.dp", "would write 32 rank files (limit 8;"),
+        (
+            {**GPT, "keep_traces": True},
+            "workloads.gpt.dp",
+            "would write 32 rank files (limit 8): a campaign writes rank files only for keep_traces",
+        ),
         (
             {"kind": "collective", "type": "all_reduce", "npus": 32, "size": "1MiB"},
             "workloads.gpt.npus",  # a collective always runs on the full engine
@@ -151,6 +155,7 @@ def test_in_memory_sets_are_not_held_to_the_rank_file_limit(tmp_path, monkeypatc
         with pytest.raises(ConfigError) as refused:
             _plan(tmp_path, {"gpt": spec})
         assert refused.value.where == key and refused.value.what.startswith(what), refused.value.line()
+        assert "--allow-large" not in refused.value.what  # no campaign key lifts the limits
     with monkeypatch.context() as m:  # an in-memory set has limits too (a typo must not cost the machine)
         m.setattr(limits, "MAX_MEMORY_RANKS", 16)
         with pytest.raises(ConfigError) as refused:

@@ -27,6 +27,15 @@ MAX_MEMORY_NODES = 320_000_000
 ALLOW_FLAG = "--allow-large"
 
 
+class OutputLimitError(InputError):
+    """A generation past a limit. ``lift``: how the caller can go past it (empty when it cannot), kept
+    apart from the count so a campaign, which has no ``--allow-large``, can say its own way."""
+
+    def __init__(self, refusal: str, lift: str, where: str):
+        self.refusal, self.lift = refusal, lift
+        super().__init__(f"{refusal}: {lift}" if lift else refusal, where=where)
+
+
 def check_output(ranks: int, nodes: int, option: str, *, allow_large: bool = False, in_memory: bool = False) -> None:
     """Refuse a generation of ``ranks`` files and ``nodes`` nodes past the limits (unless allowed);
     ``in_memory``: a set generated for a simulation in memory, which writes nothing."""
@@ -36,9 +45,9 @@ def check_output(ranks: int, nodes: int, option: str, *, allow_large: bool = Fal
         _refuse(ranks, MAX_MEMORY_RANKS, "generate", "ranks in memory", option, "")
         _refuse(nodes, MAX_MEMORY_NODES, "generate at least", "nodes in memory", option, "")
     else:
-        hint = f"; pass {ALLOW_FLAG} to go past it"
-        _refuse(ranks, MAX_RANK_FILES, "write", "rank files", option, hint)
-        _refuse(nodes, MAX_NODES, "write at least", "nodes", option, hint)
+        lift = f"pass {ALLOW_FLAG} to go past it"
+        _refuse(ranks, MAX_RANK_FILES, "write", "rank files", option, lift)
+        _refuse(nodes, MAX_NODES, "write at least", "nodes", option, lift)
 
 
 def check_full_engine(ranks: int, why: str, where: str) -> None:
@@ -52,6 +61,6 @@ def check_full_engine(ranks: int, why: str, where: str) -> None:
         )
 
 
-def _refuse(count: int, limit: int, verb: str, what: str, option: str, hint: str) -> None:
+def _refuse(count: int, limit: int, verb: str, what: str, option: str, lift: str) -> None:
     if count > limit:
-        raise InputError(f"would {verb} {count:,} {what} (limit {limit:,}{hint})", where=option)
+        raise OutputLimitError(f"would {verb} {count:,} {what} (limit {limit:,})", lift, option)

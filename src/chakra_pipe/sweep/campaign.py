@@ -438,12 +438,19 @@ def _check_workload(w: Workload, root: Path) -> None:
     where = f"workloads.{w.name}"
     if w.kind in ("collective", "llm"):
         from ..generate.cli import dry_run
+        from ..generate.limits import OutputLimitError
 
         try:
             dry_run(w.generate_args(), w.in_memory)
         except InputError as exc:
             key = f"{where}.{exc.where.lstrip('-')}" if exc.where else where
-            raise ConfigError(exc.what, file="config", where=key) from None
+            what = exc.what
+            if isinstance(exc, OutputLimitError) and exc.lift:  # --allow-large is no campaign key
+                what = (
+                    f"{exc.refusal}: a campaign writes rank files only for keep_traces, replay or a transform's "
+                    "source; without them the set is simulated in memory, where the limits are wider"
+                )
+            raise ConfigError(what, file="config", where=key) from None
     elif w.kind == "capture":
         from ..capture.plan import BUILTIN_MODELS
 
