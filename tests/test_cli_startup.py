@@ -32,6 +32,17 @@ SYSTEM = {
     "local-mem-bw": 1600,
 }
 NETWORK = "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]  # GB/s\nlatency: [ 500.0 ]\n"
+# The modules of each collective algorithm other than ring (which every run may use), by the name a
+# system file gives it; each key maps to the modules of the *other* algorithms, which its run must not load.
+_ALGORITHMS = {
+    "direct": ("chakra_pipe.sim.system.direct", "chakra_pipe.sim.system.direct_fast"),
+    "halvingDoubling": ("chakra_pipe.sim.system.halving_doubling",),
+    "doubleBinaryTree": ("chakra_pipe.sim.system.double_binary_tree", "chakra_pipe.sim.system.tree_fast"),
+}
+ALGORITHM_MODULES = {
+    name: tuple(m for other, modules in _ALGORITHMS.items() if other != name for m in modules)
+    for name in ("ring", *_ALGORITHMS)
+}
 # Heavy packages a simulation never needs, and the stage packages of other verbs.
 NOT_FOR_SIMULATE = (
     "pandas",
@@ -46,6 +57,7 @@ NOT_FOR_SIMULATE = (
     "numpy.typing",  # annotations only
     "chakra_pipe.sim.network.aware",  # the default backend is the unaware one
     "chakra_pipe.sim.system.deadlock",  # only a stuck run explains itself
+    *ALGORITHM_MODULES["ring"],  # the other collective algorithms: imported by a plan that uses them
     "chakra_pipe.report",
     "chakra_pipe.sweep",
     "chakra_pipe.search",
@@ -112,10 +124,39 @@ def test_a_small_simulation_imports_only_what_it_runs(small_set):
     assert "numpy" in modules and blas == "1"
 
 
+@pytest.mark.parametrize("algorithm", sorted(_ALGORITHMS))
+def test_each_algorithm_is_imported_by_the_run_that_uses_it(small_set, tmp_path, algorithm):
+    """The lazy imports in ``Sys`` work in a fresh interpreter and load that algorithm alone."""
+    system = dict(SYSTEM, **{f"{c}-implementation": [algorithm] for c in ("all-reduce", "all-gather")})
+    (tmp_path / "sys.json").write_text(json.dumps(system))
+    argv = [
+        a if not a.startswith("--system-") else f"--system-configuration={tmp_path / 'sys.json'}" for a in small_set
+    ]
+    rc, out, modules, _ = _probe(argv)
+    assert rc == 0 and out.count(" finished, ") == 4, out
+    assert all(_loaded(modules, m) for m in _ALGORITHMS[algorithm]), algorithm
+    loaded = [name for name in ALGORITHM_MODULES[algorithm] if _loaded(modules, name)]
+    assert not loaded, f"a {algorithm} run imported {loaded}"
+
+
+def test_attribute_kinds_need_no_protobuf():
+    """``et.attrs``' oneof numbers are the descriptor's, and reading them imports no protobuf (so a
+    trace's columns can be read without it)."""
+    from chakra_pipe.et import attrs, schema
+
+    oneof = schema.AttributeProto.DESCRIPTOR.oneofs_by_name["value"].fields
+    assert attrs.KIND_NUMBER == {f.name: f.number for f in oneof}
+    assert attrs.NUMBER_KIND[9] == "int64_val" and attrs.NUMBER_KIND[28] == "bool_list"
+    code = "import sys, chakra_pipe.et.attrs as a; a.KIND_NUMBER['uint64_val']; print('google' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "False"
+
+
 def test_simulate_help_loads_neither_numpy_nor_other_verbs():
     rc, out, modules, _ = _probe(["simulate", "--help"])
     assert rc == 0 and "--network-configuration" in out
-    loaded = [name for name in ("numpy", "google.protobuf", *NOT_FOR_SIMULATE) if _loaded(modules, name)]
+    heavy = ("numpy", "google.protobuf", "pathlib")  # pathlib: only commands that use paths pay for it
+    loaded = [name for name in (*heavy, *NOT_FOR_SIMULATE) if _loaded(modules, name)]
     assert not loaded, f"simulate --help imported {loaded}"
 
 

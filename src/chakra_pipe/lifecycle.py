@@ -18,8 +18,10 @@ import re
 import signal
 import sys
 from collections.abc import Iterator
-from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:  # pathlib (with urllib.parse) is ~5 ms of every command's start-up; only scratch uses it
+    from pathlib import Path
 
 
 class ClosedPipeSafe:
@@ -102,6 +104,7 @@ def pid_alive(pid: int) -> bool:
 def make_scratch(prefix: str, parent: str | os.PathLike | None = None) -> Path:
     """A private folder ``<parent or tmp>/<prefix><pid>-<random>`` after removing those of dead owners."""
     import tempfile  # here, as in sweep_dead_scratch: every command imports this module, few make scratch
+    from pathlib import Path
 
     sweep_dead_scratch(prefix, None if parent is None else str(parent))
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
@@ -111,6 +114,7 @@ def sweep_dead_scratch(prefix: str, parent: str | None = None) -> list[Path]:
     """Remove ``<prefix><pid>-*`` folders in the temp folder whose owning process no longer exists."""
     import shutil
     import tempfile
+    from pathlib import Path
 
     pattern = re.compile(rf"^{re.escape(prefix)}([0-9]+)-[^/]+$")
     removed = []

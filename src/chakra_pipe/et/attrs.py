@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import schema
-
 # Canonical value kind (oneof member name) of every attribute name with a known consumer.
 CANONICAL_KINDS: dict[str, str] = {
     "is_cpu_op": "bool_val",
@@ -51,9 +49,15 @@ INT_KINDS = frozenset(
         "bool_val",
     }
 )
-# Oneof field number of each member, e.g. KIND_NUMBER["int64_val"] == 9.
+# Oneof field number of each member, e.g. KIND_NUMBER["int64_val"] == 9: et_def.proto numbers the
+# members pairwise from 3, scalar then list, in this order. Spelled here rather than read from the
+# descriptor so that reading the columns of a trace needs no protobuf import (issue #15); a test checks
+# it against the descriptor.
+_VALUE_TYPES = (
+    "double float int32 int64 uint32 uint64 sint32 sint64 fixed32 fixed64 sfixed32 sfixed64 bool string bytes"
+)
 KIND_NUMBER: dict[str, int] = {
-    f.name: f.number for f in schema.AttributeProto.DESCRIPTOR.oneofs_by_name["value"].fields
+    f"{t}_{form}": 3 + 2 * i + j for i, t in enumerate(_VALUE_TYPES.split()) for j, form in enumerate(("val", "list"))
 }
 NUMBER_KIND: dict[int, str] = {v: k for k, v in KIND_NUMBER.items()}
 
@@ -74,6 +78,8 @@ def make_attr(name: str, value: Any, kind: str | None = None):
     kind = kind or CANONICAL_KINDS.get(name) or _infer_kind(value)
     if kind not in KIND_NUMBER:
         raise ValueError(f"unknown attribute kind {kind!r}")
+    from . import schema  # the message classes: protobuf only when a node is built
+
     attr = schema.AttributeProto(name=name)
     if kind.endswith("_list"):
         getattr(attr, kind).values.extend(value)

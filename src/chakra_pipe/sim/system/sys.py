@@ -17,15 +17,10 @@ from typing import Any
 from ...errors import ConfigError
 from .algorithm import AG, AR
 from .decompose import FIRST, NEXT, phase_chain
-from .direct import Direct
-from .direct_fast import FastDirect, fast_direct_applies
-from .double_binary_tree import DoubleBinaryTree
-from .halving_doubling import FastHalvingDoubling, HalvingDoubling
 from .ring import Ring
 from .ring_fast import FastRing
 from .stream import DataSet, Phase, Stream
 from .topology import ANTICLOCKWISE, CLOCKWISE, LogicalTopology
-from .tree_fast import FastDoubleBinaryTree
 
 RENDEZVOUS_BYTES = 8192
 # One constant, two coupled uses (spec §2.4, quirk 16): the workload layer takes a send/receive tag
@@ -196,10 +191,17 @@ class Sys:
         topo = dim.basic()
         if base == "ring":
             return (FastRing if self.ring_coordinator is not None else Ring)(ctype, self, topo, size, direction)
+        # The other algorithms are imported by the first plan that uses them: a ring-only run (most
+        # small runs, each its own process in a sweep) never pays for them (issue #15).
         if base == "direct":
+            from .direct import Direct
+            from .direct_fast import FastDirect, fast_direct_applies
+
             fast = self.phase_coordinator is not None and fast_direct_applies(algo.window, topo.size)
             return (FastDirect if fast else Direct)(ctype, self, topo, size, direction, algo.window)
         if base == "halvingDoubling":
+            from .halving_doubling import FastHalvingDoubling, HalvingDoubling
+
             fast = self.ring_coordinator is not None and not self.ring_coordinator.aware
             return (FastHalvingDoubling if fast else HalvingDoubling)(ctype, self, topo, size)
         if ctype != AR:
@@ -209,6 +211,9 @@ class Sys:
                 file=self.cfg.source,
                 where="all-reduce-implementation",
             )
+        from .double_binary_tree import DoubleBinaryTree
+        from .tree_fast import FastDoubleBinaryTree
+
         return (DoubleBinaryTree if self.phase_coordinator is None else FastDoubleBinaryTree)(self, topo, size)
 
     def _phase(self, ctype: str, dim, size: int, queue: tuple[int, int]) -> Phase:
