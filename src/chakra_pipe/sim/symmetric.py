@@ -572,10 +572,10 @@ def simulate_symmetric(
     gc.disable()  # as simulate(): many long-lived small objects, nothing for the collector to free
     try:
         try:
-            return _run(graphs, sym, groups, hw, True, metadata or {})
+            return _run(graphs, sym, groups, hw, metadata or {}, ring_fast=True)
         except LinkConflict as conflict:  # the aware ring recurrence met an order it cannot time
             log.info("symmetric run: ring fast path declined (%s); rerunning message by message", conflict)
-            return _run(graphs, sym, groups, hw, False, metadata or {})
+            return _run(graphs, sym, groups, hw, metadata or {}, ring_fast=False)
     finally:
         if was_enabled:
             gc.enable()
@@ -586,8 +586,8 @@ def _run(
     sym: RankSymmetry,
     groups: Mapping[int, list[int]],
     hw: HardwareConfig,
-    ring_fast: bool,
     metadata: Mapping[int, dict[int, list[tuple[str, list[int]]]]],
+    ring_fast: bool,
 ):
     reps = sym.reps()
     queue = EventQueue()
