@@ -13,6 +13,7 @@ import json
 import logging
 
 import pytest
+from test_sim_symmetric import hardware
 
 from chakra_pipe.et import schema
 from chakra_pipe.et.attrs import get_int, set_attr
@@ -23,8 +24,6 @@ from chakra_pipe.generate.options import resolve_llm
 from chakra_pipe.sim import simulate
 from chakra_pipe.sim.result import finished_line
 from chakra_pipe.sim.stats import rank_statistics
-
-from test_sim_symmetric import hardware
 
 TINY = {"model": "gpt3-13b", "layers": 2, "hidden": 128, "heads": 8, "ffn": 512, "vocab": 256, "seq": 64}
 MOE = {"model": "mixtral-8x7b", "layers": 2, "hidden": 128, "heads": 8, "ffn": 256, "vocab": 256, "seq": 64}

@@ -255,7 +255,7 @@ class QuotientResult(SimResult):
         out._pending = (weakref.ref(trace_set), sym, inverse)
         return out
 
-    @property  # type: ignore[override]
+    @property
     def collectives(self) -> list[CollectiveRecord]:
         self._expand()
         return self._records
@@ -280,7 +280,8 @@ class QuotientResult(SimResult):
         for c in self._records:
             by_rep.setdefault(c.rank, []).append(c)
         loops = {w.rank: w for w in self._workloads}
-        out, workloads = [], []
+        out: list[CollectiveRecord] = []
+        workloads: list = []
         for x, (r, inv) in enumerate(zip(sym.rep(np.arange(sym.world, dtype=np.int64)).tolist(), inverse)):
             if x == r:
                 out.extend(by_rep.get(r, ()))
@@ -307,12 +308,15 @@ def simulate_file_set(trace_set: Any, hw: HardwareConfig, table: GroupTable) -> 
         log.info("full engine: no proven rank symmetry (%s)", why)
         return None
     reps = sym.reps()
-    metadata = {r: {i: [(n, list(table.members[n])) for n in names] for i, names in table.metadata[r].items()} for r in reps}
+    members = table.members
+    metadata = {r: {i: [(n, list(members[n])) for n in names] for i, names in table.metadata[r].items()} for r in reps}
     groups = {g: list(m) for g, m in table.from_file.items()}
     try:
         result = simulate_symmetric({r: trace_set.ranks[r] for r in reps}, sym, groups, hw, metadata)
     except (SymmetryDeclined, StuckError) as exc:  # the full engine settles the order / explains the stop
         log.info("full engine: symmetric run declined (%s)", exc)
         return None
-    log.info("symmetric run of tp %d dp %d pp %d ep %d: %d of %d ranks", sym.tp, sym.dp, sym.pp, sym.ep, len(reps), world)
+    log.info(
+        "symmetric run of tp %d dp %d pp %d ep %d: %d of %d ranks", sym.tp, sym.dp, sym.pp, sym.ep, len(reps), world
+    )
     return QuotientResult.of(result, trace_set, sym, inverse)
