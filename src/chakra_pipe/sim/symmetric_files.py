@@ -34,12 +34,11 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..console import logger
-from ..errors import StuckError
 from ..et import schema
 from ..et.graph import INT_ATTRS
 from ..et.traceset import WORLD_PG_NAMES
@@ -47,9 +46,9 @@ from ..rankset.comm import WORLD
 from ..rankset.groups import GroupTable
 from .config import HardwareConfig
 from .result import CollectiveRecord, SimResult
-from .symmetric import RankSymmetry, SymmetryDeclined, fit, simulate_symmetric, symmetry_problem
 
-log = logger(__name__)
+if TYPE_CHECKING:
+    from .symmetric import RankSymmetry
 
 PEER_ATTRS = ("comm_src", "comm_dst")  # rank-valued attributes: mapped by the translation
 COLUMNS = ("ids", "types", "duration_micros", "ctrl_ptr", "ctrl_ids", "data_ptr", "data_ids")
@@ -58,6 +57,7 @@ MAX_CANDIDATES = 16  # layouts tried against symmetry_problem (each O(ranks)); a
 
 def candidates(table: GroupTable, world: int) -> list[RankSymmetry]:
     """Layouts the groups suggest, fewest representatives first (module docstring)."""
+    from .symmetric import RankSymmetry
     rank0 = [m for name, m in table.members.items() if name != WORLD and 1 < len(m) < world and m[0] == 0]
     tps = {len(m) for m in rank0 if m == tuple(range(len(m)))} | {1}
     out = []
@@ -74,6 +74,7 @@ def candidates(table: GroupTable, world: int) -> list[RankSymmetry]:
 
 def find_symmetry(table: GroupTable, world: int, hw: HardwareConfig) -> tuple[RankSymmetry | None, str]:
     """The first candidate the hardware and the groups allow, or None and why not."""
+    from .symmetric import fit, symmetry_problem
     groups = {i: list(m) for i, (name, m) in enumerate(sorted(table.members.items())) if name != WORLD}
     why = "no candidate layout in the communicator groups"
     for cand in candidates(table, world):
@@ -299,6 +300,12 @@ def simulate_file_set(trace_set: Any, hw: HardwareConfig, table: GroupTable) -> 
     """The quotient run of a rank-file set when its symmetry is proven; None (reason logged at INFO)
     when the full engine must run."""
     world = len(trace_set.ranks)
+    if not any(1 < len(m) < world and m[0] == 0 for m in table.members.values()):
+        return None  # no group to infer a layout from (a collective microbenchmark): nothing more to import
+    from ..errors import StuckError
+    from .symmetric import SymmetryDeclined, simulate_symmetric
+
+    log = logger(__name__)
     sym, why = find_symmetry(table, world, hw)
     inverse: list[dict[str, str]] = []
     if sym is not None:
