@@ -139,3 +139,36 @@ def test_a_set_numbered_otherwise_than_megatron_runs_on_the_full_engine(tmp_path
     full = simulate(ts, hw, symmetric=False)
     assert quick.messages == full.messages
     assert_full_engine_result(quick, full, hw)
+
+
+def test_groups_from_metadata_nodes_alone_are_inferred_and_proven(tmp_path, caplog):
+    """Without a comm-group file the METADATA nodes create the groups when they run: the layout comes
+    from them and the representatives create theirs as the full engine's ranks do."""
+    prefix = write_set(tmp_path, SETS["ep+pp"])
+    (tmp_path / "s.comm_groups.json").unlink()
+    ts = TraceSet.load(prefix)
+    hw = hardware((32,), backend="congestion_aware")
+    with caplog.at_level(logging.INFO, logger=LOG):
+        quick = simulate(ts, hw)
+    assert "symmetric run of tp 2 dp 8 pp 2 ep 2" in caplog.text
+    full = simulate(ts, hw, symmetric=False)
+    assert quick.messages < full.messages
+    assert_full_engine_result(quick, full, hw)
+
+
+@pytest.mark.parametrize(
+    ("topology", "algo", "reason"),
+    [
+        (["Ring"], "ring", "network dimension 0 is a Ring"),
+        (["Switch"], "halvingDoubling", "uses halvingDoubling"),
+    ],
+)
+def test_hardware_the_quotient_is_not_exact_on_runs_the_full_engine_and_says_why(
+    tmp_path, caplog, topology, algo, reason
+):
+    ts = TraceSet.load(write_set(tmp_path, SETS["tp+dp"]))
+    hw = hardware((8,), topology=topology, algo=algo)
+    with caplog.at_level(logging.INFO, logger=LOG):
+        quick = simulate(ts, hw)
+    assert "full engine: no proven rank symmetry" in caplog.text and reason in caplog.text, caplog.text
+    assert quick.to_dict() == simulate(ts, hw, symmetric=False).to_dict()

@@ -58,6 +58,7 @@ MAX_CANDIDATES = 16  # layouts tried against symmetry_problem (each O(ranks)); a
 def candidates(table: GroupTable, world: int) -> list[RankSymmetry]:
     """Layouts the groups suggest, fewest representatives first (module docstring)."""
     from .symmetric import RankSymmetry
+
     rank0 = [m for name, m in table.members.items() if name != WORLD and 1 < len(m) < world and m[0] == 0]
     tps = {len(m) for m in rank0 if m == tuple(range(len(m)))} | {1}
     out = []
@@ -73,20 +74,19 @@ def candidates(table: GroupTable, world: int) -> list[RankSymmetry]:
 
 
 def find_symmetry(table: GroupTable, world: int, hw: HardwareConfig) -> tuple[RankSymmetry | None, str]:
-    """The first candidate the hardware and the groups allow, or None and why not."""
+    """The first candidate the hardware and the groups allow, or None and why the first (the one with
+    fewest representatives, the likeliest layout) is refused."""
     from .symmetric import fit, symmetry_problem
+
     groups = {i: list(m) for i, (name, m) in enumerate(sorted(table.members.items())) if name != WORLD}
-    why = "no candidate layout in the communicator groups"
+    reasons = []
     for cand in candidates(table, world):
         sym = fit(cand, hw)
-        if len(sym.reps()) >= world:
-            why = f"tp {cand.tp} dp {cand.dp} pp {cand.pp} ep {cand.ep}: every rank is its own class"
-            continue
-        problem = symmetry_problem(sym, groups, hw)
+        problem = "every rank is its own class" if len(sym.reps()) >= world else symmetry_problem(sym, groups, hw)
         if problem is None:
             return sym, ""
-        why = f"tp {cand.tp} dp {cand.dp} pp {cand.pp} ep {cand.ep}: {problem}"
-    return None, why
+        reasons.append(f"tp {cand.tp} dp {cand.dp} pp {cand.pp} ep {cand.ep}: {problem}")
+    return None, reasons[0] if reasons else "no candidate layout in the communicator groups"
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
