@@ -172,3 +172,18 @@ def test_hardware_the_quotient_is_not_exact_on_runs_the_full_engine_and_says_why
         quick = simulate(ts, hw)
     assert "full engine: no proven rank symmetry" in caplog.text and reason in caplog.text, caplog.text
     assert quick.to_dict() == simulate(ts, hw, symmetric=False).to_dict()
+
+
+def test_one_set_on_many_hardware_points_is_proven_once_and_exact_on_each(tmp_path, monkeypatch):
+    """A sweep simulates one loaded set on many points: the proof is kept per set, group table and
+    symmetry (``fit`` may change it per point), and each point still equals its full-engine run."""
+    from chakra_pipe.sim import symmetric_files
+
+    proofs = []
+    prove = symmetric_files.trace_problem
+    monkeypatch.setattr(symmetric_files, "trace_problem", lambda *a: proofs.append(a[2]) or prove(*a))
+    ts = TraceSet.load(write_set(tmp_path, SETS["tp+dp+pp"]))
+    points = [hardware((8,)), hardware((8,), bandwidth=(100.0,)), hardware((2, 4), backend="congestion_aware")]
+    for hw in points:
+        assert simulate(ts, hw).to_dict() == simulate(ts, hw, symmetric=False).to_dict()
+    assert len(proofs) == len(set(proofs)) == 1

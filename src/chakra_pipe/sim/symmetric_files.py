@@ -224,6 +224,23 @@ def trace_problem(trace_set: Any, table: GroupTable, sym: RankSymmetry) -> tuple
     return why or _peer_problem(sym, {r: ranks[r] for r in sym.reps()}, table), inverse
 
 
+_PROOFS: dict[tuple[int, int, RankSymmetry], tuple[Any, Any, tuple[str | None, list[dict[str, str]]]]] = {}
+
+
+def _proof(trace_set: Any, table: GroupTable, sym: RankSymmetry) -> tuple[str | None, list[dict[str, str]]]:
+    """:func:`trace_problem`, once per trace set, group table and symmetry: a sweep simulates one set
+    on many hardware points (the set is never modified; its analysis is cached the same way)."""
+    for key in [k for k, (a, b, _) in _PROOFS.items() if a() is None or b() is None]:
+        del _PROOFS[key]
+    key = (id(trace_set), id(table), sym)
+    hit = _PROOFS.get(key)
+    if hit is not None and hit[0]() is trace_set and hit[1]() is table:
+        return hit[2]
+    proof = trace_problem(trace_set, table, sym)
+    _PROOFS[key] = (weakref.ref(trace_set), weakref.ref(table), proof)
+    return proof
+
+
 class _Replica:
     """Rank ``rank``'s issue loop seen through its representative's (same node times by the proof).
 
@@ -309,7 +326,7 @@ def simulate_file_set(trace_set: Any, hw: HardwareConfig, table: GroupTable) -> 
     sym, why = find_symmetry(table, world, hw)
     inverse: list[dict[str, str]] = []
     if sym is not None:
-        problem, inverse = trace_problem(trace_set, table, sym)
+        problem, inverse = _proof(trace_set, table, sym)
         why = problem or ""
     if sym is None or why:
         log.info("full engine: no proven rank symmetry (%s)", why)
