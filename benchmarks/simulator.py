@@ -15,7 +15,9 @@ included, loading excluded), messages simulated and of them those sent one by on
 the rest a fast path evaluated as a recurrence), peak RSS of the process, the largest finish time,
 with ``--event`` whether the message-level path (``fast=False``) gives every rank the same finish
 time (run for cases up to ``--event-max`` ranks), whether an aware run met a link conflict and was
-redone message by message (``rerun``), and CPU over ASTRA-sim's recorded wall where there is one
+redone message by message (``rerun``), whether the set's symmetry was proven and one representative
+per class simulated (``sym``: ``sim/symmetric_files.py``; ``messages`` then counts the representatives'),
+and CPU over ASTRA-sim's recorded wall where there is one
 (``vs_astra``).
 ASTRA-sim's recorded figures on the same 2-core machine: 64-rank llama3-8b t8d8 on a 64-NPU switch,
 congestion-aware, ~2.5 s; 1,024-rank gpt3-175b t8d16p8 (all 96 layers) on a 3-D switch ~24 s, 207 MB.
@@ -162,12 +164,18 @@ handler = logging.Handler()
 handler.emit = reruns.append
 logging.getLogger("chakra_pipe.sim.simulate").addHandler(handler)
 logging.getLogger("chakra_pipe.sim.simulate").setLevel(logging.INFO)
+quotient = []  # the set's symmetry proven: one representative per class simulated (INFO)
+proof = logging.Handler()
+proof.emit = lambda r: quotient.append(r.getMessage().startswith("symmetric run of"))
+logging.getLogger("chakra_pipe.sim.symmetric_files").addHandler(proof)
+logging.getLogger("chakra_pipe.sim.symmetric_files").setLevel(logging.INFO)
 w0, c0 = time.perf_counter(), time.process_time()
 res = simulate(ts, hw)
 wall, cpu = time.perf_counter() - w0, time.process_time() - c0
 out = {"wall": wall, "cpu": cpu, "messages": res.messages, "fast_messages": res.fast_messages,
        "finish": max(res.finish_ns),
-       "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rerun": bool(reruns)}
+       "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rerun": bool(reruns),
+       "symmetric": any(quotient)}
 if event == "1":  # both timed with the trace columns already built (the first call builds them)
     w0 = time.perf_counter()
     simulate(ts, hw)
@@ -186,7 +194,7 @@ def realistic(
     print(
         f"{'case':22s} {'ranks':>5s} {'network':12s} {'backend':8s} {'algo':6s} {'wall_s':>7s} {'cpu_s':>7s} "
         f"{'messages':>9s} {'one_by_one':>10s} {'rss_MB':>7s} {'finish_ns':>12s} {'event=fast':>10s} {'rerun':>5s} "
-        f"{'vs_astra':>8s}"
+        f"{'sym':>3s} {'vs_astra':>8s}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         for label, flags, ranks, sizes in LLM_CASES:
@@ -224,7 +232,7 @@ def realistic(
                     f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} {r['wall']:7.2f} {r['cpu']:7.2f} "
                     f"{r['messages']:9d} {r['messages'] - r['fast_messages']:10d} {r['rss_mb']:7.0f} "
                     f"{r['finish']:12d} {eq:>10s} "
-                    f"{'yes' if r['rerun'] else 'no':>5s} {vs:>8s}",
+                    f"{'yes' if r['rerun'] else 'no':>5s} {'yes' if r['symmetric'] else 'no':>3s} {vs:>8s}",
                     flush=True,
                 )
 

@@ -148,7 +148,7 @@ def test_sends_beside_rings_are_exact_whether_the_fast_path_keeps_or_reruns(tmp_
             caplog.clear()
             with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
                 assert_fast_equals_message_path(ts, hw)
-            fast = simulate(ts, hw)
+            fast = simulate(ts, hw, symmetric=False)
             alone = simulate(_pipeline_beside_ring(tmp_path, 1, lead), hw)  # a 1-byte send delays nothing
             if "rerun message by message" in caplog.text:
                 rerun += 1
@@ -179,7 +179,7 @@ def test_pipeline_step_keeps_ring_fast_path(pipeline_step) -> None:
     for bandwidth, kept in ((400, True), (25, True), (5, False)):
         hw = _hw(len(pipeline_step.ranks), bandwidth=bandwidth)
         assert_fast_equals_message_path(pipeline_step, hw)
-        fast = simulate(pipeline_step, hw)
+        fast = simulate(pipeline_step, hw, symmetric=False)
         message_path = _sends(pipeline_step) if kept else fast.messages
         assert fast.messages - fast.fast_messages == message_path, bandwidth
 
@@ -194,6 +194,6 @@ def test_several_active_chunks_or_queues(pipeline_step, chunks: int, queues: int
     for splits in (4, 1):
         hw = _hw(len(pipeline_step.ranks), chunks, bandwidth=400, splits=splits, queues=queues)
         assert_fast_equals_message_path(pipeline_step, hw)
-        fast = simulate(pipeline_step, hw)
+        fast = simulate(pipeline_step, hw, symmetric=False)
         message_path = fast.messages if splits > 1 else _sends(pipeline_step)
         assert fast.messages - fast.fast_messages == message_path, splits

@@ -99,7 +99,7 @@ def test_aware_fast_path_takes_sub_group_rings(rank_sets, case: str, caplog) -> 
         network = make_network(hw.backend, hw.network, EventQueue())
         assert aware_fast_path_is_exact(ts, hw, analyze(ts).groups, network), topology
         with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
-            fast = simulate(ts, hw)
+            fast = simulate(ts, hw, symmetric=False)  # the full engine's fast path
         assert "rerun message by message" not in caplog.text, topology
         assert fast.messages - fast.fast_messages == p2p, topology
         slow = simulate(ts, hw, fast=False)

@@ -143,8 +143,12 @@ def simulate(
     comm_groups: dict[int, list[int]] | None = None,
     fast: bool = True,
     comm_groups_file: str | None = None,
+    symmetric: bool = True,
 ) -> SimResult:
     """Simulate every rank of ``trace_set`` on ``hw``; see :class:`SimResult` for the outputs.
+
+    ``symmetric``: simulate one representative per class when the set's DP×TP×PP(×EP) symmetry is
+    proven (``symmetric_files.py``: exact on every rank, else the full engine); False forces the full engine.
 
     ``comm_groups`` overrides ``trace_set.comm_groups``; ``comm_groups_file`` only names its origin in
     error messages. ``fast=False`` forces the message-by-message path everywhere (the fast path is
@@ -158,19 +162,25 @@ def simulate(
     try:
         while True:  # each rerun turns one fast path off, so at most two reruns
             try:
-                return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast=phases_fast)
+                return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast, symmetric)
             except FastPathDeclined:  # a direct phase hit a same-time tie only the event order settles
-                phases_fast = False
+                phases_fast = symmetric = False
             except LinkConflict as conflict:  # aware messages reach a link out of the order they were evaluated in
                 logger(__name__).info("aware ring fast path: %s; rerun message by message", conflict)
-                fast = False
+                fast = symmetric = False
     finally:
         if was_enabled:
             gc.enable()
 
 
 def _simulate(
-    trace_set, hw: HardwareConfig, comm_groups, fast: bool, groups_file: str | None, phases_fast: bool = True
+    trace_set,
+    hw: HardwareConfig,
+    comm_groups,
+    fast: bool,
+    groups_file: str | None,
+    phases_fast: bool = True,
+    symmetric: bool = False,
 ) -> SimResult:
     npus = hw.network.npus
     if len(trace_set.ranks) != npus:
@@ -182,6 +192,13 @@ def _simulate(
     analysis = analyze(trace_set, comm_groups, groups_file, hw.system.preferred_dataset_splits)
     timed = analysis.refuse_input()  # input problems exit 2 with validate's problem lines
     fast = fast and not analysis.message_path_only
+    if fast and symmetric:
+        from .symmetric_files import simulate_file_set  # wiring too; imports this module
+
+        quotient = simulate_file_set(trace_set, hw, analysis.groups)
+        if quotient is not None:
+            _warn(analysis, timed)
+            return quotient
     queue = EventQueue()
     network = make_network(hw.backend, hw.network, queue)
     stats = RunStats()

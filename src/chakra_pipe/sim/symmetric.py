@@ -556,28 +556,38 @@ class _QuotientRings:
 
 
 def simulate_symmetric(
-    graphs: Mapping[int, Any], sym: RankSymmetry, groups: Mapping[int, list[int]], hw: HardwareConfig
+    graphs: Mapping[int, Any],
+    sym: RankSymmetry,
+    groups: Mapping[int, list[int]],
+    hw: HardwareConfig,
+    metadata: Mapping[int, dict[int, list[tuple[str, list[int]]]]] | None = None,
 ) -> SimResult:
     """Simulate the representatives' graphs (``rank → TraceGraph``) and expand to every rank.
 
     The caller must have checked :func:`symmetry_problem`; ``groups`` are the whole rank set's
-    communicator groups (id → ascending members).
+    communicator groups (id → ascending members); ``metadata`` the groups each representative's
+    METADATA nodes create (record → (name, members), as ``simulate`` hands them to ``Workload``).
     """
     was_enabled = gc.isenabled()
     gc.disable()  # as simulate(): many long-lived small objects, nothing for the collector to free
     try:
         try:
-            return _run(graphs, sym, groups, hw, ring_fast=True)
+            return _run(graphs, sym, groups, hw, metadata or {}, ring_fast=True)
         except LinkConflict as conflict:  # the aware ring recurrence met an order it cannot time
             log.info("symmetric run: ring fast path declined (%s); rerunning message by message", conflict)
-            return _run(graphs, sym, groups, hw, ring_fast=False)
+            return _run(graphs, sym, groups, hw, metadata or {}, ring_fast=False)
     finally:
         if was_enabled:
             gc.enable()
 
 
 def _run(
-    graphs: Mapping[int, Any], sym: RankSymmetry, groups: Mapping[int, list[int]], hw: HardwareConfig, ring_fast: bool
+    graphs: Mapping[int, Any],
+    sym: RankSymmetry,
+    groups: Mapping[int, list[int]],
+    hw: HardwareConfig,
+    metadata: Mapping[int, dict[int, list[tuple[str, list[int]]]]],
+    ring_fast: bool,
 ):
     reps = sym.reps()
     queue = EventQueue()
@@ -597,7 +607,7 @@ def _run(
     for r in reps:
         sys = Sys(r, hw, queue, network, stats, coordinator, rings)
         memory = RemoteMemory(hw.memory, None)  # per NPU: symmetry_problem refuses shared ports
-        workloads.append(Workload(r, rank_trace(graphs[r]), sys, hw, start[r], memory, result))
+        workloads.append(Workload(r, rank_trace(graphs[r]), sys, hw, start[r], memory, result, metadata.get(r)))
     for w in workloads:
         w.fire()
     queue.run()

@@ -1,0 +1,189 @@
+"""Symmetric runs of rank FILES (``sim/symmetric_files.py``): proven, then identical to the full engine.
+
+Every case writes a generated step with ``generate llm``'s writer, loads it as ``chakra-pipe simulate``
+does, and compares the default run (one representative per class where the set's symmetry is proven)
+with ``symmetric=False`` (every rank on the full engine): every per-rank figure, every collective record,
+the statistics lines and the timeline. A set with one rank's file edited, and one numbered otherwise
+than Megatron, must run on the full engine and say why.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from test_sim_symmetric import hardware
+
+from chakra_pipe.et import schema
+from chakra_pipe.et.attrs import get_int, set_attr
+from chakra_pipe.et.framing import read_trace, write_trace
+from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.generate.llm import generate_llm
+from chakra_pipe.generate.options import resolve_llm
+from chakra_pipe.sim import simulate
+from chakra_pipe.sim.result import finished_line
+from chakra_pipe.sim.stats import rank_statistics
+
+TINY = {"model": "gpt3-13b", "layers": 2, "hidden": 128, "heads": 8, "ffn": 512, "vocab": 256, "seq": 64}
+MOE = {"model": "mixtral-8x7b", "layers": 2, "hidden": 128, "heads": 8, "ffn": 256, "vocab": 256, "seq": 64}
+LOG = "chakra_pipe.sim.symmetric_files"
+
+SETS = {
+    "tp+dp": {**TINY, "tp": 2, "dp": 4},
+    "tp+dp+pp": {**TINY, "tp": 2, "dp": 2, "pp": 2, "microbatches": 2},
+    "tp+dp+pp zero": {**TINY, "layers": 4, "tp": 4, "dp": 4, "pp": 4, "microbatches": 4, "zero": 1},
+    "ep": {**MOE, "tp": 2, "dp": 8, "ep": 4},
+    "ep+pp": {**MOE, "tp": 2, "dp": 8, "ep": 2, "pp": 2, "microbatches": 2},
+}
+
+
+def write_set(tmp_path, options: dict, name: str = "s", **extra) -> str:
+    model, spec = resolve_llm({**options, **extra})
+    generate_llm(model, spec, tmp_path / name)
+    return str(tmp_path / name)
+
+
+def assert_full_engine_result(quick, full, hw) -> None:
+    """Every output of the two runs is the same: per-rank lists, records, statistics, printed lines."""
+    assert quick.to_dict() == full.to_dict()
+    assert rank_statistics(quick, hw.system) == rank_statistics(full, hw.system)
+    assert quick.timeline() == full.timeline()
+    lines = [finished_line(r, t, x) for r, (t, x) in enumerate(zip(quick.finish_ns, quick.exposed_comm_ns))]
+    assert lines == [finished_line(r, t, x) for r, (t, x) in enumerate(zip(full.finish_ns, full.exposed_comm_ns))]
+
+
+CASES = [
+    ("tp+dp", (8,), "congestion_unaware", "ring"),
+    ("tp+dp", (2, 4), "congestion_aware", "ring"),
+    ("tp+dp+pp", (8,), "congestion_aware", "ring"),
+    ("tp+dp+pp", (2, 2, 2), "congestion_unaware", "direct"),
+    ("tp+dp+pp zero", (64,), "congestion_unaware", "ring"),
+    ("tp+dp+pp zero", (4, 16), "congestion_aware", "ring"),
+    ("tp+dp+pp zero", (4, 16), "congestion_unaware", "direct"),
+    ("ep", (16,), "congestion_aware", "direct"),
+    ("ep", (2, 8), "congestion_unaware", "ring"),
+    ("ep+pp", (32,), "congestion_unaware", "ring"),
+    ("ep+pp", (2, 16), "congestion_aware", "ring"),
+]
+
+
+@pytest.mark.parametrize(("layout", "dims", "backend", "algo"), CASES, ids=[" ".join(map(str, c)) for c in CASES])
+def test_a_proven_symmetric_file_set_runs_the_quotient_identical_to_the_full_engine(
+    tmp_path, caplog, layout, dims, backend, algo
+):
+    ts = TraceSet.load(write_set(tmp_path, SETS[layout]))
+    hw = hardware(dims, algo=algo, backend=backend)
+    with caplog.at_level(logging.INFO, logger=LOG):
+        quick = simulate(ts, hw)
+    assert any("symmetric run of" in r.getMessage() for r in caplog.records), caplog.text
+    full = simulate(ts, hw, symmetric=False)
+    assert quick.messages < full.messages  # the representatives' messages only: the quotient ran
+    assert_full_engine_result(quick, full, hw)
+
+
+def _edit(path: str, change) -> None:
+    """Rewrite one rank file with ``change(node)`` applied to every node."""
+    metadata, nodes = read_trace(path)
+    for n in nodes:
+        change(n)
+    write_trace(path, metadata, nodes)
+
+
+def test_one_rank_file_edited_runs_on_the_full_engine_with_that_ranks_result(tmp_path, caplog):
+    prefix = write_set(tmp_path, SETS["tp+dp+pp"])
+    hw = hardware((8,))
+    before = simulate(TraceSet.load(prefix), hw)
+    edited = {"done": False}
+
+    def longer_first_compute(n) -> None:
+        if n.type == schema.COMP_NODE and not edited["done"]:
+            n.duration_micros += 1000
+            edited["done"] = True
+
+    _edit(f"{prefix}.5.et", longer_first_compute)
+    ts = TraceSet.load(prefix)
+    with caplog.at_level(logging.INFO, logger=LOG):
+        quick = simulate(ts, hw)
+    assert "rank 5 differs from its representative 4: column duration_micros" in caplog.text
+    full = simulate(ts, hw, symmetric=False)
+    assert quick.messages == full.messages  # no quotient: the full engine ran
+    assert_full_engine_result(quick, full, hw)
+    assert quick.finish_ns[5] > before.finish_ns[5]  # the edit is simulated, not its representative's trace
+
+
+def test_a_set_numbered_otherwise_than_megatron_runs_on_the_full_engine(tmp_path, caplog):
+    """Ranks relabelled by x → 5x mod 16 (files, groups, peers): a valid set, but no tp/dp/pp layout
+    of Megatron's numbering translates it, so the full engine runs and the log says why."""
+    prefix = write_set(tmp_path, SETS["ep"], no_metadata_node=True)
+    world = 16
+    relabel = [(5 * x) % world for x in range(world)]
+    renamed = tmp_path / "perm"
+    for x in range(world):
+        metadata, nodes = read_trace(f"{prefix}.{x}.et")
+        for n in nodes:
+            for attr in ("comm_src", "comm_dst"):
+                peer = get_int(n, attr, -1)
+                if peer is not None and peer >= 0:
+                    set_attr(n, attr, relabel[peer])
+        write_trace(f"{renamed}.{relabel[x]}.et", metadata, nodes)
+    groups = json.loads((tmp_path / "s.comm_groups.json").read_text())
+    (tmp_path / "perm.comm_groups.json").write_text(
+        json.dumps({g: sorted(relabel[m] for m in members) for g, members in groups.items()})
+    )
+    ts = TraceSet.load(renamed)
+    hw = hardware((16,))
+    with caplog.at_level(logging.INFO, logger=LOG):
+        quick = simulate(ts, hw)
+    assert "full engine: no proven rank symmetry" in caplog.text
+    full = simulate(ts, hw, symmetric=False)
+    assert quick.messages == full.messages
+    assert_full_engine_result(quick, full, hw)
+
+
+def test_groups_from_metadata_nodes_alone_are_inferred_and_proven(tmp_path, caplog):
+    """Without a comm-group file the METADATA nodes create the groups when they run: the layout comes
+    from them and the representatives create theirs as the full engine's ranks do."""
+    prefix = write_set(tmp_path, SETS["ep+pp"])
+    (tmp_path / "s.comm_groups.json").unlink()
+    ts = TraceSet.load(prefix)
+    hw = hardware((32,), backend="congestion_aware")
+    with caplog.at_level(logging.INFO, logger=LOG):
+        quick = simulate(ts, hw)
+    assert "symmetric run of tp 2 dp 8 pp 2 ep 2" in caplog.text
+    full = simulate(ts, hw, symmetric=False)
+    assert quick.messages < full.messages
+    assert_full_engine_result(quick, full, hw)
+
+
+@pytest.mark.parametrize(
+    ("topology", "algo", "reason"),
+    [
+        (["Ring"], "ring", "network dimension 0 is a Ring"),
+        (["Switch"], "halvingDoubling", "uses halvingDoubling"),
+    ],
+)
+def test_hardware_the_quotient_is_not_exact_on_runs_the_full_engine_and_says_why(
+    tmp_path, caplog, topology, algo, reason
+):
+    ts = TraceSet.load(write_set(tmp_path, SETS["tp+dp"]))
+    hw = hardware((8,), topology=topology, algo=algo)
+    with caplog.at_level(logging.INFO, logger=LOG):
+        quick = simulate(ts, hw)
+    assert "full engine: no proven rank symmetry" in caplog.text and reason in caplog.text, caplog.text
+    assert quick.to_dict() == simulate(ts, hw, symmetric=False).to_dict()
+
+
+def test_one_set_on_many_hardware_points_is_proven_once_and_exact_on_each(tmp_path, monkeypatch):
+    """A sweep simulates one loaded set on many points: the proof is kept per set, group table and
+    symmetry (``fit`` may change it per point), and each point still equals its full-engine run."""
+    from chakra_pipe.sim import symmetric_files
+
+    proofs = []
+    prove = symmetric_files.trace_problem
+    monkeypatch.setattr(symmetric_files, "trace_problem", lambda *a: proofs.append(a[2]) or prove(*a))
+    ts = TraceSet.load(write_set(tmp_path, SETS["tp+dp+pp"]))
+    points = [hardware((8,)), hardware((8,), bandwidth=(100.0,)), hardware((2, 4), backend="congestion_aware")]
+    for hw in points:
+        assert simulate(ts, hw).to_dict() == simulate(ts, hw, symmetric=False).to_dict()
+    assert len(proofs) == len(set(proofs)) == 1
