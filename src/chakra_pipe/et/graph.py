@@ -1004,6 +1004,7 @@ class _AttrParts:
 
 
 _DISTINCT_MAX = 24  # attribute records up to this long are checked once per distinct byte string
+_SLOT_BITS = 12  # hash slots of the distinct-record grouping: more than the distinct attributes of a generated chunk
 _MIX = tuple(_U64(k) for k in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9))
 
 
@@ -1013,8 +1014,8 @@ def _check_distinct(arr: np.ndarray, s: np.ndarray, length: np.ndarray, check) -
 
     A record's check depends only on its own bytes, and the attributes of generated traces are a
     handful of byte strings repeated on every node (``is_cpu_op`` false, a few ``num_ops`` and
-    ``tensor_size`` values): ~700 ns an attribute of vectorised decoding becomes a hash, a sort
-    and a few gathers. Records of up to ``_DISTINCT_MAX`` bytes are keyed by their (masked)
+    ``tensor_size`` values): ~700 ns an attribute of vectorised decoding becomes a hash and a
+    few gathers. Records of up to ``_DISTINCT_MAX`` bytes are keyed by their (masked)
     little-endian words; each is compared with its group's representative word by word, so a hash
     collision only sends that record through ``check`` itself.
     """
@@ -1029,10 +1030,21 @@ def _check_distinct(arr: np.ndarray, s: np.ndarray, length: np.ndarray, check) -
     h = ls.astype(_U64)
     for k in range(3):
         h = (h ^ key[k]) * _MIX[k]
-    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
-    same = ls == ls[first][inv]
+    # Records are grouped by hash slot, not sorted (a sort of the hashes was half of a generated
+    # trace's attribute time): any one record of a slot represents it, and the records that differ
+    # from their slot's representative (other strings in the same slot) are checked themselves.
+    slot = (h >> _U64(64 - _SLOT_BITS)).astype(np.intp)
+    rep_of_slot = np.full(1 << _SLOT_BITS, -1, dtype=np.intp)
+    rep_of_slot[slot] = np.arange(len(short), dtype=np.intp)  # whichever write wins is a member
+    used = np.flatnonzero(rep_of_slot >= 0)
+    group = np.zeros(1 << _SLOT_BITS, dtype=np.intp)
+    group[used] = np.arange(len(used), dtype=np.intp)
+    first = rep_of_slot[used]
+    inv = group[slot]
+    rep_i = first[inv]
+    same = ls == ls[rep_i]
     for k in range(3):
-        same &= key[k] == key[k][first][inv]
+        same &= key[k] == key[k][rep_i]
     rep = short[first]
     rep_ok, rep_tag, rep_code = check(s[rep], s[rep] + length[rep])
     done = short[same]
