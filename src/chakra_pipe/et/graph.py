@@ -243,9 +243,12 @@ def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     nbytes = (np.bitwise_count(keep) >> 3).astype(np.int64)  # 0 where no byte terminates
     w &= keep
     val = w & _U64(0x7F)
-    for k in range(1, 8):
-        val |= (w >> _U64(k)) & _U64(0x7F << (7 * k))
     long = np.flatnonzero(term == 0)
+    # Only as many 7-bit groups as the longest varint has: a walk step's fields (ids, lengths,
+    # types, durations) are mostly 1-3 bytes, and each group costs three passes.
+    longest = 8 if len(long) or not len(nbytes) else int(nbytes.max())
+    for k in range(1, longest):
+        val |= (w >> _U64(k)) & _U64(0x7F << (7 * k))
     if len(long):
         val[long], nbytes[long] = _long_varints(arr, pos[long])
     return val, nbytes
