@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chakra_pipe.errors import InputError
+from chakra_pipe.errors import InputError, TraceFormatError
 from chakra_pipe.et import TraceSet, attrs, graph_from_bytes, load_graph, read_trace, schema
 from chakra_pipe.et import graph as graph_module
-from chakra_pipe.et.framing import encode_varint
+from chakra_pipe.et.framing import encode_varint, parse_node
 from chakra_pipe.et.graph import INT_ATTRS
 
 
@@ -364,3 +364,52 @@ def test_vectorised_varints_read_as_protobuf(lists, junk):
     assert values[: len(flat)].tolist() == flat
     _, _, ok_cut = graph_module._packed_varints(arr, starts, lens_cut)
     assert [i for i, good in enumerate(ok_cut.tolist()[:-1]) if not good] == cut
+
+
+@pytest.mark.parametrize(
+    "value, fails",
+    [
+        (b"H\x05", False),  # int64_val 5: same prefix as its neighbours, valid
+        (b"H\x85\x01", False),
+        (b"H\x05\x06", True),  # a varint that ends before the record does: field 0 follows
+        (b"H\x85", True),  # a varint cut by the record's end
+        (b"\x19\x01\x02\x03\x04\x05\x06\x07", True),  # double_val one byte short
+        (b"\x19\x01\x02\x03\x04\x05\x06\x07\x08", False),
+        (b"\xa9\x01\x01\x02\x03\x04\x05\x06\x07\x08", False),  # fixed64_val: a two-byte tag
+        (b"\x2d\x01\x02\x03\x04", False),  # float_val
+        (b"\x2d\x01\x02\x03", True),
+        (b"\x48\x01\x02\x03\x04", True),  # a wire-type-0 member of a fixed-width kind's shape
+        (b"H" + b"\xff" * 9 + b"\x01", False),  # 10 bytes: the per-record check decides
+    ],
+)
+@pytest.mark.parametrize("collide", [False, True])
+def test_attributes_grouped_by_prefix_keep_protobufs_verdict(value, fails, collide):
+    """Attributes with distinct numeric values (``rf_id``, ``seq_id``, ...) are checked once per
+    name-and-tag prefix, their values by wire type: a value that is not exactly one varint or
+    the fixed width up to the record's end is refused (or read) exactly as protobuf does. With
+    every hash equal, every record but one is grouped by its prefix rather than its bytes."""
+    md = schema.GlobalMetadata(version="0.0.4")
+    nodes = [schema.Node(id=i, name="n", duration_micros=i) for i in range(1, 201)]
+    for n in nodes:
+        attrs.set_attr(n, "comm_size", n.id * 1000)  # distinct records, one prefix
+    payloads = [n.SerializeToString() for n in nodes]
+    odd = b"\n\tcomm_size" + value  # a second comm_size on node 151: the last one wins
+    payloads[150] += b"R" + encode_varint(len(odd)) + odd
+    data = frame_all(md, payloads)
+    mix = (np.uint64(0),) * 3 if collide else graph_module._MIX
+    with mock.patch.object(graph_module, "_MIX", mix):
+        _check_prefix_verdict(data, payloads, fails)
+
+
+def _check_prefix_verdict(data: bytes, payloads: list[bytes], fails: bool) -> None:
+    if fails:
+        with pytest.raises(TraceFormatError) as got:
+            graph_from_bytes(data, "t.et")
+        start = data.index(payloads[150]) - len(encode_varint(len(payloads[150])))
+        with pytest.raises(TraceFormatError) as want:
+            parse_node(payloads[150], "t.et", start)
+        assert got.value.line() == want.value.line()
+        return
+    g = graph_from_bytes(data, "t.et")
+    expected = [schema.Node.FromString(p) for p in payloads]
+    assert_graph_matches(g, expected)
