@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chakra_pipe.errors import InputError
+from chakra_pipe.errors import InputError, TraceFormatError
 from chakra_pipe.et import TraceSet, attrs, graph_from_bytes, load_graph, read_trace, schema
 from chakra_pipe.et import graph as graph_module
-from chakra_pipe.et.framing import encode_varint
+from chakra_pipe.et.framing import encode_varint, parse_node
 from chakra_pipe.et.graph import INT_ATTRS
 
 
@@ -305,3 +305,111 @@ def test_attributes_checked_once_per_distinct_bytes_even_when_hashes_collide():
         assert np.flatnonzero(g.slow).tolist() == [76]  # only the non-ASCII pg_name goes to protobuf
         assert_graph_matches(g, nodes)
         assert g.pg_name[76] == "é" and g.int_attr("comm_size").tolist() == [1 << (i % 40) for i in range(1, 201)]
+
+
+def _reference_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """(value mod 2^64, byte count; 0 when no terminator within 10 bytes): protobuf's reading."""
+    value = 0
+    for k in range(10):
+        if pos + k >= len(data):
+            return 0, 0
+        b = data[pos + k]
+        value |= (b & 0x7F) << (7 * k)
+        if b < 0x80:
+            return value & ((1 << 64) - 1), k + 1
+    return 0, 0
+
+
+_VARINT_VALUES = st.one_of(
+    st.integers(0, 127),
+    st.integers(0, (1 << 28) - 1),
+    st.integers(0, (1 << 64) - 1),
+    st.integers((1 << 63), (1 << 64) - 1),  # 10-byte varints (negative int64 values)
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.lists(_VARINT_VALUES, max_size=12), min_size=1, max_size=40),
+    st.lists(st.integers(0, 255), max_size=12),
+)
+def test_vectorised_varints_read_as_protobuf(lists, junk):
+    """``_varints`` (one varint at each position, the field walk's decoder) and ``_packed_varints``
+    (packed dependency lists) against a byte-by-byte reference: values up to 2^64 - 1 (10 bytes),
+    and a region that ends inside a varint or holds one over 10 bytes is not ok."""
+    regions = [b"".join(encode_varint(v) for v in values) for values in lists]
+    tail = bytes(junk) + b"\xff" * 11  # an over-long varint last
+    data = b"".join(regions) + tail
+    arr = np.zeros(len(data) + 16, dtype=np.uint8)
+    arr[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+    pos = np.arange(len(data), dtype=np.int64)
+    val, nbytes = graph_module._varints(arr, pos)
+    ref = [_reference_varint(data + bytes(16), p) for p in range(len(data))]
+    got = [(int(v), int(n)) if n else (0, 0) for v, n in zip(val.tolist(), nbytes.tolist())]
+    assert got == ref
+    starts = np.cumsum([0] + [len(r) for r in regions])[:-1].astype(np.int64)
+    lens = np.array([len(r) for r in regions], dtype=np.int64)
+    # one region that cuts its last varint short, one over-long varint
+    cut = [i for i, r in enumerate(regions) if r and r[-1] != 0 and len(encode_varint(lists[i][-1])) > 1]
+    lens_cut = lens.copy()
+    for i in cut:
+        lens_cut[i] -= 1
+    starts = np.append(starts, len(data) - 11)
+    lens = np.append(lens, 11)
+    lens_cut = np.append(lens_cut, 11)
+    values, counts, ok = graph_module._packed_varints(arr, starts, lens)
+    assert ok.tolist() == [True] * len(regions) + [False]
+    assert counts[:-1].tolist() == [len(v) for v in lists]
+    flat = [v for vs in lists for v in vs]
+    assert values[: len(flat)].tolist() == flat
+    _, _, ok_cut = graph_module._packed_varints(arr, starts, lens_cut)
+    assert [i for i, good in enumerate(ok_cut.tolist()[:-1]) if not good] == cut
+
+
+@pytest.mark.parametrize(
+    "value, fails",
+    [
+        (b"H\x05", False),  # int64_val 5: same prefix as its neighbours, valid
+        (b"H\x85\x01", False),
+        (b"H\x05\x06", True),  # a varint that ends before the record does: field 0 follows
+        (b"H\x85", True),  # a varint cut by the record's end
+        (b"\x19\x01\x02\x03\x04\x05\x06\x07", True),  # double_val one byte short
+        (b"\x19\x01\x02\x03\x04\x05\x06\x07\x08", False),
+        (b"\xa9\x01\x01\x02\x03\x04\x05\x06\x07\x08", False),  # fixed64_val: a two-byte tag
+        (b"\x2d\x01\x02\x03\x04", False),  # float_val
+        (b"\x2d\x01\x02\x03", True),
+        (b"\x48\x01\x02\x03\x04", True),  # a wire-type-0 member of a fixed-width kind's shape
+        (b"H" + b"\xff" * 9 + b"\x01", False),  # 10 bytes: the per-record check decides
+    ],
+)
+@pytest.mark.parametrize("collide", [False, True])
+def test_attributes_grouped_by_prefix_keep_protobufs_verdict(value, fails, collide):
+    """Attributes with distinct numeric values (``rf_id``, ``seq_id``, ...) are checked once per
+    name-and-tag prefix, their values by wire type: a value that is not exactly one varint or
+    the fixed width up to the record's end is refused (or read) exactly as protobuf does. With
+    every hash equal, every record but one is grouped by its prefix rather than its bytes."""
+    md = schema.GlobalMetadata(version="0.0.4")
+    nodes = [schema.Node(id=i, name="n", duration_micros=i) for i in range(1, 201)]
+    for n in nodes:
+        attrs.set_attr(n, "comm_size", n.id * 1000)  # distinct records, one prefix
+    payloads = [n.SerializeToString() for n in nodes]
+    odd = b"\n\tcomm_size" + value  # a second comm_size on node 151: the last one wins
+    payloads[150] += b"R" + encode_varint(len(odd)) + odd
+    data = frame_all(md, payloads)
+    mix = (np.uint64(0),) * 3 if collide else graph_module._MIX
+    with mock.patch.object(graph_module, "_MIX", mix):
+        _check_prefix_verdict(data, payloads, fails)
+
+
+def _check_prefix_verdict(data: bytes, payloads: list[bytes], fails: bool) -> None:
+    if fails:
+        with pytest.raises(TraceFormatError) as got:
+            graph_from_bytes(data, "t.et")
+        start = data.index(payloads[150]) - len(encode_varint(len(payloads[150])))
+        with pytest.raises(TraceFormatError) as want:
+            parse_node(payloads[150], "t.et", start)
+        assert got.value.line() == want.value.line()
+        return
+    g = graph_from_bytes(data, "t.et")
+    expected = [schema.Node.FromString(p) for p in payloads]
+    assert_graph_matches(g, expected)

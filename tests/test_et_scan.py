@@ -85,3 +85,34 @@ def test_a_buffer_dense_with_tag_bytes_falls_back_to_the_walk():
     with pytest.raises(TraceFormatError) as want:
         scan_records(junk, "t.et")
     assert got.value.line() == want.value.line()
+
+
+def test_pruning_gives_up_on_long_runs_of_false_candidates():
+    """Pruning drops one false candidate of a run a round; a run longer than its rounds is left
+    to pointer doubling (``None``), and a chain it isolates is exactly the reachable one."""
+    from chakra_pipe.et.scan import _PRUNE_ROUNDS, _pruned
+
+    n_true, run = 5, _PRUNE_ROUNDS + 2
+    # candidates 0..4 are real (each jumps to the next, the last to the end); 5.. are a run of
+    # false ones each jumping to the next, the last of them onto real candidate 2
+    bad, end = n_true + run, n_true + run + 1
+    jump = np.array([1, 2, 3, 4, end, *range(n_true + 1, n_true + run), 2, bad, end])
+    assert _pruned(jump, bad, end) is None
+    short = np.array([1, 2, 3, 4, 8, 6, 2, 7, 8])  # a run of two: pruned in two rounds
+    assert _pruned(short, 7, 8).tolist() == [0, 1, 2, 3, 4]
+    assert _pruned(np.array([1, 3, 2, 3, 4]), 3, 4) is None  # the chain hits a bad candidate
+
+
+def test_names_of_tag_and_length_bytes_frame_as_the_walk_does():
+    """False candidates inside names that point at each other and at real records (many per
+    record, chains of them): the pruned or doubled chain equals the sequential walk."""
+    md = frame(schema.GlobalMetadata().SerializeToString())
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        nodes = []
+        for i in range(300):
+            name = "".join(chr(c) for c in rng.choice([1, 2, 3, 8, 9, 0x12, 0x30], size=int(rng.integers(0, 40))))
+            nodes.append(frame(schema.Node(id=i + 1, name=name, data_deps=[i]).SerializeToString()))
+        data = md + b"".join(nodes)
+        starts, lengths = scan_array(_padded(data), len(data), "t.et")
+        assert (starts.tolist(), lengths.tolist()) == scan_records(data), trial

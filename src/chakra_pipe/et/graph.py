@@ -243,9 +243,12 @@ def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     nbytes = (np.bitwise_count(keep) >> 3).astype(np.int64)  # 0 where no byte terminates
     w &= keep
     val = w & _U64(0x7F)
-    for k in range(1, 8):
-        val |= (w >> _U64(k)) & _U64(0x7F << (7 * k))
     long = np.flatnonzero(term == 0)
+    # Only as many 7-bit groups as the longest varint has: a walk step's fields (ids, lengths,
+    # types, durations) are mostly 1-3 bytes, and each group costs three passes.
+    longest = 8 if len(long) or not len(nbytes) else int(nbytes.max())
+    for k in range(1, longest):
+        val |= (w >> _U64(k)) & _U64(0x7F << (7 * k))
     if len(long):
         val[long], nbytes[long] = _long_varints(arr, pos[long])
     return val, nbytes
@@ -1004,6 +1007,7 @@ class _AttrParts:
 
 
 _DISTINCT_MAX = 24  # attribute records up to this long are checked once per distinct byte string
+_SLOT_BITS = 12  # hash slots of the distinct-record grouping: more than the distinct attributes of a generated chunk
 _MIX = tuple(_U64(k) for k in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9))
 
 
@@ -1013,26 +1017,16 @@ def _check_distinct(arr: np.ndarray, s: np.ndarray, length: np.ndarray, check) -
 
     A record's check depends only on its own bytes, and the attributes of generated traces are a
     handful of byte strings repeated on every node (``is_cpu_op`` false, a few ``num_ops`` and
-    ``tensor_size`` values): ~700 ns an attribute of vectorised decoding becomes a hash, a sort
-    and a few gathers. Records of up to ``_DISTINCT_MAX`` bytes are keyed by their (masked)
+    ``tensor_size`` values): ~700 ns an attribute of vectorised decoding becomes a hash and a
+    few gathers. Records of up to ``_DISTINCT_MAX`` bytes are keyed by their (masked)
     little-endian words; each is compared with its group's representative word by word, so a hash
-    collision only sends that record through ``check`` itself.
+    collision only sends that record on, to :func:`_check_by_prefix`.
     """
     ok = np.zeros(len(s), dtype=bool)
     tag = np.zeros(len(s), dtype=np.int64)
     code = np.full(len(s), -1, dtype=np.int64)
-    words = _words(arr)
-    top = len(words) - 1
     short = np.flatnonzero((length > 0) & (length <= _DISTINCT_MAX))
-    ss, ls = s[short], length[short]
-    key = [words[np.minimum(ss + 8 * k, top)] & _LOW_BYTES[np.minimum(np.maximum(ls - 8 * k, 0), 8)] for k in range(3)]
-    h = ls.astype(_U64)
-    for k in range(3):
-        h = (h ^ key[k]) * _MIX[k]
-    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
-    same = ls == ls[first][inv]
-    for k in range(3):
-        same &= key[k] == key[k][first][inv]
+    first, inv, same = _group_strings(arr, s[short], length[short])
     rep = short[first]
     rep_ok, rep_tag, rep_code = check(s[rep], s[rep] + length[rep])
     done = short[same]
@@ -1042,7 +1036,78 @@ def _check_distinct(arr: np.ndarray, s: np.ndarray, length: np.ndarray, check) -
     pending[done] = False
     rest = np.flatnonzero(pending)
     if len(rest):
-        ok[rest], tag[rest], code[rest] = check(s[rest], s[rest] + length[rest])
+        ok[rest], tag[rest], code[rest] = _check_by_prefix(arr, s[rest], s[rest] + length[rest], check)
+    return ok, tag, code
+
+
+def _group_strings(arr: np.ndarray, s: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``(first, inv, same)`` for byte strings ``[s, s + length)`` of 1 to 24 bytes: the
+    representatives (indices into ``s``), each string's group and whether it equals its group's
+    representative byte for byte.
+
+    Strings are grouped by hash slot, not sorted (a sort of the hashes was half of a generated
+    trace's attribute time): any one string of a slot represents it, and strings that differ from
+    it (other strings in the same slot) have ``same`` False.
+    """
+    words = _words(arr)
+    top = len(words) - 1
+    key = [words[np.minimum(s + 8 * k, top)] & _LOW_BYTES[np.clip(length - 8 * k, 0, 8)] for k in range(3)]
+    h = length.astype(_U64)
+    for k in range(3):
+        h = (h ^ key[k]) * _MIX[k]
+    slot = (h >> _U64(64 - _SLOT_BITS)).astype(np.intp)
+    rep_of_slot = np.full(1 << _SLOT_BITS, -1, dtype=np.intp)
+    rep_of_slot[slot] = np.arange(len(s), dtype=np.intp)  # whichever write wins is a member
+    used = np.flatnonzero(rep_of_slot >= 0)
+    group = np.zeros(1 << _SLOT_BITS, dtype=np.intp)
+    group[used] = np.arange(len(used), dtype=np.intp)
+    first = rep_of_slot[used]
+    inv = group[slot]
+    rep_i = first[inv]
+    same = length == length[rep_i]
+    for k in range(3):
+        same &= key[k] == key[k][rep_i]
+    return first, inv, same
+
+
+def _check_by_prefix(arr: np.ndarray, s: np.ndarray, end: np.ndarray, check) -> tuple[np.ndarray, ...]:
+    """``check(s, end)`` of attribute records, computed once per distinct *prefix* (name and value
+    tag) for the records whose value is a varint or fixed-width number.
+
+    Converted traces' attributes are mostly distinct records (``rf_id``, ``seq_id``, ``tid``
+    values) but a dozen distinct prefixes. Everything ``check`` decides about such a record
+    except its value (layout, name, name code, tag position, wire type) lies in the prefix;
+    the value is then valid exactly when it is one varint ending at the record's end (wire type
+    0) or has the fixed width (1, 5). A record whose prefix group or value is anything else,
+    including any length-delimited value, goes through ``check`` itself.
+    """
+    n = len(s)
+    ok = np.zeros(n, dtype=bool)
+    tag = np.zeros(n, dtype=np.int64)
+    code = np.full(n, -1, dtype=np.int64)
+    nl = arr[s + 1].astype(np.int64)
+    vt = np.minimum(s + 2 + nl, end)  # a corrupt name length must not read past the record
+    q = vt + 1 + (arr[vt] >= 0x80)  # where the value starts (one- or two-byte tag)
+    lv = end - q
+    cand = np.flatnonzero((arr[s] == 0x0A) & (nl < 0x80) & (lv >= 1) & (lv <= 8) & (q - s <= _DISTINCT_MAX))
+    done = np.zeros(0, dtype=np.intp)
+    if len(cand):
+        first, inv, same = _group_strings(arr, s[cand], (q - s)[cand])
+        rep = cand[first]
+        rep_ok, rep_tag, rep_code = check(s[rep], end[rep])
+        c_lv, wt = lv[cand], arr[vt[cand]] & 7
+        w = _words(arr)[q[cand]] & _LOW_BYTES[c_lv]
+        cont = _HIGH_BITS[c_lv - 1]  # every byte but the last carries the continuation bit
+        varint = (wt == 0) & ((w & cont) == cont) & (((w >> (8 * (c_lv - 1)).astype(_U64)) & _U64(0x80)) == 0)
+        fixed = ((wt == 1) & (c_lv == 8)) | ((wt == 5) & (c_lv == 4))
+        good = same & rep_ok[inv] & (varint | fixed)
+        done, g = cand[good], inv[good]
+        ok[done], tag[done], code[done] = True, s[done] + (rep_tag - s[rep])[g], rep_code[g]
+    pending = np.ones(n, dtype=bool)
+    pending[done] = False
+    rest = np.flatnonzero(pending)
+    if len(rest):
+        ok[rest], tag[rest], code[rest] = check(s[rest], end[rest])
     return ok, tag, code
 
 

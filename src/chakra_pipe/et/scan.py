@@ -7,7 +7,8 @@ records. This module guesses instead: every node a Chakra writer produces starts
 id, tag byte 0x08) unless its id is 0, so every 0x08 byte preceded by a 1–3 byte varint is a
 *candidate* record start (a few per cent more than the real ones). The successor of every
 candidate (start + prefix + length) is computed at once, and the chain from the first node record
-is followed by pointer doubling (log2(records) gathers). The chain is exact by construction; when
+is isolated by pruning the candidates no candidate points to (pointer doubling, log2(records)
+gathers, when a few rounds do not do it). The chain is exact by construction; when
 it leaves the candidates (an id-0 node past the first, a record over 2 MiB, a foreign writer, a
 corrupt file) the caller falls back to the sequential walk, which also raises the precise error.
 """
@@ -101,6 +102,9 @@ def _chain(arr: np.ndarray, size: int, first: int) -> tuple[np.ndarray, np.ndarr
     jump[:-2] = np.where(hit, j, np.where(nxt == size, end, bad))
     jump[:-2][length == 0] = bad  # a zero-length node record is an error: the walk reports it
     jump[bad], jump[end] = bad, end
+    chain = _pruned(jump, bad, end)
+    if chain is not None:
+        return s[chain] + k[chain], length[chain]
     # Pointer doubling: ``path`` holds the candidate index after 0, 1, ... steps; each round
     # appends as many steps again through the table of 2^r steps, then squares that table.
     path = np.zeros(1, dtype=np.int64)
@@ -112,3 +116,28 @@ def _chain(arr: np.ndarray, size: int, first: int) -> tuple[np.ndarray, np.ndarr
         return None
     path = path[:stop]
     return s[path] + k[path], length[path]
+
+
+_PRUNE_ROUNDS = 4  # rounds of pruning before pointer doubling decides
+
+
+def _pruned(jump: np.ndarray, bad: int, end: int) -> np.ndarray | None:
+    """Candidate indices of the chain from candidate 0 to the end of the data, found by pruning;
+    None if a few rounds do not isolate it.
+
+    Every record after the first is the successor of the record before it, so the chain keeps
+    only candidates that some kept candidate jumps to: each round drops the false candidates no
+    kept one points at (runs of false candidates pointing at each other shrink by one a round).
+    Once the kept candidates, in order, each jump to the next and the last to the end, they are
+    the chain: a few O(n) rounds instead of log2(n) rounds of pointer doubling.
+    """
+    member = np.ones(len(jump) - 2, dtype=bool)
+    for _ in range(_PRUNE_ROUNDS):
+        idx = np.flatnonzero(member)
+        succ = jump[idx]
+        if (succ[:-1] == idx[1:]).all() and succ[-1] == end:
+            return idx
+        member = np.zeros(len(jump) - 2, dtype=bool)
+        member[succ[succ < bad]] = True
+        member[0] = True
+    return None
