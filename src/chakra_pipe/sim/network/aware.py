@@ -75,8 +75,10 @@ class FifoRingLinks:
     sender's last evaluated message has left it, or no later than the same sender's last evaluated
     one, raises :class:`LinkConflict`. After the first, a phase's messages on a link arrive in order
     (each send follows a receive). The same sender's come in order by construction under
-    ``simulate.aware_fast_path_is_exact``'s preconditions (an NPU runs one ring phase at a time and
-    every path from one NPU to a given link shares the links before it); between senders (an NPU's
+    ``simulate.aware_fast_path_is_exact``'s preconditions (an NPU runs one ring phase at a time per
+    dimension, phases of different dimensions cross different dimension groups' links, and every
+    path from one NPU to a given link shares the links before it; a sub-group or ``one*`` ring
+    crossing a dimension another phase runs on is checked here like another sender); between senders (an NPU's
     downlink carries its TP and its DP predecessor's messages through a switch) it is a matter of
     timing. Reaching a link at the very ns another sender's message leaves it is no conflict: the
     message starts at that ns whichever event runs first.

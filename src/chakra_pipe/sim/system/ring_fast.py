@@ -17,9 +17,11 @@ exactly as the event path would register it.
 (``network.ring_links``) and steps their recurrence, so the link model exists once, in ``network/``.
 On the congestion-aware network each message waits for its FIFO links (an uplink then a downlink
 through a switch). That is exact when every link takes its messages in the order the phases are
-evaluated: ``simulate.aware_fast_path_is_exact`` checks the run's preconditions before it starts (a
-1-D network, one queue and one active chunk per dimension, ring algorithms only), and the links
-check while it runs that no two senders' messages meet on one and that point-to-point messages, sent
+evaluated: ``simulate.aware_fast_path_is_exact`` checks the run's preconditions before it starts (one
+queue and one active chunk per dimension or one chunk per collective, ring algorithms only, no ring
+putting two of its members' messages on one link; on a multi-dimensional network each phase of a
+hierarchical collective is a ring inside one dimension group, over that group's links only), and
+the links check while it runs that no two senders' messages meet on one and that point-to-point messages, sent
 message by message beside the rings, reach each link after the ring messages already evaluated
 there (``network/aware.py``: a ``LinkConflict`` makes ``simulate`` redo the
 run message by message). Link free times carry over
