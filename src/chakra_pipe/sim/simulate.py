@@ -81,19 +81,20 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
 
     - rendezvous sends, and any algorithm other than ring (halving-doubling, direct and
       double-binary-tree phases change peers per step; they go message by message);
-    - several queues or active chunks per dimension *and* ``preferred_dataset_splits`` > 1: the
-      chunks of one collective then run the same phase on the same ring at once, their messages
-      interleaving on every link (chunk 1's step k, chunk 2's step k, chunk 1's step k+1 …). The
-      coordinator evaluates each chunk's phase when its members have started, ahead of the clock, so
-      the second chunk's first message always reaches a link before the first chunk's last one and
-      the check refuses on the first collective. One FIFO recurrence over the chunks together (chunk
-      c's step-k message queued behind chunk c−1's on each link) would need every chunk's phase to
-      have started before any is evaluated, but a chunk of a later phase starts only when it leaves
-      the previous dimension or queue, which may be after the others have run whole (queues admit
-      ``ceil(active chunks / queues)`` streams; the rest wait for one to finish) — waiting for it
-      could deadlock, and evaluating without it is the refused case. Such runs start message by
-      message instead of being tried and redone. With one chunk per collective only different
-      collectives overlap, and the check decides.
+    - several queues or active chunks per dimension *and* ``preferred_dataset_splits`` > 1, so that
+      the chunks of one collective run the same phase on the same ring at once, unless every chunk
+      runs at once on a 1-D network with one queue (``_chunks_evaluated_together``). In that case
+      ``RingCoordinator`` batches the chunks' phases (complete in one ns, one collective) and evaluates
+      them as one FIFO recurrence, chunk k's messages behind chunk k−1's step by step on each link,
+      checking that order on every link as it goes (``RingCoordinator._flush`` has the argument).
+      Otherwise a chunk's phase starts when a queue admits it (``ceil(active chunks / queues)``
+      streams at a time) or, on several dimensions, when it leaves the previous dimension: the
+      chunks' phases start at different times, so a phase cannot wait for the others' (a later chunk
+      may wait for this one to finish: deadlock) and cannot be evaluated without them (their
+      messages interleave on the links; the check would refuse on the first collective); with two
+      queues half the chunks run the other way round, over other senders' links. Such runs start
+      message by message instead of being tried and redone. With one chunk per collective only
+      different collectives overlap, and the check decides.
 
     Multi-dimensional networks (routed dimension by dimension, each dimension group with its own
     links, ``network/aware.py``): a hierarchical collective is a chain of ring phases, each inside
@@ -115,8 +116,7 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     system layer only receives the answer (a ``RingCoordinator`` or none).
     """
     sysc = hw.system
-    concurrent = hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1
-    if hw.rendezvous or (concurrent and sysc.preferred_dataset_splits != 1):
+    if hw.rendezvous or (_chunks_at_once(hw) and not _chunks_evaluated_together(hw)):
         return False
     if any(a.base != "ring" for _, algos in sysc.implementations for a in algos):
         return False
@@ -129,6 +129,26 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
             if not (network.one_sender_per_link(pairs) and network.one_sender_per_link([(b, a) for a, b in pairs])):
                 return False
     return True
+
+
+def _chunks_at_once(hw: HardwareConfig) -> bool:
+    """Whether an NPU may run several chunks of one collective at once (several queues or active
+    chunks per dimension, and more than one chunk per collective)."""
+    sysc = hw.system
+    concurrent = hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1
+    return concurrent and sysc.preferred_dataset_splits != 1
+
+
+def _chunks_evaluated_together(hw: HardwareConfig) -> bool:
+    """Whether the chunks of every collective run their phase together, which ``RingCoordinator``
+    then evaluates as one recurrence (``_flush``): a 1-D network (one phase per collective), one queue
+    (one direction, chunks in issue order) and room in it for every chunk at once."""
+    sysc = hw.system
+    return (
+        hw.network.dims == 1
+        and hw.num_queues_per_dim == 1
+        and sysc.active_chunks_per_dimension >= sysc.preferred_dataset_splits
+    )
 
 
 def _rings_used(trace_set, table: GroupTable, hw: HardwareConfig) -> set[tuple[int, ...]] | None:
@@ -238,7 +258,7 @@ def _simulate(
     if fast and hw.backend == UNAWARE.name and not hw.rendezvous:
         coordinator = RingCoordinator(network, queue, stats)
     elif fast and hw.backend == AWARE.name and aware_fast_path_is_exact(trace_set, hw, analysis.groups, network):
-        coordinator = RingCoordinator(network, queue, stats, aware=True)
+        coordinator = RingCoordinator(network, queue, stats, aware=True, chunks=_chunks_at_once(hw))
         from .network.aware import CongestionAwareNetwork  # loaded by make_network for this backend
 
         assert isinstance(network, CongestionAwareNetwork)
