@@ -23,10 +23,12 @@ congestion-aware, ~2.5 s; 1,024-rank gpt3-175b t8d16p8 (all 96 layers) on a 3-D 
 
     python benchmarks/simulator.py [PREFIX SYS NET]
     python benchmarks/simulator.py --realistic [--max-ranks N] [--event] [--event-max N] [--algo ring|direct]
-        [--aware-max N] [--backend aware|unaware] [--dims 1|md] [--compare-src DIR]
+        [--aware-max N] [--backend aware|unaware] [--dims 1|md] [--compare-src DIR] [--active-chunks N]
 
 ``--compare-src DIR``: run every case also on another tree's ``src`` (e.g. a ``git worktree`` of
 ``main``), alternating the two in one script, and print its CPU and the ratio (``base_cpu``, ``speedup``).
+``--active-chunks N``: ``active-chunks-per-dimension`` of every case (default 1; with 4, every chunk of
+a collective runs at once, which the aware ring fast path evaluates as one recurrence on 1-D networks).
     python benchmarks/simulator.py --collectives [--event-max N]
 
 ``--collectives``: one 1 MiB all-reduce with ``direct`` and ``doubleBinaryTree`` on 64/256/1,024 NPUs
@@ -193,6 +195,7 @@ def realistic(
     backend_only: str | None = None,
     dims_only: str | None = None,
     compare_src: str | None = None,
+    active_chunks: int = 1,
 ) -> None:
     env = dict(os.environ, PYTHONPATH=SRC)
     print(
@@ -229,6 +232,7 @@ def realistic(
                 net = ("fc " if topology == "FullyConnected" else "switch ") + "x".join(map(str, dims))
                 try:
                     system, network = _llm_system(algo, len(dims)), _network(dims, topology)
+                    system["active-chunks-per-dimension"] = active_chunks
                     r = _run_case(prefix, system, network, f"congestion_{backend}", check)
                     base = None
                     if compare_src:  # the same case on the other tree, right after (same load)
@@ -305,7 +309,10 @@ def main(argv: list[str]) -> None:
         backend_only = rest[rest.index("--backend") + 1] if "--backend" in rest else None
         dims_only = rest[rest.index("--dims") + 1] if "--dims" in rest else None
         compare = str(Path(rest[rest.index("--compare-src") + 1]).resolve()) if "--compare-src" in rest else None
-        realistic(max_ranks, "--event" in rest, event_max, algo_only, aware_max, backend_only, dims_only, compare)
+        chunks = int(rest[rest.index("--active-chunks") + 1]) if "--active-chunks" in rest else 1
+        realistic(
+            max_ranks, "--event" in rest, event_max, algo_only, aware_max, backend_only, dims_only, compare, chunks
+        )
         return
     event_too = os.environ.get("SIM_BENCH_EVENT") == "1"
     print(
