@@ -9,10 +9,11 @@ Realistic cases (``--realistic``): ``chakra-pipe generate llm`` steps - llama3-8
 gpt3-13b t8d4, mixtral-8x7b t2d8 ep4, gpt3-175b t8 d2/d8/d16 p8 (128/512/1,024 ranks, 8 of 96 layers
 so the script stays within minutes on 2 cores) - on a 1-D switch (both backends), a 1-D
 fully-connected network (aware; sub-group rings take the aware fast path on both 1-D networks,
-pipeline send/recv going message by message beside them) and a 2-D / 3-D switch network (unaware), ring and direct.
+pipeline send/recv going message by message beside them) and a 2-D / 3-D switch network (both
+backends; aware: each dimension's ring phases on the aware fast path), ring and direct.
 Each case runs in a fresh process and prints wall and CPU seconds of ``simulate`` (trace columns
-included, loading excluded), messages simulated and of them those sent one by one (``one_by_one``:
-the rest a fast path evaluated as a recurrence), peak RSS of the process, the largest finish time,
+included, loading excluded), messages simulated, of them those a fast path evaluated as a recurrence
+(``fast``) and those sent one by one (``one_by_one``), peak RSS of the process, the largest finish time,
 with ``--event`` whether the message-level path (``fast=False``) gives every rank the same finish
 time (run for cases up to ``--event-max`` ranks), whether an aware run met a link conflict and was
 redone message by message (``rerun``), whether the set's symmetry was proven and one representative
@@ -24,7 +25,12 @@ congestion-aware, ~2.5 s; 1,024-rank gpt3-175b t8d16p8 (all 96 layers) on a 3-D 
 
     python benchmarks/simulator.py [PREFIX SYS NET]
     python benchmarks/simulator.py --realistic [--max-ranks N] [--event] [--event-max N] [--algo ring|direct]
-        [--aware-max N]
+        [--aware-max N] [--backend aware|unaware] [--dims 1|md] [--compare-src DIR] [--active-chunks N]
+
+``--compare-src DIR``: run every case also on another tree's ``src`` (e.g. a ``git worktree`` of
+``main``), alternating the two in one script, and print its CPU and the ratio (``base_cpu``, ``speedup``).
+``--active-chunks N``: ``active-chunks-per-dimension`` of every case (default 1; with 4, every chunk of
+a collective runs at once, which the aware ring fast path evaluates as one recurrence on 1-D networks).
     python benchmarks/simulator.py --collectives [--event-max N]
 
 ``--collectives``: one 1 MiB all-reduce with ``direct`` and ``doubleBinaryTree`` on 64/256/1,024 NPUs
@@ -122,6 +128,7 @@ LLM_CASES = [
         [8, 16, 8],
     ),
 ]
+SRC = str(Path(__file__).resolve().parents[1] / "src")
 AWARE_MAX_RANKS = 512  # aware 1-D switch cases up to this size (the 1,024-rank one: --aware-max N)
 # ASTRA-sim's recorded wall on the shared 2-core machine, for the vs_astra column (case, network, backend)
 ASTRA_SIM_WALL_S = {("llama3-8b t8d8 zero1", "switch 64", "aware"): 2.5}
@@ -188,13 +195,22 @@ print(json.dumps(out))
 
 
 def realistic(
-    max_ranks: int, event: bool, event_max: int, algo_only: str | None = None, aware_max: int = AWARE_MAX_RANKS
+    max_ranks: int,
+    event: bool,
+    event_max: int,
+    algo_only: str | None = None,
+    aware_max: int = AWARE_MAX_RANKS,
+    backend_only: str | None = None,
+    dims_only: str | None = None,
+    compare_src: str | None = None,
+    active_chunks: int = 1,
 ) -> None:
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    env = dict(os.environ, PYTHONPATH=SRC)
     print(
         f"{'case':22s} {'ranks':>5s} {'network':12s} {'backend':8s} {'algo':6s} {'wall_s':>7s} {'cpu_s':>7s} "
-        f"{'messages':>9s} {'one_by_one':>10s} {'rss_MB':>7s} {'finish_ns':>12s} {'event=fast':>10s} {'rerun':>5s} "
-        f"{'sym':>3s} {'vs_astra':>8s}"
+        f"{'messages':>9s} {'fast':>9s} {'one_by_one':>10s} {'rss_MB':>7s} {'finish_ns':>12s} {'event=fast':>10s} "
+        f"{'rerun':>5s} {'sym':>3s} {'vs_astra':>8s}"
+        + (f" {'base_cpu':>8s} {'base_rss':>8s} {'speedup':>7s}" if compare_src else "")
     )
     with tempfile.TemporaryDirectory() as tmp:
         for label, flags, ranks, sizes in LLM_CASES:
@@ -213,15 +229,24 @@ def realistic(
                 ([ranks], "unaware", "ring", "Switch"),
                 ([ranks], "unaware", "direct", "Switch"),
                 (sizes, "unaware", "ring", "Switch"),
+                (sizes, "aware", "ring", "Switch"),  # per-dimension ring phases on the aware fast path
             ]
             for dims, backend, algo, topology in runs:
                 if (backend == "aware" and ranks > aware_max) or algo_only not in (None, algo):
+                    continue
+                if backend_only not in (None, backend) or dims_only not in (None, "1" if len(dims) == 1 else "md"):
                     continue
                 check = event and ranks <= event_max
                 net = ("fc " if topology == "FullyConnected" else "switch ") + "x".join(map(str, dims))
                 try:
                     system, network = _llm_system(algo, len(dims)), _network(dims, topology)
+                    system["active-chunks-per-dimension"] = active_chunks
                     r = _run_case(prefix, system, network, f"congestion_{backend}", check)
+                    base = None
+                    if compare_src:  # the same case on the other tree, right after (same load)
+                        base = _run_case(prefix, system, network, f"congestion_{backend}", False, compare_src)
+                        if base["finish"] != r["finish"]:
+                            raise RuntimeError(f"finish {r['finish']} ns here, {base['finish']} ns on {compare_src}")
                 except RuntimeError as exc:
                     print(f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} failed: {exc}", flush=True)
                     continue
@@ -230,16 +255,18 @@ def realistic(
                 vs = f"{r['cpu'] / astra:7.2f}x" if astra else "-"  # CPU: wall is 3-4x CPU on the loaded machine
                 print(
                     f"{label:22s} {ranks:5d} {net:12s} {backend:8s} {algo:6s} {r['wall']:7.2f} {r['cpu']:7.2f} "
-                    f"{r['messages']:9d} {r['messages'] - r['fast_messages']:10d} {r['rss_mb']:7.0f} "
-                    f"{r['finish']:12d} {eq:>10s} "
-                    f"{'yes' if r['rerun'] else 'no':>5s} {'yes' if r['symmetric'] else 'no':>3s} {vs:>8s}",
+                    f"{r['messages']:9d} {r['fast_messages']:9d} {r['messages'] - r['fast_messages']:10d} "
+                    f"{r['rss_mb']:7.0f} {r['finish']:12d} {eq:>10s} {'yes' if r['rerun'] else 'no':>5s} "
+                    f"{'yes' if r['symmetric'] else 'no':>3s} {vs:>8s}"
+                    + (f" {base['cpu']:8.2f} {base['rss_mb']:8.0f} {base['cpu'] / r['cpu']:6.1f}x" if base else ""),
                     flush=True,
                 )
 
 
-def _run_case(prefix: str, system: dict, network: dict, backend: str, event: bool) -> dict:
-    """One simulation in a fresh process (peak RSS is per process); raises with its last error line."""
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+def _run_case(prefix: str, system: dict, network: dict, backend: str, event: bool, src: str = "") -> dict:
+    """One simulation in a fresh process (peak RSS is per process) on the ``src`` tree (this one by
+    default); raises with its last error line."""
+    env = dict(os.environ, PYTHONPATH=src or SRC)
     args = [prefix, json.dumps(system), json.dumps(network), backend, "1" if event else "0"]
     done = subprocess.run([sys.executable, "-c", CASE_SCRIPT, *args], env=env, capture_output=True, text=True)
     if done.returncode:
@@ -288,7 +315,13 @@ def main(argv: list[str]) -> None:
         event_max = int(rest[rest.index("--event-max") + 1]) if "--event-max" in rest else 64
         algo_only = rest[rest.index("--algo") + 1] if "--algo" in rest else None
         aware_max = int(rest[rest.index("--aware-max") + 1]) if "--aware-max" in rest else AWARE_MAX_RANKS
-        realistic(max_ranks, "--event" in rest, event_max, algo_only, aware_max)
+        backend_only = rest[rest.index("--backend") + 1] if "--backend" in rest else None
+        dims_only = rest[rest.index("--dims") + 1] if "--dims" in rest else None
+        compare = str(Path(rest[rest.index("--compare-src") + 1]).resolve()) if "--compare-src" in rest else None
+        chunks = int(rest[rest.index("--active-chunks") + 1]) if "--active-chunks" in rest else 1
+        realistic(
+            max_ranks, "--event" in rest, event_max, algo_only, aware_max, backend_only, dims_only, compare, chunks
+        )
         return
     event_too = os.environ.get("SIM_BENCH_EVENT") == "1"
     print(

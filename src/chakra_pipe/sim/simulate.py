@@ -32,6 +32,7 @@ from .result import SimResult
 from .system.phase_fast import FastPathDeclined, PhaseCoordinator
 from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
+from .system.topology import LogicalTopology, RingTopology
 from .workload import RankTrace, Workload
 
 _CACHE: dict[int, tuple] = {}  # id(graph) -> (weakref to graph, RankTrace); graphs are unhashable
@@ -68,30 +69,58 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     """True when the aware ring fast path is exact for this run, or its check while running
     (``LinkConflict``) tells when it is not (``system/ring_fast.py``, ``network/aware.py``).
 
-    With one queue and one active chunk on a 1-D network, an NPU runs one ring phase at a time, so a
-    link sees each sender's ring messages in that sender's phase order, which is the order the
-    coordinator evaluates them in. With several queues or active chunks per dimension it runs several at
-    once: the chunks of one collective (``preferred_dataset_splits`` > 1) then cross the same links
-    together, which the links' check refuses on the first collective, so such runs are declined here
-    rather than tried and redone; with one chunk per collective only different collectives may overlap,
-    and the check tells when their messages do meet on a link. The run may use only ring phases (world
-    ring, and the ring of every group a collective names: ``table``, rankset's one group table of the
-    set, comm-group file and METADATA), and no ring may route two of its members' messages over one
-    link. Whether two senders' messages (a TP and a DP predecessor through one switch downlink) ever
-    meet on a link is checked as the phases are evaluated: ``simulate`` reruns message by message when
-    they do. Point-to-point sends and receives (pipeline activations) go message by message beside the
-    rings; the links check their order against the evaluated ring messages the same way
-    (``CongestionAwareNetwork.check_order``).
+    What makes the recurrence exact is one property of every link: it takes its ring messages in the
+    order the coordinator evaluates them (a phase at a time, when its last member starts), and within
+    a phase one member's messages only. The first is checked on every link as the run goes
+    (``FifoRingLinks``: a phase's first message on a link must arrive after the same sender's or a
+    point-to-point message's last one, and after another sender's last one has left; the messages
+    after it follow, each send following a receive), the second here, before the run, for every ring
+    a collective can run on (no ring routes two of its members' messages over one link). A run that
+    breaks the first is redone message by message; this function only declines the runs in which the
+    check would refuse every time or which the recurrence does not model at all:
+
+    - rendezvous sends, and any algorithm other than ring (halving-doubling, direct and
+      double-binary-tree phases change peers per step; they go message by message);
+    - several queues or active chunks per dimension *and* ``preferred_dataset_splits`` > 1, so that
+      the chunks of one collective run the same phase on the same ring at once, unless every chunk
+      runs at once on a 1-D network with one queue (``_chunks_evaluated_together``). In that case
+      ``RingCoordinator`` batches the chunks' phases (complete in one ns, one collective) and evaluates
+      them as one FIFO recurrence, chunk k's messages behind chunk k−1's step by step on each link,
+      checking that order on every link as it goes (``RingCoordinator._flush`` has the argument).
+      Otherwise a chunk's phase starts when a queue admits it (``ceil(active chunks / queues)``
+      streams at a time) or, on several dimensions, when it leaves the previous dimension: the
+      chunks' phases start at different times, so a phase cannot wait for the others' (a later chunk
+      may wait for this one to finish: deadlock) and cannot be evaluated without them (their
+      messages interleave on the links; the check would refuse on the first collective); with two
+      queues half the chunks run the other way round, over other senders' links. Such runs start
+      message by message instead of being tried and redone. With one chunk per collective only
+      different collectives overlap, and the check decides.
+
+    Multi-dimensional networks (routed dimension by dimension, each dimension group with its own
+    links, ``network/aware.py``): a hierarchical collective is a chain of ring phases, each inside
+    one dimension's group (``Sys._chain`` over ``LogicalTopology.global_plan``), whose members
+    differ in that coordinate only, so every message of the phase crosses links of that dimension
+    group only. With one queue and one active chunk per dimension an NPU runs at most one phase per
+    dimension at a time, and phases of different dimensions share no link; so on each link the same
+    sender's ring messages come phase after phase, exactly the 1-D argument per dimension. What else
+    meets on a link — a sub-group ring (which runs in dimension 0's queue whatever dimensions its
+    messages cross, so beside a world phase of another dimension), a ``one*`` ring over every NPU
+    (whose messages cross several dimensions), point-to-point sends, or another collective's phase —
+    is traffic of different phases, left to the run-time check like any two senders on a 1-D switch.
+    The rings checked here are those of every dimension of every collective type's global plan (all
+    ring by now) and those of the groups the collectives name (``table``, rankset's one group table of
+    the set: comm-group file and METADATA); a sub-group ring whose paths cross several dimensions
+    passes only when no two of its members' routes share a link.
+
     It reads the traces and the whole config, so it runs here, where the layers are wired; the
     system layer only receives the answer (a ``RingCoordinator`` or none).
     """
-    sysc, net = hw.system, hw.network
-    concurrent = hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1
-    if hw.rendezvous or net.dims != 1 or (concurrent and sysc.preferred_dataset_splits != 1):
+    sysc = hw.system
+    if hw.rendezvous or (_chunks_at_once(hw) and not _chunks_evaluated_together(hw)):
         return False
     if any(a.base != "ring" for _, algos in sysc.implementations for a in algos):
         return False
-    rings = _rings_used(trace_set, table, net.npus)
+    rings = _rings_used(trace_set, table, hw)
     if rings is None:
         return False
     for members in sorted(rings):
@@ -102,30 +131,68 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     return True
 
 
-def _rings_used(trace_set, table: GroupTable, npus: int) -> set[tuple[int, ...]] | None:
+def _chunks_at_once(hw: HardwareConfig) -> bool:
+    """Whether an NPU may run several chunks of one collective at once (several queues or active
+    chunks per dimension, and more than one chunk per collective)."""
+    sysc = hw.system
+    concurrent = hw.num_queues_per_dim != 1 or sysc.active_chunks_per_dimension != 1
+    return concurrent and sysc.preferred_dataset_splits != 1
+
+
+def _chunks_evaluated_together(hw: HardwareConfig) -> bool:
+    """Whether the chunks of every collective run their phase together, which ``RingCoordinator``
+    then evaluates as one recurrence (``_flush``): a 1-D network (one phase per collective), one queue
+    (one direction, chunks in issue order) and room in it for every chunk at once."""
+    sysc = hw.system
+    return (
+        hw.network.dims == 1
+        and hw.num_queues_per_dim == 1
+        and sysc.active_chunks_per_dimension >= sysc.preferred_dataset_splits
+    )
+
+
+def _rings_used(trace_set, table: GroupTable, hw: HardwareConfig) -> set[tuple[int, ...]] | None:
     """Member lists (ring order) of the rings the collectives can run on; None when a rank names a group
     the table does not have."""
-    world = tuple(range(npus))
+    npus = hw.network.npus
+    world: set[tuple[int, ...]] | None = None  # the global plans' rings, made on first use
     out: set[tuple[int, ...]] = set()
     named = table.members
+
+    def add(members: Sequence[int] | None) -> None:
+        nonlocal world
+        if members is not None and len(members) != npus:  # a group of every NPU runs the global plan
+            out.add(tuple(members))
+        elif world is None:
+            world = _global_rings(hw)
+            out.update(world)
+
     for rank, g in enumerate(trace_set.ranks):
         types = g.types
         for names in table.metadata[rank].values():  # kept: a METADATA node may run after the file's group is used
-            out.update(_ring(named[name], world) for name in names)
+            for name in names:
+                add(named[name])
         for i in np.nonzero(types == schema.COMM_COLL_NODE)[0].tolist():
             pg = g.pg_name.get(i, "")
             if i in g.involved_dim or (pg not in named and pg in WORLD_PG_NAMES):
-                out.add(world)
+                add(None)
             elif pg in named:
-                out.add(_ring(named[pg], world))
+                add(named[pg])
             else:
                 return None
     return out
 
 
-def _ring(members: Sequence[int], world: tuple[int, ...]) -> tuple[int, ...]:
-    """The logical ring of a group: the global ring when it has every NPU (``Sys._plan``)."""
-    return world if len(members) == len(world) else tuple(members)
+def _global_rings(hw: HardwareConfig) -> set[tuple[int, ...]]:
+    """The rings of every dimension of every collective type's global plan (``Sys._plan``): one per
+    dimension group, or one over every NPU for a ``one*`` algorithm; built by the system layer's own
+    ``LogicalTopology.global_plan`` so the rings are the ones the run walks."""
+    physical = hw.network.npus_count
+    shared: dict = {}  # ring objects, shared across NPUs and types as in a run
+    for algos in {algos for _, algos in hw.system.implementations}:
+        for me in range(hw.network.npus):
+            LogicalTopology.global_plan(me, physical, algos, shared)
+    return {tuple(ring.members) for ring in shared.values() if isinstance(ring, RingTopology)}
 
 
 def _warn(analysis, timed: list[Finding]) -> None:
@@ -208,7 +275,7 @@ def _simulate(
     if fast and hw.backend == UNAWARE.name and not hw.rendezvous:
         coordinator = RingCoordinator(network, queue, stats)
     elif fast and hw.backend == AWARE.name and aware_fast_path_is_exact(trace_set, hw, analysis.groups, network):
-        coordinator = RingCoordinator(network, queue, stats, aware=True)
+        coordinator = RingCoordinator(network, queue, stats, aware=True, chunks=_chunks_at_once(hw))
         from .network.aware import CongestionAwareNetwork  # loaded by make_network for this backend
 
         assert isinstance(network, CongestionAwareNetwork)

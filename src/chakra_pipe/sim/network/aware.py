@@ -75,8 +75,10 @@ class FifoRingLinks:
     sender's last evaluated message has left it, or no later than the same sender's last evaluated
     one, raises :class:`LinkConflict`. After the first, a phase's messages on a link arrive in order
     (each send follows a receive). The same sender's come in order by construction under
-    ``simulate.aware_fast_path_is_exact``'s preconditions (an NPU runs one ring phase at a time and
-    every path from one NPU to a given link shares the links before it); between senders (an NPU's
+    ``simulate.aware_fast_path_is_exact``'s preconditions (an NPU runs one ring phase at a time per
+    dimension, phases of different dimensions cross different dimension groups' links, and every
+    path from one NPU to a given link shares the links before it; a sub-group or ``one*`` ring
+    crossing a dimension another phase runs on is checked here like another sender); between senders (an NPU's
     downlink carries its TP and its DP predecessor's messages through a switch) it is a matter of
     timing. Reaching a link at the very ns another sender's message leaves it is no conflict: the
     message starts at that ns whichever event runs first.
@@ -220,20 +222,31 @@ class FifoRingLinks:
             self._ready = [np.asarray(ready, dtype=np.int64) for ready in self._ready]
             self._bound = [np.asarray(bound, dtype=np.int64) for bound in self._bound]
 
-    def arrive(self, sent):
+    def arrive(self, sent, queued: bool = False, tied=False):
         """Arrival time at each member of the messages its predecessor sent at ``sent`` (an int64
         array, or a list after ``begin(arrays=False)``).
 
         Raises :class:`LinkConflict` when the phase's first message on a link comes too early for the
-        link's last evaluated one (see the class)."""
+        link's last evaluated one (see the class). ``queued`` (several chunks of one collective
+        evaluated together, ``RingCoordinator._flush``): these messages follow, on every link, the ones
+        the previous call put there, and each must reach its link later than its predecessor there;
+        ``tied`` (one bool, or one per member, as ``sent``): on the first link of that member's path at
+        the same ns is allowed too (sends the event path makes at one ns in the order of the calls,
+        ``RingCoordinator._flush`` says when); else :class:`LinkConflict`."""
         bound = self._bound
         self._bound = None  # checked on the phase's first message on each link only
         if not self._arrays:
-            return self._arrive_lists(sent, bound)
+            return self._arrive_lists(sent, bound, queued, tied)
         t = sent.copy()
         for j, free in enumerate(self._free):
             who = self._who[j]
-            ready = self._ready[j] = t[who]
+            ready = t[who]
+            if queued:
+                before = self._ready[j]
+                early = np.where(tied, ready < before, ready <= before) if j == 0 else ready <= before
+                if early.any():
+                    raise LinkConflict("a chunk's ring message reaches a link no later than the chunk before")
+            self._ready[j] = ready
             if bound is not None and (ready < bound[j]).any():
                 raise LinkConflict("ring messages reach a link out of the order the phases are evaluated in")
             twins = self._twins[j]
@@ -244,11 +257,12 @@ class FifoRingLinks:
             t[who] = start + self._latency_a[j]
         return t
 
-    def _arrive_lists(self, sent: list[int], bound: list | None) -> list[int]:
+    def _arrive_lists(self, sent: list[int], bound: list | None, queued: bool, tied) -> list[int]:
         t = list(sent)
         for j, free in enumerate(self._free):
             hold, latency, offered = self._hold[j], self._latency[j], self._ready[j]
             first = None if bound is None else bound[j]
+            ties = tied if isinstance(tied, list) else [tied] * len(t)
             for a, b in self._twin_members[j]:
                 if t[a] != t[b]:
                     raise LinkConflict("the copies of one message reach its link at different times")
@@ -256,6 +270,8 @@ class FifoRingLinks:
                 ready, f = t[i], free[n]
                 if first is not None and ready < first[n]:
                     raise LinkConflict("ring messages reach a link out of the order the phases are evaluated in")
+                if queued and ready < offered[n] + (0 if j == 0 and ties[i] else 1):
+                    raise LinkConflict("a chunk's ring message reaches a link no later than the chunk before")
                 offered[n] = ready
                 if ready < f:
                     ready = f

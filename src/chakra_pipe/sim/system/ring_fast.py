@@ -17,9 +17,11 @@ exactly as the event path would register it.
 (``network.ring_links``) and steps their recurrence, so the link model exists once, in ``network/``.
 On the congestion-aware network each message waits for its FIFO links (an uplink then a downlink
 through a switch). That is exact when every link takes its messages in the order the phases are
-evaluated: ``simulate.aware_fast_path_is_exact`` checks the run's preconditions before it starts (a
-1-D network, one queue and one active chunk per dimension, ring algorithms only), and the links
-check while it runs that no two senders' messages meet on one and that point-to-point messages, sent
+evaluated: ``simulate.aware_fast_path_is_exact`` checks the run's preconditions before it starts (one
+queue and one active chunk per dimension or one chunk per collective, ring algorithms only, no ring
+putting two of its members' messages on one link; on a multi-dimensional network each phase of a
+hierarchical collective is a ring inside one dimension group, over that group's links only), and
+the links check while it runs that no two senders' messages meet on one and that point-to-point messages, sent
 message by message beside the rings, reach each link after the ring messages already evaluated
 there (``network/aware.py``: a ``LinkConflict`` makes ``simulate`` redo the
 run message by message). Link free times carry over
@@ -44,8 +46,12 @@ OUTCOME_MEMBERS = 1 << 17  # members of the unaware ring outcomes kept: ~70 byte
 class RingCoordinator:
     """Collects the members' start times of each ring phase and evaluates it when all have started."""
 
-    def __init__(self, network, queue, stats, aware: bool = False):
+    def __init__(self, network, queue, stats, aware: bool = False, chunks: bool = False):
+        """``chunks`` (aware only): several chunks of one collective may run a phase at once; their
+        phases are evaluated together (:meth:`_flush`)."""
         self.network, self.queue, self.stats = network, queue, stats
+        self.chunks = chunks
+        self._batches: dict[tuple, list[list[FastRing]]] = {}  # phases completed this ns, per collective and shape
         self._waiting: dict[tuple, dict[int, FastRing]] = {}
         self._ring_links: dict[tuple, Any] = {}  # network.ring_links results
         self._outcomes: dict[tuple, tuple[list[int], int, int]] = {}  # unaware phases, see _shifted
@@ -61,7 +67,90 @@ class RingCoordinator:
         if len(members) == ring.size:
             del self._waiting[key]
             algos = [members[i] for i in range(ring.size)]
-            self._finish(algos, *(self.recurrence(algos) if self.aware else self._shifted(algos)))
+            if self.chunks:
+                self._batch(algos)
+            else:
+                self._finish(algos, *(self.recurrence(algos) if self.aware else self._shifted(algos)))
+
+    def _batch(self, algos: list[FastRing]) -> None:
+        """Keep a complete phase until the end of this ns with the other chunks of its collective (the
+        same collective on ring member 0, the same step of the chain and phase shape) that complete
+        in the same ns: they start together and cross the same links at once."""
+        first = algos[0]
+        stream = first.stream
+        key = (id(stream.dataset), first.ring.key, stream.steps_finished, first.ctype, first.msg_size, first.direction)
+        batch = self._batches.get(key)
+        if batch is None:
+            batch = self._batches[key] = []
+            self.queue.schedule(self.queue.now, self._flush, key)  # after the events already at this ns
+        batch.append(algos)
+
+    def _flush(self, key: tuple) -> None:
+        """Evaluate the chunks batched under ``key`` as one FIFO recurrence (a batch of one chunk is the
+        plain :meth:`recurrence`).
+
+        Why it is exact. Under ``simulate``'s preconditions for this case (1-D, one queue with room for
+        every chunk) a collective's chunks start their one phase in one ``Sys._start_waiting`` pass,
+        in chunk order, and each member's path is its own (one sender per link). So a link carries one
+        sender's messages, in the order that member offers them; FIFO serves them in that order, and
+        the recurrence serves them step by step, chunk by chunk (step k of chunk c behind step k of
+        chunk c−1, step k+1 of the first chunk behind step k of the last). The two orders agree when
+        each message reaches each link after the one before it in this order, which
+        ``FifoRingLinks.arrive(queued=True)`` checks on every link (else ``LinkConflict`` and
+        ``simulate`` reruns message by message). The one exception is a tie on a path's first link:
+        two chunks' sends at one ns. The event path then offers them in the order their callbacks run;
+        step 1's sends are registered in chunk order in one pass (same-tick callbacks run in
+        registration order), and a later send runs in the order of the step before's when the chain
+        leading to it is made of same-ns callbacks only: its receive found the message arrived
+        strictly before its own send (``clocked``; the match is then scheduled at once, in send
+        order). Ties are accepted only where both chunks' chains are such (``tied``); a tie involving a
+        receive that waited for, or met at the same ns, its message's arrival (whose order against
+        the send is the global event sequence) is refused. With the order verified, every start,
+        arrival and exit is the event path's; the links end as the message path would leave them."""
+        chunks = sorted(self._batches.pop(key), key=lambda algos: algos[0].stream.stream_id)
+        if len(chunks) == 1:
+            self._finish(chunks[0], *self.recurrence(chunks[0]))
+            return
+        first = chunks[0][0]
+        steps, d = first.stream_count, first.packet_delays()
+        links = self.links(first.ring, first.msg_size, first.direction)
+        pred, _ = self._pred(first.ring, first.direction)
+        arrays = first.ring.size >= NUMPY_FROM
+        links.begin(arrays)
+        sends: list[Any]
+        if arrays:
+            predv = np.asarray(pred, dtype=np.int64)
+            sends = [np.asarray([a.start_ns for a in algos], dtype=np.int64) + d[0] for algos in chunks]
+        else:
+            sends = [[a.start_ns + d[0] for a in algos] for algos in chunks]
+        recvs: list[Any] = list(sends)
+        # per chunk and member: whether its current send comes from a chain of same-ns callbacks that
+        # started with step 1's (each receive found its message arrived strictly before its own send),
+        # so it runs in chunk order among the chunks that tie with it
+        clocked: list = [np.ones(len(pred), dtype=bool) if arrays else [True] * len(pred)] * len(chunks)
+        queued = False  # chunk 1's step 1 meets the links' carried-over state, the rest the message before
+        for k in range(1, steps + 1):
+            before: Any = None  # the chunk before's flags for this step's send
+            for c, sent in enumerate(sends):
+                mine = clocked[c]
+                if arrays:
+                    tied = before & mine if c else False
+                    arrived = links.arrive(sent[predv], queued, tied)
+                    clocked[c] = arrived < sent
+                    recv = np.maximum(arrived, sent)
+                else:
+                    tied = [x and y for x, y in zip(before, mine)] if c else False
+                    arrived = links.arrive([sent[j] for j in pred], queued, tied)
+                    clocked[c] = [a < s for a, s in zip(arrived, sent)]
+                    recv = [a if a > s else s for a, s in zip(arrived, sent)]
+                before = mine
+                recvs[c] = recv
+                if k < steps:
+                    sends[c] = recv + d[k] if arrays else [r + d[k] for r in recv]
+                queued = True
+        links.end()
+        for algos, recv in zip(chunks, recvs):
+            self._finish(algos, recv.tolist() if arrays else recv, d[steps], steps)
 
     def _shifted(self, algos: list[FastRing]) -> tuple[list[int], int, int]:
         """:meth:`recurrence` on the unaware network, whose max-plus steps shift with the starts: the

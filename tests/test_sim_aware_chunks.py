@@ -1,0 +1,134 @@
+"""Several active chunks of one collective on the congestion-aware ring fast path: exact or redone.
+
+With every chunk of a collective running at once (1-D network, one queue, active chunks ≥
+``preferred-dataset-splits``) the chunks' phases are evaluated together as one FIFO recurrence
+(``RingCoordinator._flush``), the order checked on every link. Each case is compared with the
+message-by-message run (``fast=False``); ``fast_messages`` tells which path ran.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sim_paths import assert_fast_equals_message_path
+from test_sim_examples import _straggler_set, coll, write_set
+
+from chakra_pipe import cli
+from chakra_pipe.et import schema
+from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.rankset import analyze
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim.engine import EventQueue
+from chakra_pipe.sim.network import make_network
+from chakra_pipe.sim.simulate import aware_fast_path_is_exact
+
+RERUN = "rerun message by message"
+KINDS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
+STEPS = {
+    "llama3-8b-t8d2-zero1": ["--model", "llama3-8b", "--layers", "2", "--tp", "8", "--dp", "2", "--zero", "1"],
+    "mixtral-t2d4e2": ["--model", "mixtral-8x7b", "--layers", "1", "--tp", "2", "--dp", "4", "--ep", "2"],
+    "gpt3-175b-t2d2p2": ["--model", "gpt3-175b", "--layers", "2", "--tp", "2", "--dp", "2", "--pp", "2"],
+}
+
+
+def _hw(topology: str, sizes: list[int], chunks: int, splits: int = 4, **extra) -> HardwareConfig:
+    system = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": chunks,
+        "preferred-dataset-splits": splits,
+        "collective-optimization": "localBWAware",
+        "local-mem-bw": 3350,
+        **{f"{k}-implementation": ["ring"] * len(sizes) for k in KINDS},
+    }
+    net = {
+        "topology": [topology] * len(sizes),
+        "npus_count": sizes,
+        "bandwidth": [400, 200][: len(sizes)],
+        "latency": [936.25, 1000][: len(sizes)],
+    }
+    return HardwareConfig(
+        SystemConfig.from_dict(system, source="sys"),
+        NetworkConfig.from_dict(net, source="net"),
+        backend="congestion_aware",
+        **extra,
+    )
+
+
+def _exact(ts: TraceSet, hw: HardwareConfig) -> bool:
+    return aware_fast_path_is_exact(ts, hw, analyze(ts).groups, make_network(hw.backend, hw.network, EventQueue()))
+
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory) -> dict[str, TraceSet]:
+    out = {}
+    for name, flags in STEPS.items():
+        prefix = tmp_path_factory.mktemp(name) / "w"
+        assert cli.main(["generate", "llm", *flags, "--out", str(prefix)]) == 0
+        out[name] = TraceSet.load(prefix)
+    return out
+
+
+@pytest.mark.parametrize("chunks", [4, 8])
+@pytest.mark.parametrize("topology", ["Switch", "FullyConnected"])
+@pytest.mark.parametrize("step", sorted(STEPS))
+def test_generated_steps_with_every_chunk_active_take_the_fast_path(
+    steps, step: str, topology: str, chunks: int, caplog
+) -> None:
+    """4 chunks per collective, 4 or 8 active: every ring message is evaluated (only pipeline sends go
+    one by one), nothing is redone, and every rank's times and records equal the message path's."""
+    ts = steps[step]
+    hw = _hw(topology, [len(ts.ranks)], chunks)
+    assert _exact(ts, hw)
+    with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
+        fast = simulate(ts, hw)
+    assert RERUN not in caplog.text
+    p2p = sum(int((g.types == schema.COMM_SEND_NODE).sum()) for g in ts.ranks)
+    assert fast.messages - fast.fast_messages == p2p and fast.fast_messages > 0
+    assert_fast_equals_message_path(ts, hw)
+
+
+@pytest.mark.parametrize("p", [8, 64])  # the joint recurrence in Python lists, then in numpy arrays
+@pytest.mark.parametrize("kind", [schema.ALL_REDUCE, schema.ALL_GATHER, schema.REDUCE_SCATTER, schema.ALL_TO_ALL])
+def test_chunks_started_together_are_one_recurrence(tmp_path: Path, kind: int, p: int) -> None:
+    """Two collectives in a row, every chunk active: the chunks' messages queue behind each other on
+    each member's uplink and downlink (step 1's all offered at one ns), and the links carry over."""
+    ts = write_set(tmp_path, [[coll(0, kind), coll(1, schema.ALL_REDUCE, size=3 << 18, data=[0])] for _ in range(p)])
+    net = {"topology": ["Switch"], "npus_count": [p], "bandwidth": [100], "latency": [700]}
+    hw = HardwareConfig(
+        _hw("Switch", [p], 4).system, NetworkConfig.from_dict(net, source="net"), backend="congestion_aware"
+    )
+    fast = simulate(ts, hw)
+    assert fast.fast_messages == fast.messages > 0
+    assert_fast_equals_message_path(ts, hw)
+
+
+@pytest.mark.parametrize("topology", ["Switch", "Ring", "FullyConnected"])
+def test_a_tie_only_the_event_order_settles_reruns(tmp_path: Path, topology: str, caplog) -> None:
+    """Staggered starts, then a small all-reduce: a late member's chunks send at one ns after a receive
+    whose message arrived at that very ns for one chunk and earlier for the other — their order is
+    the global event sequence, which the recurrence does not model: ``LinkConflict``, the run is
+    redone message by message and equals ``fast=False``."""
+    ts = _straggler_set(tmp_path, 4, schema.ALL_GATHER)
+    net = {"topology": [topology], "npus_count": [4], "bandwidth": [100], "latency": [700]}
+    hw = HardwareConfig(
+        _hw(topology, [4], 4).system, NetworkConfig.from_dict(net, source="net"), backend="congestion_aware"
+    )
+    with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
+        fast = simulate(ts, hw)
+    assert "no later than the chunk before" in caplog.text and RERUN in caplog.text
+    assert fast.fast_messages == 0
+    assert fast.to_dict() == simulate(ts, hw, fast=False).to_dict()
+
+
+def test_chunks_that_do_not_all_run_at_once_are_declined(steps) -> None:
+    """Fewer active chunks than chunks (a queue admits the rest one by one), two queues (half the
+    chunks run the other way), or several dimensions (a chunk enters the next dimension when it
+    leaves the previous one): message by message from the start."""
+    ts = steps["mixtral-t2d4e2"]
+    assert _exact(ts, _hw("Switch", [8], 4))
+    assert not _exact(ts, _hw("Switch", [8], 2))
+    assert not _exact(ts, _hw("Switch", [8], 4, num_queues_per_dim=2))
+    assert not _exact(ts, _hw("Switch", [2, 4], 4))
+    assert _exact(ts, _hw("Switch", [2, 4], 4, splits=1))
