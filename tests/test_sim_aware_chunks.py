@@ -82,7 +82,7 @@ def test_generated_steps_with_every_chunk_active_take_the_fast_path(
     hw = _hw(topology, [len(ts.ranks)], chunks)
     assert _exact(ts, hw)
     with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
-        fast = simulate(ts, hw)
+        fast = simulate(ts, hw, symmetric=False)
     assert RERUN not in caplog.text
     p2p = sum(int((g.types == schema.COMM_SEND_NODE).sum()) for g in ts.ranks)
     assert fast.messages - fast.fast_messages == p2p and fast.fast_messages > 0
@@ -99,7 +99,7 @@ def test_chunks_started_together_are_one_recurrence(tmp_path: Path, kind: int, p
     hw = HardwareConfig(
         _hw("Switch", [p], 4).system, NetworkConfig.from_dict(net, source="net"), backend="congestion_aware"
     )
-    fast = simulate(ts, hw)
+    fast = simulate(ts, hw, symmetric=False)
     assert fast.fast_messages == fast.messages > 0
     assert_fast_equals_message_path(ts, hw)
 
@@ -116,7 +116,7 @@ def test_a_tie_only_the_event_order_settles_reruns(tmp_path: Path, topology: str
         _hw(topology, [4], 4).system, NetworkConfig.from_dict(net, source="net"), backend="congestion_aware"
     )
     with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
-        fast = simulate(ts, hw)
+        fast = simulate(ts, hw, symmetric=False)
     assert "no later than the chunk before" in caplog.text and RERUN in caplog.text
     assert fast.fast_messages == 0
     assert fast.to_dict() == simulate(ts, hw, fast=False).to_dict()

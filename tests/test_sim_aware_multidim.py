@@ -92,7 +92,7 @@ def test_generated_steps_take_the_aware_fast_path_on_multidim_networks(
     hw = _hw(topology, sizes, optimization)
     assert _exact(ts, hw)
     with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
-        fast = simulate(ts, hw)
+        fast = simulate(ts, hw, symmetric=False)
     assert RERUN not in caplog.text
     p2p = sum(int((g.types == schema.COMM_SEND_NODE).sum()) for g in ts.ranks)
     assert fast.messages - fast.fast_messages == p2p
@@ -121,7 +121,7 @@ def test_different_phases_meeting_on_a_link_rerun_message_by_message(tmp_path: P
     hw = _hw("Switch", [p, 2], "baseline")
     assert _exact(ts, hw, groups)
     with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
-        fast = simulate(ts, hw, comm_groups=groups)
+        fast = simulate(ts, hw, comm_groups=groups, symmetric=False)
     assert RERUN in caplog.text
     assert fast.fast_messages == 0
     slow = simulate(ts, hw, comm_groups=groups, fast=False)
@@ -146,7 +146,10 @@ def test_which_multidim_runs_are_declined(tmp_path: Path) -> None:
     assert _exact(ts, _hw("Switch", [4, 2], **{"active-chunks-per-dimension": 2, "preferred-dataset-splits": 1}), good)
     assert not _exact(ts, _hw("Switch", [4, 2], **{"all-reduce-implementation": ["ring", "direct"]}), good)
     for groups in ({1: [0, 1, 2, 5]}, good):
-        fast, slow = simulate(ts, hw, comm_groups=groups), simulate(ts, hw, comm_groups=groups, fast=False)
+        fast, slow = (
+            simulate(ts, hw, comm_groups=groups, symmetric=False),
+            simulate(ts, hw, comm_groups=groups, fast=False),
+        )
         assert fast.to_dict() == slow.to_dict() and min(fast.finish_ns) > 0
     # alone on the network, the cross-dimension sub-group ring is evaluated whole by the recurrence
     alone = write_set(
@@ -156,7 +159,7 @@ def test_which_multidim_runs_are_declined(tmp_path: Path) -> None:
             for r in range(8)
         ],
     )
-    fast = simulate(alone, hw, comm_groups=good)
+    fast = simulate(alone, hw, comm_groups=good, symmetric=False)
     assert fast.fast_messages == fast.messages > 0
     assert fast.to_dict() == simulate(alone, hw, comm_groups=good, fast=False).to_dict()
 
@@ -171,6 +174,6 @@ def test_one_ring_over_every_npu_crosses_dimensions_exactly(tmp_path: Path) -> N
     ts = write_set(tmp_path, ranks)
     hw = _hw("Switch", [4, 2], **{f"{k}-implementation": ["oneRing"] for k in KINDS})
     assert _exact(ts, hw)
-    fast = simulate(ts, hw)
+    fast = simulate(ts, hw, symmetric=False)
     assert fast.fast_messages == fast.messages > 0
     assert_fast_equals_message_path(ts, hw)
