@@ -145,7 +145,8 @@ def main() -> None:
             f"calibration: {fit['platform']['topology']} {fit['platform']['bandwidth_gbps']} GB/s, latency "
             f"{fit['platform']['latency_ns']} ns, endpoint-delay {fit['platform']['endpoint_delay_ns']} ns; median "
             f"|error| {100 * fit['median_rel_error_fitted_sizes']:.1f}% (sizes >= {fit['fit_min_size_bytes']} B), "
-            f"{100 * fit['median_rel_error_all_sizes']:.1f}% (all sizes)"
+            f"{100 * fit['median_rel_error_all_sizes']:.1f}% (all sizes), "
+            f"{100 * (fit.get('median_rel_error_from_256KiB') or 0):.1f}% (sizes >= 256 KiB)"
         )
         hw = load_hardware(cal / "system.json", cal / "network.yml")
         net = json.loads(json.dumps(hw.network.__dict__))

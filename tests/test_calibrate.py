@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chakra_pipe.calibrate.bench import KINDS, Measurement, call_ns, covered_share, shared_clock, write_benchmark
-from chakra_pipe.calibrate.fit import Platform, _hardware, _Sets, _time, fit
+from chakra_pipe.calibrate.fit import Platform, _hardware, _Sets, _time, fit, slower_than_larger
 from chakra_pipe.calibrate.report import write_outputs
 from chakra_pipe.generate.collective import COLLECTIVES
 from chakra_pipe.results.busbw import bandwidth
@@ -42,6 +42,25 @@ def test_fit_recovers_times_the_model_produced(tmp_path, npus):
     for m in measured:
         assert abs(result.predicted_ns[(m.kind, m.size)] - m.time_ns) <= 0.01 * m.time_ns, (m, result.platform)
     assert result.platform.npus == npus and result.platform.topology in ("Ring", "Switch")
+
+
+def test_a_call_slower_than_a_larger_one_is_reported_but_not_fitted(tmp_path):
+    """A descheduled rank makes the 256 KiB all-reduce look slower than the 1 MiB one: no byte
+    count explains that, so the fit leaves the row out and recovers the machine as if it were clean."""
+    clean = _synthetic(2, tmp_path)
+    slow = {("all_reduce", 256 << 10)}
+    noisy = [
+        Measurement(m.kind, m.size, 3 * m.time_ns * 4, m.algbw_GBps, m.busbw_GBps, 1) if (m.kind, m.size) in slow else m
+        for m in clean
+    ]
+    assert slower_than_larger(clean) == set() and slower_than_larger(noisy) == slow
+    result = fit(noisy, 2, 256 << 10)
+    assert result.fitted == frozenset((m.kind, m.size) for m in clean) - slow
+    for m in clean:
+        assert abs(result.predicted_ns[(m.kind, m.size)] - m.time_ns) <= 0.01 * m.time_ns, (m, result.platform)
+    doc = write_outputs(tmp_path / "cal", noisy, result, {"backend": "synthetic", "ranks": 2}, 256 << 10)
+    assert [r["fitted"] for r in doc["rows"]] == [(r["collective"], r["size_bytes"]) not in slow for r in doc["rows"]]
+    assert doc["median_rel_error_from_256KiB"] == doc["median_rel_error_fitted_sizes"] <= 0.01
 
 
 def test_written_platform_files_reproduce_the_reported_predictions(tmp_path):
