@@ -9,7 +9,9 @@ implementation, size) give the exact coefficients, and the fit is a non-negative
 least-absolute-deviations problem in relative error (the best-fitting 60 % of the rows; iteratively
 reweighted least squares, each step solved exactly by trying every active set of the four
 variables) for every topology and every combination of implementations. Absolute, trimmed error
-aims at the median, so a collective the model cannot follow does not pull the others off. The winner's
+aims at the median, so a collective the model cannot follow does not pull the others off; every row
+weighs alike (relative error), so no size outweighs another, and a row slower than a larger call of
+its collective is not fitted at all (:func:`slower_than_larger`). The winner's
 predictions are then *re-simulated* at the fitted values, so the reported errors are the simulator's, not the
 linearisation's.
 """
