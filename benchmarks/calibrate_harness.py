@@ -69,7 +69,7 @@ def bare_us(size: int, calls: int, iterations: int) -> float:
 
 def replay_us(size: int, calls: int, iterations: int) -> float:
     cases, nodes, _ = bench._replay(2, (size,) * calls, "gloo", iterations, 1, 300.0, None, ("all_reduce",))
-    return statistics.median(bench._call_ns(nodes, k, it) / 1e3 for k in range(len(cases)) for it in range(iterations))
+    return statistics.median(bench.call_ns(nodes, k, it) / 1e3 for k in range(len(cases)) for it in range(iterations))
 
 
 def main() -> None:

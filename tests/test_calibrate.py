@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from chakra_pipe.calibrate.bench import KINDS, Measurement, covered_share, write_benchmark
-from chakra_pipe.calibrate.fit import Platform, _hardware, _Sets, _time, fit
+from chakra_pipe.calibrate.bench import KINDS, Measurement, call_ns, covered_share, shared_clock, write_benchmark
+from chakra_pipe.calibrate.fit import Platform, _hardware, _Sets, _time, fit, slower_than_larger
 from chakra_pipe.calibrate.report import write_outputs
 from chakra_pipe.generate.collective import COLLECTIVES
 from chakra_pipe.results.busbw import bandwidth
@@ -42,6 +42,25 @@ def test_fit_recovers_times_the_model_produced(tmp_path, npus):
     for m in measured:
         assert abs(result.predicted_ns[(m.kind, m.size)] - m.time_ns) <= 0.01 * m.time_ns, (m, result.platform)
     assert result.platform.npus == npus and result.platform.topology in ("Ring", "Switch")
+
+
+def test_a_call_slower_than_a_larger_one_is_reported_but_not_fitted(tmp_path):
+    """A descheduled rank makes the 256 KiB all-reduce look slower than the 1 MiB one: no byte
+    count explains that, so the fit leaves the row out and recovers the machine as if it were clean."""
+    clean = _synthetic(2, tmp_path)
+    slow = {("all_reduce", 256 << 10)}
+    noisy = [
+        Measurement(m.kind, m.size, 3 * m.time_ns * 4, m.algbw_GBps, m.busbw_GBps, 1) if (m.kind, m.size) in slow else m
+        for m in clean
+    ]
+    assert slower_than_larger(clean) == set() and slower_than_larger(noisy) == slow
+    result = fit(noisy, 2, 256 << 10)
+    assert result.fitted == frozenset((m.kind, m.size) for m in clean) - slow
+    for m in clean:
+        assert abs(result.predicted_ns[(m.kind, m.size)] - m.time_ns) <= 0.01 * m.time_ns, (m, result.platform)
+    doc = write_outputs(tmp_path / "cal", noisy, result, {"backend": "synthetic", "ranks": 2}, 256 << 10)
+    assert [r["fitted"] for r in doc["rows"]] == [(r["collective"], r["size_bytes"]) not in slow for r in doc["rows"]]
+    assert doc["median_rel_error_from_256KiB"] == doc["median_rel_error_fitted_sizes"] <= 0.01
 
 
 def test_written_platform_files_reproduce_the_reported_predictions(tmp_path):
@@ -104,6 +123,22 @@ def test_covered_share_counts_gemms_that_outlast_their_collective():
     r0 = {0: node([0, 0], [5, 5]), 1: node([0, 0], [9, 9]), 2: node([9, 9], [4, 4]), 3: node([9, 9], [4, 6])}
     r1 = {0: node([0, 0], [5, 5]), 1: node([0, 0], [5, 9]), 2: node([9, 9], [4, 4]), 3: node([9, 9], [4, 3])}
     assert covered_share([r0, r1], 2, 2) == 7 / 8
+
+
+def test_call_time_is_taken_on_the_shared_clock_not_each_ranks_own():
+    """Rank 1 leaves the iteration barrier 3 ms after rank 0 (origins 1 ms and 4 ms on the host's
+    monotonic clock). On that clock rank 0 issues the call at 4.2 ms, rank 1 at 5.0 ms, and both
+    complete at 6.0 ms: the call took 1.0 ms from the last issue."""
+
+    def rank(origin, start, dur):
+        return {"iteration_origin_ns": [origin], "nodes": [{"id": 0, "start_ns": [start], "duration_ns": [dur]}]}
+
+    result = {"ranks": [rank(1_000_000, 3_200_000, 1_800_000), rank(4_000_000, 1_000_000, 1_000_000)]}
+    assert call_ns(shared_clock(result), 0, 0) == 1_000_000
+    # each rank's own clock: max end (rank 0's 5.0 ms) - max start (rank 0's 3.2 ms) = 1.8 ms, the
+    # early rank's wait for the late one counted as the call's time
+    relative = [{n["id"]: n for n in r["nodes"]} for r in result["ranks"]]
+    assert call_ns(relative, 0, 0) == 1_800_000
 
 
 def test_cli_rejects_one_rank(tmp_path):
@@ -178,3 +213,19 @@ def test_gloo_calibration_under_gemm_load(tmp_path):
     assert [(u["collective"], u["size_bytes"]) for u in doc["unloaded_ns"]] == [(k, 256 << 10) for k in KINDS]
     assert all(u["measured_ns"] > 0 for u in doc["unloaded_ns"]) and all(row["measured_ns"] > 0 for row in doc["rows"])
     assert f"covered {100 * doc['load_covered_share']:.0f}%" in r.stdout
+
+
+@pytest.mark.slow
+def test_replay_iteration_origins_share_one_clock_across_ranks():
+    """A rank starts iteration k + 1 only after the barrier every rank enters when it ends iteration k,
+    so on a clock the ranks share, every rank's next origin is after every rank's previous end; and
+    every call's time, from the last issue, is positive."""
+    pytest.importorskip("torch", reason="calibrate measures through the replay engine: the optional torch extra")
+    from chakra_pipe.calibrate.bench import _replay
+
+    cases, nodes, result = _replay(2, (4096,), "gloo", 3, 0, 120.0, None, ("all_reduce", "all_gather"))
+    ranks = result["ranks"]
+    for k in range(2):
+        ends = [r["iteration_origin_ns"][k] + r["iteration_wall_ns"][k] for r in ranks]
+        assert min(r["iteration_origin_ns"][k + 1] for r in ranks) >= max(ends)
+    assert all(call_ns(nodes, i, it) > 0 for i in range(len(cases)) for it in range(3))

@@ -3,11 +3,15 @@
 One rank set holds every (collective, size) once, in one chain per rank, so a single replay
 (one process start-up per rank) measures them all: the replay's warm-up iterations warm gloo's
 buffers and connections, and its timed iterations are the repeats. A call's time is, per
-iteration, from the last member's issue to the last member's completion (iterations start at a
-world barrier, so the ranks' clocks are aligned to within the barrier's skew): a rank that
-arrived early waiting for a late one is not counted, as nccl-tests' barrier-then-time does not
-count it. The figure kept is the median over iterations, which shrugs off a descheduled rank on
-a shared machine. Bandwidths follow nccl-tests (``results.busbw``).
+iteration, from the last member's issue to the last member's completion, both on the one clock
+the ranks share (``time.monotonic_ns``: every rank runs on this host, and the replay records each
+iteration's start on that clock, ``iteration_origin_ns``): a rank that arrived early waiting for a
+late one is not counted, as nccl-tests' barrier-then-time does not count it. Times relative to each
+rank's own iteration start would not do: the ranks leave the iteration barrier 2-4 ms apart on a
+loaded 2-core host, so the late rank's calls would look that much shorter and the early rank's
+longer, and the fitted latency would follow the barrier's skew instead of the collective. The
+figure kept is the median over iterations, which shrugs off a descheduled rank on a shared
+machine. Bandwidths follow nccl-tests (``results.busbw``).
 
 **Under load** (``load="gemm"``): in a captured training step a collective rarely runs alone. DDP
 reduces each gradient bucket on the backend's worker thread while the main thread computes the rest
@@ -149,19 +153,29 @@ def _replay(
                 timeout_s=timeout_s,
             )
         )
-    nodes = [{n["id"]: n for n in r["nodes"]} for r in result["ranks"]]
-    return cases, nodes, result
+    return cases, shared_clock(result), result
 
 
-def _call_ns(nodes: list[dict], i: int, it: int) -> int:
-    """Iteration ``it`` of node ``i``: from the last rank's issue to the last rank's completion."""
+def shared_clock(result: dict) -> list[dict]:
+    """Per rank, its nodes by id with ``start_ns`` moved onto the host's monotonic clock (the
+    rank's ``iteration_origin_ns`` added), so ranks' issue and completion times compare."""
+    out = []
+    for r in result["ranks"]:
+        origin = r["iteration_origin_ns"]
+        out.append({n["id"]: {**n, "start_ns": [o + s for o, s in zip(origin, n["start_ns"])]} for n in r["nodes"]})
+    return out
+
+
+def call_ns(nodes: list[dict], i: int, it: int) -> int:
+    """Iteration ``it`` of node ``i`` (shared-clock times): from the last rank's issue to the last
+    rank's completion."""
     return max(r[i]["start_ns"][it] + r[i]["duration_ns"][it] for r in nodes) - max(r[i]["start_ns"][it] for r in nodes)
 
 
 def _measurements(cases, nodes, ranks: int, iterations: int, stride: int) -> list[Measurement]:
     out = []
     for k, (kind, size) in enumerate(cases):
-        med = int(statistics.median(_call_ns(nodes, stride * k, it) for it in range(iterations)))
+        med = int(statistics.median(call_ns(nodes, stride * k, it) for it in range(iterations)))
         bw = bandwidth(COLLECTIVES[kind], size, ranks, med)
         out.append(Measurement(kind, size, med, bw.algbw_GBps if bw else 0.0, bw.busbw_GBps if bw else 0.0, iterations))
     return out

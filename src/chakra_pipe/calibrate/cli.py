@@ -64,6 +64,11 @@ def _calibrate(args) -> int:
         f"{p['latency_ns']} ns, endpoint-delay {p['endpoint_delay_ns']} ns, local-mem-bw {p['local_mem_bw_gbps']} "
         f"GB/s, {p['implementations']}; median |error| {100 * err:.1f}% for sizes >= {fit_min} B, "
         f"{100 * doc['median_rel_error_all_sizes']:.1f}% over all sizes"
+        + (
+            f", {100 * doc['median_rel_error_from_256KiB']:.1f}% for sizes >= 256 KiB"
+            if doc["median_rel_error_from_256KiB"] is not None and fit_min != 256 << 10
+            else ""
+        )
         + (f"; timed under GEMM load (covered {100 * doc['load_covered_share']:.0f}%)" if args.load == "gemm" else "")
     )
     return 0

@@ -9,7 +9,9 @@ implementation, size) give the exact coefficients, and the fit is a non-negative
 least-absolute-deviations problem in relative error (the best-fitting 60 % of the rows; iteratively
 reweighted least squares, each step solved exactly by trying every active set of the four
 variables) for every topology and every combination of implementations. Absolute, trimmed error
-aims at the median, so a collective the model cannot follow does not pull the others off. The winner's
+aims at the median, so a collective the model cannot follow does not pull the others off; every row
+weighs alike (relative error), so no size outweighs another, and a row slower than a larger call of
+its collective is not fitted at all (:func:`slower_than_larger`). The winner's
 predictions are then *re-simulated* at the fitted values, so the reported errors are the simulator's, not the
 linearisation's.
 """
@@ -189,11 +191,29 @@ class FitResult:
     platform: Platform
     predicted_ns: dict[tuple[str, int], int]
     objective: tuple[float, float]  # (trimmed, all rows) sum of absolute relative errors
+    fitted: frozenset[tuple[str, int]]  # the (kind, size) rows the fit used
+
+
+def slower_than_larger(measurements: list[Measurement]) -> set[tuple[str, int]]:
+    """(kind, size) of every measurement slower than a *larger* message of the same collective.
+
+    Such a time cannot be the cost of its bytes: the larger call would have carried them, faster
+    (every term of the model, and of any network, is non-decreasing in the bytes). It is the
+    machine's noise (a rank descheduled during that call's repeats; gloo's 256 KiB all-reduce at
+    4.2 ms beside 1.9 ms at 1 MiB in one run), so it is reported but not fitted: one such row, at a
+    small size, would otherwise move the fitted latency by milliseconds."""
+    out = set()
+    for m in measurements:
+        if any(o.kind == m.kind and o.size > m.size and 0 < o.time_ns < m.time_ns for o in measurements):
+            out.add((m.kind, m.size))
+    return out
 
 
 def fit(measurements: list[Measurement], npus: int, min_size: int) -> FitResult:
-    """The platform minimising the absolute relative error over measurements of >= ``min_size`` bytes."""
-    used = [m for m in measurements if m.size >= min_size and m.time_ns > 0]
+    """The platform minimising the absolute relative error over measurements of >= ``min_size``
+    bytes, less those :func:`slower_than_larger` rejects."""
+    rejected = slower_than_larger(measurements)
+    used = [m for m in measurements if m.size >= min_size and m.time_ns > 0 and (m.kind, m.size) not in rejected]
     if not used:
         raise ValueError(f"no measurement of at least {min_size} bytes to fit")
     kinds = sorted({m.kind for m in used}, key=list(IMPLEMENTATIONS).index)
@@ -236,7 +256,7 @@ def fit(measurements: list[Measurement], npus: int, min_size: int) -> FitResult:
             (m.kind, m.size): _time(sets, topology, m.kind, impls.get(m.kind, "ring"), m.size, values)
             for m in measurements
         }
-    return FitResult(platform, predicted, obj)
+    return FitResult(platform, predicted, obj, frozenset((m.kind, m.size) for m in used))
 
 
 def _bandwidth(inverse: float) -> float:

@@ -20,6 +20,7 @@ from .bench import KINDS, Measurement
 from .fit import FitResult
 
 SCHEMA = "chakra-pipe/calibrate/1"
+LARGE = 256 << 10  # the error is also always reported over sizes >= this, whatever range was fitted
 
 
 def rows(measurements: list[Measurement], result: FitResult) -> list[dict]:
@@ -36,6 +37,7 @@ def rows(measurements: list[Measurement], result: FitResult) -> list[dict]:
                 "algbw_GBps": float(f"{m.algbw_GBps:.4g}"),
                 "busbw_GBps": float(f"{m.busbw_GBps:.4g}"),
                 "samples": m.samples,
+                "fitted": (m.kind, m.size) in result.fitted,
             }
         )
     return out
@@ -75,6 +77,7 @@ def write_outputs(out: Path, measurements: list[Measurement], result: FitResult,
         "fit_min_size_bytes": min_size,
         "median_rel_error_fitted_sizes": median_error(table, min_size),
         "median_rel_error_all_sizes": median_error(table, 0),
+        "median_rel_error_from_256KiB": median_error(table, LARGE),
         "rows": table,
     }
     write_json(out / "fit.json", doc)

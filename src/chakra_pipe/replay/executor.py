@@ -90,11 +90,17 @@ class ReplayTimeout(Exception):
 
 @dataclass
 class IterationTiming:
-    """Issue and completion times (ns since the iteration started) of every node."""
+    """Issue and completion times (ns since the iteration started) of every node, and when the
+    iteration started on the clock itself (``origin_ns``). The clock is ``time.monotonic_ns``:
+    CLOCK_MONOTONIC is one system-wide clock, so the origins of ranks on one host are comparable
+    and ``origin_ns + start_ns[i]`` puts every rank's node on one time line (ranks leave the
+    iteration barrier milliseconds apart on a loaded host; times relative to each rank's own start
+    cannot be compared across ranks)."""
 
     wall_ns: int
     start_ns: list[int]
     end_ns: list[int]
+    origin_ns: int
 
 
 def run_iteration(
@@ -203,7 +209,7 @@ def run_iteration(
         if _due_soon(engine, busy, clock()):
             continue  # a busy-wait is ending: hold the core (a yield can cost a whole time slice)
         idle_poll(idle)
-    return IterationTiming(clock() - t0, start, end)
+    return IterationTiming(clock() - t0, start, end, t0)
 
 
 def _due_soon(engine: Engine, busy: dict, now: int) -> bool:

@@ -78,7 +78,15 @@ def assemble(plan: ReplayPlan, settings: dict[str, Any], per_rank: list[dict]) -
                         **_bw(bw),
                     }
                 )
-        ranks.append({"rank": rp.rank, "file": rp.file, "iteration_wall_ns": res["iteration_wall_ns"], "nodes": nodes})
+        ranks.append(
+            {
+                "rank": rp.rank,
+                "file": rp.file,
+                "iteration_wall_ns": res["iteration_wall_ns"],
+                "iteration_origin_ns": res["iteration_origin_ns"],
+                "nodes": nodes,
+            }
+        )
     groups = {"0": list(range(plan.world_size))}
     groups.update({name: list(m) for name, m in plan.groups.items() if name != WORLD})
     return {

@@ -58,7 +58,7 @@ def main(run_dir: str, rank: int, local_rank: int) -> int:
         # Every rank creates every group, in the same order (torch.distributed requires it).
         groups = {name: dist.new_group(list(members)) for name, members in job["groups"].items()}
         engine = TorchEngine(plan, groups, device, job["compute"])
-        walls, starts, ends, calls = [], [], [], []
+        walls, origins, starts, ends, calls = [], [], [], [], []
         total = job["warmup"] + job["iterations"]
         for iteration in range(total):
             _barrier(dist, deadline)
@@ -79,6 +79,7 @@ def main(run_dir: str, rank: int, local_rank: int) -> int:
                 torch.cuda.synchronize(device)
             if iteration >= job["warmup"]:
                 walls.append(timing.wall_ns)
+                origins.append(timing.origin_ns)
                 starts.append(timing.start_ns)
                 ends.append(timing.end_ns)
                 calls.append({str(i): b for i, b in sorted(engine.calls.items())})
@@ -89,6 +90,7 @@ def main(run_dir: str, rank: int, local_rank: int) -> int:
             {
                 "rank": rank,
                 "iteration_wall_ns": walls,
+                "iteration_origin_ns": origins,
                 "start_ns": starts,
                 "end_ns": ends,
                 "call_bytes": calls,
