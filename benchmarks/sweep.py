@@ -35,7 +35,7 @@ import json, os, resource, subprocess, sys
 rc = subprocess.run([sys.executable, {real!r}, *sys.argv[1:]]).returncode
 job = resource.getrusage(resource.RUSAGE_CHILDREN)
 me = resource.getrusage(resource.RUSAGE_SELF)
-verb = " ".join(a for a in sys.argv[1:3] if not a.startswith("-"))
+verb = " ".join(a for a in sys.argv[1:3] if a.isidentifier())  # "sweep run", "validate"
 line = {{"verb": verb, "cpu": job.ru_utime + job.ru_stime, "wrapper": me.ru_utime + me.ru_stime}}
 with open(os.environ["SWEEP_BENCH_JOBS"], "a") as f:
     f.write(json.dumps(line) + "\\n")
