@@ -9,6 +9,7 @@ than Megatron, must run on the full engine and say why.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 
@@ -21,7 +22,9 @@ from chakra_pipe.et.framing import read_trace, write_trace
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.generate.llm import generate_llm
 from chakra_pipe.generate.options import resolve_llm
+from chakra_pipe.results.collectives import simulated_rows
 from chakra_pipe.sim import simulate
+from chakra_pipe.sim.config import SystemConfig
 from chakra_pipe.sim.result import finished_line
 from chakra_pipe.sim.stats import rank_statistics
 
@@ -45,8 +48,10 @@ def write_set(tmp_path, options: dict, name: str = "s", **extra) -> str:
 
 
 def assert_full_engine_result(quick, full, hw) -> None:
-    """Every output of the two runs is the same: per-rank lists, records, statistics, printed lines."""
+    """Every output of the two runs is the same: per-rank lists, records, statistics, printed lines,
+    the per-collective rows (group sizes looked up by each rank's own group names)."""
     assert quick.to_dict() == full.to_dict()
+    assert simulated_rows(quick, "c", "w", "p", hw.backend) == simulated_rows(full, "c", "w", "p", hw.backend)
     assert rank_statistics(quick, hw.system) == rank_statistics(full, hw.system)
     assert quick.timeline() == full.timeline()
     lines = [finished_line(r, t, x) for r, (t, x) in enumerate(zip(quick.finish_ns, quick.exposed_comm_ns))]
@@ -187,3 +192,70 @@ def test_one_set_on_many_hardware_points_is_proven_once_and_exact_on_each(tmp_pa
     for hw in points:
         assert simulate(ts, hw).to_dict() == simulate(ts, hw, symmetric=False).to_dict()
     assert len(proofs) == len(set(proofs)) == 1
+
+
+def _append_collective(path: str, **attrs) -> None:
+    """Append an all-reduce of 1 MiB after the file's last node, with ``attrs`` (pg_name, involved_dim)."""
+    metadata, nodes = read_trace(path)
+    last = nodes[-1]
+    node = type(last)()
+    node.id, node.name, node.type = max(n.id for n in nodes) + 1, "world_all_reduce", schema.COMM_COLL_NODE
+    node.data_deps.append(last.id)
+    set_attr(node, "is_cpu_op", False)
+    set_attr(node, "comm_type", schema.ALL_REDUCE, "int64_val")
+    set_attr(node, "comm_size", 1 << 20, "int64_val")
+    for name, value in attrs.items():
+        set_attr(node, name, value)
+    nodes.append(node)
+    write_trace(path, metadata, nodes)
+
+
+def _mixed_algorithms(hw, algos: list[str]):
+    """``hw`` with the per-dimension algorithm list ``algos`` for every collective (``hardware``'s
+    other system keys)."""
+    keys = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+    system = {
+        "scheduling-policy": "LIFO",
+        "collective-optimization": "localBWAware",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4,
+        **{f"{k}-implementation": list(algos) for k in keys},
+        "local-mem-bw": 3350,
+        "peak-perf": 989,
+        "roofline-enabled": 0,
+    }
+    return dataclasses.replace(hw, system=SystemConfig.from_dict(system, source="sys.json"))
+
+
+WORLD_CASES = [
+    ("no pg_name", {}, hardware((8,))),
+    ("pg_name 0", {"pg_name": "0"}, hardware((8,), algo="direct")),
+    ("no pg_name", {}, hardware((2, 4), backend="congestion_aware")),
+    ("involved_dim", {"involved_dim": [True]}, hardware((8,))),
+    ("per-dimension algorithms", {}, _mixed_algorithms(hardware((2, 4)), ["ring", "halvingDoubling"])),
+    (
+        "per-dimension algorithms involved_dim",
+        {"involved_dim": [True, True]},
+        _mixed_algorithms(hardware((2, 4), backend="congestion_aware"), ["ring", "halvingDoubling"]),
+    ),
+]
+
+
+@pytest.mark.parametrize(("label", "attrs", "hw"), WORLD_CASES, ids=[f"{c[0]} {c[2].backend}" for c in WORLD_CASES])
+def test_a_collective_over_every_rank_runs_on_the_full_engine(tmp_path, caplog, label, attrs, hw):
+    """A world collective (no pg_name, a world name, or involved_dim) runs the global plan, which
+    follows the physical dimensions (and any algorithm of a per-dimension list): the groups prove
+    nothing about it, so the quotient is declined and every output is the full engine's (the quotient
+    gave one finish time to four ranks whose world all-reduce ends at four, or crashed on a
+    halving-doubling dimension)."""
+    prefix = write_set(tmp_path, SETS["tp+dp+pp"])
+    for x in range(8):
+        _append_collective(f"{prefix}.{x}.et", **attrs)
+    ts = TraceSet.load(prefix)
+    with caplog.at_level(logging.INFO, logger=LOG):
+        quick = simulate(ts, hw)
+    assert "full engine: symmetric run declined" in caplog.text and "a collective over every rank" in caplog.text
+    full = simulate(ts, hw, symmetric=False)
+    assert quick.messages == full.messages
+    assert_full_engine_result(quick, full, hw)

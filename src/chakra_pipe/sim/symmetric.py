@@ -95,8 +95,9 @@ caller logs before falling back to the full engine): no rendezvous; every networ
 ``tp·ep`` and ``tp·dp`` (so the lowest differing dimension of two ranks, which sets the delay, is
 invariant), on the aware one the automorphism above; ``ring``/``direct`` algorithms for every
 collective (halving-doubling and trees pair ranks by XOR and tree position, not by rotation); no
-world-sized group (its plan spans the physical dimensions); no pooled remote memory. The rank set's
-own structure is then verified, in O(ranks): every (member, ring successor) pair of every group,
+world-sized group and no collective over every rank (their plan spans the physical dimensions:
+``simulate_symmetric`` declines a representative's, :func:`world_collective`); no pooled remote
+memory. The rank set's own structure is then verified, in O(ranks): every (member, ring successor) pair of every group,
 and every pipeline peer, maps under the translation to the corresponding pair of the
 representative, and the delay of every message a representative sends equals that of its image.
 Tests compare against the full engine at 64–1,024 ranks on both backends, including expert
@@ -120,6 +121,8 @@ import numpy as np
 
 from ..console import logger
 from ..errors import StuckError
+from ..et import schema
+from ..et.traceset import WORLD_PG_NAMES
 from ..rankset.progress import STUCK_LIST_LIMIT
 from .config import HardwareConfig
 from .engine import EventQueue
@@ -313,7 +316,7 @@ def _hardware_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
     return _network_problem(sym, hw)
 
 
-def _pairs(groups: Mapping[int, list[int]]) -> tuple[np.ndarray, np.ndarray]:
+def _pairs(groups: Mapping[Any, list[int]]) -> tuple[np.ndarray, np.ndarray]:
     """Every (member, ring successor) pair of every group, as two arrays."""
     members = [np.asarray(m, dtype=np.int64) for m in groups.values()]
     if not members:
@@ -322,7 +325,7 @@ def _pairs(groups: Mapping[int, list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(members), np.concatenate([np.roll(m, -1) for m in members])
 
 
-def _structure_problem(sym: RankSymmetry, groups: Mapping[int, list[int]], hw: HardwareConfig) -> str | None:
+def _structure_problem(sym: RankSymmetry, groups: Mapping[Any, list[int]], hw: HardwareConfig) -> str | None:
     """Verify the rank set itself: groups, ring order, pipeline peers, message delays (O(ranks))."""
     world = sym.world
     if world > 1 and world in (sym.tp, sym.dp):
@@ -364,9 +367,30 @@ def _structure_problem(sym: RankSymmetry, groups: Mapping[int, list[int]], hw: H
     return None
 
 
-def symmetry_problem(sym: RankSymmetry, groups: Mapping[int, list[int]], hw: HardwareConfig) -> str | None:
-    """Why the symmetric run would not be exact for this layout and hardware (None when it is)."""
+def symmetry_problem(sym: RankSymmetry, groups: Mapping[Any, list[int]], hw: HardwareConfig) -> str | None:
+    """Why the symmetric run would not be exact for this layout and hardware (None when it is).
+
+    ``groups`` maps a group's id or name (named in the reasons) to its ascending members."""
     return _hardware_problem(sym, hw) or _structure_problem(sym, groups, hw)
+
+
+def world_collective(graphs: Mapping[int, Any], named: set[str]) -> str | None:
+    """Which representative's collective runs over every rank, if any: one with ``involved_dim``, or
+    whose ``pg_name`` is missing or a world name (``""``, ``"0"``) that ``named`` (the comm-group
+    file's names) does not define, as the full engine resolves it (``group_of``, ``_rings_used``).
+
+    Why: such a collective runs the global plan, which follows the physical dimensions and, with a
+    per-dimension algorithm list, any algorithm of it: the quotient's translations do not preserve
+    its peers (wrong times, or no ring for the ring coordinator), and the groups ``symmetry_problem``
+    is given cannot show it, since only the traces say which group a collective uses."""
+    for r, g in graphs.items():
+        pg, involved = g.pg_name, g.involved_dim
+        for i in np.flatnonzero(g.types == schema.COMM_COLL_NODE).tolist():
+            name = pg.get(i, "")
+            if i in involved or (name in WORLD_PG_NAMES and name not in named):
+                node = int(g.ids[i])
+                return f"rank {r}'s node {node} is a collective over every rank: its plan follows the network"
+    return None
 
 
 class SymmetryDeclined(Exception):
@@ -567,7 +591,11 @@ def simulate_symmetric(
     The caller must have checked :func:`symmetry_problem`; ``groups`` are the whole rank set's
     communicator groups (id → ascending members); ``metadata`` the groups each representative's
     METADATA nodes create (record → (name, members), as ``simulate`` hands them to ``Workload``).
+    A representative's collective over every rank (:func:`world_collective`) declines the run.
     """
+    world = world_collective(graphs, {str(g) for g in groups})
+    if world is not None:
+        raise SymmetryDeclined(world)
     was_enabled = gc.isenabled()
     gc.disable()  # as simulate(): many long-lived small objects, nothing for the collector to free
     try:

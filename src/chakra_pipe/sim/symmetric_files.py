@@ -20,11 +20,14 @@ and the groups — each ``pg_name`` and each METADATA node's group names map to 
 ``g``-images of their member lists, one to one (a rank's two groups never fold into one). Column by
 column array equality: cheap beside loading the files. A representative's point-to-point peers must be
 members of its groups or its pipeline peers (``rank ± tp·dp``), whose delays ``symmetry_problem``
-checked. Any difference is logged at INFO with the rank and column, and the full engine runs.
+checked. Any difference is logged at INFO with the rank and column, and the full engine runs. A
+representative's collective over every rank (no ``pg_name``, a world name, ``involved_dim``) passes
+the proof but declines the run (:func:`.symmetric.world_collective`): its plan follows the network.
 
 **Result**: the quotient's per-rank lists already cover every rank; here the per-collective records
 and the per-rank issue loops (statistics lines, timelines) are expanded too, each rank's records being
-its representative's with the rank and its own group names, so every output is the full engine's.
+its representative's with the rank and its own group names (also the keys of its ``groups``, which
+the per-collective rows read sizes from), so every output is the full engine's.
 ``messages`` / ``fast_messages`` count the representatives' messages only, ``finish_order`` is empty
 (a finished run has no use for it).
 """
@@ -78,7 +81,7 @@ def find_symmetry(table: GroupTable, world: int, hw: HardwareConfig) -> tuple[Ra
     fewest representatives, the likeliest layout) is refused."""
     from .symmetric import fit, symmetry_problem
 
-    groups = {i: list(m) for i, (name, m) in enumerate(sorted(table.members.items())) if name != WORLD}
+    groups = {name: list(m) for name, m in sorted(table.members.items()) if name != WORLD}
     reasons = []
     for cand in candidates(table, world):
         sym = fit(cand, hw)
@@ -94,8 +97,8 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-def _column_problem(x: int, gx: Any, gr: Any) -> str | None:
-    """Which column the simulator reads differs between rank ``x`` and its representative (peers and
+def _column_problem(gx: Any, gr: Any) -> str | None:
+    """Which column the simulator reads differs between a rank and its representative (peers and
     group names aside: they are compared mapped, over all ranks at once)."""
     if len(gx) != len(gr):
         return f"{len(gx)} nodes vs {len(gr)}"
@@ -145,7 +148,7 @@ def _one_to_one(pairs: set[tuple[str, str]], table: GroupTable) -> tuple[dict[st
 def _images_problem(sym: RankSymmetry, mapped: list[tuple[int, str, str]], table: GroupTable) -> str | None:
     """Why some rank's group is not mapped by its translation onto the representative's group it
     corresponds to (one vectorised translation for every (rank, group) of the set)."""
-    known = [(x, n, rn) for x, n, rn in mapped if n in table.members and rn in table.members and n != rn != WORLD]
+    known = [(x, n, rn) for x, n, rn in mapped if n in table.members and rn in table.members and n != rn]
     if not known:
         return None
     sizes = np.asarray([len(table.members[n]) for _, n, _ in known], dtype=np.int64)
@@ -209,7 +212,7 @@ def trace_problem(trace_set: Any, table: GroupTable, sym: RankSymmetry) -> tuple
         if x == r:
             inverse.append({})
             continue
-        why = _column_problem(x, ranks[x], ranks[r])
+        why = _column_problem(ranks[x], ranks[r])
         pairs = why or _name_pairs(x, r, ranks[x], ranks[r], table)
         if isinstance(pairs, str):
             return f"rank {x} differs from its representative {r}: {pairs}", inverse
@@ -247,8 +250,11 @@ class _Replica:
     ``t`` is the representative's columns (equal by the proof) with the rank's own file, graph (node
     names for timelines) and ``pg_name``s: no per-rank ``RankTrace.build``."""
 
-    def __init__(self, rank: int, workload: Any, graph: Any):
+    def __init__(self, rank: int, workload: Any, graph: Any, inverse: dict[str, str]):
         self.rank, self._w = rank, workload
+        # the rank's own group names (its records carry them): the representative's Group objects,
+        # of the same sizes by the proof, which is all the per-collective rows read of them
+        self.groups = {inverse.get(name, name): g for name, g in workload.groups.items()}
         self.t = workload.t  # the set is gone: node names fall back as ``SimResult.timeline`` says
         if graph is not None:
             self.t = replace(self.t, path=str(graph.path), pg_name=dict(graph.pg_name), graph_ref=weakref.ref(graph))
@@ -309,7 +315,7 @@ class QuotientResult(SimResult):
                 CollectiveRecord(x, c.node_id, c.kind, c.bytes, inv.get(c.group, c.group), c.start_ns, c.end_ns)
                 for c in by_rep.get(r, ())
             )
-            workloads.append(_Replica(x, loops[r], None if trace_set is None else trace_set.ranks[x]))
+            workloads.append(_Replica(x, loops[r], None if trace_set is None else trace_set.ranks[x], inv))
         self._records, self._workloads = out, workloads
 
 
