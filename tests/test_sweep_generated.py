@@ -175,8 +175,11 @@ def test_in_memory_sets_are_not_held_to_the_rank_file_limit(tmp_path, monkeypatc
         "InputError: gpt: the full engine would hold all 32 ranks in memory (limit 8, as for rank files): "
         "not symmetric (network dimension 0 is a Ring"
     )
-    monkeypatch.undo()  # the same points from the written files, on the full engine
-    assert run_shard(plan, "gpt", 0, tmp_path / "files.csv", prefix=_written(plan, "gpt")) == 0
+    monkeypatch.undo()  # the same points from the written files: their symmetry proven on the files
+    files_log = io.StringIO()
+    assert run_shard(plan, "gpt", 0, tmp_path / "files.csv", prefix=_written(plan, "gpt"), log=files_log) == 0
+    assert files_log.getvalue().count("symmetric: 2 of 32 ranks simulated (rank files)") == 2
+    assert files_log.getvalue().count("full engine: rank files") == 1  # the Ring point
     files = pd.read_csv(tmp_path / "files.csv", dtype=str).set_index("point_id")
     sym = [p for p in plan.points if p != full_id]
     assert len(sym) == 2 and mem.loc[sym].equals(files.loc[sym])  # step times, metrics, trace_sha256

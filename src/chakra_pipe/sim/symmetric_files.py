@@ -269,6 +269,7 @@ class QuotientResult(SimResult):
     ``finished`` lines need neither: at 1,024 ranks the expansion costs four times the run)."""
 
     _pending: tuple | None = None
+    simulated_ranks = 0  # the representatives simulated (the rest are their translates)
 
     @classmethod
     def of(cls, result: SimResult, trace_set: Any, sym: RankSymmetry, inverse: list[dict[str, str]]) -> QuotientResult:
@@ -277,6 +278,7 @@ class QuotientResult(SimResult):
         out._records = state.pop("collectives")
         out.__dict__.update(state)
         out._pending = (weakref.ref(trace_set), sym, inverse)
+        out.simulated_ranks = len(sym.reps())
         return out
 
     @property
