@@ -9,7 +9,7 @@ with the count and the first ids; rules that point at one broken node report per
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,11 @@ class FileResult:
     # METADATA record index -> its process-group table (pg_name -> ranks, [] = all), parsed ones only
     metadata_tables: dict[int, dict[str, list[int]]] = field(default_factory=dict)
     comm_ok: list[int] = field(default_factory=list)  # communication records without a comm-node problem
+
+    def moved(self, file: str) -> FileResult:
+        """This result for a byte-identical file named ``file`` (``twins.py``): the findings name it,
+        everything else is shared (nothing downstream modifies a result)."""
+        return replace(self, findings=[replace(f, file=file) for f in self.findings])
 
 
 class FileChecker:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -108,6 +108,11 @@ class RankTrace:
             order.tolist(),
             weakref.ref(g),
         )
+
+    def of_twin(self, g) -> RankTrace:
+        """These columns for ``g``, a byte-identical file (``rankset/twins.py``): shared, since no
+        ``Workload`` modifies them; only the file name its errors give and the graph differ."""
+        return replace(self, path=str(g.path), graph_ref=weakref.ref(g))
 
     def attr(self, i: int, name: str, default: int | None = None) -> int:
         """Integer attribute ``name`` of node ``i``; ``default`` when absent (required when None)."""
