@@ -298,3 +298,16 @@ def test_identical_files_with_a_send_are_not_twins_their_rank_decides_comm_src(t
     errors = [f for f in analyze(TraceSet.load(prefix)).findings if f.rule == "comm-node"]
     assert [(Path(f.file).name, f.node) for f in errors] == [("w.1.et", 1)]
     assert "comm_src 0 is not this file's rank 1" in errors[0].message
+
+
+def test_ranks_sharing_a_dependency_structure_share_its_checks_but_each_reports_its_own_problems(tmp_path):
+    # same ids and deps, different durations (so not byte-identical): the structure is checked once
+    prefix = write_set(tmp_path, [[node(1, dur=r + 1), coll(2, data=[1])] for r in range(2)])
+    a = analyze(TraceSet.load(prefix))
+    assert a.ranks[1].result.parents is a.ranks[0].result.parents
+    assert [f for f in a.findings if f.is_error] == []
+    # a structural problem is never shared away: each file of that structure reports it
+    ranks = [[node(1, dur=r + 1), node(3, data=[1, 3]), coll(2, data=[1])] for r in range(2)]
+    errors, sim, plan = verdicts(write_set(tmp_path, ranks))
+    assert where(errors) == [("w.0.et", "self-dep", 3), ("w.1.et", "self-dep", 3)]
+    assert where(sim.problems) == where(plan.problems) == where(errors)

@@ -24,7 +24,7 @@ from .problems import ERROR, Finding, SetRefused, SetStuck
 from .progress import stuck_nodes
 from .set_rules import RankView, check_collective_order, check_collectives, check_point_to_point
 from .slots import slot_of
-from .twins import Twins
+from .twins import SameArrays, Twins
 
 DEADLOCK = "set-deadlock"
 # Errors that leave every comm spec intact, so the finish proof still runs: how a set hangs (a cycle,
@@ -190,6 +190,7 @@ def _analyze(
     # full=False: byte-identical files (twins.py) are checked once, and share their comm specs;
     # validate's full checks also read each file's framing and header from disk, so they run per file
     twins: Twins[int] = Twins()
+    shapes: SameArrays = SameArrays()  # dependency structures checked clean (FileChecker.check_structure)
     results, slots, first = [], [], []  # first: the rank whose results a twin reuses (itself if none)
     for r, g in enumerate(ts.ranks):
         key, twin = (None, None) if full else twins.get(g)
@@ -198,7 +199,7 @@ def _analyze(
             slots.append(slots[twin])
             first.append(twin)
             continue
-        results.append(FileChecker(g, files[r], r, names, splits).run(full))
+        results.append(FileChecker(g, files[r], r, names, splits, shapes).run(full))
         slots.append(slot_of(g.types, g.is_cpu_op).tolist())
         first.append(r)
         twins.put(key, g, r)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from .graphalgo import Parents, find_cycle, issue_order, parents_of
 from .groups import SHOW_IDS, id_list
 from .problems import ERROR, WARNING, Finding
 from .sizes import all_gather_too_small
+from .twins import SameArrays
 
 _INT_NUMBERS = frozenset(KIND_NUMBER[k] for k in INT_KINDS)
 _INT_KIND = np.zeros(256, dtype=bool)  # by oneof field number: one of the integer kinds
@@ -78,6 +80,7 @@ class FileChecker:
         rank: int | None,
         comm_group_names: Iterable[str] = (),
         dataset_splits: int = 1,
+        shapes: SameArrays[tuple[np.ndarray, Parents, np.ndarray]] | None = None,
     ):
         self.g, self.file, self.rank = graph, file, rank
         # preferred-dataset-splits of the system config the trace is meant for (1 when none is given:
@@ -91,11 +94,17 @@ class FileChecker:
         # (self-links, repeats, cycles through ctrl) are downgraded to warnings.
         self._deps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._type_masks: dict[tuple[int, ...], np.ndarray] = {}
-        self.ctrl_usable = not (self.dep_indices("ctrl")[1] < 0).any()
+        # dependency structures (ids and both lists) whose structural checks found nothing, shared
+        # by the ranks of one analysis: a rank with the same structure reuses their results
+        self.shapes = shapes
         self.metadata_nodes: dict[int, Any] = {}  # decoded protobuf Nodes
         self.metadata_tables: dict[int, dict[str, list[int]]] = {}
         self.comm_ok: list[int] = []  # communication records without a comm-node problem
         self.informational_kinds: dict[tuple[str, str | None], list[int]] = {}
+
+    @cached_property
+    def ctrl_usable(self) -> bool:
+        return not (self.dep_indices("ctrl")[1] < 0).any()
 
     def dep_indices(self, which: str) -> tuple[np.ndarray, np.ndarray]:
         """``TraceGraph.dep_indices`` resolved once per list: the rules read each list several times."""
@@ -134,10 +143,7 @@ class FileChecker:
         else:
             for i in np.nonzero(self.g.types == schema.METADATA_NODE)[0].tolist():
                 self.metadata_nodes[i] = self.g.node(i)
-        self.check_ids()
-        self.check_types()
-        self.check_dependency_lists()
-        order, parents, stuck = self.check_cycles_and_roots()
+        order, parents, stuck = self.check_structure()
         self.check_times()
         self.check_attribute_kinds()
         self.check_comm_nodes()
@@ -145,6 +151,26 @@ class FileChecker:
         self.check_metadata_nodes()
         self.check_pg_names()
         return FileResult(self.findings, order, parents, stuck, self.metadata_tables, self.comm_ok)
+
+    def check_structure(self) -> tuple[np.ndarray, Parents, np.ndarray]:
+        """Ids, types, dependency lists, cycles and roots (items 6–13); see :meth:`check_cycles_and_roots`
+        for what is returned. Ids and dependency lists alone decide all but the type rules, so a rank
+        whose structure an earlier rank of the analysis had without a finding reuses its results
+        (the ranks of a pipeline stage share one structure and differ in attributes)."""
+        g = self.g
+        arrays = (g.ids, g.data_ptr, g.data_ids, g.ctrl_ptr, g.ctrl_ids)
+        key, known = self.shapes.get(arrays) if self.shapes is not None else (None, None)
+        if known is not None:
+            self.check_types()
+            return known
+        before = len(self.findings)
+        self.check_ids()
+        self.check_types()
+        self.check_dependency_lists()
+        result = self.check_cycles_and_roots()
+        if self.shapes is not None and key is not None and len(self.findings) == before:
+            self.shapes.put(key, arrays, result)
+        return result
 
     # -- framing and header (items 1–5) ------------------------------------------------------
     def decode_strictly(self) -> None:

@@ -19,39 +19,56 @@ import numpy as np
 from ..et import schema
 
 T = TypeVar("T")
+Key = tuple[tuple[int, ...], tuple[str, ...], bytes]
 
 
-def twin_key(graph) -> tuple[int, bytes] | None:
-    """What identifies ``graph``'s bytes (length, 16-byte BLAKE2b); None for a file with sends or
-    receives, whose checks depend on its rank."""
-    types = graph.types
-    if ((types == schema.COMM_SEND_NODE) | (types == schema.COMM_RECV_NODE)).any():
-        return None
-    return len(graph.buf), hashlib.blake2b(graph.buf, digest_size=16).digest()
-
-
-class Twins(Generic[T]):
-    """A memo of one value per distinct file content, for one pass over a set's ranks.
-
-    A hit is confirmed by comparing the bytes, so a hash collision can only cost a recomputation.
-    """
+class SameArrays(Generic[T]):
+    """A memo of one value per distinct tuple of arrays (lengths, dtypes and a 16-byte BLAKE2b of
+    their bytes), for one pass over a set's ranks. A hit is confirmed by comparing the arrays, so a
+    hash collision can only cost a recomputation; hashing reads the arrays in place (no copy)."""
 
     def __init__(self) -> None:
-        self._seen: dict[tuple[int, bytes], tuple[object, T]] = {}
+        self._seen: dict[Key, tuple[tuple[np.ndarray, ...], T]] = {}
 
-    def get(self, graph) -> tuple[tuple[int, bytes] | None, T | None]:
-        """``(key, value)``: the value kept for a twin of ``graph`` (None when there is none) and the
-        key to :meth:`put` this graph's own value under (None: it has no twins)."""
-        key = twin_key(graph)
-        hit = self._seen.get(key) if key is not None else None
-        if hit is not None and _same_bytes(hit[0], graph):
+    def get(self, arrays: tuple[np.ndarray, ...]) -> tuple[Key, T | None]:
+        """``(key, value)``: the value kept for equal arrays (None when there is none) and the key to
+        :meth:`put` a value for these arrays under."""
+        h = hashlib.blake2b(digest_size=16)
+        for a in arrays:
+            h.update(np.ascontiguousarray(a).view(np.uint8))
+        key = (tuple(len(a) for a in arrays), tuple(a.dtype.str for a in arrays), h.digest())
+        hit = self._seen.get(key)
+        if hit is not None and all(np.array_equal(a, b) for a, b in zip(hit[0], arrays)):
             return key, hit[1]
         return key, None
 
-    def put(self, key: tuple[int, bytes] | None, graph, value: T) -> None:
+    def put(self, key: Key, arrays: tuple[np.ndarray, ...], value: T) -> None:
+        self._seen.setdefault(key, (arrays, value))
+
+
+def _has_p2p(graph) -> bool:
+    """Whether ``graph`` has sends or receives, whose checks depend on its rank."""
+    types = graph.types
+    return bool(((types == schema.COMM_SEND_NODE) | (types == schema.COMM_RECV_NODE)).any())
+
+
+class Twins(Generic[T]):
+    """A memo of one value per distinct file content (graphs with sends or receives never match)."""
+
+    def __init__(self) -> None:
+        self._same: SameArrays[T] = SameArrays()
+
+    def get(self, graph) -> tuple[Key | None, T | None]:
+        """``(key, value)``: the value kept for a twin of ``graph`` (None when there is none) and the
+        key to :meth:`put` this graph's own value under (None: it has no twins)."""
+        if _has_p2p(graph):
+            return None, None
+        return self._same.get(_content(graph))
+
+    def put(self, key: Key | None, graph, value: T) -> None:
         if key is not None:
-            self._seen.setdefault(key, (graph, value))
+            self._same.put(key, _content(graph), value)
 
 
-def _same_bytes(a, b) -> bool:
-    return np.array_equal(np.frombuffer(a.buf, dtype=np.uint8), np.frombuffer(b.buf, dtype=np.uint8))
+def _content(graph) -> tuple[np.ndarray, ...]:
+    return (np.frombuffer(graph.buf, dtype=np.uint8),)
