@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ..et.traceset import TraceSet
 from .comm import comm_specs
-from .file_rules import FileChecker
+from .file_rules import FileChecker, FileResult
 from .groups import GroupTable, id_list, resolve_groups
 from .problems import ERROR, Finding, SetRefused, SetStuck
 from .progress import stuck_nodes
@@ -191,7 +191,9 @@ def _analyze(
     # validate's full checks also read each file's framing and header from disk, so they run per file
     twins: Twins[int] = Twins()
     shapes: SameArrays = SameArrays()  # dependency structures checked clean (FileChecker.check_structure)
-    results, slots, first = [], [], []  # first: the rank whose results a twin reuses (itself if none)
+    results: list[FileResult] = []
+    slots: list[list[int]] = []
+    first: list[int] = []  # the rank whose results a twin reuses (itself if none)
     for r, g in enumerate(ts.ranks):
         key, twin = (None, None) if full else twins.get(g)
         if twin is not None:

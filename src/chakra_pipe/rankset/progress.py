@@ -116,8 +116,8 @@ def stuck_nodes(
             if finished[r][i]:
                 continue
             finished[r][i] = True
-            cptr, kids = children[r]
-            for c in kids[cptr[i] : cptr[i + 1]]:
+            kid_ptr, kid_list = children[r]
+            for c in kid_list[kid_ptr[i] : kid_ptr[i + 1]]:
                 waiting[r][c] -= 1
                 if waiting[r][c] == 0:
                     ready(r, c)

@@ -35,7 +35,7 @@ class SameArrays(Generic[T]):
         :meth:`put` a value for these arrays under."""
         h = hashlib.blake2b(digest_size=16)
         for a in arrays:
-            h.update(np.ascontiguousarray(a).view(np.uint8))
+            h.update(np.ascontiguousarray(a).view(np.uint8).data)
         key = (tuple(len(a) for a in arrays), tuple(a.dtype.str for a in arrays), h.digest())
         hit = self._seen.get(key)
         if hit is not None and all(np.array_equal(a, b) for a, b in zip(hit[0], arrays)):
