@@ -266,3 +266,48 @@ def test_a_deadlock_that_depends_on_time_is_printed_as_set_deadlock_lines(tmp_pa
         f"{prefix}.1.et: node 2: error: set-deadlock: rank 1 cannot finish: it stops at node(s) 2, 4 (a collective "
         "some member never reaches, a receive whose send never comes, or a dependency cycle)",
     )
+
+
+def test_byte_identical_rank_files_are_checked_once_yet_every_finding_names_its_own_file(tmp_path):
+    # a zero-duration COMP node is a per-file warning: every twin reports it under its own name
+    prefix = write_set(tmp_path, [[node(1, dur=0), coll(2, data=[1])]] * 3)
+    ts = TraceSet.load(prefix)
+    a = analyze(ts)
+    assert [(Path(f.file).name, f.node) for f in a.findings if f.rule == "zero-duration"] == [
+        (f"w.{r}.et", 1) for r in range(3)
+    ]
+    # the twins share one check's results (that is the saving), not the finding objects
+    assert a.ranks[2].result.issue_order is a.ranks[0].result.issue_order
+    assert a.ranks[2].specs is a.ranks[0].specs
+    # the simulator's columns are shared too, each naming its own file in its errors
+    from chakra_pipe.rankset.twins import Twins
+    from chakra_pipe.sim.simulate import rank_trace
+
+    twins = Twins()
+    cols = [rank_trace(g, twins) for g in ts.ranks]
+    assert cols[1].types is cols[0].types and cols[2].children is cols[0].children
+    assert [Path(c.path).name for c in cols] == ["w.0.et", "w.1.et", "w.2.et"]
+    assert "w.2.et" in str(cols[2].error(0, "x")) and "w.0.et" not in str(cols[2].error(0, "x"))
+    res = simulate(ts, hw(3))
+    assert len(set(res.finish_ns)) == 1
+
+
+def test_identical_files_with_a_send_are_not_twins_their_rank_decides_comm_src(tmp_path):
+    # the same bytes on ranks 0 and 1: comm_src 0 is right for rank 0's file only
+    prefix = write_set(tmp_path, [[p2p(1, True, 0, 1)]] * 2)
+    errors = [f for f in analyze(TraceSet.load(prefix)).findings if f.rule == "comm-node"]
+    assert [(Path(f.file).name, f.node) for f in errors] == [("w.1.et", 1)]
+    assert "comm_src 0 is not this file's rank 1" in errors[0].message
+
+
+def test_ranks_sharing_a_dependency_structure_share_its_checks_but_each_reports_its_own_problems(tmp_path):
+    # same ids and deps, different durations (so not byte-identical): the structure is checked once
+    prefix = write_set(tmp_path, [[node(1, dur=r + 1), coll(2, data=[1])] for r in range(2)])
+    a = analyze(TraceSet.load(prefix))
+    assert a.ranks[1].result.parents is a.ranks[0].result.parents
+    assert [f for f in a.findings if f.is_error] == []
+    # a structural problem is never shared away: each file of that structure reports it
+    ranks = [[node(1, dur=r + 1), node(3, data=[1, 3]), coll(2, data=[1])] for r in range(2)]
+    errors, sim, plan = verdicts(write_set(tmp_path, ranks))
+    assert where(errors) == [("w.0.et", "self-dep", 3), ("w.1.et", "self-dep", 3)]
+    assert where(sim.problems) == where(plan.problems) == where(errors)

@@ -10,7 +10,10 @@ only here (no torch, no output formatting beyond the one problem line):
 * the comm spec of every communication node — :mod:`.comm`, its per-node problems the ``comm-node``
   rule;
 * cross-rank matching — :mod:`.set_rules` (one reference rank per group, one channel key);
-* the untimed "can this set finish" proof — :mod:`.progress`.
+* the untimed "can this set finish" proof — :mod:`.progress` (run on first use of
+  ``RankSetAnalysis.stuck`` / ``findings``: simulate needs it only when input errors or a stopped
+  run ask);
+* byte-identical rank files — :mod:`.twins` (checked once; every finding still names its own file).
 
 Layer contract (other stages rely on it; do not change it):
 

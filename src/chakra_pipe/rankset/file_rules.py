@@ -9,7 +9,8 @@ with the count and the first ids; rules that point at one broken node report per
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -23,15 +24,21 @@ from ..et.graph import TraceGraph
 from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
 from .comm import COMM_REQUIRED
-from .graphalgo import Parents, find_cycle, issue_order, resolved_parents
+from .graphalgo import Parents, find_cycle, issue_order, parents_of
 from .groups import SHOW_IDS, id_list
 from .problems import ERROR, WARNING, Finding
 from .sizes import all_gather_too_small
+from .twins import SameArrays
 
 _INT_NUMBERS = frozenset(KIND_NUMBER[k] for k in INT_KINDS)
+_INT_KIND = np.zeros(256, dtype=bool)  # by oneof field number: one of the integer kinds
+_INT_KIND[list(_INT_NUMBERS)] = True
 # Collectives ASTRA-sim accepts but does not simulate (chakra-format.md §9 item 16).
 _REPLAYED = {c.comm_type for c in COLLECTIVES if c.astra_sim == REPLAYED}
 _UNSUPPORTED = {c.comm_type for c in COLLECTIVES if c.astra_sim == UNSUPPORTED}
+# comm_type values 0..9 whose collectives the comm-node rule may report on (all-gather: its size)
+_NOTED_COLLECTIVE = np.zeros(10, dtype=bool)
+_NOTED_COLLECTIVE[[schema.ALL_GATHER, *_REPLAYED, *_UNSUPPORTED]] = True
 _MEM_TYPES = [schema.MEM_LOAD_NODE, schema.MEM_STORE_NODE]
 _LINKS_NOTE = (
     " (a warning here: this file's ctrl_deps also name absent ids, so they are parent-op links "
@@ -57,6 +64,11 @@ class FileResult:
     metadata_tables: dict[int, dict[str, list[int]]] = field(default_factory=dict)
     comm_ok: list[int] = field(default_factory=list)  # communication records without a comm-node problem
 
+    def moved(self, file: str) -> FileResult:
+        """This result for a byte-identical file named ``file`` (``twins.py``): the findings name it,
+        everything else is shared (nothing downstream modifies a result)."""
+        return replace(self, findings=[replace(f, file=file) for f in self.findings])
+
 
 class FileChecker:
     """Runs every per-file rule on one loaded graph."""
@@ -68,6 +80,7 @@ class FileChecker:
         rank: int | None,
         comm_group_names: Iterable[str] = (),
         dataset_splits: int = 1,
+        shapes: SameArrays[tuple[np.ndarray, Parents, np.ndarray]] | None = None,
     ):
         self.g, self.file, self.rank = graph, file, rank
         # preferred-dataset-splits of the system config the trace is meant for (1 when none is given:
@@ -79,11 +92,37 @@ class FileChecker:
         # PyTorch converters), not dependencies any simulator can load: the dangling ids are
         # reported per node (errors: ASTRA-sim refuses the file) and other ctrl-list defects of such a file
         # (self-links, repeats, cycles through ctrl) are downgraded to warnings.
-        self.ctrl_usable = not (graph.dep_indices("ctrl")[1] < 0).any()
+        self._deps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._type_masks: dict[tuple[int, ...], np.ndarray] = {}
+        # dependency structures (ids and both lists) whose structural checks found nothing, shared
+        # by the ranks of one analysis: a rank with the same structure reuses their results
+        self.shapes = shapes
         self.metadata_nodes: dict[int, Any] = {}  # decoded protobuf Nodes
         self.metadata_tables: dict[int, dict[str, list[int]]] = {}
         self.comm_ok: list[int] = []  # communication records without a comm-node problem
         self.informational_kinds: dict[tuple[str, str | None], list[int]] = {}
+
+    @cached_property
+    def ctrl_usable(self) -> bool:
+        return not (self.dep_indices("ctrl")[1] < 0).any()
+
+    def dep_indices(self, which: str) -> tuple[np.ndarray, np.ndarray]:
+        """``TraceGraph.dep_indices`` resolved once per list: the rules read each list several times."""
+        if which not in self._deps:
+            self._deps[which] = self.g.dep_indices(which)
+        return self._deps[which]
+
+    def types_in(self, types: Iterable[int]) -> np.ndarray:
+        """Mask of the records whose type is one of ``types`` (kept per type set: ``np.isin`` costs
+        ~30 µs a call, which thousands of one-node ranks paid a dozen times each)."""
+        key = tuple(sorted(types))
+        mask = self._type_masks.get(key)
+        if mask is None:
+            mask = np.zeros(len(self.g), dtype=bool)
+            for t in key:
+                mask |= self.g.types == t
+            self._type_masks[key] = mask
+        return mask
 
     def add(self, index: int | None, rule: str, severity: str, message: str) -> None:
         node = int(self.g.ids[index]) if index is not None else None
@@ -104,10 +143,7 @@ class FileChecker:
         else:
             for i in np.nonzero(self.g.types == schema.METADATA_NODE)[0].tolist():
                 self.metadata_nodes[i] = self.g.node(i)
-        self.check_ids()
-        self.check_types()
-        self.check_dependency_lists()
-        order, parents, stuck = self.check_cycles_and_roots()
+        order, parents, stuck = self.check_structure()
         self.check_times()
         self.check_attribute_kinds()
         self.check_comm_nodes()
@@ -115,6 +151,26 @@ class FileChecker:
         self.check_metadata_nodes()
         self.check_pg_names()
         return FileResult(self.findings, order, parents, stuck, self.metadata_tables, self.comm_ok)
+
+    def check_structure(self) -> tuple[np.ndarray, Parents, np.ndarray]:
+        """Ids, types, dependency lists, cycles and roots (items 6–13); see :meth:`check_cycles_and_roots`
+        for what is returned. Ids and dependency lists alone decide all but the type rules, so a rank
+        whose structure an earlier rank of the analysis had without a finding reuses its results
+        (the ranks of a pipeline stage share one structure and differ in attributes)."""
+        g = self.g
+        arrays = (g.ids, g.data_ptr, g.data_ids, g.ctrl_ptr, g.ctrl_ids)
+        key, known = self.shapes.get(arrays) if self.shapes is not None else (None, None)
+        if known is not None:
+            self.check_types()
+            return known
+        before = len(self.findings)
+        self.check_ids()
+        self.check_types()
+        self.check_dependency_lists()
+        result = self.check_cycles_and_roots()
+        if self.shapes is not None and key is not None and len(self.findings) == before:
+            self.shapes.put(key, arrays, result)
+        return result
 
     # -- framing and header (items 1–5) ------------------------------------------------------
     def decode_strictly(self) -> None:
@@ -186,7 +242,7 @@ class FileChecker:
     def check_dependency_lists(self) -> None:
         g = self.g
         for which, lists_name in (("data", "data_deps"), ("ctrl", "ctrl_deps")):
-            ptr, parent = g.dep_indices(which)
+            ptr, parent = self.dep_indices(which)
             dep_ids = g.data_ids if which == "data" else g.ctrl_ids
             child = np.repeat(np.arange(len(g), dtype=np.int64), np.diff(ptr))
             dangling = parent < 0
@@ -230,12 +286,17 @@ class FileChecker:
             self.add(None, "no-root", ERROR, "the file has no nodes (ASTRA-sim finds no dependency-free node)")
             empty = np.zeros(0, dtype=np.int64)
             return empty, Parents(np.zeros(1, dtype=np.int64), empty), np.zeros(0, dtype=bool)
-        data = resolved_parents(g, ("data",))
-        order, stuck = issue_order(data, g.ids)
-        if stuck.any():
-            self._cycle("cycle-data", ERROR, "data_deps", data, stuck, "")
-        both = resolved_parents(g, ("data", "ctrl"))
+        n = len(g)
+        both = parents_of(n, [self.dep_indices("data"), self.dep_indices("ctrl")])
         order_both, stuck_both = issue_order(both, g.ids)
+        # data_deps alone are a subgraph of the union: acyclic when the union is, so their own
+        # issue order (a second Kahn pass per rank) is only needed to tell which list has the cycle
+        stuck = np.zeros(n, dtype=bool)
+        if stuck_both.any():
+            data = parents_of(n, [self.dep_indices("data")])
+            stuck = issue_order(data, g.ids)[1]
+            if stuck.any():
+                self._cycle("cycle-data", ERROR, "data_deps", data, stuck, "")
         if stuck_both.any() and not stuck.any():
             if not self.ctrl_usable:
                 self._cycle("cycle-ctrl", WARNING, "data_deps ∪ ctrl_deps", both, stuck_both, _LINKS_NOTE)
@@ -250,7 +311,7 @@ class FileChecker:
                 )
         # Dependency-free: no data deps and no ctrl dep that resolves (dangling ctrl ids are their
         # own finding, and with them ctrl lists are parent-op links rather than dependencies).
-        ctrl_ptr, ctrl_parent = g.dep_indices("ctrl")
+        ctrl_ptr, ctrl_parent = self.dep_indices("ctrl")
         ctrl_child = np.repeat(np.arange(len(g), dtype=np.int64), np.diff(ctrl_ptr))
         existing_ctrl = np.bincount(ctrl_child[ctrl_parent >= 0], minlength=len(g))
         free = (np.diff(g.data_ptr) == 0) & (existing_ctrl == 0)
@@ -295,6 +356,8 @@ class FileChecker:
         for name, kinds in g.attr_kind.items():
             canonical = KIND_NUMBER[CANONICAL_KINDS[name]]
             wrong = (kinds != 0) & (kinds != canonical)
+            if not wrong.any():  # the common case: the masks below only ever clear entries
+                continue
             # A non-integer value where a COMM or MEM node needs the integer is an error of the
             # comm-node / mem-node rules already; do not report it a second time here.
             wrong &= ~(self._requires(name) & ~g.has_int(name))
@@ -330,7 +393,7 @@ class FileChecker:
         types = [t for t, names in _COMM_CHECKED.items() if name in names]
         if name == "tensor_size":
             types += _MEM_TYPES
-        return np.isin(self.g.types, types)
+        return self.types_in(types)
 
     def _int_present(self, name: str) -> np.ndarray:
         return self.g.has_int(name)
@@ -338,14 +401,21 @@ class FileChecker:
     def check_comm_nodes(self) -> None:
         """Items 15–18: one finding per communication node listing all of its problems."""
         g = self.g
-        comm = np.nonzero(np.isin(g.types, list(COMM_REQUIRED)))[0]
+        comm = np.nonzero(self.types_in(COMM_REQUIRED))[0]
         if not len(comm):
             return
         cpu = g.is_cpu_op
         kinds = {name: g.attr_kind[name] for name in ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag")}
         values = {name: g.int_attr(name, 0) for name in kinds}
         types = g.types
-        for i in comm.tolist():
+        plain = self._plain_comm(comm, kinds, values)
+        if plain.all():  # nothing for the per-node checks below to report
+            self.comm_ok = comm.tolist()
+            return
+        for i, skip in zip(comm.tolist(), plain.tolist()):
+            if skip:
+                self.comm_ok.append(i)
+                continue
             t = int(types[i])
             problems = []
             if cpu[i]:
@@ -402,9 +472,30 @@ class FileChecker:
                 severity = WARNING if ct in _REPLAYED else ERROR
                 self.add(i, "comm-type-unsupported", severity, f"{schema.COMM_TYPE_NAMES[ct]} {what} by ASTRA-sim")
 
+    def _plain_comm(self, comm: np.ndarray, kinds: dict[str, np.ndarray], values: dict[str, np.ndarray]) -> np.ndarray:
+        """Mask over ``comm`` of the nodes the per-node checks of :meth:`check_comm_nodes` certainly
+        pass without a finding (a superset of each check's condition, in numpy: the per-node loop
+        then runs only on the nodes that may have one, which keeps its findings and their order)."""
+        t = self.g.types[comm]
+        coll, send, recv = t == schema.COMM_COLL_NODE, t == schema.COMM_SEND_NODE, t == schema.COMM_RECV_NODE
+        odd = self.g.is_cpu_op[comm].copy()
+        for node_type, names in _COMM_CHECKED.items():
+            of_type = t == node_type
+            for name in names:
+                k = kinds[name][comm]
+                bad = ~_INT_KIND[k] if name in COMM_REQUIRED[node_type] else (k != 0) & ~_INT_KIND[k]
+                odd |= of_type & bad
+        ct, size = values["comm_type"][comm], values["comm_size"][comm]
+        odd |= coll & ((ct < 0) | (ct > 9) | _NOTED_COLLECTIVE[np.clip(ct, 0, 9)])
+        odd |= size <= 0
+        if self.rank is not None:
+            odd |= send & (values["comm_src"][comm] != self.rank)
+            odd |= recv & (values["comm_dst"][comm] != self.rank)
+        return ~odd
+
     def check_memory_and_roofline(self) -> None:
         g = self.g
-        mem = np.isin(g.types, _MEM_TYPES)
+        mem = self.types_in(_MEM_TYPES)
         size_ok = self._int_present("tensor_size")
         for i in np.nonzero(mem & ~size_ok)[0]:
             k = int(g.attr_kind["tensor_size"][i])

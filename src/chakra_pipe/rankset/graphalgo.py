@@ -38,10 +38,15 @@ def resolved_parents(graph: TraceGraph, which: tuple[str, ...] = ("data",), self
     dropped unless ``self_loops`` (the validator reports them as their own rule, so cycle search
     need not find them a second time).
     """
-    n = len(graph)
+    return parents_of(len(graph), [graph.dep_indices(w) for w in which], self_loops)
+
+
+def parents_of(n: int, lists: list[tuple[np.ndarray, np.ndarray]], self_loops: bool = False) -> Parents:
+    """:func:`resolved_parents` over CSR ``(ptr, parent_index)`` lists already resolved (the file rules
+    resolve each list once per rank and reuse it: at thousands of small ranks the per-call numpy
+    overhead, not the data, is the cost)."""
     children, parents = [], []
-    for w in which:
-        ptr, par = graph.dep_indices(w)
+    for ptr, par in lists:
         children.append(np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr)))
         parents.append(par)
     child = np.concatenate(children) if children else np.zeros(0, dtype=np.int64)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 
 from .comm import KIND_COLL, KIND_RECV, KIND_SEND
+from .graphalgo import children_csr
 from .set_rules import RankView, channel_positions
 from .slots import SLOT_COMM
 
@@ -27,29 +28,32 @@ def stuck_nodes(
 ) -> dict[int, list[int]]:
     """``{rank: stuck node ids}`` for the ranks that cannot finish (empty when the set finishes)."""
     n = len(ranks)
-    children: list[list[list[int]]] = []
+    children: list[tuple[list[int], list[int]]] = []  # CSR (ptr, child indices) per rank
     waiting: list[list[int]] = []
     comm_order: list[list[int]] = []
     coll_seq: list[dict[int, tuple[str, int]]] = []
     channel_pos = [channel_positions(v) for v in ranks]
+    # ranks sharing their parents, slots and specs (byte-identical files, ``twins.py``) share what is
+    # derived from them; only the counts the play decrements are per rank
+    derived: dict[tuple[int, int, int], tuple] = {}
     for v, slot in zip(ranks, slots):
         p = v.result.parents
-        ptr, par = p.ptr.tolist(), p.parents.tolist()
-        kids: list[list[int]] = [[] for _ in range(p.n)]
-        for c in range(p.n):
-            for q in par[ptr[c] : ptr[c + 1]]:
-                kids[q].append(c)
-        children.append(kids)
+        key = (id(p), id(slot), id(v.specs))
+        if key not in derived:
+            cptr, kids = children_csr(p)
+            order = [i for i in v.result.issue_order.tolist() if slot[i] == SLOT_COMM]
+            per_group: dict[str, int] = defaultdict(int)
+            seq: dict[int, tuple[str, int]] = {}
+            for i in order:
+                spec = v.specs.get(i)
+                if spec is not None and spec.kind == KIND_COLL:
+                    seq[i] = (spec.group, per_group[spec.group])
+                    per_group[spec.group] += 1
+            derived[key] = ((cptr.tolist(), kids.tolist()), order, seq)
+        kids_csr, order, seq = derived[key]
+        children.append(kids_csr)
         waiting.append(p.counts().tolist())
-        order = [i for i in v.result.issue_order.tolist() if slot[i] == SLOT_COMM]
         comm_order.append(order)
-        per_group: dict[str, int] = defaultdict(int)
-        seq: dict[int, tuple[str, int]] = {}
-        for i in order:
-            spec = v.specs.get(i)
-            if spec is not None and spec.kind == KIND_COLL:
-                seq[i] = (spec.group, per_group[spec.group])
-                per_group[spec.group] += 1
         coll_seq.append(seq)
     finished = [[False] * len(w) for w in waiting]
     head = [0] * n
@@ -112,7 +116,8 @@ def stuck_nodes(
             if finished[r][i]:
                 continue
             finished[r][i] = True
-            for c in children[r][i]:
+            kid_ptr, kid_list = children[r]
+            for c in kid_list[kid_ptr[i] : kid_ptr[i + 1]]:
                 waiting[r][c] -= 1
                 if waiting[r][c] == 0:
                     ready(r, c)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..et.graph import TraceGraph
 from .comm import KIND_COLL, KIND_SEND, WORLD, CommSpec
@@ -43,7 +44,13 @@ class RankView:
     def in_order(self, kind: str | None = None) -> list[int]:
         """Records with a comm spec (of ``kind``, or any) in this rank's issue order."""
         specs = self.specs
-        return [i for i in self.result.issue_order.tolist() if i in specs and (kind is None or specs[i].kind == kind)]
+        return [i for i in self._comm_in_order if kind is None or specs[i].kind == kind]
+
+    @cached_property
+    def _comm_in_order(self) -> list[int]:
+        """Every rule and the proof ask for these (four walks of the whole issue order a rank)."""
+        specs = self.specs
+        return [i for i in self.result.issue_order.tolist() if i in specs]
 
 
 def _label(name: str) -> str:

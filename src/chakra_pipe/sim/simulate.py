@@ -21,6 +21,7 @@ from ..et.traceset import WORLD_PG_NAMES
 from ..rankset import WARNING, Finding, analyze
 from ..rankset.groups import GroupTable
 from ..rankset.progress import STUCK_LIST_LIMIT
+from ..rankset.twins import Twins
 from .backends import AWARE, UNAWARE
 from .config import HardwareConfig
 from .engine import EventQueue
@@ -44,13 +45,17 @@ def _prune_cache() -> None:
         del _CACHE[key]
 
 
-def rank_trace(graph) -> RankTrace:
+def rank_trace(graph, twins: Twins[RankTrace] | None = None) -> RankTrace:
     """The columns of ``graph``, built once per graph object (wiring API: every engine builds its
-    ``Workload``s from these, ``simulate`` here and ``symmetric``)."""
+    ``Workload``s from these, ``simulate`` here and ``symmetric``); with ``twins``, a byte-identical
+    rank's columns are shared rather than built again (``rankset/twins.py``)."""
     hit = _CACHE.get(id(graph))
     if hit is not None and hit[0]() is graph:
         return hit[1]
-    rt = RankTrace.build(graph)
+    key, twin = twins.get(graph) if twins is not None else (None, None)
+    rt = twin.of_twin(graph) if twin is not None else RankTrace.build(graph)
+    if twins is not None:
+        twins.put(key, graph, rt)
     _CACHE[id(graph)] = (weakref.ref(graph), rt)
     return rt
 
@@ -286,11 +291,12 @@ def _simulate(
     table = analysis.groups
     start_groups = groups_at_start(table.from_file, npus)
     _prune_cache()
+    twins: Twins[RankTrace] = Twins()
     for rank, graph in enumerate(trace_set.ranks):
         sys = Sys(rank, hw, queue, network, stats, coordinator, rings, phases if phases_fast else None)
         metadata = {i: [(g, list(table.members[g])) for g in names] for i, names in table.metadata[rank].items()}
         workloads.append(
-            Workload(rank, rank_trace(graph), sys, hw, start_groups[rank], memories[rank], result, metadata)
+            Workload(rank, rank_trace(graph, twins), sys, hw, start_groups[rank], memories[rank], result, metadata)
         )
     for w in workloads:
         w.fire()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -29,8 +29,11 @@ from .roofline import Roofline
 from .system.sys import Group
 
 S = schema
-_INT_KIND_TABLE = np.zeros(256, dtype=bool)
-_INT_KIND_TABLE[[KIND_NUMBER[k] for k in INT_KINDS]] = True
+# RankTrace.has by oneof field number: 1 = an integer value, 0 = absent, -1 = present with a
+# non-integer kind (an input error)
+_HAS_STATE = np.full(256, -1, dtype=np.int8)
+_HAS_STATE[0] = 0
+_HAS_STATE[[KIND_NUMBER[k] for k in INT_KINDS]] = 1
 
 
 @dataclass
@@ -65,12 +68,14 @@ class RankTrace:
         # integer view of each well-known attribute (the graph's one list): one table lookup
         # instead of np.isin per column
         attrs, has = {}, {}
+        absent = [0] * n  # shared by the attributes no node of this rank carries (read-only)
         for a in INT_ATTRS:
             kind = g.attr_kind[a]
-            ok = _INT_KIND_TABLE[kind]
+            if not kind.any():  # most attributes on most ranks: no column to convert
+                attrs[a] = has[a] = absent
+                continue
             attrs[a] = g.exact_ints(a)  # uint64 sizes of 2^63 and more stay positive
-            # 1 = an integer value, 0 = absent, -1 = present with a non-integer kind (an input error)
-            has[a] = np.where(ok, 1, np.where(kind != 0, -1, 0)).tolist()
+            has[a] = _HAS_STATE[kind].tolist()
         pairs = []  # (child, parent) over data ∪ ctrl deps, duplicates removed below
         for which in ("data", "ctrl"):
             ptr, par = g.dep_indices(which)  # no dangling ids: rankset refused such sets already
@@ -103,6 +108,11 @@ class RankTrace:
             order.tolist(),
             weakref.ref(g),
         )
+
+    def of_twin(self, g) -> RankTrace:
+        """These columns for ``g``, a byte-identical file (``rankset/twins.py``): shared, since no
+        ``Workload`` modifies them; only the file name its errors give and the graph differ."""
+        return replace(self, path=str(g.path), graph_ref=weakref.ref(g))
 
     def attr(self, i: int, name: str, default: int | None = None) -> int:
         """Integer attribute ``name`` of node ``i``; ``default`` when absent (required when None)."""
