@@ -11,7 +11,7 @@ with twins it is one hash of the file.
 
 from __future__ import annotations
 
-import hashlib
+import zlib
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -19,13 +19,15 @@ import numpy as np
 from ..et import schema
 
 T = TypeVar("T")
-Key = tuple[tuple[int, ...], tuple[str, ...], bytes]
+Key = tuple[tuple[int, ...], tuple[str, ...], int]
 
 
 class SameArrays(Generic[T]):
-    """A memo of one value per distinct tuple of arrays (lengths, dtypes and a 16-byte BLAKE2b of
-    their bytes), for one pass over a set's ranks. A hit is confirmed by comparing the arrays, so a
-    hash collision can only cost a recomputation; hashing reads the arrays in place (no copy)."""
+    """A memo of one value per distinct tuple of arrays (lengths, dtypes and a CRC-32 of their bytes),
+    for one pass over a set's ranks. A hit is confirmed by comparing the arrays, so a collision can
+    only cost a recomputation; hashing reads the arrays in place (no copy). CRC-32 rather than a
+    cryptographic hash: nothing here is adversarial, and ``hashlib`` costs a small run's start-up
+    its OpenSSL import (``tests/test_cli_startup.py``)."""
 
     def __init__(self) -> None:
         self._seen: dict[Key, tuple[tuple[np.ndarray, ...], T]] = {}
@@ -33,10 +35,10 @@ class SameArrays(Generic[T]):
     def get(self, arrays: tuple[np.ndarray, ...]) -> tuple[Key, T | None]:
         """``(key, value)``: the value kept for equal arrays (None when there is none) and the key to
         :meth:`put` a value for these arrays under."""
-        h = hashlib.blake2b(digest_size=16)
+        crc = 0
         for a in arrays:
-            h.update(np.ascontiguousarray(a).view(np.uint8).data)
-        key = (tuple(len(a) for a in arrays), tuple(a.dtype.str for a in arrays), h.digest())
+            crc = zlib.crc32(np.ascontiguousarray(a).view(np.uint8).data, crc)
+        key = (tuple(len(a) for a in arrays), tuple(a.dtype.str for a in arrays), crc)
         hit = self._seen.get(key)
         if hit is not None and all(np.array_equal(a, b) for a, b in zip(hit[0], arrays)):
             return key, hit[1]
