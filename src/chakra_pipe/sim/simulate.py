@@ -234,7 +234,9 @@ def simulate(
     try:
         while True:  # each rerun turns one fast path off, so at most two reruns
             try:
-                return _simulate(trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast, symmetric)
+                return _simulate(
+                    trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast=phases_fast, symmetric=symmetric
+                )
             except FastPathDeclined:  # a direct phase hit a same-time tie only the event order settles
                 phases_fast = symmetric = False
             except LinkConflict as conflict:  # aware messages reach a link out of the order they were evaluated in
