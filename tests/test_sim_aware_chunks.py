@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from sim_paths import assert_fast_equals_message_path
-from test_sim_examples import _straggler_set, coll, write_set
+from test_sim_examples import _straggler_set, coll, make_node, write_set
 
 from chakra_pipe import cli
 from chakra_pipe.et import schema
@@ -105,15 +105,52 @@ def test_chunks_started_together_are_one_recurrence(tmp_path: Path, kind: int, p
 
 
 @pytest.mark.parametrize("topology", ["Switch", "Ring", "FullyConnected"])
-def test_a_tie_only_the_event_order_settles_reruns(tmp_path: Path, topology: str, caplog) -> None:
-    """Staggered starts, then a small all-reduce: a late member's chunks send at one ns after a receive
-    whose message arrived at that very ns for one chunk and earlier for the other — their order is
-    the global event sequence, which the recurrence does not model: ``LinkConflict``, the run is
-    redone message by message and equals ``fast=False``."""
+def test_staggered_chunks_stay_exact(tmp_path: Path, topology: str) -> None:
+    """Staggered starts, then a small all-gather: a late member's chunks send at one ns after receives
+    whose messages arrived at that ns for one chunk and earlier for the other. The order of two
+    chunks' sends on a link is the SENDER's (its chains of same-ns callbacks, ``clocked``), and here
+    the senders' chains agree with the recurrence: kept on the fast path, equal to ``fast=False``."""
     ts = _straggler_set(tmp_path, 4, schema.ALL_GATHER)
     net = {"topology": [topology], "npus_count": [4], "bandwidth": [100], "latency": [700]}
     hw = HardwareConfig(
         _hw(topology, [4], 4).system, NetworkConfig.from_dict(net, source="net"), backend="congestion_aware"
+    )
+    fast = simulate(ts, hw, symmetric=False)
+    assert fast.fast_messages == fast.messages
+    assert fast.to_dict() == simulate(ts, hw, fast=False).to_dict()
+
+
+def test_a_tie_only_the_event_order_settles_reruns(tmp_path: Path, caplog) -> None:
+    """Eight NPUs with uneven compute before an all-reduce and an all-to-all in 2 chunks: two chunks'
+    sends meet a link at one ns where a sender's receive met its message's arrival at the same ns —
+    their order is the global event sequence, which the recurrence does not model: ``LinkConflict``,
+    the run is redone message by message and equals ``fast=False``."""
+    lead = [0, 2, 0, 0, 0, 0, 0, 0]
+    middle = [0, 0, 0, 2, 2, 0, 0, 0]
+    ranks = [
+        [
+            make_node(0, schema.COMP_NODE, lead[r]),
+            coll(1, schema.ALL_REDUCE, size=16384, data=[0]),
+            make_node(2, schema.COMP_NODE, middle[r], data=[1]),
+            coll(3, schema.ALL_TO_ALL, size=4096, data=[2]),
+        ]
+        for r in range(8)
+    ]
+    ts = write_set(tmp_path, ranks)
+    sysd = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": 0,
+        "active-chunks-per-dimension": 2,
+        "preferred-dataset-splits": 2,
+        "collective-optimization": "baseline",
+        "local-mem-bw": 3350,
+        **{f"{k}-implementation": ["ring"] for k in ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")},
+    }
+    net = {"topology": ["FullyConnected"], "npus_count": [8], "bandwidth": [100], "latency": [500]}
+    hw = HardwareConfig(
+        SystemConfig.from_dict(sysd, source="sys"),
+        NetworkConfig.from_dict(net, source="net"),
+        backend="congestion_aware",
     )
     with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
         fast = simulate(ts, hw, symmetric=False)

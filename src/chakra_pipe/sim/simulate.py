@@ -179,10 +179,10 @@ def _rings_used(trace_set, table: GroupTable, hw: HardwareConfig) -> set[tuple[i
                 add(named[name])
         for i in np.nonzero(types == schema.COMM_COLL_NODE)[0].tolist():
             pg = g.pg_name.get(i, "")
-            if i in g.involved_dim or (pg not in named and pg in WORLD_PG_NAMES):
-                add(None)
-            elif pg in named:
+            if pg in named:  # a named group's ring, involved_dim or not (Sys._plan)
                 add(named[pg])
+            elif i in g.involved_dim or pg in WORLD_PG_NAMES:
+                add(None)
             else:
                 return None
     return out

@@ -76,7 +76,9 @@ class FifoRingLinks:
     one, raises :class:`LinkConflict`. After the first, a phase's messages on a link arrive in order
     (each send follows a receive). The same sender's come in order by construction under
     ``simulate.aware_fast_path_is_exact``'s preconditions (an NPU runs one ring phase at a time per
-    dimension, phases of different dimensions cross different dimension groups' links, and every
+    dimension — or, with every chunk of a collective active at once on a 1-D network, its chunks'
+    phases evaluated together in chunk order, ``RingCoordinator._flush``, checked with ``queued`` —,
+    phases of different dimensions cross different dimension groups' links, and every
     path from one NPU to a given link shares the links before it; a sub-group or ``one*`` ring
     crossing a dimension another phase runs on is checked here like another sender); between senders (an NPU's
     downlink carries its TP and its DP predecessor's messages through a switch) it is a matter of

@@ -18,7 +18,8 @@ exactly as the event path would register it.
 On the congestion-aware network each message waits for its FIFO links (an uplink then a downlink
 through a switch). That is exact when every link takes its messages in the order the phases are
 evaluated: ``simulate.aware_fast_path_is_exact`` checks the run's preconditions before it starts (one
-queue and one active chunk per dimension or one chunk per collective, ring algorithms only, no ring
+queue and one active chunk per dimension, or one chunk per collective, or on a 1-D network every chunk
+of a collective active at once — evaluated together, :meth:`RingCoordinator._flush` —, ring algorithms only, no ring
 putting two of its members' messages on one link; on a multi-dimensional network each phase of a
 hierarchical collective is a ring inside one dimension group, over that group's links only), and
 the links check while it runs that no two senders' messages meet on one and that point-to-point messages, sent
@@ -103,7 +104,8 @@ class RingCoordinator:
         registration order), and a later send runs in the order of the step before's when the chain
         leading to it is made of same-ns callbacks only: its receive found the message arrived
         strictly before its own send (``clocked``; the match is then scheduled at once, in send
-        order). Ties are accepted only where both chunks' chains are such (``tied``); a tie involving a
+        order). Ties are accepted only where both chunks' chains at the SENDER are such (``tied``: the
+        flags of ``pred[i]``, whose sends tie on member ``i``'s first link); a tie involving a
         receive that waited for, or met at the same ns, its message's arrival (whose order against
         the send is the global event sequence) is refused. With the order verified, every start,
         arrival and exit is the event path's; the links end as the message path would leave them."""
@@ -127,19 +129,19 @@ class RingCoordinator:
         # per chunk and member: whether its current send comes from a chain of same-ns callbacks that
         # started with step 1's (each receive found its message arrived strictly before its own send),
         # so it runs in chunk order among the chunks that tie with it
-        clocked: list = [np.ones(len(pred), dtype=bool) if arrays else [True] * len(pred)] * len(chunks)
+        clocked: list = [np.ones(len(pred), dtype=bool) if arrays else [True] * len(pred) for _ in chunks]
         queued = False  # chunk 1's step 1 meets the links' carried-over state, the rest the message before
         for k in range(1, steps + 1):
             before: Any = None  # the chunk before's flags for this step's send
             for c, sent in enumerate(sends):
                 mine = clocked[c]
                 if arrays:
-                    tied = before & mine if c else False
+                    tied = (before & mine)[predv] if c else False  # the senders' flags (pred[i] sends to i)
                     arrived = links.arrive(sent[predv], queued, tied)
                     clocked[c] = arrived < sent
                     recv = np.maximum(arrived, sent)
                 else:
-                    tied = [x and y for x, y in zip(before, mine)] if c else False
+                    tied = [before[j] and mine[j] for j in pred] if c else False
                     arrived = links.arrive([sent[j] for j in pred], queued, tied)
                     clocked[c] = [a < s for a, s in zip(arrived, sent)]
                     recv = [a if a > s else s for a, s in zip(arrived, sent)]
