@@ -6,8 +6,8 @@ and size, the measured and predicted times, the relative error and nccl-tests' a
 the ping-pong rows (``send_recv``: round trip of ``size_bytes`` each way, one-way bandwidths) the
 same way; ``fit.png`` plots measured against predicted. The collectives' median errors leave the
 ping-pong rows out (they are reported on their own), so they compare with earlier calibrations.
-All written atomically; the numbers are rounded so
-the files read well, and their order is fixed (kind, then size).
+All written atomically; the numbers are rounded so the files read well, and their order is fixed
+(kind, then size).
 """
 
 from __future__ import annotations
