@@ -263,6 +263,30 @@ def test_cli_rejects_one_rank(tmp_path):
     assert r.returncode == 2 and "--ranks" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("sizes", ["256,0", "256,lots"])
+def test_cli_rejects_a_bad_ping_pong_size(tmp_path, sizes):
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "calibrate",
+            "--ranks",
+            "2",
+            "--p2p-sizes",
+            sizes,
+            "--out",
+            str(tmp_path / "c"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 2 and "--p2p-sizes" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "c").exists()
+
+
 @pytest.mark.slow
 def test_gloo_calibration_end_to_end(tmp_path):
     pytest.importorskip("torch", reason="calibrate measures through the replay engine: the optional torch extra")
