@@ -11,7 +11,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "calibrate",
         help="fit an ASTRA-sim network.yml + system.json to collectives measured here",
         description="Run all-reduce, all-gather, reduce-scatter and all-to-all microbenchmarks "
-        "through the replay engine, fit bandwidth, latency, endpoint-delay, local-mem-bw, "
+        "and a send/recv ping-pong between ranks 0 and 1 through the replay engine, fit latency to the "
+        "ping-pong and bandwidth, endpoint-delay, local-mem-bw, "
         "topology and each collective's implementation by minimising the relative error "
         "of our simulator, and write DIR/network.yml, DIR/system.json and the fit report "
         "DIR/fit.json, fit.csv, fit.png. Needs the optional torch extra.",
