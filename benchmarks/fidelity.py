@@ -67,7 +67,8 @@ def _collective_table(ts: TraceSet, result, fit: dict) -> list[str]:
     A collective's time, captured or simulated, is from the last rank's start to the last rank's end
     of the k-th collective on every rank (captured: the backend's work range, the COMM node's start
     and duration), so a rank waiting for a late peer is not counted on either side. "calibrate" is the
-    calibration's median at the nearest calibrated size of that kind (``fit.json``, the times it fitted).
+    calibration's median at the nearest calibrated size of that kind (``fit.json``, the times it fitted);
+    for a SEND or RECV, half its ping-pong round trip.
     """
     comm = (schema.COMM_COLL_NODE, schema.COMM_SEND_NODE, schema.COMM_RECV_NODE)
     captured: list[list[tuple[int, float, float]]] = []
@@ -81,7 +82,12 @@ def _collective_table(ts: TraceSet, result, fit: dict) -> list[str]:
     }
     cal: dict[str, list[tuple[int, float]]] = {}
     for row in fit["rows"]:
-        cal.setdefault(row["collective"].upper(), []).append((int(row["size_bytes"]), float(row["measured_ns"])))
+        size, t = int(row["size_bytes"]), float(row["measured_ns"])
+        if row["collective"] == "send_recv":  # calibrate's ping-pong is a round trip: one way is half
+            for kind in ("SEND", "RECV"):
+                cal.setdefault(kind, []).append((size, t / 2))
+        else:
+            cal.setdefault(row["collective"].upper(), []).append((size, t))
     groups: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for k in range(min(len(c) for c in captured)):
         nodes = [c[k] for c in captured]
@@ -151,7 +157,13 @@ def main() -> None:
             f"{fit['platform']['latency_ns']} ns, endpoint-delay {fit['platform']['endpoint_delay_ns']} ns; median "
             f"|error| {100 * fit['median_rel_error_fitted_sizes']:.1f}% (sizes >= {fit['fit_min_size_bytes']} B), "
             f"{100 * fit['median_rel_error_all_sizes']:.1f}% (all sizes), "
-            f"{100 * (fit.get('median_rel_error_from_256KiB') or 0):.1f}% (sizes >= 256 KiB)"
+            f"{100 * (fit.get('median_rel_error_from_256KiB') or 0):.1f}% (sizes >= 256 KiB); latency from "
+            f"{fit.get('latency_from', 'collectives')}"
+            + (
+                f" (send/recv median |error| {100 * fit['median_rel_error_send_recv']:.1f}%)"
+                if fit.get("median_rel_error_send_recv") is not None
+                else ""
+            )
         )
         hw = load_hardware(cal / "system.json", cal / "network.yml")
         net = json.loads(json.dumps(hw.network.__dict__))

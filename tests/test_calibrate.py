@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from chakra_pipe.calibrate.bench import KINDS, Measurement, call_ns, covered_share, shared_clock, write_benchmark
+from chakra_pipe.calibrate.bench import (
+    KINDS,
+    P2P,
+    Measurement,
+    call_ns,
+    covered_share,
+    p2p_measurement,
+    round_trip_ns,
+    shared_clock,
+    write_benchmark,
+)
 from chakra_pipe.calibrate.fit import Platform, _hardware, _Sets, _time, fit, slower_than_larger
 from chakra_pipe.calibrate.report import write_outputs
 from chakra_pipe.generate.collective import COLLECTIVES
@@ -42,6 +52,108 @@ def test_fit_recovers_times_the_model_produced(tmp_path, npus):
     for m in measured:
         assert abs(result.predicted_ns[(m.kind, m.size)] - m.time_ns) <= 0.01 * m.time_ns, (m, result.platform)
     assert result.platform.npus == npus and result.platform.topology in ("Ring", "Switch")
+
+
+P2P_SIZES = (256, 4 << 10, 64 << 10, 1 << 20)
+
+
+def _with_p2p(npus: int, tmp_path: Path, topology: str = "Switch") -> list[Measurement]:
+    """TRUTH's collectives on ``topology`` plus the ping-pong rows the same machine would time."""
+    sets = _Sets(npus, tmp_path / "p2p")
+    p2p = [p2p_measurement(s, _time(sets, topology, P2P, "ring", s, TRUTH), 1) for s in P2P_SIZES]
+    if topology == "Switch":
+        return _synthetic(npus, tmp_path) + p2p
+    out = []
+    for kind in KINDS:
+        for size in SIZES:
+            t = _time(sets, topology, kind, TRUTH_IMPL[kind], size, TRUTH)
+            out.append(Measurement(kind, size, t, 0.0, 0.0, 1))
+    return out + p2p
+
+
+def test_at_two_ranks_each_collective_trades_latency_for_endpoint_delay_but_a_send_does_not(tmp_path):
+    """Why calibrate times send/recv: on a 2-NPU Switch an all-reduce pays 4 latencies + 3
+    endpoint-delays, every other collective 2 + 2, so within each collective some trade of latency
+    for endpoint-delay leaves its time unchanged; only the all-reduce-vs-rest contrast (gloo's
+    implementation, not physics) could split them. A send pays latency and no endpoint-delay."""
+    sets = _Sets(2, tmp_path)
+    for kind in KINDS:
+        shifted = {
+            **TRUTH,
+            "latency": TRUTH["latency"] - (1500 if kind == "all_reduce" else 2000),
+            "endpoint-delay": TRUTH["endpoint-delay"] + 2000,
+        }
+        for size in SIZES:
+            t = _time(sets, "Switch", kind, TRUTH_IMPL[kind], size, TRUTH)
+            assert t == _time(sets, "Switch", kind, TRUTH_IMPL[kind], size, shifted), kind
+        for size in P2P_SIZES:  # the round trip: 2 messages x 2 hops of the latency moved, no endpoint-delay
+            p2p = _time(sets, "Switch", P2P, "ring", size, TRUTH) - _time(sets, "Switch", P2P, "ring", size, shifted)
+            assert p2p == 4 * (TRUTH["latency"] - shifted["latency"])
+
+
+@pytest.mark.parametrize(("npus", "topology"), [(2, "Switch"), (2, "Ring"), (4, "Ring")])
+def test_send_recv_rows_let_the_fit_recover_latency_and_endpoint_delay_separately(tmp_path, npus, topology):
+    measured = _with_p2p(npus, tmp_path, topology)
+    result = fit(measured, npus, 256 << 10)
+    p = result.platform
+    assert result.latency_from == "send_recv"
+    assert all((P2P, s) in result.fitted for s in P2P_SIZES)  # every ping-pong size fitted, below --fit-min-size too
+    hops = {"Switch": 2, "Ring": 1}
+    # At 2 NPUs a Ring and a Switch of half the latency price every message alike; the per-message
+    # latency (hops x latency) is what the machine has, and endpoint-delay is pinned to the ns.
+    assert p.latency_ns * hops[p.topology] == pytest.approx(TRUTH["latency"] * hops[topology], rel=0.01)
+    assert p.endpoint_delay_ns == pytest.approx(TRUTH["endpoint-delay"], rel=0.01)
+    assert p.bandwidth_gbps == pytest.approx(TRUTH["bandwidth"], rel=0.01)
+    for m in measured:
+        assert abs(result.predicted_ns[(m.kind, m.size)] - m.time_ns) <= 0.01 * m.time_ns, (m, p)
+    doc = write_outputs(tmp_path / "cal", measured, result, {"backend": "synthetic", "ranks": npus}, 256 << 10)
+    p2p_rows = [r for r in doc["rows"] if r["collective"] == P2P]
+    assert [r["size_bytes"] for r in p2p_rows] == list(P2P_SIZES) and doc["rows"][-1]["collective"] == P2P
+    assert all(r["fitted"] and abs(r["rel_error"]) <= 0.01 for r in p2p_rows)
+    assert doc["median_rel_error_send_recv"] <= 0.01 and doc["latency_from"] == "send_recv"
+    csv_lines = (tmp_path / "cal" / "fit.csv").read_text().splitlines()
+    assert sum(line.startswith(f"{P2P},") for line in csv_lines) == len(P2P_SIZES)
+    load_hardware(tmp_path / "cal" / "system.json", tmp_path / "cal" / "network.yml")
+
+
+def test_without_send_recv_rows_the_latency_comes_from_the_collectives(tmp_path):
+    result = fit(_synthetic(2, tmp_path), 2, 256 << 10)
+    assert result.latency_from == "collectives" and not any(k == P2P for k, _ in result.fitted)
+
+
+def test_ping_pong_runs_between_ranks_0_and_1_after_the_collectives(tmp_path):
+    """Ranks 0 and 1 exchange each size both ways after the last collective and an untimed first
+    round (the replay plan agrees: send and receive matched, the pong issued after the ping); the
+    other ranks take no part."""
+    from chakra_pipe.et import TraceSet
+    from chakra_pipe.replay.plan import ACT_RECV, ACT_SEND, build_plan
+
+    cases = write_benchmark(str(tmp_path / "b"), 4, (4096,), p2p_sizes=(256, 1 << 20))
+    plan = build_plan(TraceSet.load(str(tmp_path / "b")))
+    first = len(cases)
+    for rank in plan.ranks:
+        assert sorted(rank.ids) == list(range(first + (6 if rank.rank < 2 else 0)))
+        if rank.rank >= 2:
+            continue
+        for j, size in enumerate((256, 256, 1 << 20)):  # the untimed round, then one per size
+            ping, pong = rank.ids.index(first + 2 * j), rank.ids.index(first + 2 * j + 1)
+            assert rank.actions[ping] == (ACT_SEND if rank.rank == 0 else ACT_RECV)
+            assert rank.actions[pong] == (ACT_RECV if rank.rank == 0 else ACT_SEND)
+            assert rank.comm[ping].peer == rank.comm[pong].peer == 1 - rank.rank
+            assert rank.comm[ping].nbytes == rank.comm[pong].nbytes == size
+            assert [rank.ids[k] for k in rank.parents[pong]] == [first + 2 * j]
+            assert [rank.ids[k] for k in rank.parents[ping]] == [first - 1 if j == 0 else first + 2 * j - 1]
+
+
+def test_round_trip_is_read_on_rank_0_alone():
+    # rank 1 (skewed clock origin) must not enter: 1000 -> 1000 + 300 + 4700
+    nodes = [
+        {5: {"start_ns": [1000], "duration_ns": [200]}, 6: {"start_ns": [1300], "duration_ns": [4700]}},
+        {5: {"start_ns": [90_000], "duration_ns": [1]}, 6: {"start_ns": [90_001], "duration_ns": [1]}},
+    ]
+    assert round_trip_ns(nodes, 5, 0) == 5000
+    m = p2p_measurement(1000, 5000, 3)
+    assert m.kind == P2P and m.algbw_GBps == m.busbw_GBps == pytest.approx(0.4)  # 1000 B one way in 2500 ns
 
 
 def test_a_call_slower_than_a_larger_one_is_reported_but_not_fitted(tmp_path):
@@ -152,6 +264,30 @@ def test_cli_rejects_one_rank(tmp_path):
     assert r.returncode == 2 and "--ranks" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("sizes", ["256,0", "256,lots"])
+def test_cli_rejects_a_bad_ping_pong_size(tmp_path, sizes):
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_pipe.cli",
+            "calibrate",
+            "--ranks",
+            "2",
+            "--p2p-sizes",
+            sizes,
+            "--out",
+            str(tmp_path / "c"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 2 and "--p2p-sizes" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "c").exists()
+
+
 @pytest.mark.slow
 def test_gloo_calibration_end_to_end(tmp_path):
     pytest.importorskip("torch", reason="calibrate measures through the replay engine: the optional torch extra")
@@ -172,6 +308,8 @@ def test_gloo_calibration_end_to_end(tmp_path):
             "1MiB",
             "--iterations",
             "3",
+            "--p2p-sizes",
+            "256,4KiB",
             "--out",
             str(tmp_path / "cal"),
         ],
@@ -184,14 +322,21 @@ def test_gloo_calibration_end_to_end(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads((tmp_path / "cal" / "fit.json").read_text())
     assert doc["backend"] == "gloo" and doc["sizes_bytes"] == [256 << 10, 1 << 20]
-    assert len(doc["rows"]) == 8 and all(row["measured_ns"] > 0 for row in doc["rows"])
+    assert doc["p2p_sizes_bytes"] == [256, 4096] and doc["latency_from"] == "send_recv"
+    assert len(doc["rows"]) == 10 and all(row["measured_ns"] > 0 for row in doc["rows"])
+    # the ping-pong rows: a real round trip through gloo, fitted although below the collectives' 256 KiB
+    # (the 256 B one unless the machine made it slower than the 4 KiB one: then it is noise, not fitted)
+    small, large = doc["rows"][-2:]
+    assert (small["collective"], small["size_bytes"], large["collective"], large["size_bytes"]) == (P2P, 256, P2P, 4096)
+    assert large["fitted"] and small["fitted"] == (small["measured_ns"] <= large["measured_ns"])
     for row in doc["rows"]:
-        size = row["size_bytes"] * (2 if row["collective"] == "all_gather" else 1)  # nccl-tests' size column
+        size = row["size_bytes"] * (2 if row["collective"] in ("all_gather", P2P) else 1)  # nccl-tests' size column
         assert row["algbw_GBps"] == pytest.approx(size / row["measured_ns"], rel=1e-3)
         assert row["rel_error"] == pytest.approx(
             (row["predicted_ns"] - row["measured_ns"]) / row["measured_ns"], abs=1e-4
         )
     assert f"median |error| {100 * doc['median_rel_error_fitted_sizes']:.1f}%" in r.stdout
+    assert "latency from send/recv ping-pong" in r.stdout
     load_hardware(tmp_path / "cal" / "system.json", tmp_path / "cal" / "network.yml")
 
 

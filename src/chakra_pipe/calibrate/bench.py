@@ -13,6 +13,16 @@ longer, and the fitted latency would follow the barrier's skew instead of the co
 figure kept is the median over iterations, which shrugs off a descheduled rank on a shared
 machine. Bandwidths follow nccl-tests (``results.busbw``).
 
+**Point-to-point** (``p2p_sizes``): after the collectives and one untimed round (:func:`p2p_rounds`),
+ranks 0 and 1 play ping-pong once per size: rank 0 sends to rank 1, rank 1 sends the same bytes
+back (nodes ``P + 2j`` and ``P + 2j + 1``, ``P`` the collectives' node count plus the untimed
+round's 2; the other ranks have no such nodes). The time kept is the round trip on rank 0 alone,
+from its send's issue to its receive's completion, so no second clock and no barrier skew enters
+it. Why it is measured: in ASTRA-sim's model a SEND pays ``hops x latency + bytes / bandwidth``
+and no ``endpoint-delay`` (spec §2.4, §4.1), while every message of a collective pays both; at 2
+ranks each collective carries them in a fixed proportion, so it cannot tell them apart, and a
+pipeline's sends are priced by latency alone (``fit``).
+
 **Under load** (``load="gemm"``): in a captured training step a collective rarely runs alone. DDP
 reduces each gradient bucket on the backend's worker thread while the main thread computes the rest
 of the backward pass, and on a host where ranks share cores (CPU/gloo: every rank's compute and
@@ -47,6 +57,9 @@ from ..results.busbw import bandwidth
 KINDS = tuple(c.key for c in ASTRA_SIM)
 COVER = 2.0  # a loaded pass's GEMM lasts this many unloaded collective times (at the measured rate)
 DEFAULT_SIZES = tuple(4 << 10 << (2 * k) for k in range(8))  # 4 KiB, 16 KiB, ... 64 MiB
+P2P = "send_recv"  # the ping-pong rows' kind in measurements and the fit report
+DEFAULT_P2P_SIZES = (256, 4 << 10, 64 << 10, 1 << 20)
+P2P_TAG = 7000  # + case index: one tag per size, so receives posted up front match their own send
 
 
 @dataclass(frozen=True)
@@ -77,13 +90,19 @@ def write_benchmark(
     sizes: tuple[int, ...],
     gemm_ops: list[int] | None = None,
     kinds: tuple[str, ...] = KINDS,
+    p2p_sizes: tuple[int, ...] = (),
 ) -> list[tuple[str, int]]:
     """The rank set: the k-th (kind, size) after the (k - 1)-th; with ``gemm_ops``, each collective
-    (node ``2k``) paired with a GEMM of ``gemm_ops[k]`` FLOPs (node ``2k + 1``) issued with it."""
+    (node ``2k``) paired with a GEMM of ``gemm_ops[k]`` FLOPs (node ``2k + 1``) issued with it; then
+    ranks 0 and 1 ping-pong once per ``p2p_sizes`` (:func:`ping_pong`). Returns the collective cases."""
     cases = [(kind, size) for size in sizes for kind in kinds]
     stride = 2 if gemm_ops else 1
     for rank in write_order(ranks):
         nodes = []
+        first = stride * len(cases)
+        last = [first - stride + j for j in range(stride)] if cases else []
+        for j, size in enumerate(p2p_rounds(p2p_sizes) if rank < 2 else ()):
+            nodes += ping_pong(rank, size, first + 2 * j, last if j == 0 else [first + 2 * j - 1], P2P_TAG + j)
         for k, (kind, size) in enumerate(cases):
             prev = [stride * (k - 1) + j for j in range(stride)] if k else []
             node = schema.Node(id=stride * k, name=f"{kind}_{size}", type=schema.COMM_COLL_NODE)
@@ -98,8 +117,46 @@ def write_benchmark(
                 set_attr(gemm, "is_cpu_op", False)
                 set_attr(gemm, "num_ops", gemm_ops[k])
                 nodes.append(gemm)
+        nodes.sort(key=lambda n: n.id)
         write_trace(f"{prefix}.{rank}.et", schema.GlobalMetadata(version=METADATA_VERSION), nodes)
     return cases
+
+
+def p2p_rounds(p2p_sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """The ping-pongs written: an untimed one of the first size, then one per size. Rank 1 may still
+    be finishing the last collective when rank 0 sends (a 256 B round trip measured 1.2 ms first, 0.9
+    ms at 4 KiB next); the untimed round starts the timed ones from a point both ranks have passed."""
+    return p2p_sizes[:1] + p2p_sizes
+
+
+def ping_pong(rank: int, size: int, first_id: int, deps: list[int], tag: int) -> list:
+    """Rank 0's or rank 1's two nodes of one ping-pong of ``size`` bytes: ``first_id`` carries the
+    ping (0 -> 1), ``first_id + 1`` the pong (1 -> 0), issued once the ping has arrived."""
+    out = []
+    for k, (src, dst) in enumerate(((0, 1), (1, 0))):
+        node_type = schema.COMM_SEND_NODE if rank == src else schema.COMM_RECV_NODE
+        node = schema.Node(id=first_id + k, name=f"{P2P}_{size}_{'ping' if k == 0 else 'pong'}", type=node_type)
+        node.data_deps.extend(deps if k == 0 else [first_id])
+        set_attr(node, "is_cpu_op", False)
+        set_attr(node, "comm_src", src)
+        set_attr(node, "comm_dst", dst)
+        set_attr(node, "comm_tag", tag)
+        set_attr(node, "comm_size", size)
+        out.append(node)
+    return out
+
+
+def round_trip_ns(nodes: list[dict], first_id: int, it: int) -> int:
+    """Iteration ``it`` of the ping-pong at ``first_id``: rank 0's send issue to its receive's end."""
+    ping, pong = nodes[0][first_id], nodes[0][first_id + 1]
+    return pong["start_ns"][it] + pong["duration_ns"][it] - ping["start_ns"][it]
+
+
+def p2p_measurement(size: int, time_ns: int, samples: int) -> Measurement:
+    """A ping-pong row; its bandwidths are the one-way ones (``size`` over half the round trip),
+    algbw = busbw as nccl-tests' sendrecv reports them."""
+    bw = 2 * size / time_ns if time_ns > 0 else 0.0  # bytes/ns = GB/s (GB = 10^9 B)
+    return Measurement(P2P, size, time_ns, bw, bw, samples)
 
 
 def gemm_gflops(seconds: float = 0.2) -> float:
@@ -134,13 +191,14 @@ def _replay(
     timeout_s: float,
     gemm_ops: list[int] | None,
     kinds: tuple[str, ...] = KINDS,
+    p2p_sizes: tuple[int, ...] = (),
 ) -> tuple[list[tuple[str, int]], list[dict], dict]:
     """Replay the benchmark set once; per rank, its nodes by id."""
     from ..replay.launcher import ReplayConfig, replay_here
 
     with tempfile.TemporaryDirectory(prefix="chakra-calibrate-") as tmp:
         prefix = str(Path(tmp) / "bench")
-        cases = write_benchmark(prefix, ranks, sizes, gemm_ops, kinds)
+        cases = write_benchmark(prefix, ranks, sizes, gemm_ops, kinds, p2p_sizes)
         result = replay_here(
             ReplayConfig(
                 prefix=prefix,
@@ -201,17 +259,28 @@ def measure(
     warmup: int,
     timeout_s: float,
     load: str = "none",
+    p2p_sizes: tuple[int, ...] = (),
 ) -> tuple[list[Measurement], dict, LoadStats | None]:
-    """Per (kind, size) the median of the slowest rank's times; with ``load="gemm"`` a second,
-    loaded pass (GEMMs sized from the first pass) gives the times returned."""
+    """Per (kind, size) the median of the slowest rank's times, then one ping-pong row per
+    ``p2p_sizes`` (timed in the unloaded pass: they pin the latency, which a GEMM beside them would
+    not change in the model); with ``load="gemm"`` a second, loaded pass (GEMMs sized from the first
+    pass) gives the collective times returned."""
     import time
 
     deadline = time.monotonic() + timeout_s  # both passes share the one --timeout
-    cases, nodes, result = _replay(ranks, sizes, backend, iterations, warmup, timeout_s, None)
+    cases, nodes, result = _replay(ranks, sizes, backend, iterations, warmup, timeout_s, None, KINDS, p2p_sizes)
     alone = _measurements(cases, nodes, ranks, iterations, 1)
+    p2p = [
+        p2p_measurement(
+            size,
+            int(statistics.median(round_trip_ns(nodes, len(cases) + 2 * (j + 1), it) for it in range(iterations))),
+            iterations,
+        )
+        for j, size in enumerate(p2p_sizes)
+    ]
     meta = {"backend": result["settings"]["backend"], "environment": result["environment"]}
     if load == "none":
-        return alone, meta, None
+        return alone + p2p, meta, None
     rate = gemm_gflops()
     ops = [max(1, int(COVER * m.time_ns * rate)) for m in alone]  # ns x GFLOP/s = FLOPs
     left = deadline - time.monotonic()
@@ -223,4 +292,4 @@ def measure(
         round(covered_share(nodes, len(cases), iterations), 4),
         {(m.kind, m.size): m.time_ns for m in alone},
     )
-    return _measurements(cases, nodes, ranks, iterations, 2), meta, stats
+    return _measurements(cases, nodes, ranks, iterations, 2) + p2p, meta, stats

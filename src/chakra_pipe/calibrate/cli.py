@@ -11,7 +11,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "calibrate",
         help="fit an ASTRA-sim network.yml + system.json to collectives measured here",
         description="Run all-reduce, all-gather, reduce-scatter and all-to-all microbenchmarks "
-        "through the replay engine, fit bandwidth, latency, endpoint-delay, local-mem-bw, "
+        "and a send/recv ping-pong between ranks 0 and 1 through the replay engine, fit latency to the "
+        "ping-pong and bandwidth, endpoint-delay, local-mem-bw, "
         "topology and each collective's implementation by minimising the relative error "
         "of our simulator, and write DIR/network.yml, DIR/system.json and the fit report "
         "DIR/fit.json, fit.csv, fit.png. Needs the optional torch extra.",
@@ -35,6 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="gemm: time every collective while its rank's compute slot runs a GEMM sized to outlast it, "
         "as DDP's backward runs beside its bucketed all-reduce (a second, loaded pass; see README)",
     )
+    p.add_argument(
+        "--p2p-sizes",
+        default="256,4KiB,64KiB,1MiB",
+        help="ping-pong sizes between ranks 0 and 1, comma-separated (default 256,4KiB,64KiB,1MiB); they fix "
+        "the latency, the collectives then endpoint-delay (see README); 'none' to fit latency from collectives",
+    )
     p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="give up after S seconds")
     p.set_defaults(func=_calibrate)
 
@@ -46,6 +53,9 @@ def _calibrate(args) -> int:
 
     lo, hi = parse_size(args.min_size, "--min-size"), parse_size(args.max_size, "--max-size")
     fit_min = parse_size(args.fit_min_size, "--fit-min-size")
+    p2p = () if args.p2p_sizes == "none" else tuple(parse_size(v, "--p2p-sizes") for v in args.p2p_sizes.split(","))
+    if any(v <= 0 for v in p2p):
+        raise InputError(f"--p2p-sizes must be positive, got {args.p2p_sizes!r}", where="--p2p-sizes")
     if args.ranks < 2:
         raise InputError("calibration needs at least 2 ranks", where="--ranks")
     if not 0 < lo <= hi:
@@ -54,7 +64,17 @@ def _calibrate(args) -> int:
         raise InputError("--iterations must be >= 1 and --warmup >= 0", where="--iterations")
     doc = calibrate(
         CalibrateConfig(
-            args.ranks, args.backend, args.out, lo, hi, fit_min, args.iterations, args.warmup, args.timeout, args.load
+            args.ranks,
+            args.backend,
+            args.out,
+            lo,
+            hi,
+            fit_min,
+            args.iterations,
+            args.warmup,
+            args.timeout,
+            args.load,
+            p2p,
         )
     )
     p = doc["platform"]
@@ -67,6 +87,11 @@ def _calibrate(args) -> int:
         + (
             f", {100 * doc['median_rel_error_from_256KiB']:.1f}% for sizes >= 256 KiB"
             if doc["median_rel_error_from_256KiB"] is not None and fit_min != 256 << 10
+            else ""
+        )
+        + (
+            f"; latency from send/recv ping-pong (median |error| {100 * doc['median_rel_error_send_recv']:.1f}%)"
+            if doc["median_rel_error_send_recv"] is not None
             else ""
         )
         + (f"; timed under GEMM load (covered {100 * doc['load_covered_share']:.0f}%)" if args.load == "gemm" else "")

@@ -14,6 +14,23 @@ weighs alike (relative error), so no size outweighs another, and a row slower th
 its collective is not fitted at all (:func:`slower_than_larger`). The winner's
 predictions are then *re-simulated* at the fitted values, so the reported errors are the simulator's, not the
 linearisation's.
+
+**Latency from send/recv, endpoint-delay from the collectives.** When the measurements hold
+ping-pong rows (``bench.P2P``), the fit runs in two steps, because the model prices the two
+quantities differently only there. A SEND pays ``h * latency + bytes / bandwidth`` (spec §4.1; h = 1
+between neighbours on a Ring, 2 through a Switch) and no ``endpoint-delay``, which is charged only
+per packet of a native collective algorithm (§3.4); a collective step pays ``latency +
+endpoint-delay + bytes / bandwidth`` (+ reduction time). At 2 ranks latency and endpoint-delay
+enter each collective in a fixed proportion (2-NPU Switch: all-reduce 4 L + 3 E, the others 2 L +
+2 E; Ring 2 L + 3 E and L + 2 E), so each collective fixes only one blend of the two, and the split
+hangs on how gloo's all-reduce per-call cost compares with its other collectives' — an
+implementation detail, not the link — while it decides what a pipeline's point-to-point message
+costs. So (1) the ping-pong rows alone fix latency (with a bandwidth, by the
+same relative LAD, per topology); (2) with latency held there, bandwidth, endpoint-delay and
+local-mem-bw (and topology and implementations) are fitted to the collective rows and the ping-pong
+rows together, the collectives' per-step cost left over after latency becoming endpoint-delay. The
+ping-pong rows are fitted at every size (their small sizes are what pins latency), whatever
+``min_size`` says for the collectives. Without such rows the joint fit above is used unchanged.
 """
 
 from __future__ import annotations
@@ -28,7 +45,7 @@ import numpy as np
 
 from ..et.collectives import ASTRA_SIM
 from ..generate.collective import CollectiveSpec, generate_collective
-from .bench import Measurement
+from .bench import P2P, P2P_TAG, Measurement, ping_pong
 
 TOPOLOGIES = ("Ring", "Switch")
 IMPLEMENTATIONS = {
@@ -114,20 +131,34 @@ class _Sets:
         self.cache: dict[tuple[str, int], Any] = {}
 
     def get(self, kind: str, size: int):
-        from ..et import TraceSet
+        from ..et import TraceSet, schema
+        from ..et.framing import write_trace
+        from ..generate.collective import METADATA_VERSION
 
         key = (kind, size)
         if key not in self.cache:
             prefix = str(self.folder / f"{kind}_{size}")
-            generate_collective(CollectiveSpec(kind, self.npus, size), prefix)
+            if kind == P2P:  # the benchmark's own ping-pong between ranks 0 and 1 (2 NPUs: see npus_for)
+                for rank in (0, 1):
+                    meta = schema.GlobalMetadata(version=METADATA_VERSION)
+                    write_trace(f"{prefix}.{rank}.et", meta, ping_pong(rank, size, 0, [], P2P_TAG))
+            else:
+                generate_collective(CollectiveSpec(kind, self.npus, size), prefix)
             self.cache[key] = TraceSet.load(prefix)
         return self.cache[key]
+
+    def npus_for(self, kind: str) -> int:
+        """The ping-pong runs between ranks 0 and 1, which are 1 hop apart on a Ring of any size and
+        2 (via the switch) on a Switch of any size, so a 2-NPU network of the same topology prices
+        it exactly."""
+        return 2 if kind == P2P else self.npus
 
 
 def _time(sets: _Sets, topology: str, kind: str, algo: str, size: int, values: dict) -> int:
     from ..sim import simulate
 
-    return max(simulate(sets.get(kind, size), _hardware(topology, sets.npus, kind, algo, values)).finish_ns)
+    hardware = _hardware(topology, sets.npus_for(kind), kind, algo, values)
+    return max(simulate(sets.get(kind, size), hardware).finish_ns)
 
 
 def _coefficients(sets: _Sets, topology: str, kind: str, algo: str, size: int) -> tuple[float, np.ndarray]:
@@ -183,7 +214,10 @@ def _trimmed_fit(
             break
         x = x_new
     r = np.sort(np.abs(a @ x - b))
-    return x, (round(float(r[:h].sum()), 6), float(r.sum()))  # ties (a perfect trimmed fit) go to all rows
+    # Ties go to all rows: trimmed sums within 0.001 (the integer-ns truncation of simulated times
+    # alone reaches 1e-5 per row) are equal, so a perfect trimmed fit that leaves a collective out
+    # does not beat one that follows every row.
+    return x, (round(float(r[:h].sum()), 3), float(r.sum()))
 
 
 @dataclass
@@ -192,6 +226,7 @@ class FitResult:
     predicted_ns: dict[tuple[str, int], int]
     objective: tuple[float, float]  # (trimmed, all rows) sum of absolute relative errors
     fitted: frozenset[tuple[str, int]]  # the (kind, size) rows the fit used
+    latency_from: str = "collectives"  # or "send_recv": which rows fixed the latency
 
 
 def slower_than_larger(measurements: list[Measurement]) -> set[tuple[str, int]]:
@@ -209,36 +244,61 @@ def slower_than_larger(measurements: list[Measurement]) -> set[tuple[str, int]]:
     return out
 
 
+def _p2p_latency(sets: _Sets, topology: str, rows: list[Measurement]) -> float:
+    """Step (1): the latency (ns) the ping-pong rows alone give on ``topology``: relative LAD over
+    latency and 1/bandwidth (latency alone when one size was timed, which cannot separate them);
+    endpoint-delay and local-mem-bw have no coefficient in a send."""
+    coef = [_coefficients(sets, topology, P2P, "ring", m.size) for m in rows]
+    w = np.array([1.0 / m.time_ns for m in rows])
+    cols = [0, 1] if len({m.size for m in rows}) > 1 else [1]
+    a_mat = np.array([c[cols] for _, c in coef]) * w[:, None]
+    b_vec = np.array([m.time_ns - base for m, (base, _) in zip(rows, coef)]) * w
+    return float(_lad(a_mat, b_vec)[cols.index(1)])
+
+
 def fit(measurements: list[Measurement], npus: int, min_size: int) -> FitResult:
-    """The platform minimising the absolute relative error over measurements of >= ``min_size``
-    bytes, less those :func:`slower_than_larger` rejects."""
+    """The platform minimising the absolute relative error over collective measurements of >=
+    ``min_size`` bytes and every ping-pong row, less those :func:`slower_than_larger` rejects;
+    latency from the ping-pong rows alone when there are any (module docstring)."""
     rejected = slower_than_larger(measurements)
-    used = [m for m in measurements if m.size >= min_size and m.time_ns > 0 and (m.kind, m.size) not in rejected]
+    ok = [m for m in measurements if m.time_ns > 0 and (m.kind, m.size) not in rejected]
+    p2p = [m for m in ok if m.kind == P2P]
+    used = [m for m in ok if m.kind != P2P and m.size >= min_size]
     if not used:
         raise ValueError(f"no measurement of at least {min_size} bytes to fit")
     kinds = sorted({m.kind for m in used}, key=list(IMPLEMENTATIONS).index)
     with tempfile.TemporaryDirectory(prefix="chakra-calibrate-fit-") as tmp:
         sets = _Sets(npus, Path(tmp))
-        candidates: dict[bytes, tuple[float, str, dict[str, str], np.ndarray, np.ndarray]] = {}
+        # (plain LAD, topology, implementations, rows, targets, latency held or None)
+        candidates: dict[bytes, tuple[float, str, dict[str, str], np.ndarray, np.ndarray, float | None]] = {}
         for topology in TOPOLOGIES:
+            latency = _p2p_latency(sets, topology, p2p) if p2p else None
             rows = {
                 (k, a): [(m, *_coefficients(sets, topology, k, a, m.size)) for m in used if m.kind == k]
                 for k in kinds
                 for a in IMPLEMENTATIONS[k]
             }
+            p2p_rows = [(m, *_coefficients(sets, topology, P2P, "ring", m.size)) for m in p2p]
             for combo in itertools.product(*(IMPLEMENTATIONS[k] for k in kinds)):
-                chosen = [r for k, a in zip(kinds, combo) for r in rows[(k, a)]]
+                chosen = [r for k, a in zip(kinds, combo) for r in rows[(k, a)]] + p2p_rows
                 w = np.array([1.0 / m.time_ns for m, _, _ in chosen])
                 a_mat = np.array([c for _, _, c in chosen]) * w[:, None]
                 b_vec = (np.array([m.time_ns - base for m, base, _ in chosen])) * w
+                if latency is not None:  # step (2): latency held, its share of every row known
+                    b_vec = b_vec - latency * a_mat[:, 1]
+                    a_mat[:, 1] = 0.0
                 key = a_mat.tobytes() + b_vec.tobytes()  # equivalent choices (ring = direct on 2 NPUs): first wins
                 if key not in candidates:
                     lad = float(np.abs(a_mat @ _lad(a_mat, b_vec) - b_vec).sum())
-                    candidates[key] = (lad, topology, dict(zip(kinds, combo)), a_mat, b_vec)
+                    candidates[key] = (lad, topology, dict(zip(kinds, combo)), a_mat, b_vec, latency)
         # The trimmed fit (the slow part) only for the best few by plain LAD.
         best: tuple[tuple[float, float], str, dict[str, str], np.ndarray] | None = None
-        for _, topology, impls, a_mat, b_vec in sorted(candidates.values(), key=lambda c: c[0])[:TRIM_CANDIDATES]:
+        for _, topology, impls, a_mat, b_vec, latency in sorted(candidates.values(), key=lambda c: c[0])[
+            :TRIM_CANDIDATES
+        ]:
             x, obj = _trimmed_fit(a_mat, b_vec)
+            if latency is not None:
+                x[1] = latency
             if best is None or obj < best[0]:
                 best = (obj, topology, impls, x)
         assert best is not None
@@ -256,7 +316,8 @@ def fit(measurements: list[Measurement], npus: int, min_size: int) -> FitResult:
             (m.kind, m.size): _time(sets, topology, m.kind, impls.get(m.kind, "ring"), m.size, values)
             for m in measurements
         }
-    return FitResult(platform, predicted, obj, frozenset((m.kind, m.size) for m in used))
+    fitted = frozenset((m.kind, m.size) for m in used + p2p)
+    return FitResult(platform, predicted, obj, fitted, "send_recv" if p2p else "collectives")
 
 
 def _bandwidth(inverse: float) -> float:

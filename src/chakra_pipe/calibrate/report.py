@@ -2,9 +2,12 @@
 
 ``network.yml`` and ``system.json`` use only keys ASTRA-sim's analytical backend reads (and our
 simulator's parser checks them on the way out). ``fit.json`` / ``fit.csv`` hold, per collective
-and size, the measured and predicted times, the relative error and nccl-tests' algbw/busbw;
-``fit.png`` plots measured against predicted. All written atomically; the numbers are rounded so
-the files read well, and their order is fixed (kind, then size).
+and size, the measured and predicted times, the relative error and nccl-tests' algbw/busbw, and
+the ping-pong rows (``send_recv``: round trip of ``size_bytes`` each way, one-way bandwidths) the
+same way; ``fit.png`` plots measured against predicted. The collectives' median errors leave the
+ping-pong rows out (they are reported on their own), so they compare with earlier calibrations.
+All written atomically; the numbers are rounded so the files read well, and their order is fixed
+(kind, then size).
 """
 
 from __future__ import annotations
@@ -16,16 +19,17 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..atomic import atomic_open, write_json
-from .bench import KINDS, Measurement
+from .bench import KINDS, P2P, Measurement
 from .fit import FitResult
 
 SCHEMA = "chakra-pipe/calibrate/1"
 LARGE = 256 << 10  # the error is also always reported over sizes >= this, whatever range was fitted
+ORDER = (*KINDS, P2P)
 
 
 def rows(measurements: list[Measurement], result: FitResult) -> list[dict]:
     out = []
-    for m in sorted(measurements, key=lambda m: (KINDS.index(m.kind), m.size)):
+    for m in sorted(measurements, key=lambda m: (ORDER.index(m.kind), m.size)):
         pred = result.predicted_ns[(m.kind, m.size)]
         out.append(
             {
@@ -43,8 +47,12 @@ def rows(measurements: list[Measurement], result: FitResult) -> list[dict]:
     return out
 
 
-def median_error(table: list[dict], min_size: int) -> float | None:
-    errs = [abs(r["rel_error"]) for r in table if r["size_bytes"] >= min_size and r["rel_error"] is not None]
+def median_error(table: list[dict], min_size: int, kinds: tuple[str, ...] = KINDS) -> float | None:
+    errs = [
+        abs(r["rel_error"])
+        for r in table
+        if r["collective"] in kinds and r["size_bytes"] >= min_size and r["rel_error"] is not None
+    ]
     return round(statistics.median(errs), 4) if errs else None
 
 
@@ -78,6 +86,8 @@ def write_outputs(out: Path, measurements: list[Measurement], result: FitResult,
         "median_rel_error_fitted_sizes": median_error(table, min_size),
         "median_rel_error_all_sizes": median_error(table, 0),
         "median_rel_error_from_256KiB": median_error(table, LARGE),
+        "median_rel_error_send_recv": median_error(table, 0, (P2P,)),
+        "latency_from": result.latency_from,
         "rows": table,
     }
     write_json(out / "fit.json", doc)
@@ -98,7 +108,7 @@ def _plot(table: list[dict], path: Path, doc: dict) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, kind in enumerate(KINDS):
+    for i, kind in enumerate(ORDER):
         sel = [r for r in table if r["collective"] == kind]
         if not sel:
             continue

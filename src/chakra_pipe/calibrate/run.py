@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
-from .bench import KINDS, measure
+from .bench import DEFAULT_P2P_SIZES, KINDS, measure
 from .fit import fit
 from .report import write_outputs
 
@@ -23,6 +23,7 @@ class CalibrateConfig:
     warmup: int = 1
     timeout_s: float = 600.0
     load: str = "none"  # or "gemm": collectives timed beside a GEMM (bench.measure)
+    p2p_sizes: tuple[int, ...] = DEFAULT_P2P_SIZES  # ping-pong sizes (rank 0 <-> 1); () for none
 
     def sizes(self) -> tuple[int, ...]:
         """min_size, 4x min_size, ... up to max_size; each rounded to a multiple of 4 x ranks bytes
@@ -40,7 +41,7 @@ def calibrate(cfg: CalibrateConfig) -> dict:
     if not any(s >= cfg.fit_min_size for s in sizes):
         raise InputError(f"no size >= --fit-min-size {cfg.fit_min_size} B among {list(sizes)}", where="--fit-min-size")
     measurements, meta, load = measure(
-        cfg.ranks, sizes, cfg.backend, cfg.iterations, cfg.warmup, cfg.timeout_s, cfg.load
+        cfg.ranks, sizes, cfg.backend, cfg.iterations, cfg.warmup, cfg.timeout_s, cfg.load, cfg.p2p_sizes
     )
     result = fit(measurements, cfg.ranks, cfg.fit_min_size)
     meta = {
@@ -48,6 +49,7 @@ def calibrate(cfg: CalibrateConfig) -> dict:
         "ranks": cfg.ranks,
         "collectives": list(KINDS),
         "sizes_bytes": list(sizes),
+        "p2p_sizes_bytes": list(cfg.p2p_sizes),
         "iterations": cfg.iterations,
         "warmup": cfg.warmup,
         "load": cfg.load,
