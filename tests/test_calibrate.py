@@ -156,6 +156,21 @@ def test_round_trip_is_read_on_rank_0_alone():
     assert m.kind == P2P and m.algbw_GBps == m.busbw_GBps == pytest.approx(0.4)  # 1000 B one way in 2500 ns
 
 
+def test_latency_bound_sizes_within_noise_are_all_fitted():
+    """Flat, latency-bound sizes differ by noise alone: a 4 KiB call 5 % slower than the 64 KiB one is
+    kept (dropping it would keep only the fast edge of the noise and bias the latency low); 20 % slower
+    is no byte count's cost and is left out."""
+
+    def rows(small_ns: int) -> list[Measurement]:
+        return [
+            Measurement("all_reduce", 4 << 10, small_ns, 0.0, 0.0, 1),
+            Measurement("all_reduce", 64 << 10, 1_000_000, 0.0, 0.0, 1),
+        ]
+
+    assert slower_than_larger(rows(1_050_000)) == set()
+    assert slower_than_larger(rows(1_200_000)) == {("all_reduce", 4 << 10)}
+
+
 def test_a_call_slower_than_a_larger_one_is_reported_but_not_fitted(tmp_path):
     """A descheduled rank makes the 256 KiB all-reduce look slower than the 1 MiB one: no byte
     count explains that, so the fit leaves the row out and recovers the machine as if it were clean."""

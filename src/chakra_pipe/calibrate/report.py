@@ -123,7 +123,7 @@ def _plot(table: list[dict], path: Path, doc: dict) -> None:
     p = doc["platform"]
     ax.set_title(
         f"{p['npus']} ranks, {doc.get('backend', '?')}: {p['topology']} {p['bandwidth_gbps']} GB/s, "
-        f"median |error| {100 * (doc['median_rel_error_fitted_sizes'] or 0):.1f}% (fitted sizes)",
+        f"median |error| {100 * (doc['median_rel_error_fitted_sizes'] or 0):.1f}% (sizes >= the fit's smallest)",
         fontsize=9,
     )
     ax.legend(fontsize=7, ncol=2)
