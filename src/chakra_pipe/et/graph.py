@@ -543,7 +543,7 @@ class _Table:
         col = getattr(self, name)
         if len(values):
             top = int(values.max())
-            if top > np.iinfo(col.dtype).max:
+            if top > _UNSIGNED_MAX[col.dtype]:
                 col = col.astype(_unsigned_for(top))
                 setattr(self, name, col)
         col[lo : lo + len(values)] = values
@@ -861,10 +861,14 @@ def _parse_record(buf, path: str, start: int, length: int):
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
+# np.iinfo() builds an object per call: ~10 us, twice per column and file of a rank set
+_UNSIGNED_MAX = {np.dtype(t): int(np.iinfo(t).max) for t in (np.uint8, np.uint16, np.uint32, _U64)}
+
+
 def _unsigned_for(top: int) -> type[np.unsignedinteger]:
     """The narrowest unsigned dtype that holds ``0..top``."""
     for dtype in (np.uint8, np.uint16, np.uint32):
-        if top <= np.iinfo(dtype).max:
+        if top <= _UNSIGNED_MAX[np.dtype(dtype)]:
             return dtype
     return _U64
 
