@@ -524,11 +524,10 @@ class _Table:
     def take(self, lo: int, chunk: _Part) -> None:
         """Copy one decoded chunk into the columns (a slow record's fields are filled later)."""
         hi = lo + chunk.n
-        fast = ~chunk.slow
         for name in ("ids", "dur", "start", "name_len"):
-            self._put(name, lo, np.where(fast, getattr(chunk, name), 0))
-        self.name_start[lo:hi] = np.where(fast, chunk.name_start, 0)
-        self.types[lo:hi] = np.clip(chunk.types, -1, 127)
+            self._put(name, lo, getattr(chunk, name))
+        self.name_start[lo:hi] = chunk.name_start
+        self.types[lo:hi] = chunk.types
         self.slow[lo:hi] = chunk.slow
         for f, (counts, values) in chunk.deps.items():
             self.counts[f][lo:hi] = counts
@@ -638,6 +637,18 @@ class _Decoder:
         self._check_io()
         self.known = self._check_attrs()
         self.deps = self._deps()
+        self._settle()
+
+    def _settle(self) -> None:
+        """Put the columns in the form the files keep, once a chunk rather than once a file: a slow
+        record's fields (filled by protobuf later) must not widen a column, its name span stays
+        inside its record (a file's positions are the chunk's less the file's base), and types are
+        clipped to int8."""
+        slow = np.flatnonzero(self.slow)
+        for column in (self.ids, self.dur, self.start, self.name_len):
+            column[slow] = 0
+        self.name_start[slow] = self.rec_start[slow]
+        self.types = np.clip(self.types, -1, 127)
 
     def part(self, a: int, b: int, base: int, ptr: dict[int, np.ndarray]) -> _Part:
         """Records ``[a, b)`` of the chunk, of a file at ``base`` in the buffer; ``ptr``: each
