@@ -117,3 +117,19 @@ def test_first_bad_file_in_order_is_reported(llm_set, tmp_path):
     assert _error_line(lambda: TraceSet.load(tmp_path / "w")) == want3
     (tmp_path / "w.3.et").write_bytes(Path(f"{llm_set}.3.et").read_bytes())
     assert _error_line(lambda: TraceSet.load(tmp_path / "w")) == want9
+
+
+def test_bad_record_before_an_unreadable_file_is_reported_first(llm_set, tmp_path):
+    """File 2 has a bad record and file 4 is not a file at all: file 2's error comes first."""
+    at = int(load_graph(Path(f"{llm_set}.2.et")).name_start[10])
+
+    def edit(name: str, data: bytearray) -> bytes:
+        if name == "w.2.et":
+            data[at] = 0xFF
+        return bytes(data)
+
+    _corrupt_copy(llm_set, tmp_path / "w", edit)
+    want = _error_line(lambda: load_graph(tmp_path / "w.2.et"))
+    (tmp_path / "w.4.et").unlink()
+    (tmp_path / "w.4.et").mkdir()
+    assert _error_line(lambda: TraceSet.load(tmp_path / "w")) == want

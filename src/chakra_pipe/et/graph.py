@@ -230,7 +230,11 @@ def load_graphs(paths: Iterable[str | os.PathLike]) -> list[TraceGraph]:
     batch: list[tuple[str, np.ndarray, int]] = []
     held = 0
     for path in paths:
-        arr, size = read_padded(str(path), _PAD)
+        try:
+            arr, size = read_padded(str(path), _PAD)
+        except Exception:
+            _graphs(batch)  # an error in an earlier file comes first, as when loaded file by file
+            raise
         if batch and held + len(arr) > _BATCH_BYTES:
             graphs += _graphs(batch)
             batch, held = [], 0
