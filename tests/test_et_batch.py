@@ -133,3 +133,12 @@ def test_bad_record_before_an_unreadable_file_is_reported_first(llm_set, tmp_pat
     (tmp_path / "w.4.et").unlink()
     (tmp_path / "w.4.et").mkdir()
     assert _error_line(lambda: TraceSet.load(tmp_path / "w")) == want
+
+
+def test_an_unreadable_first_file_is_reported(tmp_path):
+    (tmp_path / "w.0.et").mkdir()
+    with pytest.raises(Exception) as alone:
+        load_graph(tmp_path / "w.0.et")
+    with pytest.raises(type(alone.value)) as batched:
+        TraceSet.load(tmp_path / "w")
+    assert str(batched.value) == str(alone.value)

@@ -233,7 +233,8 @@ def load_graphs(paths: Iterable[str | os.PathLike]) -> list[TraceGraph]:
         try:
             arr, size = read_padded(str(path), _PAD)
         except Exception:
-            _graphs(batch)  # an error in an earlier file comes first, as when loaded file by file
+            if batch:  # an error in an earlier file comes first, as when loaded file by file
+                _graphs(batch)
             raise
         if batch and held + len(arr) > _BATCH_BYTES:
             graphs += _graphs(batch)
