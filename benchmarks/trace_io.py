@@ -13,6 +13,11 @@ Two kinds of trace are measured, because they stress different parts of the deco
 * *generated*: one rank of ``generate llm`` (gpt3-175b, DP 2, many microbatches: a few deps and
   the collective attributes per node, ~90 bytes a node).
 
+A third case is a whole *rank set*: ``generate llm`` gpt3-175b t8d16p8 with 8 layers, 1,024 files
+of ~97 nodes (~10 KB each, 10.8 MB in all), where the cost is per file, not per byte. It prints
+``TraceSet.load`` (files decoded in batches) beside ``load_graph`` file by file and the protobuf
+baseline file by file.
+
 For each it prints best-of-N CPU times (``--wall``: wall-clock), MB/s, the ratio to the protobuf
 baseline (> 1 = we are faster), the time of ``RankTrace.build`` (the simulator's columns) on the
 loaded graph, and the peak memory a fresh process adds while loading (as a multiple of the file
@@ -20,7 +25,7 @@ size; target <= 2x).
 The default run is short (~40k nodes each); ``--full`` measures the 1 M-node traces of issue 15
 (several minutes, ~1 GB of temporary files; the baseline is then timed once).
 
-    python benchmarks/trace_io.py [--nodes N | --full] [--repeat N] [--wall] [--trace FILE.et]
+    python benchmarks/trace_io.py [--nodes N | --full] [--repeat N] [--wall] [--trace FILE.et | --rank-set]
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from pathlib import Path
 from google.protobuf.internal.decoder import _DecodeVarint32
 from google.protobuf.internal.encoder import _VarintBytes
 
-from chakra_pipe.et import iter_nodes, load_graph, read_trace, schema, write_trace
+from chakra_pipe.et import TraceSet, iter_nodes, load_graph, read_trace, schema, write_trace
 from chakra_pipe.et.framing import walk_records
 
 FIXTURES = os.environ.get("CHAKRA_PIPE_FIXTURES") or Path(__file__).resolve().parents[2] / "shared" / "fixtures"
@@ -185,6 +190,34 @@ def measure(label: str, path: str, repeat: int, write: bool) -> None:
     print(f"  load peak memory:            {mem:7.1f} MB = {mem / size_mb:4.2f}x the file (target <= 2x)")
 
 
+def rank_set(folder: str) -> str:
+    """The prefix of a generated 1,024-rank gpt3-175b t8d16p8 step with 8 layers (1,024 small files)."""
+    from chakra_pipe.generate import Layout, TrainingSpec, generate_llm, resolve_model
+
+    model = resolve_model("gpt3-175b", layers=8)
+    layout = Layout(dp=16, tp=8, pp=8, moe=model.moe)
+    generate_llm(model, TrainingSpec(layout, microbatches=8, global_batch=128), os.path.join(folder, "set"))
+    return os.path.join(folder, "set")
+
+
+def measure_set(prefix: str, repeat: int) -> None:
+    files = TraceSet.load(prefix).files
+    size_mb = sum(f.stat().st_size for f in files) / 1e6
+    t_base, t_alone = best_pair(
+        lambda: [baseline_load(str(f)) for f in files], lambda: [load_graph(f) for f in files], repeat
+    )
+    _, t_set = best_pair(lambda: None, lambda: TraceSet.load(prefix), repeat)
+    clock = "CPU" if CLOCK is time.process_time else "wall"
+    print(f"rank set: {prefix}: {len(files):,} files, {size_mb:.1f} MB (best of {repeat}, {clock} time)")
+    for what, t in (
+        ("load, baseline file by file", t_base),
+        ("load, load_graph file by file", t_alone),
+        ("load, TraceSet.load (batched)", t_set),
+    ):
+        print(f"  {what:<36} {t * 1e3:10.1f} ms {t / len(files) * 1e3:8.3f} ms/file {size_mb / t:8.1f} MB/s")
+    print(f"  batched speed-up vs file by file: {t_alone / t_set:5.2f}x, vs baseline: {t_base / t_set:5.2f}x")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", help="measure this .et file only (instead of the two built traces)")
@@ -192,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--full", action="store_true", help=f"{FULL_NODES:,} nodes each, baseline timed once")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--wall", action="store_true", help="time wall-clock seconds instead of CPU seconds")
+    ap.add_argument("--rank-set", action="store_true", help="measure the 1,024-file rank set only")
     args = ap.parse_args(argv)
     global CLOCK
     CLOCK = time.perf_counter if args.wall else time.process_time
@@ -203,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     nodes, repeat = (FULL_NODES, 1) if args.full else (args.nodes, args.repeat)
     with tempfile.TemporaryDirectory(prefix="chakra-traceio-") as tmp:
+        measure_set(rank_set(tmp), min(repeat, 3))
+        if args.rank_set:
+            return 0
         if FIXTURE.is_file():
             conv = os.path.join(tmp, "converted.et")
             converted_like(FIXTURE, nodes, conv)

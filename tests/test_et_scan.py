@@ -7,9 +7,15 @@ import numpy as np
 import pytest
 
 from chakra_pipe.errors import TraceFormatError
-from chakra_pipe.et import schema
+from chakra_pipe.et import scan, schema
 from chakra_pipe.et.framing import frame, scan_records
 from chakra_pipe.et.scan import scan_array
+
+
+@pytest.fixture(autouse=True)
+def _vectorised_framing_on_small_buffers(monkeypatch):
+    """These buffers are a few KB: without this they would be walked (``_WALK_BYTES``), not chained."""
+    monkeypatch.setattr(scan, "_WALK_BYTES", 0)
 
 
 def _padded(data: bytes) -> np.ndarray:

@@ -27,6 +27,7 @@ _EXPORTS = {
     "TraceGraph": "graph",
     "graph_from_bytes": "graph",
     "load_graph": "graph",
+    "load_graphs": "graph",
     "TraceSet": "traceset",
     "clear_rank_set": "traceset",
     "find_rank_files": "traceset",

@@ -24,6 +24,9 @@ _ID_TAG = 0x08  # field 1 (id), wire type 0: the first byte of every canonical n
 _HEAD_RECORDS = 2  # metadata and the first node (often id 0) are walked one by one
 _MIN_RECORD = 8  # bytes per record below which the walk is used (a node with an id, a name and a type is more)
 _BLOCK = 1 << 20  # bytes searched for tag bytes per step: a mask that stays in cache
+# Files up to this size are walked record by record: the ~30 numpy calls of the chain cost ~0.8 ms
+# whatever the size, the walk ~1.4 us a record (a rank set's 10 KB files framed 7x faster).
+_WALK_BYTES = 1 << 15
 
 
 def scan_array(arr: np.ndarray, size: int, file: str) -> tuple[np.ndarray, np.ndarray]:
@@ -33,7 +36,7 @@ def scan_array(arr: np.ndarray, size: int, file: str) -> tuple[np.ndarray, np.nd
     padding after ``size``.
     """
     buf = memoryview(arr)[:size]  # type: ignore[arg-type]
-    head = _head(buf, file)
+    head = _head(buf, file) if size > _WALK_BYTES else None
     chain = None
     if head is not None:
         head_s, head_l, pos = head

@@ -18,7 +18,7 @@ from ..atomic import write_text
 from ..console import track
 from ..errors import InputError
 from ..readfile import read_json
-from .graph import TraceGraph, load_graph
+from .graph import TraceGraph, load_graphs
 
 COMM_GROUPS_SUFFIX = ".comm_groups.json"
 # The comm-groups option's value meaning "no groups" (ASTRA-sim's default value). ASTRA-sim ignores
@@ -208,7 +208,7 @@ class TraceSet:
     @classmethod
     def load(cls, trace_or_prefix: str | os.PathLike, comm_groups: str | os.PathLike | None = None) -> TraceSet:
         files = resolve(trace_or_prefix)
-        ranks = [load_graph(f) for f in track(files, "load", len(files), "rank files")]
+        ranks = load_graphs(track(files, "load", len(files), "rank files"))
         groups, cg_path = comm_groups_option(trace_or_prefix, comm_groups)
         return cls(str(trace_or_prefix), files, ranks, groups, cg_path)
 

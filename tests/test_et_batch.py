@@ -1,0 +1,144 @@
+"""A rank set's files are decoded in batches: the result must be each file's own load, errors included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+
+from chakra_pipe.errors import TraceFormatError
+from chakra_pipe.et import TraceSet, load_graph
+from chakra_pipe.et import graph as graph_module
+from chakra_pipe.generate import Layout, TrainingSpec, generate_llm, resolve_model
+
+COLUMNS = (
+    "ids",
+    "types",
+    "duration_micros",
+    "start_time_micros",
+    "rec_start",
+    "rec_len",
+    "name_start",
+    "name_len",
+    "ctrl_ptr",
+    "ctrl_ids",
+    "data_ptr",
+    "data_ids",
+    "slow",
+)
+
+
+@pytest.fixture(scope="module")
+def llm_set(tmp_path_factory) -> Path:
+    """16 ranks (t2d4p2) of a small GPT step: 75-83 record files with every attribute kind the generator writes."""
+    prefix = tmp_path_factory.mktemp("batch") / "w"
+    model = resolve_model("gpt3-13b", layers=4, hidden=512, heads=8, ffn=1024, vocab=1000, seq=128)
+    layout = Layout(dp=4, tp=2, pp=2, moe=model.moe)
+    generate_llm(model, TrainingSpec(layout, microbatches=4, global_batch=16, zero=1), prefix)
+    return prefix
+
+
+def assert_same_graph(got, want) -> None:
+    assert got.path == want.path and got.metadata == want.metadata and bytes(got.buf) == bytes(want.buf)
+    for name in COLUMNS:
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    for name in want.attr_kind:
+        assert np.array_equal(got.attr_kind[name], want.attr_kind[name]), name
+    for name in want.attr_value:
+        assert np.array_equal(got.attr_value[name], want.attr_value[name]), name
+    assert got.pg_name == want.pg_name and got.involved_dim == want.involved_dim
+    assert [got.name(i) for i in range(len(got))] == [want.name(i) for i in range(len(want))]
+    assert got.node(len(got) - 1) == want.node(len(want) - 1)
+
+
+# (batch bytes, chunk records): one batch of all files; a batch a file or two; chunks that start
+# and end inside files, so a file's columns come from several chunks and a chunk holds several files.
+@pytest.mark.parametrize("batch_bytes, chunk", [(1 << 23, 1 << 13), (20_000, 1 << 13), (1 << 23, 37)])
+def test_batched_load_gives_each_files_own_columns(llm_set, batch_bytes, chunk):
+    files = sorted(llm_set.parent.glob("w.*.et"), key=lambda f: int(f.name.split(".")[1]))
+    alone = [load_graph(f) for f in files]
+    assert all(len(g) > graph_module._SMALL for g in alone)  # the per-file load took the bulk path too
+    with (
+        mock.patch.object(graph_module, "_BATCH_BYTES", batch_bytes),
+        mock.patch.object(graph_module, "_CHUNK_RECORDS", chunk),
+    ):
+        ts = TraceSet.load(llm_set)
+    assert [str(f) for f in ts.files] == [str(f) for f in files]
+    for got, want in zip(ts.ranks, alone):
+        assert_same_graph(got, want)
+
+
+def _corrupt_copy(src: Path, dst: Path, edit) -> None:
+    for f in src.parent.glob(src.name + ".*"):
+        data = bytearray(f.read_bytes())
+        (dst.parent / f.name.replace(src.name, dst.name, 1)).write_bytes(edit(f.name, data))
+
+
+def _error_line(fn) -> str:
+    with pytest.raises(TraceFormatError) as exc:
+        fn()
+    return exc.value.line()
+
+
+def test_bad_record_inside_a_batch_names_its_own_file_and_offset(llm_set, tmp_path):
+    """A record the bulk passes send to protobuf (a name that is not UTF-8) in the 6th file."""
+    victim = load_graph(Path(f"{llm_set}.5.et"))
+    at = int(victim.name_start[40])
+
+    def edit(name: str, data: bytearray) -> bytes:
+        if name == "w.5.et":
+            data[at] = 0xFF
+        return bytes(data)
+
+    _corrupt_copy(llm_set, tmp_path / "w", edit)
+    want = _error_line(lambda: load_graph(tmp_path / "w.5.et"))
+    assert want.startswith(str(tmp_path / "w.5.et") + ": ")
+    assert _error_line(lambda: TraceSet.load(tmp_path / "w")) == want
+
+
+def test_first_bad_file_in_order_is_reported(llm_set, tmp_path):
+    """File 3 has a bad record, file 9 a broken frame: the batch reports file 3, as a file-by-file load does."""
+    at = int(load_graph(Path(f"{llm_set}.3.et")).name_start[60])
+
+    def edit(name: str, data: bytearray) -> bytes:
+        if name == "w.3.et":
+            data[at] = 0xC3  # a lone UTF-8 lead byte
+        if name == "w.9.et":
+            return bytes(data[:-3])  # the last record runs past the end
+        return bytes(data)
+
+    _corrupt_copy(llm_set, tmp_path / "w", edit)
+    want3 = _error_line(lambda: load_graph(tmp_path / "w.3.et"))
+    want9 = _error_line(lambda: load_graph(tmp_path / "w.9.et"))
+    assert want3.startswith(str(tmp_path / "w.3.et") + ": ") and want9.startswith(str(tmp_path / "w.9.et") + ": ")
+    assert _error_line(lambda: TraceSet.load(tmp_path / "w")) == want3
+    (tmp_path / "w.3.et").write_bytes(Path(f"{llm_set}.3.et").read_bytes())
+    assert _error_line(lambda: TraceSet.load(tmp_path / "w")) == want9
+
+
+def test_bad_record_before_an_unreadable_file_is_reported_first(llm_set, tmp_path):
+    """File 2 has a bad record and file 4 is not a file at all: file 2's error comes first."""
+    at = int(load_graph(Path(f"{llm_set}.2.et")).name_start[10])
+
+    def edit(name: str, data: bytearray) -> bytes:
+        if name == "w.2.et":
+            data[at] = 0xFF
+        return bytes(data)
+
+    _corrupt_copy(llm_set, tmp_path / "w", edit)
+    want = _error_line(lambda: load_graph(tmp_path / "w.2.et"))
+    (tmp_path / "w.4.et").unlink()
+    (tmp_path / "w.4.et").mkdir()
+    assert _error_line(lambda: TraceSet.load(tmp_path / "w")) == want
+
+
+def test_an_unreadable_first_file_is_reported(tmp_path):
+    (tmp_path / "w.0.et").mkdir()
+    with pytest.raises(Exception) as alone:
+        load_graph(tmp_path / "w.0.et")
+    with pytest.raises(type(alone.value)) as batched:
+        TraceSet.load(tmp_path / "w")
+    assert str(batched.value) == str(alone.value)
