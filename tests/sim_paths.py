@@ -6,6 +6,8 @@ exact by claim, and every test of one compares the same outputs with the message
 
 from __future__ import annotations
 
+from chakra_pipe import cli
+from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, simulate
 
 
@@ -17,3 +19,23 @@ def assert_fast_equals_message_path(ts, hw: HardwareConfig) -> None:
     assert [c.__dict__ for c in fast.collectives] == [c.__dict__ for c in slow.collectives]
     assert fast.messages == slow.messages
     assert min(fast.finish_ns) > 0
+
+
+def generated_steps(tmp_path_factory, steps: dict[str, list[str]]) -> dict[str, TraceSet]:
+    """``generate llm FLAGS`` once per named step (module-scoped fixtures share the sets)."""
+    out = {}
+    for name, flags in steps.items():
+        prefix = tmp_path_factory.mktemp(name) / "w"
+        assert cli.main(["generate", "llm", *flags, "--out", str(prefix)]) == 0
+        out[name] = TraceSet.load(prefix)
+    return out
+
+
+def tiered_network(topology: str, sizes: list[int]) -> dict:
+    """A network.yml of up to two tiers, as the fast-path tests use: 400 GB/s inside, 200 across."""
+    return {
+        "topology": [topology] * len(sizes),
+        "npus_count": sizes,
+        "bandwidth": [400, 200][: len(sizes)],
+        "latency": [936.25, 1000][: len(sizes)],
+    }

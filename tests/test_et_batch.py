@@ -83,17 +83,22 @@ def _error_line(fn) -> str:
     return exc.value.line()
 
 
-def test_bad_record_inside_a_batch_names_its_own_file_and_offset(llm_set, tmp_path):
-    """A record the bulk passes send to protobuf (a name that is not UTF-8) in the 6th file."""
-    victim = load_graph(Path(f"{llm_set}.5.et"))
-    at = int(victim.name_start[40])
+def _copy_with_bad_name(llm_set, dest: Path, rank: int, node: int) -> None:
+    """A copy of the set whose ``rank``'s ``node`` has a name that is not UTF-8 (a byte 0xFF): a
+    record the bulk passes send to protobuf."""
+    at = int(load_graph(Path(f"{llm_set}.{rank}.et")).name_start[node])
 
     def edit(name: str, data: bytearray) -> bytes:
-        if name == "w.5.et":
+        if name == f"{dest.name}.{rank}.et":
             data[at] = 0xFF
         return bytes(data)
 
-    _corrupt_copy(llm_set, tmp_path / "w", edit)
+    _corrupt_copy(llm_set, dest, edit)
+
+
+def test_bad_record_inside_a_batch_names_its_own_file_and_offset(llm_set, tmp_path):
+    """A record the bulk passes send to protobuf (a name that is not UTF-8) in the 6th file."""
+    _copy_with_bad_name(llm_set, tmp_path / "w", rank=5, node=40)
     want = _error_line(lambda: load_graph(tmp_path / "w.5.et"))
     assert want.startswith(str(tmp_path / "w.5.et") + ": ")
     assert _error_line(lambda: TraceSet.load(tmp_path / "w")) == want
@@ -121,14 +126,7 @@ def test_first_bad_file_in_order_is_reported(llm_set, tmp_path):
 
 def test_bad_record_before_an_unreadable_file_is_reported_first(llm_set, tmp_path):
     """File 2 has a bad record and file 4 is not a file at all: file 2's error comes first."""
-    at = int(load_graph(Path(f"{llm_set}.2.et")).name_start[10])
-
-    def edit(name: str, data: bytearray) -> bytes:
-        if name == "w.2.et":
-            data[at] = 0xFF
-        return bytes(data)
-
-    _corrupt_copy(llm_set, tmp_path / "w", edit)
+    _copy_with_bad_name(llm_set, tmp_path / "w", rank=2, node=10)
     want = _error_line(lambda: load_graph(tmp_path / "w.2.et"))
     (tmp_path / "w.4.et").unlink()
     (tmp_path / "w.4.et").mkdir()

@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_paths import assert_fast_equals_message_path
+from sim_paths import assert_fast_equals_message_path, generated_steps, tiered_network
 from test_sim_examples import _straggler_set, coll, make_node, write_set
 
-from chakra_pipe import cli
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.rankset import analyze
@@ -42,12 +41,7 @@ def _hw(topology: str, sizes: list[int], chunks: int, splits: int = 4, **extra) 
         "local-mem-bw": 3350,
         **{f"{k}-implementation": ["ring"] * len(sizes) for k in KINDS},
     }
-    net = {
-        "topology": [topology] * len(sizes),
-        "npus_count": sizes,
-        "bandwidth": [400, 200][: len(sizes)],
-        "latency": [936.25, 1000][: len(sizes)],
-    }
+    net = tiered_network(topology, sizes)
     return HardwareConfig(
         SystemConfig.from_dict(system, source="sys"),
         NetworkConfig.from_dict(net, source="net"),
@@ -62,12 +56,7 @@ def _exact(ts: TraceSet, hw: HardwareConfig) -> bool:
 
 @pytest.fixture(scope="module")
 def steps(tmp_path_factory) -> dict[str, TraceSet]:
-    out = {}
-    for name, flags in STEPS.items():
-        prefix = tmp_path_factory.mktemp(name) / "w"
-        assert cli.main(["generate", "llm", *flags, "--out", str(prefix)]) == 0
-        out[name] = TraceSet.load(prefix)
-    return out
+    return generated_steps(tmp_path_factory, STEPS)
 
 
 @pytest.mark.parametrize("chunks", [4, 8])

@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_paths import assert_fast_equals_message_path
+from sim_paths import assert_fast_equals_message_path, generated_steps
 from test_sim_examples import coll, make_node, write_set
 
-from chakra_pipe import cli
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.rankset import analyze
@@ -41,12 +40,7 @@ NETWORKS = {  # (step, topology, npus_count)
 
 @pytest.fixture(scope="module")
 def steps(tmp_path_factory) -> dict[str, TraceSet]:
-    out = {}
-    for name, flags in STEPS.items():
-        prefix = tmp_path_factory.mktemp(name) / "w"
-        assert cli.main(["generate", "llm", *flags, "--out", str(prefix)]) == 0
-        out[name] = TraceSet.load(prefix)
-    return out
+    return generated_steps(tmp_path_factory, STEPS)
 
 
 def _hw(topology: str, sizes: list[int], optimization: str = "localBWAware", **sys_overrides) -> HardwareConfig:

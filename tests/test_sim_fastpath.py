@@ -10,7 +10,7 @@ message-by-message ``fast=False`` must give identical per-rank finish times and 
 from __future__ import annotations
 
 import pytest
-from sim_paths import assert_fast_equals_message_path
+from sim_paths import assert_fast_equals_message_path, tiered_network
 
 from chakra_pipe import cli
 from chakra_pipe.et import schema
@@ -61,12 +61,7 @@ def _hw(algo: str, sizes: list[int], backend: str, topology: str = "Switch") -> 
             )
         },
     }
-    net = {
-        "topology": [topology] * len(sizes),
-        "npus_count": sizes,
-        "bandwidth": [400, 200][: len(sizes)],
-        "latency": [936.25, 1000][: len(sizes)],
-    }
+    net = tiered_network(topology, sizes)
     return HardwareConfig(
         SystemConfig.from_dict(system, source="sys"), NetworkConfig.from_dict(net, source="net"), backend=backend
     )
