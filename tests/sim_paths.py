@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from chakra_pipe import cli
 from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.rankset import analyze
 from chakra_pipe.sim import HardwareConfig, simulate
+from chakra_pipe.sim.engine import EventQueue
+from chakra_pipe.sim.network import make_network
+from chakra_pipe.sim.simulate import aware_fast_path_is_exact
+
+RERUN = "rerun message by message"  # simulate's log line when an aware fast run is redone
+KINDS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")  # system.json's *-implementation keys
 
 
 def assert_fast_equals_message_path(ts, hw: HardwareConfig) -> None:
@@ -39,3 +46,9 @@ def tiered_network(topology: str, sizes: list[int]) -> dict:
         "bandwidth": [400, 200][: len(sizes)],
         "latency": [936.25, 1000][: len(sizes)],
     }
+
+
+def aware_exact(ts, hw: HardwareConfig, comm_groups=None) -> bool:
+    """``aware_fast_path_is_exact`` as ``simulate`` wires it (the set's group table, a fresh network)."""
+    network = make_network(hw.backend, hw.network, EventQueue())
+    return aware_fast_path_is_exact(ts, hw, analyze(ts, comm_groups).groups, network)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from processes import cli
 
 from chakra_pipe.calibrate.bench import (
     KINDS,
@@ -282,18 +283,7 @@ def test_cli_rejects_one_rank(tmp_path):
 @pytest.mark.parametrize("sizes", ["256,0", "256,lots"])
 def test_cli_rejects_a_bad_ping_pong_size(tmp_path, sizes):
     r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "chakra_pipe.cli",
-            "calibrate",
-            "--ranks",
-            "2",
-            "--p2p-sizes",
-            sizes,
-            "--out",
-            str(tmp_path / "c"),
-        ],
+        cli("calibrate", "--ranks", "2", "--p2p-sizes", sizes, "--out", tmp_path / "c"),
         capture_output=True,
         text=True,
         timeout=60,
@@ -308,26 +298,10 @@ def test_gloo_calibration_end_to_end(tmp_path):
     pytest.importorskip("torch", reason="calibrate measures through the replay engine: the optional torch extra")
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "chakra_pipe.cli",
-            "calibrate",
-            "--ranks",
-            "2",
-            "--backend",
-            "gloo",
-            "--min-size",
-            "256KiB",
-            "--max-size",
-            "1MiB",
-            "--iterations",
-            "3",
-            "--p2p-sizes",
-            "256,4KiB",
-            "--out",
-            str(tmp_path / "cal"),
-        ],
+        cli(
+            *("calibrate", "--ranks", "2", "--backend", "gloo", "--min-size", "256KiB", "--max-size", "1MiB"),
+            *("--iterations", "3", "--p2p-sizes", "256,4KiB", "--out", tmp_path / "cal"),
+        ),
         capture_output=True,
         text=True,
         timeout=300,

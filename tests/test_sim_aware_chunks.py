@@ -11,19 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_paths import assert_fast_equals_message_path, generated_steps, tiered_network
+from sim_paths import KINDS, RERUN, assert_fast_equals_message_path, aware_exact, generated_steps, tiered_network
 from test_sim_examples import _straggler_set, coll, make_node, write_set
 
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
-from chakra_pipe.rankset import analyze
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
-from chakra_pipe.sim.engine import EventQueue
-from chakra_pipe.sim.network import make_network
-from chakra_pipe.sim.simulate import aware_fast_path_is_exact
 
-RERUN = "rerun message by message"
-KINDS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
 STEPS = {
     "llama3-8b-t8d2-zero1": ["--model", "llama3-8b", "--layers", "2", "--tp", "8", "--dp", "2", "--zero", "1"],
     "mixtral-t2d4e2": ["--model", "mixtral-8x7b", "--layers", "1", "--tp", "2", "--dp", "4", "--ep", "2"],
@@ -50,10 +44,6 @@ def _hw(topology: str, sizes: list[int], chunks: int, splits: int = 4, **extra) 
     )
 
 
-def _exact(ts: TraceSet, hw: HardwareConfig) -> bool:
-    return aware_fast_path_is_exact(ts, hw, analyze(ts).groups, make_network(hw.backend, hw.network, EventQueue()))
-
-
 @pytest.fixture(scope="module")
 def steps(tmp_path_factory) -> dict[str, TraceSet]:
     return generated_steps(tmp_path_factory, STEPS)
@@ -69,7 +59,7 @@ def test_generated_steps_with_every_chunk_active_take_the_fast_path(
     one by one), nothing is redone, and every rank's times and records equal the message path's."""
     ts = steps[step]
     hw = _hw(topology, [len(ts.ranks)], chunks)
-    assert _exact(ts, hw)
+    assert aware_exact(ts, hw)
     with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
         fast = simulate(ts, hw, symmetric=False)
     assert RERUN not in caplog.text
@@ -153,8 +143,8 @@ def test_chunks_that_do_not_all_run_at_once_are_declined(steps) -> None:
     chunks run the other way), or several dimensions (a chunk enters the next dimension when it
     leaves the previous one): message by message from the start."""
     ts = steps["mixtral-t2d4e2"]
-    assert _exact(ts, _hw("Switch", [8], 4))
-    assert not _exact(ts, _hw("Switch", [8], 2))
-    assert not _exact(ts, _hw("Switch", [8], 4, num_queues_per_dim=2))
-    assert not _exact(ts, _hw("Switch", [2, 4], 4))
-    assert _exact(ts, _hw("Switch", [2, 4], 4, splits=1))
+    assert aware_exact(ts, _hw("Switch", [8], 4))
+    assert not aware_exact(ts, _hw("Switch", [8], 2))
+    assert not aware_exact(ts, _hw("Switch", [8], 4, num_queues_per_dim=2))
+    assert not aware_exact(ts, _hw("Switch", [2, 4], 4))
+    assert aware_exact(ts, _hw("Switch", [2, 4], 4, splits=1))

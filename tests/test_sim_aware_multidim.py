@@ -11,19 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_paths import assert_fast_equals_message_path, generated_steps
+from sim_paths import KINDS, RERUN, assert_fast_equals_message_path, aware_exact, generated_steps
 from test_sim_examples import coll, make_node, write_set
 
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
-from chakra_pipe.rankset import analyze
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
-from chakra_pipe.sim.engine import EventQueue
-from chakra_pipe.sim.network import make_network
-from chakra_pipe.sim.simulate import aware_fast_path_is_exact
-
-RERUN = "rerun message by message"
-KINDS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
 
 # generated steps (TP, DP, PP, EP, ZeRO-1) and the multi-dimensional networks they run on
 STEPS = {
@@ -67,11 +60,6 @@ def _hw(topology: str, sizes: list[int], optimization: str = "localBWAware", **s
     )
 
 
-def _exact(ts: TraceSet, hw: HardwareConfig, comm_groups=None) -> bool:
-    network = make_network(hw.backend, hw.network, EventQueue())
-    return aware_fast_path_is_exact(ts, hw, analyze(ts, comm_groups).groups, network)
-
-
 @pytest.mark.parametrize("optimization", ["localBWAware", "baseline"])
 @pytest.mark.parametrize(
     ("step", "topology", "sizes"), [(s, t, n) for s, nets in NETWORKS.items() for t, n in nets], ids=str
@@ -84,7 +72,7 @@ def test_generated_steps_take_the_aware_fast_path_on_multidim_networks(
     run is redone, and every rank's times and collective records equal the message path's."""
     ts = steps[step]
     hw = _hw(topology, sizes, optimization)
-    assert _exact(ts, hw)
+    assert aware_exact(ts, hw)
     with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
         fast = simulate(ts, hw, symmetric=False)
     assert RERUN not in caplog.text
@@ -113,7 +101,7 @@ def test_different_phases_meeting_on_a_link_rerun_message_by_message(tmp_path: P
     does not see. ``LinkConflict`` → the run is redone message by message and equals ``fast=False``."""
     ts, groups = _conflict_set(tmp_path, p)
     hw = _hw("Switch", [p, 2], "baseline")
-    assert _exact(ts, hw, groups)
+    assert aware_exact(ts, hw, groups)
     with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
         fast = simulate(ts, hw, comm_groups=groups, symmetric=False)
     assert RERUN in caplog.text
@@ -132,13 +120,15 @@ def test_which_multidim_runs_are_declined(tmp_path: Path) -> None:
     ts = write_set(tmp_path, ranks)
     hw = _hw("Switch", [4, 2])
     # 2 -> 5 goes 2 -> 1 in dimension 0, then 1 -> 5: NPU 1's dimension-0 downlink also carries 0 -> 1
-    assert not _exact(ts, hw, {1: [0, 1, 2, 5]})
+    assert not aware_exact(ts, hw, {1: [0, 1, 2, 5]})
     # 5 -> 0 goes 5 -> 4 then 4 -> 0, 0 -> 5 goes 0 -> 1 then 1 -> 5: one sender per link, both dimensions
     good = {1: [5, 0, 2, 1]}
-    assert _exact(ts, hw, good)
-    assert not _exact(ts, _hw("Switch", [4, 2], **{"active-chunks-per-dimension": 2}), good)
-    assert _exact(ts, _hw("Switch", [4, 2], **{"active-chunks-per-dimension": 2, "preferred-dataset-splits": 1}), good)
-    assert not _exact(ts, _hw("Switch", [4, 2], **{"all-reduce-implementation": ["ring", "direct"]}), good)
+    assert aware_exact(ts, hw, good)
+    assert not aware_exact(ts, _hw("Switch", [4, 2], **{"active-chunks-per-dimension": 2}), good)
+    assert aware_exact(
+        ts, _hw("Switch", [4, 2], **{"active-chunks-per-dimension": 2, "preferred-dataset-splits": 1}), good
+    )
+    assert not aware_exact(ts, _hw("Switch", [4, 2], **{"all-reduce-implementation": ["ring", "direct"]}), good)
     for groups in ({1: [0, 1, 2, 5]}, good):
         fast, slow = (
             simulate(ts, hw, comm_groups=groups, symmetric=False),
@@ -167,7 +157,7 @@ def test_one_ring_over_every_npu_crosses_dimensions_exactly(tmp_path: Path) -> N
     ]
     ts = write_set(tmp_path, ranks)
     hw = _hw("Switch", [4, 2], **{f"{k}-implementation": ["oneRing"] for k in KINDS})
-    assert _exact(ts, hw)
+    assert aware_exact(ts, hw)
     fast = simulate(ts, hw, symmetric=False)
     assert fast.fast_messages == fast.messages > 0
     assert_fast_equals_message_path(ts, hw)
