@@ -55,6 +55,7 @@ NOT_FOR_SIMULATE = (
     "socket",
     "hashlib",  # only for a digest or a temporary's name
     "numpy.typing",  # annotations only
+    "google.protobuf",  # the loader walks the wire format itself; message classes only for odd records
     "chakra_pipe.sim.network.aware",  # the default backend is the unaware one
     "chakra_pipe.sim.system.deadlock",  # only a stuck run explains itself
     *ALGORITHM_MODULES["ring"],  # the other collective algorithms: imported by a plan that uses them
@@ -152,10 +153,29 @@ def test_attribute_kinds_need_no_protobuf():
     assert done.stdout.strip() == "False"
 
 
+def test_the_plain_schema_tables_are_the_descriptors():
+    """``et.schema``'s enum numbers and names (read by every stage without protobuf) match the message
+    classes it builds on first use, and only that first use imports protobuf."""
+    code = (
+        "import sys; from chakra_pipe.et import schema as s; s.NODE_TYPE_NAMES, s.COMM_SEND_NODE; "
+        "print('google' in sys.modules, s.built(), s.Node is s.CLASSES['Node'], 'google' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["False", "False", "True", "True"]
+    from chakra_pipe.et import schema
+
+    assert schema.NODE_TYPE_NAMES == {v.number: v.name for v in schema.NodeType.values}
+    assert schema.COMM_TYPE_NAMES == {v.number: v.name for v in schema.CollectiveCommType.values}
+    for table in (schema.NODE_TYPE_NAMES, schema.COMM_TYPE_NAMES):
+        assert all(getattr(schema, name) == number for number, name in table.items())
+    with pytest.raises(AttributeError):
+        schema.NotAMessage  # noqa: B018
+
+
 def test_simulate_help_loads_neither_numpy_nor_other_verbs():
     rc, out, modules, _ = _probe(["simulate", "--help"])
     assert rc == 0 and "--network-configuration" in out
-    heavy = ("numpy", "google.protobuf", "pathlib")  # pathlib: only commands that use paths pay for it
+    heavy = ("numpy", "pathlib")  # pathlib: only commands that use paths pay for it
     loaded = [name for name in (*heavy, *NOT_FOR_SIMULATE) if _loaded(modules, name)]
     assert not loaded, f"simulate --help imported {loaded}"
 

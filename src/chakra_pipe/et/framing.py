@@ -13,9 +13,6 @@ from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
-from google.protobuf.message import DecodeError
-from google.protobuf.unknown_fields import UnknownFieldSet
-
 from ..atomic import atomic_open
 from ..decompress import BoundedGzip, open_input
 from ..errors import InputError, TraceFormatError
@@ -160,6 +157,8 @@ def walk_records(buf: bytes, file: str = "<bytes>", count: int | None = None) ->
 
 def _check_known(msg, file: str, offset: int, what: str) -> None:
     """Reject unknown fields: Chakra never writes them, so they mean a foreign or legacy file."""
+    from google.protobuf.unknown_fields import UnknownFieldSet  # protobuf only where a message is decoded
+
     unknown = UnknownFieldSet(msg)
     if len(unknown):
         raise TraceFormatError(
@@ -170,6 +169,8 @@ def _check_known(msg, file: str, offset: int, what: str) -> None:
 
 
 def parse_metadata(payload: bytes, file: str = "<bytes>", offset: int = 0):
+    from google.protobuf.message import DecodeError
+
     try:
         md = schema.GlobalMetadata.FromString(payload)
     except DecodeError as exc:
@@ -184,6 +185,8 @@ def parse_metadata(payload: bytes, file: str = "<bytes>", offset: int = 0):
 
 def parse_node(payload: bytes, file: str = "<bytes>", offset: int = 0):
     """Decode one Node record strictly (protobuf errors and unknown fields are format errors)."""
+    from google.protobuf.message import DecodeError
+
     try:
         node = schema.Node.FromString(payload)
     except DecodeError as exc:

@@ -23,7 +23,8 @@ import numpy as np
 from ..errors import TraceFormatError
 from . import attrs as _attrs
 from . import schema
-from .framing import encode_varint, parse_metadata, parse_node, read_padded
+from .framing import encode_varint, parse_node, read_padded
+from .metadata import read_metadata
 from .scan import scan_array
 
 # Integer-valued attributes kept as columns: value (int64) + kind (oneof field number, 0 = absent).
@@ -58,7 +59,7 @@ class TraceGraph:
     """Columns of one ``.et`` file. Index ``i`` is the i-th node record in file order."""
 
     path: str
-    metadata: Any  # the decoded protobuf GlobalMetadata
+    metadata: Any  # the GlobalMetadata (et.metadata: decoded by protobuf on first use when plain)
     buf: memoryview = field(repr=False)
     rec_start: np.ndarray = field(repr=False)
     rec_len: np.ndarray = field(repr=False)
@@ -279,7 +280,7 @@ def _table(arr: np.ndarray, size: int, path: str) -> _Table:
     buf = memoryview(arr)[:size]  # type: ignore[arg-type]
     starts, lengths = scan_array(arr, size, path)
     md_start, md_len = int(starts[0]), int(lengths[0])
-    metadata = parse_metadata(buf[md_start : md_start + md_len], path, 0)  # type: ignore[arg-type]
+    metadata = read_metadata(buf[md_start : md_start + md_len], path, 0)  # type: ignore[arg-type]
     # the table keeps narrow copies: int64 offsets were 16 bytes a record
     return _Table(buf, arr, path, metadata, starts[1:], lengths[1:])
 
@@ -448,9 +449,10 @@ def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> None:
     their columns, ``_CHUNK_RECORDS`` records at a time whichever files they belong to."""
     first = np.cumsum([0] + [t.n for t in tables]).tolist()  # batch index of each file's first record
     total = first[-1]
-    if total <= _SMALL:
+    if total <= _SMALL and schema.built():
         # A handful of records costs less through the protobuf runtime than the fixed overhead
-        # of ~100 numpy calls (a lone one-node file of a microbenchmark set, say).
+        # of ~100 numpy calls (a lone one-node file of a microbenchmark set, say), once the
+        # runtime is loaded: importing it costs more (issue #15).
         for t in tables:
             t.slow[:] = True
         return
@@ -825,7 +827,7 @@ class _Decoder:
         self.attr_node, self.attr_s, self.attr_l = [], [], []
         keep = ~self.slow[node]
         node, s, end = node[keep], s[keep], end[keep]
-        if len(node) <= _SMALL:  # see _decode(): a few attributes decode faster one record at a time
+        if len(node) <= _SMALL and schema.built():  # see _decode(): a few decode faster one record at a time
             self.slow[node] = True
             return _EMPTY, _EMPTY, _EMPTY
         # Spans were collected field step by field step; ascending offset restores file order, so a

@@ -1,0 +1,173 @@
+"""A file's ``GlobalMetadata`` for the column loader, decoded by protobuf only when something needs the message.
+
+Why: loading a trace's columns needs nothing from protobuf but this one record, and the rank-set checks
+read only its ``version`` and attribute names; importing protobuf and building the message classes
+is ~60 ms of every ``chakra-pipe simulate`` start-up (issue #15). So a plain record — the version
+string and attributes holding one scalar, string or bytes value, the layout every Chakra writer
+produces — is walked here without protobuf: the walk proves the protobuf decoding would succeed with
+no unknown field, and keeps the version and the attribute names. Anything else (list values, odd
+wire types, unknown fields, bad UTF-8, truncation) is decoded by :func:`framing.parse_metadata`
+at once, so its errors are exactly the strict reader's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .framing import parse_metadata
+
+_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
+# Wire type of each GlobalMetadata / AttributeProto field the walk accepts; the list members of the
+# value oneof (even numbers from 4) are left to protobuf.
+_METADATA_FIELDS = {1: _LEN, 2: _LEN}  # version, attr
+_ATTRIBUTE_FIELDS = {
+    1: _LEN,  # name
+    2: _LEN,  # doc_string
+    3: _I64,  # double_val
+    5: _I32,  # float_val
+    **dict.fromkeys((7, 9, 11, 13, 15, 17, 27), _VARINT),  # the varint integers and bool_val
+    19: _I32,  # fixed32_val
+    21: _I64,  # fixed64_val
+    23: _I32,  # sfixed32_val
+    25: _I64,  # sfixed64_val
+    29: _LEN,  # string_val
+    31: _LEN,  # bytes_val
+}
+_TEXT = frozenset({1, 2, 29})  # AttributeProto's string fields: protobuf refuses invalid UTF-8 in them
+_MAX_VARINT = 10  # bytes; a 10th byte must be 1, as in a negative integer's encoding (else protobuf decides)
+
+
+def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int] | None:
+    value, shift = 0, 0
+    for i in range(pos, min(end, pos + _MAX_VARINT)):
+        b = buf[i]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (value, i + 1) if i - pos < _MAX_VARINT - 1 or b == 1 else None
+        shift += 7
+    return None
+
+
+def _fields(buf: bytes, pos: int, end: int, wire: dict[int, int]) -> list[tuple[int, int, int]] | None:
+    """``(number, start, end)`` of each field in ``buf[pos:end]``, payload bounds for length-delimited
+    ones; None unless every field is one of ``wire``'s, in its wire type, and inside the bounds."""
+    out = []
+    while pos < end:
+        tag = _varint(buf, pos, end)
+        if tag is None or tag[1] - pos > 2 or buf[tag[1] - 1] == 0:  # field numbers < 32, minimal encoding
+            return None
+        key, pos = tag
+        number, kind = key >> 3, key & 7
+        if wire.get(number) != kind:
+            return None
+        if kind == _VARINT:
+            step = _varint(buf, pos, end)
+            if step is None:
+                return None
+            start, pos = pos, step[1]
+        elif kind == _LEN:
+            size = _varint(buf, pos, end)
+            if size is None or size[0] > end - size[1]:
+                return None
+            start, pos = size[1], size[1] + size[0]
+        else:
+            start, pos = pos, pos + (8 if kind == _I64 else 4)
+            if pos > end:
+                return None
+        out.append((number, start, pos))
+    return out
+
+
+def _text(buf: bytes, start: int, end: int) -> str | None:
+    try:
+        return buf[start:end].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _plain(payload: bytes) -> tuple[str, list[str]] | None:
+    """``(version, attribute names)`` of a plain GlobalMetadata record (see the module docstring), else None."""
+    fields = _fields(payload, 0, len(payload), _METADATA_FIELDS)
+    if fields is None:
+        return None
+    version, names = "", []
+    for number, start, end in fields:
+        if number == 1:
+            text = _text(payload, start, end)
+            if text is None:
+                return None
+            version = text  # proto3: the last occurrence wins
+            continue
+        attr = _fields(payload, start, end, _ATTRIBUTE_FIELDS)
+        if attr is None:
+            return None
+        name = ""
+        for a_number, a_start, a_end in attr:
+            if a_number in _TEXT:
+                text = _text(payload, a_start, a_end)
+                if text is None:
+                    return None
+                if a_number == 1:
+                    name = text
+        names.append(name)
+    return version, names
+
+
+class _Attribute:
+    """One attribute of a :class:`LazyMetadata`: its ``name`` at hand, anything else from the message."""
+
+    __slots__ = ("name", "_owner", "_index")
+
+    def __init__(self, name: str, owner: LazyMetadata, index: int):
+        self.name, self._owner, self._index = name, owner, index
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("_"):  # an unset slot or a copy/pickle probe: never the message's
+            raise AttributeError(key)
+        return getattr(self._owner.message.attr[self._index], key)
+
+
+class LazyMetadata:
+    """A plain GlobalMetadata record: ``version`` and ``attr`` names read without protobuf; any other
+    attribute is the decoded message's (decoded on first use; :attr:`message` is that message)."""
+
+    __slots__ = ("version", "attr", "_payload", "_message")
+
+    def __init__(self, payload: bytes, version: str, names: list[str]):
+        self.version, self._payload, self._message = version, payload, None
+        self.attr = [_Attribute(name, self, i) for i, name in enumerate(names)]
+
+    @property
+    def message(self) -> Any:
+        """The protobuf ``GlobalMetadata`` (the walk proved it decodes with no unknown field)."""
+        if self._message is None:
+            from . import schema
+
+            self._message = schema.GlobalMetadata.FromString(self._payload)
+        return self._message
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("_"):  # an unset slot or a copy/pickle probe: never the message's
+            raise AttributeError(key)
+        return getattr(self.message, key)
+
+    def __eq__(self, other: object) -> bool:
+        return self.message == (other.message if isinstance(other, LazyMetadata) else other)
+
+    __hash__ = None  # type: ignore[assignment]  # as the message: mutable, so unhashable
+
+    def __str__(self) -> str:
+        return str(self.message)
+
+    def __repr__(self) -> str:
+        return repr(self.message)
+
+
+def read_metadata(payload: bytes, file: str = "<bytes>", offset: int = 0) -> Any:
+    """The GlobalMetadata record ``payload``: a :class:`LazyMetadata` when plain, else the strict
+    protobuf decoding of :func:`framing.parse_metadata` (errors naming ``file`` and ``offset``)."""
+    payload = bytes(payload)
+    plain = _plain(payload)
+    if plain is None:
+        return parse_metadata(payload, file, offset)
+    return LazyMetadata(payload, *plain)

@@ -1,0 +1,124 @@
+"""``et.metadata``: the column loader's GlobalMetadata, walked without protobuf when plain.
+
+What a user relies on: a loaded graph's metadata reads exactly as protobuf's decoding of the record
+(version, attributes, bytes), and a record the walk does not prove plain is decoded strictly at load
+time, so a broken metadata record fails with the same error as before, naming file and byte.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from chakra_pipe.errors import TraceFormatError
+from chakra_pipe.et import load_graph, metadata, schema, write_trace
+from chakra_pipe.et.attrs import make_attr
+from chakra_pipe.et.framing import encode_varint, parse_metadata
+
+
+def _rich() -> bytes:
+    """A GlobalMetadata holding every scalar kind the walk accepts, a doc string and two list kinds."""
+    md = schema.GlobalMetadata(version="1.0.0-é")
+    for name, value in (("generator", "chakra-pipe"), ("n", -5), ("x", 2.5), ("raw", b"\x00\xff"), ("flag", True)):
+        md.attr.append(make_attr(name, value))
+    for kind, value in (
+        ("float_val", 1.5),
+        ("fixed32_val", 7),
+        ("fixed64_val", 1 << 40),
+        ("sfixed32_val", -3),
+        ("sfixed64_val", -4),
+        ("uint32_val", 5),
+        ("uint64_val", 1 << 62),
+        ("sint32_val", -7),
+        ("sint64_val", -9),
+        ("int32_val", -1),
+    ):
+        md.attr.append(make_attr(kind, value, kind))
+    md.attr.append(schema.AttributeProto(name="doc", doc_string="what it is"))
+    return md.SerializeToString()
+
+
+def _listed() -> bytes:
+    md = schema.GlobalMetadata(version="v")
+    md.attr.append(make_attr("dims", [True, False], "bool_list"))
+    return md.SerializeToString()
+
+
+def _strict(payload: bytes):
+    try:
+        return parse_metadata(payload, "f.et", 0), None
+    except TraceFormatError as exc:
+        return None, str(exc)
+
+
+def test_plain_records_read_as_protobuf_reads_them():
+    for payload in (b"", schema.GlobalMetadata(version="0.0.4").SerializeToString(), _rich()):
+        got = metadata.read_metadata(payload, "f.et", 0)
+        assert isinstance(got, metadata.LazyMetadata)
+        want = parse_metadata(payload)
+        assert got.version == want.version
+        assert [a.name for a in got.attr] == [a.name for a in want.attr]
+        # everything else is the message's own: values, kinds, bytes, equality both ways
+        assert [a.WhichOneof("value") for a in got.attr] == [a.WhichOneof("value") for a in want.attr]
+        assert got.SerializeToString() == payload and got == want and want == got
+        assert got.message.attr[0:1] == want.attr[0:1]
+
+
+def test_records_beyond_the_walk_are_decoded_strictly_at_once():
+    got = metadata.read_metadata(_listed(), "f.et", 0)
+    assert not isinstance(got, metadata.LazyMetadata) and list(got.attr[0].bool_list.values) == [True, False]
+    unknown = schema.GlobalMetadata(version="v").SerializeToString() + b"\x18\x01"  # field 3: not Chakra's
+    with pytest.raises(TraceFormatError) as exc:
+        metadata.read_metadata(unknown, "f.et", 0)
+    assert str(exc.value) == _strict(unknown)[1]
+    assert "GlobalMetadata has unknown field 3" in str(exc.value)
+
+
+def test_the_walk_never_accepts_what_protobuf_refuses():
+    """Mutated records (bytes changed, cut, inserted): whenever the walk calls one plain, protobuf
+    decodes it without error and reads the same version and names; otherwise the strict reader's
+    result or error stands."""
+    rng = random.Random(15)
+    seeds = [_rich(), _listed(), schema.GlobalMetadata(version="0.0.4").SerializeToString()]
+    plain = 0
+    for _ in range(4000):
+        p = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 3)):
+            if not p:
+                break
+            i, op = rng.randrange(len(p)), rng.random()
+            if op < 0.5:
+                p[i] = rng.randrange(256)
+            elif op < 0.7:
+                del p[i : i + rng.randint(1, 4)]
+            elif op < 0.85:
+                p[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 3)))
+            else:
+                del p[i:]
+        payload = bytes(p)
+        want, error = _strict(payload)
+        try:
+            got = metadata.read_metadata(payload, "f.et", 0)
+        except TraceFormatError as exc:
+            assert str(exc) == error
+            continue
+        assert error is None and got == want
+        if isinstance(got, metadata.LazyMetadata):
+            plain += 1
+            assert (got.version, [a.name for a in got.attr]) == (want.version, [a.name for a in want.attr])
+    assert plain > 200  # the walk is exercised, not skipped
+
+
+def test_a_loaded_graph_keeps_the_metadata_and_a_bad_record_fails_as_before(tmp_path):
+    path = tmp_path / "t.0.et"
+    md = schema.GlobalMetadata()
+    md.ParseFromString(_rich())
+    write_trace(path, md, [schema.Node(id=1, name="n", type=schema.COMP_NODE)])
+    g = load_graph(path)
+    assert g.metadata == md and g.metadata.attr[1].int64_val == -5
+    bad = b"\x0a\x02\xff\xfe"  # version holding invalid UTF-8
+    path.write_bytes(encode_varint(len(bad)) + bad)
+    with pytest.raises(TraceFormatError) as exc:
+        load_graph(path)
+    assert str(exc.value) == _strict(bad)[1].replace("f.et", str(path))
