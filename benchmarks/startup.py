@@ -8,10 +8,11 @@ imports are paid per point. Prints, each a median of N runs in fresh interpreter
   ``EventQueue.run`` entry, timed from a wrapper that starts the clock before any import), as wall
   time and as the process's CPU time (``time.process_time``, interpreter start included): on a
   shared machine the CPU figure is what load does not inflate;
-* ``split``: the first event's CPU time cut into interpreter start, ``import numpy``, protobuf and
-  the Chakra message classes (``et.schema``), and everything else (our modules, the stdlib they
-  pull in, reading the configs and traces, the rank-set checks and the simulator's set-up), from a
-  wrapper that imports numpy and ``et.schema`` first (each is imported by every run anyway);
+* ``split``: the first event's CPU time cut into interpreter start, ``import numpy`` and
+  everything else (our modules, the stdlib they pull in, reading the configs and traces, the
+  rank-set checks and the simulator's set-up), from a wrapper that imports numpy first (every run
+  imports it anyway), and whether the run loaded protobuf (it should not: the loader walks the
+  wire format itself, and protobuf plus the message classes cost ~55 ms);
 * ``run``: wall of the whole ``chakra-pipe simulate`` on that workload;
 * the self import time summed per top-level package for both commands (``-X importtime``), so a
   heavy import sneaking into the CLI path shows up by name.
@@ -49,8 +50,8 @@ SYSTEM = (
 )
 NETWORK = "topology: [Ring]\nnpus_count: [8]\nbandwidth: [50]\nlatency: [500]\n"
 # Starts the clock before any chakra_pipe import and prints the wall and CPU times at the first
-# simulated event; with SPLIT set, imports numpy (as the CLI would: one OpenBLAS thread) and the
-# message classes first and prints the CPU time after each.
+# simulated event; with SPLIT set, imports numpy first (as the CLI would: one OpenBLAS thread) and
+# prints the CPU time before and after it.
 FIRST_EVENT = """\
 import os, sys, time
 t0 = time.perf_counter()
@@ -58,13 +59,12 @@ if os.environ.get("SPLIT"):
     cpu0 = time.process_time()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import numpy
-    cpu1 = time.process_time()
-    import chakra_pipe.et.schema
-    sys.stderr.write(f"split {cpu0} {cpu1} {time.process_time()}\\n")
+    sys.stderr.write(f"split {cpu0} {time.process_time()}\\n")
 from chakra_pipe.sim import engine
 run = engine.EventQueue.run
 def timed(self):
-    sys.stderr.write(f"first_event {time.perf_counter() - t0 + float(sys.argv[1])} {time.process_time()}\\n")
+    wall, cpu, pb = time.perf_counter() - t0 + float(sys.argv[1]), time.process_time(), "google.protobuf" in sys.modules
+    sys.stderr.write(f"first_event {wall} {cpu} {int(pb)}\\n")
     engine.EventQueue.run = run
     return run(self)
 engine.EventQueue.run = timed
@@ -109,16 +109,18 @@ def _import_summary(cmd: list[str], env: dict[str, str], top: int = 8) -> str:
 def _first_event(env: dict[str, str], base: float, sim_args: list[str]) -> tuple[float, float]:
     """Wall and CPU seconds from process start to the first simulated event."""
     _, err = _wall([sys.executable, "-c", FIRST_EVENT, str(base), *sim_args], env)
-    wall, cpu = next(map(float, x.split()[1:]) for x in err.splitlines() if x.startswith("first_event"))
+    wall, cpu, _ = next(map(float, x.split()[1:]) for x in err.splitlines() if x.startswith("first_event"))
     return wall, cpu
 
 
 def _split(env: dict[str, str], sim_args: list[str]) -> tuple[float, float, float, float]:
-    """CPU seconds of the first event's parts: interpreter, numpy, protobuf + classes, the rest."""
+    """CPU seconds of the first event's parts (interpreter, numpy, the rest) and 1.0 when the run
+    had imported protobuf by then."""
     _, err = _wall([sys.executable, "-c", FIRST_EVENT, "0", *sim_args], dict(env, SPLIT="1"))
     lines = {x.split()[0]: [float(v) for v in x.split()[1:]] for x in err.splitlines()}
-    start, numpy, schema = lines["split"]
-    return start, numpy - start, schema - numpy, lines["first_event"][1] - schema
+    start, numpy = lines["split"]
+    _, cpu, protobuf = lines["first_event"]
+    return start, numpy - start, cpu - numpy, protobuf
 
 
 def main() -> None:
@@ -190,10 +192,11 @@ def main() -> None:
                     f"  baseline {args.baseline}: {med(old):6.3f} s {what}   (min {min(old):.3f}); "
                     f"this / baseline {med(new) / med(old):.2f} (medians), {min(new) / min(old):.2f} (minima)"
                 )
-        parts = [med(p) for p in zip(*splits)]
+        *parts, protobuf = [med(p) for p in zip(*splits)]
         print(
             "  CPU split (medians)    "
-            + ", ".join(f"{k} {1000 * v:.0f} ms" for k, v in zip(("interpreter", "numpy", "protobuf", "rest"), parts))
+            + ", ".join(f"{k} {1000 * v:.0f} ms" for k, v in zip(("interpreter", "numpy", "rest"), parts))
+            + f"; protobuf imported: {'yes' if protobuf else 'no'}"
         )
         print(f"whole run (8-NPU AR)    {med(runs):6.3f} s   (min {min(runs):.3f})")
         print(f"--help   {_import_summary(['-m', 'chakra_pipe.cli', 'simulate', '--help'], env)}")

@@ -14,7 +14,7 @@ plain tables against the descriptor.
 
 from __future__ import annotations
 
-import threading
+import _thread
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ if TYPE_CHECKING:
     AttributeProto: Any
     NodeType: Any
     CollectiveCommType: Any
-_BUILD_LOCK = threading.Lock()  # two threads' first reads must share one pool's classes
+_BUILD_LOCK = _thread.allocate_lock()  # two threads' first reads must share one pool's classes
 
 
 def _build() -> dict[str, Any]:
