@@ -449,7 +449,7 @@ def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> None:
     their columns, ``_CHUNK_RECORDS`` records at a time whichever files they belong to."""
     first = np.cumsum([0] + [t.n for t in tables]).tolist()  # batch index of each file's first record
     total = first[-1]
-    if total <= _SMALL and schema.built():
+    if total == 0 or (total <= _SMALL and schema.built()):
         # A handful of records costs less through the protobuf runtime than the fixed overhead
         # of ~100 numpy calls (a lone one-node file of a microbenchmark set, say), once the
         # runtime is loaded: importing it costs more (issue #15).
