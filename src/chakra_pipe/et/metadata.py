@@ -50,26 +50,37 @@ def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int] | None:
 
 def _fields(buf: bytes, pos: int, end: int, wire: dict[int, int]) -> list[tuple[int, int, int]] | None:
     """``(number, start, end)`` of each field in ``buf[pos:end]``, payload bounds for length-delimited
-    ones; None unless every field is one of ``wire``'s, in its wire type, and inside the bounds."""
+    ones; None unless every field is one of ``wire``'s, in its wire type, and inside the bounds.
+    (One-byte tags and lengths, the common case, are read inline: a rank set has a record per file.)"""
     out = []
     while pos < end:
-        tag = _varint(buf, pos, end)
-        if tag is None or tag[1] - pos > 2 or buf[tag[1] - 1] == 0:  # field numbers < 32, minimal encoding
-            return None
-        key, pos = tag
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            tag = _varint(buf, pos, end)
+            if tag is None or tag[1] - pos > 2 or buf[tag[1] - 1] == 0:  # field numbers < 32, minimal encoding
+                return None
+            key, pos = tag
         number, kind = key >> 3, key & 7
         if wire.get(number) != kind:
             return None
-        if kind == _VARINT:
+        if kind == _LEN:
+            if pos < end and buf[pos] < 0x80:
+                size, pos = buf[pos], pos + 1
+            else:
+                step = _varint(buf, pos, end)
+                if step is None:
+                    return None
+                size, pos = step
+            if size > end - pos:
+                return None
+            start, pos = pos, pos + size
+        elif kind == _VARINT:
             step = _varint(buf, pos, end)
             if step is None:
                 return None
             start, pos = pos, step[1]
-        elif kind == _LEN:
-            size = _varint(buf, pos, end)
-            if size is None or size[0] > end - size[1]:
-                return None
-            start, pos = size[1], size[1] + size[0]
         else:
             start, pos = pos, pos + (8 if kind == _I64 else 4)
             if pos > end:
