@@ -101,7 +101,9 @@ class CommSpecs(Mapping[int, CommSpec]):
         return iter(self.index.tolist())
 
     def __contains__(self, i: object) -> bool:
-        return isinstance(i, (int, np.integer)) and 0 <= i < len(self.pos) and self.pos[i] >= 0
+        if not isinstance(i, (int, np.integer)) or not 0 <= i < len(self.pos):
+            return False
+        return bool(self.pos[i] >= 0)
 
     def __getitem__(self, i: int) -> CommSpec:
         if i not in self:
@@ -135,15 +137,16 @@ def comm_specs(g: TraceGraph, rank: int, usable: list[int], groups: dict[str, tu
     send's ``comm_src`` and a receive's ``comm_dst`` default to the rank, as in ASTRA-sim.
     """
     names = tuple(groups)
-    number = {name: k for k, name in enumerate(names)}
+    number = {name: k for k, name in enumerate(names)}  # by pg_name: canonical_group's aliases too
+    number.update(dict.fromkeys(WORLD_PG_NAMES, number.get(WORLD, -2)))
     idx = np.asarray(usable, dtype=np.int64)
     types = g.types[idx]
     kind = np.where(types == schema.COMM_COLL_NODE, 0, np.where(types == schema.COMM_SEND_NODE, 1, 2))
     group = np.full(len(idx), -1, dtype=np.int64)
     coll = np.flatnonzero(kind == 0)
     if len(coll):
-        pg = g.pg_name
-        group[coll] = [number.get(canonical_group(pg.get(i, "")), -2) for i in idx[coll].tolist()]
+        pg = g.pg_name.get
+        group[coll] = [number.get(pg(i, ""), -2) for i in idx[coll].tolist()]
     keep = group != -2  # collectives naming no group: no spec
     idx, kind, group = idx[keep], kind[keep], group[keep]
     sizes = np.where(g.has_int("comm_size"), g.attr_value["comm_size"], 0)[idx]

@@ -18,14 +18,14 @@ One policy each, used by every stage:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Hashable
 
 import numpy as np
 
 from ..et.graph import TraceGraph
-from .comm import KIND_COLL, KIND_SEND, KINDS, WORLD, CommSpecs
+from .comm import KIND_SEND, KINDS, WORLD, CommSpecs
 from .file_rules import FileResult
 from .groups import GroupTable, id_list
 from .problems import ERROR, Finding
@@ -251,9 +251,7 @@ def _unordered(view: RankView, p2p: list[int], seqs: list[Sequence]) -> dict[tup
                 continue
             mine = below.get(seq[k], 0)
             missing = [
-                j
-                for j in seq[prev_run:run_start]
-                if not mine & bit[j] and (below.get(j, 0) & waits) != (mine & waits)
+                j for j in seq[prev_run:run_start] if not mine & bit[j] and (below.get(j, 0) & waits) != (mine & waits)
             ]
             if missing:
                 found[_content(seq_obj)] = (seq[k], missing[0])
@@ -302,49 +300,80 @@ def channel_positions(view: RankView) -> dict[int, tuple[tuple[int, int, int], i
 
 
 def check_point_to_point(ranks: list[RankView]) -> list[Finding]:
-    """Pair the k-th send and the k-th receive of every channel ``(src, dst, tag)``."""
-    n = len(ranks)
-    sends: dict[tuple[int, int, int], list[tuple[RankView, int]]] = defaultdict(list)
-    recvs: dict[tuple[int, int, int], list[tuple[RankView, int]]] = defaultdict(list)
-    for view in ranks:
-        records = view.p2p_in_order
-        rows = view.specs.rows(records)
-        for i, kind, channel in zip(
-            records.tolist(), view.specs.kind[rows].tolist(), view.specs.channel[rows].tolist()
-        ):
-            (sends if kind == SEND else recvs)[tuple(channel)].append((view, i))  # type: ignore[index]
-    findings: list[Finding] = []
+    """Pair the k-th send and the k-th receive of every channel ``(src, dst, tag)``.
 
-    for channel in sorted(set(sends) | set(recvs)):
-        s, r = sends.get(channel, []), recvs.get(channel, [])
-        src, dst, tag = channel
-        if not (0 <= src < n and 0 <= dst < n):  # no partner can exist: one problem per message
-            findings += [_outside(view, i, n) for view, i in s + r]
-            continue
-        for (sv, si), (rv, ri) in zip(s, r):
-            a, b = sv.nbytes(si), rv.nbytes(ri)
-            if a != b:
-                findings.append(
-                    Finding(
-                        sv.file,
-                        sv.node(si),
-                        "p2p-unmatched",
-                        ERROR,
-                        f"send to rank {dst} (tag {tag}) of {a} B is received there as {b} B (node {rv.node(ri)})",
-                    )
-                )
-        unmatched = [(v, i, f"send to rank {dst}", "recv") for v, i in s[len(r) :]]
-        unmatched += [(v, i, f"recv from rank {src}", "send") for v, i in r[len(s) :]]
-        for view, i, what, partner in unmatched:
+    The messages of all ranks are sorted by channel in one pass; a channel whose peers are in the
+    set, with as many sends as receives, each pair of one size, has nothing to report, and only the
+    other channels are walked message by message (in channel order, as the findings are listed).
+    """
+    n = len(ranks)
+    records = [v.p2p_in_order for v in ranks]
+    if not sum(len(r) for r in records):
+        return []
+    rows = [v.specs.rows(r) for v, r in zip(ranks, records)]
+    owner = np.repeat(np.arange(n), [len(r) for r in records])
+    record = np.concatenate(records)
+    kind = np.concatenate([v.specs.kind[w] for v, w in zip(ranks, rows)])
+    channel = np.concatenate([v.specs.channel[w] for v, w in zip(ranks, rows)])
+    sizes = [v.specs.nbytes[w] for v, w in zip(ranks, rows)]
+    nbytes = np.concatenate(sizes, dtype=object if any(x.dtype == object for x in sizes) else np.uint64)
+    # by channel, sends before receives, each in rank then issue order: the k-th send of a channel
+    # with as many receives sits n_send places before its k-th receive
+    order = np.lexsort((np.arange(len(kind)), kind, channel[:, 2], channel[:, 1], channel[:, 0]))
+    owner, record, kind, channel, nbytes = owner[order], record[order], kind[order], channel[order], nbytes[order]
+    first = np.ones(len(kind), dtype=bool)
+    first[1:] = (channel[1:] != channel[:-1]).any(axis=1)
+    chan = np.cumsum(first) - 1
+    start = np.flatnonzero(first)
+    end = np.append(start[1:], len(kind))
+    n_send = np.bincount(chan, weights=kind == SEND).astype(np.int64)
+    src, dst = channel[start, 0], channel[start, 1]
+    dirty = ~((src >= 0) & (src < n) & (dst >= 0) & (dst < n)) | (2 * n_send != end - start)
+    sends = np.flatnonzero((kind == SEND) & ~dirty[chan])
+    unequal = nbytes[sends] != nbytes[sends + n_send[chan[sends]]]
+    dirty[chan[sends[unequal]]] = True
+    findings: list[Finding] = []
+    for c in np.flatnonzero(dirty).tolist():
+        at = range(start[c], end[c])
+        s = [(ranks[owner[j]], int(record[j])) for j in at if kind[j] == SEND]
+        r = [(ranks[owner[j]], int(record[j])) for j in at if kind[j] != SEND]
+        findings += _channel_findings(tuple(channel[start[c]].tolist()), s, r, n)
+    return findings
+
+
+def _channel_findings(
+    channel: tuple[int, int, int], s: list[tuple[RankView, int]], r: list[tuple[RankView, int]], n: int
+) -> list[Finding]:
+    """The problems of one channel: messages to a peer outside the set, pairs of different sizes,
+    messages with no partner."""
+    src, dst, tag = channel
+    if not (0 <= src < n and 0 <= dst < n):  # no partner can exist: one problem per message
+        return [_outside(view, i, n) for view, i in s + r]
+    findings: list[Finding] = []
+    for (sv, si), (rv, ri) in zip(s, r):
+        a, b = sv.nbytes(si), rv.nbytes(ri)
+        if a != b:
             findings.append(
                 Finding(
-                    view.file,
-                    view.node(i),
+                    sv.file,
+                    sv.node(si),
                     "p2p-unmatched",
                     ERROR,
-                    f"{what} (tag {tag}, {view.nbytes(i)} B) has no matching {partner} there",
+                    f"send to rank {dst} (tag {tag}) of {a} B is received there as {b} B (node {rv.node(ri)})",
                 )
             )
+    unmatched = [(v, i, f"send to rank {dst}", "recv") for v, i in s[len(r) :]]
+    unmatched += [(v, i, f"recv from rank {src}", "send") for v, i in r[len(s) :]]
+    for view, i, what, partner in unmatched:
+        findings.append(
+            Finding(
+                view.file,
+                view.node(i),
+                "p2p-unmatched",
+                ERROR,
+                f"{what} (tag {tag}, {view.nbytes(i)} B) has no matching {partner} there",
+            )
+        )
     return findings
 
 
