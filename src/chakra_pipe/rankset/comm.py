@@ -91,7 +91,7 @@ class CommSpecs(Mapping[int, CommSpec]):
     ) -> None:
         self.index, self.kind, self.comm_type, self.nbytes = index, kind, comm_type, nbytes
         self.group, self.channel, self.names, self.members = group, channel, names, members
-        self.pos = np.full(n_records, -1, dtype=np.int64)  # record -> row (-1: no spec)
+        self.pos = np.full(n_records, -1, dtype=np.int32)  # record -> row (-1: no spec)
         self.pos[index] = np.arange(len(index))
 
     def __len__(self) -> int:
@@ -139,10 +139,10 @@ def comm_specs(g: TraceGraph, rank: int, usable: list[int], groups: dict[str, tu
     names = tuple(groups)
     number = {name: k for k, name in enumerate(names)}  # by pg_name: canonical_group's aliases too
     number.update(dict.fromkeys(WORLD_PG_NAMES, number.get(WORLD, -2)))
-    idx = np.asarray(usable, dtype=np.int64)
+    idx = np.asarray(usable, dtype=np.int32)
     types = g.types[idx]
-    kind = np.where(types == schema.COMM_COLL_NODE, 0, np.where(types == schema.COMM_SEND_NODE, 1, 2))
-    group = np.full(len(idx), -1, dtype=np.int64)
+    kind = np.where(types == schema.COMM_COLL_NODE, 0, np.where(types == schema.COMM_SEND_NODE, 1, 2)).astype(np.int8)
+    group = np.full(len(idx), -1, dtype=np.int32)
     coll = np.flatnonzero(kind == 0)
     if len(coll):
         pg = g.pg_name.get
@@ -159,5 +159,8 @@ def comm_specs(g: TraceGraph, rank: int, usable: list[int], groups: dict[str, tu
         [g.int_attr("comm_src", rank)[idx], g.int_attr("comm_dst", rank)[idx], g.int_attr("comm_tag", 0)[idx]], axis=1
     )
     channel[kind == 0] = (-1, -1, 0)
-    comm_type = np.where(kind == 0, g.int_attr("comm_type", -1)[idx], -1)
+    if channel.size and -(2**31) <= channel.min() and channel.max() < 2**31:  # the usual case: half the bytes
+        channel = channel.astype(np.int32)
+    # int8: a collective's comm_type is in 0..9, or it has a comm-node problem and no spec
+    comm_type = np.where(kind == 0, g.int_attr("comm_type", -1)[idx], -1).astype(np.int8)
     return CommSpecs(len(g), idx, kind, comm_type, nbytes, group, channel, names, tuple(groups.values()))
