@@ -9,13 +9,18 @@ channel pair up in issue order, and a pair whose sizes differ is a mismatch on t
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
 
 from ..et import schema
 from ..et.graph import TraceGraph
 from ..et.traceset import WORLD_PG_NAMES
 
 KIND_COLL, KIND_SEND, KIND_RECV = "coll", "send", "recv"
+KINDS = (KIND_COLL, KIND_SEND, KIND_RECV)  # by the kind codes of CommSpecs.kind
 WORLD = ""  # canonical name of the default group ("" and "0" both select it, §2.5)
 
 # Attributes a communication node needs, by node type (chakra-format.md §9 items 15 and 17).
@@ -62,23 +67,100 @@ class CommSpec:
         return f"{self.kind} of {self.nbytes} B (tag {self.tag})"
 
 
-def comm_specs(g: TraceGraph, rank: int, usable: list[int], groups: dict[str, tuple[int, ...]]) -> dict[int, CommSpec]:
+class CommSpecs(Mapping[int, CommSpec]):
+    """The comm specs of one rank as columns, one entry per record with a spec (``index``, ascending).
+
+    A 96-layer LLM step at 1,024 ranks has ~500k communication records: a frozen dataclass each was
+    a third of the rank-set analysis and ~100 MB. The cross-rank rules and the proof read the columns
+    (``kind``: 0 collective, 1 send, 2 receive, ``group``: index into ``names``, -1 for p2p); a
+    caller that wants one record's :class:`CommSpec` (replay's plan, a finding's text) gets it built
+    on demand, as the dict this replaced held it.
+    """
+
+    def __init__(
+        self,
+        n_records: int,
+        index: np.ndarray,
+        kind: np.ndarray,
+        comm_type: np.ndarray,
+        nbytes: np.ndarray,
+        group: np.ndarray,
+        channel: np.ndarray,
+        names: tuple[str, ...],
+        members: tuple[tuple[int, ...], ...],
+    ) -> None:
+        self.index, self.kind, self.comm_type, self.nbytes = index, kind, comm_type, nbytes
+        self.group, self.channel, self.names, self.members = group, channel, names, members
+        self.pos = np.full(n_records, -1, dtype=np.int32)  # record -> row (-1: no spec)
+        self.pos[index] = np.arange(len(index))
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.index.tolist())
+
+    def __contains__(self, i: object) -> bool:
+        if not isinstance(i, (int, np.integer)) or not 0 <= i < len(self.pos):
+            return False
+        return bool(self.pos[i] >= 0)
+
+    def __getitem__(self, i: int) -> CommSpec:
+        if i not in self:
+            raise KeyError(i)
+        return self.spec_at(int(self.pos[i]))
+
+    def spec_at(self, row: int) -> CommSpec:
+        kind = KINDS[int(self.kind[row])]
+        if kind == KIND_COLL:
+            g = int(self.group[row])
+            return CommSpec(kind, int(self.comm_type[row]), int(self.nbytes[row]), self.names[g], self.members[g])
+        src, dst, tag = self.channel[row].tolist()
+        return CommSpec(kind, nbytes=int(self.nbytes[row]), channel=(src, dst, tag))
+
+    def rows(self, records: np.ndarray) -> np.ndarray:
+        """Rows of ``records`` (each must have a spec)."""
+        return self.pos[records]
+
+    @cached_property
+    def kind_of(self) -> list[int]:
+        """Kind code per record, -1 for records without a spec (the proof's per-node lookup)."""
+        out = np.full(len(self.pos), -1, dtype=np.int64)
+        out[self.index] = self.kind
+        return out.tolist()
+
+
+def comm_specs(g: TraceGraph, rank: int, usable: list[int], groups: dict[str, tuple[int, ...]]) -> CommSpecs:
     """Specs of the communication records ``usable`` (those without a ``comm-node`` problem).
 
     A collective whose ``pg_name`` names no group gets no spec (that is the ``pg-name`` rule); a
     send's ``comm_src`` and a receive's ``comm_dst`` default to the rank, as in ASTRA-sim.
     """
-    ctype, csize = g.int_attr("comm_type", -1), g.exact_ints("comm_size")
-    src, dst, tag = g.int_attr("comm_src", rank), g.int_attr("comm_dst", rank), g.int_attr("comm_tag", 0)
-    types, pg = g.types, g.pg_name
-    out: dict[int, CommSpec] = {}
-    for i in usable:
-        t = int(types[i])
-        if t == schema.COMM_COLL_NODE:
-            name = canonical_group(pg.get(i, ""))
-            if name in groups:
-                out[i] = CommSpec(KIND_COLL, int(ctype[i]), int(csize[i]), name, groups[name])
-        else:
-            kind = KIND_SEND if t == schema.COMM_SEND_NODE else KIND_RECV
-            out[i] = CommSpec(kind, nbytes=int(csize[i]), channel=(int(src[i]), int(dst[i]), int(tag[i])))
-    return out
+    names = tuple(groups)
+    number = {name: k for k, name in enumerate(names)}  # by pg_name: canonical_group's aliases too
+    number.update(dict.fromkeys(WORLD_PG_NAMES, number.get(WORLD, -2)))
+    idx = np.asarray(usable, dtype=np.int32)
+    types = g.types[idx]
+    kind = np.where(types == schema.COMM_COLL_NODE, 0, np.where(types == schema.COMM_SEND_NODE, 1, 2)).astype(np.int8)
+    group = np.full(len(idx), -1, dtype=np.int32)
+    coll = np.flatnonzero(kind == 0)
+    if len(coll):
+        pg = g.pg_name.get
+        group[coll] = [number.get(pg(i, ""), -2) for i in idx[coll].tolist()]
+    keep = group != -2  # collectives naming no group: no spec
+    idx, kind, group = idx[keep], kind[keep], group[keep]
+    sizes = np.where(g.has_int("comm_size"), g.attr_value["comm_size"], 0)[idx]
+    if (sizes >= 0).all():
+        nbytes: np.ndarray = sizes.astype(np.uint64)
+    else:  # a uint64 size of 2^63 or more (the int64 column wraps it), exactly as exact_ints reads it
+        exact = g.exact_ints("comm_size")
+        nbytes = np.array([exact[i] for i in idx.tolist()], dtype=object)
+    channel = np.stack(
+        [g.int_attr("comm_src", rank)[idx], g.int_attr("comm_dst", rank)[idx], g.int_attr("comm_tag", 0)[idx]], axis=1
+    )
+    channel[kind == 0] = (-1, -1, 0)
+    if channel.size and -(2**31) <= channel.min() and channel.max() < 2**31:  # the usual case: half the bytes
+        channel = channel.astype(np.int32)
+    # int8: a collective's comm_type is in 0..9, or it has a comm-node problem and no spec
+    comm_type = np.where(kind == 0, g.int_attr("comm_type", -1)[idx], -1).astype(np.int8)
+    return CommSpecs(len(g), idx, kind, comm_type, nbytes, group, channel, names, tuple(groups.values()))

@@ -50,6 +50,21 @@ _COMM_CHECKED = {
     t: names if t == schema.COMM_COLL_NODE else ("comm_src", "comm_dst", "comm_tag", "comm_size")
     for t, names in COMM_REQUIRED.items()
 }
+# Per communication attribute, by (node type, attribute kind): whether the kind is a comm-node
+# problem there (required and not an integer, or checked, present and not an integer); one lookup a
+# node and attribute for _plain_comm.
+_COMM_BAD_KIND = {
+    name: np.array(
+        [
+            [
+                not _INT_KIND[k] and (name in COMM_REQUIRED.get(t, ()) or (name in _COMM_CHECKED.get(t, ()) and k != 0))
+                for k in range(256)
+            ]
+            for t in range(max(COMM_REQUIRED) + 1)
+        ]
+    )
+    for name in ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag")
+}
 
 
 @dataclass
@@ -405,10 +420,10 @@ class FileChecker:
         if not len(comm):
             return
         cpu = g.is_cpu_op
-        kinds = {name: g.attr_kind[name] for name in ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag")}
-        values = {name: g.int_attr(name, 0) for name in kinds}
+        kinds = {name: g.attr_kind[name] for name in _COMM_BAD_KIND}
+        values = {name: g.int_attr(name, 0) for name in ("comm_type", "comm_size", "comm_src", "comm_dst")}
         types = g.types
-        plain = self._plain_comm(comm, kinds, values)
+        plain = self._plain_comm(comm, cpu, kinds, values)
         if plain.all():  # nothing for the per-node checks below to report
             self.comm_ok = comm.tolist()
             return
@@ -472,21 +487,20 @@ class FileChecker:
                 severity = WARNING if ct in _REPLAYED else ERROR
                 self.add(i, "comm-type-unsupported", severity, f"{schema.COMM_TYPE_NAMES[ct]} {what} by ASTRA-sim")
 
-    def _plain_comm(self, comm: np.ndarray, kinds: dict[str, np.ndarray], values: dict[str, np.ndarray]) -> np.ndarray:
+    def _plain_comm(
+        self, comm: np.ndarray, cpu: np.ndarray, kinds: dict[str, np.ndarray], values: dict[str, np.ndarray]
+    ) -> np.ndarray:
         """Mask over ``comm`` of the nodes the per-node checks of :meth:`check_comm_nodes` certainly
         pass without a finding (a superset of each check's condition, in numpy: the per-node loop
         then runs only on the nodes that may have one, which keeps its findings and their order)."""
         t = self.g.types[comm]
         coll, send, recv = t == schema.COMM_COLL_NODE, t == schema.COMM_SEND_NODE, t == schema.COMM_RECV_NODE
-        odd = self.g.is_cpu_op[comm].copy()
-        for node_type, names in _COMM_CHECKED.items():
-            of_type = t == node_type
-            for name in names:
-                k = kinds[name][comm]
-                bad = ~_INT_KIND[k] if name in COMM_REQUIRED[node_type] else (k != 0) & ~_INT_KIND[k]
-                odd |= of_type & bad
+        odd = cpu[comm]
+        for name, bad in _COMM_BAD_KIND.items():
+            odd |= bad[t, kinds[name][comm]]
         ct, size = values["comm_type"][comm], values["comm_size"][comm]
-        odd |= coll & ((ct < 0) | (ct > 9) | _NOTED_COLLECTIVE[np.clip(ct, 0, 9)])
+        outside = (ct < 0) | (ct > 9)
+        odd |= coll & (outside | _NOTED_COLLECTIVE[np.where(outside, 0, ct)])
         odd |= size <= 0
         if self.rank is not None:
             odd |= send & (values["comm_src"][comm] != self.rank)

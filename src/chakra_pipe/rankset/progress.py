@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
-from .comm import KIND_COLL, KIND_RECV, KIND_SEND
+import numpy as np
+
 from .graphalgo import children_csr
-from .set_rules import RankView, channel_positions
+from .set_rules import COLL, RECV, SEND, RankView, channel_positions
 from .slots import SLOT_COMM
 
 STUCK_LIST_LIMIT = 20  # stuck node ids listed per rank
@@ -32,6 +33,7 @@ def stuck_nodes(
     waiting: list[list[int]] = []
     comm_order: list[list[int]] = []
     coll_seq: list[dict[int, tuple[str, int]]] = []
+    kinds: list[list[int]] = []  # kind code (comm.KINDS) per record, -1 for records without a spec
     channel_pos = [channel_positions(v) for v in ranks]
     # ranks sharing their parents, slots and specs (byte-identical files, ``twins.py``) share what is
     # derived from them; only the counts the play decrements are per rank
@@ -44,17 +46,20 @@ def stuck_nodes(
             order = [i for i in v.result.issue_order.tolist() if slot[i] == SLOT_COMM]
             per_group: dict[str, int] = defaultdict(int)
             seq: dict[int, tuple[str, int]] = {}
-            for i in order:
-                spec = v.specs.get(i)
-                if spec is not None and spec.kind == KIND_COLL:
-                    seq[i] = (spec.group, per_group[spec.group])
-                    per_group[spec.group] += 1
+            specs = v.specs
+            kind_of = specs.kind_of
+            colls = [i for i in order if kind_of[i] == COLL]
+            names = [specs.names[g] for g in specs.group[specs.rows(np.array(colls, dtype=np.int64))].tolist()]
+            for i, name in zip(colls, names):
+                seq[i] = (name, per_group[name])
+                per_group[name] += 1
             derived[key] = ((cptr.tolist(), kids.tolist()), order, seq)
         kids_csr, order, seq = derived[key]
         children.append(kids_csr)
         waiting.append(p.counts().tolist())
         comm_order.append(order)
         coll_seq.append(seq)
+        kinds.append(v.specs.kind_of)
     finished = [[False] * len(w) for w in waiting]
     head = [0] * n
     sent: dict[tuple, int] = defaultdict(int)
@@ -63,14 +68,10 @@ def stuck_nodes(
     done: deque[tuple[int, int]] = deque()
     to_advance: deque[int] = deque(range(n))
 
-    def kind(r: int, i: int) -> str | None:
-        spec = ranks[r].specs.get(i)
-        return spec.kind if spec is not None else None
-
     def ready(r: int, i: int) -> None:
         if slots[r][i] == SLOT_COMM:
             to_advance.append(r)
-        elif kind(r, i) == KIND_RECV:
+        elif kinds[r][i] == RECV:
             ch, k = channel_pos[r][i]
             if sent[ch] > k:
                 done.append((r, i))
@@ -83,7 +84,7 @@ def stuck_nodes(
         order = comm_order[r]
         while head[r] < len(order) and waiting[r][order[head[r]]] == 0:
             i = order[head[r]]
-            if kind(r, i) == KIND_COLL:
+            if kinds[r][i] == COLL:
                 key = coll_seq[r][i]
                 if r in arrived[key]:
                     return  # already waiting here
@@ -99,7 +100,7 @@ def stuck_nodes(
                 continue
             head[r] += 1
             done.append((r, i))
-            if kind(r, i) == KIND_SEND:
+            if kinds[r][i] == SEND:
                 ch, k = channel_pos[r][i]
                 sent[ch] += 1
                 parked = parked_recv[ch].pop(k, None)

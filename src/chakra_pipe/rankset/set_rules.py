@@ -18,14 +18,28 @@ One policy each, used by every stage:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
+
 from ..et.graph import TraceGraph
-from .comm import KIND_COLL, KIND_SEND, WORLD, CommSpec
+from .comm import KIND_SEND, KINDS, WORLD, CommSpecs
 from .file_rules import FileResult
 from .groups import GroupTable, id_list
 from .problems import ERROR, Finding
+
+COLL, SEND, RECV = (KINDS.index(k) for k in KINDS)
+
+
+@dataclass(frozen=True)
+class Sequence:
+    """One rank's collectives in one group, in issue order, as the rules compare them."""
+
+    records: np.ndarray
+    signature: Hashable  # the comm types and sizes: equal for equal sequences, compared in bulk
+    change: np.ndarray  # change[k]: collective k+1 differs from collective k (type or size)
 
 
 @dataclass(frozen=True)
@@ -36,21 +50,49 @@ class RankView:
     file: str
     graph: TraceGraph
     result: FileResult
-    specs: dict[int, CommSpec]
+    specs: CommSpecs
 
     def node(self, i: int) -> int:
         return int(self.graph.ids[i])
 
     def in_order(self, kind: str | None = None) -> list[int]:
         """Records with a comm spec (of ``kind``, or any) in this rank's issue order."""
-        specs = self.specs
-        return [i for i in self._comm_in_order if kind is None or specs[i].kind == kind]
+        order = self._comm_in_order
+        if kind is not None:
+            order = order[self.specs.kind[self.specs.rows(order)] == KINDS.index(kind)]
+        return order.tolist()
 
     @cached_property
-    def _comm_in_order(self) -> list[int]:
+    def _comm_in_order(self) -> np.ndarray:
         """Every rule and the proof ask for these (four walks of the whole issue order a rank)."""
-        specs = self.specs
-        return [i for i in self.result.issue_order.tolist() if i in specs]
+        order = self.result.issue_order
+        return order[self.specs.pos[order] >= 0]
+
+    @cached_property
+    def p2p_in_order(self) -> np.ndarray:
+        """The sends and receives in issue order."""
+        order = self._comm_in_order
+        return order[self.specs.kind[self.specs.rows(order)] != COLL]
+
+    @cached_property
+    def sequences(self) -> dict[str, Sequence]:
+        """COMM_COLL records by canonical group name, in issue order (one stable sort a rank)."""
+        specs, order = self.specs, self._comm_in_order
+        rows = specs.rows(order)
+        coll = specs.kind[rows] == COLL
+        records, rows = order[coll], rows[coll]
+        group = specs.group[rows]
+        perm = np.argsort(group, kind="stable")
+        out: dict[str, Sequence] = {}
+        for chunk in np.split(perm, np.flatnonzero(np.diff(group[perm])) + 1) if len(perm) else ():
+            ct, nb = specs.comm_type[rows[chunk]], specs.nbytes[rows[chunk]]
+            signature = (ct.tobytes(), nb.tobytes() if nb.dtype != object else tuple(nb.tolist()))
+            change = (ct[1:] != ct[:-1]) | (nb[1:] != nb[:-1])
+            out[specs.names[int(group[chunk[0]])]] = Sequence(records[chunk], signature, change)
+        return out
+
+    def nbytes(self, i: int) -> int:
+        return int(self.specs.nbytes[self.specs.pos[i]])
 
 
 def _label(name: str) -> str:
@@ -59,10 +101,7 @@ def _label(name: str) -> str:
 
 def collective_sequences(view: RankView) -> dict[str, list[int]]:
     """COMM_COLL records of one rank by canonical group name, in the rank's issue order."""
-    seqs: dict[str, list[int]] = defaultdict(list)
-    for i in view.in_order(KIND_COLL):
-        seqs[view.specs[i].group].append(i)
-    return seqs
+    return {name: seq.records.tolist() for name, seq in view.sequences.items()}
 
 
 def reference_rank(members: tuple[int, ...], counts: dict[int, int]) -> int:
@@ -71,28 +110,41 @@ def reference_rank(members: tuple[int, ...], counts: dict[int, int]) -> int:
 
 
 def check_collectives(ranks: list[RankView], table: GroupTable) -> list[Finding]:
+    """Members of a group issue the same collectives: each member's sequence is compared with the
+    reference rank's as a whole (one comparison of their signatures), and only a member whose
+    sequence differs is searched for its first divergence."""
     findings: list[Finding] = []
-    seqs = [collective_sequences(v) for v in ranks]
+    seqs = [v.sequences for v in ranks]
+    outsiders: dict[str, list[RankView]] = defaultdict(list)  # non-members issuing a group's collectives
+    member_sets = {name: set(members) for name, members in table.members.items()}
+    for view, seq in zip(ranks, seqs):
+        for name in seq:
+            if view.rank not in member_sets[name]:
+                outsiders[name].append(view)
     for name, members in sorted(table.members.items(), key=lambda kv: (len(kv[0]), kv[0])):
-        label, member_set = _label(name), set(members)
-        for view, seq in zip(ranks, seqs):
-            if seq.get(name) and view.rank not in member_set:
-                findings.append(
-                    Finding(
-                        view.file,
-                        view.node(seq[name][0]),
-                        "group-members",
-                        ERROR,
-                        f"rank {view.rank} issues {len(seq[name])} collectives in {label}, "
-                        f"which does not include it (members {id_list(members)})",
-                    )
+        label = _label(name)
+        for view in outsiders.get(name, ()):
+            records = seqs[view.rank][name].records
+            findings.append(
+                Finding(
+                    view.file,
+                    view.node(int(records[0])),
+                    "group-members",
+                    ERROR,
+                    f"rank {view.rank} issues {len(records)} collectives in {label}, "
+                    f"which does not include it (members {id_list(members)})",
                 )
-        ref_rank = reference_rank(members, {r: len(seqs[r].get(name, ())) for r in members})
-        ref = seqs[ref_rank].get(name, [])
+            )
+        of = {r: seqs[r].get(name) for r in members}
+        ref_rank = reference_rank(members, {r: len(s.records) for r, s in of.items() if s is not None})
+        ref = of[ref_rank]
         for r in members:
-            if r == ref_rank:
+            mine = of[r]
+            if r == ref_rank or (mine is None and ref is None):
                 continue
-            problem = _divergence(ranks[r], seqs[r].get(name, []), ranks[ref_rank], ref)
+            if mine is not None and ref is not None and mine.signature == ref.signature:
+                continue
+            problem = _divergence(ranks[r], _records(mine), ranks[ref_rank], _records(ref))
             if problem:
                 node, text = problem
                 findings.append(
@@ -106,6 +158,10 @@ def check_collectives(ranks: list[RankView], table: GroupTable) -> list[Finding]
                     )
                 )
     return findings
+
+
+def _records(seq: Sequence | None) -> list[int]:
+    return [] if seq is None else seq.records.tolist()
 
 
 def check_collective_order(ranks: list[RankView]) -> list[Finding]:
@@ -126,60 +182,81 @@ def check_collective_order(ranks: list[RankView]) -> list[Finding]:
     examples rely on. Ancestor sets are bit masks over the group's collectives and the rank's
     sends and receives, propagated once along the issue order, and only on ranks whose group holds
     two different collectives.
+
+    A group's result depends only on the rank's dependency structure, its sends and receives and the
+    group's records and signatures, so ranks that share all of them (the ranks of a pipeline stage,
+    in different groups of one shape) compute it once.
     """
     findings: list[Finding] = []
+    known: dict[tuple, dict[tuple, tuple[int, int]]] = {}
     for view in ranks:
-        seqs = {name: seq for name, seq in collective_sequences(view).items() if _mixed(view, seq)}
+        seqs = {name: seq for name, seq in view.sequences.items() if seq.change.any()}
         if not seqs:
             continue
-        p2p = [i for i in view.in_order() if view.specs[i].kind != KIND_COLL]
-        bit = {i: 1 << k for k, i in enumerate([*p2p, *(i for seq in seqs.values() for i in seq)])}
-        waits = (1 << len(p2p)) - 1  # the bits of the sends and receives
-        ptr, parents = view.result.parents.ptr.tolist(), view.result.parents.parents.tolist()
-        below: dict[int, int] = {}  # record -> mask of the flagged collectives among its ancestors
-        for i in view.result.issue_order.tolist():
-            mask = 0
-            for p in parents[ptr[i] : ptr[i + 1]]:
-                mask |= below.get(p, 0) | bit.get(p, 0)
-            if mask:
-                below[i] = mask
+        p2p = view.p2p_in_order
+        key = (
+            id(view.result.parents),
+            id(view.result.issue_order),
+            p2p.tobytes(),
+            frozenset(_content(seq) for seq in seqs.values()),
+        )
+        if key not in known:
+            known[key] = _unordered(view, p2p.tolist(), list(seqs.values()))
+        found = known[key]
         for name, seq in sorted(seqs.items()):
-            run_start, prev_run = 0, 0
-            for k in range(1, len(seq)):
-                if _signature(view, seq[k]) != _signature(view, seq[k - 1]):
-                    prev_run, run_start = run_start, k
-                if run_start == 0:
-                    continue
-                mine = below.get(seq[k], 0)
-                missing = [
-                    j
-                    for j in seq[prev_run:run_start]
-                    if not mine & bit[j] and (below.get(j, 0) & waits) != (mine & waits)
-                ]
-                if missing:
-                    findings.append(
-                        Finding(
-                            view.file,
-                            view.node(seq[k]),
-                            "collective-order",
-                            ERROR,
-                            f"{_label(name)}: {_describe(view, seq[k])} does not depend on "
-                            f"{_describe(view, missing[0])}, issued before it here; which of the two "
-                            "is issued first depends on timing, so members can pair them differently "
-                            "and hang (order them with a ctrl dependency)",
-                        )
+            hit = found.get(_content(seq))
+            if hit is not None:
+                k, j = hit
+                findings.append(
+                    Finding(
+                        view.file,
+                        view.node(k),
+                        "collective-order",
+                        ERROR,
+                        f"{_label(name)}: {_describe(view, k)} does not depend on "
+                        f"{_describe(view, j)}, issued before it here; which of the two "
+                        "is issued first depends on timing, so members can pair them differently "
+                        "and hang (order them with a ctrl dependency)",
                     )
-                    break
+                )
     return findings
 
 
-def _signature(view: RankView, i: int) -> tuple[int | None, int]:
-    spec = view.specs[i]
-    return spec.comm_type, spec.nbytes
+def _content(seq: Sequence) -> tuple:
+    return (seq.records.tobytes(), seq.signature)
 
 
-def _mixed(view: RankView, seq: list[int]) -> bool:
-    return len(seq) > 1 and len({_signature(view, i) for i in seq}) > 1
+def _unordered(view: RankView, p2p: list[int], seqs: list[Sequence]) -> dict[tuple, tuple[int, int]]:
+    """Per mixed sequence (by :func:`_content`) its first collective that misses an ancestor it
+    needs, and the first such ancestor: ``check_collective_order``'s rule on one rank."""
+    colls = [seq.records.tolist() for seq in seqs]
+    bit = {i: 1 << k for k, i in enumerate([*p2p, *(i for seq in colls for i in seq)])}
+    waits = (1 << len(p2p)) - 1  # the bits of the sends and receives
+    ptr, parents = view.result.parents.ptr.tolist(), view.result.parents.parents.tolist()
+    below: dict[int, int] = {}  # record -> mask of the flagged collectives among its ancestors
+    for i in view.result.issue_order.tolist():
+        mask = 0
+        for p in parents[ptr[i] : ptr[i + 1]]:
+            mask |= below.get(p, 0) | bit.get(p, 0)
+        if mask:
+            below[i] = mask
+    found: dict[tuple, tuple[int, int]] = {}
+    for seq_obj, seq in zip(seqs, colls):
+        change = seq_obj.change.tolist()
+        run_start, prev_run = 0, 0
+        for k in range(1, len(seq)):
+            if change[k - 1]:
+                prev_run, run_start = run_start, k
+            if run_start == 0:
+                continue
+            mine = below.get(seq[k], 0)
+            missing = [
+                j for j in seq[prev_run:run_start] if not mine & bit[j] and (below.get(j, 0) & waits) != (mine & waits)
+            ]
+            if missing:
+                found[_content(seq_obj)] = (seq[k], missing[0])
+                break
+    return found
 
 
 def _describe(view: RankView, i: int) -> str:
@@ -209,59 +286,94 @@ def _divergence(me: RankView, mine: list[int], ref_view: RankView, ref: list[int
 
 def channel_positions(view: RankView) -> dict[int, tuple[tuple[int, int, int], int]]:
     """Per send/receive record: its channel ``(src, dst, tag)`` and its position k on that channel."""
-    counts: dict[tuple[int, int, int], int] = defaultdict(int)
+    counts: dict[tuple[int, int, int, int], int] = defaultdict(int)
     pos: dict[int, tuple[tuple[int, int, int], int]] = {}
-    for i in view.in_order():
-        spec = view.specs[i]
-        if spec.kind == KIND_COLL:
-            continue
-        pos[i] = (spec.channel, counts[(spec.kind, *spec.channel)])  # type: ignore[index]
-        counts[(spec.kind, *spec.channel)] += 1  # type: ignore[index]
+    records = view.p2p_in_order
+    rows = view.specs.rows(records)
+    for i, kind, (src, dst, tag) in zip(
+        records.tolist(), view.specs.kind[rows].tolist(), view.specs.channel[rows].tolist()
+    ):
+        key = (kind, src, dst, tag)
+        pos[i] = ((src, dst, tag), counts[key])
+        counts[key] += 1
     return pos
 
 
 def check_point_to_point(ranks: list[RankView]) -> list[Finding]:
-    """Pair the k-th send and the k-th receive of every channel ``(src, dst, tag)``."""
-    n = len(ranks)
-    sends: dict[tuple[int, int, int], list[tuple[RankView, int]]] = defaultdict(list)
-    recvs: dict[tuple[int, int, int], list[tuple[RankView, int]]] = defaultdict(list)
-    for view in ranks:
-        for i in view.in_order():
-            spec = view.specs[i]
-            if spec.kind != KIND_COLL:
-                (sends if spec.kind == KIND_SEND else recvs)[spec.channel].append((view, i))
-    findings: list[Finding] = []
+    """Pair the k-th send and the k-th receive of every channel ``(src, dst, tag)``.
 
-    for channel in sorted(set(sends) | set(recvs)):
-        s, r = sends.get(channel, []), recvs.get(channel, [])
-        src, dst, tag = channel
-        if not (0 <= src < n and 0 <= dst < n):  # no partner can exist: one problem per message
-            findings += [_outside(view, i, n) for view, i in s + r]
-            continue
-        for (sv, si), (rv, ri) in zip(s, r):
-            a, b = sv.specs[si].nbytes, rv.specs[ri].nbytes
-            if a != b:
-                findings.append(
-                    Finding(
-                        sv.file,
-                        sv.node(si),
-                        "p2p-unmatched",
-                        ERROR,
-                        f"send to rank {dst} (tag {tag}) of {a} B is received there as {b} B (node {rv.node(ri)})",
-                    )
-                )
-        unmatched = [(v, i, f"send to rank {dst}", "recv") for v, i in s[len(r) :]]
-        unmatched += [(v, i, f"recv from rank {src}", "send") for v, i in r[len(s) :]]
-        for view, i, what, partner in unmatched:
+    The messages of all ranks are sorted by channel in one pass; a channel whose peers are in the
+    set, with as many sends as receives, each pair of one size, has nothing to report, and only the
+    other channels are walked message by message (in channel order, as the findings are listed).
+    """
+    n = len(ranks)
+    records = [v.p2p_in_order for v in ranks]
+    if not sum(len(r) for r in records):
+        return []
+    rows = [v.specs.rows(r) for v, r in zip(ranks, records)]
+    owner = np.repeat(np.arange(n), [len(r) for r in records])
+    record = np.concatenate(records)
+    kind = np.concatenate([v.specs.kind[w] for v, w in zip(ranks, rows)])
+    channel = np.concatenate([v.specs.channel[w] for v, w in zip(ranks, rows)])
+    sizes = [v.specs.nbytes[w] for v, w in zip(ranks, rows)]
+    nbytes = np.concatenate(sizes, dtype=object if any(x.dtype == object for x in sizes) else np.uint64)
+    # by channel, sends before receives, each in rank then issue order: the k-th send of a channel
+    # with as many receives sits n_send places before its k-th receive
+    order = np.lexsort((np.arange(len(kind)), kind, channel[:, 2], channel[:, 1], channel[:, 0]))
+    owner, record, kind, channel, nbytes = owner[order], record[order], kind[order], channel[order], nbytes[order]
+    first = np.ones(len(kind), dtype=bool)
+    first[1:] = (channel[1:] != channel[:-1]).any(axis=1)
+    chan = np.cumsum(first) - 1
+    start = np.flatnonzero(first)
+    end = np.append(start[1:], len(kind))
+    n_send = np.bincount(chan, weights=kind == SEND).astype(np.int64)
+    src, dst = channel[start, 0], channel[start, 1]
+    dirty = ~((src >= 0) & (src < n) & (dst >= 0) & (dst < n)) | (2 * n_send != end - start)
+    sends = np.flatnonzero((kind == SEND) & ~dirty[chan])
+    unequal = nbytes[sends] != nbytes[sends + n_send[chan[sends]]]
+    dirty[chan[sends[unequal]]] = True
+    findings: list[Finding] = []
+    for c in np.flatnonzero(dirty).tolist():
+        at = range(start[c], end[c])
+        s = [(ranks[owner[j]], int(record[j])) for j in at if kind[j] == SEND]
+        r = [(ranks[owner[j]], int(record[j])) for j in at if kind[j] != SEND]
+        findings += _channel_findings(tuple(channel[start[c]].tolist()), s, r, n)
+    return findings
+
+
+def _channel_findings(
+    channel: tuple[int, int, int], s: list[tuple[RankView, int]], r: list[tuple[RankView, int]], n: int
+) -> list[Finding]:
+    """The problems of one channel: messages to a peer outside the set, pairs of different sizes,
+    messages with no partner."""
+    src, dst, tag = channel
+    if not (0 <= src < n and 0 <= dst < n):  # no partner can exist: one problem per message
+        return [_outside(view, i, n) for view, i in s + r]
+    findings: list[Finding] = []
+    for (sv, si), (rv, ri) in zip(s, r):
+        a, b = sv.nbytes(si), rv.nbytes(ri)
+        if a != b:
             findings.append(
                 Finding(
-                    view.file,
-                    view.node(i),
+                    sv.file,
+                    sv.node(si),
                     "p2p-unmatched",
                     ERROR,
-                    f"{what} (tag {tag}, {view.specs[i].nbytes} B) has no matching {partner} there",
+                    f"send to rank {dst} (tag {tag}) of {a} B is received there as {b} B (node {rv.node(ri)})",
                 )
             )
+    unmatched = [(v, i, f"send to rank {dst}", "recv") for v, i in s[len(r) :]]
+    unmatched += [(v, i, f"recv from rank {src}", "send") for v, i in r[len(s) :]]
+    for view, i, what, partner in unmatched:
+        findings.append(
+            Finding(
+                view.file,
+                view.node(i),
+                "p2p-unmatched",
+                ERROR,
+                f"{what} (tag {tag}, {view.nbytes(i)} B) has no matching {partner} there",
+            )
+        )
     return findings
 
 
