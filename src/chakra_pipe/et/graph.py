@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1044,6 +1044,10 @@ def _kind_table(nums: tuple[int, ...]) -> np.ndarray:
     return table
 
 
+def _ascii_str(payload: bytes) -> str:
+    return payload.decode("ascii")  # the load checked that every bulk-decoded string_val is ASCII
+
+
 def _bool_list(payload: bytes) -> list[bool]:
     return list(schema.CLASSES["BoolList"].FromString(payload).values)
 
@@ -1284,40 +1288,79 @@ class _AttrColumns:
     involved_dim: dict[int, list[bool]]
 
 
+def _zeros(n: int, dtype: type) -> np.ndarray:
+    """A read-only all-zero column of ``n`` records that holds one element (a stride-0 view).
+
+    Most well-known attributes are absent from most files, or 0 wherever present (``is_cpu_op``
+    false on generated traces): dense zeros cost 8 bytes a record and name, ~70 MB held for the
+    whole run of a 1,024-rank step, in columns that nobody writes.
+    """
+    return np.broadcast_to(np.zeros(1, dtype=dtype), (n,))
+
+
+_KEYS: list[int] = []  # ints shared as record-index dict keys: each file's records are numbered from 0
+
+
+def _keys(idx: np.ndarray) -> list[int]:
+    """``idx.tolist()`` (ascending) made of shared int objects: a fresh one was 32 bytes an entry."""
+    if len(idx) and int(idx[-1]) >= len(_KEYS):
+        _KEYS.extend(range(len(_KEYS), int(idx[-1]) + 1))
+    return [_KEYS[i] for i in idx.tolist()]
+
+
+def _payloads(arr: np.ndarray, s: np.ndarray, length: np.ndarray, convert: Callable[[bytes], Any]) -> list[Any]:
+    """``convert(bytes)`` of each span ``[s, s + length)``, computed once per distinct byte string.
+
+    The same few ``pg_name`` strings sit on every communication node (418k of them in a 1,024-rank
+    96-layer step): one decode and one object per distinct string instead of one per node. Spans
+    of 1 to 24 bytes are grouped by :func:`_group_strings`; the others, and those that differ from
+    their group's representative, are converted one by one.
+    """
+    out: list[Any] = [None] * len(s)
+    short = np.flatnonzero((length > 0) & (length <= _DISTINCT_MAX))
+    single = np.ones(len(s), dtype=bool)
+    if len(short):
+        first, inv, same = _group_strings(arr, s[short], length[short])
+        rep = short[first]
+        reps = [convert(arr[a : a + k].tobytes()) for a, k in zip(s[rep].tolist(), length[rep].tolist())]
+        for i, g in zip(short[same].tolist(), inv[same].tolist()):
+            out[i] = reps[g]
+        single[short[same]] = False
+    for i in np.flatnonzero(single).tolist():
+        out[i] = convert(arr[int(s[i]) : int(s[i]) + int(length[i])].tobytes())
+    return out
+
+
 def _decode_attrs(g: TraceGraph) -> _AttrColumns:
     """Keep the well-known attributes (decoded and checked at load time) as columns.
 
-    Records the load flagged as unusual (``slow``) are read through the protobuf runtime instead.
+    One vectorised pass over all of the file's attribute values (not one per name), ``pg_name``
+    strings and ``involved_dim`` lists made once per distinct value, all-zero columns as
+    :func:`_zeros` views. Records the load flagged as unusual (``slow``) are read through the
+    protobuf runtime instead (their columns are then all dense, as that loop writes them).
     """
     n = len(g)
-    cols = _AttrColumns(
-        {k: np.zeros(n, dtype=np.int64) for k in INT_ATTRS}, {k: np.zeros(n, dtype=np.uint8) for k in _KNOWN}, {}, {}
-    )
     known, slow = g.attr_parts, g.slow
+    slow_rows = np.flatnonzero(slow)
     use = np.flatnonzero(~slow[known.node])  # records turned slow after their attributes were checked
-    if len(use):
-        node, code = known.node[use], known.code[use]
-        parts = _AttrParts.at_value_tags(g.buf.obj, known.tag[use].astype(np.int64))  # type: ignore[arg-type]
-        for i, name in enumerate(_KNOWN):
-            sel = np.flatnonzero(code == i)
-            if not len(sel):
-                continue
-            nodes_sel, kind = node[sel], parts.kind[sel]
-            cols.kind[name][nodes_sel] = kind.astype(np.uint8)
-            if name in INT_ATTRS:
-                cols.value[name][nodes_sel] = _int_value(kind, parts.raw[sel])
-                continue
+    node, code = known.node[use].astype(np.intp), known.code[use]
+    arr: np.ndarray = g.buf.obj  # type: ignore[assignment]
+    parts = _AttrParts.at_value_tags(arr, known.tag[use].astype(np.int64))
+    kind8, values = parts.kind.astype(np.uint8), _int_value(parts.kind, parts.raw)
+    order = np.argsort(code, kind="stable")  # by name, each name's entries in file order
+    bounds = np.searchsorted(code[order], np.arange(len(_KNOWN) + 1)).tolist()
+    dense = len(slow_rows) > 0
+    cols = _AttrColumns({}, {}, {}, {})
+    for c, name in enumerate(_KNOWN):
+        sel = order[bounds[c] : bounds[c + 1]]
+        at = node[sel]
+        cols.kind[name] = _column(n, np.uint8, at, kind8[sel], dense)
+        if name in INT_ATTRS:
+            cols.value[name] = _column(n, np.int64, at, values[sel], dense)
+        elif len(sel):
             target = cols.pg_name if name == "pg_name" else cols.involved_dim
-            wanted = 29 if name == "pg_name" else 28
-            for j in sel:
-                payload = bytes(g.buf[parts.span_s[j] : parts.span_s[j] + parts.span_l[j]])
-                if parts.kind[j] != wanted:
-                    target.pop(int(node[j]), None)
-                elif name == "pg_name":
-                    target[int(node[j])] = payload.decode("ascii")  # type: ignore[assignment]  # ASCII: checked at load
-                else:
-                    target[int(node[j])] = _bool_list(payload)  # type: ignore[assignment]
-    for i in map(int, np.flatnonzero(slow)):
+            target.update(_strings(arr, parts, sel, at, name))
+    for i in slow_rows.tolist():
         for name in _KNOWN:
             cols.kind[name][i] = 0
         cols.pg_name.pop(i, None)
@@ -1341,3 +1384,35 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
             else:
                 cols.involved_dim.pop(i, None)
     return cols
+
+
+def _column(n: int, dtype: type, at: np.ndarray, values: np.ndarray, dense: bool) -> np.ndarray:
+    """A column of ``n`` records holding ``values`` at ``at`` (a repeated attribute: the last entry
+    wins, as in protobuf), a :func:`_zeros` view when all of them are 0 and not ``dense``."""
+    if not dense and not values.any():
+        return _zeros(n, dtype)
+    column = np.zeros(n, dtype=dtype)
+    column[at] = values
+    return column
+
+
+def _strings(arr: np.ndarray, parts: _AttrParts, sel: np.ndarray, at: np.ndarray, name: str) -> dict[int, Any]:
+    """``pg_name`` (``string_val``) or ``involved_dim`` (``bool_list``) by record index, from the
+    entries ``sel`` of that name (records ``at``, in file order): the last entry of a record
+    decides, and one of another kind leaves the record out."""
+    wanted = 29 if name == "pg_name" else 28
+    convert: Callable[[bytes], Any] = _bool_list if name == "involved_dim" else _ascii_str
+    ss, sl, kind = parts.span_s[sel], parts.span_l[sel], parts.kind[sel]
+    if len(at) < 2 or bool((at[1:] > at[:-1]).all()):  # one entry a record, ascending: no entry overrides another
+        keep = np.flatnonzero(kind == wanted)
+        values = _payloads(arr, ss[keep], sl[keep], convert)
+        if name == "involved_dim":  # each record its own list, as before: a caller may modify one
+            values = [list(v) for v in values]
+        return dict(zip(_keys(at[keep]), values))
+    out: dict[int, Any] = {}
+    for j, i in enumerate(at.tolist()):  # in file order: a repeated attribute's last entry wins
+        if kind[j] != wanted:
+            out.pop(i, None)
+        else:
+            out[i] = convert(arr[int(ss[j]) : int(ss[j]) + int(sl[j])].tobytes())
+    return out
