@@ -13,6 +13,7 @@ protobuf runtime, so the result is always the protobuf reading of the file.
 from __future__ import annotations
 
 import os
+import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -77,6 +78,7 @@ class TraceGraph:
     slow: np.ndarray = field(repr=False)
     _order: np.ndarray | None = field(default=None, repr=False)
     _attrs: _AttrColumns | None = field(default=None, repr=False)
+    _attr_batch: _AttrBatch | None = field(default=None, repr=False)  # graphs loaded with it (see _AttrBatch)
     _dense: np.ndarray | bool | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
@@ -104,7 +106,9 @@ class TraceGraph:
         return self._attr_columns().involved_dim
 
     def _attr_columns(self) -> _AttrColumns:
-        if self._attrs is None:
+        if self._attrs is None and self._attr_batch is not None:
+            self._attr_batch.decode()  # this graph's and its batch-mates' (a rank set wants them all)
+        if self._attrs is None:  # loaded alone, or a copy of a batch's graph
             self._attrs = _decode_attrs(self)
         return self._attrs
 
@@ -269,6 +273,7 @@ def _graphs(files: list[tuple[str, np.ndarray, int]]) -> list[TraceGraph]:
             break
     _decode(arr, tables, bases[: len(tables)])
     graphs = [t.finish() for t in tables]
+    _AttrBatch.attach(graphs, arr, bases)
     if failure is not None:
         raise failure
     return graphs
@@ -1010,24 +1015,47 @@ def _fixed(arr: np.ndarray, pos: np.ndarray, width: np.ndarray) -> np.ndarray:
     return _words(arr)[pos] & _LOW_BYTES[width]
 
 
+def _s32(raw: np.ndarray) -> np.ndarray:
+    return (raw & _U64(0xFFFFFFFF)).astype(np.uint32).view(np.int32).astype(np.int64)
+
+
+def _u32(raw: np.ndarray) -> np.ndarray:
+    return (raw & _U64(0xFFFFFFFF)).astype(np.int64)
+
+
+def _zigzag32(raw: np.ndarray) -> np.ndarray:
+    low = _u32(raw)
+    return (low >> 1) ^ -(low & 1)
+
+
+def _zigzag64(raw: np.ndarray) -> np.ndarray:
+    return ((raw >> _U64(1)) ^ (_U64(0) - (raw & _U64(1)))).view(np.int64)
+
+
+# How each integer oneof member's raw wire value reads as int64, by group of field numbers.
+_INT_READS: tuple[tuple[tuple[int, ...], Callable[[np.ndarray], np.ndarray]], ...] = (
+    ((7, 23), _s32),  # int32, sfixed32
+    ((9, 13, 21, 25), lambda raw: raw.view(np.int64)),  # int64, uint64, fixed64, sfixed64
+    ((11, 19), _u32),  # uint32, fixed32
+    ((15,), _zigzag32),  # sint32
+    ((17,), _zigzag64),  # sint64
+    ((27,), lambda raw: (raw != 0).astype(np.int64)),  # bool
+)
+_INT_READ_OF = np.zeros(256, dtype=np.uint8)  # 1 + index into _INT_READS by field number (0: not an integer)
+for _g, (_nums, _) in enumerate(_INT_READS):
+    _INT_READ_OF[list(_nums)] = _g + 1
+
+
 def _int_value(kind: np.ndarray, raw: np.ndarray) -> np.ndarray:
-    """Interpret raw wire values as int64 according to the oneof member (lenient integer read)."""
-    low = (raw & _U64(0xFFFFFFFF)).astype(np.int64)
-    s32 = np.where(low >= 1 << 31, low - (1 << 32), low)
-    zig = ((raw >> _U64(1)) ^ (_U64(0) - (raw & _U64(1)))).view(np.int64)
-    zig32 = (low >> 1) ^ -(low & 1)
-    as64 = raw.view(np.int64)
+    """Interpret raw wire values as int64 according to the oneof member (lenient integer read);
+    0 for the other members. Each reading runs on its own members only: a rank set's 3 M
+    attributes are nearly all of one or two members."""
+    read = _INT_READ_OF[kind]
     out = np.zeros(len(kind), dtype=np.int64)
-    for nums, values in (
-        ((7, 23), s32),
-        ((9, 13, 21, 25), as64),
-        ((11, 19), low),
-        ((15,), zig32),
-        ((17,), zig),
-        ((27,), (raw != 0).astype(np.int64)),
-    ):
-        m = _kind_table(nums)[kind]
-        out[m] = values[m]
+    for g, (_, convert) in enumerate(_INT_READS):
+        m = np.flatnonzero(read == g + 1)
+        if len(m):
+            out[m] = convert(raw[m])
     return out
 
 
@@ -1298,14 +1326,15 @@ def _zeros(n: int, dtype: type) -> np.ndarray:
     return np.broadcast_to(np.zeros(1, dtype=dtype), (n,))
 
 
-_KEYS: list[int] = []  # ints shared as record-index dict keys: each file's records are numbered from 0
+_KEYS = np.arange(1 << 14, dtype=np.intp).astype(object)  # record-index dict keys shared across files (0.6 MB)
 
 
 def _keys(idx: np.ndarray) -> list[int]:
-    """``idx.tolist()`` (ascending) made of shared int objects: a fresh one was 32 bytes an entry."""
-    if len(idx) and int(idx[-1]) >= len(_KEYS):
-        _KEYS.extend(range(len(_KEYS), int(idx[-1]) + 1))
-    return [_KEYS[i] for i in idx.tolist()]
+    """``idx.tolist()`` with int objects shared below 2^14: a fresh one per entry was 32 bytes
+    each (13 MB for the 418k ``pg_name`` entries of a 1,024-rank 96-layer step)."""
+    if not len(idx) or int(idx.max()) < len(_KEYS):
+        return _KEYS[idx].tolist()
+    return idx.tolist()
 
 
 def _payloads(arr: np.ndarray, s: np.ndarray, length: np.ndarray, convert: Callable[[bytes], Any]) -> list[Any]:
@@ -1316,103 +1345,205 @@ def _payloads(arr: np.ndarray, s: np.ndarray, length: np.ndarray, convert: Calla
     of 1 to 24 bytes are grouped by :func:`_group_strings`; the others, and those that differ from
     their group's representative, are converted one by one.
     """
-    out: list[Any] = [None] * len(s)
+    out = np.empty(len(s), dtype=object)
     short = np.flatnonzero((length > 0) & (length <= _DISTINCT_MAX))
     single = np.ones(len(s), dtype=bool)
     if len(short):
         first, inv, same = _group_strings(arr, s[short], length[short])
         rep = short[first]
-        reps = [convert(arr[a : a + k].tobytes()) for a, k in zip(s[rep].tolist(), length[rep].tolist())]
-        for i, g in zip(short[same].tolist(), inv[same].tolist()):
-            out[i] = reps[g]
+        reps = np.empty(len(rep), dtype=object)
+        for j, (a, k) in enumerate(zip(s[rep].tolist(), length[rep].tolist())):
+            reps[j] = convert(arr[a : a + k].tobytes())  # one by one: a list value must stay one element
+        out[short[same]] = reps[inv[same]]
         single[short[same]] = False
     for i in np.flatnonzero(single).tolist():
         out[i] = convert(arr[int(s[i]) : int(s[i]) + int(length[i])].tobytes())
-    return out
+    return out.tolist()
+
+
+class _AttrBatch:
+    """The graphs of one :func:`load_graphs` batch, whose attributes are decoded together when the
+    first of them is asked for its attributes.
+
+    Every rule of a rank-set analysis reads every file's attributes; decoded file by file, the
+    ~40 numpy calls per file were 1.5 ms a file whatever its size (1.6 s of a 1,024-rank step).
+    Decoded over the batch's files at once (the bytes already lie in one array), each call runs
+    once per group of files. Graphs are held weakly: a batch keeps no graph alive.
+    """
+
+    def __init__(self, graphs: list[TraceGraph], arr: np.ndarray, offsets: list[int]):
+        self.refs = [weakref.ref(g) for g in graphs]
+        self.arr, self.offsets = arr, offsets
+
+    @classmethod
+    def attach(cls, graphs: list[TraceGraph], arr: np.ndarray, offsets: list[int]) -> None:
+        if len(graphs) > 1:
+            batch = cls(graphs, arr, offsets)
+            for g in graphs:
+                g._attr_batch = batch
+
+    def decode(self) -> None:
+        """Decode every live graph of the batch not yet decoded, in groups of about
+        ``_ATTR_DECODE_GROUP`` attributes (bounding the temporaries)."""
+        group: list[tuple[TraceGraph, int]] = []
+        held = 0
+        for ref, offset in zip(self.refs, self.offsets):
+            g = ref()
+            if g is None or g._attrs is not None or g._attr_batch is not self:
+                continue
+            if group and held + len(g.attr_parts.node) > _ATTR_DECODE_GROUP:
+                _decode_group(group, self.arr)
+                group, held = [], 0
+            group.append((g, offset))
+            held += len(g.attr_parts.node)
+        if group:
+            _decode_group(group, self.arr)
+
+
+_ATTR_DECODE_GROUP = 1 << 16  # attributes decoded at a time: ~100 bytes of temporaries each
 
 
 def _decode_attrs(g: TraceGraph) -> _AttrColumns:
-    """Keep the well-known attributes (decoded and checked at load time) as columns.
+    """The attribute columns of one graph (a group of one, see :func:`_decode_group`)."""
+    _decode_group([(g, 0)], g.buf.obj)  # type: ignore[arg-type]
+    assert g._attrs is not None
+    return g._attrs
 
-    One vectorised pass over all of the file's attribute values (not one per name), ``pg_name``
-    strings and ``involved_dim`` lists made once per distinct value, all-zero columns as
-    :func:`_zeros` views. Records the load flagged as unusual (``slow``) are read through the
-    protobuf runtime instead (their columns are then all dense, as that loop writes them).
+
+def _decode_group(group: list[tuple[TraceGraph, int]], arr: np.ndarray) -> None:
+    """Keep the well-known attributes (decoded and checked at load time) of each ``(graph, offset
+    of its bytes in arr)`` as columns, set as the graph's ``_attrs``.
+
+    One vectorised pass over all of the group's attribute values (not one per file and name);
+    each name's columns of the files that need one are slices of one array, and files where a
+    column would be all zero get a :func:`_zeros` view; ``pg_name`` strings and ``involved_dim``
+    lists are made once per distinct value. Records the load flagged as unusual (``slow``) are
+    read through the protobuf runtime instead (their files' columns are then all dense, as that
+    loop writes them).
     """
-    n = len(g)
-    known, slow = g.attr_parts, g.slow
-    slow_rows = np.flatnonzero(slow)
-    use = np.flatnonzero(~slow[known.node])  # records turned slow after their attributes were checked
-    node, code = known.node[use].astype(np.intp), known.code[use]
-    arr: np.ndarray = g.buf.obj  # type: ignore[assignment]
-    parts = _AttrParts.at_value_tags(arr, known.tag[use].astype(np.int64))
+    graphs = [g for g, _ in group]
+    sizes = np.array([len(g) for g in graphs], dtype=np.int64)
+    node_base = np.cumsum(sizes) - sizes
+    counts = [len(g.attr_parts.node) for g in graphs]
+    node = np.concatenate([g.attr_parts.node.astype(np.intp) + int(b) for g, b in zip(graphs, node_base)])
+    tag = np.concatenate([g.attr_parts.tag.astype(np.int64) + off for g, off in group])
+    code = np.concatenate([g.attr_parts.code for g in graphs])
+    file_of = np.repeat(np.arange(len(graphs)), counts)
+    dense = np.array([bool(g.slow.any()) for g in graphs])
+    if dense.any():  # records turned slow after their attributes were checked
+        use = np.flatnonzero(~np.concatenate([g.slow for g in graphs])[node])
+        node, tag, code, file_of = node[use], tag[use], code[use], file_of[use]
+    parts = _AttrParts.at_value_tags(arr, tag)
     kind8, values = parts.kind.astype(np.uint8), _int_value(parts.kind, parts.raw)
     order = np.argsort(code, kind="stable")  # by name, each name's entries in file order
     bounds = np.searchsorted(code[order], np.arange(len(_KNOWN) + 1)).tolist()
-    dense = len(slow_rows) > 0
-    cols = _AttrColumns({}, {}, {}, {})
+    cols = [_AttrColumns({}, {}, {}, {}) for _ in graphs]
+    layout = _Layout(sizes, node_base, dense)
     for c, name in enumerate(_KNOWN):
         sel = order[bounds[c] : bounds[c + 1]]
-        at = node[sel]
-        cols.kind[name] = _column(n, np.uint8, at, kind8[sel], dense)
+        at, f = node[sel], file_of[sel]
+        for col, kind in zip(cols, layout.columns(np.uint8, at, f, kind8[sel])):
+            col.kind[name] = kind
         if name in INT_ATTRS:
-            cols.value[name] = _column(n, np.int64, at, values[sel], dense)
+            for col, value in zip(cols, layout.columns(np.int64, at, f, values[sel])):
+                col.value[name] = value
         elif len(sel):
-            target = cols.pg_name if name == "pg_name" else cols.involved_dim
-            target.update(_strings(arr, parts, sel, at, name))
-    for i in slow_rows.tolist():
-        for name in _KNOWN:
-            cols.kind[name][i] = 0
-        cols.pg_name.pop(i, None)
-        cols.involved_dim.pop(i, None)
-        for attr in g.node(i).attr:
-            if attr.name not in cols.kind:
-                continue
-            kname = attr.WhichOneof("value")
-            cols.kind[attr.name][i] = _attrs.KIND_NUMBER[kname] if kname else 0
-            if attr.name in cols.value:
-                value = int(getattr(attr, kname)) if kname in _attrs.INT_KINDS else 0
-                # uint64/fixed64 values of 2^63 and more wrap into the int64 column, as the bulk path's view does
-                cols.value[attr.name][i] = value - (1 << 64) if value >= 1 << 63 else value
-            elif attr.name == "pg_name":  # last one wins, whatever its kind
-                if kname == "string_val":
-                    cols.pg_name[i] = attr.string_val
+            for i, found in _strings(arr, parts, sel, at, f, node_base, name):
+                if name == "pg_name":
+                    cols[i].pg_name = found
                 else:
-                    cols.pg_name.pop(i, None)
-            elif kname == "bool_list":
-                cols.involved_dim[i] = list(attr.bool_list.values)
+                    cols[i].involved_dim = found
+    for g, col in zip(graphs, cols):
+        g._attrs, g._attr_batch = col, None
+        for i in np.flatnonzero(g.slow).tolist():
+            _slow_record(g, col, i)
+
+
+@dataclass
+class _Layout:
+    """Where a group's files (``sizes`` records each, from ``node_base`` in the group's record
+    numbering) lie in the one array a name's columns are slices of."""
+
+    sizes: np.ndarray
+    node_base: np.ndarray
+    dense: np.ndarray  # files whose columns must be writable arrays (they have slow records)
+
+    def columns(self, dtype: type, at: np.ndarray, f: np.ndarray, values: np.ndarray) -> list[np.ndarray]:
+        """Each file's column holding ``values`` at group records ``at`` of files ``f`` (a repeated
+        attribute: the last entry wins, as in protobuf): only files with a non-zero value, or
+        ``dense``, take space in the shared array; the others get a :func:`_zeros` view."""
+        need = self.dense.copy()
+        need[f[values != 0]] = True
+        sizes = np.where(need, self.sizes, 0)
+        base = np.cumsum(sizes) - sizes
+        shared: np.ndarray = np.zeros(int(sizes.sum()), dtype=dtype)
+        m = need[f]
+        shared[at[m] - self.node_base[f[m]] + base[f[m]]] = values[m]
+        zeros: dict[int, np.ndarray] = {}
+        out = []
+        for n, b, dense in zip(self.sizes.tolist(), base.tolist(), need.tolist()):
+            if dense:
+                out.append(shared[b : b + n])
             else:
-                cols.involved_dim.pop(i, None)
-    return cols
+                if n not in zeros:
+                    zeros[n] = _zeros(n, dtype)
+                out.append(zeros[n])
+        return out
 
 
-def _column(n: int, dtype: type, at: np.ndarray, values: np.ndarray, dense: bool) -> np.ndarray:
-    """A column of ``n`` records holding ``values`` at ``at`` (a repeated attribute: the last entry
-    wins, as in protobuf), a :func:`_zeros` view when all of them are 0 and not ``dense``."""
-    if not dense and not values.any():
-        return _zeros(n, dtype)
-    column = np.zeros(n, dtype=dtype)
-    column[at] = values
-    return column
+def _slow_record(g: TraceGraph, cols: _AttrColumns, i: int) -> None:
+    """Record ``i``'s well-known attributes read through the protobuf runtime."""
+    for name in _KNOWN:
+        cols.kind[name][i] = 0
+    cols.pg_name.pop(i, None)
+    cols.involved_dim.pop(i, None)
+    for attr in g.node(i).attr:
+        if attr.name not in cols.kind:
+            continue
+        kname = attr.WhichOneof("value")
+        cols.kind[attr.name][i] = _attrs.KIND_NUMBER[kname] if kname else 0
+        if attr.name in cols.value:
+            value = int(getattr(attr, kname)) if kname in _attrs.INT_KINDS else 0
+            # uint64/fixed64 values of 2^63 and more wrap into the int64 column, as the bulk path's view does
+            cols.value[attr.name][i] = value - (1 << 64) if value >= 1 << 63 else value
+        elif attr.name == "pg_name":  # last one wins, whatever its kind
+            if kname == "string_val":
+                cols.pg_name[i] = attr.string_val
+            else:
+                cols.pg_name.pop(i, None)
+        elif kname == "bool_list":
+            cols.involved_dim[i] = list(attr.bool_list.values)
+        else:
+            cols.involved_dim.pop(i, None)
 
 
-def _strings(arr: np.ndarray, parts: _AttrParts, sel: np.ndarray, at: np.ndarray, name: str) -> dict[int, Any]:
-    """``pg_name`` (``string_val``) or ``involved_dim`` (``bool_list``) by record index, from the
-    entries ``sel`` of that name (records ``at``, in file order): the last entry of a record
-    decides, and one of another kind leaves the record out."""
+def _strings(
+    arr: np.ndarray, parts: _AttrParts, sel: np.ndarray, at: np.ndarray, f: np.ndarray, node_base: np.ndarray, name: str
+) -> Iterable[tuple[int, dict[int, Any]]]:
+    """``(file, {record: value})`` of ``pg_name`` (``string_val``) or ``involved_dim`` (``bool_list``)
+    from the entries ``sel`` of that name (group records ``at`` of files ``f``, in file order), for
+    the files that have any: a record's last entry decides, and one of another kind leaves it out."""
     wanted = 29 if name == "pg_name" else 28
     convert: Callable[[bytes], Any] = _bool_list if name == "involved_dim" else _ascii_str
     ss, sl, kind = parts.span_s[sel], parts.span_l[sel], parts.kind[sel]
-    if len(at) < 2 or bool((at[1:] > at[:-1]).all()):  # one entry a record, ascending: no entry overrides another
-        keep = np.flatnonzero(kind == wanted)
-        values = _payloads(arr, ss[keep], sl[keep], convert)
-        if name == "involved_dim":  # each record its own list, as before: a caller may modify one
-            values = [list(v) for v in values]
-        return dict(zip(_keys(at[keep]), values))
-    out: dict[int, Any] = {}
-    for j, i in enumerate(at.tolist()):  # in file order: a repeated attribute's last entry wins
-        if kind[j] != wanted:
-            out.pop(i, None)
-        else:
-            out[i] = convert(arr[int(ss[j]) : int(ss[j]) + int(sl[j])].tobytes())
-    return out
+    local = at - node_base[f]
+    if len(at) >= 2 and not bool((at[1:] > at[:-1]).all()):  # a repeated attribute: in file order, last wins
+        for i in np.unique(f).tolist():
+            out: dict[int, Any] = {}
+            for j in np.flatnonzero(f == i).tolist():
+                r = int(local[j])
+                if kind[j] != wanted:
+                    out.pop(r, None)
+                else:
+                    out[r] = convert(arr[int(ss[j]) : int(ss[j]) + int(sl[j])].tobytes())
+            yield i, out
+        return
+    keep = np.flatnonzero(kind == wanted)  # one entry a record, ascending: no entry overrides another
+    values = _payloads(arr, ss[keep], sl[keep], convert)
+    if name == "involved_dim":  # each record its own list, as before: a caller may modify one
+        values = [list(v) for v in values]
+    keys, files = _keys(local[keep]), f[keep]
+    edges = np.flatnonzero(files[1:] != files[:-1]) + 1
+    for a, b in zip([0, *edges.tolist()], [*edges.tolist(), len(keep)]):
+        if b > a:
+            yield int(files[a]), dict(zip(keys[a:b], values[a:b]))
