@@ -460,3 +460,24 @@ def test_attributes_of_a_batch_decode_together_and_hold_no_graph(tmp_path):
         assert second.int_attr("comm_size").tolist() == [4096 + i for i in range(60)]
         assert decode.call_count == 1 and first._attrs is not None
     assert first.pg_name == dict.fromkeys(range(60), "tp") and first.pg_name[7] is second.pg_name[7]
+
+
+def test_repeated_string_attributes_in_a_batch_keep_the_last_entry(tmp_path):
+    """A record's last ``pg_name`` / ``involved_dim`` entry decides, as protobuf reads a repeated
+    attribute list front to back: another kind last leaves the record out, whatever came before."""
+    md = schema.GlobalMetadata(version="1.0.0")
+    nodes = [schema.Node(id=i, type=schema.COMM_COLL_NODE) for i in range(4)]
+    for i, entries in enumerate(
+        [[("pg_name", "a", "string_val"), ("pg_name", 1, "int64_val")], [("pg_name", "b", "string_val")]]
+        + [[("pg_name", "c", "string_val"), ("pg_name", 2, "int64_val"), ("pg_name", "d", "string_val")]]
+        + [[("involved_dim", [True], "bool_list"), ("involved_dim", 3, "int64_val")]]
+    ):
+        for name, value, kind in entries:
+            nodes[i].attr.add().CopyFrom(attrs.make_attr(name, value, kind=kind))
+    for r in range(2):
+        (tmp_path / f"w.{r}.et").write_bytes(frame_all(md, [n.SerializeToString() for n in nodes]))
+    with mock.patch.object(graph_module, "_SMALL", 0):
+        graphs = graph_module.load_graphs([tmp_path / f"w.{r}.et" for r in range(2)])
+    for g in graphs:
+        assert list(g.pg_name.items()) == [(1, "b"), (2, "d")] and g.involved_dim == {}
+        assert g.attr_kind["pg_name"].tolist() == [9, 29, 29, 0] and g.attr_kind["involved_dim"].tolist()[3] == 9
