@@ -435,6 +435,7 @@ def test_attributes_decoded_over_a_batch_equal_each_files_own(tmp_path_factory, 
         assert_graph_matches(g, nodes)
         for name in own.attr_kind:
             assert g.attr_kind[name].tolist() == own.attr_kind[name].tolist(), name
+            assert g.stored_kinds(name) == set(g.attr_kind[name].tolist()) - {0}, name
             assert g.attr_kind[name].tolist() == [attrs.KIND_NUMBER.get(_last_kind(n, name) or "", 0) for n in nodes], (
                 name
             )
@@ -481,3 +482,5 @@ def test_repeated_string_attributes_in_a_batch_keep_the_last_entry(tmp_path):
     for g in graphs:
         assert list(g.pg_name.items()) == [(1, "b"), (2, "d")] and g.involved_dim == {}
         assert g.attr_kind["pg_name"].tolist() == [9, 29, 29, 0] and g.attr_kind["involved_dim"].tolist()[3] == 9
+        assert g.stored_kinds("pg_name") == {9, 29} and g.stored_kinds("involved_dim") == {9}
+        assert g.stored_kinds("comm_size") == frozenset()

@@ -105,6 +105,12 @@ class TraceGraph:
         """``involved_dim`` by record index (only records that carry one as ``bool_list``)."""
         return self._attr_columns().involved_dim
 
+    def stored_kinds(self, name: str) -> frozenset[int]:
+        """Oneof field numbers well-known attribute ``name`` is stored as on some record: a rule
+        asking "any non-canonical kind?" of a 1,024-file set reads a dozen small sets a file
+        instead of comparing a dozen columns."""
+        return self._attr_columns().stored.get(name, frozenset())
+
     def _attr_columns(self) -> _AttrColumns:
         if self._attrs is None and self._attr_batch is not None:
             self._attr_batch.decode()  # this graph's and its batch-mates' (a rank set wants them all)
@@ -1314,6 +1320,7 @@ class _AttrColumns:
     kind: dict[str, np.ndarray]
     pg_name: dict[int, str]
     involved_dim: dict[int, list[bool]]
+    stored: dict[str, frozenset[int]] = field(default_factory=dict)  # see TraceGraph.stored_kinds
 
 
 def _zeros(n: int, dtype: type) -> np.ndarray:
@@ -1444,6 +1451,13 @@ def _decode_group(group: list[tuple[TraceGraph, int]], arr: np.ndarray) -> None:
         at, f = node[sel], file_of[sel]
         for col, kind in zip(cols, layout.columns(np.uint8, at, f, kind8[sel])):
             col.kind[name] = kind
+        if len(at) < 2 or bool((at[1:] > at[:-1]).all()):  # one entry a record: its kinds are the column's
+            for key in _distinct(f.astype(np.int64) << 8 | kind8[sel]).tolist():  # (file, kind) pairs
+                cols[key >> 8].stored[name] = cols[key >> 8].stored.get(name, frozenset()) | {key & 0xFF}
+        else:  # a repeated attribute's earlier entries are not in the column
+            for i in _distinct(f).tolist():
+                kind = cols[i].kind[name]
+                cols[i].stored[name] = frozenset(_distinct(kind[kind != 0]).tolist())
         if name in INT_ATTRS:
             for col, value in zip(cols, layout.columns(np.int64, at, f, values[sel])):
                 col.value[name] = value
@@ -1455,8 +1469,17 @@ def _decode_group(group: list[tuple[TraceGraph, int]], arr: np.ndarray) -> None:
                     cols[i].involved_dim = found
     for g, col in zip(graphs, cols):
         g._attrs, g._attr_batch = col, None
-        for i in np.flatnonzero(g.slow).tolist():
+        slow = np.flatnonzero(g.slow).tolist()
+        for i in slow:
             _slow_record(g, col, i)
+        if slow:  # the protobuf reading may have changed any kind
+            col.stored = {name: frozenset(_distinct(k[k != 0]).tolist()) for name, k in col.kind.items()}
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (``np.unique`` imports ``numpy.ma``: start-up time)."""
+    values = np.sort(values)
+    return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values
 
 
 @dataclass
