@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from unittest import mock
 
 import numpy as np
@@ -413,3 +414,73 @@ def _check_prefix_verdict(data: bytes, payloads: list[bytes], fails: bool) -> No
     g = graph_from_bytes(data, "t.et")
     expected = [schema.Node.FromString(p) for p in payloads]
     assert_graph_matches(g, expected)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(nodes_strategy(), min_size=2, max_size=4), st.integers(1, 64))
+def test_attributes_decoded_over_a_batch_equal_each_files_own(tmp_path_factory, files, group):
+    """A batch's attributes are decoded together (in groups of ``group`` attributes here, so a
+    group ends inside the batch): every file's columns, kinds, ``pg_name`` and ``involved_dim``
+    (in order) must be that file's own reading, repeated attributes and protobuf-decoded records
+    included."""
+    md = schema.GlobalMetadata(version="1.0.0")
+    blobs = [frame_all(md, [n.SerializeToString() for n in nodes]) for nodes in files]
+    d = tmp_path_factory.mktemp("batch")
+    for r, blob in enumerate(blobs):
+        (d / f"w.{r}.et").write_bytes(blob)
+    with mock.patch.object(graph_module, "_SMALL", 0), mock.patch.object(graph_module, "_ATTR_DECODE_GROUP", group):
+        batch = graph_module.load_graphs([d / f"w.{r}.et" for r in range(len(files))])
+        alone = [graph_from_bytes(blob) for blob in blobs]
+    for g, own, nodes in zip(batch, alone, files):
+        assert_graph_matches(g, nodes)
+        for name in own.attr_kind:
+            assert g.attr_kind[name].tolist() == own.attr_kind[name].tolist(), name
+            assert g.stored_kinds(name) == set(g.attr_kind[name].tolist()) - {0}, name
+            assert g.attr_kind[name].tolist() == [attrs.KIND_NUMBER.get(_last_kind(n, name) or "", 0) for n in nodes], (
+                name
+            )
+        assert list(g.pg_name.items()) == list(own.pg_name.items())
+        assert list(g.involved_dim.items()) == list(own.involved_dim.items())
+
+
+def test_attributes_of_a_batch_decode_together_and_hold_no_graph(tmp_path):
+    """The first graph asked for attributes decodes its batch-mates' too (one pass, not one a
+    file); a graph nobody holds any more is neither decoded nor kept alive by the batch."""
+    md = schema.GlobalMetadata(version="1.0.0")
+    nodes = [schema.Node(id=i, type=schema.COMM_COLL_NODE) for i in range(60)]
+    for n in nodes:
+        attrs.set_attr(n, "comm_size", 4096 + n.id, kind="uint64_val")
+        attrs.set_attr(n, "pg_name", "tp", kind="string_val")
+    for r in range(3):
+        (tmp_path / f"w.{r}.et").write_bytes(frame_all(md, [n.SerializeToString() for n in nodes]))
+    with mock.patch.object(graph_module, "_decode_group", wraps=graph_module._decode_group) as decode:
+        graphs = graph_module.load_graphs([tmp_path / f"w.{r}.et" for r in range(3)])
+        ref = weakref.ref(graphs.pop())
+        assert ref() is None
+        first, second = graphs
+        assert second.int_attr("comm_size").tolist() == [4096 + i for i in range(60)]
+        assert decode.call_count == 1 and first._attrs is not None
+    assert first.pg_name == dict.fromkeys(range(60), "tp") and first.pg_name[7] is second.pg_name[7]
+
+
+def test_repeated_string_attributes_in_a_batch_keep_the_last_entry(tmp_path):
+    """A record's last ``pg_name`` / ``involved_dim`` entry decides, as protobuf reads a repeated
+    attribute list front to back: another kind last leaves the record out, whatever came before."""
+    md = schema.GlobalMetadata(version="1.0.0")
+    nodes = [schema.Node(id=i, type=schema.COMM_COLL_NODE) for i in range(4)]
+    for i, entries in enumerate(
+        [[("pg_name", "a", "string_val"), ("pg_name", 1, "int64_val")], [("pg_name", "b", "string_val")]]
+        + [[("pg_name", "c", "string_val"), ("pg_name", 2, "int64_val"), ("pg_name", "d", "string_val")]]
+        + [[("involved_dim", [True], "bool_list"), ("involved_dim", 3, "int64_val")]]
+    ):
+        for name, value, kind in entries:
+            nodes[i].attr.add().CopyFrom(attrs.make_attr(name, value, kind=kind))
+    for r in range(2):
+        (tmp_path / f"w.{r}.et").write_bytes(frame_all(md, [n.SerializeToString() for n in nodes]))
+    with mock.patch.object(graph_module, "_SMALL", 0):
+        graphs = graph_module.load_graphs([tmp_path / f"w.{r}.et" for r in range(2)])
+    for g in graphs:
+        assert list(g.pg_name.items()) == [(1, "b"), (2, "d")] and g.involved_dim == {}
+        assert g.attr_kind["pg_name"].tolist() == [9, 29, 29, 0] and g.attr_kind["involved_dim"].tolist()[3] == 9
+        assert g.stored_kinds("pg_name") == {9, 29} and g.stored_kinds("involved_dim") == {9}
+        assert g.stored_kinds("comm_size") == frozenset()

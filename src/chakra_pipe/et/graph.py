@@ -13,8 +13,9 @@ protobuf runtime, so the result is always the protobuf reading of the file.
 from __future__ import annotations
 
 import os
+import weakref
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,7 @@ class TraceGraph:
     slow: np.ndarray = field(repr=False)
     _order: np.ndarray | None = field(default=None, repr=False)
     _attrs: _AttrColumns | None = field(default=None, repr=False)
+    _attr_batch: _AttrBatch | None = field(default=None, repr=False)  # graphs loaded with it (see _AttrBatch)
     _dense: np.ndarray | bool | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
@@ -104,8 +106,16 @@ class TraceGraph:
         """``involved_dim`` by record index (only records that carry one as ``bool_list``)."""
         return self._attr_columns().involved_dim
 
+    def stored_kinds(self, name: str) -> frozenset[int]:
+        """Oneof field numbers well-known attribute ``name`` is stored as on some record: a rule
+        asking "any non-canonical kind?" of a 1,024-file set reads a dozen small sets a file
+        instead of comparing a dozen columns."""
+        return self._attr_columns().stored.get(name, frozenset())
+
     def _attr_columns(self) -> _AttrColumns:
-        if self._attrs is None:
+        if self._attrs is None and self._attr_batch is not None:
+            self._attr_batch.decode()  # this graph's and its batch-mates' (a rank set wants them all)
+        if self._attrs is None:  # loaded alone, or a copy of a batch's graph
             self._attrs = _decode_attrs(self)
         return self._attrs
 
@@ -270,6 +280,7 @@ def _graphs(files: list[tuple[str, np.ndarray, int]]) -> list[TraceGraph]:
             break
     _decode(arr, tables, bases[: len(tables)])
     graphs = [t.finish() for t in tables]
+    _AttrBatch.attach(graphs, arr, bases)
     if failure is not None:
         raise failure
     return graphs
@@ -1012,24 +1023,47 @@ def _fixed(arr: np.ndarray, pos: np.ndarray, width: np.ndarray) -> np.ndarray:
     return _words(arr)[pos] & _LOW_BYTES[width]
 
 
+def _s32(raw: np.ndarray) -> np.ndarray:
+    return (raw & _U64(0xFFFFFFFF)).astype(np.uint32).view(np.int32).astype(np.int64)
+
+
+def _u32(raw: np.ndarray) -> np.ndarray:
+    return (raw & _U64(0xFFFFFFFF)).astype(np.int64)
+
+
+def _zigzag32(raw: np.ndarray) -> np.ndarray:
+    low = _u32(raw)
+    return (low >> 1) ^ -(low & 1)
+
+
+def _zigzag64(raw: np.ndarray) -> np.ndarray:
+    return ((raw >> _U64(1)) ^ (_U64(0) - (raw & _U64(1)))).view(np.int64)
+
+
+# How each integer oneof member's raw wire value reads as int64, by group of field numbers.
+_INT_READS: tuple[tuple[tuple[int, ...], Callable[[np.ndarray], np.ndarray]], ...] = (
+    ((7, 23), _s32),  # int32, sfixed32
+    ((9, 13, 21, 25), lambda raw: raw.view(np.int64)),  # int64, uint64, fixed64, sfixed64
+    ((11, 19), _u32),  # uint32, fixed32
+    ((15,), _zigzag32),  # sint32
+    ((17,), _zigzag64),  # sint64
+    ((27,), lambda raw: (raw != 0).astype(np.int64)),  # bool
+)
+_INT_READ_OF = np.zeros(256, dtype=np.uint8)  # 1 + index into _INT_READS by field number (0: not an integer)
+for _g, (_nums, _) in enumerate(_INT_READS):
+    _INT_READ_OF[list(_nums)] = _g + 1
+
+
 def _int_value(kind: np.ndarray, raw: np.ndarray) -> np.ndarray:
-    """Interpret raw wire values as int64 according to the oneof member (lenient integer read)."""
-    low = (raw & _U64(0xFFFFFFFF)).astype(np.int64)
-    s32 = np.where(low >= 1 << 31, low - (1 << 32), low)
-    zig = ((raw >> _U64(1)) ^ (_U64(0) - (raw & _U64(1)))).view(np.int64)
-    zig32 = (low >> 1) ^ -(low & 1)
-    as64 = raw.view(np.int64)
+    """Interpret raw wire values as int64 according to the oneof member (lenient integer read);
+    0 for the other members. Each reading runs on its own members only: a rank set's 3 M
+    attributes are nearly all of one or two members."""
+    read = _INT_READ_OF[kind]
     out = np.zeros(len(kind), dtype=np.int64)
-    for nums, values in (
-        ((7, 23), s32),
-        ((9, 13, 21, 25), as64),
-        ((11, 19), low),
-        ((15,), zig32),
-        ((17,), zig),
-        ((27,), (raw != 0).astype(np.int64)),
-    ):
-        m = _kind_table(nums)[kind]
-        out[m] = values[m]
+    for g, (_, convert) in enumerate(_INT_READS):
+        m = np.flatnonzero(read == g + 1)
+        if len(m):
+            out[m] = convert(raw[m])
     return out
 
 
@@ -1044,6 +1078,10 @@ def _kind_table(nums: tuple[int, ...]) -> np.ndarray:
         table = _KIND_TABLES[nums] = np.zeros(256, dtype=bool)
         table[list(nums)] = True
     return table
+
+
+def _ascii_str(payload: bytes) -> str:
+    return payload.decode("ascii")  # the load checked that every bulk-decoded string_val is ASCII
 
 
 def _bool_list(payload: bytes) -> list[bool]:
@@ -1284,62 +1322,253 @@ class _AttrColumns:
     kind: dict[str, np.ndarray]
     pg_name: dict[int, str]
     involved_dim: dict[int, list[bool]]
+    stored: dict[str, frozenset[int]] = field(default_factory=dict)  # see TraceGraph.stored_kinds
+
+
+def _zeros(n: int, dtype: type) -> np.ndarray:
+    """A read-only all-zero column of ``n`` records that holds one element (a stride-0 view).
+
+    Most well-known attributes are absent from most files, or 0 wherever present (``is_cpu_op``
+    false on generated traces): dense zeros cost 8 bytes a record and name, ~70 MB held for the
+    whole run of a 1,024-rank step, in columns that nobody writes.
+    """
+    return np.broadcast_to(np.zeros(1, dtype=dtype), (n,))
+
+
+_KEYS = np.arange(1 << 14, dtype=np.intp).astype(object)  # record-index dict keys shared across files (0.6 MB)
+
+
+def _keys(idx: np.ndarray) -> list[int]:
+    """``idx.tolist()`` with int objects shared below 2^14: a fresh one per entry was 32 bytes
+    each (13 MB for the 418k ``pg_name`` entries of a 1,024-rank 96-layer step)."""
+    if not len(idx) or int(idx.max()) < len(_KEYS):
+        return _KEYS[idx].tolist()
+    return idx.tolist()
+
+
+def _payloads(arr: np.ndarray, s: np.ndarray, length: np.ndarray, convert: Callable[[bytes], Any]) -> list[Any]:
+    """``convert(bytes)`` of each span ``[s, s + length)``, computed once per distinct byte string.
+
+    The same few ``pg_name`` strings sit on every communication node (418k of them in a 1,024-rank
+    96-layer step): one decode and one object per distinct string instead of one per node. Spans
+    of 1 to 24 bytes are grouped by :func:`_group_strings`; the others, and those that differ from
+    their group's representative, are converted one by one.
+    """
+    out = np.empty(len(s), dtype=object)
+    short = np.flatnonzero((length > 0) & (length <= _DISTINCT_MAX))
+    single = np.ones(len(s), dtype=bool)
+    if len(short):
+        first, inv, same = _group_strings(arr, s[short], length[short])
+        rep = short[first]
+        reps = np.empty(len(rep), dtype=object)
+        for j, (a, k) in enumerate(zip(s[rep].tolist(), length[rep].tolist())):
+            reps[j] = convert(arr[a : a + k].tobytes())  # one by one: a list value must stay one element
+        out[short[same]] = reps[inv[same]]
+        single[short[same]] = False
+    for i in np.flatnonzero(single).tolist():
+        out[i] = convert(arr[int(s[i]) : int(s[i]) + int(length[i])].tobytes())
+    return out.tolist()
+
+
+class _AttrBatch:
+    """The graphs of one :func:`load_graphs` batch, whose attributes are decoded together when the
+    first of them is asked for its attributes.
+
+    Every rule of a rank-set analysis reads every file's attributes; decoded file by file, the
+    ~40 numpy calls per file were 1.5 ms a file whatever its size (1.6 s of a 1,024-rank step).
+    Decoded over the batch's files at once (the bytes already lie in one array), each call runs
+    once per group of files. Graphs are held weakly: a batch keeps no graph alive.
+    """
+
+    def __init__(self, graphs: list[TraceGraph], arr: np.ndarray, offsets: list[int]):
+        self.refs = [weakref.ref(g) for g in graphs]
+        self.arr, self.offsets = arr, offsets
+
+    @classmethod
+    def attach(cls, graphs: list[TraceGraph], arr: np.ndarray, offsets: list[int]) -> None:
+        if len(graphs) > 1:
+            batch = cls(graphs, arr, offsets)
+            for g in graphs:
+                g._attr_batch = batch
+
+    def decode(self) -> None:
+        """Decode every live graph of the batch not yet decoded, in groups of about
+        ``_ATTR_DECODE_GROUP`` attributes (bounding the temporaries)."""
+        group: list[tuple[TraceGraph, int]] = []
+        held = 0
+        for ref, offset in zip(self.refs, self.offsets):
+            g = ref()
+            if g is None or g._attrs is not None or g._attr_batch is not self:
+                continue
+            if group and held + len(g.attr_parts.node) > _ATTR_DECODE_GROUP:
+                _decode_group(group, self.arr)
+                group, held = [], 0
+            group.append((g, offset))
+            held += len(g.attr_parts.node)
+        if group:
+            _decode_group(group, self.arr)
+
+
+_ATTR_DECODE_GROUP = 1 << 16  # attributes decoded at a time: ~100 bytes of temporaries each
 
 
 def _decode_attrs(g: TraceGraph) -> _AttrColumns:
-    """Keep the well-known attributes (decoded and checked at load time) as columns.
+    """The attribute columns of one graph (a group of one, see :func:`_decode_group`)."""
+    _decode_group([(g, 0)], g.buf.obj)  # type: ignore[arg-type]
+    assert g._attrs is not None
+    return g._attrs
 
-    Records the load flagged as unusual (``slow``) are read through the protobuf runtime instead.
+
+def _decode_group(group: list[tuple[TraceGraph, int]], arr: np.ndarray) -> None:
+    """Keep the well-known attributes (decoded and checked at load time) of each ``(graph, offset
+    of its bytes in arr)`` as columns, set as the graph's ``_attrs``.
+
+    One vectorised pass over all of the group's attribute values (not one per file and name);
+    each name's columns of the files that need one are slices of one array, and files where a
+    column would be all zero get a :func:`_zeros` view; ``pg_name`` strings and ``involved_dim``
+    lists are made once per distinct value. Records the load flagged as unusual (``slow``) are
+    read through the protobuf runtime instead (their files' columns are then all dense, as that
+    loop writes them).
     """
-    n = len(g)
-    cols = _AttrColumns(
-        {k: np.zeros(n, dtype=np.int64) for k in INT_ATTRS}, {k: np.zeros(n, dtype=np.uint8) for k in _KNOWN}, {}, {}
-    )
-    known, slow = g.attr_parts, g.slow
-    use = np.flatnonzero(~slow[known.node])  # records turned slow after their attributes were checked
-    if len(use):
-        node, code = known.node[use], known.code[use]
-        parts = _AttrParts.at_value_tags(g.buf.obj, known.tag[use].astype(np.int64))  # type: ignore[arg-type]
-        for i, name in enumerate(_KNOWN):
-            sel = np.flatnonzero(code == i)
-            if not len(sel):
-                continue
-            nodes_sel, kind = node[sel], parts.kind[sel]
-            cols.kind[name][nodes_sel] = kind.astype(np.uint8)
-            if name in INT_ATTRS:
-                cols.value[name][nodes_sel] = _int_value(kind, parts.raw[sel])
-                continue
-            target = cols.pg_name if name == "pg_name" else cols.involved_dim
-            wanted = 29 if name == "pg_name" else 28
-            for j in sel:
-                payload = bytes(g.buf[parts.span_s[j] : parts.span_s[j] + parts.span_l[j]])
-                if parts.kind[j] != wanted:
-                    target.pop(int(node[j]), None)
-                elif name == "pg_name":
-                    target[int(node[j])] = payload.decode("ascii")  # type: ignore[assignment]  # ASCII: checked at load
+    graphs = [g for g, _ in group]
+    sizes = np.array([len(g) for g in graphs], dtype=np.int64)
+    node_base = np.cumsum(sizes) - sizes
+    counts = [len(g.attr_parts.node) for g in graphs]
+    node = np.concatenate([g.attr_parts.node.astype(np.intp) + int(b) for g, b in zip(graphs, node_base)])
+    tag = np.concatenate([g.attr_parts.tag.astype(np.int64) + off for g, off in group])
+    code = np.concatenate([g.attr_parts.code for g in graphs])
+    file_of = np.repeat(np.arange(len(graphs)), counts)
+    dense = np.array([bool(g.slow.any()) for g in graphs])
+    if dense.any():  # records turned slow after their attributes were checked
+        use = np.flatnonzero(~np.concatenate([g.slow for g in graphs])[node])
+        node, tag, code, file_of = node[use], tag[use], code[use], file_of[use]
+    parts = _AttrParts.at_value_tags(arr, tag)
+    kind8, values = parts.kind.astype(np.uint8), _int_value(parts.kind, parts.raw)
+    order = np.argsort(code, kind="stable")  # by name, each name's entries in file order
+    bounds = np.searchsorted(code[order], np.arange(len(_KNOWN) + 1)).tolist()
+    cols = [_AttrColumns({}, {}, {}, {}) for _ in graphs]
+    layout = _Layout(sizes, node_base, dense)
+    for c, name in enumerate(_KNOWN):
+        sel = order[bounds[c] : bounds[c + 1]]
+        at, f = node[sel], file_of[sel]
+        for col, kind in zip(cols, layout.columns(np.uint8, at, f, kind8[sel])):
+            col.kind[name] = kind
+        if len(at) < 2 or bool((at[1:] > at[:-1]).all()):  # one entry a record: its kinds are the column's
+            for key in _distinct(f.astype(np.int64) << 8 | kind8[sel]).tolist():  # (file, kind) pairs
+                cols[key >> 8].stored[name] = cols[key >> 8].stored.get(name, frozenset()) | {key & 0xFF}
+        else:  # a repeated attribute's earlier entries are not in the column
+            for i in _distinct(f).tolist():
+                kind = cols[i].kind[name]
+                cols[i].stored[name] = frozenset(_distinct(kind[kind != 0]).tolist())
+        if name in INT_ATTRS:
+            for col, value in zip(cols, layout.columns(np.int64, at, f, values[sel])):
+                col.value[name] = value
+        elif len(sel):
+            for i, found in _strings(arr, parts, sel, at, f, node_base, name):
+                if name == "pg_name":
+                    cols[i].pg_name = found
                 else:
-                    target[int(node[j])] = _bool_list(payload)  # type: ignore[assignment]
-    for i in map(int, np.flatnonzero(slow)):
-        for name in _KNOWN:
-            cols.kind[name][i] = 0
-        cols.pg_name.pop(i, None)
-        cols.involved_dim.pop(i, None)
-        for attr in g.node(i).attr:
-            if attr.name not in cols.kind:
-                continue
-            kname = attr.WhichOneof("value")
-            cols.kind[attr.name][i] = _attrs.KIND_NUMBER[kname] if kname else 0
-            if attr.name in cols.value:
-                value = int(getattr(attr, kname)) if kname in _attrs.INT_KINDS else 0
-                # uint64/fixed64 values of 2^63 and more wrap into the int64 column, as the bulk path's view does
-                cols.value[attr.name][i] = value - (1 << 64) if value >= 1 << 63 else value
-            elif attr.name == "pg_name":  # last one wins, whatever its kind
-                if kname == "string_val":
-                    cols.pg_name[i] = attr.string_val
-                else:
-                    cols.pg_name.pop(i, None)
-            elif kname == "bool_list":
-                cols.involved_dim[i] = list(attr.bool_list.values)
+                    cols[i].involved_dim = found
+    for g, col in zip(graphs, cols):
+        g._attrs, g._attr_batch = col, None
+        slow = np.flatnonzero(g.slow).tolist()
+        for i in slow:
+            _slow_record(g, col, i)
+        if slow:  # the protobuf reading may have changed any kind
+            col.stored = {name: frozenset(_distinct(k[k != 0]).tolist()) for name, k in col.kind.items()}
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (``np.unique`` imports ``numpy.ma``: start-up time)."""
+    values = np.sort(values)
+    return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values
+
+
+@dataclass
+class _Layout:
+    """Where a group's files (``sizes`` records each, from ``node_base`` in the group's record
+    numbering) lie in the one array a name's columns are slices of."""
+
+    sizes: np.ndarray
+    node_base: np.ndarray
+    dense: np.ndarray  # files whose columns must be writable arrays (they have slow records)
+
+    def columns(self, dtype: type, at: np.ndarray, f: np.ndarray, values: np.ndarray) -> list[np.ndarray]:
+        """Each file's column holding ``values`` at group records ``at`` of files ``f`` (a repeated
+        attribute: the last entry wins, as in protobuf): only files with a non-zero value, or
+        ``dense``, take space in the shared array; the others get a :func:`_zeros` view."""
+        need = self.dense.copy()
+        need[f[values != 0]] = True
+        sizes = np.where(need, self.sizes, 0)
+        base = np.cumsum(sizes) - sizes
+        shared: np.ndarray = np.zeros(int(sizes.sum()), dtype=dtype)
+        m = need[f]
+        shared[at[m] - self.node_base[f[m]] + base[f[m]]] = values[m]
+        zeros: dict[int, np.ndarray] = {}
+        out = []
+        for n, b, dense in zip(self.sizes.tolist(), base.tolist(), need.tolist()):
+            if dense:
+                out.append(shared[b : b + n])
             else:
-                cols.involved_dim.pop(i, None)
-    return cols
+                if n not in zeros:
+                    zeros[n] = _zeros(n, dtype)
+                out.append(zeros[n])
+        return out
+
+
+def _slow_record(g: TraceGraph, cols: _AttrColumns, i: int) -> None:
+    """Record ``i``'s well-known attributes read through the protobuf runtime."""
+    for name in _KNOWN:
+        cols.kind[name][i] = 0
+    cols.pg_name.pop(i, None)
+    cols.involved_dim.pop(i, None)
+    for attr in g.node(i).attr:
+        if attr.name not in cols.kind:
+            continue
+        kname = attr.WhichOneof("value")
+        cols.kind[attr.name][i] = _attrs.KIND_NUMBER[kname] if kname else 0
+        if attr.name in cols.value:
+            value = int(getattr(attr, kname)) if kname in _attrs.INT_KINDS else 0
+            # uint64/fixed64 values of 2^63 and more wrap into the int64 column, as the bulk path's view does
+            cols.value[attr.name][i] = value - (1 << 64) if value >= 1 << 63 else value
+        elif attr.name == "pg_name":  # last one wins, whatever its kind
+            if kname == "string_val":
+                cols.pg_name[i] = attr.string_val
+            else:
+                cols.pg_name.pop(i, None)
+        elif kname == "bool_list":
+            cols.involved_dim[i] = list(attr.bool_list.values)
+        else:
+            cols.involved_dim.pop(i, None)
+
+
+def _strings(
+    arr: np.ndarray, parts: _AttrParts, sel: np.ndarray, at: np.ndarray, f: np.ndarray, node_base: np.ndarray, name: str
+) -> Iterable[tuple[int, dict[int, Any]]]:
+    """``(file, {record: value})`` of ``pg_name`` (``string_val``) or ``involved_dim`` (``bool_list``)
+    from the entries ``sel`` of that name (group records ``at`` of files ``f``, in file order), for
+    the files that have any: a record's last entry decides, and one of another kind leaves it out."""
+    wanted = 29 if name == "pg_name" else 28
+    convert: Callable[[bytes], Any] = _bool_list if name == "involved_dim" else _ascii_str
+    ss, sl, kind = parts.span_s[sel], parts.span_l[sel], parts.kind[sel]
+    local = at - node_base[f]
+    if len(at) >= 2 and not bool((at[1:] > at[:-1]).all()):  # a repeated attribute: in file order, last wins
+        for i in np.unique(f).tolist():
+            out: dict[int, Any] = {}
+            for j in np.flatnonzero(f == i).tolist():
+                r = int(local[j])
+                if kind[j] != wanted:
+                    out.pop(r, None)
+                else:
+                    out[r] = convert(arr[int(ss[j]) : int(ss[j]) + int(sl[j])].tobytes())
+            yield i, out
+        return
+    keep = np.flatnonzero(kind == wanted)  # one entry a record, ascending: no entry overrides another
+    values = _payloads(arr, ss[keep], sl[keep], convert)
+    if name == "involved_dim":  # each record its own list, as before: a caller may modify one
+        values = [list(v) for v in values]
+    keys, files = _keys(local[keep]), f[keep]
+    edges = np.flatnonzero(files[1:] != files[:-1]) + 1
+    for a, b in zip([0, *edges.tolist()], [*edges.tolist(), len(keep)]):
+        if b > a:
+            yield int(files[a]), dict(zip(keys[a:b], values[a:b]))

@@ -370,9 +370,9 @@ class FileChecker:
         g = self.g
         for name, kinds in g.attr_kind.items():
             canonical = KIND_NUMBER[CANONICAL_KINDS[name]]
-            wrong = (kinds != 0) & (kinds != canonical)
-            if not wrong.any():  # the common case: the masks below only ever clear entries
+            if g.stored_kinds(name) <= {canonical}:  # the common case: no column to scan
                 continue
+            wrong = (kinds != 0) & (kinds != canonical)
             # A non-integer value where a COMM or MEM node needs the integer is an error of the
             # comm-node / mem-node rules already; do not report it a second time here.
             wrong &= ~(self._requires(name) & ~g.has_int(name))
