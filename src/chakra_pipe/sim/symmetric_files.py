@@ -94,8 +94,9 @@ def find_symmetry(table: GroupTable, world: int, hw: HardwareConfig) -> tuple[Ra
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    """Equal dtype, shape and bytes: ``np.array_equal`` costs ~10 µs a call, ~30 calls a rank."""
-    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    """Equal dtype, shape and bytes: ``np.array_equal`` costs ~10 µs a call, ~30 calls a rank (most
+    are one array: the analysis keeps equal columns of different ranks once, ``rankset/twins.py``)."""
+    return a is b or (a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes())
 
 
 def _column_problem(gx: Any, gr: Any) -> str | None:
