@@ -295,3 +295,26 @@ def test_the_peer_check_finds_the_same_rank_whatever_its_batches(tmp_path, monke
     gx = [edited if x == 6 else ranks[x] for x in others]
     why = symmetric_files._peer_values(sym, others, gx, gr)
     assert why == "rank 6 differs from its representative: attribute comm_src"
+
+
+def test_the_analysis_keeps_equal_columns_of_consecutive_ranks_once_and_read_only(tmp_path):
+    """``rankset.twins.SharedColumns``: a stage's ranks share one copy of each equal column (the
+    memory of a 1,024-rank step), every value stays what the file says, and no one can write
+    through one rank into the others."""
+    from chakra_pipe.et.graph import INT_ATTRS
+    from chakra_pipe.rankset import analyze
+
+    prefix = write_set(tmp_path, SETS["tp+dp+pp"])
+    ts, fresh = TraceSet.load(prefix), TraceSet.load(prefix)
+    analyze(ts)
+    first, peer = ts.ranks[0], ts.ranks[1]  # tensor-parallel peers: one program
+    assert first.types is peer.types and first.data_ids is peer.data_ids
+    assert first.attr_kind["comm_type"] is peer.attr_kind["comm_type"]
+    with pytest.raises(ValueError, match="read-only"):
+        peer.duration_micros[0] = 1
+    for g, f in zip(ts.ranks, fresh.ranks):
+        for name in ("ids", "types", "duration_micros", "data_ptr", "data_ids", "ctrl_ptr", "ctrl_ids", "rec_start"):
+            assert np.array_equal(getattr(g, name), getattr(f, name)), name
+        for a in INT_ATTRS:
+            assert np.array_equal(g.attr_value[a], f.attr_value[a]) and np.array_equal(g.attr_kind[a], f.attr_kind[a])
+        assert g.pg_name == f.pg_name and g.involved_dim == f.involved_dim
