@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 
+import numpy as np
 import pytest
 from test_sim_symmetric import hardware
 
@@ -259,3 +260,61 @@ def test_a_collective_over_every_rank_runs_on_the_full_engine(tmp_path, caplog, 
     full = simulate(ts, hw, symmetric=False)
     assert quick.messages == full.messages
     assert_full_engine_result(quick, full, hw)
+
+
+@dataclasses.dataclass
+class _PeerColumns:
+    """A rank's attribute columns as the peer check reads them (``attr_value`` / ``attr_kind``)."""
+
+    attr_value: dict
+    attr_kind: dict
+
+    def __len__(self) -> int:
+        return len(self.attr_kind["comm_src"])
+
+
+@pytest.mark.parametrize("batch_nodes", [1, 1 << 16, 1 << 30])
+def test_the_peer_check_finds_the_same_rank_whatever_its_batches(tmp_path, monkeypatch, batch_nodes):
+    """The peer check runs over batches of ranks (its temporaries were the 1,024-rank command's
+    peak): a rank whose receive names another peer is found, and named, however the ranks are cut."""
+    from chakra_pipe.sim import symmetric_files
+    from chakra_pipe.sim.symmetric import RankSymmetry
+
+    monkeypatch.setattr(symmetric_files, "PEER_BATCH_NODES", batch_nodes)
+    ranks = TraceSet.load(write_set(tmp_path, SETS["tp+dp+pp"])).ranks
+    sym = RankSymmetry(2, 2, 2)
+    reps = sym.rep(np.arange(8)).tolist()
+    others = [x for x in range(8) if x != reps[x]]
+    gr = [ranks[reps[x]] for x in others]
+    assert symmetric_files._peer_values(sym, others, [ranks[x] for x in others], gr) is None
+    src = ranks[6].attr_value["comm_src"].copy()
+    received = np.flatnonzero((ranks[6].types == schema.COMM_RECV_NODE) & (ranks[6].attr_kind["comm_src"] != 0))
+    assert src[received[-1]] == 2  # stage 1's rank 6 receives from stage 0's rank 2
+    src[received[-1]] = 3
+    edited = _PeerColumns({**ranks[6].attr_value, "comm_src": src}, ranks[6].attr_kind)
+    gx = [edited if x == 6 else ranks[x] for x in others]
+    why = symmetric_files._peer_values(sym, others, gx, gr)
+    assert why == "rank 6 differs from its representative: attribute comm_src"
+
+
+def test_the_analysis_keeps_equal_columns_of_consecutive_ranks_once_and_read_only(tmp_path):
+    """``rankset.twins.SharedColumns``: a stage's ranks share one copy of each equal column (the
+    memory of a 1,024-rank step), every value stays what the file says, and no one can write
+    through one rank into the others."""
+    from chakra_pipe.et.graph import INT_ATTRS
+    from chakra_pipe.rankset import analyze
+
+    prefix = write_set(tmp_path, SETS["tp+dp+pp"])
+    ts, fresh = TraceSet.load(prefix), TraceSet.load(prefix)
+    analyze(ts)
+    first, peer = ts.ranks[0], ts.ranks[1]  # tensor-parallel peers: one program
+    assert first.types is peer.types and first.data_ids is peer.data_ids
+    assert first.attr_kind["comm_type"] is peer.attr_kind["comm_type"]
+    with pytest.raises(ValueError, match="read-only"):
+        peer.duration_micros[0] = 1
+    for g, f in zip(ts.ranks, fresh.ranks):
+        for name in ("ids", "types", "duration_micros", "data_ptr", "data_ids", "ctrl_ptr", "ctrl_ids", "rec_start"):
+            assert np.array_equal(getattr(g, name), getattr(f, name)), name
+        for a in INT_ATTRS:
+            assert np.array_equal(g.attr_value[a], f.attr_value[a]) and np.array_equal(g.attr_kind[a], f.attr_kind[a])
+        assert g.pg_name == f.pg_name and g.involved_dim == f.involved_dim

@@ -24,7 +24,7 @@ from .problems import ERROR, Finding, SetRefused, SetStuck
 from .progress import stuck_nodes
 from .set_rules import RankView, check_collective_order, check_collectives, check_point_to_point
 from .slots import slot_of
-from .twins import SameArrays, Twins
+from .twins import SameArrays, SharedColumns, Twins
 
 DEADLOCK = "set-deadlock"
 # Errors that leave every comm spec intact, so the finish proof still runs: how a set hangs (a cycle,
@@ -191,6 +191,7 @@ def _analyze(
     # validate's full checks also read each file's framing and header from disk, so they run per file
     twins: Twins[int] = Twins()
     shapes: SameArrays = SameArrays()  # dependency structures checked clean (FileChecker.check_structure)
+    shared = SharedColumns()  # each rank's decoded attributes, equal columns kept once (twins.py)
     results: list[FileResult] = []
     slots: list[list[int]] = []
     first: list[int] = []  # the rank whose results a twin reuses (itself if none)
@@ -202,6 +203,7 @@ def _analyze(
             first.append(twin)
             continue
         results.append(FileChecker(g, files[r], r, names, splits, shapes).run(full))
+        shared.share(g)
         slots.append(slot_of(g.types, g.is_cpu_op).tolist())
         first.append(r)
         twins.put(key, g, r)

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 PEER_ATTRS = ("comm_src", "comm_dst")  # rank-valued attributes: mapped by the translation
 COLUMNS = ("ids", "types", "duration_micros", "ctrl_ptr", "ctrl_ids", "data_ptr", "data_ids")
+PEER_BATCH_NODES = 1 << 16  # nodes per vectorised batch of the peer check (bounds its temporaries)
 MAX_CANDIDATES = 16  # layouts tried against symmetry_problem (each O(ranks)); a real set has 1-3
 
 
@@ -93,8 +94,9 @@ def find_symmetry(table: GroupTable, world: int, hw: HardwareConfig) -> tuple[Ra
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    """Equal dtype, shape and bytes: ``np.array_equal`` costs ~10 µs a call, ~30 calls a rank."""
-    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    """Equal dtype, shape and bytes: ``np.array_equal`` costs ~10 µs a call, ~30 calls a rank (most
+    are one array: the analysis keeps equal columns of different ranks once, ``rankset/twins.py``)."""
+    return a is b or (a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes())
 
 
 def _column_problem(gx: Any, gr: Any) -> str | None:
@@ -170,20 +172,34 @@ def _images_problem(sym: RankSymmetry, mapped: list[tuple[int, str, str]], table
 
 def _peer_values(sym: RankSymmetry, xs: list[int], gx: list[Any], gr: list[Any]) -> str | None:
     """Why some rank's ``comm_src`` / ``comm_dst`` is not its representative's mapped by the translation
-    (one vectorised translation over every rank)."""
-    world = sym.world
+    (vectorised over batches of ranks of at most :data:`PEER_BATCH_NODES` nodes: one batch over every
+    rank of a 1,024-rank 96-layer step was ~110 MB of int64 temporaries, the command's peak)."""
     for a in PEER_ATTRS:
-        got = [g.attr_value[a] for g in gx]
-        if not got:
-            return None
-        owner = np.repeat(np.asarray(xs, dtype=np.int64), [len(v) for v in got])
-        vx = np.concatenate(got)
-        kind = np.concatenate([g.attr_kind[a] for g in gx])
-        peer = (kind != 0) & (vx >= 0) & (vx < world)
-        mapped = np.where(peer, sym.translate(owner, np.where(peer, vx, 0)), vx)
-        wrong = np.flatnonzero(mapped != np.concatenate([g.attr_value[a] for g in gr]))
-        if len(wrong):
-            return f"rank {int(owner[wrong[0]])} differs from its representative: attribute {a}"
+        lo = 0
+        while lo < len(gx):
+            hi, nodes = lo + 1, len(gx[lo])
+            while hi < len(gx) and nodes + len(gx[hi]) <= PEER_BATCH_NODES:
+                nodes += len(gx[hi])
+                hi += 1
+            why = _peer_batch(sym, a, xs[lo:hi], gx[lo:hi], gr[lo:hi])
+            if why is not None:
+                return why
+            lo = hi
+    return None
+
+
+def _peer_batch(sym: RankSymmetry, a: str, xs: list[int], gx: list[Any], gr: list[Any]) -> str | None:
+    """:func:`_peer_values` of attribute ``a`` over one batch of ranks."""
+    world = sym.world
+    got = [g.attr_value[a] for g in gx]
+    owner = np.repeat(np.asarray(xs, dtype=np.int64), [len(v) for v in got])
+    vx = np.concatenate(got)
+    kind = np.concatenate([g.attr_kind[a] for g in gx])
+    peer = (kind != 0) & (vx >= 0) & (vx < world)
+    mapped = np.where(peer, sym.translate(owner, np.where(peer, vx, 0)), vx)
+    wrong = np.flatnonzero(mapped != np.concatenate([g.attr_value[a] for g in gr]))
+    if len(wrong):
+        return f"rank {int(owner[wrong[0]])} differs from its representative: attribute {a}"
     return None
 
 
