@@ -24,7 +24,7 @@ from ..errors import TraceFormatError
 from . import attrs as _attrs
 from . import schema
 from .framing import encode_varint, parse_metadata, parse_node, read_padded
-from .scan import scan_array
+from .scan import scan_array, scan_arrays
 
 # Integer-valued attributes kept as columns: value (int64) + kind (oneof field number, 0 = absent).
 INT_ATTRS = (
@@ -259,10 +259,11 @@ def _graphs(files: list[tuple[str, np.ndarray, int]]) -> list[TraceGraph]:
         arr = np.concatenate([a for _, a, _ in files])
     tables: list[_Table] = []
     failure: TraceFormatError | None = None
-    for (path, own, size), base in zip(files, bases):
+    framed = scan_arrays(arr, [(base, size, path) for (path, _, size), base in zip(files, bases)])
+    for (path, own, size), base, frames in zip(files, bases, framed):
         view = arr[base : base + len(own)]
         try:
-            tables.append(_table(view, size, path))
+            tables.append(_table(view, size, path, frames))
         except TraceFormatError as exc:
             # the files before it are decoded first: one of them may hold the earlier error
             failure = exc
@@ -274,10 +275,11 @@ def _graphs(files: list[tuple[str, np.ndarray, int]]) -> list[TraceGraph]:
     return graphs
 
 
-def _table(arr: np.ndarray, size: int, path: str) -> _Table:
-    """Frame one file and read its metadata: the decoding of its node records is left to :func:`_decode`."""
+def _table(arr: np.ndarray, size: int, path: str, frames: tuple[np.ndarray, np.ndarray] | None = None) -> _Table:
+    """Frame one file (unless the batch framed it: ``frames``) and read its metadata: the decoding
+    of its node records is left to :func:`_decode`."""
     buf = memoryview(arr)[:size]  # type: ignore[arg-type]
-    starts, lengths = scan_array(arr, size, path)
+    starts, lengths = frames if frames is not None else scan_array(arr, size, path)
     md_start, md_len = int(starts[0]), int(lengths[0])
     metadata = parse_metadata(buf[md_start : md_start + md_len], path, 0)  # type: ignore[arg-type]
     # the table keeps narrow copies: int64 offsets were 16 bytes a record
