@@ -52,7 +52,7 @@ def read_padded(path: str | os.PathLike, pad: int, alloc=None):
         size = os.fstat(f.fileno()).st_size
         arr = alloc(size + pad)
         try:
-            got = f.readinto(memoryview(arr)[:size])  # type: ignore[attr-defined, arg-type]
+            got = f.readinto(memoryview(arr)[:size])  # type: ignore[attr-defined]
         except OSError as exc:
             raise TraceFormatError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
         return arr, got

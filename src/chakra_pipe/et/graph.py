@@ -13,7 +13,6 @@ protobuf runtime, so the result is always the protobuf reading of the file.
 from __future__ import annotations
 
 import os
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -268,7 +267,9 @@ class _Block:
     @staticmethod
     def used(batch: list[tuple[str, np.ndarray, int]]) -> np.ndarray:
         """The files of ``batch`` as one array: a block's files are consecutive from its start."""
-        return batch[0][1].base[: sum(len(arr) for _, arr, _ in batch)]
+        block = batch[0][1].base
+        assert block is not None  # every array alloc hands out is a slice of a block
+        return block[: sum(len(arr) for _, arr, _ in batch)]
 
 
 def graph_from_bytes(buf: bytes, path: str = "<bytes>") -> TraceGraph:
@@ -474,11 +475,12 @@ def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> None:
     their columns, ``_CHUNK_RECORDS`` records at a time whichever files they belong to."""
     first = np.cumsum([0] + [t.n for t in tables]).tolist()  # batch index of each file's first record
     total = first[-1]
+    cols = _Columns(total, len(arr))
     if total <= _SMALL:
         # A handful of records costs less through the protobuf runtime than the fixed overhead
         # of ~100 numpy calls (a lone one-node file of a microbenchmark set, say).
-        for t in tables:
-            t.slow[:] = True
+        cols.slow[:] = True
+        cols.split(tables, first, bases)
         return
     starts = np.concatenate([t.rec_start.astype(np.int64) + base for t, base in zip(tables, bases)])
     lens = np.concatenate([t.rec_len.astype(np.int64) for t in tables])
@@ -487,30 +489,25 @@ def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> None:
     for lo, hi in zip(bounds, bounds[1:]):
         chunk = _Decoder(arr, starts[lo:hi], lens[lo:hi])
         chunk.decode()
-        ptr = {f: _ptr(counts) for f, (counts, _) in chunk.deps.items()}
-        for i in range(bisect_right(first, lo) - 1, bisect_left(first, hi)):
-            a, b = max(lo, first[i]), min(hi, first[i + 1])
-            if a < b:
-                tables[i].take(a - first[i], chunk.part(a - lo, b - lo, bases[i], ptr))
+        cols.take(lo, chunk)
+    cols.split(tables, first, bases)
 
 
-class _Table:
-    """The whole file's columns, decoded chunk by chunk and kept in the narrowest dtypes that hold
-    them.
+class _Columns:
+    """The columns of a whole batch, decoded chunk by chunk and kept in the narrowest dtypes that
+    hold them; :meth:`split` then hands each file its own.
 
     A chunk of ``_CHUNK_RECORDS`` records is walked and checked at a time (a :class:`_Decoder`
     each), so the ~25 int64 temporaries a record costs while decoding are bounded by the chunk, not
     by the file. The kept columns are unsigned and as narrow as the values allow (checked, and
-    widened when a later chunk or a protobuf-decoded record needs more): ~90-byte generated records
-    cost ~190 bytes each in int64 columns, more than the file itself.
+    widened when a later chunk needs more): ~90-byte generated records cost ~190 bytes each in
+    int64 columns, more than the file itself. The columns are the batch's, not each file's: a rank
+    set's ~100-record files paid ~60 numpy calls a file to be filled part by part, and a file
+    alone (a large trace) gets the batch's arrays themselves, uncopied.
     """
 
-    def __init__(self, buf, arr, path, metadata, rec_start, rec_len):
-        self.buf, self.arr, self.path, self.metadata = buf, arr, path, metadata
-        n = len(rec_start)
-        self.n = n
-        pos = np.uint32 if len(arr) < 1 << 32 else np.int64  # every offset and length is below len(arr)
-        self.rec_start, self.rec_len = rec_start.astype(pos), _narrow(rec_len)
+    def __init__(self, n: int, size: int):
+        pos = np.uint32 if size < 1 << 32 else np.int64  # every offset and length is below the buffer's size
         self.ids = np.zeros(n, dtype=np.uint32)
         self.types = np.zeros(n, dtype=np.int8)
         self.dur = np.zeros(n, dtype=np.uint8)
@@ -519,19 +516,107 @@ class _Table:
         self.name_len = np.zeros(n, dtype=np.uint8)
         self.counts = {f: np.zeros(n, dtype=pos) for f in (4, 5)}
         self.values = {f: _Column(n, np.uint32) for f in (4, 5)}  # dependency ids of the fast records
+        self.wide: dict[int, list[tuple[int, int]]] = {4: [], 5: []}  # record ranges of chunks with uint64 ids
         self.slow = np.zeros(n, dtype=bool)
         idx = np.int32 if n < 1 << 31 else np.int64
         self.known = (_Column(3 * n, idx), _Column(3 * n, pos), _Column(3 * n, np.uint8))
 
+    def take(self, lo: int, chunk: _Decoder) -> None:
+        """Copy one decoded chunk (records ``lo`` on) into the columns (a slow record's fields are
+        filled later, by its file)."""
+        hi = lo + chunk.n
+        for name in ("ids", "dur", "start", "name_len"):
+            _put(self, name, lo, getattr(chunk, name))
+        self.name_start[lo:hi] = chunk.name_start
+        self.types[lo:hi] = chunk.types
+        self.slow[lo:hi] = chunk.slow
+        for f, (counts, values) in chunk.deps.items():
+            self.counts[f][lo:hi] = counts
+            self.values[f].add(values)
+            if values.dtype != np.uint32:
+                self.wide[f].append((lo, hi))
+        node, tag, code = chunk.known
+        for column, values in zip(self.known, (node + lo, tag, code)):
+            column.add(values.astype(column.out.dtype))  # positions, indices and name codes fit
+
+    def split(self, tables: list[_Table], first: list[int], bases: list[int]) -> None:
+        """Give each file its records' columns, in the dtypes it would have had decoded alone: its
+        own narrowest (at least the initial ones), positions relative to its own buffer, and
+        dependency ids uint64 only where a chunk holding its records needed them."""
+        deps = {f: (self.counts[f], self.values[f].result()) for f in (4, 5)}
+        ptr = {f: _ptr(counts).tolist() for f, (counts, _) in deps.items()}
+        node, tag, code = (column.result() for column in self.known)
+        cut = np.searchsorted(node, first).tolist()
+        sized = [i for i, t in enumerate(tables) if t.n]
+        tops = {
+            name: dict(zip(sized, np.maximum.reduceat(getattr(self, name), [first[i] for i in sized]).tolist()))
+            for name in ("ids", "dur", "start", "name_len")
+            if sized
+        }
+        for i, (t, base) in enumerate(zip(tables, bases)):
+            a, b = first[i], first[i + 1]
+            for name, floor in (("ids", np.uint32), ("dur", np.uint8), ("start", np.uint8), ("name_len", np.uint8)):
+                fit = _unsigned_for(max(tops[name][i] if t.n else 0, _UNSIGNED_MAX[np.dtype(floor)]))
+                setattr(t, name, getattr(self, name)[a:b].astype(fit, copy=False))
+            t.types, t.slow = self.types[a:b], self.slow[a:b]
+            t.name_start = _shifted(self.name_start[a:b], base, t.pos)
+            t.deps = {}
+            for f, (counts, values) in deps.items():
+                ids = values[ptr[f][a] : ptr[f][b]]
+                wide = any(lo < b and a < hi for lo, hi in self.wide[f])
+                t.deps[f] = (counts[a:b].astype(t.pos, copy=False), ids.astype(_U64 if wide else np.uint32, copy=False))
+            ka, kb = cut[i], cut[i + 1]
+            t.known = _KnownAttrs(
+                _shifted(node[ka:kb], a, np.int32 if t.n < 1 << 31 else np.int64),
+                _shifted(tag[ka:kb], base, t.pos),
+                code[ka:kb],
+            )
+
+
+def _put(owner: _Columns | _Table, name: str, lo: int, values: np.ndarray) -> None:
+    """Write ``values`` into column ``name`` of ``owner`` at ``lo``, widening the column first if
+    one of them does not fit its dtype."""
+    col = getattr(owner, name)
+    if len(values):
+        top = int(values.max())
+        if top > _UNSIGNED_MAX[col.dtype]:
+            col = col.astype(_unsigned_for(top))
+            setattr(owner, name, col)
+    col[lo : lo + len(values)] = values
+
+
+def _shifted(values: np.ndarray, by: int, dtype) -> np.ndarray:
+    """``values - by`` in ``dtype`` (the values themselves where nothing changes: a file alone)."""
+    return values.astype(dtype, copy=False) if by == 0 else (values - by).astype(dtype)
+
+
+class _Table:
+    """One file of a batch: its framing and metadata, then (from :meth:`_Columns.split`) its
+    columns; :meth:`finish` decodes its unusual records with protobuf and makes the graph."""
+
+    ids: np.ndarray
+    types: np.ndarray
+    dur: np.ndarray
+    start: np.ndarray
+    name_start: np.ndarray
+    name_len: np.ndarray
+    slow: np.ndarray
+    deps: dict[int, tuple[np.ndarray, np.ndarray]]
+    known: _KnownAttrs
+
+    def __init__(self, buf, arr, path, metadata, rec_start, rec_len):
+        self.buf, self.arr, self.path, self.metadata = buf, arr, path, metadata
+        self.n = len(rec_start)
+        self.pos = np.uint32 if len(arr) < 1 << 32 else np.int64  # every offset and length is below len(arr)
+        self.rec_start, self.rec_len = rec_start.astype(self.pos), _narrow(rec_len)
+
     def finish(self) -> TraceGraph:
         """The graph, once :func:`_decode` has filled the bulk-decoded records' columns."""
-        deps = {f: (self.counts[f], self.values[f].result()) for f in (4, 5)}
         slow = np.flatnonzero(self.slow)
         if len(slow):
-            deps = self._finish_slow(slow, deps)
+            deps = self._finish_slow(slow, self.deps)
         else:
-            deps = {f: (_ptr(counts), values) for f, (counts, values) in deps.items()}
-        known = _KnownAttrs(*(column.result() for column in self.known))
+            deps = {f: (_ptr(counts), values) for f, (counts, values) in self.deps.items()}
         return TraceGraph(
             path=self.path,
             metadata=self.metadata,
@@ -548,35 +633,9 @@ class _Table:
             ctrl_ids=deps[4][1],
             data_ptr=deps[5][0],
             data_ids=deps[5][1],
-            attr_parts=known,
+            attr_parts=self.known,
             slow=self.slow,
         )
-
-    def take(self, lo: int, chunk: _Part) -> None:
-        """Copy one decoded chunk into the columns (a slow record's fields are filled later)."""
-        hi = lo + chunk.n
-        for name in ("ids", "dur", "start", "name_len"):
-            self._put(name, lo, getattr(chunk, name))
-        self.name_start[lo:hi] = chunk.name_start
-        self.types[lo:hi] = chunk.types
-        self.slow[lo:hi] = chunk.slow
-        for f, (counts, values) in chunk.deps.items():
-            self.counts[f][lo:hi] = counts
-            self.values[f].add(values)
-        node, tag, code = chunk.known
-        for column, values in zip(self.known, (node + lo, tag, code)):
-            column.add(values.astype(column.out.dtype))  # positions, indices and name codes fit
-
-    def _put(self, name: str, lo: int, values: np.ndarray) -> None:
-        """Write ``values`` into column ``name`` at ``lo``, widening the column first if one of
-        them does not fit its dtype."""
-        col = getattr(self, name)
-        if len(values):
-            top = int(values.max())
-            if top > _UNSIGNED_MAX[col.dtype]:
-                col = col.astype(_unsigned_for(top))
-                setattr(self, name, col)
-        col[lo : lo + len(values)] = values
 
     def _finish_slow(self, slow: np.ndarray, deps):
         """Decode the unusual records with the protobuf runtime and splice them in."""
@@ -584,7 +643,7 @@ class _Table:
         for i in map(int, slow):
             node = self.node_message(i)
             for name, value in (("ids", node.id), ("dur", node.duration_micros), ("start", node.start_time_micros)):
-                self._put(name, i, np.array([value], dtype=_U64))
+                _put(self, name, i, np.array([value], dtype=_U64))
             self.types[i] = min(max(node.type, -1), 127)
             self._name_span(i, node)
             lists[4][i] = list(node.ctrl_deps)
@@ -618,23 +677,7 @@ class _Table:
         s = int(self.rec_start[i])
         pos = bytes(self.buf[s : s + int(self.rec_len[i])]).find(raw) if raw else 0
         self.name_start[i] = s + max(pos, 0)
-        self._put("name_len", i, np.array([len(raw)], dtype=np.int64))
-
-
-@dataclass
-class _Part:
-    """One file's records ``[a, b)`` of a decoded chunk, with positions relative to the file."""
-
-    n: int
-    slow: np.ndarray
-    ids: np.ndarray
-    types: np.ndarray
-    dur: np.ndarray
-    start: np.ndarray
-    name_start: np.ndarray
-    name_len: np.ndarray
-    deps: dict[int, tuple[np.ndarray, np.ndarray]]
-    known: tuple[np.ndarray, np.ndarray, np.ndarray]
+        _put(self, "name_len", i, np.array([len(raw)], dtype=np.int64))
 
 
 class _Decoder:
@@ -680,24 +723,6 @@ class _Decoder:
             column[slow] = 0
         self.name_start[slow] = self.rec_start[slow]
         self.types = np.clip(self.types, -1, 127)
-
-    def part(self, a: int, b: int, base: int, ptr: dict[int, np.ndarray]) -> _Part:
-        """Records ``[a, b)`` of the chunk, of a file at ``base`` in the buffer; ``ptr``: each
-        dependency field's list offsets (so the file's ids are one slice)."""
-        node, tag, code = self.known
-        ka, kb = np.searchsorted(node, (a, b)).tolist()  # the attributes are in file order
-        return _Part(
-            b - a,
-            self.slow[a:b],
-            self.ids[a:b],
-            self.types[a:b],
-            self.dur[a:b],
-            self.start[a:b],
-            self.name_start[a:b] - base,
-            self.name_len[a:b],
-            {f: (counts[a:b], values[ptr[f][a] : ptr[f][b]]) for f, (counts, values) in self.deps.items()},
-            (node[ka:kb] - a, tag[ka:kb] - base, code[ka:kb]),
-        )
 
     # -- node fields -----------------------------------------------------------------------
     def _walk_nodes(self) -> None:

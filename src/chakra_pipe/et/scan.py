@@ -217,9 +217,9 @@ def _chains(arr: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[tuple[np.nd
     if not len(s):
         return fail
     length = (arr[s] & 0x7F).astype(np.int64)
-    for j in (1, 2):
-        more = np.flatnonzero(k > j)
-        length[more] |= (arr[s[more] + j] & 0x7F).astype(np.int64) << (7 * j)
+    for byte in (1, 2):
+        more = np.flatnonzero(k > byte)
+        length[more] |= (arr[s[more] + byte] & 0x7F).astype(np.int64) << (7 * byte)
     nxt = s + k + length
     bad, end = len(s), len(s) + 1
     j = np.searchsorted(s, nxt)
