@@ -544,27 +544,36 @@ class _Columns:
         own narrowest (at least the initial ones), positions relative to its own buffer, and
         dependency ids uint64 only where a chunk holding its records needed them."""
         deps = {f: (self.counts[f], self.values[f].result()) for f in (4, 5)}
-        ptr = {f: _ptr(counts).tolist() for f, (counts, _) in deps.items()}
+        ptr = {f: _ptr(counts) for f, (counts, _) in deps.items()}
+        at = {f: p.tolist() for f, p in ptr.items()}
         node, tag, code = (column.result() for column in self.known)
         cut = np.searchsorted(node, first).tolist()
         sized = [i for i, t in enumerate(tables) if t.n]
+        starts = [first[i] for i in sized]
+        # Per file, from one reduceat a column: the largest value (its dtype) and whether any
+        # record is slow (a file without one takes its list offsets from the batch's).
         tops = {
-            name: dict(zip(sized, np.maximum.reduceat(getattr(self, name), [first[i] for i in sized]).tolist()))
-            for name in ("ids", "dur", "start", "name_len")
+            name: dict(zip(sized, np.maximum.reduceat(getattr(self, name), starts).tolist()))
+            for name in ("ids", "dur", "start", "name_len", "slow")
             if sized
         }
         for i, (t, base) in enumerate(zip(tables, bases)):
             a, b = first[i], first[i + 1]
-            for name, floor in (("ids", np.uint32), ("dur", np.uint8), ("start", np.uint8), ("name_len", np.uint8)):
-                fit = _unsigned_for(max(tops[name][i] if t.n else 0, _UNSIGNED_MAX[np.dtype(floor)]))
+            for name, floor in (("ids", 1 << 32), ("dur", 1 << 8), ("start", 1 << 8), ("name_len", 1 << 8)):
+                fit = _unsigned_for(max(tops[name][i] if t.n else 0, floor - 1))
                 setattr(t, name, getattr(self, name)[a:b].astype(fit, copy=False))
             t.types, t.slow = self.types[a:b], self.slow[a:b]
             t.name_start = _shifted(self.name_start[a:b], base, t.pos)
-            t.deps = {}
+            t.deps, t.ptr = {}, None if t.n and tops["slow"][i] else {}
             for f, (counts, values) in deps.items():
-                ids = values[ptr[f][a] : ptr[f][b]]
-                wide = any(lo < b and a < hi for lo, hi in self.wide[f])
-                t.deps[f] = (counts[a:b].astype(t.pos, copy=False), ids.astype(_U64 if wide else np.uint32, copy=False))
+                lo, hi = at[f][a], at[f][b]
+                wide = any(c_lo < b and a < c_hi for c_lo, c_hi in self.wide[f])
+                t.deps[f] = (
+                    counts[a:b].astype(t.pos, copy=False),
+                    values[lo:hi].astype(_U64 if wide else np.uint32, copy=False),
+                )
+                if t.ptr is not None:  # _ptr of the file's counts: the same offsets, less the file's first
+                    t.ptr[f] = _shifted(ptr[f][a : b + 1], lo, np.uint32 if hi - lo < 1 << 32 else np.int64)
             ka, kb = cut[i], cut[i + 1]
             t.known = _KnownAttrs(
                 _shifted(node[ka:kb], a, np.int32 if t.n < 1 << 31 else np.int64),
@@ -602,6 +611,7 @@ class _Table:
     name_len: np.ndarray
     slow: np.ndarray
     deps: dict[int, tuple[np.ndarray, np.ndarray]]
+    ptr: dict[int, np.ndarray] | None  # each dependency list's offsets; None while slow records are to decode
     known: _KnownAttrs
 
     def __init__(self, buf, arr, path, metadata, rec_start, rec_len):
@@ -612,11 +622,10 @@ class _Table:
 
     def finish(self) -> TraceGraph:
         """The graph, once :func:`_decode` has filled the bulk-decoded records' columns."""
-        slow = np.flatnonzero(self.slow)
-        if len(slow):
-            deps = self._finish_slow(slow, self.deps)
+        if self.ptr is None:
+            deps = self._finish_slow(np.flatnonzero(self.slow), self.deps)
         else:
-            deps = {f: (_ptr(counts), values) for f, (counts, values) in self.deps.items()}
+            deps = {f: (self.ptr[f], values) for f, (_, values) in self.deps.items()}
         return TraceGraph(
             path=self.path,
             metadata=self.metadata,
