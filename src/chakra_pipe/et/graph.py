@@ -244,7 +244,7 @@ def load_graphs(paths: Iterable[str | os.PathLike]) -> list[TraceGraph]:
 
 class _Block:
     """Hands out the zeroed arrays files are read into as consecutive slices of one block of
-    ``_BATCH_BYTES`` (a larger file gets a block of its own): a batch's files then lie in one
+    ``_BATCH_BYTES`` (a large file gets a block of its own): a batch's files then lie in one
     array as :func:`_graphs` decodes them, and the copy that joined them (~4 % of a rank set's
     load, and a second resident copy of the batch meanwhile) is gone. Pages of a block that no
     file reaches are never touched, so never resident."""
@@ -255,7 +255,11 @@ class _Block:
 
     def alloc(self, n: int) -> np.ndarray:
         if self.at + n > len(self.block):
-            self.block, self.at = np.zeros(max(n, _BATCH_BYTES), dtype=np.uint8), 0
+            # A file of more than an eighth of a block gets one of its own, its exact size: a 3.7 MB
+            # trace alone peaked 1-2 MB higher in an 8 MiB block (whose untouched tail should cost
+            # nothing; numpy's huge-page advice on arrays of 4 MiB and more is the likely cause).
+            size = n if n > _BATCH_BYTES // 8 else _BATCH_BYTES
+            self.block, self.at = np.zeros(size, dtype=np.uint8), 0
         self.at += n
         return self.block[self.at - n : self.at]
 
@@ -545,7 +549,7 @@ class _Columns:
         dependency ids uint64 only where a chunk holding its records needed them."""
         deps = {f: (self.counts[f], self.values[f].result()) for f in (4, 5)}
         ptr = {f: _ptr(counts) for f, (counts, _) in deps.items()}
-        at = {f: p.tolist() for f, p in ptr.items()}
+        at = {f: dict(zip(first, p[first].tolist())) for f, p in ptr.items()}  # not all n + 1: Python ints
         node, tag, code = (column.result() for column in self.known)
         cut = np.searchsorted(node, first).tolist()
         sized = [i for i, t in enumerate(tables) if t.n]
