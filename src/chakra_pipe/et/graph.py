@@ -217,11 +217,11 @@ def load_graphs(paths: Iterable[str | os.PathLike]) -> list[TraceGraph]:
     """:func:`load_graph` of each file, decoded in batches of files.
 
     A rank set is often a thousand files of ~100 records, and the record decoding costs ~150 numpy
-    calls whatever the record count (~5 ms a 10 KB file, against ~0.2 ms for its bytes). Files are
-    framed and their metadata read one by one, as alone, but their node records are decoded
-    together: the files of a batch are laid out in one array (each followed by its zero padding,
-    so every file's bytes and padding read as when alone) and each decoding pass runs once over
-    the records of all of them; the columns are then split back by record counts. Every record
+    calls whatever the record count (~5 ms a 10 KB file, against ~0.2 ms for its bytes). The files
+    of a batch are read into one array (each followed by its zero padding, so every file's bytes
+    and padding read as when alone), framed together (:func:`scan_arrays`; a file it cannot prove
+    is framed alone), their metadata read one by one, and each decoding pass runs once over the
+    records of all of them; the columns are then split back by record counts. Every record
     the passes cannot prove valid is decoded again by protobuf within its own file, so errors
     name the file and offset they would alone, and the first bad file in order is the one reported.
     """
