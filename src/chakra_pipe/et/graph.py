@@ -826,19 +826,21 @@ class _Decoder:
         """Step over trailing ``attr`` fields (tag 0x52, length < 16 KiB) of many records at once."""
         arr = self.arr
         while len(active):
-            pa = p[active]
+            pa, ea = p[active], end[active]
             l0 = arr[pa + 1].astype(np.int64)
             l1 = arr[pa + 2].astype(np.int64)
             one = l0 < 0x80
             length = np.where(one, l0, (l0 & 0x7F) | (l1 << 7))
             start = pa + np.where(one, 2, 3)
             newp = start + length
-            ok = (arr[pa] == 0x52) & (one | (l1 < 0x80)) & (newp <= end[active])
-            self.slow[active[~ok]] = True
-            a = active[ok]
-            self._add_attrs(a, start[ok], length[ok])
-            p[a] = newp[ok]
-            active = a[p[a] < end[a]]
+            ok = (arr[pa] == 0x52) & (one | (l1 < 0x80)) & (newp <= ea)
+            a = active
+            if not ok.all():  # the common case needs no compressing copies
+                self.slow[active[~ok]] = True
+                a, start, length, newp, ea = a[ok], start[ok], length[ok], newp[ok], ea[ok]
+            self._add_attrs(a, start, length)
+            p[a] = newp
+            active = a[newp < ea]
 
     # -- strict checks ---------------------------------------------------------------------
     # The protobuf runtime refuses a record for reasons the field walk does not see: bad UTF-8 in a
