@@ -861,6 +861,7 @@ class _Decoder:
         end = p + np.concatenate(self.io_l)
         self.io_node, self.io_s, self.io_l = [], [], []  # concatenated: the pieces are a second copy
         active = np.flatnonzero(p < end)
+        spans: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for _ in range(3):
             if not len(active):
                 break
@@ -872,12 +873,15 @@ class _Decoder:
             ok = (tag >= 0x0A) & (tag <= 0x1A) & (tag % 8 == 2) & (nb > 0) & (newp <= end[active])
             self.slow[node[active[~ok]]] = True
             a = active[ok]
-            # Checked field by field, not gathered for one check: these strings can be half the
-            # file, and their columns (three int64 a string) peaked at 2x a converted trace's file.
-            self._check_strings(node[a], (pa + 1 + nb)[ok], ln[ok])
+            spans.append((node[a], (pa + 1 + nb)[ok], ln[ok]))
             p[a] = newp[ok]
             active = a[p[a] < end[a]]
         self.slow[node[active]] = True
+        # One check for the three fields' strings: a check of long strings is a pass over the
+        # bytes from the first to the last (~the chunk), once per call. A chunk's string columns
+        # (three int64 a string, ~1 MB) are small beside that pass.
+        if spans:
+            self._check_strings(*(np.concatenate(column) for column in zip(*spans)))
 
     def _check_attrs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Decode every attribute of the walked records in the canonical layout (name, then one
