@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from chakra_pipe.errors import TraceFormatError
-from chakra_pipe.et import TraceSet, load_graph
+from chakra_pipe.et import TraceSet, load_graph, schema, write_trace
 from chakra_pipe.et import graph as graph_module
 from chakra_pipe.generate import Layout, TrainingSpec, generate_llm, resolve_model
 
@@ -140,3 +140,37 @@ def test_an_unreadable_first_file_is_reported(tmp_path):
     with pytest.raises(type(alone.value)) as batched:
         TraceSet.load(tmp_path / "w")
     assert str(batched.value) == str(alone.value)
+
+
+@pytest.mark.parametrize("chunk", [1 << 13, 37])
+def test_each_file_of_a_batch_keeps_its_own_column_widths(tmp_path, chunk):
+    """Columns are decoded batch-wide and split per file: a file whose ids, times or durations need
+    64, 32 or 16 bits must not widen its neighbours' columns, nor be narrowed to theirs."""
+
+    def trace(name: str, id_base: int, dur: int, start: int) -> Path:
+        nodes = [
+            schema.Node(id=id_base + i, name=f"n{i}", type=4, duration_micros=dur + i, start_time_micros=start + i)
+            for i in range(90)
+        ]
+        for i, node in enumerate(nodes[1:], 1):
+            node.data_deps.append(id_base + i - 1)
+        path = tmp_path / name
+        write_trace(path, schema.GlobalMetadata(version="0.0.4"), nodes)
+        return path
+
+    files = [
+        trace("a.et", 1, 3, 5),
+        trace("b.et", (1 << 33) + 1, 70_000, 1 << 40),
+        trace("c.et", 7, 100, 200),
+        trace("d.et", 70_000, 300, 1 << 20),
+    ]
+    alone = [load_graph(f) for f in files]
+    assert [g.ids.dtype for g in alone] == [np.uint32, np.uint64, np.uint32, np.uint32]
+    assert [g.duration_micros.dtype for g in alone] == [np.uint8, np.uint32, np.uint8, np.uint16]
+    with mock.patch.object(graph_module, "_CHUNK_RECORDS", chunk):
+        batched = graph_module.load_graphs(files)
+    for got, want in zip(batched, alone):
+        for name in ("ids", "duration_micros", "start_time_micros", "name_start", "name_len", "rec_start"):
+            a, b = getattr(got, name), getattr(want, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), name
+        assert np.array_equal(got.data_ptr, want.data_ptr) and np.array_equal(got.data_ids, want.data_ids)

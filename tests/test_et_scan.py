@@ -122,3 +122,25 @@ def test_names_of_tag_and_length_bytes_frame_as_the_walk_does():
         data = md + b"".join(nodes)
         starts, lengths = scan_array(_padded(data), len(data), "t.et")
         assert (starts.tolist(), lengths.tolist()) == scan_records(data), trial
+
+
+def test_a_batch_frames_each_file_as_alone_and_leaves_the_bad_ones_to_it():
+    """``scan_arrays`` chains every file of a batch in one pass: each file's records are exactly its
+    own walk's, relative to its own start; a file the batch cannot prove (truncated, an id-0 node
+    mid-file, a record running into the next file) comes back None, for ``scan_array`` to walk."""
+    good = [_trace(range(1, 120), 4), _trace(range(300), 30), _trace(range(1, 3), 1), _trace([], 0)]
+    truncated = _trace(range(1, 80), 4)[:-5]
+    id0 = _trace([5, 0, *range(6, 60)], 5)
+    files = [good[0], truncated, good[1], id0, good[2], good[3]]
+    arrays = [_padded(d) for d in files]
+    bases = np.cumsum([0] + [len(a) for a in arrays[:-1]]).tolist()
+    got = scan.scan_arrays(
+        np.concatenate(arrays), [(b, len(d), f"r{i}.et") for i, (b, d) in enumerate(zip(bases, files))]
+    )
+    assert got[1] is None and got[3] is None
+    for data, framed in zip(good, (got[0], got[2], got[4], got[5])):
+        assert framed is not None
+        assert framed[0].tolist() == scan_records(data)[0]
+        assert framed[1].tolist() == scan_records(data)[1]
+    with pytest.raises(TraceFormatError):
+        scan_array(arrays[1], len(truncated), "r1.et")

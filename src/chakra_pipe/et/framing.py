@@ -28,24 +28,28 @@ def open_binary(path: str | os.PathLike) -> IO[bytes] | BoundedGzip:
     return open_input(path, TraceFormatError)
 
 
-def read_padded(path: str | os.PathLike, pad: int):
+def read_padded(path: str | os.PathLike, pad: int, alloc=None):
     """``(array, size)``: the decompressed file in a uint8 numpy array with ``pad`` zero bytes after.
 
     Plain files are read straight into the array (no intermediate ``bytes`` copy); the padding
-    lets vectorised decoders read a few bytes past any position without bounds checks.
+    lets vectorised decoders read a few bytes past any position without bounds checks. ``alloc(n)``
+    supplies the zeroed array of ``n`` bytes (default ``np.zeros``): the batched loader hands out
+    consecutive slices of one block, so a batch of files is already one array.
     """
     import numpy as np
 
+    if alloc is None:
+        alloc = lambda n: np.zeros(n, dtype=np.uint8)  # noqa: E731
     with open_binary(path) as f:
         if isinstance(f, BoundedGzip):
             data = f.read()
-            arr = np.zeros(len(data) + pad, dtype=np.uint8)
+            arr = alloc(len(data) + pad)
             arr[: len(data)] = np.frombuffer(data, dtype=np.uint8)
             return arr, len(data)
         size = os.fstat(f.fileno()).st_size
-        arr = np.zeros(size + pad, dtype=np.uint8)
+        arr = alloc(size + pad)
         try:
-            got = f.readinto(memoryview(arr)[:size])  # type: ignore[attr-defined, arg-type]
+            got = f.readinto(memoryview(arr)[:size])  # type: ignore[attr-defined]
         except OSError as exc:
             raise TraceFormatError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
         return arr, got

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import weakref
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,7 @@ from . import attrs as _attrs
 from . import schema
 from .framing import encode_varint, parse_node, read_padded
 from .metadata import read_metadata
-from .scan import scan_array
+from .scan import scan_array, scan_arrays
 
 # Integer-valued attributes kept as columns: value (int64) + kind (oneof field number, 0 = absent).
 INT_ATTRS = (
@@ -229,51 +228,82 @@ def load_graphs(paths: Iterable[str | os.PathLike]) -> list[TraceGraph]:
     """:func:`load_graph` of each file, decoded in batches of files.
 
     A rank set is often a thousand files of ~100 records, and the record decoding costs ~150 numpy
-    calls whatever the record count (~5 ms a 10 KB file, against ~0.2 ms for its bytes). Files are
-    framed and their metadata read one by one, as alone, but their node records are decoded
-    together: the files of a batch are laid out in one array (each followed by its zero padding,
-    so every file's bytes and padding read as when alone) and each decoding pass runs once over
-    the records of all of them; the columns are then split back by record counts. Every record
+    calls whatever the record count (~5 ms a 10 KB file, against ~0.2 ms for its bytes). The files
+    of a batch are read into one array (each followed by its zero padding, so every file's bytes
+    and padding read as when alone), framed together (:func:`scan_arrays`; a file it cannot prove
+    is framed alone), their metadata read one by one, and each decoding pass runs once over the
+    records of all of them; the columns are then split back by record counts. Every record
     the passes cannot prove valid is decoded again by protobuf within its own file, so errors
     name the file and offset they would alone, and the first bad file in order is the one reported.
     """
     graphs: list[TraceGraph] = []
     batch: list[tuple[str, np.ndarray, int]] = []
-    held = 0
+    block = _Block()
     for path in paths:
         try:
-            arr, size = read_padded(str(path), _PAD)
+            arr, size = read_padded(str(path), _PAD, block.alloc)
         except Exception:
             if batch:  # an error in an earlier file comes first, as when loaded file by file
-                _graphs(batch)
+                _graphs(batch, block.used(batch))
             raise
-        if batch and held + len(arr) > _BATCH_BYTES:
-            graphs += _graphs(batch)
-            batch, held = [], 0
+        if batch and not block.holds(batch[0][1], arr):  # the file opened a new block
+            graphs += _graphs(batch, block.used(batch))
+            batch = []
         batch.append((str(path), arr, size))
-        held += len(arr)
-    return graphs + _graphs(batch) if batch else graphs
+    return graphs + _graphs(batch, block.used(batch)) if batch else graphs
+
+
+class _Block:
+    """Hands out the zeroed arrays files are read into as consecutive slices of one block of
+    ``_BATCH_BYTES`` (a large file gets a block of its own): a batch's files then lie in one
+    array as :func:`_graphs` decodes them, and the copy that joined them (~4 % of a rank set's
+    load, and a second resident copy of the batch meanwhile) is gone. Pages of a block that no
+    file reaches are never touched, so never resident."""
+
+    def __init__(self) -> None:
+        self.block = np.zeros(0, dtype=np.uint8)
+        self.at = 0
+
+    def alloc(self, n: int) -> np.ndarray:
+        if self.at + n > len(self.block):
+            # A file of more than an eighth of a block gets one of its own, its exact size: a 3.7 MB
+            # trace alone peaked 1-2 MB higher in an 8 MiB block (whose untouched tail should cost
+            # nothing; numpy's huge-page advice on arrays of 4 MiB and more is the likely cause).
+            size = n if n > _BATCH_BYTES // 8 else _BATCH_BYTES
+            self.block, self.at = np.zeros(size, dtype=np.uint8), 0
+        self.at += n
+        return self.block[self.at - n : self.at]
+
+    @staticmethod
+    def holds(first: np.ndarray, arr: np.ndarray) -> bool:
+        """Whether ``arr`` lies in the block of a batch's ``first`` file."""
+        return first.base is arr.base
+
+    @staticmethod
+    def used(batch: list[tuple[str, np.ndarray, int]]) -> np.ndarray:
+        """The files of ``batch`` as one array: a block's files are consecutive from its start."""
+        block = batch[0][1].base
+        assert block is not None  # every array alloc hands out is a slice of a block
+        return block[: sum(len(arr) for _, arr, _ in batch)]
 
 
 def graph_from_bytes(buf: bytes, path: str = "<bytes>") -> TraceGraph:
     arr = np.zeros(len(buf) + _PAD, dtype=np.uint8)
     arr[: len(buf)] = np.frombuffer(buf, dtype=np.uint8)
-    return _graphs([(path, arr, len(buf))])[0]
+    return _graphs([(path, arr, len(buf))], arr)[0]
 
 
-def _graphs(files: list[tuple[str, np.ndarray, int]]) -> list[TraceGraph]:
-    """The graphs of ``(path, padded array, size)`` files, decoded as one batch (see :func:`load_graphs`)."""
-    if len(files) == 1:
-        arr, bases = files[0][1], [0]
-    else:
-        bases = np.cumsum([0] + [len(a) for _, a, _ in files[:-1]]).tolist()
-        arr = np.concatenate([a for _, a, _ in files])
+def _graphs(files: list[tuple[str, np.ndarray, int]], arr: np.ndarray) -> list[TraceGraph]:
+    """The graphs of ``(path, padded array, size)`` files, laid out one after the other in ``arr``,
+    decoded as one batch (see :func:`load_graphs`)."""
+    bases = np.cumsum([0] + [len(a) for _, a, _ in files[:-1]]).tolist()
     tables: list[_Table] = []
     failure: TraceFormatError | None = None
-    for (path, own, size), base in zip(files, bases):
+    framed = scan_arrays(arr, [(base, size, path) for (path, _, size), base in zip(files, bases)])
+    for (path, own, size), base, frames in zip(files, bases, framed):
         view = arr[base : base + len(own)]
         try:
-            tables.append(_table(view, size, path))
+            tables.append(_table(view, size, path, frames))
         except TraceFormatError as exc:
             # the files before it are decoded first: one of them may hold the earlier error
             failure = exc
@@ -286,10 +316,11 @@ def _graphs(files: list[tuple[str, np.ndarray, int]]) -> list[TraceGraph]:
     return graphs
 
 
-def _table(arr: np.ndarray, size: int, path: str) -> _Table:
-    """Frame one file and read its metadata: the decoding of its node records is left to :func:`_decode`."""
+def _table(arr: np.ndarray, size: int, path: str, frames: tuple[np.ndarray, np.ndarray] | None = None) -> _Table:
+    """Frame one file (unless the batch framed it: ``frames``) and read its metadata: the decoding
+    of its node records is left to :func:`_decode`."""
     buf = memoryview(arr)[:size]  # type: ignore[arg-type]
-    starts, lengths = scan_array(arr, size, path)
+    starts, lengths = frames if frames is not None else scan_array(arr, size, path)
     md_start, md_len = int(starts[0]), int(lengths[0])
     metadata = read_metadata(buf[md_start : md_start + md_len], path, 0)  # type: ignore[arg-type]
     # the table keeps narrow copies: int64 offsets were 16 bytes a record
@@ -460,12 +491,13 @@ def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> None:
     their columns, ``_CHUNK_RECORDS`` records at a time whichever files they belong to."""
     first = np.cumsum([0] + [t.n for t in tables]).tolist()  # batch index of each file's first record
     total = first[-1]
+    cols = _Columns(total, len(arr))
     if total == 0 or (total <= _SMALL and schema.built()):
         # A handful of records costs less through the protobuf runtime than the fixed overhead
         # of ~100 numpy calls (a lone one-node file of a microbenchmark set, say), once the
         # runtime is loaded: importing it costs more (issue #15).
-        for t in tables:
-            t.slow[:] = True
+        cols.slow[:] = True
+        cols.split(tables, first, bases)
         return
     starts = np.concatenate([t.rec_start.astype(np.int64) + base for t, base in zip(tables, bases)])
     lens = np.concatenate([t.rec_len.astype(np.int64) for t in tables])
@@ -474,30 +506,25 @@ def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> None:
     for lo, hi in zip(bounds, bounds[1:]):
         chunk = _Decoder(arr, starts[lo:hi], lens[lo:hi])
         chunk.decode()
-        ptr = {f: _ptr(counts) for f, (counts, _) in chunk.deps.items()}
-        for i in range(bisect_right(first, lo) - 1, bisect_left(first, hi)):
-            a, b = max(lo, first[i]), min(hi, first[i + 1])
-            if a < b:
-                tables[i].take(a - first[i], chunk.part(a - lo, b - lo, bases[i], ptr))
+        cols.take(lo, chunk)
+    cols.split(tables, first, bases)
 
 
-class _Table:
-    """The whole file's columns, decoded chunk by chunk and kept in the narrowest dtypes that hold
-    them.
+class _Columns:
+    """The columns of a whole batch, decoded chunk by chunk and kept in the narrowest dtypes that
+    hold them; :meth:`split` then hands each file its own.
 
     A chunk of ``_CHUNK_RECORDS`` records is walked and checked at a time (a :class:`_Decoder`
     each), so the ~25 int64 temporaries a record costs while decoding are bounded by the chunk, not
     by the file. The kept columns are unsigned and as narrow as the values allow (checked, and
-    widened when a later chunk or a protobuf-decoded record needs more): ~90-byte generated records
-    cost ~190 bytes each in int64 columns, more than the file itself.
+    widened when a later chunk needs more): ~90-byte generated records cost ~190 bytes each in
+    int64 columns, more than the file itself. The columns are the batch's, not each file's: a rank
+    set's ~100-record files paid ~60 numpy calls a file to be filled part by part, and a file
+    alone (a large trace) gets the batch's arrays themselves, uncopied.
     """
 
-    def __init__(self, buf, arr, path, metadata, rec_start, rec_len):
-        self.buf, self.arr, self.path, self.metadata = buf, arr, path, metadata
-        n = len(rec_start)
-        self.n = n
-        pos = np.uint32 if len(arr) < 1 << 32 else np.int64  # every offset and length is below len(arr)
-        self.rec_start, self.rec_len = rec_start.astype(pos), _narrow(rec_len)
+    def __init__(self, n: int, size: int):
+        pos = np.uint32 if size < 1 << 32 else np.int64  # every offset and length is below the buffer's size
         self.ids = np.zeros(n, dtype=np.uint32)
         self.types = np.zeros(n, dtype=np.int8)
         self.dur = np.zeros(n, dtype=np.uint8)
@@ -506,19 +533,122 @@ class _Table:
         self.name_len = np.zeros(n, dtype=np.uint8)
         self.counts = {f: np.zeros(n, dtype=pos) for f in (4, 5)}
         self.values = {f: _Column(n, np.uint32) for f in (4, 5)}  # dependency ids of the fast records
+        self.wide: dict[int, list[tuple[int, int]]] = {4: [], 5: []}  # record ranges of chunks with uint64 ids
         self.slow = np.zeros(n, dtype=bool)
         idx = np.int32 if n < 1 << 31 else np.int64
         self.known = (_Column(3 * n, idx), _Column(3 * n, pos), _Column(3 * n, np.uint8))
 
+    def take(self, lo: int, chunk: _Decoder) -> None:
+        """Copy one decoded chunk (records ``lo`` on) into the columns (a slow record's fields are
+        filled later, by its file)."""
+        hi = lo + chunk.n
+        for name in ("ids", "dur", "start", "name_len"):
+            _put(self, name, lo, getattr(chunk, name))
+        self.name_start[lo:hi] = chunk.name_start
+        self.types[lo:hi] = chunk.types
+        self.slow[lo:hi] = chunk.slow
+        for f, (counts, values) in chunk.deps.items():
+            self.counts[f][lo:hi] = counts
+            self.values[f].add(values)
+            if values.dtype != np.uint32:
+                self.wide[f].append((lo, hi))
+        node, tag, code = chunk.known
+        for column, values in zip(self.known, (node + lo, tag, code)):
+            column.add(values.astype(column.out.dtype))  # positions, indices and name codes fit
+
+    def split(self, tables: list[_Table], first: list[int], bases: list[int]) -> None:
+        """Give each file its records' columns, in the dtypes it would have had decoded alone: its
+        own narrowest (at least the initial ones), positions relative to its own buffer, and
+        dependency ids uint64 only where a chunk holding its records needed them.
+
+        A file alone gets the batch's arrays themselves; in a batch of several, every column a
+        file gets narrowed or shifted is its own copy (one file's view kept the batch's whole
+        column alive beside the others' copies: +21 MB peak on a 1,024-file 84 MB set), and the
+        rest are views of disjoint parts."""
+        alone = len(tables) == 1
+        deps = {f: (self.counts[f], self.values[f].result()) for f in (4, 5)}
+        ptr = {f: _ptr(counts) for f, (counts, _) in deps.items()}
+        at = {f: dict(zip(first, p[first].tolist())) for f, p in ptr.items()}  # not all n + 1: Python ints
+        node, tag, code = (column.result() for column in self.known)
+        cut = np.searchsorted(node, first).tolist()
+        sized = [i for i, t in enumerate(tables) if t.n]
+        starts = [first[i] for i in sized]
+        # Per file, from one reduceat a column: the largest value (its dtype) and whether any
+        # record is slow (a file without one takes its list offsets from the batch's).
+        tops = {
+            name: dict(zip(sized, np.maximum.reduceat(getattr(self, name), starts).tolist()))
+            for name in ("ids", "dur", "start", "name_len", "slow")
+            if sized
+        }
+        for i, (t, base) in enumerate(zip(tables, bases)):
+            a, b = first[i], first[i + 1]
+            for name, floor in (("ids", 1 << 32), ("dur", 1 << 8), ("start", 1 << 8), ("name_len", 1 << 8)):
+                fit = _unsigned_for(max(tops[name][i] if t.n else 0, floor - 1))
+                setattr(t, name, getattr(self, name)[a:b].astype(fit, copy=not alone))
+            t.types, t.slow = self.types[a:b], self.slow[a:b]
+            t.name_start = _shifted(self.name_start[a:b], base, t.pos, alone)
+            t.deps, t.ptr = {}, None if t.n and tops["slow"][i] else {}
+            for f, (counts, values) in deps.items():
+                lo, hi = at[f][a], at[f][b]
+                wide = any(c_lo < b and a < c_hi for c_lo, c_hi in self.wide[f])
+                t.deps[f] = (
+                    counts[a:b].astype(t.pos, copy=False),
+                    values[lo:hi].astype(_U64 if wide else np.uint32, copy=False),
+                )
+                if t.ptr is not None:  # _ptr of the file's counts: the same offsets, less the file's first
+                    t.ptr[f] = _shifted(ptr[f][a : b + 1], lo, np.uint32 if hi - lo < 1 << 32 else np.int64, alone)
+            ka, kb = cut[i], cut[i + 1]
+            t.known = _KnownAttrs(
+                _shifted(node[ka:kb], a, np.int32 if t.n < 1 << 31 else np.int64, alone),
+                _shifted(tag[ka:kb], base, t.pos, alone),
+                code[ka:kb],
+            )
+
+
+def _put(owner: _Columns | _Table, name: str, lo: int, values: np.ndarray) -> None:
+    """Write ``values`` into column ``name`` of ``owner`` at ``lo``, widening the column first if
+    one of them does not fit its dtype."""
+    col = getattr(owner, name)
+    if len(values):
+        top = int(values.max())
+        if top > _UNSIGNED_MAX[col.dtype]:
+            col = col.astype(_unsigned_for(top))
+            setattr(owner, name, col)
+    col[lo : lo + len(values)] = values
+
+
+def _shifted(values: np.ndarray, by: int, dtype, alone: bool) -> np.ndarray:
+    """``values - by`` in ``dtype``, a copy unless the file is ``alone`` in its batch and nothing changes."""
+    return values.astype(dtype, copy=not alone) if by == 0 else (values - by).astype(dtype)
+
+
+class _Table:
+    """One file of a batch: its framing and metadata, then (from :meth:`_Columns.split`) its
+    columns; :meth:`finish` decodes its unusual records with protobuf and makes the graph."""
+
+    ids: np.ndarray
+    types: np.ndarray
+    dur: np.ndarray
+    start: np.ndarray
+    name_start: np.ndarray
+    name_len: np.ndarray
+    slow: np.ndarray
+    deps: dict[int, tuple[np.ndarray, np.ndarray]]
+    ptr: dict[int, np.ndarray] | None  # each dependency list's offsets; None while slow records are to decode
+    known: _KnownAttrs
+
+    def __init__(self, buf, arr, path, metadata, rec_start, rec_len):
+        self.buf, self.arr, self.path, self.metadata = buf, arr, path, metadata
+        self.n = len(rec_start)
+        self.pos = np.uint32 if len(arr) < 1 << 32 else np.int64  # every offset and length is below len(arr)
+        self.rec_start, self.rec_len = rec_start.astype(self.pos), _narrow(rec_len)
+
     def finish(self) -> TraceGraph:
         """The graph, once :func:`_decode` has filled the bulk-decoded records' columns."""
-        deps = {f: (self.counts[f], self.values[f].result()) for f in (4, 5)}
-        slow = np.flatnonzero(self.slow)
-        if len(slow):
-            deps = self._finish_slow(slow, deps)
+        if self.ptr is None:
+            deps = self._finish_slow(np.flatnonzero(self.slow), self.deps)
         else:
-            deps = {f: (_ptr(counts), values) for f, (counts, values) in deps.items()}
-        known = _KnownAttrs(*(column.result() for column in self.known))
+            deps = {f: (self.ptr[f], values) for f, (_, values) in self.deps.items()}
         return TraceGraph(
             path=self.path,
             metadata=self.metadata,
@@ -535,35 +665,9 @@ class _Table:
             ctrl_ids=deps[4][1],
             data_ptr=deps[5][0],
             data_ids=deps[5][1],
-            attr_parts=known,
+            attr_parts=self.known,
             slow=self.slow,
         )
-
-    def take(self, lo: int, chunk: _Part) -> None:
-        """Copy one decoded chunk into the columns (a slow record's fields are filled later)."""
-        hi = lo + chunk.n
-        for name in ("ids", "dur", "start", "name_len"):
-            self._put(name, lo, getattr(chunk, name))
-        self.name_start[lo:hi] = chunk.name_start
-        self.types[lo:hi] = chunk.types
-        self.slow[lo:hi] = chunk.slow
-        for f, (counts, values) in chunk.deps.items():
-            self.counts[f][lo:hi] = counts
-            self.values[f].add(values)
-        node, tag, code = chunk.known
-        for column, values in zip(self.known, (node + lo, tag, code)):
-            column.add(values.astype(column.out.dtype))  # positions, indices and name codes fit
-
-    def _put(self, name: str, lo: int, values: np.ndarray) -> None:
-        """Write ``values`` into column ``name`` at ``lo``, widening the column first if one of
-        them does not fit its dtype."""
-        col = getattr(self, name)
-        if len(values):
-            top = int(values.max())
-            if top > _UNSIGNED_MAX[col.dtype]:
-                col = col.astype(_unsigned_for(top))
-                setattr(self, name, col)
-        col[lo : lo + len(values)] = values
 
     def _finish_slow(self, slow: np.ndarray, deps):
         """Decode the unusual records with the protobuf runtime and splice them in."""
@@ -571,7 +675,7 @@ class _Table:
         for i in map(int, slow):
             node = self.node_message(i)
             for name, value in (("ids", node.id), ("dur", node.duration_micros), ("start", node.start_time_micros)):
-                self._put(name, i, np.array([value], dtype=_U64))
+                _put(self, name, i, np.array([value], dtype=_U64))
             self.types[i] = min(max(node.type, -1), 127)
             self._name_span(i, node)
             lists[4][i] = list(node.ctrl_deps)
@@ -605,23 +709,7 @@ class _Table:
         s = int(self.rec_start[i])
         pos = bytes(self.buf[s : s + int(self.rec_len[i])]).find(raw) if raw else 0
         self.name_start[i] = s + max(pos, 0)
-        self._put("name_len", i, np.array([len(raw)], dtype=np.int64))
-
-
-@dataclass
-class _Part:
-    """One file's records ``[a, b)`` of a decoded chunk, with positions relative to the file."""
-
-    n: int
-    slow: np.ndarray
-    ids: np.ndarray
-    types: np.ndarray
-    dur: np.ndarray
-    start: np.ndarray
-    name_start: np.ndarray
-    name_len: np.ndarray
-    deps: dict[int, tuple[np.ndarray, np.ndarray]]
-    known: tuple[np.ndarray, np.ndarray, np.ndarray]
+        _put(self, "name_len", i, np.array([len(raw)], dtype=np.int64))
 
 
 class _Decoder:
@@ -668,24 +756,6 @@ class _Decoder:
         self.name_start[slow] = self.rec_start[slow]
         self.types = np.clip(self.types, -1, 127)
 
-    def part(self, a: int, b: int, base: int, ptr: dict[int, np.ndarray]) -> _Part:
-        """Records ``[a, b)`` of the chunk, of a file at ``base`` in the buffer; ``ptr``: each
-        dependency field's list offsets (so the file's ids are one slice)."""
-        node, tag, code = self.known
-        ka, kb = np.searchsorted(node, (a, b)).tolist()  # the attributes are in file order
-        return _Part(
-            b - a,
-            self.slow[a:b],
-            self.ids[a:b],
-            self.types[a:b],
-            self.dur[a:b],
-            self.start[a:b],
-            self.name_start[a:b] - base,
-            self.name_len[a:b],
-            {f: (counts[a:b], values[ptr[f][a] : ptr[f][b]]) for f, (counts, values) in self.deps.items()},
-            (node[ka:kb] - a, tag[ka:kb] - base, code[ka:kb]),
-        )
-
     # -- node fields -----------------------------------------------------------------------
     def _walk_nodes(self) -> None:
         """Walk the top-level fields of every record at once, one field per vectorised step."""
@@ -702,32 +772,28 @@ class _Decoder:
                 break
             steps += 1
             pa = p[active]
-            tag = arr[pa].astype(np.int64)
-            fnum, wt = tag >> 3, tag & 7
-            bit = np.left_shift(1, fnum)
+            tag = arr[pa]  # the first tag byte: field number and wire type through _TAG_* tables
             val, nb = _varints(arr, pa + 1)
-            is_len = wt == 2
-            newp = pa + 1 + nb + np.where(is_len, val.astype(np.int64), 0)
-            valid = (
-                (_NODE_WT[fnum] == wt)
-                & (nb > 0)
-                & (newp <= end[active])
-                & (~is_len | (val < _U64(1 << 40)))
-                & ((fnum == 10) | ((seen[active] & bit) == 0))
-            )
+            s = pa + 1 + nb
+            # A length of 2^40 or more (no buffer is that long) is clamped to 2^40, which the end
+            # test refuses: one pass instead of a separate test of the length.
+            newp = s + np.where(_TAG_LEN[tag], np.minimum(val, _U64(1 << 40)).view(np.int64), 0)
+            bit, known, ea = _TAG_BIT[tag], seen[active], end[active]
+            valid = _TAG_OK[tag] & (nb > 0) & (newp <= ea) & ((known & bit) == 0)
             if valid.all():  # the common case: no compressing copies
-                a, f, v, s, newp = active, fnum, val, pa + 1 + nb, newp
-                seen[a] |= bit
+                a, f, v = active, tag >> 3, val
+                seen[a] = known | bit
             else:
                 self.slow[active[~valid]] = True
-                a, f, v, s, newp = active[valid], fnum[valid], val[valid], (pa + 1 + nb)[valid], newp[valid]
-                seen[a] |= bit[valid]
+                a, f, v, s, newp, ea = active[valid], tag[valid] >> 3, val[valid], s[valid], newp[valid], ea[valid]
+                seen[a] = known[valid] | bit[valid]
             self._store_fields(a, f, v, s)
             p[a] = newp
-            a = a[p[a] < end[a]]
+            more = newp < ea
+            a, newp = a[more], newp[more]
             # Canonical writers put attributes last: a record whose next field is an attribute
             # finishes in the lean attribute loop below.
-            to_attrs = arr[p[a]] == 0x52
+            to_attrs = arr[newp] == 0x52
             attr_phase.append(a[to_attrs])
             active = a[~to_attrs]
         self._walk_attr_fields(p, end, np.concatenate(attr_phase))
@@ -773,19 +839,21 @@ class _Decoder:
         """Step over trailing ``attr`` fields (tag 0x52, length < 16 KiB) of many records at once."""
         arr = self.arr
         while len(active):
-            pa = p[active]
+            pa, ea = p[active], end[active]
             l0 = arr[pa + 1].astype(np.int64)
             l1 = arr[pa + 2].astype(np.int64)
             one = l0 < 0x80
             length = np.where(one, l0, (l0 & 0x7F) | (l1 << 7))
             start = pa + np.where(one, 2, 3)
             newp = start + length
-            ok = (arr[pa] == 0x52) & (one | (l1 < 0x80)) & (newp <= end[active])
-            self.slow[active[~ok]] = True
-            a = active[ok]
-            self._add_attrs(a, start[ok], length[ok])
-            p[a] = newp[ok]
-            active = a[p[a] < end[a]]
+            ok = (arr[pa] == 0x52) & (one | (l1 < 0x80)) & (newp <= ea)
+            a = active
+            if not ok.all():  # the common case needs no compressing copies
+                self.slow[active[~ok]] = True
+                a, start, length, newp, ea = a[ok], start[ok], length[ok], newp[ok], ea[ok]
+            self._add_attrs(a, start, length)
+            p[a] = newp
+            active = a[newp < ea]
 
     # -- strict checks ---------------------------------------------------------------------
     # The protobuf runtime refuses a record for reasons the field walk does not see: bad UTF-8 in a
@@ -806,6 +874,7 @@ class _Decoder:
         end = p + np.concatenate(self.io_l)
         self.io_node, self.io_s, self.io_l = [], [], []  # concatenated: the pieces are a second copy
         active = np.flatnonzero(p < end)
+        spans: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for _ in range(3):
             if not len(active):
                 break
@@ -817,12 +886,15 @@ class _Decoder:
             ok = (tag >= 0x0A) & (tag <= 0x1A) & (tag % 8 == 2) & (nb > 0) & (newp <= end[active])
             self.slow[node[active[~ok]]] = True
             a = active[ok]
-            # Checked field by field, not gathered for one check: these strings can be half the
-            # file, and their columns (three int64 a string) peaked at 2x a converted trace's file.
-            self._check_strings(node[a], (pa + 1 + nb)[ok], ln[ok])
+            spans.append((node[a], (pa + 1 + nb)[ok], ln[ok]))
             p[a] = newp[ok]
             active = a[p[a] < end[a]]
         self.slow[node[active]] = True
+        # One check for the three fields' strings: a check of long strings is a pass over the
+        # bytes from the first to the last (~the chunk), once per call. A chunk's string columns
+        # (three int64 a string, ~1 MB) are small beside that pass.
+        if spans:
+            self._check_strings(*(np.concatenate(column) for column in zip(*spans)))
 
     def _check_attrs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Decode every attribute of the walked records in the canonical layout (name, then one
@@ -888,6 +960,15 @@ def _parse_record(buf, path: str, start: int, length: int):
 
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+
+# Node fields by first tag byte (a uint8 gather each, instead of shifts, masks and compares per
+# step): the tag is one of the Node message's fields with its wire type; the field is
+# length-delimited; the field's bit in the walk's seen-mask (0 for the repeated ``attr``, 10).
+_NODE_FIELDS = {1: 0, 2: 2, 3: 0, 4: 2, 5: 2, 6: 0, 7: 0, 8: 2, 9: 2, 10: 2}
+_TAG_OK = np.zeros(256, dtype=bool)
+_TAG_OK[[(num << 3) | wt for num, wt in _NODE_FIELDS.items()]] = True
+_TAG_LEN = (np.arange(256) & 7) == 2
+_TAG_BIT = np.where(_TAG_OK & (np.arange(256) >> 3 != 10), 1 << (np.arange(256) >> 3), 0)
 
 
 # np.iinfo() builds an object per call: ~10 us, twice per column and file of a rank set
@@ -1000,9 +1081,6 @@ def _payload_ok(arr: np.ndarray, parts: _AttrParts, rows: np.ndarray) -> np.ndar
 
 
 # Expected wire type per field number (-1: not a field of the message).
-_NODE_WT = np.full(32, -1, dtype=np.int64)  # indexed by the first tag byte >> 3
-_NODE_WT[[1, 3, 6, 7]] = 0
-_NODE_WT[[2, 4, 5, 8, 9, 10]] = 2
 _ATTR_WT = np.full(33, 2, dtype=np.int64)  # name, doc_string, lists, string, bytes
 _ATTR_WT[0] = -1
 for _num, _wt in {3: 1, 5: 5, 7: 0, 9: 0, 11: 0, 13: 0, 15: 0, 17: 0, 19: 5, 21: 1, 23: 5, 25: 1, 27: 0}.items():

@@ -144,3 +144,107 @@ def _pruned(jump: np.ndarray, bad: int, end: int) -> np.ndarray | None:
         member[succ[succ < bad]] = True
         member[0] = True
     return None
+
+
+def scan_arrays(arr: np.ndarray, files: list[tuple[int, int, str]]) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    """:func:`scan_array` of each ``(base, size, file)`` laid out in ``arr`` (each followed by its
+    padding), with the candidate chains of all of them found in one pass; None for a file the
+    batch cannot frame (its own :func:`scan_array` then walks it and raises its error).
+
+    A rank set of a thousand ~80 KB files paid the ~30 numpy calls of :func:`_chain` per file
+    (0.37 s of a 1,024-file load), and its files under ``_WALK_BYTES`` a Python step per record.
+    Records never cross their file's end, so one table of candidates over the batch holds every
+    file's chain apart: a jump is valid only within its file, and each file's chain is checked on
+    its own (a bad file does not hold the others back). Nothing here raises: a file's result is
+    either exactly its chain or None.
+    """
+    out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(files)
+    if len(files) < 2 or len(arr) <= _WALK_BYTES:  # one file, or a few small ones: framed alone
+        return out
+    heads: list[tuple[int, np.ndarray, np.ndarray]] = []
+    lo: list[int] = []
+    hi: list[int] = []
+    for i, (base, size, file) in enumerate(files):
+        head = _head(memoryview(arr)[base : base + size], file)  # type: ignore[arg-type]
+        if head is None:
+            continue
+        head_s, head_l, pos = head
+        if pos >= size:
+            out[i] = (head_s, head_l)
+            continue
+        heads.append((i, head_s, head_l))
+        lo.append(base + pos)
+        hi.append(base + size)
+    if heads:
+        chains = _chains(arr, np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64))
+        for (i, head_s, head_l), chain in zip(heads, chains):
+            if chain is not None:
+                base = files[i][0]
+                out[i] = (np.concatenate([head_s, chain[0] - base]), np.concatenate([head_l, chain[1]]))
+    return out
+
+
+def _chains(arr: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    """:func:`_chain` of every range ``[lo[r], hi[r])`` (ascending, disjoint) at once: the
+    records' starts and lengths (positions in ``arr``), or None where a few pruning rounds do not
+    isolate the range's chain (:func:`scan_array` then decides alone, pointer doubling included)."""
+    ranges = len(lo)
+    fail: list[tuple[np.ndarray, np.ndarray] | None] = [None] * ranges
+    limit = int(((hi - lo) // _MIN_RECORD + 1024).sum())
+    tags, found = [], 0
+    for b0 in range(int(lo[0]), int(hi[-1]), _BLOCK):
+        tags.append(np.flatnonzero(arr[b0 : min(b0 + _BLOCK, int(hi[-1]))] == _ID_TAG) + b0)
+        found += len(tags[-1])
+        if found > limit:
+            return fail
+    t = np.concatenate(tags)
+    f = np.searchsorted(lo, t, side="right") - 1  # the range each tag byte lies in (-1: before all)
+    fc = np.maximum(f, 0)
+    t, fc = t[(f >= 0) & (t < hi[fc])], fc[(f >= 0) & (t < hi[fc])]
+    tag_lo = lo[fc]
+    keep = (t >= tag_lo + 1) & (arr[t - 1] < 0x80)
+    t, tag_lo, fc = t[keep], tag_lo[keep], fc[keep]
+    starts, plens, files = [t - 1], [np.ones(len(t), np.int64)], [fc]
+    for width in (2, 3):  # as _candidates: every earlier byte of a longer prefix has the continuation bit
+        keep = (t >= tag_lo + width) & (arr[t - width] >= 0x80)
+        t, tag_lo, fc = t[keep], tag_lo[keep], fc[keep]
+        starts.append(t - width)
+        plens.append(np.full(len(t), width, np.int64))
+        files.append(fc)
+    s = np.concatenate(starts)
+    order = np.argsort(s, kind="stable")
+    s, k, fs = s[order], np.concatenate(plens)[order], np.concatenate(files)[order]
+    if not len(s):
+        return fail
+    length = (arr[s] & 0x7F).astype(np.int64)
+    for byte in (1, 2):
+        more = np.flatnonzero(k > byte)
+        length[more] |= (arr[s[more] + byte] & 0x7F).astype(np.int64) << (7 * byte)
+    nxt = s + k + length
+    bad, end = len(s), len(s) + 1
+    j = np.searchsorted(s, nxt)
+    hit = (j < len(s)) & (s[np.minimum(j, len(s) - 1)] == nxt) & (nxt < hi[fs])
+    jump = np.where(hit, j, np.where(nxt == hi[fs], end, bad))
+    jump[length == 0] = bad
+    seed = np.minimum(np.searchsorted(s, lo), len(s) - 1)  # the first candidate of each range
+    seeded = s[seed] == lo  # a range whose first record is no candidate is left to scan_array
+    member = np.ones(len(s), dtype=bool)
+    good = np.zeros(ranges, dtype=bool)
+    for _ in range(_PRUNE_ROUNDS):
+        idx = np.flatnonzero(member)
+        succ, fi = jump[idx], fs[idx]
+        last = np.ones(len(idx), dtype=bool)  # the last kept candidate of its range
+        last[:-1] = fi[1:] != fi[:-1]
+        ok = np.where(last, succ == end, np.append(succ[:-1] == idx[1:], False))
+        good = seeded & (np.bincount(fi[~ok], minlength=ranges) == 0)
+        if good.all():
+            break
+        member = np.zeros(len(s), dtype=bool)
+        member[succ[succ < bad]] = True
+        member[seed[seeded]] = True
+    cut = np.searchsorted(fi, np.arange(ranges + 1)).tolist()
+    result = fail
+    for r in np.flatnonzero(good).tolist():
+        chain = idx[cut[r] : cut[r + 1]]
+        result[r] = (s[chain] + k[chain], length[chain])
+    return result
