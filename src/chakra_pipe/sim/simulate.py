@@ -123,7 +123,10 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     sysc = hw.system
     if hw.rendezvous or (_chunks_at_once(hw) and not _chunks_evaluated_together(hw)):
         return False
-    if any(a.base != "ring" for _, algos in sysc.implementations for a in algos):
+    algos = [a for _, kind in sysc.implementations for a in kind]
+    if any(a.base not in ("ring", "direct") for a in algos):
+        return False
+    if any(a.base == "direct" for a in algos) and not _direct_batches_exact(hw):
         return False
     rings = _rings_used(trace_set, table, hw)
     if rings is None:
@@ -134,6 +137,17 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
             if not (network.one_sender_per_link(pairs) and network.one_sender_per_link([(b, a) for a, b in pairs])):
                 return False
     return True
+
+
+def _direct_batches_exact(hw: HardwareConfig) -> bool:
+    """Whether direct phases may take the aware fast path (``system/direct_aware.py``): a 1-D switch
+    or fully-connected network (each link carries the same number of a phase's messages, the
+    layout ``FifoBatchLinks`` evaluates; a ring's multi-hop routes are not), windows covering every
+    peer (``direct<W>`` below that sends as receives come, message by message), and one chunk of a
+    collective at a time (chunks at once would interleave their windows on each uplink)."""
+    net = hw.network
+    windows = all(a.window == -1 or a.window >= net.npus - 1 for _, kind in hw.system.implementations for a in kind)
+    return net.dims == 1 and net.topology[0] in ("Switch", "FullyConnected") and windows and not _chunks_at_once(hw)
 
 
 def _chunks_at_once(hw: HardwareConfig) -> bool:
@@ -287,7 +301,7 @@ def _simulate(
 
         assert isinstance(network, CongestionAwareNetwork)
         network.check_order()  # pipeline sends share the links with the evaluated ring messages
-    phases = PhaseCoordinator(network, queue, stats) if coordinator is not None and not coordinator.aware else None
+    phases = None if coordinator is None else PhaseCoordinator(network, queue, stats, aware=coordinator.aware)
     workloads = []
     rings: dict = {}
     table = analysis.groups
