@@ -368,6 +368,17 @@ class FifoBatchLinks:
             )
         return out
 
+    @staticmethod
+    def idle(state: list, t: int) -> bool:
+        """Whether every link is free by ``t`` and took its last message before ``t``: then a batch
+        whose messages all reach their links from ``t`` on does not depend on ``state``."""
+        return all(int(free.max()) <= t and int(offered.max()) < t for free, offered, _ in state)
+
+    @staticmethod
+    def shifted(state: list, c: int) -> list:
+        """``state`` with every time moved by ``c`` ns (an outcome kept relative to its starts)."""
+        return [(free + c, offered + c, last) for free, offered, last in state]
+
     def arrive(self, sent: np.ndarray, state: list, after: bool = False) -> tuple[np.ndarray, list]:
         """Arrival at its destination of every message of the batch (``sent``: rows × K send times, in
         each row's program order), and the links' state after them; ``state`` (from :meth:`state` or an

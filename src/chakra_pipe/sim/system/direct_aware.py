@@ -21,7 +21,35 @@ from __future__ import annotations
 
 import numpy as np
 
-from .direct_fast import FastDirect, _Layout
+from .direct_fast import FastDirect, _Layout, _layout, _outcome
+
+
+def outcome(coord, first: FastDirect, starts: list[int], plan_key: tuple) -> tuple[int, tuple[list, list]]:
+    """``(base, (times, delays))``: each member's exit registration at ``base + time``; the links advance.
+
+    When every link of the phase is idle by its first send (free, and its last message arrived
+    before it), the links' state changes nothing (each link's cumulative maximum starts at or after
+    its free time, every order check passes) and the recurrence is max-plus: the outcome and the
+    state it leaves shift with the starts, so they are kept per ring, plan and relative start
+    pattern, as on the unaware network (an LLM step's phases repeat thousands of times)."""
+    lay = _layout(coord, first)
+    links = FifoReceives.links_of(coord, first, lay)
+    state = links.state()
+    base = min(starts)
+    e = int(coord.cached(plan_key, lambda: first.packet_plan(first.parallel_reduce + first.stream_count))[0][0])
+    if not links.idle(state, base + e):
+        return 0, _outcome(coord, first, starts, FifoReceives(lay, links, state))
+    key = ("direct-aware-outcome", first.ring.key, first.direction, plan_key, tuple(s - base for s in starts))
+    hit = coord.cache.get(key)
+    if hit is None:
+        receives = FifoReceives(lay, links, state)
+        times, delays = _outcome(coord, first, starts, receives)
+        end = links.shifted(receives.final, -base)
+        hit = coord.cached(key, lambda: ([t - base for t in times], delays, end))
+    else:
+        hit = hit[0]
+        links.store(links.shifted(hit[2], base))
+    return base, (hit[0], hit[1])
 
 
 class FifoReceives:
@@ -30,15 +58,15 @@ class FifoReceives:
     def __init__(self, lay: _Layout, links, state: list):
         self.lay, self.links = lay, links
         self._state = state  # the links before the phase, then after its reduce-scatter half
-        self._final = state
+        self.final = state  # the links after the last evaluation, left on them by ``done``
         self._recv1: np.ndarray | None = None
 
-    @classmethod
-    def of(cls, coord, first: FastDirect, lay: _Layout) -> FifoReceives:
+    @staticmethod
+    def links_of(coord, first: FastDirect, lay: _Layout):
+        """The network's batch links of this phase's shape (built once per ring, direction and size)."""
         ring, sign = first.ring, int(lay.sign)
         key = ("direct-links", ring.key, sign, first.msg_size)
-        links = coord.cached(key, lambda: _links(coord.network, ring.members, sign, first.msg_size))
-        return cls(lay, links, links.state())
+        return coord.cached(key, lambda: _links(coord.network, ring.members, sign, first.msg_size))
 
     def _sorted(self, sent: np.ndarray, posted: np.ndarray, after: bool) -> tuple[np.ndarray, list]:
         """Each member's receives, sorted: its peer's message's arrival, not before posting."""
@@ -51,7 +79,7 @@ class FifoReceives:
     def first(self, sent: np.ndarray) -> np.ndarray:
         window = np.repeat(sent[:, None], self.lay.flat.shape[1], axis=1)
         recv, self._state = self._sorted(window, sent[:, None], False)
-        self._final = self._state
+        self.final = self._state
         self._recv1 = recv.copy()  # the all-reduce's fixed point may need it after consuming it
         return recv
 
@@ -60,11 +88,11 @@ class FifoReceives:
         return self._recv1.copy()
 
     def second(self, sends: np.ndarray) -> np.ndarray:
-        recv, self._final = self._sorted(sends, sends, True)
+        recv, self.final = self._sorted(sends, sends, True)
         return recv
 
     def done(self) -> None:
-        self.links.store(self._final)
+        self.links.store(self.final)
 
 
 def _links(network, members: list[int], sign: int, size: int):

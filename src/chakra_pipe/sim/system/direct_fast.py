@@ -127,10 +127,9 @@ def evaluate(coord, algos: list[FastDirect]) -> None:
     first = algos[0]
     starts = [a.start_ns for a in algos]
     if coord.aware:
-        from .direct_aware import FifoReceives  # only runs whose direct phases cross FIFO links load it
+        from .direct_aware import outcome  # only runs whose direct phases cross FIFO links load it
 
-        base = 0
-        times, delays = _outcome(coord, first, starts, FifoReceives.of(coord, first, _layout(coord, first)))
+        base, (times, delays) = outcome(coord, first, starts, _plan_key(first))
     else:
         base = min(starts)
         key = ("direct-outcome", first.ring.key, first.direction, _plan_key(first), tuple(s - base for s in starts))
