@@ -84,8 +84,12 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     breaks the first is redone message by message; this function only declines the runs in which the
     check would refuse every time or which the recurrence does not model at all:
 
-    - rendezvous sends, and any algorithm other than ring (halving-doubling, direct and
-      double-binary-tree phases change peers per step; they go message by message);
+    - rendezvous sends, and any algorithm other than ring and direct (halving-doubling and
+      double-binary-tree phases change peers per step; they go message by message). Direct phases
+      take their own aware fast path (``system/direct_aware.py``: each window's hops evaluated at
+      once over the FIFO links, the order checked on every link) where ``_direct_batches_exact``
+      holds — a 1-D switch or fully-connected network, windows covering every peer, one chunk of a
+      collective at a time —, else the run goes message by message;
     - several queues or active chunks per dimension *and* ``preferred_dataset_splits`` > 1, so that
       the chunks of one collective run the same phase on the same ring at once, unless every chunk
       runs at once on a 1-D network with one queue (``_chunks_evaluated_together``). In that case

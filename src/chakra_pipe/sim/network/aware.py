@@ -14,6 +14,7 @@ from collections import deque
 import numpy as np
 
 from .common import LinkConflict, Network, bytes_per_ns
+from .switch import SWITCH
 from .topology import route
 
 # a link's ``sender`` after a point-to-point message of a checked run (``check_order``): never a ring
@@ -298,7 +299,7 @@ class FifoBatchLinks:
     ``sys/direct_fast.py`` sends a direct phase's window at one ns, receiver after receiver), each to
     its own destination. On every link a message starts at ``max(ready, free)`` and holds the link
     ``hold`` ns; with the messages of a link sorted by the time they reach it and one hold per link,
-    the FIFO recurence has a closed form per link::
+    the FIFO recurrence has a closed form per link::
 
         start_k = k·hold + max(free_0, max_{m ≤ k}(ready_m − m·hold))
 
@@ -321,37 +322,52 @@ class FifoBatchLinks:
     :class:`LinkConflict` when built (``simulate`` admits the fast path on those two only).
     """
 
-    def __init__(self, paths: list[list[list[_Link]]], size: int, senders: list[int]):
-        rows, cols = len(paths), len(paths[0]) if paths else 0
-        hops = max((len(path) for row in paths for path in row), default=0)
+    def __init__(self, hops: list[tuple[list[_Link], np.ndarray]], size: int, senders: list[int], cols: int):
+        """``hops[j]``: the links at hop ``j`` and, per message (``row · cols + k``, row ``i`` sent by
+        ``senders[i]``), the index of its ``j``-th link among them (−1: its path is shorter)."""
         self.members = senders  # one entry per sender: what PhaseCoordinator.cached counts
         self._hops: list[tuple] = []
         seen: dict[int, int] = {}
-        for j in range(hops):
-            who = [(i * cols + c, path[j]) for i, row in enumerate(paths) for c, path in enumerate(row) if len(path) > j]
-            index: dict[int, int] = {}
-            links: list[_Link] = []
-            for _, link in who:
+        sender_of = np.repeat(np.asarray(senders, dtype=np.int64), cols)
+        for j, (links, link_of) in enumerate(hops):
+            for link in links:
                 if seen.setdefault(id(link), j) != j:
                     raise LinkConflict("a link lies at two hops of one batch of messages")
-                if id(link) not in index:
-                    index[id(link)] = len(links)
-                    links.append(link)
-            if len(who) % len(links):
+            msgs = np.flatnonzero(link_of >= 0)
+            counts = np.bincount(link_of[msgs], minlength=len(links))
+            if (counts != counts[0]).any():
                 raise LinkConflict("the links of a batch carry different numbers of its messages")
             times = [link.times(size) for link in links]
-            msgs = np.asarray([m for m, _ in who], dtype=np.int64)
             self._hops.append(
                 (
                     links,
                     msgs,
-                    np.asarray([index[id(link)] for _, link in who], dtype=np.int64),
-                    np.asarray([senders[m // cols] for m, _ in who], dtype=np.int64),
+                    link_of[msgs],
+                    sender_of[msgs],
                     np.asarray([t[0] for t in times], dtype=np.int64)[:, None],
                     np.asarray([t[1] for t in times], dtype=np.int64)[:, None],
                 )
             )
-        self.shape = (rows, cols)
+
+    @classmethod
+    def from_paths(cls, paths: list[list[list[_Link]]], size: int, senders: list[int]) -> FifoBatchLinks:
+        """The batch of ``paths[i][k]`` (sender ``i``'s ``k``-th message's links, in order)."""
+        cols = len(paths[0]) if paths else 0
+        flat = [path for row in paths for path in row]
+        hops = []
+        for j in range(max(map(len, flat), default=0)):
+            index: dict[int, int] = {}
+            links: list[_Link] = []
+            link_of = np.full(len(flat), -1, dtype=np.int64)
+            for m, path in enumerate(flat):
+                if len(path) > j:
+                    link = path[j]
+                    n = index.setdefault(id(link), len(links))
+                    if n == len(links):
+                        links.append(link)
+                    link_of[m] = n
+            hops.append((links, link_of))
+        return cls(hops, size, senders, cols)
 
     def state(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Per hop, each link's (free time, last arrival, last sender) as the links hold them now."""
@@ -466,7 +482,22 @@ class CongestionAwareNetwork(Network):
     def batch_links(self, senders: list[int], receivers: list[list[int]], size: int) -> FifoBatchLinks:
         """The hops of ``senders[i]``'s messages to ``receivers[i][0…K−1]`` (``size`` bytes each, in that
         order), evaluated at once: the aware direct fast path asks for these instead of sending."""
-        return FifoBatchLinks([[self._path(s, r) for r in row] for s, row in zip(senders, receivers)], size, senders)
+        if len(self.dims) == 1 and self.cfg.topology[0] == "Switch":
+            # every path is [uplink of the sender, downlink of the receiver] (``_route``'s keys): built
+            # from arrays, not from P·(P−1) routes (a 1,024-member window's would hold ~10⁶ lists)
+            group = (None,)
+            dst = np.asarray(receivers, dtype=np.int64)
+            targets, inverse = np.unique(dst, return_inverse=True)
+            hops = [
+                (
+                    [self._link((0, group, s, SWITCH)) for s in senders],
+                    np.repeat(np.arange(len(senders)), dst.shape[1]),
+                ),
+                ([self._link((0, group, SWITCH, r)) for r in targets.tolist()], inverse.ravel().astype(np.int64)),
+            ]
+            return FifoBatchLinks(hops, size, senders, dst.shape[1])
+        paths = [[self._path(s, r) for r in row] for s, row in zip(senders, receivers)]
+        return FifoBatchLinks.from_paths(paths, size, senders)
 
     def _transmit(self, src: int, dst: int, size: int, full: tuple) -> None:
         path = self._path(src, dst)
