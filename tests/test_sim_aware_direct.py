@@ -136,3 +136,28 @@ def test_generated_llm_steps_with_direct(steps, step: str, caplog) -> None:
     p2p = sum(int((g.types == schema.COMM_SEND_NODE).sum()) for g in ts.ranks)
     assert fast.messages - fast.fast_messages == p2p and fast.fast_messages > 0
     assert_fast_equals_message_path(ts, hw)
+
+
+@pytest.mark.parametrize("step", ["mixtral-t2d4e2", "gpt3-175b-t2d2p2"])
+def test_ring_and_direct_phases_share_the_links(steps, step: str, caplog) -> None:
+    """All-reduces on rings, all-to-alls / all-gathers / reduce-scatters direct: both fast paths
+    evaluate their phases over the same FIFO links (and pipeline sends go one by one beside them),
+    each checking the order the other left; every rank equals the message path."""
+    ts = steps[step]
+    hw = _hw(["Switch"], [len(ts.ranks)], splits=4)
+    system = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4,
+        "collective-optimization": "baseline",
+        "local-mem-bw": 1600,
+        "all-reduce-implementation": ["ring"],
+        **{f"{k}-implementation": ["direct"] for k in KINDS if k != "all-reduce"},
+    }
+    hw = HardwareConfig(SystemConfig.from_dict(system, source="sys"), hw.network, backend="congestion_aware")
+    assert aware_exact(ts, hw)
+    with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
+        fast = simulate(ts, hw, symmetric=False)
+    assert RERUN not in caplog.text and fast.fast_messages > 0
+    assert_fast_equals_message_path(ts, hw)
