@@ -69,6 +69,31 @@ def test_every_collective_type_takes_the_fast_path(
     assert_fast_equals_message_path(ts, hw)
 
 
+@pytest.mark.parametrize("kinds", [["AR"], ["RS", "AG"]])
+@pytest.mark.parametrize("splits", [1, 4])
+@pytest.mark.parametrize("topology", ["Switch", "FullyConnected"])
+@pytest.mark.parametrize("p", [4, 16, 64])
+def test_halving_doubling_takes_the_fast_path(
+    tmp_path: Path, p: int, topology: str, splits: int, kinds: list[str]
+) -> None:
+    """Halving-doubling: each step's messages (one per member, to its partner) one batch over the
+    links, the partners and sizes changing per step; every message evaluated, every rank exact."""
+    ts = _write(tmp_path, p, kinds, stagger_us=0, size=1 << 20)
+    hw = _hw([topology], [p], algo="halvingDoubling", splits=splits)
+    assert aware_exact(ts, hw)
+    fast = simulate(ts, hw, symmetric=False)
+    assert fast.fast_messages == fast.messages > 0
+    assert_fast_equals_message_path(ts, hw)
+
+
+@pytest.mark.parametrize("algo", ["direct", "halvingDoubling"])
+def test_staggered_halving_doubling_and_direct_on_64(tmp_path: Path, algo: str) -> None:
+    """64 members starting 0-12 µs apart: a step's message meeting another sender's still on a
+    downlink is refused and the run redone, or evaluated; equal to ``fast=False`` either way."""
+    ts = _write(tmp_path, 64, ["AR", "RS"], stagger_us=3, size=1 << 20)
+    assert_fast_equals_message_path(ts, _hw(["Switch"], [64], algo=algo, splits=2))
+
+
 @pytest.mark.parametrize("bw", [50, 400])
 @pytest.mark.parametrize("kinds", [["AR", "A2A"], ["AG", "RS"]])
 def test_64_npus(tmp_path: Path, kinds: list[str], bw: float) -> None:
@@ -106,7 +131,7 @@ def test_a_tie_on_a_downlink_reruns_message_by_message(tmp_path: Path, caplog) -
 def test_direct_runs_outside_the_batch_layout_are_declined(tmp_path: Path) -> None:
     """Rings' multi-hop routes (a link carries some senders' messages, not the same number of each),
     several dimensions, windows below P−1 (sends as receives come), chunks at once (windows
-    interleaved on an uplink) and halving-doubling go message by message from the start."""
+    interleaved on an uplink) and double-binary trees go message by message from the start."""
     ts = _write(tmp_path, 8, ["AR"], stagger_us=0)
     assert aware_exact(ts, _hw(["Switch"], [8]))
     assert aware_exact(ts, _hw(["FullyConnected"], [8]))
@@ -116,7 +141,9 @@ def test_direct_runs_outside_the_batch_layout_are_declined(tmp_path: Path) -> No
     assert not aware_exact(ts, _hw(["Switch", "Switch"], [2, 4]))
     assert not aware_exact(ts, _hw(["Switch"], [8], algo="direct3"))
     assert not aware_exact(ts, _hw(["Switch"], [8], splits=2, chunks=2))
-    assert not aware_exact(ts, _hw(["Switch"], [8], algo="halvingDoubling"))
+    assert aware_exact(ts, _hw(["Switch"], [8], algo="halvingDoubling"))
+    assert not aware_exact(ts, _hw(["Ring"], [8], algo="halvingDoubling"))
+    assert not aware_exact(ts, _hw(["Switch"], [8], algo="doubleBinaryTree"))
     fast = simulate(ts, _hw(["Ring"], [8]), symmetric=False)
     assert fast.fast_messages == 0
     assert fast.finish_ns == simulate(ts, _hw(["Ring"], [8]), fast=False).finish_ns
@@ -138,11 +165,12 @@ def test_generated_llm_steps_with_direct(steps, step: str, caplog) -> None:
     assert_fast_equals_message_path(ts, hw)
 
 
-@pytest.mark.parametrize("step", ["mixtral-t2d4e2", "gpt3-175b-t2d2p2"])
-def test_ring_and_direct_phases_share_the_links(steps, step: str, caplog) -> None:
-    """All-reduces on rings, all-to-alls / all-gathers / reduce-scatters direct: both fast paths
+@pytest.mark.parametrize("reduce", ["ring", "halvingDoubling"])
+@pytest.mark.parametrize("step", ["mixtral-t2d4e2", "gpt3-175b-t2d2p2", "llama3-8b-t8d8-zero1"])
+def test_ring_and_direct_phases_share_the_links(steps, step: str, reduce: str, caplog) -> None:
+    """Reductions and gathers on rings or halving-doubling, all-to-alls direct: the fast paths
     evaluate their phases over the same FIFO links (and pipeline sends go one by one beside them),
-    each checking the order the other left; every rank equals the message path."""
+    each checking the order the others left; every rank equals the message path."""
     ts = steps[step]
     hw = _hw(["Switch"], [len(ts.ranks)], splits=4)
     system = {
@@ -152,8 +180,8 @@ def test_ring_and_direct_phases_share_the_links(steps, step: str, caplog) -> Non
         "preferred-dataset-splits": 4,
         "collective-optimization": "baseline",
         "local-mem-bw": 1600,
-        "all-reduce-implementation": ["ring"],
-        **{f"{k}-implementation": ["direct"] for k in KINDS if k != "all-reduce"},
+        **{f"{k}-implementation": [reduce] for k in KINDS if k != "all-to-all"},
+        "all-to-all-implementation": ["direct"],
     }
     hw = HardwareConfig(SystemConfig.from_dict(system, source="sys"), hw.network, backend="congestion_aware")
     assert aware_exact(ts, hw)
