@@ -329,6 +329,10 @@ class FifoBatchLinks:
         self._hops: list[tuple] = []
         seen: dict[int, int] = {}
         sender_of = np.repeat(np.asarray(senders, dtype=np.int64), cols)
+        # each link carries one message of the batch (a halving-doubling step): ``send`` steps each
+        # message's path on the links themselves, in plain Python
+        self._single: dict[int, list[tuple[_Link, int, int]]] | None = {}
+        self._senders = sender_of.tolist()
         for j, (links, link_of) in enumerate(hops):
             for link in links:
                 if seen.setdefault(id(link), j) != j:
@@ -338,6 +342,11 @@ class FifoBatchLinks:
             if (counts != counts[0]).any():
                 raise LinkConflict("the links of a batch carry different numbers of its messages")
             times = [link.times(size) for link in links]
+            if counts[0] != 1:
+                self._single = None
+            elif self._single is not None:  # hop j of message m: (link, latency, hold)
+                for m, n in zip(msgs.tolist(), link_of[msgs].tolist()):
+                    self._single.setdefault(m, []).append((links[n], times[n][0], times[n][1]))
             self._hops.append(
                 (
                     links,
@@ -382,6 +391,28 @@ class FifoBatchLinks:
                     np.asarray([link.sender for link in links], dtype=np.int64),
                 )
             )
+        return out
+
+    def send(self, sent: list[int]) -> list[int]:
+        """Arrival of each message (one per row, ``sent`` its send time) when every link carries one
+        message of the batch, advancing the links themselves: with no link shared inside the batch,
+        each message meets only the links' carried-over state, checked as :meth:`arrive` does
+        (:func:`_bound`, queued message-path messages) — a few list operations per message where the
+        array path costs ~0.3 ms a batch of eight."""
+        single = self._single
+        if single is None:
+            raise TypeError("send() needs a batch with one message per link")
+        out = []
+        for m, (t, s) in enumerate(zip(sent, self._senders)):
+            for link, latency, hold in single.get(m, ()):
+                if link.pending:
+                    raise LinkConflict("a batch of messages reaches a link with messages queued on the message path")
+                if t < _bound(link, s):
+                    raise LinkConflict("a batch of messages reaches a link out of the order it is evaluated in")
+                start = t if t > link.free_at else link.free_at
+                link.offered, link.free_at, link.sender = t, start + hold, s
+                t = start + latency
+            out.append(t)
         return out
 
     @staticmethod

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ...errors import ConfigError
 from .algorithm import AG, AR, RS, PacketAlgorithm
 from .topology import ANTICLOCKWISE, CLOCKWISE
@@ -91,7 +89,7 @@ def evaluate_aware(coord, algos: list[FastHalvingDoubling]) -> None:
     plans = [a.plan() for a in algos]
     steps = len(plans[0][0])
     index = ring.index_of
-    send = np.asarray([a.start_ns + pl[2][0] for a, pl in zip(algos, plans)], dtype=np.int64)
+    send = [a.start_ns + pl[2][0] for a, pl in zip(algos, plans)]
     recv = send
     for k in range(steps):
         partners = tuple(pl[0][k] for pl in plans)
@@ -100,12 +98,11 @@ def evaluate_aware(coord, algos: list[FastHalvingDoubling]) -> None:
             ("hd-links", ring.key, size, partners),
             lambda partners=partners, size=size: coord.network.batch_links(ring.members, [[q] for q in partners], size),
         )
-        arrived, state = links.arrive(send[:, None], links.state())
-        links.store(state)
-        recv = np.maximum(arrived[[index(q) for q in partners], 0], send)
+        arrived = links.send(send)
+        recv = [max(arrived[index(q)], t) for q, t in zip(partners, send)]
         if k < steps - 1:
-            send = recv + np.asarray([pl[2][k + 1] for pl in plans], dtype=np.int64)
+            send = [r + pl[2][k + 1] for r, pl in zip(recv, plans)]
     coord.stats.messages += steps * len(algos)
     coord.stats.fast_messages += steps * len(algos)
-    for algo, t, pl in zip(algos, recv.tolist(), plans):
+    for algo, t, pl in zip(algos, recv, plans):
         coord.exit_at(algo, t, pl[2][steps])
