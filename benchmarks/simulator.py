@@ -10,7 +10,9 @@ gpt3-13b t8d4, mixtral-8x7b t2d8 ep4, gpt3-175b t8 d2/d8/d16 p8 (128/512/1,024 r
 so the script stays within minutes on 2 cores) - on a 1-D switch (both backends), a 1-D
 fully-connected network (aware; sub-group rings take the aware fast path on both 1-D networks,
 pipeline send/recv going message by message beside them) and a 2-D / 3-D switch network (both
-backends; aware: each dimension's ring phases on the aware fast path), ring and direct.
+backends; aware: each dimension's ring phases on the aware fast path), ring and direct (aware
+direct on the 1-D switch and fully-connected network: each window's hops evaluated at once over the
+FIFO links, ``sim/system/direct_aware.py``).
 Each case runs in a fresh process and prints wall and CPU seconds of ``simulate`` (trace columns
 included, loading excluded), messages simulated, of them those a fast path evaluated as a recurrence
 (``fast``) and those sent one by one (``one_by_one``), peak RSS of the process, the largest finish time,
@@ -29,6 +31,8 @@ congestion-aware, ~2.5 s; 1,024-rank gpt3-175b t8d16p8 (all 96 layers) on a 3-D 
 
 ``--compare-src DIR``: run every case also on another tree's ``src`` (e.g. a ``git worktree`` of
 ``main``), alternating the two in one script, and print its CPU and the ratio (``base_cpu``, ``speedup``).
+``SIM_BENCH_FULL=1``: every case on the full engine (``simulate(symmetric=False)``, as for a set whose
+symmetry is not proven), so the fast paths themselves are timed, not the representatives' run.
 ``--active-chunks N``: ``active-chunks-per-dimension`` of every case (default 1; with 4, every chunk of
 a collective runs at once, which the aware ring fast path evaluates as one recurrence on 1-D networks).
     python benchmarks/simulator.py --collectives [--event-max N]
@@ -158,7 +162,7 @@ def _network(sizes: list[int], topology: str = "Switch") -> dict:
 
 
 CASE_SCRIPT = """
-import json, logging, resource, sys, time
+import json, logging, os, resource, sys, time
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
 prefix, backend, event = sys.argv[1], sys.argv[4], sys.argv[5]
@@ -177,7 +181,8 @@ proof.emit = lambda r: quotient.append(r.getMessage().startswith("symmetric run 
 logging.getLogger("chakra_pipe.sim.symmetric_files").addHandler(proof)
 logging.getLogger("chakra_pipe.sim.symmetric_files").setLevel(logging.INFO)
 w0, c0 = time.perf_counter(), time.process_time()
-res = simulate(ts, hw)
+symmetric = os.environ.get("SIM_BENCH_FULL") != "1"  # 1: every rank on the full engine (no quotient)
+res = simulate(ts, hw, symmetric=symmetric)
 wall, cpu = time.perf_counter() - w0, time.process_time() - c0
 out = {"wall": wall, "cpu": cpu, "messages": res.messages, "fast_messages": res.fast_messages,
        "finish": max(res.finish_ns),
@@ -185,7 +190,7 @@ out = {"wall": wall, "cpu": cpu, "messages": res.messages, "fast_messages": res.
        "symmetric": any(quotient)}
 if event == "1":  # both timed with the trace columns already built (the first call builds them)
     w0 = time.perf_counter()
-    simulate(ts, hw)
+    simulate(ts, hw, symmetric=symmetric)
     out["repeat_wall"] = time.perf_counter() - w0
     w0 = time.perf_counter()
     out["equal"] = simulate(ts, hw, fast=False).finish_ns == res.finish_ns
@@ -228,6 +233,8 @@ def realistic(
                 ([ranks], "aware", "ring", "FullyConnected"),  # sub-group rings on the aware fast path
                 ([ranks], "unaware", "ring", "Switch"),
                 ([ranks], "unaware", "direct", "Switch"),
+                ([ranks], "aware", "direct", "Switch"),  # direct windows on the aware fast path (FIFO batches)
+                ([ranks], "aware", "direct", "FullyConnected"),
                 (sizes, "unaware", "ring", "Switch"),
                 (sizes, "aware", "ring", "Switch"),  # per-dimension ring phases on the aware fast path
             ]

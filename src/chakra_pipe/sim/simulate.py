@@ -84,8 +84,12 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     breaks the first is redone message by message; this function only declines the runs in which the
     check would refuse every time or which the recurrence does not model at all:
 
-    - rendezvous sends, and any algorithm other than ring (halving-doubling, direct and
-      double-binary-tree phases change peers per step; they go message by message);
+    - rendezvous sends, and double-binary-tree phases (they go message by message). Direct and
+      halving-doubling phases take their own aware fast path (``system/direct_aware.py``,
+      ``halving_doubling.evaluate_aware``: each window's or step's hops evaluated at once over the
+      FIFO links, the order checked on every link) where ``_batches_exact``
+      holds — a 1-D switch or fully-connected network, windows covering every peer, one chunk of a
+      collective at a time —, else the run goes message by message;
     - several queues or active chunks per dimension *and* ``preferred_dataset_splits`` > 1, so that
       the chunks of one collective run the same phase on the same ring at once, unless every chunk
       runs at once on a 1-D network with one queue (``_chunks_evaluated_together``). In that case
@@ -123,7 +127,10 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     sysc = hw.system
     if hw.rendezvous or (_chunks_at_once(hw) and not _chunks_evaluated_together(hw)):
         return False
-    if any(a.base != "ring" for _, algos in sysc.implementations for a in algos):
+    algos = [a for _, kind in sysc.implementations for a in kind]
+    if any(a.base not in ("ring", "direct", "halvingDoubling") for a in algos):
+        return False
+    if any(a.base != "ring" for a in algos) and not _batches_exact(hw):
         return False
     rings = _rings_used(trace_set, table, hw)
     if rings is None:
@@ -134,6 +141,18 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
             if not (network.one_sender_per_link(pairs) and network.one_sender_per_link([(b, a) for a, b in pairs])):
                 return False
     return True
+
+
+def _batches_exact(hw: HardwareConfig) -> bool:
+    """Whether direct and halving-doubling phases may take the aware fast path
+    (``system/direct_aware.py``, ``halving_doubling.evaluate_aware``): a 1-D switch or
+    fully-connected network (each link carries the same number of a window's or step's messages,
+    the layout ``FifoBatchLinks`` evaluates; a ring's multi-hop routes are not), windows covering
+    every peer (``direct<W>`` below that sends as receives come, message by message), and one chunk
+    of a collective at a time (chunks at once would interleave their windows on each uplink)."""
+    net = hw.network
+    windows = all(a.window == -1 or a.window >= net.npus - 1 for _, kind in hw.system.implementations for a in kind)
+    return net.dims == 1 and net.topology[0] in ("Switch", "FullyConnected") and windows and not _chunks_at_once(hw)
 
 
 def _chunks_at_once(hw: HardwareConfig) -> bool:
@@ -287,7 +306,7 @@ def _simulate(
 
         assert isinstance(network, CongestionAwareNetwork)
         network.check_order()  # pipeline sends share the links with the evaluated ring messages
-    phases = PhaseCoordinator(network, queue, stats) if coordinator is not None and not coordinator.aware else None
+    phases = None if coordinator is None else PhaseCoordinator(network, queue, stats, aware=coordinator.aware)
     workloads = []
     rings: dict = {}
     table = analysis.groups

@@ -22,7 +22,6 @@ message by message.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -76,6 +75,7 @@ class _Layout:
         flat += cols - 1
         self.flat = flat
         self.rows = np.arange(p)
+        self.sign = sign
 
 
 _NET_ROWS = 64  # members whose delays are computed at once: the closed form's temporaries stay ~0.5 MB
@@ -122,14 +122,20 @@ def _recv(send: np.ndarray, lay: _Layout, net: np.ndarray) -> np.ndarray:
 def evaluate(coord, algos: list[FastDirect]) -> None:
     """Schedule every member's exit. The recurrence is max-plus, so shifting every start by ``c``
     shifts every exit by ``c``: the outcome is cached per shape and relative start pattern (LLM steps
-    start a group's phases in a few patterns, mostly all at once, thousands of times)."""
+    start a group's phases in a few patterns, mostly all at once, thousands of times). On the aware
+    network the links' state enters too: ``direct_aware.py``, never cached."""
     first = algos[0]
     starts = [a.start_ns for a in algos]
-    base = min(starts)
-    w, nzl = first.parallel_reduce, first.non_zero_latency_packets()
-    plan_key = ("direct-plan", first.ctype, w, nzl, first.local, first.msg_size)
-    key = ("direct-outcome", first.ring.key, first.direction, plan_key, tuple(s - base for s in starts))
-    times, delays = coord.cached(key, lambda: _outcome(coord, first, [s - base for s in starts], plan_key))
+    if coord.aware:
+        from .direct_aware import outcome  # only runs whose direct phases cross FIFO links load it
+
+        base, (times, delays) = outcome(coord, first, starts, _plan_key(first))
+    else:
+        base = min(starts)
+        key = ("direct-outcome", first.ring.key, first.direction, _plan_key(first), tuple(s - base for s in starts))
+        times, delays = coord.cached(
+            key, lambda: _outcome(coord, first, [s - base for s in starts], _ClosedReceives.of(coord, first))
+        )
     messages = first.ring.size * first.stream_count
     coord.stats.messages += messages
     coord.stats.fast_messages += messages
@@ -137,27 +143,68 @@ def evaluate(coord, algos: list[FastDirect]) -> None:
         coord.exit_at(algo, base + t, delay)
 
 
-def _outcome(coord, first: FastDirect, starts: list[int], plan_key: tuple) -> tuple[list[int], list[int]]:
-    """Each member's exit registration: (time, delay), for members starting at ``starts``."""
-    ring, p = first.ring, first.ring.size
-    w, half, total = first.parallel_reduce, p - 1, first.stream_count
-    sign = 1 if first.direction == CLOCKWISE else -1
-    lay = coord.cached(("direct-layout", p, sign), lambda: _Layout(p, sign))
+def _plan_key(first: FastDirect) -> tuple:
+    """What a phase's packet plan depends on (``FastDirect.packet_plan``)."""
+    w, nzl = first.parallel_reduce, first.non_zero_latency_packets()
+    return ("direct-plan", first.ctype, w, nzl, first.local, first.msg_size)
 
-    net = coord.cached(("direct-net", ring.key, sign, first.msg_size), lambda: _net(coord, ring, lay, first.msg_size))
-    d, flags = coord.cached(plan_key, lambda: first.packet_plan(w + total))
+
+def _layout(coord, first: FastDirect) -> _Layout:
+    p, sign = first.ring.size, 1 if first.direction == CLOCKWISE else -1
+    return coord.cached(("direct-layout", p, sign), lambda: _Layout(p, sign))
+
+
+class _ClosedReceives:
+    """The receives of a direct phase on the unaware network: the peer's send plus a fixed delay
+    (:func:`_recv`); the aware counterpart, over FIFO links, is ``direct_aware.FifoReceives``."""
+
+    def __init__(self, lay: _Layout, net: np.ndarray):
+        self.lay, self.net = lay, net
+        self._sent: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, coord, first: FastDirect) -> _ClosedReceives:
+        lay, ring, sign = _layout(coord, first), first.ring, 1 if first.direction == CLOCKWISE else -1
+        key = ("direct-net", ring.key, sign, first.msg_size)
+        return cls(lay, coord.cached(key, lambda: _net(coord, ring, lay, first.msg_size)))
+
+    def first(self, sent: np.ndarray) -> np.ndarray:
+        """The sorted receives of the window sent at ``sent`` (one time per member)."""
+        self._sent = sent
+        return _recv(sent, self.lay, self.net)
+
+    def again(self) -> np.ndarray:
+        """:meth:`first`'s result once more (recomputed: holding it would cost a matrix at 1,024 members)."""
+        assert self._sent is not None
+        return _recv(self._sent, self.lay, self.net)
+
+    def second(self, sends: np.ndarray) -> np.ndarray:
+        """The sorted receives of an all-reduce's all-gather half (``sends``: each member's, in order)."""
+        return _recv(sends, self.lay, self.net)
+
+    def done(self) -> None:
+        """The evaluation is final (the aware receives leave their links here)."""
+
+
+def _outcome(coord, first: FastDirect, starts: list[int], receives) -> tuple[list[int], list[int]]:
+    """Each member's exit registration: (time, delay), for members starting at ``starts``."""
+    p = first.ring.size
+    w, half, total = first.parallel_reduce, p - 1, first.stream_count
+    d, flags = coord.cached(_plan_key(first), lambda: first.packet_plan(w + total))
+    rows = receives.lay.rows
     e = int(d[0])  # the first W packets never carry a reduction
     sent = np.asarray(starts, dtype=np.int64) + e  # all W = P-1 first sends
     # each member exits in its last general: found half by half, the reduce-scatter half's before
     # its receives become the all-gather's sends (one P x (P-1) matrix fewer at a time)
     rs, ag = slice(w, w + half), slice(w + half, w + 2 * half)
-    recv1 = _recv(sent, lay, net)
-    best, at, processed = _last_general(recv1, d[rs], flags[rs], lay.rows)
+    recv1 = receives.first(sent)
+    best, at, processed = _last_general(recv1, d[rs], flags[rs], rows)
     if first.ctype == AR:
-        recv2 = _all_gather(recv1, d[rs], lay, net, d[ag], lambda: _recv(sent, lay, net))
-        g, r, f = _last_general(recv2, d[ag], flags[ag], lay.rows)
+        recv2 = _all_gather(recv1, d[rs], d[ag], receives)
+        g, r, f = _last_general(recv2, d[ag], flags[ag], rows)
         later = g > best  # on a tie the reduce-scatter half's general stays the last one
         at, processed = np.where(later, r, at), np.where(later, f, processed)
+    receives.done()
     # a reduction packet's bus-hop callback registers the reduction delay; any other is the last one
     pd = first.sys.reduction_delay(first.msg_size)
     times = np.where(processed, at + e, at).tolist()
@@ -175,13 +222,11 @@ def _last_general(recv: np.ndarray, d: np.ndarray, flags: np.ndarray, rows: np.n
     return gen, recv[rows, m], flags[m]
 
 
-def _all_gather(
-    recv1: np.ndarray, d1: np.ndarray, lay: _Layout, net: np.ndarray, d2: np.ndarray, again: Callable[[], np.ndarray]
-) -> np.ndarray:
+def _all_gather(recv1: np.ndarray, d1: np.ndarray, d2: np.ndarray, receives) -> np.ndarray:
     """The all-gather receives of an all-reduce (sorted per member), given its reduce-scatter receives.
 
-    ``recv1`` is consumed (its matrix becomes the all-gather sends); ``again()`` computes it anew,
-    needed only when the fixed point iterates."""
+    ``recv1`` is consumed (its matrix becomes the all-gather sends); ``receives.again()`` gives it
+    anew, needed only when the fixed point iterates."""
     last = recv1[:, -1:].copy()
     used = recv1
     used += d1
@@ -196,11 +241,11 @@ def _all_gather(
         # matrix fewer at 1,024 members.
         top = used[:, -1].copy()
         np.maximum(used, g_star, out=used)
-        recv2 = _recv(used, lay, net)
+        recv2 = receives.second(used)
         recv2 += d2  # the generals, in place; undone before returning
         settled = bool((recv2.min(axis=1) >= top).all())  # no all-gather general overtakes a reduce-scatter one
         if not settled:
-            generals1 = again()
+            generals1 = receives.again()
             generals1 += d1
             merged = np.sort(np.concatenate([generals1, recv2], axis=1), axis=1)[:, :half]
             settled = np.array_equal(np.maximum(merged, g_star), used)

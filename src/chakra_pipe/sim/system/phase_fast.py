@@ -29,8 +29,11 @@ class FastPathDeclined(Exception):
 class PhaseCoordinator:
     """Collects the members of direct / double-binary-tree phases and evaluates each when all started."""
 
-    def __init__(self, network, queue, stats):
+    def __init__(self, network, queue, stats, aware: bool = False):
+        """``aware``: the network is the congestion-aware one, whose FIFO links the direct phases
+        cross (``direct_aware.py``; only direct phases get this coordinator there)."""
         self.network, self.queue, self.stats = network, queue, stats
+        self.aware = aware
         self._waiting: dict[tuple, dict[int, Any]] = {}
         self.cache: dict[tuple, tuple[Any, int]] = {}  # per-topology tables the evaluations build once
         self._cache_bytes = 0

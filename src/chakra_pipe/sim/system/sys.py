@@ -202,7 +202,8 @@ class Sys:
         if base == "halvingDoubling":
             from .halving_doubling import FastHalvingDoubling, HalvingDoubling
 
-            fast = self.ring_coordinator is not None and not self.ring_coordinator.aware
+            coord = self.ring_coordinator  # on the aware network its steps go through the phase coordinator
+            fast = coord is not None and (not coord.aware or self.phase_coordinator is not None)
             return (FastHalvingDoubling if fast else HalvingDoubling)(ctype, self, topo, size)
         if ctype != AR:
             raise ConfigError(

@@ -1,0 +1,102 @@
+"""The receives of a direct phase on the congestion-aware network: FIFO links, all members at once.
+
+``direct_fast.py`` turns a direct phase's receives into every member's exit (order statistics over
+them, the all-reduce's fixed point); on the unaware network a receive is the peer's send plus a
+fixed delay. Here each message crosses FIFO links (an uplink and a downlink through a switch, one
+pair link on a fully-connected network), so a receive depends on every message queued before it on
+those links: the network evaluates the whole window at once (``network.batch_links``, whose class
+says why the per-link cumulative maximum is the FIFO recurrence) and checks that the order it
+assumes is the message path's, else :class:`LinkConflict` and ``simulate`` reruns message by message.
+
+What the event path does that this reproduces: member ``i`` offers its window's P−1 messages at one
+ns, receiver after receiver (send ``j`` to ring offset ``±(j+1)``), so its uplink takes them in that
+order; every other link takes them by arrival. An all-reduce's all-gather sends follow its
+reduce-scatter receives, and are evaluated from the links' state after the reduce-scatter half (its
+fixed point in ``direct_fast._all_gather`` may evaluate them several times from that state); the
+links must then take every all-gather message after every reduce-scatter one (``after``), else
+:class:`LinkConflict`. Only the final evaluation is left on the links (:meth:`FifoReceives.done`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .direct_fast import FastDirect, _Layout, _layout, _outcome
+
+
+def outcome(coord, first: FastDirect, starts: list[int], plan_key: tuple) -> tuple[int, tuple[list, list]]:
+    """``(base, (times, delays))``: each member's exit registration at ``base + time``; the links advance.
+
+    When every link of the phase is idle by its first send (free, and its last message arrived
+    before it), the links' state changes nothing (each link's cumulative maximum starts at or after
+    its free time, every order check passes) and the recurrence is max-plus: the outcome and the
+    state it leaves shift with the starts, so they are kept per ring, plan and relative start
+    pattern, as on the unaware network (an LLM step's phases repeat thousands of times)."""
+    lay = _layout(coord, first)
+    links = FifoReceives.links_of(coord, first, lay)
+    state = links.state()
+    base = min(starts)
+    e = int(coord.cached(plan_key, lambda: first.packet_plan(first.parallel_reduce + first.stream_count))[0][0])
+    if not links.idle(state, base + e):
+        return 0, _outcome(coord, first, starts, FifoReceives(lay, links, state))
+    key = ("direct-aware-outcome", first.ring.key, first.direction, plan_key, tuple(s - base for s in starts))
+    hit = coord.cache.get(key)
+    if hit is None:
+        receives = FifoReceives(lay, links, state)
+        times, delays = _outcome(coord, first, starts, receives)
+        end = links.shifted(receives.final, -base)
+        hit = coord.cached(key, lambda: ([t - base for t in times], delays, end))
+    else:
+        hit = hit[0]
+        links.store(links.shifted(hit[2], base))
+    return base, (hit[0], hit[1])
+
+
+class FifoReceives:
+    """``direct_fast._ClosedReceives``' interface over the aware network's FIFO links."""
+
+    def __init__(self, lay: _Layout, links, state: list):
+        self.lay, self.links = lay, links
+        self._state = state  # the links before the phase, then after its reduce-scatter half
+        self.final = state  # the links after the last evaluation, left on them by ``done``
+        self._recv1: np.ndarray | None = None
+
+    @staticmethod
+    def links_of(coord, first: FastDirect, lay: _Layout):
+        """The network's batch links of this phase's shape (built once per ring, direction and size)."""
+        ring, sign = first.ring, int(lay.sign)
+        key = ("direct-links", ring.key, sign, first.msg_size)
+        return coord.cached(key, lambda: _links(coord.network, ring.members, sign, first.msg_size))
+
+    def _sorted(self, sent: np.ndarray, posted: np.ndarray, after: bool) -> tuple[np.ndarray, list]:
+        """Each member's receives, sorted: its peer's message's arrival, not before posting."""
+        arrived, state = self.links.arrive(sent, self._state, after)
+        out = np.take(arrived, self.lay.flat)  # row d: the message of lay.src[d, j]'s send j
+        np.maximum(out, posted, out=out)
+        out.sort(axis=1)
+        return out, state
+
+    def first(self, sent: np.ndarray) -> np.ndarray:
+        window = np.repeat(sent[:, None], self.lay.flat.shape[1], axis=1)
+        recv, self._state = self._sorted(window, sent[:, None], False)
+        self.final = self._state
+        self._recv1 = recv.copy()  # the all-reduce's fixed point may need it after consuming it
+        return recv
+
+    def again(self) -> np.ndarray:
+        assert self._recv1 is not None
+        return self._recv1.copy()
+
+    def second(self, sends: np.ndarray) -> np.ndarray:
+        recv, self.final = self._sorted(sends, sends, True)
+        return recv
+
+    def done(self) -> None:
+        self.links.store(self.final)
+
+
+def _links(network, members: list[int], sign: int, size: int):
+    """The network's batch links of a phase: member ``i``'s send ``j`` goes to ring offset ``sign·(j+1)``."""
+    p = len(members)
+    receivers = [[members[(i + sign * (j + 1)) % p] for j in range(p - 1)] for i in range(p)]
+    return network.batch_links(members, receivers, size)
