@@ -159,11 +159,24 @@ def walk_records(buf: bytes, file: str = "<bytes>", count: int | None = None) ->
     return starts, lengths, pos
 
 
+_PROTOBUF: tuple = ()
+
+
+def _protobuf() -> tuple:
+    """``(DecodeError, UnknownFieldSet)``, imported on the first decoded message and kept: a small
+    simulate never imports protobuf, and an import statement per call doubled a node's decode."""
+    global _PROTOBUF
+    if not _PROTOBUF:
+        from google.protobuf.message import DecodeError
+        from google.protobuf.unknown_fields import UnknownFieldSet
+
+        _PROTOBUF = (DecodeError, UnknownFieldSet)
+    return _PROTOBUF
+
+
 def _check_known(msg, file: str, offset: int, what: str) -> None:
     """Reject unknown fields: Chakra never writes them, so they mean a foreign or legacy file."""
-    from google.protobuf.unknown_fields import UnknownFieldSet  # protobuf only where a message is decoded
-
-    unknown = UnknownFieldSet(msg)
+    unknown = (_PROTOBUF or _protobuf())[1](msg)
     if len(unknown):
         raise TraceFormatError(
             f"{what} has unknown field {unknown[0].field_number} (not a Chakra trace, or a pre-2023 proto2 trace)",
@@ -173,11 +186,10 @@ def _check_known(msg, file: str, offset: int, what: str) -> None:
 
 
 def parse_metadata(payload: bytes, file: str = "<bytes>", offset: int = 0):
-    from google.protobuf.message import DecodeError
-
+    decode_error = (_PROTOBUF or _protobuf())[0]
     try:
         md = schema.GlobalMetadata.FromString(payload)
-    except DecodeError as exc:
+    except decode_error as exc:
         raise TraceFormatError(
             f"GlobalMetadata does not parse: {exc} (not a Chakra trace?)", file=file, where=f"byte {offset}"
         ) from None
@@ -189,11 +201,10 @@ def parse_metadata(payload: bytes, file: str = "<bytes>", offset: int = 0):
 
 def parse_node(payload: bytes, file: str = "<bytes>", offset: int = 0):
     """Decode one Node record strictly (protobuf errors and unknown fields are format errors)."""
-    from google.protobuf.message import DecodeError
-
+    decode_error = (_PROTOBUF or _protobuf())[0]
     try:
         node = schema.Node.FromString(payload)
-    except DecodeError as exc:
+    except decode_error as exc:
         raise TraceFormatError(f"node record does not parse: {exc}", file=file, where=f"byte {offset}") from None
     _check_known(node, file, offset, "node")
     for attr in node.attr:

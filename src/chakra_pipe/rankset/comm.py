@@ -2,9 +2,10 @@
 
 The per-node problems (missing or non-integer attributes, CPU-side communication, a collective ASTRA-
 sim cannot chunk) are the ``comm-node`` rule of :mod:`.file_rules`; this module turns the nodes that
-passed into :class:`CommSpec` records the cross-rank matching, the finish proof and the replay plan
-read. One key per point-to-point channel, ``(src, dst, tag)``, is used everywhere: messages on a
-channel pair up in issue order, and a pair whose sizes differ is a mismatch on that channel.
+passed into :class:`CommSpecs` — one rank's specs as columns, a :class:`CommSpec` built only for the
+node a caller asks about — which the cross-rank matching, the finish proof and the replay plan read.
+One key per point-to-point channel, ``(src, dst, tag)``, is used everywhere: messages on a channel
+pair up in issue order, and a pair whose sizes differ is a mismatch on that channel.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from ..et.traceset import WORLD_PG_NAMES
 
 KIND_COLL, KIND_SEND, KIND_RECV = "coll", "send", "recv"
 KINDS = (KIND_COLL, KIND_SEND, KIND_RECV)  # by the kind codes of CommSpecs.kind
+COLL, SEND, RECV = range(len(KINDS))  # the kind codes
+NO_GROUP = -2  # group code of a collective whose pg_name names no group (it gets no spec)
 WORLD = ""  # canonical name of the default group ("" and "0" both select it, §2.5)
 
 # Attributes a communication node needs, by node type (chakra-format.md §9 items 15 and 17).
@@ -138,16 +141,17 @@ def comm_specs(g: TraceGraph, rank: int, usable: list[int], groups: dict[str, tu
     """
     names = tuple(groups)
     number = {name: k for k, name in enumerate(names)}  # by pg_name: canonical_group's aliases too
-    number.update(dict.fromkeys(WORLD_PG_NAMES, number.get(WORLD, -2)))
+    number.update(dict.fromkeys(WORLD_PG_NAMES, number.get(WORLD, NO_GROUP)))
     idx = np.asarray(usable, dtype=np.int32)
     types = g.types[idx]
-    kind = np.where(types == schema.COMM_COLL_NODE, 0, np.where(types == schema.COMM_SEND_NODE, 1, 2)).astype(np.int8)
+    kind = np.where(types == schema.COMM_SEND_NODE, SEND, RECV)
+    kind = np.where(types == schema.COMM_COLL_NODE, COLL, kind).astype(np.int8)
     group = np.full(len(idx), -1, dtype=np.int32)
-    coll = np.flatnonzero(kind == 0)
+    coll = np.flatnonzero(kind == COLL)
     if len(coll):
         pg = g.pg_name.get
-        group[coll] = [number.get(pg(i, ""), -2) for i in idx[coll].tolist()]
-    keep = group != -2  # collectives naming no group: no spec
+        group[coll] = [number.get(pg(i, ""), NO_GROUP) for i in idx[coll].tolist()]
+    keep = group != NO_GROUP
     idx, kind, group = idx[keep], kind[keep], group[keep]
     sizes = np.where(g.has_int("comm_size"), g.attr_value["comm_size"], 0)[idx]
     if (sizes >= 0).all():
@@ -158,9 +162,9 @@ def comm_specs(g: TraceGraph, rank: int, usable: list[int], groups: dict[str, tu
     channel = np.stack(
         [g.int_attr("comm_src", rank)[idx], g.int_attr("comm_dst", rank)[idx], g.int_attr("comm_tag", 0)[idx]], axis=1
     )
-    channel[kind == 0] = (-1, -1, 0)
+    channel[kind == COLL] = (-1, -1, 0)
     if channel.size and -(2**31) <= channel.min() and channel.max() < 2**31:  # the usual case: half the bytes
         channel = channel.astype(np.int32)
     # int8: a collective's comm_type is in 0..9, or it has a comm-node problem and no spec
-    comm_type = np.where(kind == 0, g.int_attr("comm_type", -1)[idx], -1).astype(np.int8)
+    comm_type = np.where(kind == COLL, g.int_attr("comm_type", -1)[idx], -1).astype(np.int8)
     return CommSpecs(len(g), idx, kind, comm_type, nbytes, group, channel, names, tuple(groups.values()))

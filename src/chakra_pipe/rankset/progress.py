@@ -17,8 +17,9 @@ from collections import defaultdict, deque
 
 import numpy as np
 
+from .comm import COLL, RECV, SEND
 from .graphalgo import children_csr
-from .set_rules import COLL, RECV, SEND, RankView, channel_positions
+from .set_rules import RankView, channel_positions
 from .slots import SLOT_COMM
 
 STUCK_LIST_LIMIT = 20  # stuck node ids listed per rank

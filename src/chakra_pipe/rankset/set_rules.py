@@ -25,12 +25,10 @@ from functools import cached_property
 import numpy as np
 
 from ..et.graph import TraceGraph
-from .comm import KIND_SEND, KINDS, WORLD, CommSpecs
+from .comm import COLL, KIND_SEND, SEND, WORLD, CommSpecs
 from .file_rules import FileResult
 from .groups import GroupTable, id_list
 from .problems import ERROR, Finding
-
-COLL, SEND, RECV = (KINDS.index(k) for k in KINDS)
 
 
 @dataclass(frozen=True)
@@ -55,16 +53,9 @@ class RankView:
     def node(self, i: int) -> int:
         return int(self.graph.ids[i])
 
-    def in_order(self, kind: str | None = None) -> list[int]:
-        """Records with a comm spec (of ``kind``, or any) in this rank's issue order."""
-        order = self._comm_in_order
-        if kind is not None:
-            order = order[self.specs.kind[self.specs.rows(order)] == KINDS.index(kind)]
-        return order.tolist()
-
     @cached_property
     def _comm_in_order(self) -> np.ndarray:
-        """Every rule and the proof ask for these (four walks of the whole issue order a rank)."""
+        """The records with a comm spec in issue order (one mask of the issue order a rank)."""
         order = self.result.issue_order
         return order[self.specs.pos[order] >= 0]
 
@@ -97,11 +88,6 @@ class RankView:
 
 def _label(name: str) -> str:
     return "the world group" if name == WORLD else f"group {name!r}"
-
-
-def collective_sequences(view: RankView) -> dict[str, list[int]]:
-    """COMM_COLL records of one rank by canonical group name, in the rank's issue order."""
-    return {name: seq.records.tolist() for name, seq in view.sequences.items()}
 
 
 def reference_rank(members: tuple[int, ...], counts: dict[int, int]) -> int:
