@@ -201,8 +201,9 @@ def _array(pa, kind: str, values: list[Any]):
     import numpy as np
 
     if kind == "float64":
-        valid = np.array([v is not None and v == v for v in values], dtype=bool)  # v != v: NaN
-        data = np.array([v if ok else 0.0 for v, ok in zip(values, valid.tolist())], dtype=np.float64)
+        data = np.array(values, dtype=np.float64)  # None -> NaN
+        valid = ~np.isnan(data)
+        data[~valid] = 0.0
     elif kind == "large_string":
         valid = np.array([v is not None for v in values], dtype=bool)
         encoded = [str(v).encode() if v is not None else b"" for v in values]
@@ -210,8 +211,11 @@ def _array(pa, kind: str, values: list[Any]):
         np.cumsum([len(e) for e in encoded], out=offsets[1:])
         data = None
     else:
-        valid = np.array([v is not None for v in values], dtype=bool)
-        data = np.array([0 if v is None else v for v in values], dtype=np.dtype(kind))
+        try:  # most columns have no nulls
+            data, valid = np.array(values, dtype=np.dtype(kind)), np.ones(len(values), dtype=bool)
+        except TypeError:
+            valid = np.array([v is not None for v in values], dtype=bool)
+            data = np.array([0 if v is None else v for v in values], dtype=np.dtype(kind))
     nulls = len(values) - int(valid.sum())
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes()) if nulls else None
     if data is None:
