@@ -195,6 +195,43 @@ def test_collectives_table_per_point_rank_and_collective(plan, tmp_path):
     assert meta == UNITS and "10^9" in meta["busbw_GBps"]
 
 
+def test_shard_part_writer_matches_the_pandas_writer_byte_for_byte(tmp_path):
+    """A shard writes its collectives part without pandas: same bytes as ``write_table(frame(rows))``
+    (nulls, NaN bandwidths, uint64 node ids, non-ASCII names), so aggregation reads the same dtypes."""
+    import subprocess
+    import sys
+
+    from chakra_pipe.results.collectives import frame, read_table, write_rows, write_table
+
+    base = {
+        "campaign": "c",
+        "workload": "wé",
+        "source": "simulated",
+        "point_id": "p[x=1]",
+        "backend": "congestion_unaware",
+        "comm_type": "ALL_REDUCE",
+        "group": "world",
+        "group_size": 8,
+        "comm_size_bytes": 1 << 20,
+        "nccl_size_bytes": 1 << 20,
+        "start_ns": 0,
+        "end_ns": 64440,
+        "duration_ns": 64440,
+        "algbw_GBps": 16.27,
+        "busbw_GBps": 28.5,
+    }
+    odd = {"nccl_size_bytes": None, "start_ns": None, "algbw_GBps": float("nan"), "busbw_GBps": None, "group": ""}
+    for rows in ([], [{**base, "rank": r, "node_id": (1 << 64) - 1 - r, **(odd if r % 3 else {})} for r in range(11)]):
+        old, new = tmp_path / "old.parquet", tmp_path / "new.parquet"
+        write_table(frame(rows), old)
+        write_rows(rows, new)
+        assert new.read_bytes() == old.read_bytes()
+        assert read_table(new).equals(frame(rows))  # NaN is read back as NaN, as from the pandas writer
+    code = "import sys; from chakra_pipe.results.collectives import write_rows; "
+    code += f"write_rows([], {str(tmp_path / 'x.parquet')!r}); print('pandas' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
 def test_replay_collectives_rows_use_nccl_tests_bandwidths():
     from chakra_pipe.results.collectives import frame, replayed_rows
 

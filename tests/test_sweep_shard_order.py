@@ -76,7 +76,7 @@ def test_shard_files_match_one_point_per_shard_and_check_once_per_splits(fixture
     whole = _plan(fixtures_dir, tmp_path / "whole", shard_size=6)
     out = tmp_path / "whole.csv"
     assert run_shard(whole, "ar8", 0, out) == 0
-    assert sorted(calls) == SPLITS  # one rank-set check per splits value, not one per point
+    assert calls == SPLITS[:1]  # no all-gather: one rank-set check serves every splits value
 
     single = _plan(fixtures_dir, tmp_path / "single", shard_size=1)
     parts = [tmp_path / f"p{i}.csv" for i in range(6)]
@@ -102,3 +102,26 @@ def test_a_bad_section_fails_each_time_after_good_ones_were_cached(fixtures_dir,
         with pytest.raises(ConfigError) as err:
             check_hardware(bad, point.system, None)
         assert err.value.where.startswith("network.")
+
+
+@pytest.mark.parametrize("size", [3, 4])
+def test_a_check_is_reused_across_splits_values_only_where_no_all_gather_size_lies_between(size, tmp_path):
+    """The splits value enters the check only through the all-gather rule (size < splits, the value in
+    its message): a cached check serves another value when every all-gather is at least as large as
+    both, and each value's findings and comm specs are those of a fresh check."""
+    from chakra_pipe.cli import main
+    from chakra_pipe.et.traceset import TraceSet
+
+    prefix = tmp_path / "ag"
+    argv = ["generate", "collective", "--type", "all_gather", "--npus", "4", "--size", str(size), "--out", str(prefix)]
+    assert main(argv) == 0
+    ts = TraceSet.load(str(prefix))
+    cached, checked = analysis.analyze(ts, dataset_splits=1), 1
+    for splits in (2, 3, 4, 5, 2, 1):
+        got = analysis.analyze(ts, dataset_splits=splits)
+        fresh = analysis._analyze(ts, ts.comm_groups, str(ts.comm_groups_file), splits, False)
+        assert got.findings == fresh.findings and [v.specs for v in got.ranks] == [v.specs for v in fresh.ranks]
+        assert any("smaller than preferred-dataset-splits" in f.message for f in got.findings) == (splits > size)
+        assert (got is cached) == (max(checked, splits) <= size)
+        if got is not cached:
+            cached, checked = got, splits

@@ -16,6 +16,7 @@ import json
 import weakref
 from dataclasses import dataclass, field
 
+from ..et import schema
 from ..et.traceset import TraceSet
 from .comm import comm_specs
 from .file_rules import FileChecker, FileResult
@@ -170,15 +171,32 @@ def analyze(
         comm_groups = ts.comm_groups
         if ts.comm_groups_file is not None:
             groups_file = str(ts.comm_groups_file)
-    key = (json.dumps(comm_groups, sort_keys=True), groups_file, dataset_splits, full)
+    key = (json.dumps(comm_groups, sort_keys=True), groups_file, full)
     hit = _CACHE.get(id(ts))
-    if hit is not None and hit[0]() is ts and hit[1] == key:
-        return hit[2]
+    if hit is not None and hit[0]() is ts and hit[1][:-1] == key:
+        if hit[1][-1] == dataset_splits or not _all_gather_below(ts, max(hit[1][-1], dataset_splits)):
+            return hit[2]
     for k in [k for k, (ref, _, _) in _CACHE.items() if ref() is None]:
         del _CACHE[k]
     analysis = _analyze(ts, comm_groups, groups_file or ts.prefix, dataset_splits, full)
-    _CACHE[id(ts)] = (weakref.ref(ts), key, analysis)  # one entry per set: a sweep repeats one key
+    _CACHE[id(ts)] = (weakref.ref(ts), (*key, dataset_splits), analysis)  # one per set: a sweep repeats one key
     return analysis
+
+
+def _all_gather_below(ts: TraceSet, splits: int) -> bool:
+    """Whether an all-gather of the set may have a ``comm_size`` below ``splits``.
+
+    Why: the splits value enters the analysis only through the all-gather rule (``size < splits``,
+    ``rankset.sizes``, whose message names the value), so when every all-gather is at least as large
+    as both values every finding, comm spec and verdict is the same for both, and a sweep over
+    ``preferred-dataset-splits`` checks its set once, not once per value. Sizes are read for every
+    collective typed ALL_GATHER, a superset of the nodes the rule looks at.
+    """
+    for g in {id(g): g for g in ts.ranks}.values():
+        gather = (g.types == schema.COMM_COLL_NODE) & (g.int_attr("comm_type", -1) == schema.ALL_GATHER)
+        if (g.int_attr("comm_size", 0)[gather] < splits).any():
+            return True
+    return False
 
 
 def _analyze(

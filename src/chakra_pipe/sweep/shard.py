@@ -147,6 +147,6 @@ def run_shard(
             row["status"] = f"{type(exc).__name__}: {exc.line()}"
         rows[i] = row
     # the per-collective part first: a finished shard CSV always has its part beside it
-    collectives.write_table(collectives.frame([r for part in coll_rows for r in part]), collectives.sidecar_path(out))
+    collectives.write_rows([r for part in coll_rows for r in part], collectives.sidecar_path(out))
     write_text(out, rows_csv(rows, SHARD_COLUMNS))
     return failed
