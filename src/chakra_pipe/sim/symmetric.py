@@ -128,12 +128,13 @@ from .config import HardwareConfig
 from .engine import EventQueue
 from .groups import groups_at_start
 from .memory import RemoteMemory
-from .network.aware import CongestionAwareNetwork, FifoRingLinks
+from .network.aware import CongestionAwareNetwork, FifoBatchLinks, FifoRingLinks
 from .network.common import LinkConflict
 from .network.switch import SWITCH
 from .network.unaware import CongestionUnawareNetwork
 from .result import SimResult
-from .simulate import RunStats, rank_trace
+from .simulate import RunStats, _batches_exact, rank_trace
+from .system.phase_fast import FastPathDeclined, PhaseCoordinator
 from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
 from .workload import Workload
@@ -190,6 +191,13 @@ class RankSymmetry:
         ty, ey, by, py = self._split(y)
         shift_t, shift_b = tx - tx % self.tp_step, bx - bx % self.block_step
         return self._join((ty - shift_t) % self.tp, ey, (by - shift_b) % self.blocks, py)
+
+    def untranslate(self, x: Any, y: Any) -> Any:
+        """``g⁻¹(y)`` for the same ``g`` as :meth:`translate` (``untranslate(x, translate(x, y)) == y``)."""
+        tx, _, bx, _ = self._split(x)
+        ty, ey, by, py = self._split(y)
+        shift_t, shift_b = tx - tx % self.tp_step, bx - bx % self.block_step
+        return self._join((ty + shift_t) % self.tp, ey, (by + shift_b) % self.blocks, py)
 
     def reps(self) -> list[int]:
         return sorted(
@@ -448,6 +456,8 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
         self._owners: list[int] = []  # the owners of the links of the route being built
         self._senders: dict[int, list[int]] = {}  # id(path) -> the full engine's sender on each hop
         self._last: dict[int, tuple[int, int]] = {}  # id(link) -> (ns, full engine's sender) of its last offer
+        self._real = CongestionAwareNetwork(cfg, queue)  # the real links of direct phases' batches (keys only)
+        self._real_keys: dict[int, tuple] = {}  # id(real link) -> its key
 
     def _npu(self, coords: list[int]) -> int:
         return sum(c * s for c, s in zip(coords, self._stride))
@@ -485,6 +495,22 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
         paths = [self._path(s, r) for s, r in zip(senders, receivers)]
         return FifoRingLinks(paths, size, senders, [self._senders[id(path)] for path in paths])
 
+    def batch_links(self, senders: list[int], receivers: list[list[int]], size: int) -> FifoBatchLinks:
+        """A direct phase's batch over every member's real links, whose state lives on their canonical
+        links (:class:`_CanonicalBatch`; module docstring, *Direct phases*)."""
+        batch = self._real.batch_links(senders, receivers, size)
+        if len(self._real_keys) != len(self._real._links):
+            self._real_keys = {id(link): key for key, link in self._real._links.items()}
+        canonical = []
+        for links, *_ in batch._hops:
+            hop = []
+            for link in links:
+                self._owners = []
+                hop.append((self._link(self._real_keys[id(link)]), self._owners[0]))
+            canonical.append(hop)
+        self._owners = []
+        return _CanonicalBatch(batch, canonical, self._sym)
+
     def _link(self, key: tuple):
         d, group, a, b = key
         at = list(group)
@@ -501,6 +527,91 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
             a2, b2 = home[d], self.coords(int(self._sym.translate(owner, self._npu(at))))[d]
         home[d] = None  # type: ignore[call-overload]
         return super()._link((d, tuple(home), a2, b2))
+
+
+class _CanonicalBatch(FifoBatchLinks):
+    """A direct phase's :class:`FifoBatchLinks` over every member's *real* links, each loaded from and
+    stored to its orbit's canonical link (module docstring, *Direct phases*).
+
+    Why real links, not canonical ones as for ring phases: a member and its representative send over
+    links of one orbit, so on canonical links a switch's uplink would carry ``P − 1`` messages per
+    member of the class instead of its one sender's, and the per-link cumulative maximum would queue
+    copies of one message behind each other. On the real links the batch is the full engine's
+    (same senders, same ties, same order checks); each real link ``ℓ`` with owner ``o`` starts from
+    its canonical link's state ``g_o(ℓ)`` — free time and last arrival as they are, the last sender
+    mapped back by ``g_o⁻¹`` — which by symmetry is ``ℓ``'s state in the full run. :meth:`store`
+    writes each canonical link back from the real links of its orbit, which must agree (the same
+    times, senders mapping to one sender): they do by symmetry, else :class:`LinkConflict` and the
+    quotient reruns message by message.
+    """
+
+    def __init__(self, batch: FifoBatchLinks, canonical: list[list[tuple[Any, int]]], sym: RankSymmetry):
+        self.__dict__.update(vars(batch))
+        self._canonical, self._sym = canonical, sym  # per hop, per real link: (canonical link, owner)
+
+    def state(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        out = []
+        for hop in self._canonical:
+            if any(link.pending for link, _ in hop):
+                raise LinkConflict("a batch of messages reaches a link with messages queued on the message path")
+            last = [link.sender if link.sender < 0 else int(self._sym.untranslate(o, link.sender)) for link, o in hop]
+            out.append(
+                (
+                    np.asarray([link.free_at for link, _ in hop], dtype=np.int64),
+                    np.asarray([link.offered for link, _ in hop], dtype=np.int64),
+                    np.asarray(last, dtype=np.int64),
+                )
+            )
+        return out
+
+    def store(self, state: list) -> None:
+        for hop, (free, offered, last) in zip(self._canonical, state):
+            seen: dict[int, tuple[int, int, int]] = {}
+            for (link, o), f, r, s in zip(hop, free.tolist(), offered.tolist(), last.tolist()):
+                value = (f, r, s if s < 0 else int(self._sym.translate(o, s)))
+                if seen.setdefault(id(link), value) != value:
+                    raise LinkConflict("the real links of one orbit leave a direct phase in different states")
+                link.free_at, link.offered, link.sender = value
+
+    def send(self, sent: list[int]) -> list[int]:
+        """Halving-doubling's per-message path, which steps the links themselves: never quotiented
+        (``symmetry_problem`` refuses that algorithm)."""
+        raise TypeError("a quotient batch is evaluated through state() / arrive() / store() only")
+
+
+class _QuotientPhases(PhaseCoordinator):
+    """Direct phases over every member, each starting when its representative did (module
+    docstring, *Direct phases*): the full engine's ``direct_fast.evaluate`` on the quotient's
+    network, once every representative in the group has started."""
+
+    def __init__(self, network, queue, stats, rings: _QuotientRings, aware: bool):
+        super().__init__(network, queue, stats, aware)
+        self._rings = rings  # their ring layouts (representatives, positions, each member's representative)
+        self._exits: dict[int, tuple[int, int]] = {}
+
+    def join(self, key: tuple, index: int, size: int, algo, evaluate) -> None:
+        order, _, rep_of = self._rings.layout(algo.ring)
+        present = self._waiting.setdefault(key, {})
+        present[algo.id] = algo
+        if len(present) < len(order):
+            return
+        del self._waiting[key]
+        self._exits = {}
+        before = self.stats.messages, self.stats.fast_messages
+        evaluate([present[r] for r in rep_of])
+        # the representatives' messages only, as on the message path (``evaluate`` counts every member's)
+        each = (self.stats.messages - before[0]) // size
+        self.stats.messages = before[0] + each * len(order)
+        self.stats.fast_messages = before[1] + each * len(order)
+
+    def exit_at(self, algo, registered: int, delay: int) -> None:
+        """Register each representative's exit once: every member of its class must exit alike."""
+        hit = self._exits.get(id(algo))
+        if hit is None:
+            self._exits[id(algo)] = (registered, delay)
+            super().exit_at(algo, registered, delay)
+        elif hit != (registered, delay):
+            raise SymmetryDeclined(f"two members of NPU {algo.id}'s class leave a direct phase at different times")
 
 
 class _QuotientRings:
@@ -521,7 +632,7 @@ class _QuotientRings:
         self._uniform: dict[tuple, int | None] = {}
         self._closed: dict[tuple, tuple[int, int]] = {}
 
-    def _layout(self, ring) -> tuple[list[int], list[int], list[int]]:
+    def layout(self, ring) -> tuple[list[int], list[int], list[int]]:
         """The representatives in the ring (ring order), their ring positions and each member's
         representative (cached)."""
         hit = self._rings.get(id(ring))
@@ -533,7 +644,7 @@ class _QuotientRings:
 
     def join(self, algo) -> None:
         ring = algo.ring
-        order, at, rep_of = self._layout(ring)
+        order, at, rep_of = self.layout(ring)
         if len(order) == 1:  # one representative (a TP ring of one class): nobody to wait for
             present = {algo.id: algo}
         else:
@@ -598,12 +709,17 @@ def simulate_symmetric(
         raise SymmetryDeclined(world)
     was_enabled = gc.isenabled()
     gc.disable()  # as simulate(): many long-lived small objects, nothing for the collector to free
+    ring_fast = phases_fast = True
     try:
-        try:
-            return _run(graphs, sym, groups, hw, metadata or {}, ring_fast=True)
-        except LinkConflict as conflict:  # the aware ring recurrence met an order it cannot time
-            log.info("symmetric run: ring fast path declined (%s); rerunning message by message", conflict)
-            return _run(graphs, sym, groups, hw, metadata or {}, ring_fast=False)
+        while True:  # each rerun turns a fast path off, so at most two reruns
+            try:
+                return _run(graphs, sym, groups, hw, metadata or {}, ring_fast, phases_fast)
+            except FastPathDeclined as tie:  # a direct phase hit a same-time tie only the event order settles
+                log.info("symmetric run: direct fast path declined (%s); rerunning it message by message", tie)
+                phases_fast = False
+            except LinkConflict as conflict:  # the aware recurrences met an order they cannot time
+                log.info("symmetric run: ring fast path declined (%s); rerunning message by message", conflict)
+                ring_fast = phases_fast = False
     finally:
         if was_enabled:
             gc.enable()
@@ -616,6 +732,7 @@ def _run(
     hw: HardwareConfig,
     metadata: Mapping[int, dict[int, list[tuple[str, list[int]]]]],
     ring_fast: bool,
+    phases_fast: bool,
 ):
     reps = sym.reps()
     queue = EventQueue()
@@ -628,12 +745,15 @@ def _run(
     else:
         network = _QuotientNetwork(hw.network, queue, sym)
     coordinator = _QuotientRings(network, queue, stats, sym, aware) if ring_fast or not aware else None
+    phases = None  # direct phases' fast path where the full engine takes it (simulate.py)
+    if coordinator is not None and phases_fast and (not aware or _batches_exact(hw)):
+        phases = _QuotientPhases(network, queue, stats, coordinator, aware)
     rep_set = set(reps)
     start = groups_at_start({g: m for g, m in groups.items() if not rep_set.isdisjoint(m)}, sym.world, reps)
     rings: dict = {}
     workloads = []
     for r in reps:
-        sys = Sys(r, hw, queue, network, stats, coordinator, rings)
+        sys = Sys(r, hw, queue, network, stats, coordinator, rings, phases)
         memory = RemoteMemory(hw.memory, None)  # per NPU: symmetry_problem refuses shared ports
         workloads.append(Workload(r, rank_trace(graphs[r]), sys, hw, start[r], memory, result, metadata.get(r)))
     for w in workloads:
