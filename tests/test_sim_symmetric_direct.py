@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
 import pytest
 from test_sim_symmetric import hardware
 from test_sim_symmetric_files import LOG, SETS, assert_full_engine_result, write_set
 
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import simulate
-from chakra_pipe.sim.symmetric import RankSymmetry
 
 # (layout, npus_count, backend, topology): 1-D networks, where the aware direct fast path applies
 CASES = [
@@ -80,12 +78,3 @@ def test_a_declined_direct_evaluation_reruns_the_quotient_with_direct_phases_mes
     assert "direct fast path declined" in caplog.text
     assert quick.fast_messages == 0
     assert_full_engine_result(quick, simulate(ts, hw, symmetric=False, fast=False), hw)
-
-
-@pytest.mark.parametrize("sym", [RankSymmetry(8, 8, 1), RankSymmetry(2, 8, 2, 4), RankSymmetry(4, 16, 2, 2, 2, 4)])
-def test_untranslate_inverts_the_translation_of_every_rank(sym):
-    """``_CanonicalBatch`` maps a canonical link's last sender back with it: g⁻¹(g(y)) = y."""
-    ranks = np.arange(sym.world, dtype=np.int64)
-    for x in range(sym.world):
-        assert np.array_equal(sym.untranslate(x, sym.translate(x, ranks)), ranks)
-        assert np.array_equal(sym.translate(x, sym.untranslate(x, ranks)), ranks)

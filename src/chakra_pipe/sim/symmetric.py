@@ -192,13 +192,6 @@ class RankSymmetry:
         shift_t, shift_b = tx - tx % self.tp_step, bx - bx % self.block_step
         return self._join((ty - shift_t) % self.tp, ey, (by - shift_b) % self.blocks, py)
 
-    def untranslate(self, x: Any, y: Any) -> Any:
-        """``g⁻¹(y)`` for the same ``g`` as :meth:`translate` (``untranslate(x, translate(x, y)) == y``)."""
-        tx, _, bx, _ = self._split(x)
-        ty, ey, by, py = self._split(y)
-        shift_t, shift_b = tx - tx % self.tp_step, bx - bx % self.block_step
-        return self._join((ty + shift_t) % self.tp, ey, (by + shift_b) % self.blocks, py)
-
     def reps(self) -> list[int]:
         return sorted(
             self._join(t, e, b, p)
@@ -537,41 +530,57 @@ class _CanonicalBatch(FifoBatchLinks):
     links of one orbit, so on canonical links a switch's uplink would carry ``P − 1`` messages per
     member of the class instead of its one sender's, and the per-link cumulative maximum would queue
     copies of one message behind each other. On the real links the batch is the full engine's
-    (same senders, same ties, same order checks); each real link ``ℓ`` with owner ``o`` starts from
-    its canonical link's state ``g_o(ℓ)`` — free time and last arrival as they are, the last sender
-    mapped back by ``g_o⁻¹`` — which by symmetry is ``ℓ``'s state in the full run. :meth:`store`
-    writes each canonical link back from the real links of its orbit, which must agree (the same
-    times, senders mapping to one sender): they do by symmetry, else :class:`LinkConflict` and the
-    quotient reruns message by message.
+    (same messages, same ties, same order checks); each real link ``ℓ`` with owner ``o`` starts from
+    its canonical link ``g_o(ℓ)``'s state, which by symmetry is ``ℓ``'s in the full run up to
+    relabelling its last sender by ``g_o``. Senders are compared in that frame: each message's
+    sender is replaced by its image under its link's ``g_o`` (a bijection per link, so equal senders
+    stay equal and different ones different), as the canonical links record them. :meth:`store`
+    writes each canonical link back from the real links of its orbit, which must agree: they do by
+    symmetry, else :class:`LinkConflict` and the quotient reruns message by message.
     """
 
     def __init__(self, batch: FifoBatchLinks, canonical: list[list[tuple[Any, int]]], sym: RankSymmetry):
         self.__dict__.update(vars(batch))
-        self._canonical, self._sym = canonical, sym  # per hop, per real link: (canonical link, owner)
+        # per hop: the distinct canonical links, each real link's index among them, and the first real
+        # link of each canonical one (state and store work on arrays: a phase is ~60 links)
+        self._canonical: list[tuple[list[Any], np.ndarray, np.ndarray]] = []
+        hops = []
+        for hop, (links, msgs, link_of, sender, *rest) in zip(canonical, self._hops):
+            index: dict[int, int] = {}
+            distinct = []
+            for link, _ in hop:
+                if index.setdefault(id(link), len(distinct)) == len(distinct):
+                    distinct.append(link)
+            of = np.asarray([index[id(link)] for link, _ in hop], dtype=np.int64)
+            self._canonical.append((distinct, of, np.unique(of, return_index=True)[1]))
+            # each message's sender as its canonical link records it (``g_o``, ``o`` the real link's
+            # owner): a bijection per link, so ties and the last-sender checks compare as on real links
+            owners = np.asarray([o for _, o in hop], dtype=np.int64)
+            hops.append((links, msgs, link_of, sym.translate(owners[link_of], sender), *rest))
+        self._hops = hops
 
     def state(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         out = []
-        for hop in self._canonical:
-            if any(link.pending for link, _ in hop):
+        for links, of, _ in self._canonical:
+            if any(link.pending for link in links):
                 raise LinkConflict("a batch of messages reaches a link with messages queued on the message path")
-            last = [link.sender if link.sender < 0 else int(self._sym.untranslate(o, link.sender)) for link, o in hop]
             out.append(
                 (
-                    np.asarray([link.free_at for link, _ in hop], dtype=np.int64),
-                    np.asarray([link.offered for link, _ in hop], dtype=np.int64),
-                    np.asarray(last, dtype=np.int64),
+                    np.asarray([link.free_at for link in links], dtype=np.int64)[of],
+                    np.asarray([link.offered for link in links], dtype=np.int64)[of],
+                    np.asarray([link.sender for link in links], dtype=np.int64)[of],
                 )
             )
         return out
 
     def store(self, state: list) -> None:
-        for hop, (free, offered, last) in zip(self._canonical, state):
-            seen: dict[int, tuple[int, int, int]] = {}
-            for (link, o), f, r, s in zip(hop, free.tolist(), offered.tolist(), last.tolist()):
-                value = (f, r, s if s < 0 else int(self._sym.translate(o, s)))
-                if seen.setdefault(id(link), value) != value:
+        for (links, of, first), hop_state in zip(self._canonical, state):
+            for values in hop_state:
+                if not np.array_equal(values, values[first][of]):
                     raise LinkConflict("the real links of one orbit leave a direct phase in different states")
-                link.free_at, link.offered, link.sender = value
+            free, offered, last = (values[first].tolist() for values in hop_state)
+            for link, f, r, s in zip(links, free, offered, last):
+                link.free_at, link.offered, link.sender = f, r, s
 
     def send(self, sent: list[int]) -> list[int]:
         """Halving-doubling's per-message path, which steps the links themselves: never quotiented
