@@ -543,7 +543,7 @@ class _CanonicalBatch(FifoBatchLinks):
         self.__dict__.update(vars(batch))
         # per hop: the distinct canonical links, each real link's index among them, and the first real
         # link of each canonical one (state and store work on arrays: a phase is ~60 links)
-        self._canonical: list[tuple[list[Any], np.ndarray, np.ndarray]] = []
+        self._canonical: list[tuple[list[Any], np.ndarray, np.ndarray, np.ndarray | None]] = []
         hops = []
         for hop, (links, msgs, link_of, sender, *rest) in zip(canonical, self._hops):
             index: dict[int, int] = {}
@@ -552,7 +552,9 @@ class _CanonicalBatch(FifoBatchLinks):
                 if index.setdefault(id(link), len(distinct)) == len(distinct):
                     distinct.append(link)
             of = np.asarray([index[id(link)] for link, _ in hop], dtype=np.int64)
-            self._canonical.append((distinct, of, np.unique(of, return_index=True)[1]))
+            first = np.unique(of, return_index=True)[1]
+            # each real link's orbit's first real link: the one store takes the canonical state from
+            self._canonical.append((distinct, of, first, None if len(first) == len(of) else first[of]))
             # each message's sender as its canonical link records it (``g_o``, ``o`` the real link's
             # owner): a bijection per link, so ties and the last-sender checks compare as on real links
             owners = np.asarray([o for _, o in hop], dtype=np.int64)
@@ -561,7 +563,7 @@ class _CanonicalBatch(FifoBatchLinks):
 
     def state(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         out = []
-        for links, of, _ in self._canonical:
+        for links, of, _, _ in self._canonical:
             if any(link.pending for link in links):
                 raise LinkConflict("a batch of messages reaches a link with messages queued on the message path")
             out.append(
@@ -574,10 +576,9 @@ class _CanonicalBatch(FifoBatchLinks):
         return out
 
     def store(self, state: list) -> None:
-        for (links, of, first), hop_state in zip(self._canonical, state):
-            for values in hop_state:
-                if not np.array_equal(values, values[first][of]):
-                    raise LinkConflict("the real links of one orbit leave a direct phase in different states")
+        for (links, _, first, orbit), hop_state in zip(self._canonical, state):
+            if orbit is not None and any((values != values[orbit]).any() for values in hop_state):
+                raise LinkConflict("the real links of one orbit leave a direct phase in different states")
             free, offered, last = (values[first].tolist() for values in hop_state)
             for link, f, r, s in zip(links, free, offered, last):
                 link.free_at, link.offered, link.sender = f, r, s
@@ -722,7 +723,7 @@ def simulate_symmetric(
     try:
         while True:  # each rerun turns a fast path off, so at most two reruns
             try:
-                return _run(graphs, sym, groups, hw, metadata or {}, ring_fast, phases_fast)
+                return _run(graphs, sym, groups, hw, metadata or {}, ring_fast=ring_fast, phases_fast=phases_fast)
             except FastPathDeclined as tie:  # a direct phase hit a same-time tie only the event order settles
                 log.info("symmetric run: direct fast path declined (%s); rerunning it message by message", tie)
                 phases_fast = False
