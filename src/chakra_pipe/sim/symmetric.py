@@ -89,6 +89,23 @@ its own. The argument, and what it needs:
    when members repeat with a period ``q`` in links, senders and starts (a DP ring over ``q``
    classes), the recurrence of one period stands for the ring.
 
+6. *Direct phases* take the full engine's fast path (``system/direct_fast.py``; on the aware
+   backend only where ``simulate._batches_exact`` admits it there: a 1-D switch or fully-connected
+   network, windows covering every peer, one chunk of a collective at a time). :class:`_QuotientPhases`
+   evaluates a phase once every representative in its group has started, over every member with its
+   representative's start (by symmetry a member starts when its representative does), and registers
+   each representative's exit once, checking that every member of its class exits alike (else
+   :class:`SymmetryDeclined`). Unaware: the closed form on the real pairs' delays. Aware: the FIFO
+   batch (``FifoBatchLinks``) cannot run on canonical links — a member's and its representative's
+   uplinks are one canonical link, which would then queue copies of one message behind each other —
+   so :class:`_CanonicalBatch` evaluates the members' *real* links (the full engine's batch: same
+   messages, ties and order checks), each loaded from its canonical link (by 3, the real link's state
+   up to relabelling its last sender, so senders are compared in the canonical frame) and stored back
+   to it, the real links of one orbit having to end alike (by symmetry; else ``LinkConflict``). A
+   tie only the event order settles (``FastPathDeclined``) reruns the quotient with direct phases
+   message by message. Halving-doubling and double-binary-tree phases are not quotiented at all
+   (below): their peers are not preserved by rotating a group.
+
 **When it holds** (:func:`symmetry_problem` checks before a run, each failed condition a reason the
 caller logs before falling back to the full engine): no rendezvous; every network dimension a
 ``Switch`` or ``FullyConnected``; on the unaware backend NPU-id boundaries that nest with ``tp``,
@@ -547,7 +564,7 @@ class _CanonicalBatch(FifoBatchLinks):
         hops = []
         for hop, (links, msgs, link_of, sender, *rest) in zip(canonical, self._hops):
             index: dict[int, int] = {}
-            distinct = []
+            distinct: list[Any] = []
             for link, _ in hop:
                 if index.setdefault(id(link), len(distinct)) == len(distinct):
                     distinct.append(link)
