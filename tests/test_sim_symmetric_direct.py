@@ -15,7 +15,7 @@ from test_sim_symmetric import hardware
 from test_sim_symmetric_files import LOG, SETS, assert_full_engine_result, write_set
 
 from chakra_pipe.et.traceset import TraceSet
-from chakra_pipe.sim import simulate
+from chakra_pipe.sim import simulate, symmetric
 
 # (layout, npus_count, backend, topology): 1-D networks, where the aware direct fast path applies
 CASES = [
@@ -37,7 +37,7 @@ def _quotient(ts, hw, caplog):
 
 @pytest.mark.parametrize(("layout", "dims", "backend", "topology"), CASES, ids=[" ".join(map(str, c)) for c in CASES])
 def test_direct_phases_of_the_quotient_run_on_the_fast_path_and_equal_the_message_path(
-    tmp_path, caplog, layout, dims, backend, topology
+    tmp_path, caplog, monkeypatch, layout, dims, backend, topology
 ):
     ts = TraceSet.load(write_set(tmp_path, SETS[layout]))
     hw = hardware(dims, topology=[topology], algo="direct", backend=backend)
@@ -46,6 +46,11 @@ def test_direct_phases_of_the_quotient_run_on_the_fast_path_and_equal_the_messag
     pipeline = "pp" in layout  # pipeline sends go message by message
     assert quick.fast_messages > 0 and (pipeline or quick.fast_messages == quick.messages)
     assert_full_engine_result(quick, simulate(ts, hw, symmetric=False, fast=False), hw)
+    if backend == "congestion_aware":  # the quotient's own message path: the same result and message count
+        monkeypatch.setattr(symmetric, "_batches_exact", lambda hw: False)
+        slow = _quotient(ts, hw, caplog)
+        assert slow.fast_messages < quick.fast_messages
+        assert (slow.to_dict(), slow.messages) == (quick.to_dict(), quick.messages)
 
 
 def test_aware_direct_where_the_full_engine_sends_message_by_message_does_so_in_the_quotient(tmp_path, caplog):
