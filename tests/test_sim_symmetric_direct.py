@@ -83,3 +83,19 @@ def test_a_declined_direct_evaluation_reruns_the_quotient_with_direct_phases_mes
     assert "direct fast path declined" in caplog.text
     assert quick.fast_messages == 0
     assert_full_engine_result(quick, simulate(ts, hw, symmetric=False, fast=False), hw)
+
+
+@pytest.mark.parametrize(("layout", "dims"), [("tp+dp", (8,)), ("ep", (16,)), ("tp+dp+pp zero", (64,))])
+def test_every_chunk_at_once_keeps_the_quotients_aware_ring_fast_path_and_equals_the_message_path(
+    tmp_path, caplog, layout, dims
+):
+    """With every chunk of a collective active at once on a 1-D network the full engine evaluates the
+    chunks' ring phases together (``RingCoordinator._flush``); the quotient does the same over
+    canonical links instead of meeting a link conflict and rerunning message by message."""
+    ts = TraceSet.load(write_set(tmp_path, SETS[layout]))
+    hw = hardware(dims, algo="ring", backend="congestion_aware", chunks=4)
+    with caplog.at_level(logging.INFO, logger="chakra_pipe.sim.symmetric"):
+        quick = _quotient(ts, hw, caplog)
+    assert "declined" not in caplog.text
+    assert quick.fast_messages > 0 and ("pp" in layout or quick.fast_messages == quick.messages)
+    assert_full_engine_result(quick, simulate(ts, hw, symmetric=False, fast=False), hw)

@@ -83,8 +83,11 @@ its own. The argument, and what it needs:
    reaching a link with queued messages raises too. The full engine needs 1-D preconditions so that
    its check never fires; here the check is the guarantee: any ``LinkConflict`` reruns the quotient
    message by message (exact, as before, costing one more run), e.g. with two active chunks an NPU
-   runs two phases over one link at once. Two exact shortcuts of that recurrence make the scale runs
-   cheap (``RingCoordinator.recurrence``): when every member's entries are (a)-copies of one message
+   runs two phases over one link at once. Where the full engine evaluates a collective's chunks
+   together (every chunk active at once on a 1-D network with one queue, ``simulate``'s
+   ``_chunks_evaluated_together``) the quotient does too (:class:`_QuotientChunks`). Two exact
+   shortcuts of that recurrence make the scale runs cheap (``RingCoordinator.recurrence``): when
+   every member's entries are (a)-copies of one message
    and all start together (a TP ring of one class), ``FifoRingLinks.copies`` gives the closed form;
    when members repeat with a period ``q`` in links, senders and starts (a DP ring over ``q``
    classes), the recurrence of one period stands for the ring.
@@ -150,7 +153,7 @@ from .network.common import LinkConflict
 from .network.switch import SWITCH
 from .network.unaware import CongestionUnawareNetwork
 from .result import SimResult
-from .simulate import RunStats, _batches_exact, rank_trace
+from .simulate import RunStats, _batches_exact, _chunks_at_once, _chunks_evaluated_together, rank_trace
 from .system.phase_fast import FastPathDeclined, PhaseCoordinator
 from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
@@ -641,6 +644,26 @@ class _QuotientPhases(PhaseCoordinator):
             raise SymmetryDeclined(f"two members of NPU {algo.id}'s class leave a direct phase at different times")
 
 
+class _QuotientChunks(RingCoordinator):
+    """The full engine's chunk batching (``RingCoordinator._flush``: a collective's chunks' phases as
+    one FIFO recurrence, the order checked on every link) over every member with its representative's
+    start, on the canonical links: each entry of a copy keeps its own link state (``FifoRingLinks``),
+    so the chunk-after-chunk checks hold per entry. Only the representatives' exits are registered,
+    at their own ring positions, and only their messages counted."""
+
+    def batch(self, algos: list) -> None:
+        self._batch(algos)
+
+    def _finish(self, algos: list, last: list[int], tail: int | list[int], steps: int) -> None:
+        members = algos[0].ring.members
+        tails = tail if isinstance(tail, list) else [tail] * len(algos)
+        own = [i for i, a in enumerate(algos) if a.id == members[i]]
+        self.stats.messages += steps * len(own)
+        self.stats.fast_messages += steps * len(own)
+        for i in own:
+            self.queue.schedule(last[i], algos[i].sys.register_event, algos[i].exit, tails[i])
+
+
 class _QuotientRings:
     """Ring phases over every member, evaluated once every representative in the ring has started.
 
@@ -650,8 +673,11 @@ class _QuotientRings:
     (``aware``) every phase goes through the FIFO links' recurrence (module docstring, item 5).
     """
 
-    def __init__(self, network, queue, stats, sym: RankSymmetry, aware: bool = False):
-        self._phase = RingCoordinator(network, queue, stats, aware)
+    def __init__(self, network, queue, stats, sym: RankSymmetry, aware: bool = False, chunks: bool = False):
+        """``chunks``: every chunk of a collective runs its phase at once (aware, 1-D, one queue): the
+        chunks' phases are evaluated together as in the full engine (:class:`_QuotientChunks`)."""
+        self._phase = (_QuotientChunks if chunks else RingCoordinator)(network, queue, stats, aware, chunks)
+        self._chunks = chunks
         self.aware = aware  # FIFO links: never the closed form below (their state carries over)
         self.queue, self.stats, self._sym = queue, stats, sym
         self._waiting: dict[tuple, dict[int, Any]] = {}
@@ -684,6 +710,9 @@ class _QuotientRings:
             if len(present) < len(order):
                 return
             del self._waiting[key]
+        if self._chunks:  # kept until the end of this ns with the collective's other chunks
+            self._phase.batch([present[r] for r in rep_of])
+            return
         reps = [present[r] for r in order]
         first = reps[0]
         steps = first.stream_count
@@ -771,7 +800,10 @@ def _run(
         network = _QuotientAwareNetwork(hw.network, queue, sym)
     else:
         network = _QuotientNetwork(hw.network, queue, sym)
-    coordinator = _QuotientRings(network, queue, stats, sym, aware) if ring_fast or not aware else None
+    coordinator = None
+    if ring_fast or not aware:
+        chunks = aware and _chunks_at_once(hw) and _chunks_evaluated_together(hw)  # as simulate() wires it
+        coordinator = _QuotientRings(network, queue, stats, sym, aware, chunks)
     phases = None  # direct phases' fast path where the full engine takes it (simulate.py)
     if coordinator is not None and phases_fast and (not aware or _batches_exact(hw)):
         phases = _QuotientPhases(network, queue, stats, coordinator, aware)
