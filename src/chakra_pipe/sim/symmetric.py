@@ -676,8 +676,8 @@ class _QuotientRings:
     def __init__(self, network, queue, stats, sym: RankSymmetry, aware: bool = False, chunks: bool = False):
         """``chunks``: every chunk of a collective runs its phase at once (aware, 1-D, one queue): the
         chunks' phases are evaluated together as in the full engine (:class:`_QuotientChunks`)."""
-        self._phase = (_QuotientChunks if chunks else RingCoordinator)(network, queue, stats, aware, chunks)
-        self._chunks = chunks
+        self._chunked = _QuotientChunks(network, queue, stats, aware, chunks=True) if chunks else None
+        self._phase = self._chunked or RingCoordinator(network, queue, stats, aware)
         self.aware = aware  # FIFO links: never the closed form below (their state carries over)
         self.queue, self.stats, self._sym = queue, stats, sym
         self._waiting: dict[tuple, dict[int, Any]] = {}
@@ -710,8 +710,8 @@ class _QuotientRings:
             if len(present) < len(order):
                 return
             del self._waiting[key]
-        if self._chunks:  # kept until the end of this ns with the collective's other chunks
-            self._phase.batch([present[r] for r in rep_of])
+        if self._chunked is not None:  # kept until the end of this ns with the collective's other chunks
+            self._chunked.batch([present[r] for r in rep_of])
             return
         reps = [present[r] for r in order]
         first = reps[0]
