@@ -239,9 +239,9 @@ def test_symmetric_run_on_the_congestion_aware_backend_equals_the_full_engine(ca
     monkeypatch.setattr(FifoRingLinks, "copies", spy_copies)
     monkeypatch.setattr(FifoRingLinks, "reduced", spy_reduced)
 
-    def spy_run(*args, ring_fast):
+    def spy_run(*args, ring_fast, **kw):
         runs.append(ring_fast)
-        return run(*args, ring_fast=ring_fast)
+        return run(*args, ring_fast=ring_fast, **kw)
 
     def spy_recurrence(self, algos):
         phases[0] += 1

@@ -83,11 +83,31 @@ its own. The argument, and what it needs:
    reaching a link with queued messages raises too. The full engine needs 1-D preconditions so that
    its check never fires; here the check is the guarantee: any ``LinkConflict`` reruns the quotient
    message by message (exact, as before, costing one more run), e.g. with two active chunks an NPU
-   runs two phases over one link at once. Two exact shortcuts of that recurrence make the scale runs
-   cheap (``RingCoordinator.recurrence``): when every member's entries are (a)-copies of one message
+   runs two phases over one link at once. Where the full engine evaluates a collective's chunks
+   together (every chunk active at once on a 1-D network with one queue, ``simulate``'s
+   ``_chunks_evaluated_together``) the quotient does too (:class:`_QuotientChunks`). Two exact
+   shortcuts of that recurrence make the scale runs cheap (``RingCoordinator.recurrence``): when
+   every member's entries are (a)-copies of one message
    and all start together (a TP ring of one class), ``FifoRingLinks.copies`` gives the closed form;
    when members repeat with a period ``q`` in links, senders and starts (a DP ring over ``q``
    classes), the recurrence of one period stands for the ring.
+
+6. *Direct phases* take the full engine's fast path (``system/direct_fast.py``; on the aware
+   backend only where ``simulate._batches_exact`` admits it there: a 1-D switch or fully-connected
+   network, windows covering every peer, one chunk of a collective at a time). :class:`_QuotientPhases`
+   evaluates a phase once every representative in its group has started, over every member with its
+   representative's start (by symmetry a member starts when its representative does), and registers
+   each representative's exit once, checking that every member of its class exits alike (else
+   :class:`SymmetryDeclined`). Unaware: the closed form on the real pairs' delays. Aware: the FIFO
+   batch (``FifoBatchLinks``) cannot run on canonical links — a member's and its representative's
+   uplinks are one canonical link, which would then queue copies of one message behind each other —
+   so :class:`_CanonicalBatch` evaluates the members' *real* links (the full engine's batch: same
+   messages, ties and order checks), each loaded from its canonical link (by 3, the real link's state
+   up to relabelling its last sender, so senders are compared in the canonical frame) and stored back
+   to it, the real links of one orbit having to end alike (by symmetry; else ``LinkConflict``). A
+   tie only the event order settles (``FastPathDeclined``) reruns the quotient with direct phases
+   message by message. Halving-doubling and double-binary-tree phases are not quotiented at all
+   (below): their peers are not preserved by rotating a group.
 
 **When it holds** (:func:`symmetry_problem` checks before a run, each failed condition a reason the
 caller logs before falling back to the full engine): no rendezvous; every network dimension a
@@ -128,12 +148,13 @@ from .config import HardwareConfig
 from .engine import EventQueue
 from .groups import groups_at_start
 from .memory import RemoteMemory
-from .network.aware import CongestionAwareNetwork, FifoRingLinks
+from .network.aware import CongestionAwareNetwork, FifoBatchLinks, FifoRingLinks
 from .network.common import LinkConflict
 from .network.switch import SWITCH
 from .network.unaware import CongestionUnawareNetwork
 from .result import SimResult
-from .simulate import RunStats, rank_trace
+from .simulate import RunStats, _batches_exact, _chunks_at_once, _chunks_evaluated_together, rank_trace
+from .system.phase_fast import FastPathDeclined, PhaseCoordinator
 from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
 from .workload import Workload
@@ -448,6 +469,8 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
         self._owners: list[int] = []  # the owners of the links of the route being built
         self._senders: dict[int, list[int]] = {}  # id(path) -> the full engine's sender on each hop
         self._last: dict[int, tuple[int, int]] = {}  # id(link) -> (ns, full engine's sender) of its last offer
+        self._real = CongestionAwareNetwork(cfg, queue)  # the real links of direct phases' batches (keys only)
+        self._real_keys: dict[int, tuple] = {}  # id(real link) -> its key
 
     def _npu(self, coords: list[int]) -> int:
         return sum(c * s for c, s in zip(coords, self._stride))
@@ -485,6 +508,22 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
         paths = [self._path(s, r) for s, r in zip(senders, receivers)]
         return FifoRingLinks(paths, size, senders, [self._senders[id(path)] for path in paths])
 
+    def batch_links(self, senders: list[int], receivers: list[list[int]], size: int) -> FifoBatchLinks:
+        """A direct phase's batch over every member's real links, whose state lives on their canonical
+        links (:class:`_CanonicalBatch`; module docstring, *Direct phases*)."""
+        batch = self._real.batch_links(senders, receivers, size)
+        if len(self._real_keys) != len(self._real._links):
+            self._real_keys = {id(link): key for key, link in self._real._links.items()}
+        canonical = []
+        for links, *_ in batch._hops:
+            hop = []
+            for link in links:
+                self._owners = []
+                hop.append((self._link(self._real_keys[id(link)]), self._owners[0]))
+            canonical.append(hop)
+        self._owners = []
+        return _CanonicalBatch(batch, canonical, self._sym)
+
     def _link(self, key: tuple):
         d, group, a, b = key
         at = list(group)
@@ -503,6 +542,128 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
         return super()._link((d, tuple(home), a2, b2))
 
 
+class _CanonicalBatch(FifoBatchLinks):
+    """A direct phase's :class:`FifoBatchLinks` over every member's *real* links, each loaded from and
+    stored to its orbit's canonical link (module docstring, *Direct phases*).
+
+    Why real links, not canonical ones as for ring phases: a member and its representative send over
+    links of one orbit, so on canonical links a switch's uplink would carry ``P − 1`` messages per
+    member of the class instead of its one sender's, and the per-link cumulative maximum would queue
+    copies of one message behind each other. On the real links the batch is the full engine's
+    (same messages, same ties, same order checks); each real link ``ℓ`` with owner ``o`` starts from
+    its canonical link ``g_o(ℓ)``'s state, which by symmetry is ``ℓ``'s in the full run up to
+    relabelling its last sender by ``g_o``. Senders are compared in that frame: each message's
+    sender is replaced by its image under its link's ``g_o`` (a bijection per link, so equal senders
+    stay equal and different ones different), as the canonical links record them. :meth:`store`
+    writes each canonical link back from the real links of its orbit, which must agree: they do by
+    symmetry, else :class:`LinkConflict` and the quotient reruns message by message.
+    """
+
+    def __init__(self, batch: FifoBatchLinks, canonical: list[list[tuple[Any, int]]], sym: RankSymmetry):
+        self.__dict__.update(vars(batch))
+        # per hop: the distinct canonical links, each real link's index among them, and the first real
+        # link of each canonical one (state and store work on arrays: a phase is ~60 links)
+        self._canonical: list[tuple[list[Any], np.ndarray, np.ndarray, np.ndarray | None]] = []
+        hops = []
+        for hop, (links, msgs, link_of, sender, *rest) in zip(canonical, self._hops):
+            index: dict[int, int] = {}
+            distinct: list[Any] = []
+            for link, _ in hop:
+                if index.setdefault(id(link), len(distinct)) == len(distinct):
+                    distinct.append(link)
+            of = np.asarray([index[id(link)] for link, _ in hop], dtype=np.int64)
+            first = np.unique(of, return_index=True)[1]
+            # each real link's orbit's first real link: the one store takes the canonical state from
+            self._canonical.append((distinct, of, first, None if len(first) == len(of) else first[of]))
+            # each message's sender as its canonical link records it (``g_o``, ``o`` the real link's
+            # owner): a bijection per link, so ties and the last-sender checks compare as on real links
+            owners = np.asarray([o for _, o in hop], dtype=np.int64)
+            hops.append((links, msgs, link_of, sym.translate(owners[link_of], sender), *rest))
+        self._hops = hops
+
+    def state(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        out = []
+        for links, of, _, _ in self._canonical:
+            if any(link.pending for link in links):
+                raise LinkConflict("a batch of messages reaches a link with messages queued on the message path")
+            out.append(
+                (
+                    np.asarray([link.free_at for link in links], dtype=np.int64)[of],
+                    np.asarray([link.offered for link in links], dtype=np.int64)[of],
+                    np.asarray([link.sender for link in links], dtype=np.int64)[of],
+                )
+            )
+        return out
+
+    def store(self, state: list) -> None:
+        for (links, _, first, orbit), hop_state in zip(self._canonical, state):
+            if orbit is not None and any((values != values[orbit]).any() for values in hop_state):
+                raise LinkConflict("the real links of one orbit leave a direct phase in different states")
+            free, offered, last = (values[first].tolist() for values in hop_state)
+            for link, f, r, s in zip(links, free, offered, last):
+                link.free_at, link.offered, link.sender = f, r, s
+
+    def send(self, sent: list[int]) -> list[int]:
+        """Halving-doubling's per-message path, which steps the links themselves: never quotiented
+        (``symmetry_problem`` refuses that algorithm)."""
+        raise TypeError("a quotient batch is evaluated through state() / arrive() / store() only")
+
+
+class _QuotientPhases(PhaseCoordinator):
+    """Direct phases over every member, each starting when its representative did (module
+    docstring, *Direct phases*): the full engine's ``direct_fast.evaluate`` on the quotient's
+    network, once every representative in the group has started."""
+
+    def __init__(self, network, queue, stats, rings: _QuotientRings, aware: bool):
+        super().__init__(network, queue, stats, aware)
+        self._rings = rings  # their ring layouts (representatives, positions, each member's representative)
+        self._exits: dict[int, tuple[int, int]] = {}
+
+    def join(self, key: tuple, index: int, size: int, algo, evaluate) -> None:
+        order, _, rep_of = self._rings.layout(algo.ring)
+        present = self._waiting.setdefault(key, {})
+        present[algo.id] = algo
+        if len(present) < len(order):
+            return
+        del self._waiting[key]
+        self._exits = {}
+        before = self.stats.messages, self.stats.fast_messages
+        evaluate([present[r] for r in rep_of])
+        # the representatives' messages only, as on the message path (``evaluate`` counts every member's)
+        each = (self.stats.messages - before[0]) // size
+        self.stats.messages = before[0] + each * len(order)
+        self.stats.fast_messages = before[1] + each * len(order)
+
+    def exit_at(self, algo, registered: int, delay: int) -> None:
+        """Register each representative's exit once: every member of its class must exit alike."""
+        hit = self._exits.get(id(algo))
+        if hit is None:
+            self._exits[id(algo)] = (registered, delay)
+            super().exit_at(algo, registered, delay)
+        elif hit != (registered, delay):
+            raise SymmetryDeclined(f"two members of NPU {algo.id}'s class leave a direct phase at different times")
+
+
+class _QuotientChunks(RingCoordinator):
+    """The full engine's chunk batching (``RingCoordinator._flush``: a collective's chunks' phases as
+    one FIFO recurrence, the order checked on every link) over every member with its representative's
+    start, on the canonical links: each entry of a copy keeps its own link state (``FifoRingLinks``),
+    so the chunk-after-chunk checks hold per entry. Only the representatives' exits are registered,
+    at their own ring positions, and only their messages counted."""
+
+    def batch(self, algos: list) -> None:
+        self._batch(algos)
+
+    def _finish(self, algos: list, last: list[int], tail: int | list[int], steps: int) -> None:
+        members = algos[0].ring.members
+        tails = tail if isinstance(tail, list) else [tail] * len(algos)
+        own = [i for i, a in enumerate(algos) if a.id == members[i]]
+        self.stats.messages += steps * len(own)
+        self.stats.fast_messages += steps * len(own)
+        for i in own:
+            self.queue.schedule(last[i], algos[i].sys.register_event, algos[i].exit, tails[i])
+
+
 class _QuotientRings:
     """Ring phases over every member, evaluated once every representative in the ring has started.
 
@@ -512,8 +673,11 @@ class _QuotientRings:
     (``aware``) every phase goes through the FIFO links' recurrence (module docstring, item 5).
     """
 
-    def __init__(self, network, queue, stats, sym: RankSymmetry, aware: bool = False):
-        self._phase = RingCoordinator(network, queue, stats, aware)
+    def __init__(self, network, queue, stats, sym: RankSymmetry, aware: bool = False, chunks: bool = False):
+        """``chunks``: every chunk of a collective runs its phase at once (aware, 1-D, one queue): the
+        chunks' phases are evaluated together as in the full engine (:class:`_QuotientChunks`)."""
+        self._chunked = _QuotientChunks(network, queue, stats, aware, chunks=True) if chunks else None
+        self._phase = self._chunked or RingCoordinator(network, queue, stats, aware)
         self.aware = aware  # FIFO links: never the closed form below (their state carries over)
         self.queue, self.stats, self._sym = queue, stats, sym
         self._waiting: dict[tuple, dict[int, Any]] = {}
@@ -521,7 +685,7 @@ class _QuotientRings:
         self._uniform: dict[tuple, int | None] = {}
         self._closed: dict[tuple, tuple[int, int]] = {}
 
-    def _layout(self, ring) -> tuple[list[int], list[int], list[int]]:
+    def layout(self, ring) -> tuple[list[int], list[int], list[int]]:
         """The representatives in the ring (ring order), their ring positions and each member's
         representative (cached)."""
         hit = self._rings.get(id(ring))
@@ -533,7 +697,7 @@ class _QuotientRings:
 
     def join(self, algo) -> None:
         ring = algo.ring
-        order, at, rep_of = self._layout(ring)
+        order, at, rep_of = self.layout(ring)
         if len(order) == 1:  # one representative (a TP ring of one class): nobody to wait for
             present = {algo.id: algo}
         else:
@@ -546,6 +710,9 @@ class _QuotientRings:
             if len(present) < len(order):
                 return
             del self._waiting[key]
+        if self._chunked is not None:  # kept until the end of this ns with the collective's other chunks
+            self._chunked.batch([present[r] for r in rep_of])
+            return
         reps = [present[r] for r in order]
         first = reps[0]
         steps = first.stream_count
@@ -598,12 +765,17 @@ def simulate_symmetric(
         raise SymmetryDeclined(world)
     was_enabled = gc.isenabled()
     gc.disable()  # as simulate(): many long-lived small objects, nothing for the collector to free
+    ring_fast = phases_fast = True
     try:
-        try:
-            return _run(graphs, sym, groups, hw, metadata or {}, ring_fast=True)
-        except LinkConflict as conflict:  # the aware ring recurrence met an order it cannot time
-            log.info("symmetric run: ring fast path declined (%s); rerunning message by message", conflict)
-            return _run(graphs, sym, groups, hw, metadata or {}, ring_fast=False)
+        while True:  # each rerun turns a fast path off, so at most two reruns
+            try:
+                return _run(graphs, sym, groups, hw, metadata or {}, ring_fast=ring_fast, phases_fast=phases_fast)
+            except FastPathDeclined as tie:  # a direct phase hit a same-time tie only the event order settles
+                log.info("symmetric run: direct fast path declined (%s); rerunning it message by message", tie)
+                phases_fast = False
+            except LinkConflict as conflict:  # the aware recurrences met an order they cannot time
+                log.info("symmetric run: ring fast path declined (%s); rerunning message by message", conflict)
+                ring_fast = phases_fast = False
     finally:
         if was_enabled:
             gc.enable()
@@ -616,6 +788,7 @@ def _run(
     hw: HardwareConfig,
     metadata: Mapping[int, dict[int, list[tuple[str, list[int]]]]],
     ring_fast: bool,
+    phases_fast: bool,
 ):
     reps = sym.reps()
     queue = EventQueue()
@@ -627,13 +800,19 @@ def _run(
         network = _QuotientAwareNetwork(hw.network, queue, sym)
     else:
         network = _QuotientNetwork(hw.network, queue, sym)
-    coordinator = _QuotientRings(network, queue, stats, sym, aware) if ring_fast or not aware else None
+    coordinator = None
+    if ring_fast or not aware:
+        chunks = aware and _chunks_at_once(hw) and _chunks_evaluated_together(hw)  # as simulate() wires it
+        coordinator = _QuotientRings(network, queue, stats, sym, aware, chunks)
+    phases = None  # direct phases' fast path where the full engine takes it (simulate.py)
+    if coordinator is not None and phases_fast and (not aware or _batches_exact(hw)):
+        phases = _QuotientPhases(network, queue, stats, coordinator, aware)
     rep_set = set(reps)
     start = groups_at_start({g: m for g, m in groups.items() if not rep_set.isdisjoint(m)}, sym.world, reps)
     rings: dict = {}
     workloads = []
     for r in reps:
-        sys = Sys(r, hw, queue, network, stats, coordinator, rings)
+        sys = Sys(r, hw, queue, network, stats, coordinator, rings, phases)
         memory = RemoteMemory(hw.memory, None)  # per NPU: symmetry_problem refuses shared ports
         workloads.append(Workload(r, rank_trace(graphs[r]), sys, hw, start[r], memory, result, metadata.get(r)))
     for w in workloads:
