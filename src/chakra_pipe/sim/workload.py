@@ -204,22 +204,23 @@ class Workload:
         self.check_finished()
 
     def finish_node(self, i: int) -> None:
-        self.hardware.release(self.t.slot_of[i])
+        t = self.t
+        self.hardware.release(t.slot_of[i])
         self.ongoing.discard(i)
-        self.end[i] = self.sys.now
+        self.end[i] = self.sys.queue.now
         self.done_count += 1
-        waiting = self.waiting
-        for c in self.t.children[i]:
+        waiting, add = self.waiting, self.free.add
+        for c in t.children[i]:
             waiting[c] -= 1
             if not waiting[c]:
-                self.free.add(c)
+                add(c)
 
     # -- issue ------------------------------------------------------------------------------------
     def issue(self, i: int, s: int) -> None:
         t = self.t
         self.ongoing.add(i)
         self.hardware.occupy(s)
-        self.start[i] = self.sys.now
+        self.start[i] = self.sys.queue.now
         ty = t.types[i]
         if self.cfg.replay_only:
             self.replay(i)
