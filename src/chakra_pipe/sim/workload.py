@@ -184,12 +184,13 @@ class Workload:
     def check_finished(self) -> None:
         # Fix of quirk 1: a skipped METADATA/INVALID node frees its children without a new pass;
         # when nothing else is in flight ASTRA-sim then never finishes. Re-scan instead.
-        while self.free and not self.ongoing:
+        free = self.free  # its ``size``: len() without a Python-level __len__ call (once per completion)
+        while free.size and not self.ongoing:
             before = self.done_count
             self.issue_free()
             if self.done_count == before:
                 break
-        if not self.free and not self.ongoing and self.done_count == len(self.t.ids):
+        if not free.size and not self.ongoing and self.done_count == len(self.t.ids):
             self.finished = True
             self.finish_ns = self.sys.now
             self.res.finish_order.append(self.rank)

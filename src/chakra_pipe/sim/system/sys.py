@@ -161,16 +161,17 @@ class Sys:
 
     # -- collectives --------------------------------------------------------------------------
     def _plan(self, ctype: str, group: Group | None) -> LogicalTopology:
-        algos = self.cfg.implementation(ctype)
+        # the configured algorithms are looked up only to build a plan: a cached plan's type resolved
         if group is not None and len(group.members) != self.total_nodes:
             plan = group.plans.get(ctype)
             if plan is None:
+                algos = self.cfg.implementation(ctype)
                 plan = group.plans[ctype] = LogicalTopology.group_ring(self.id, group.members, algos, self.shared_rings)
             return plan
         plan = self._topologies.get(ctype)
         if plan is None:
             plan = self._topologies[ctype] = LogicalTopology.global_plan(
-                self.id, self.physical, algos, self.shared_rings
+                self.id, self.physical, self.cfg.implementation(ctype), self.shared_rings
             )
         return plan
 
@@ -322,12 +323,12 @@ class Sys:
         queue.insert(i, stream)
 
     def _start_waiting(self, q: int) -> None:
-        running = self.running
-        if running[q] >= self.threshold:  # the common case: the queue's running streams are all it may run
+        running, threshold = self.running, self.threshold
+        if running[q] >= threshold:  # the common case: the queue's running streams are all it may run
             return
         lst = self.active[q]
         ptr = running[q]
-        while ptr < len(lst) and running[q] < self.threshold:
+        while ptr < len(lst) and running[q] < threshold:
             lst[ptr].init()
             running[q] += 1
             ptr += 1
