@@ -251,7 +251,7 @@ class Sys:
         def active(i: int) -> bool:
             return dims[order[i]].size != 1 and used[order[i]]
 
-        steps = []
+        steps: list[tuple[str, Any, Callable[[], tuple[int, int]], dict | None]] = []
         for ptype, i, allocator in phase_chain(ctype, len(dims), active, self.cfg.collective_optimization):
             level = self.levels[order[i]]
             alloc = level.next if allocator == NEXT else level.next_first if allocator == FIRST else level.next_last
