@@ -139,8 +139,8 @@ def test_phase_types_on_one_dimension_stay_apart() -> None:
     reduce-scatter sends 1/8 and keeps 1/8, all-gather sends all of it and ends with 8x)."""
     s = _sys()
     dim = s._plan("ALL_REDUCE", None).dims[0]
-    rs = s._phase("REDUCE_SCATTER", dim, D, (0, CLOCKWISE)).algorithm
-    ag = s._phase("ALL_GATHER", dim, D, (0, CLOCKWISE)).algorithm
+    rs = s._prototype("REDUCE_SCATTER", dim, D, CLOCKWISE, {})
+    ag = s._prototype("ALL_GATHER", dim, D, CLOCKWISE, {})
     assert (rs.ctype, rs.msg_size, rs.final_data_size) == ("REDUCE_SCATTER", D // 8, D // 8)
     assert (ag.ctype, ag.msg_size, ag.final_data_size) == ("ALL_GATHER", D, 8 * D)
 

@@ -58,13 +58,11 @@ class EventQueue:
         while times:
             time = pop(times)
             self.now = time
-            bucket = buckets[time]
-            i = 0
-            while i < len(bucket):  # events the running ones add at this time join the same pass
-                seq, fn, args = bucket[i]
+            # A list iterator walks by index and rereads the length each step, so the events the running
+            # ones add at this time (appended, or inserted after the current one) join the same pass.
+            for seq, fn, args in buckets[time]:
                 self.seq = seq
                 fn(*args)
-                i += 1
             del buckets[time]
 
 

@@ -184,12 +184,13 @@ class Workload:
     def check_finished(self) -> None:
         # Fix of quirk 1: a skipped METADATA/INVALID node frees its children without a new pass;
         # when nothing else is in flight ASTRA-sim then never finishes. Re-scan instead.
-        while self.free and not self.ongoing:
+        free = self.free  # its ``size``: len() without a Python-level __len__ call (once per completion)
+        while free.size and not self.ongoing:
             before = self.done_count
             self.issue_free()
             if self.done_count == before:
                 break
-        if not self.free and not self.ongoing and self.done_count == len(self.t.ids):
+        if not free.size and not self.ongoing and self.done_count == len(self.t.ids):
             self.finished = True
             self.finish_ns = self.sys.now
             self.res.finish_order.append(self.rank)
@@ -204,22 +205,23 @@ class Workload:
         self.check_finished()
 
     def finish_node(self, i: int) -> None:
-        self.hardware.release(self.t.slot_of[i])
+        t = self.t
+        self.hardware.release(t.slot_of[i])
         self.ongoing.discard(i)
-        self.end[i] = self.sys.now
+        self.end[i] = self.sys.queue.now
         self.done_count += 1
-        waiting = self.waiting
-        for c in self.t.children[i]:
+        waiting, add = self.waiting, self.free.add
+        for c in t.children[i]:
             waiting[c] -= 1
             if not waiting[c]:
-                self.free.add(c)
+                add(c)
 
     # -- issue ------------------------------------------------------------------------------------
     def issue(self, i: int, s: int) -> None:
         t = self.t
         self.ongoing.add(i)
         self.hardware.occupy(s)
-        self.start[i] = self.sys.now
+        self.start[i] = self.sys.queue.now
         ty = t.types[i]
         if self.cfg.replay_only:
             self.replay(i)

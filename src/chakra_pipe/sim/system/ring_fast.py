@@ -61,9 +61,11 @@ class RingCoordinator:
         self.aware = aware
 
     def join(self, algo: FastRing) -> None:
-        ring = algo.ring
-        key = (ring.key, algo.stream.stream_id, algo.stream.steps_finished, algo.ctype, algo.msg_size, algo.direction)
-        members = self._waiting.setdefault(key, {})
+        ring, stream = algo.ring, algo.stream
+        key = (ring.key, stream.stream_id, stream.steps_finished, algo.ctype, algo.msg_size, algo.direction)
+        members = self._waiting.get(key)
+        if members is None:
+            members = self._waiting[key] = {}
         members[ring.index_of(algo.id)] = algo
         if len(members) == ring.size:
             del self._waiting[key]
@@ -304,8 +306,9 @@ class FastRing(Ring):
     """A :class:`Ring` phase evaluated by :class:`RingCoordinator` instead of message by message."""
 
     def start(self) -> None:
-        self.start_ns = self.sys.now
-        self.sys.ring_coordinator.join(self)
+        sys = self.sys
+        self.start_ns = sys.queue.now
+        sys.ring_coordinator.join(self)
 
     def packet_delays(self) -> list[int]:
         """Bus (+ reduction) delay of each injected packet, from the event path's packet counters;

@@ -62,23 +62,22 @@ class Stream:
         "last_init",
     )
 
-    def __init__(self, owner, dataset: DataSet, stream_id: int, phases: list[Phase], priority: int):
+    def __init__(self, owner, dataset: DataSet, stream_id: int, priority: int):
+        """An empty chain: ``Sys.generate_collective`` appends the phases, pointing each at the stream."""
         self.owner = owner
         self.dataset = dataset
         self.stream_id = stream_id
-        self.phases: deque[Phase] = deque(phases)
+        self.phases: deque[Phase] = deque()
         self.priority = priority
         self.queue_id = -1
         self.phase: Phase | None = None
         self.steps_finished = 0
         self.initialized = False
         self.last_init = 0
-        for ph in phases:
-            ph.algorithm.stream = self
 
     def init(self) -> None:
         self.initialized = True
-        self.last_init = self.owner.now
+        self.last_init = self.owner.queue.now
         self.phase.algorithm.start()  # type: ignore[union-attr]
 
     def general(self) -> None:

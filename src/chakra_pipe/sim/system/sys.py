@@ -161,16 +161,17 @@ class Sys:
 
     # -- collectives --------------------------------------------------------------------------
     def _plan(self, ctype: str, group: Group | None) -> LogicalTopology:
-        algos = self.cfg.implementation(ctype)
+        # the configured algorithms are looked up only to build a plan: a cached plan's type resolved
         if group is not None and len(group.members) != self.total_nodes:
             plan = group.plans.get(ctype)
             if plan is None:
+                algos = self.cfg.implementation(ctype)
                 plan = group.plans[ctype] = LogicalTopology.group_ring(self.id, group.members, algos, self.shared_rings)
             return plan
         plan = self._topologies.get(ctype)
         if plan is None:
             plan = self._topologies[ctype] = LogicalTopology.global_plan(
-                self.id, self.physical, algos, self.shared_rings
+                self.id, self.physical, self.cfg.implementation(ctype), self.shared_rings
             )
         return plan
 
@@ -217,22 +218,23 @@ class Sys:
 
         return (DoubleBinaryTree if self.phase_coordinator is None else FastDoubleBinaryTree)(self, topo, size)
 
-    def _phase(self, ctype: str, dim, size: int, queue: tuple[int, int]) -> Phase:
-        if dim.dbt is None:
-            # Ring, direct and halving-doubling objects depend only on (dimension, type, size, direction)
-            # until they start: build one per shape and copy it per chunk (a copy is a few times cheaper).
-            key = (id(dim), ctype, size, queue[1])
-            hit = self._prototypes.get(key)
-            if hit is None:
-                hit = self._prototypes[key] = (dim, self._algorithm(ctype, dim, size, queue[1]))
-            a = hit[1].unstarted_copy()
-        else:  # a tree dimension alternates its two trees phase by phase: no reuse
-            a = self._algorithm(ctype, dim, size, queue[1])
-        return Phase(queue[0], a, size, a.final_data_size)
+    def _prototype(self, ctype: str, dim, size: int, direction: int, protos: dict) -> Any:
+        """The never-started algorithm of one phase shape, kept for copying per chunk.
+
+        Ring, direct and halving-doubling objects depend only on (dimension, type, size, direction)
+        until they start: one per shape, copied per chunk (a copy is a few times cheaper). ``protos``
+        is the chain step's own (size, direction) shortcut into ``_prototypes``."""
+        key = (id(dim), ctype, size, direction)
+        hit = self._prototypes.get(key)
+        if hit is None:
+            hit = self._prototypes[key] = (dim, self._algorithm(ctype, dim, size, direction))
+        proto = protos[(size, direction)] = hit[1]
+        return proto
 
     def _chain(self, ctype: str, plan: LogicalTopology, involved: list[bool] | None, group: Group | None) -> list:
-        """``[(phase type, dimension, queue allocator)]`` of every chunk of a collective on ``plan``
-        (built once per collective type, plan and involved dimensions)."""
+        """``[(phase type, dimension, queue allocator, prototypes)]`` of every chunk of a collective on
+        ``plan`` (built once per collective type, plan and involved dimensions); ``prototypes`` maps
+        (size, direction) to the step's unstarted algorithm (``_prototype``), None on a tree dimension."""
         key = (ctype, id(plan), None if involved is None or group is not None else tuple(involved))
         hit = self._chains.get(key)
         if hit is not None:
@@ -249,11 +251,12 @@ class Sys:
         def active(i: int) -> bool:
             return dims[order[i]].size != 1 and used[order[i]]
 
-        steps = []
+        steps: list[tuple[str, Any, Callable[[], tuple[int, int]], dict | None]] = []
         for ptype, i, allocator in phase_chain(ctype, len(dims), active, self.cfg.collective_optimization):
             level = self.levels[order[i]]
             alloc = level.next if allocator == NEXT else level.next_first if allocator == FIRST else level.next_last
-            steps.append((ptype, dims[order[i]], alloc))
+            dim = dims[order[i]]
+            steps.append((ptype, dim, alloc, {} if dim.dbt is None else None))
         self._chains[key] = (plan, steps)
         return steps
 
@@ -268,30 +271,39 @@ class Sys:
             chunk = self.total_nodes
             size = splits * self.total_nodes
         streams = -(-size // chunk)
-        dataset = DataSet(streams, self.now)
+        dataset = DataSet(streams, self.queue.now)
         pri = self._priority(explicit_priority)
-        made = 0
-        if steps:
-            for _ in range(streams):
-                remain = chunk
-                phases: list[Phase] = []
-                for ptype, dim, alloc in steps:
-                    ph = self._phase(ptype, dim, remain, alloc())
-                    phases.append(ph)
-                    remain = ph.final_size
-                if group is not None:
-                    sid = group.num_streams
-                    group.num_streams += 1
-                else:
-                    sid = self.num_streams
-                    self.num_streams += 1
-                made += 1
-                stream = Stream(self, dataset, sid, phases, pri)
-                self.proceed_to_next_phase(stream)
-        if made == 0:
+        if not steps or streams <= 0:
             # Nothing to communicate (every dimension has one NPU or is excluded): done at once.
             dataset.total_streams = 1
             self.register_event(dataset.stream_finished, 0)
+            return dataset
+        # Per chunk and phase: a copy of the step's prototype (a tree dimension alternates its two
+        # trees phase by phase: a new object each time), pointed at its stream.
+        for _ in range(streams):
+            if group is not None:
+                sid = group.num_streams
+                group.num_streams += 1
+            else:
+                sid = self.num_streams
+                self.num_streams += 1
+            stream = Stream(self, dataset, sid, pri)
+            phases = stream.phases
+            remain = chunk
+            for ptype, dim, alloc, protos in steps:
+                q, direction = alloc()
+                if protos is None:
+                    a = self._algorithm(ptype, dim, remain, direction)
+                else:
+                    proto = protos.get((remain, direction))
+                    if proto is None:
+                        proto = self._prototype(ptype, dim, remain, direction, protos)
+                    a = proto.unstarted_copy()
+                a.stream = stream
+                final = a.final_data_size
+                phases.append(Phase(q, a, remain, final))
+                remain = final
+            self.proceed_to_next_phase(stream)
         return dataset
 
     # -- queues -------------------------------------------------------------------------------
@@ -311,20 +323,22 @@ class Sys:
         queue.insert(i, stream)
 
     def _start_waiting(self, q: int) -> None:
-        running = self.running
-        if running[q] >= self.threshold:  # the common case: the queue's running streams are all it may run
+        running, threshold = self.running, self.threshold
+        if running[q] >= threshold:  # the common case: the queue's running streams are all it may run
             return
         lst = self.active[q]
         ptr = running[q]
-        while ptr < len(lst) and running[q] < self.threshold:
+        while ptr < len(lst) and running[q] < threshold:
             lst[ptr].init()
             running[q] += 1
             ptr += 1
 
     def proceed_to_next_phase(self, stream: Stream) -> None:
         prev = stream.queue_id  # the queue of the phase that just ended (-1 before the first)
-        if not stream.phases:
+        phases = stream.phases
+        if not phases:
             stream.dataset.stream_finished()
+        running = self.running
         if prev >= 0:
             lst = self.active[prev]
             if lst and lst[0] is stream:
@@ -334,19 +348,22 @@ class Sys:
                     if s is stream:
                         del lst[i]
                         break
-        if not stream.phases:
+        if not phases:
             stream.phase = None  # drop the stream <-> algorithm cycle (the GC is paused during a run)
             if prev >= 0:
-                self.running[prev] -= 1
-                self._start_waiting(prev)
+                running[prev] -= 1
+                if running[prev] < self.threshold:
+                    self._start_waiting(prev)
             return
         stream.steps_finished += 1
-        phase = stream.phases.popleft()
+        phase = phases.popleft()
         stream.phase = phase
-        stream.queue_id = phase.queue_id
+        q = stream.queue_id = phase.queue_id
         stream.initialized = False
-        self._insert(self.active[phase.queue_id], stream)
+        self._insert(self.active[q], stream)
         if prev >= 0:
-            self.running[prev] -= 1
-            self._start_waiting(prev)
-        self._start_waiting(phase.queue_id)
+            running[prev] -= 1
+            if running[prev] < self.threshold:
+                self._start_waiting(prev)
+        if running[q] < self.threshold:
+            self._start_waiting(q)
