@@ -211,16 +211,9 @@ class FileChecker:
             (tuple(kind), tuple(map(g.stored_kinds, kind)), informational),
             self.check_attribute_kinds,
         )
-        # a send's comm_src and a receive's comm_dst are checked against the rank: other files'
-        # results do not depend on it. Findings name the node (its bytes): only clean results are kept.
-        p2p = self.memoised("p2p", (types,), (), lambda: has_p2p(g))
-        comm_inputs = (*(kind[n] for n in _COMM_BAD_KIND), *(value[n] for n in _COMM_VALUES))
+        comm_inputs, comm_params = self._comm_inputs()
         self.comm_ok = self.memoised(
-            "comm-nodes",
-            (ids, types, kind["is_cpu_op"], value["is_cpu_op"], *comm_inputs),
-            (self.rank if p2p else None, self.dataset_splits),
-            self._comm_ok,
-            keep=lambda found: not found,
+            "comm-nodes", comm_inputs, comm_params, self._comm_ok, keep=lambda found: not found
         )
         self.memoised(
             "mem-roofline",
@@ -235,6 +228,34 @@ class FileChecker:
         self.metadata_tables = self.memoised("metadata", (ids, types), records, lambda: self._metadata(meta, full))
         self.check_pg_names()
         return FileResult(self.findings, order, parents, stuck, self.metadata_tables, self.comm_ok)
+
+    def _comm_inputs(self) -> tuple[tuple[np.ndarray, ...], Hashable]:
+        """What :meth:`check_comm_nodes` reads when it finds nothing (a finding names the node: the
+        memo keeps only clean results, and a clean result's ``comm_ok`` is every comm record).
+
+        The rank, and the ``comm_src``/``comm_dst`` values, enter only as "a send's ``comm_src``
+        (a receive's ``comm_dst``) is not the rank": when no send or receive of the file has that,
+        the rule runs as on any other rank where none has, so the key says so instead of naming the
+        rank and those per-rank columns (a pipeline stage's ranks then share one result)."""
+        g = self.g
+        kind, value = g.attr_kind, g.attr_value
+        inputs = (
+            g.ids,
+            g.types,
+            kind["is_cpu_op"],
+            value["is_cpu_op"],
+            *(kind[n] for n in _COMM_BAD_KIND),
+            value["comm_type"],
+            value["comm_size"],
+        )
+        rank = self.rank
+        if rank is None or not self.memoised("p2p", (g.types,), (), lambda: has_p2p(g)):
+            return inputs, (None, self.dataset_splits)
+        sends = self.types_in((schema.COMM_SEND_NODE,))
+        recvs = self.types_in((schema.COMM_RECV_NODE,))
+        if (self.int_attr("comm_src")[sends] == rank).all() and (self.int_attr("comm_dst")[recvs] == rank).all():
+            return inputs, (None, self.dataset_splits)
+        return (*inputs, value["comm_src"], value["comm_dst"]), (rank, self.dataset_splits)
 
     def _comm_ok(self) -> list[int]:
         self.check_comm_nodes()
