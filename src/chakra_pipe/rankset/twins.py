@@ -67,10 +67,8 @@ class SameInputs:
         """``(key, value)``: the value kept for these very inputs and parameters (None when there
         is none) and the key to :meth:`put` this rule's value under."""
         key = (rule, tuple(map(id, inputs)), params)
-        hit = self._seen.get(key)
-        if hit is not None and all(a is b for a, b in zip(hit[0], inputs)):
-            return key, hit[1]
-        return key, None
+        hit = self._seen.get(key)  # the memo keeps the inputs alive: an id in a key is that object's
+        return key, None if hit is None else hit[1]
 
     def put(self, key: tuple, inputs: tuple[object, ...], value: Any) -> None:
         self._seen[key] = (inputs, value)
@@ -136,7 +134,9 @@ class SharedColumns:
             for name, column in columns.items():
                 columns[name] = self._kept((which, name), column)
         names = graph.pg_name
-        names.update(zip(names.keys(), map(sys.intern, names.values())))  # same keys: order and size kept
+        one = {name: sys.intern(name) for name in set(names.values())}  # a few distinct names a file
+        if any(name is not kept for name, kept in one.items()):
+            names.update(zip(names.keys(), map(one.__getitem__, names.values())))  # same keys: order and size kept
 
 
 def _content(graph) -> tuple[np.ndarray, ...]:
