@@ -149,12 +149,14 @@ class FileChecker:
         mask = np.zeros(len(self.g), dtype=bool)
         for t in types:
             mask |= self.g.types == t
-        return mask
+        return _frozen(mask)
 
     def int_attr(self, name: str) -> np.ndarray:
         """``TraceGraph.int_attr(name, 0)``, a function of the attribute's kind and value columns."""
         g = self.g
-        return self.memoised("int-attr", (g.attr_kind[name], g.attr_value[name]), name, lambda: g.int_attr(name, 0))
+        return self.memoised(
+            "int-attr", (g.attr_kind[name], g.attr_value[name]), name, lambda: _frozen(g.int_attr(name, 0))
+        )
 
     def memoised(
         self,
@@ -669,6 +671,12 @@ class FileChecker:
                 continue
             listed = ", ".join(sorted(known, key=lambda s: (len(s), s))) or "none"
             self.add(i, "pg-name", ERROR, f"pg_name {name!r} names no communicator group (known: {listed})")
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """``a`` made read-only: a memoised array serves other files' rules, so a writer must fail."""
+    a.flags.writeable = False
+    return a
 
 
 def _group_by_child(child: np.ndarray, values: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:
