@@ -118,3 +118,32 @@ def test_each_rank_is_checked_against_its_own_rank_when_it_has_sends(tmp_path):
     assert [(Path(f.file).name, f.rule) for r in results for f in r.findings if f.rule == "comm-node"] == [
         ("w.1.et", "comm-node")
     ]
+
+
+def test_ranks_whose_sends_name_themselves_share_the_comm_node_result(tmp_path, monkeypatch):
+    """A ring of sends and receives: every rank's comm_src / comm_dst columns differ (they hold
+    the rank), yet each names its own rank, so the comm-node rule runs once for the shape; a rank
+    whose receive names another rank as comm_dst still gets its own finding."""
+    world = 4
+    ranks = []
+    for r in range(world):
+        send = node(1, schema.COMM_SEND_NODE, comm_src=r, comm_dst=(r + 1) % world, comm_tag=5, comm_size=64)
+        dst = 0 if r == 3 else r  # rank 3's receive claims to be rank 0's
+        recv = node(2, schema.COMM_RECV_NODE, comm_src=(r - 1) % world, comm_dst=dst, comm_tag=5, comm_size=64)
+        ranks.append([send, recv])
+    prefix = write_set(tmp_path, ranks)
+    served: Counter[str] = Counter()
+    get = twins.SameInputs.get
+
+    def counted(self, name, inputs, params=()):
+        key, hit = get(self, name, inputs, params)
+        served[name] += hit is not None
+        return key, hit
+
+    monkeypatch.setattr(twins.SameInputs, "get", counted)
+    results, _, _ = per_file(prefix, False, True)
+    assert served["comm-nodes"] == 2  # ranks 1 and 2 reuse rank 0's; rank 3 is checked itself
+    found = [(Path(f.file).name, f.rule, f.message) for r in results for f in r.findings if f.rule == "comm-node"]
+    assert found == [("w.3.et", "comm-node", "COMM_RECV_NODE 'n2': comm_dst 0 is not this file's rank 3")]
+    monkeypatch.undo()
+    assert_same_as_every_rule_on_every_file(prefix, False)
