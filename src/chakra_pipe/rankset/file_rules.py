@@ -198,12 +198,18 @@ class FileChecker:
     def run(self, full: bool = True) -> FileResult:
         """Every rule; ``full=False`` (simulate, replay) skips the per-record protobuf decode and the
         warning-only header checks, which cost the most and decide no error a stage refuses on."""
+        g = self.g
+        ids, types = g.ids, g.types
+        # METADATA records are read raw: their bytes are the parameters of the rules that read them
+        meta = np.flatnonzero(self.types_in((schema.METADATA_NODE,))).tolist()
+        starts, lengths = g.rec_start[meta].tolist(), g.rec_len[meta].tolist()
+        records = tuple((i, bytes(g.buf[s : s + n])) for i, s, n in zip(meta, starts, lengths))
         if full:
             self.decode_strictly()
             self.check_header()
-        g = self.g
+        else:  # first, as before: a record that does not decode stops the file here
+            self.metadata_nodes = self.memoised("metadata-nodes", (), records, lambda: self._decoded(meta))
         kind, value = g.attr_kind, g.attr_value
-        ids, types = g.ids, g.types
         order, parents, stuck = self.check_structure()
         self.memoised("times", (ids, types, g.start_time_micros, g.duration_micros), (), self.check_times)
         informational = tuple((k, tuple(v)) for k, v in self.informational_kinds.items())  # full only
@@ -223,11 +229,7 @@ class FileChecker:
             (),
             self.check_memory_and_roofline,
         )
-        # METADATA records are read raw: their bytes are the parameters
-        meta = np.flatnonzero(self.types_in((schema.METADATA_NODE,))).tolist()
-        starts, lengths = g.rec_start[meta].tolist(), g.rec_len[meta].tolist()
-        records = tuple((i, bytes(g.buf[s : s + n])) for i, s, n in zip(meta, starts, lengths))
-        self.metadata_tables = self.memoised("metadata", (ids, types), records, lambda: self._metadata(meta, full))
+        self.metadata_tables = self.memoised("metadata", (ids, types), records, self._metadata)
         self.check_pg_names()
         return FileResult(self.findings, order, parents, stuck, self.metadata_tables, self.comm_ok)
 
@@ -263,10 +265,10 @@ class FileChecker:
         self.check_comm_nodes()
         return self.comm_ok
 
-    def _metadata(self, meta: list[int], full: bool) -> dict[int, dict[str, list[int]]]:
-        if not full:  # decode_strictly decoded them
-            for i in meta:
-                self.metadata_nodes[i] = self.g.node(i)
+    def _decoded(self, meta: list[int]) -> dict[int, Any]:
+        return {i: self.g.node(i) for i in meta}
+
+    def _metadata(self) -> dict[int, dict[str, list[int]]]:
         self.check_metadata_nodes()
         return self.metadata_tables
 
