@@ -17,6 +17,7 @@ import weakref
 from dataclasses import dataclass, field
 
 from ..et import schema
+from ..et.graph import TraceGraph
 from ..et.traceset import TraceSet
 from .comm import comm_specs
 from .file_rules import FileChecker, FileResult
@@ -25,7 +26,7 @@ from .problems import ERROR, Finding, SetRefused, SetStuck
 from .progress import stuck_nodes
 from .set_rules import RankView, check_collective_order, check_collectives, check_point_to_point
 from .slots import slot_of
-from .twins import SameArrays, SharedColumns, Twins
+from .twins import SameArrays, SameInputs, SharedColumns, Twins
 
 DEADLOCK = "set-deadlock"
 # Errors that leave every comm spec intact, so the finish proof still runs: how a set hangs (a cycle,
@@ -205,26 +206,7 @@ def _analyze(
     # an in-memory set (search, what-ifs) has no files: its graphs name themselves
     files = [str(f) for f in ts.files] if len(ts.files) == len(ts.ranks) else [str(g.path) for g in ts.ranks]
     names = [str(k) for k in comm_groups] if comm_groups else []
-    # full=False: byte-identical files (twins.py) are checked once, and share their comm specs;
-    # validate's full checks also read each file's framing and header from disk, so they run per file
-    twins: Twins[int] = Twins()
-    shapes: SameArrays = SameArrays()  # dependency structures checked clean (FileChecker.check_structure)
-    shared = SharedColumns()  # each rank's decoded attributes, equal columns kept once (twins.py)
-    results: list[FileResult] = []
-    slots: list[list[int]] = []
-    first: list[int] = []  # the rank whose results a twin reuses (itself if none)
-    for r, g in enumerate(ts.ranks):
-        key, twin = (None, None) if full else twins.get(g)
-        if twin is not None:
-            results.append(results[twin].moved(files[r]))
-            slots.append(slots[twin])
-            first.append(twin)
-            continue
-        results.append(FileChecker(g, files[r], r, names, splits, shapes).run(full))
-        shared.share(g)
-        slots.append(slot_of(g.types, g.is_cpu_op).tolist())
-        first.append(r)
-        twins.put(key, g, r)
+    results, slots, first = file_results(ts.ranks, files, names, splits, full)
     findings = [f for res in results for f in res.findings]
     table, group_findings = resolve_groups(
         files, [g.ids for g in ts.ranks], [res.metadata_tables for res in results], comm_groups, groups_file
@@ -239,6 +221,45 @@ def _analyze(
     findings += check_point_to_point(views)
     proof_runs = all(f.rule in PROOF_RUNS_DESPITE for f in findings if f.is_error)
     return RankSetAnalysis(ts.prefix, findings, views, slots, table, proof_runs)
+
+
+def file_results(
+    graphs: list[TraceGraph], files: list[str], names: list[str], splits: int, full: bool, memo: bool = True
+) -> tuple[list[FileResult], list[list[int]], list[int]]:
+    """The per-file rules' results, each rank's slots, and the rank whose results each reuses
+    (itself if none). ``memo=False`` runs every rule on every file (tests compare the two).
+
+    full=False: byte-identical files (twins.py) are checked once, and share their comm specs;
+    validate's full checks also read each file's framing and header from disk, so they run per file.
+    Each rank's columns are shared with the previous rank's equal ones (``SharedColumns``) *before*
+    its rules run, so a rule whose inputs are the very arrays an earlier rank's were reuses that
+    rank's findings and result (``FileChecker.memoised``): the ranks of a pipeline stage repeat
+    most rules' inputs, and each rule then costs one ``is`` per input.
+    """
+    twins: Twins[int] = Twins()
+    shapes: SameArrays = SameArrays()  # dependency structures checked clean (FileChecker.check_structure)
+    shared = SharedColumns()  # each rank's decoded attributes, equal columns kept once (twins.py)
+    rules = SameInputs() if memo else None
+    results: list[FileResult] = []
+    slots: list[list[int]] = []
+    first: list[int] = []
+    for r, g in enumerate(graphs):
+        key, twin = (None, None) if full or not memo else twins.get(g)
+        if twin is not None:
+            results.append(results[twin].moved(files[r]))
+            slots.append(slots[twin])
+            first.append(twin)
+            continue
+        if memo:
+            shared.share(g)
+        checker = FileChecker(g, files[r], r, names, splits, shapes if memo else None, rules)
+        results.append(checker.run(full))
+        cpu = g.attr_kind["is_cpu_op"], g.attr_value["is_cpu_op"]  # TraceGraph.is_cpu_op's inputs
+        slot = checker.memoised("slots", (g.types, *cpu), (), lambda: slot_of(g.types, g.is_cpu_op).tolist())  # noqa: B023
+        slots.append(slot)
+        first.append(r)
+        twins.put(key, g, r)
+    return results, slots, first
 
 
 def deadlock_findings(files: list[str], stuck: dict[int, list[int]]) -> list[Finding]:

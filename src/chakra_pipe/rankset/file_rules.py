@@ -8,10 +8,10 @@ with the count and the first ids; rules that point at one broken node report per
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -28,7 +28,9 @@ from .graphalgo import Parents, find_cycle, issue_order, parents_of
 from .groups import SHOW_IDS, id_list
 from .problems import ERROR, WARNING, Finding
 from .sizes import all_gather_too_small
-from .twins import SameArrays
+from .twins import SameArrays, SameInputs, has_p2p
+
+R = TypeVar("R")
 
 _INT_NUMBERS = frozenset(KIND_NUMBER[k] for k in INT_KINDS)
 _INT_KIND = np.zeros(256, dtype=bool)  # by oneof field number: one of the integer kinds
@@ -50,6 +52,8 @@ _COMM_CHECKED = {
     t: names if t == schema.COMM_COLL_NODE else ("comm_src", "comm_dst", "comm_tag", "comm_size")
     for t, names in COMM_REQUIRED.items()
 }
+# Integer communication attributes whose values the comm-node rule reads.
+_COMM_VALUES = ("comm_type", "comm_size", "comm_src", "comm_dst")
 # Per communication attribute, by (node type, attribute kind): whether the kind is a comm-node
 # problem there (required and not an integer, or checked, present and not an integer); one lookup a
 # node and attribute for _plain_comm.
@@ -96,6 +100,7 @@ class FileChecker:
         comm_group_names: Iterable[str] = (),
         dataset_splits: int = 1,
         shapes: SameArrays[tuple[np.ndarray, Parents, np.ndarray]] | None = None,
+        memo: SameInputs | None = None,
     ):
         self.g, self.file, self.rank = graph, file, rank
         # preferred-dataset-splits of the system config the trace is meant for (1 when none is given:
@@ -112,6 +117,9 @@ class FileChecker:
         # dependency structures (ids and both lists) whose structural checks found nothing, shared
         # by the ranks of one analysis: a rank with the same structure reuses their results
         self.shapes = shapes
+        # each rule's findings and result per distinct inputs (the very arrays, after
+        # SharedColumns.share, and parameters), shared by the ranks of one analysis: see memoised
+        self.memo = memo
         self.metadata_nodes: dict[int, Any] = {}  # decoded protobuf Nodes
         self.metadata_tables: dict[int, dict[str, list[int]]] = {}
         self.comm_ok: list[int] = []  # communication records without a comm-node problem
@@ -133,11 +141,49 @@ class FileChecker:
         key = tuple(sorted(types))
         mask = self._type_masks.get(key)
         if mask is None:
-            mask = np.zeros(len(self.g), dtype=bool)
-            for t in key:
-                mask |= self.g.types == t
+            mask = self.memoised("types-in", (self.g.types,), key, lambda: self._type_mask(key))
             self._type_masks[key] = mask
         return mask
+
+    def _type_mask(self, types: tuple[int, ...]) -> np.ndarray:
+        mask = np.zeros(len(self.g), dtype=bool)
+        for t in types:
+            mask |= self.g.types == t
+        return _frozen(mask)
+
+    def int_attr(self, name: str) -> np.ndarray:
+        """``TraceGraph.int_attr(name, 0)``, a function of the attribute's kind and value columns."""
+        g = self.g
+        return self.memoised(
+            "int-attr", (g.attr_kind[name], g.attr_value[name]), name, lambda: _frozen(g.int_attr(name, 0))
+        )
+
+    def memoised(
+        self,
+        rule: str,
+        inputs: tuple[object, ...],
+        params: Hashable,
+        run: Callable[[], R],
+        keep: Callable[[list[Finding]], bool] = lambda found: True,
+    ) -> R:
+        """``run()``'s result, and the findings it adds, reused from an earlier file of the analysis
+        whose inputs to it were the very same objects and ``params`` equal (findings renamed to this
+        file, in their order). ``inputs`` and ``params`` must name everything ``run`` reads; a rule
+        that reads more on some paths (a node's name or raw record for its message) stores its
+        result only when ``keep(findings)`` says it did not."""
+        if self.memo is None:
+            return run()
+        key, hit = self.memo.get(rule, inputs, params)
+        if hit is not None:
+            found, value = hit
+            self.findings += [f if f.file == self.file else replace(f, file=self.file) for f in found]
+            return value
+        before = len(self.findings)
+        value = run()
+        found = self.findings[before:]
+        if keep(found):
+            self.memo.put(key, inputs, (found, value))
+        return value
 
     def add(self, index: int | None, rule: str, severity: str, message: str) -> None:
         node = int(self.g.ids[index]) if index is not None else None
@@ -152,20 +198,79 @@ class FileChecker:
     def run(self, full: bool = True) -> FileResult:
         """Every rule; ``full=False`` (simulate, replay) skips the per-record protobuf decode and the
         warning-only header checks, which cost the most and decide no error a stage refuses on."""
+        g = self.g
+        ids, types = g.ids, g.types
+        # METADATA records are read raw: their bytes are the parameters of the rules that read them
+        meta = np.flatnonzero(self.types_in((schema.METADATA_NODE,))).tolist()
+        starts, lengths = g.rec_start[meta].tolist(), g.rec_len[meta].tolist()
+        records = tuple((i, bytes(g.buf[s : s + n])) for i, s, n in zip(meta, starts, lengths))
         if full:
             self.decode_strictly()
             self.check_header()
-        else:
-            for i in np.nonzero(self.g.types == schema.METADATA_NODE)[0].tolist():
-                self.metadata_nodes[i] = self.g.node(i)
+        else:  # first, as before: a record that does not decode stops the file here
+            self.metadata_nodes = self.memoised("metadata-nodes", (), records, lambda: self._decoded(meta))
+        kind, value = g.attr_kind, g.attr_value
         order, parents, stuck = self.check_structure()
-        self.check_times()
-        self.check_attribute_kinds()
-        self.check_comm_nodes()
-        self.check_memory_and_roofline()
-        self.check_metadata_nodes()
+        self.memoised("times", (ids, types, g.start_time_micros, g.duration_micros), (), self.check_times)
+        informational = tuple((k, tuple(v)) for k, v in self.informational_kinds.items())  # full only
+        self.memoised(
+            "attr-kinds",
+            (ids, types, *kind.values()),
+            (tuple(kind), tuple(map(g.stored_kinds, kind)), informational),
+            self.check_attribute_kinds,
+        )
+        comm_inputs, comm_params = self._comm_inputs()
+        self.comm_ok = self.memoised(
+            "comm-nodes", comm_inputs, comm_params, self._comm_ok, keep=lambda found: not found
+        )
+        self.memoised(
+            "mem-roofline",
+            (ids, types, kind["tensor_size"], value["tensor_size"], kind["num_ops"]),
+            (),
+            self.check_memory_and_roofline,
+        )
+        self.metadata_tables = self.memoised("metadata", (ids, types), records, self._metadata)
         self.check_pg_names()
         return FileResult(self.findings, order, parents, stuck, self.metadata_tables, self.comm_ok)
+
+    def _comm_inputs(self) -> tuple[tuple[np.ndarray, ...], Hashable]:
+        """What :meth:`check_comm_nodes` reads when it finds nothing (a finding names the node: the
+        memo keeps only clean results, and a clean result's ``comm_ok`` is every comm record).
+
+        The rank, and the ``comm_src``/``comm_dst`` values, enter only as "a send's ``comm_src``
+        (a receive's ``comm_dst``) is not the rank": when no send or receive of the file has that,
+        the rule runs as on any other rank where none has, so the key says so instead of naming the
+        rank and those per-rank columns (a pipeline stage's ranks then share one result)."""
+        g = self.g
+        kind, value = g.attr_kind, g.attr_value
+        inputs = (
+            g.ids,
+            g.types,
+            kind["is_cpu_op"],
+            value["is_cpu_op"],
+            *(kind[n] for n in _COMM_BAD_KIND),
+            value["comm_type"],
+            value["comm_size"],
+        )
+        rank = self.rank
+        if rank is None or not self.memoised("p2p", (g.types,), (), lambda: has_p2p(g)):
+            return inputs, (None, self.dataset_splits)
+        sends = self.types_in((schema.COMM_SEND_NODE,))
+        recvs = self.types_in((schema.COMM_RECV_NODE,))
+        if (self.int_attr("comm_src")[sends] == rank).all() and (self.int_attr("comm_dst")[recvs] == rank).all():
+            return inputs, (None, self.dataset_splits)
+        return (*inputs, value["comm_src"], value["comm_dst"]), (rank, self.dataset_splits)
+
+    def _comm_ok(self) -> list[int]:
+        self.check_comm_nodes()
+        return self.comm_ok
+
+    def _decoded(self, meta: list[int]) -> dict[int, Any]:
+        return {i: self.g.node(i) for i in meta}
+
+    def _metadata(self) -> dict[int, dict[str, list[int]]]:
+        self.check_metadata_nodes()
+        return self.metadata_tables
 
     def check_structure(self) -> tuple[np.ndarray, Parents, np.ndarray]:
         """Ids, types, dependency lists, cycles and roots (items 6–13); see :meth:`check_cycles_and_roots`
@@ -174,18 +279,40 @@ class FileChecker:
         (the ranks of a pipeline stage share one structure and differ in attributes)."""
         g = self.g
         arrays = (g.ids, g.data_ptr, g.data_ids, g.ctrl_ptr, g.ctrl_ids)
-        key, known = self.shapes.get(arrays) if self.shapes is not None else (None, None)
-        if known is not None:
-            self.check_types()
-            return known
+        memo_key, hit = self.memo.get("structure", arrays) if self.memo is not None else (None, None)
+        key = None
+        if hit is None and self.shapes is not None:
+            key, known = self.shapes.get(arrays)
+            hit = None if known is None else ([], [], known)
+        if hit is not None:
+            ids_found, deps_found, result = hit
+            self.findings += [replace(f, file=self.file) for f in ids_found]
+            self._check_types()
+            self.findings += [replace(f, file=self.file) for f in deps_found]
+            return result
         before = len(self.findings)
         self.check_ids()
-        self.check_types()
+        ids_found = self.findings[before:]
+        self._check_types()
+        after_types = len(self.findings)
         self.check_dependency_lists()
         result = self.check_cycles_and_roots()
-        if self.shapes is not None and key is not None and len(self.findings) == before:
+        deps_found = self.findings[after_types:]
+        if self.memo is not None and memo_key is not None:
+            self.memo.put(memo_key, arrays, (ids_found, deps_found, result))
+        if self.shapes is not None and key is not None and not ids_found and not deps_found:
             self.shapes.put(key, arrays, result)
         return result
+
+    def _check_types(self) -> None:
+        """:meth:`check_types`, kept only without a ``node-type`` finding (whose message reads the record)."""
+        self.memoised(
+            "types",
+            (self.g.ids, self.g.types),
+            (),
+            self.check_types,
+            keep=lambda found: not any(f.rule == "node-type" for f in found),
+        )
 
     # -- framing and header (items 1–5) ------------------------------------------------------
     def decode_strictly(self) -> None:
@@ -419,9 +546,9 @@ class FileChecker:
         comm = np.nonzero(self.types_in(COMM_REQUIRED))[0]
         if not len(comm):
             return
-        cpu = g.is_cpu_op
+        cpu = self.int_attr("is_cpu_op") != 0  # TraceGraph.is_cpu_op
         kinds = {name: g.attr_kind[name] for name in _COMM_BAD_KIND}
-        values = {name: g.int_attr(name, 0) for name in ("comm_type", "comm_size", "comm_src", "comm_dst")}
+        values = {name: self.int_attr(name) for name in _COMM_VALUES}
         types = g.types
         plain = self._plain_comm(comm, cpu, kinds, values)
         if plain.all():  # nothing for the per-node checks below to report
@@ -539,11 +666,19 @@ class FileChecker:
 
     def check_pg_names(self) -> None:
         known = self.comm_group_names | {name for table in self.metadata_tables.values() for name in table}
+        if set(self.g.pg_name.values()) <= known | WORLD_PG_NAMES:  # the common case: nothing to report
+            return
         for i, name in sorted(self.g.pg_name.items()):
             if name in WORLD_PG_NAMES or name in known:
                 continue
             listed = ", ".join(sorted(known, key=lambda s: (len(s), s))) or "none"
             self.add(i, "pg-name", ERROR, f"pg_name {name!r} names no communicator group (known: {listed})")
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """``a`` made read-only: a memoised array serves other files' rules, so a writer must fail."""
+    a.flags.writeable = False
+    return a
 
 
 def _group_by_child(child: np.ndarray, values: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:

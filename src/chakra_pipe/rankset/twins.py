@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import sys
 import zlib
+from collections.abc import Hashable
 from dataclasses import fields
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -50,7 +51,30 @@ class SameArrays(Generic[T]):
         self._seen.setdefault(key, (arrays, value))
 
 
-def _has_p2p(graph) -> bool:
+class SameInputs:
+    """A memo of one rule's result per distinct inputs, for one pass over a set's ranks, where
+    "distinct" is identity: after :meth:`SharedColumns.share`, ranks whose column is equal hold the
+    very same array, so an O(1) ``is`` per input stands in for comparing or hashing it. The key names
+    the rule and its hashable parameters (rank, group names, dataset splits, ...); the memo keeps
+    the input arrays alive, so an ``id`` it was stored under cannot be reused by another array.
+    A miss costs a recomputation only, never a wrong result: every input a rule reads is in its key.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple, tuple[tuple[object, ...], Any]] = {}
+
+    def get(self, rule: str, inputs: tuple[object, ...], params: Hashable = ()) -> tuple[tuple, Any]:
+        """``(key, value)``: the value kept for these very inputs and parameters (None when there
+        is none) and the key to :meth:`put` this rule's value under."""
+        key = (rule, tuple(map(id, inputs)), params)
+        hit = self._seen.get(key)  # the memo keeps the inputs alive: an id in a key is that object's
+        return key, None if hit is None else hit[1]
+
+    def put(self, key: tuple, inputs: tuple[object, ...], value: Any) -> None:
+        self._seen[key] = (inputs, value)
+
+
+def has_p2p(graph) -> bool:
     """Whether ``graph`` has sends or receives, whose checks depend on its rank."""
     types = graph.types
     return bool(((types == schema.COMM_SEND_NODE) | (types == schema.COMM_RECV_NODE)).any())
@@ -65,7 +89,7 @@ class Twins(Generic[T]):
     def get(self, graph) -> tuple[Key | None, T | None]:
         """``(key, value)``: the value kept for a twin of ``graph`` (None when there is none) and the
         key to :meth:`put` this graph's own value under (None: it has no twins)."""
-        if _has_p2p(graph):
+        if has_p2p(graph):
             return None, None
         return self._same.get(_content(graph))
 
@@ -110,7 +134,9 @@ class SharedColumns:
             for name, column in columns.items():
                 columns[name] = self._kept((which, name), column)
         names = graph.pg_name
-        names.update(zip(names.keys(), map(sys.intern, names.values())))  # same keys: order and size kept
+        one = {name: sys.intern(name) for name in set(names.values())}  # a few distinct names a file
+        if any(name is not kept for name, kept in one.items()):
+            names.update(zip(names.keys(), map(one.__getitem__, names.values())))  # same keys: order and size kept
 
 
 def _content(graph) -> tuple[np.ndarray, ...]:
