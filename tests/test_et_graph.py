@@ -420,6 +420,19 @@ def test_uniform_width_dependency_decoder_reads_as_the_bytewise_one(regions):
     assert values.dtype == simple[0].dtype or not len(values)
 
 
+def test_ascii_check_finds_one_high_byte_anywhere_in_or_next_to_a_span():
+    """Every span of 0-40 bytes at every alignment against one non-ASCII byte at every position:
+    the byte counts exactly when it lies inside the span (edges and aligned middle alike)."""
+    starts, lens = np.meshgrid(np.arange(24), np.arange(41))
+    starts, lens = starts.ravel(), lens.ravel()
+    for high in range(72):
+        arr = np.full(80, ord("a"), dtype=np.uint8)
+        arr[high] = 0xC3
+        arr[64:] = 0  # the zero padding
+        inside = (starts <= high) & (high < starts + lens)
+        assert graph_module._ascii(arr, starts, lens).tolist() == (~inside).tolist()
+
+
 @pytest.mark.parametrize(
     "value, fails",
     [

