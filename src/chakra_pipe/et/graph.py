@@ -1103,7 +1103,7 @@ def _ascii(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
 
     Spans of up to 16 bytes (names, most strings) are tested as two unaligned 8-byte words each,
     read through a byte-strided uint64 view (the buffer's zero padding covers the overhang).
-    A longer one is its first and last 8 bytes (unaligned words) and the aligned words wholly
+    A longer one is its partial first and last aligned words and the aligned words wholly
     inside it, OR-ed by one ``bitwise_or.reduceat`` over the spans sorted by start, within the
     words from the first span to the last (so the segments between spans, which reduceat also
     reduces, add up to one pass over one chunk's records, not over the rest of the file). Word by
@@ -1121,9 +1121,12 @@ def _ascii(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
         order = long[np.argsort(starts[long], kind="stable")]
         s, e = starts[order], starts[order] + lens[order]
         high = _HIGH_BITS[8]
-        edges = (words[s] | words[e - 8]) & high
-        # aligned words [ceil(s / 8), floor(e / 8)): at least one, as a span has over 16 bytes
         aligned = arr[: len(arr) // 8 * 8].view("<u8")
+        # the bytes from s to its word's end and from e's word's start to e, read from aligned
+        # words (contiguous: a third cheaper than the byte-strided view's unaligned gathers)
+        edges = (aligned[s >> 3] >> ((s & 7) << 3).astype(_U64)) | (aligned[e >> 3] & _LOW_BYTES[e & 7])
+        edges &= high
+        # aligned words [ceil(s / 8), floor(e / 8)): at least one, as a span has over 16 bytes
         lo = int(-(-s[0] // 8))
         idx = np.empty(2 * len(order), dtype=np.int64)
         idx[0::2] = -(-s // 8) - lo
