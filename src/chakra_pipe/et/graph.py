@@ -442,6 +442,12 @@ def _packed_group(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tupl
     return out, counts, oks
 
 
+# Mean bytes per non-empty list below which the byte-wise decoder is used: its cost is per byte,
+# this one's partly per list (a generated trace's one-id lists decoded 8 % slower this way,
+# a converted trace's ~80-byte ones 1.6x faster).
+_UNIFORM_BYTES = 8
+
+
 def _uniform_regions(
     arr: np.ndarray, starts: np.ndarray, lens: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -458,6 +464,8 @@ def _uniform_regions(
     words = np.ndarray((len(arr) - 3,), dtype="<u4", buffer=arr.data, strides=(1,))
     nz = np.flatnonzero(lens)
     s, ln = starts[nz], lens[nz]
+    if int(ln.sum()) < _UNIFORM_BYTES * len(nz):
+        return None
     term = ~words[s] & np.uint32(0x80808080)
     lowest = term & (np.uint32(0) - term)  # the first varint's last byte's bit: 0x80 << 8 * (width - 1)
     width = (np.bitwise_count(lowest - np.uint32(1)) + 1).astype(np.int64) >> 3
