@@ -462,10 +462,10 @@ def _uniform_regions(
     continuation bits are checked, so a region is taken only if it really is that uniform.
     """
     words = np.ndarray((len(arr) - 3,), dtype="<u4", buffer=arr.data, strides=(1,))
+    if int(lens.sum()) < _UNIFORM_BYTES * np.count_nonzero(lens):  # decided before any gather
+        return None
     nz = np.flatnonzero(lens)
     s, ln = starts[nz], lens[nz]
-    if int(ln.sum()) < _UNIFORM_BYTES * len(nz):
-        return None
     term = ~words[s] & np.uint32(0x80808080)
     lowest = term & (np.uint32(0) - term)  # the first varint's last byte's bit: 0x80 << 8 * (width - 1)
     width = (np.bitwise_count(lowest - np.uint32(1)) + 1).astype(np.int64) >> 3
