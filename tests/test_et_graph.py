@@ -367,6 +367,73 @@ def test_vectorised_varints_read_as_protobuf(lists, junk):
     assert [i for i, good in enumerate(ok_cut.tolist()[:-1]) if not good] == cut
 
 
+def _width_values(width: int) -> st.SearchStrategy[int]:
+    """Values whose varint is exactly ``width`` bytes long."""
+    return st.integers((1 << (7 * (width - 1))) if width > 1 else 0, (1 << (7 * width)) - 1)
+
+
+_REGION = st.tuples(
+    st.one_of(
+        st.integers(1, 5).flatmap(lambda w: st.lists(_width_values(w), max_size=30)),  # one width
+        st.lists(_VARINT_VALUES, max_size=12),  # mixed widths
+    ),
+    st.integers(0, 2),  # bytes cut off the end (a region that stops inside a varint)
+    st.binary(max_size=4),  # bytes between this region and the next (not part of either)
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_REGION, min_size=1, max_size=30))
+def test_uniform_width_dependency_decoder_reads_as_the_bytewise_one(regions):
+    """The fast path for packed lists whose varints share one width (``_uniform_regions``, inside
+    ``_packed_varints``) against a byte-by-byte reference: every region's ok flag, and the count
+    and values of every ok region, are protobuf's, whichever regions are uniform, mixed, cut
+    short or followed by continuation bytes."""
+    data, starts, lens, expect = b"", [], [], []
+    for values, cut, gap in regions:
+        raw = b"".join(encode_varint(v) for v in values)
+        raw = raw[: max(0, len(raw) - cut)]
+        starts.append(len(data))
+        lens.append(len(raw))
+        data += raw + gap
+        pos, got = 0, []
+        while pos < len(raw):
+            value, n = _reference_varint(raw, pos)
+            if not n:
+                got = None
+                break
+            got.append(value)
+            pos += n
+        expect.append(got)
+    arr = np.zeros(len(data) + 16, dtype=np.uint8)
+    arr[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+    s, n = np.array(starts, np.int64), np.array(lens, np.int64)
+    with mock.patch.object(graph_module, "_UNIFORM_BYTES", 0):  # the fast path even for short lists
+        _, _, ok = graph_module._packed_varints(arr, s, n)
+        assert ok.tolist() == [e is not None for e in expect]
+        n[~ok] = 0  # as the loader does: the records of bad regions are decoded by protobuf instead
+        values, counts, ok = graph_module._packed_varints(arr, s, n)
+    assert ok.all()
+    at = np.concatenate([[0], np.cumsum(counts)]).tolist()
+    assert [values[at[r] : at[r + 1]].tolist() for r in range(len(expect))] == [e or [] for e in expect]
+    simple = graph_module._bytewise_group(arr, s, n)
+    assert [x.tolist() for x in simple] == [values.tolist(), counts.tolist(), ok.tolist()]
+    assert values.dtype == simple[0].dtype or not len(values)
+
+
+def test_ascii_check_finds_one_high_byte_anywhere_in_or_next_to_a_span():
+    """Every span of 0-40 bytes at every alignment against one non-ASCII byte at every position:
+    the byte counts exactly when it lies inside the span (edges and aligned middle alike)."""
+    starts, lens = np.meshgrid(np.arange(24), np.arange(41))
+    starts, lens = starts.ravel(), lens.ravel()
+    for high in range(72):
+        arr = np.full(80, ord("a"), dtype=np.uint8)
+        arr[high] = 0xC3
+        arr[64:] = 0  # the zero padding
+        inside = (starts <= high) & (high < starts + lens)
+        assert graph_module._ascii(arr, starts, lens).tolist() == (~inside).tolist()
+
+
 @pytest.mark.parametrize(
     "value, fails",
     [
