@@ -9,7 +9,7 @@ from __future__ import annotations
 from chakra_pipe import cli
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.rankset import analyze
-from chakra_pipe.sim import HardwareConfig, simulate
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
 from chakra_pipe.sim.engine import EventQueue
 from chakra_pipe.sim.network import make_network
 from chakra_pipe.sim.simulate import aware_fast_path_is_exact
@@ -52,3 +52,31 @@ def aware_exact(ts, hw: HardwareConfig, comm_groups=None) -> bool:
     """``aware_fast_path_is_exact`` as ``simulate`` wires it (the set's group table, a fresh network)."""
     network = make_network(hw.backend, hw.network, EventQueue())
     return aware_fast_path_is_exact(ts, hw, analyze(ts, comm_groups).groups, network)
+
+
+def aware_hardware(
+    net: dict,
+    algo: str,
+    chunks: int,
+    splits: int,
+    optimization: str = "baseline",
+    local_mem_bw: float = 3350,
+    **extra,
+) -> HardwareConfig:
+    """A congestion-aware platform on ``net`` (a network.yml mapping) with ``algo`` for every
+    dimension of every collective: the aware fast-path tests vary only these knobs."""
+    system = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": chunks,
+        "preferred-dataset-splits": splits,
+        "collective-optimization": optimization,
+        "local-mem-bw": local_mem_bw,
+        **{f"{k}-implementation": [algo] * len(net["npus_count"]) for k in KINDS},
+    }
+    return HardwareConfig(
+        SystemConfig.from_dict(system, source="sys"),
+        NetworkConfig.from_dict(net, source="net"),
+        backend="congestion_aware",
+        **extra,
+    )

@@ -11,7 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_paths import KINDS, RERUN, assert_fast_equals_message_path, aware_exact, generated_steps, tiered_network
+from sim_paths import (
+    RERUN,
+    assert_fast_equals_message_path,
+    aware_exact,
+    aware_hardware,
+    generated_steps,
+    tiered_network,
+)
 from test_sim_examples import _straggler_set, coll, make_node, write_set
 
 from chakra_pipe.et import schema
@@ -26,22 +33,7 @@ STEPS = {
 
 
 def _hw(topology: str, sizes: list[int], chunks: int, splits: int = 4, **extra) -> HardwareConfig:
-    system = {
-        "scheduling-policy": "LIFO",
-        "endpoint-delay": 10,
-        "active-chunks-per-dimension": chunks,
-        "preferred-dataset-splits": splits,
-        "collective-optimization": "localBWAware",
-        "local-mem-bw": 3350,
-        **{f"{k}-implementation": ["ring"] * len(sizes) for k in KINDS},
-    }
-    net = tiered_network(topology, sizes)
-    return HardwareConfig(
-        SystemConfig.from_dict(system, source="sys"),
-        NetworkConfig.from_dict(net, source="net"),
-        backend="congestion_aware",
-        **extra,
-    )
+    return aware_hardware(tiered_network(topology, sizes), "ring", chunks, splits, "localBWAware", **extra)
 
 
 @pytest.fixture(scope="module")

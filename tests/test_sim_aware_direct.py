@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_paths import KINDS, RERUN, assert_fast_equals_message_path, aware_exact, generated_steps
+from sim_paths import KINDS, RERUN, assert_fast_equals_message_path, aware_exact, aware_hardware, generated_steps
 from test_sim_direct_tree_fast import _write
 
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
-from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim import HardwareConfig, SystemConfig, simulate
 
 STEPS = {
     "llama3-8b-t8d8-zero1": ["--model", "llama3-8b", "--layers", "1", "--tp", "8", "--dp", "8", "--zero", "1"],
@@ -29,21 +29,8 @@ STEPS = {
 def _hw(
     topology: list[str], sizes: list[int], algo: str = "direct", splits: int = 1, chunks: int = 1, bw: float = 100
 ) -> HardwareConfig:
-    system = {
-        "scheduling-policy": "LIFO",
-        "endpoint-delay": 10,
-        "active-chunks-per-dimension": chunks,
-        "preferred-dataset-splits": splits,
-        "collective-optimization": "baseline",
-        "local-mem-bw": 1600,
-        **{f"{k}-implementation": [algo] * len(sizes) for k in KINDS},
-    }
     net = {"topology": topology, "npus_count": sizes, "bandwidth": [bw] * len(sizes), "latency": [700] * len(sizes)}
-    return HardwareConfig(
-        SystemConfig.from_dict(system, source="sys"),
-        NetworkConfig.from_dict(net, source="net"),
-        backend="congestion_aware",
-    )
+    return aware_hardware(net, algo, chunks, splits, local_mem_bw=1600)
 
 
 @pytest.fixture(scope="module")

@@ -12,17 +12,16 @@ from pathlib import Path
 
 import pytest
 from ranksets import NodeSpec, RankSetSpec
-from sim_paths import assert_fast_equals_message_path
+from sim_paths import assert_fast_equals_message_path, aware_hardware
 
 from chakra_pipe import cli
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
-from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, simulate
 from chakra_pipe.sim.engine import EventQueue
 from chakra_pipe.sim.network import make_network
 from chakra_pipe.sim.network.aware import POINT_TO_POINT, LinkConflict
 
-RING = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
 SIZE = 1 << 20
 PER_NS = 100 * (1 << 30) / 1e9  # 100 GB/s in bytes per ns
 HOLD, HOP = int(SIZE / PER_NS), int(700 + SIZE / PER_NS)  # a SIZE-byte message on one 700 ns link
@@ -97,22 +96,8 @@ def test_two_sends_reaching_one_link_at_the_same_ns_are_refused() -> None:
 def _hw(
     npus: int, chunks: int = 1, bandwidth: float = 50, latency: float = 500, splits: int = 4, queues: int = 1
 ) -> HardwareConfig:
-    system = {
-        "scheduling-policy": "LIFO",
-        "endpoint-delay": 10,
-        "active-chunks-per-dimension": chunks,
-        "preferred-dataset-splits": splits,
-        "collective-optimization": "baseline",
-        "local-mem-bw": 3350,
-        **{f"{k}-implementation": ["ring"] for k in RING},
-    }
     net = {"topology": ["Switch"], "npus_count": [npus], "bandwidth": [bandwidth], "latency": [latency]}
-    return HardwareConfig(
-        SystemConfig.from_dict(system, source="sys"),
-        NetworkConfig.from_dict(net, source="net"),
-        backend="congestion_aware",
-        num_queues_per_dim=queues,
-    )
+    return aware_hardware(net, "ring", chunks, splits, num_queues_per_dim=queues)
 
 
 def _pipeline_beside_ring(folder: Path, size: int, lead: int) -> TraceSet:
