@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from byte_mutations import mutate
 
 from chakra_pipe.errors import TraceFormatError
 from chakra_pipe.et import load_graph, metadata, schema, write_trace
@@ -83,20 +84,7 @@ def test_the_walk_never_accepts_what_protobuf_refuses():
     seeds = [_rich(), _listed(), schema.GlobalMetadata(version="0.0.4").SerializeToString()]
     plain = 0
     for _ in range(4000):
-        p = bytearray(rng.choice(seeds))
-        for _ in range(rng.randint(1, 3)):
-            if not p:
-                break
-            i, op = rng.randrange(len(p)), rng.random()
-            if op < 0.5:
-                p[i] = rng.randrange(256)
-            elif op < 0.7:
-                del p[i : i + rng.randint(1, 4)]
-            elif op < 0.85:
-                p[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 3)))
-            else:
-                del p[i:]
-        payload = bytes(p)
+        payload = mutate(rng.choice(seeds), rng, max_cut=4)
         want, error = _strict(payload)
         try:
             got = metadata.read_metadata(payload, "f.et", 0)

@@ -17,6 +17,8 @@ import random
 import subprocess
 import sys
 
+from byte_mutations import mutate
+
 from chakra_pipe import cli
 from chakra_pipe.et import schema
 
@@ -39,19 +41,8 @@ def _mutants(seed: bytes, count: int, folder) -> list[str]:
     rng = random.Random(15)
     paths = []
     for k in range(count):
-        data = bytearray(seed)
-        for _ in range(rng.randint(1, 3)):
-            i, op = rng.randrange(len(data)), rng.random()
-            if op < 0.5:
-                data[i] = rng.randrange(256)
-            elif op < 0.7:
-                del data[i : i + rng.randint(1, 3)]
-            elif op < 0.85:
-                data[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 3)))
-            else:
-                del data[i:]
         path = folder / f"m{k}.et"
-        path.write_bytes(bytes(data))
+        path.write_bytes(mutate(seed, rng))
         paths.append(str(path))
     return paths
 

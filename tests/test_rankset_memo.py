@@ -85,10 +85,8 @@ ODD = {
 }
 
 
-@pytest.mark.parametrize("rule", sorted(ODD))
-def test_a_rank_differing_in_one_rule_input_gets_that_rules_finding(rule, tmp_path, monkeypatch):
-    finding, odd = ODD[rule]
-    prefix = write_set(tmp_path, _ranks(odd))
+def _served(monkeypatch) -> Counter[str]:
+    """Per rule name, how many results the memo served instead of running the rule."""
     served: Counter[str] = Counter()
     get = twins.SameInputs.get
 
@@ -98,6 +96,14 @@ def test_a_rank_differing_in_one_rule_input_gets_that_rules_finding(rule, tmp_pa
         return key, hit
 
     monkeypatch.setattr(twins.SameInputs, "get", counted)
+    return served
+
+
+@pytest.mark.parametrize("rule", sorted(ODD))
+def test_a_rank_differing_in_one_rule_input_gets_that_rules_finding(rule, tmp_path, monkeypatch):
+    finding, odd = ODD[rule]
+    prefix = write_set(tmp_path, _ranks(odd))
+    served = _served(monkeypatch)
     results, _, _ = per_file(prefix, False, True)
     found = [(Path(f.file).name, f.rule) for r in results for f in r.findings if f.rule == finding]
     assert found == [("w.2.et", finding)]
@@ -132,15 +138,7 @@ def test_ranks_whose_sends_name_themselves_share_the_comm_node_result(tmp_path, 
         recv = node(2, schema.COMM_RECV_NODE, comm_src=(r - 1) % world, comm_dst=dst, comm_tag=5, comm_size=64)
         ranks.append([send, recv])
     prefix = write_set(tmp_path, ranks)
-    served: Counter[str] = Counter()
-    get = twins.SameInputs.get
-
-    def counted(self, name, inputs, params=()):
-        key, hit = get(self, name, inputs, params)
-        served[name] += hit is not None
-        return key, hit
-
-    monkeypatch.setattr(twins.SameInputs, "get", counted)
+    served = _served(monkeypatch)
     results, _, _ = per_file(prefix, False, True)
     assert served["comm-nodes"] == 2  # ranks 1 and 2 reuse rank 0's; rank 3 is checked itself
     found = [(Path(f.file).name, f.rule, f.message) for r in results for f in r.findings if f.rule == "comm-node"]
