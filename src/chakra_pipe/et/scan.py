@@ -84,6 +84,15 @@ def _candidates(arr: np.ndarray, lo: int, size: int) -> tuple[np.ndarray, np.nda
     return s[order], k[order]
 
 
+def _prefix_lengths(arr: np.ndarray, s: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The record lengths whose 1-3-byte varint prefixes start at ``s`` (``k`` bytes each)."""
+    length = (arr[s] & 0x7F).astype(np.int64)
+    for byte in (1, 2):
+        more = np.flatnonzero(k > byte)
+        length[more] |= (arr[s[more] + byte] & 0x7F).astype(np.int64) << (7 * byte)
+    return length
+
+
 def _chain(arr: np.ndarray, size: int, first: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Starts and lengths of the records from ``first`` to the end, or None if the chain leaves
     the candidate starts before ending exactly at ``size``."""
@@ -93,10 +102,7 @@ def _chain(arr: np.ndarray, size: int, first: int) -> tuple[np.ndarray, np.ndarr
     s, k = cands
     if not len(s) or s[0] != first:
         return None
-    length = (arr[s] & 0x7F).astype(np.int64)
-    for j in (1, 2):
-        more = np.flatnonzero(k > j)
-        length[more] |= (arr[s[more] + j] & 0x7F).astype(np.int64) << (7 * j)
+    length = _prefix_lengths(arr, s, k)
     nxt = s + k + length
     bad, end = len(s), len(s) + 1
     j = np.searchsorted(s, nxt)
@@ -216,10 +222,7 @@ def _chains(arr: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[tuple[np.nd
     s, k, fs = s[order], np.concatenate(plens)[order], np.concatenate(files)[order]
     if not len(s):
         return fail
-    length = (arr[s] & 0x7F).astype(np.int64)
-    for byte in (1, 2):
-        more = np.flatnonzero(k > byte)
-        length[more] |= (arr[s[more] + byte] & 0x7F).astype(np.int64) << (7 * byte)
+    length = _prefix_lengths(arr, s, k)
     nxt = s + k + length
     bad, end = len(s), len(s) + 1
     j = np.searchsorted(s, nxt)
