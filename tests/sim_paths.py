@@ -7,6 +7,7 @@ exact by claim, and every test of one compares the same outputs with the message
 from __future__ import annotations
 
 from chakra_pipe import cli
+from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.rankset import analyze
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
@@ -80,3 +81,15 @@ def aware_hardware(
         backend="congestion_aware",
         **extra,
     )
+
+
+def assert_collectives_all_fast(ts, hw: HardwareConfig, caplog) -> None:
+    """The aware fast path takes every collective message of ``ts`` (only pipeline sends go one by
+    one), nothing is redone, and every rank equals the message path's."""
+    assert aware_exact(ts, hw)
+    with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
+        fast = simulate(ts, hw, symmetric=False)
+    assert RERUN not in caplog.text
+    p2p = sum(int((g.types == schema.COMM_SEND_NODE).sum()) for g in ts.ranks)
+    assert fast.messages - fast.fast_messages == p2p and fast.fast_messages > 0
+    assert_fast_equals_message_path(ts, hw)

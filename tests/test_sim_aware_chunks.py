@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from sim_paths import (
     RERUN,
+    assert_collectives_all_fast,
     assert_fast_equals_message_path,
     aware_exact,
     aware_hardware,
@@ -51,13 +52,7 @@ def test_generated_steps_with_every_chunk_active_take_the_fast_path(
     one by one), nothing is redone, and every rank's times and records equal the message path's."""
     ts = steps[step]
     hw = _hw(topology, [len(ts.ranks)], chunks)
-    assert aware_exact(ts, hw)
-    with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
-        fast = simulate(ts, hw, symmetric=False)
-    assert RERUN not in caplog.text
-    p2p = sum(int((g.types == schema.COMM_SEND_NODE).sum()) for g in ts.ranks)
-    assert fast.messages - fast.fast_messages == p2p and fast.fast_messages > 0
-    assert_fast_equals_message_path(ts, hw)
+    assert_collectives_all_fast(ts, hw, caplog)
 
 
 @pytest.mark.parametrize("p", [8, 64])  # the joint recurrence in Python lists, then in numpy arrays

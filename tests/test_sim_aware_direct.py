@@ -12,10 +12,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_paths import KINDS, RERUN, assert_fast_equals_message_path, aware_exact, aware_hardware, generated_steps
+from sim_paths import (
+    KINDS,
+    RERUN,
+    assert_collectives_all_fast,
+    assert_fast_equals_message_path,
+    aware_exact,
+    aware_hardware,
+    generated_steps,
+)
 from test_sim_direct_tree_fast import _write
 
-from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, SystemConfig, simulate
 
@@ -143,13 +150,7 @@ def test_generated_llm_steps_with_direct(steps, step: str, caplog) -> None:
     redone, and every rank's times and records equal the message path's."""
     ts = steps[step]
     hw = _hw(["Switch"], [len(ts.ranks)], splits=4)
-    assert aware_exact(ts, hw)
-    with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
-        fast = simulate(ts, hw, symmetric=False)
-    assert RERUN not in caplog.text
-    p2p = sum(int((g.types == schema.COMM_SEND_NODE).sum()) for g in ts.ranks)
-    assert fast.messages - fast.fast_messages == p2p and fast.fast_messages > 0
-    assert_fast_equals_message_path(ts, hw)
+    assert_collectives_all_fast(ts, hw, caplog)
 
 
 @pytest.mark.parametrize("reduce", ["ring", "halvingDoubling"])
