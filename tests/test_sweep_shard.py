@@ -195,6 +195,15 @@ def test_collectives_table_per_point_rank_and_collective(plan, tmp_path):
     assert meta == UNITS and "10^9" in meta["busbw_GBps"]
 
 
+def _written(path, write, to_frame, rows) -> bytes | type:
+    """The bytes ``write`` leaves at ``path`` (of ``to_frame(rows)`` when given), or its error's type."""
+    try:
+        write(to_frame(rows) if to_frame else rows, path)
+    except (TypeError, ValueError) as exc:
+        return type(exc)
+    return path.read_bytes()
+
+
 def test_shard_part_writer_matches_the_pandas_writer_byte_for_byte(tmp_path):
     """A shard writes its collectives part without pandas: same bytes as ``write_table(frame(rows))``
     (nulls, NaN bandwidths, uint64 node ids, non-ASCII names), so aggregation reads the same dtypes."""
@@ -227,8 +236,16 @@ def test_shard_part_writer_matches_the_pandas_writer_byte_for_byte(tmp_path):
         write_rows(rows, new)
         assert new.read_bytes() == old.read_bytes()
         assert read_table(new).equals(frame(rows))  # NaN is read back as NaN, as from the pandas writer
-    code = "import sys; from chakra_pipe.results.collectives import write_rows; "
-    code += f"write_rows([], {str(tmp_path / 'x.parquet')!r}); print('pandas' in sys.modules)"
+    # values astype converts or refuses (NaN or a float in an integer column, a numeric string, NaN in a
+    # string column) take the pandas writer: the same bytes, or the same error
+    for bad in ({"start_ns": float("nan")}, {"start_ns": 3.7}, {"start_ns": "12"}, {"group": float("nan")}):
+        rows = [{**base, "rank": 0, "node_id": 1, **bad}]
+        assert _written(tmp_path / "old.parquet", write_table, frame, rows) == _written(
+            tmp_path / "new.parquet", write_rows, None, rows
+        ), bad
+    row = {**base, "rank": 0, "node_id": 1}
+    code = f"import sys; from chakra_pipe.results.collectives import write_rows; write_rows([{row!r}], "
+    code += f"{str(tmp_path / 'x.parquet')!r}); print('pandas' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
 
 

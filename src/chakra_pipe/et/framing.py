@@ -166,7 +166,7 @@ def _protobuf() -> tuple:
     """``(DecodeError, UnknownFieldSet)``, imported on the first decoded message and kept: a small
     simulate never imports protobuf, and an import statement per call doubled a node's decode."""
     global _PROTOBUF
-    if not _PROTOBUF:
+    if not _PROTOBUF:  # after the first call: one global read
         from google.protobuf.message import DecodeError
         from google.protobuf.unknown_fields import UnknownFieldSet
 
@@ -176,7 +176,7 @@ def _protobuf() -> tuple:
 
 def _check_known(msg, file: str, offset: int, what: str) -> None:
     """Reject unknown fields: Chakra never writes them, so they mean a foreign or legacy file."""
-    unknown = (_PROTOBUF or _protobuf())[1](msg)
+    unknown = _protobuf()[1](msg)
     if len(unknown):
         raise TraceFormatError(
             f"{what} has unknown field {unknown[0].field_number} (not a Chakra trace, or a pre-2023 proto2 trace)",
@@ -186,7 +186,7 @@ def _check_known(msg, file: str, offset: int, what: str) -> None:
 
 
 def parse_metadata(payload: bytes, file: str = "<bytes>", offset: int = 0):
-    decode_error = (_PROTOBUF or _protobuf())[0]
+    decode_error = _protobuf()[0]
     try:
         md = schema.GlobalMetadata.FromString(payload)
     except decode_error as exc:
@@ -201,7 +201,7 @@ def parse_metadata(payload: bytes, file: str = "<bytes>", offset: int = 0):
 
 def parse_node(payload: bytes, file: str = "<bytes>", offset: int = 0):
     """Decode one Node record strictly (protobuf errors and unknown fields are format errors)."""
-    decode_error = (_PROTOBUF or _protobuf())[0]
+    decode_error = _protobuf()[0]
     try:
         node = schema.Node.FromString(payload)
     except decode_error as exc:

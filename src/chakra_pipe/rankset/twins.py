@@ -55,7 +55,8 @@ class SameInputs:
     """A memo of one rule's result per distinct inputs, for one pass over a set's ranks, where
     "distinct" is identity: after :meth:`SharedColumns.share`, ranks whose column is equal hold the
     very same array, so an O(1) ``is`` per input stands in for comparing or hashing it. The key names
-    the rule and its hashable parameters (rank, group names, dataset splits, ...); the memo keeps
+    the rule and its hashable parameters (the rank where a rule reads it, dataset splits, validate's
+    mode, ...); the memo keeps
     the input arrays alive, so an ``id`` it was stored under cannot be reused by another array.
     A miss costs a recomputation only, never a wrong result: every input a rule reads is in its key.
     """

@@ -186,13 +186,45 @@ def write_rows(rows: list[dict[str, Any]], path: str | Path) -> None:
     Why: a shard job writes one part and never reads it; importing pandas for it cost ~0.5 s CPU per
     shard, more than the rest of a 100-point shard's overhead. The arrow columns and the ``pandas``
     schema entry are those ``Table.from_pandas`` makes from :func:`frame`'s dtypes (pinned by
-    tests/test_sweep_shard.py), so the aggregation reads the part back with the same dtypes.
+    tests/test_sweep_shard.py), so the aggregation reads the part back with the same dtypes. Rows
+    holding anything but the sweep's own value types (ints in integer columns, numbers in float
+    columns, strings in string columns, or None), and pandas releases before 3 (whose writer
+    records string columns differently), take the pandas writer itself: same bytes, always.
     """
     import pyarrow as pa
 
+    if not _plain(rows) or int(_pandas_version().split(".")[0]) < 3:
+        write_table(frame(rows), path)
+        return
     arrays = [_array(pa, _ARROW[DTYPES.get(col, "string")], [row[col] for row in rows]) for col in COLUMNS]
     table = pa.Table.from_arrays(arrays, names=list(COLUMNS))
     _write(table.replace_schema_metadata({b"pandas": _pandas_schema(pa.__version__)}), path)
+
+
+_PLAIN = {
+    "large_string": (str,),
+    "int64": (int,),
+    "uint64": (int,),
+    "float64": (int, float),
+}
+
+
+def _plain(rows: list[dict[str, Any]]) -> bool:
+    """Whether every value is None or of its column's plain type (bool, a float NaN in an integer
+    or string column, a numeric string: ``astype`` would convert or refuse them, ``_array`` not)."""
+    for col in COLUMNS:
+        types = _PLAIN[_ARROW[DTYPES.get(col, "string")]]
+        for row in rows:
+            v = row[col]
+            if v is not None and (type(v) not in types):
+                return False
+    return True
+
+
+def _pandas_version() -> str:
+    from importlib.metadata import version
+
+    return version("pandas")
 
 
 def _array(pa, kind: str, values: list[Any]):
@@ -225,7 +257,8 @@ def _array(pa, kind: str, values: list[Any]):
     return pa.Array.from_buffers(getattr(pa, kind)(), len(values), buffers, null_count=nulls)
 
 
-# frame()'s pandas dtype -> (arrow type, pandas_type, numpy_type) as Table.from_pandas records them
+# frame()'s pandas dtype -> the arrow type, and -> (pandas_type, numpy_type), as Table.from_pandas
+# records them
 _ARROW = {"string": "large_string", "Int64": "int64", "UInt64": "uint64", "float64": "float64"}
 _PANDAS_TYPES = {
     "string": ("object", "string"),
@@ -237,8 +270,6 @@ _PANDAS_TYPES = {
 
 def _pandas_schema(arrow_version: str) -> bytes:
     """The ``pandas`` schema entry ``Table.from_pandas(frame(rows), preserve_index=False)`` writes."""
-    from importlib.metadata import version
-
     columns = []
     for col in COLUMNS:
         pandas_type, numpy_type = _PANDAS_TYPES[DTYPES.get(col, "string")]
@@ -251,7 +282,7 @@ def _pandas_schema(arrow_version: str) -> bytes:
         "columns": columns,
         "attributes": {},
         "creator": {"library": "pyarrow", "version": arrow_version},
-        "pandas_version": version("pandas"),
+        "pandas_version": _pandas_version(),
     }
     return json.dumps(doc).encode()
 
