@@ -54,6 +54,8 @@ NOT_FOR_SIMULATE = (
     "logging",  # imported only by code that logs
     "socket",
     "hashlib",  # only for a digest or a temporary's name
+    "gzip",  # only for a compressed input or output
+    "chakra_pipe.atomic",  # a plain simulate writes no file
     "numpy.typing",  # annotations only
     "google.protobuf",  # the loader walks the wire format itself; message classes only for odd records
     "chakra_pipe.sim.network.aware",  # the default backend is the unaware one
@@ -72,26 +74,28 @@ NOT_FOR_SIMULATE = (
     "chakra_pipe.calibrate",
     "chakra_pipe.link",
 )
-# Runs the command in-process, then reports its exit code, what it imported and the OpenBLAS thread
-# setting on stderr (os and json are imported by every run anyway).
+# Runs the command in-process, then reports its exit code, what it imported, the OpenBLAS thread
+# setting and whether the garbage collector is on on stderr (os and json are imported by every run anyway).
 PROBE = """\
-import json, os, sys
+import gc, json, os, sys
 from chakra_pipe.cli import main
 try:
     rc = main(sys.argv[1:])
 except SystemExit as exc:  # --help
     rc = exc.code
-blas = os.environ.get("OPENBLAS_NUM_THREADS")
-sys.stderr.write("\\nMODULES " + json.dumps({"rc": rc, "modules": sorted(sys.modules), "blas": blas}) + "\\n")
+report = {"rc": rc, "modules": sorted(sys.modules), "blas": os.environ.get("OPENBLAS_NUM_THREADS"), "gc": gc.isenabled()}
+sys.stderr.write("\\nMODULES " + json.dumps(report) + "\\n")
 """
 
 
 def _probe(argv: list[str]) -> tuple[int, str, set[str], str | None]:
-    """Exit code, stdout, imported modules and ``OPENBLAS_NUM_THREADS`` of ``chakra-pipe ARGV``."""
+    """Exit code, stdout, imported modules and ``OPENBLAS_NUM_THREADS`` of ``chakra-pipe ARGV``;
+    asserts that the command left the garbage collector on (it pauses it only while importing)."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     done = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=300, env=env)
     line = next(x for x in done.stderr.splitlines() if x.startswith("MODULES "))
     report = json.loads(line.removeprefix("MODULES "))
+    assert report["gc"] is True, f"chakra-pipe {argv[0]} left the garbage collector off"
     return report["rc"], done.stdout, set(report["modules"]), report["blas"]
 
 
@@ -198,3 +202,24 @@ def test_global_flags_before_the_verb_and_unknown_verbs(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "invalid choice: 'simulte'" in err and "simulate" in err and "report" in err
+
+
+def test_the_collector_is_paused_only_while_imports_run():
+    """``collector_paused`` turns the cyclic collector off for its body and restores the caller's
+    setting on the way out, an exception included (a library caller's ``gc.disable()`` stays)."""
+    import gc
+
+    from chakra_pipe.lifecycle import collector_paused
+
+    assert gc.isenabled()
+    with pytest.raises(KeyError), collector_paused():
+        assert not gc.isenabled()
+        raise KeyError("boom")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
