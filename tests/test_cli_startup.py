@@ -83,7 +83,8 @@ try:
     rc = main(sys.argv[1:])
 except SystemExit as exc:  # --help
     rc = exc.code
-report = {"rc": rc, "modules": sorted(sys.modules), "blas": os.environ.get("OPENBLAS_NUM_THREADS"), "gc": gc.isenabled()}
+blas = os.environ.get("OPENBLAS_NUM_THREADS")
+report = {"rc": rc, "modules": sorted(sys.modules), "blas": blas, "gc": gc.isenabled()}
 sys.stderr.write("\\nMODULES " + json.dumps(report) + "\\n")
 """
 
@@ -223,3 +224,52 @@ def test_the_collector_is_paused_only_while_imports_run():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_sweep_shard_imports_no_pandas_and_no_package_metadata(small_set, tmp_path):
+    """A shard job is its own process per shard: it writes its collectives part without pandas and
+    reads pandas' version (recorded in that part) without importlib.metadata (email, zipfile, csv)."""
+    from conftest import validated
+
+    from chakra_pipe.sweep.campaign import Campaign
+
+    flags = dict(a.removeprefix("--").split("=", 1) for a in small_set[1:])
+    workload = {"kind": "trace", "prefix": flags["workload-configuration"], "npus": 4, "platforms": ["ring"]}
+    cfg = {
+        "campaign": "t",
+        "outdir": str(tmp_path / "reports"),
+        "workloads": {"ar": workload},
+        "hardware": {
+            "platforms": {"ring": {"network": flags["network-configuration"], "system": flags["system-configuration"]}}
+        },
+    }
+    camp = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
+    camp.write()
+    out = tmp_path / "s0.csv"
+    argv = ["sweep", "run", "--plan", camp.plan_path, "--workload", "ar", "--shard", "0", "--out", str(out)]
+    rc, _, modules, blas = _probe(argv)
+    assert rc == 0 and ",ok," in out.read_text()
+    heavy = ("pandas", "importlib.metadata", "email", "matplotlib", "snakemake", "torch")
+    loaded = [m for m in heavy if _loaded(modules, m)]
+    assert not loaded, f"a sweep shard imported {loaded}"
+    assert blas == "1"
+
+
+def test_pandas_version_is_the_one_package_metadata_reads(tmp_path, monkeypatch):
+    """The shard's own read of pandas' version agrees with ``importlib.metadata.version``: for the
+    installed pandas, and for a folder earlier on ``sys.path`` holding another pandas dist-info (the
+    first one found wins in both) or egg-info."""
+    from importlib.metadata import version
+
+    from chakra_pipe.results.collectives import _pandas_version
+
+    assert _pandas_version() == version("pandas")
+    for release, info, meta in (
+        ("9.8.7", "pandas-9.8.7.dist-info", "METADATA"),
+        ("1.2.3", "Pandas-1.2.3.egg-info", "PKG-INFO"),
+    ):
+        folder = tmp_path / release
+        (folder / info).mkdir(parents=True)
+        (folder / info / meta).write_text(f"Metadata-Version: 2.1\nName: pandas\nVersion: {release}\n\nVersion: 0\n")
+        monkeypatch.syspath_prepend(str(folder))
+        assert _pandas_version() == version("pandas") == release
