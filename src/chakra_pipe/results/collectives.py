@@ -10,6 +10,7 @@ and adds the replays (median time per node over the timed iterations; no start o
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from pathlib import Path
@@ -221,7 +222,9 @@ def _plain(rows: list[dict[str, Any]]) -> bool:
     return True
 
 
+@functools.cache
 def _pandas_version() -> str:
+    """Read once per process: each ``importlib.metadata`` look-up scans the environment (~20 ms)."""
     from importlib.metadata import version
 
     return version("pandas")
@@ -302,4 +305,7 @@ def read_table(path: str | Path):
     df = pd.read_parquet(path)
     if tuple(df.columns) != COLUMNS:
         raise ValueError(f"columns are not the {len(COLUMNS)} this version writes")
-    return df.astype({c: DTYPES.get(c, "string") for c in COLUMNS})
+    want = {c: pd.api.types.pandas_dtype(DTYPES.get(c, "string")) for c in COLUMNS}
+    if all(df[c].dtype == kind for c, kind in want.items()):  # what this version writes: as read
+        return df
+    return df.astype(want)
