@@ -10,6 +10,7 @@ and adds the replays (median time per node over the timed iterations; no start o
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from pathlib import Path
@@ -221,6 +222,7 @@ def _plain(rows: list[dict[str, Any]]) -> bool:
     return True
 
 
+@functools.cache
 def _pandas_version() -> str:
     """``importlib.metadata.version("pandas")``, read without importing importlib.metadata.
 
@@ -228,7 +230,7 @@ def _pandas_version() -> str:
     header line. Its lookup is the same: the first ``pandas-*.dist-info`` / ``.egg-info`` entry
     along ``sys.path`` (names compared as it normalises them), the ``Version:`` header of its
     ``METADATA`` / ``PKG-INFO``. Anything else (no such folder, a zipped path entry, no header) asks
-    importlib.metadata itself.
+    importlib.metadata itself. Cached: a shard asks once per process.
     """
     import os
     import sys
@@ -338,4 +340,7 @@ def read_table(path: str | Path):
     df = pd.read_parquet(path)
     if tuple(df.columns) != COLUMNS:
         raise ValueError(f"columns are not the {len(COLUMNS)} this version writes")
-    return df.astype({c: DTYPES.get(c, "string") for c in COLUMNS})
+    want = {c: pd.api.types.pandas_dtype(DTYPES.get(c, "string")) for c in COLUMNS}
+    if all(df[c].dtype == kind for c, kind in want.items()):  # what this version writes: as read
+        return df
+    return df.astype(want)
