@@ -128,7 +128,7 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     if hw.rendezvous or (_chunks_at_once(hw) and not _chunks_evaluated_together(hw)):
         return False
     algos = [a for _, kind in sysc.implementations for a in kind]
-    if any(a.base not in ("ring", "direct", "halvingDoubling") for a in algos):
+    if any(a.base not in ("ring", "direct", "halvingDoubling", "doubleBinaryTree") for a in algos):
         return False
     if any(a.base != "ring" for a in algos) and not _batches_exact(hw):
         return False
