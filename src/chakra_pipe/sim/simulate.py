@@ -84,10 +84,11 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     breaks the first is redone message by message; this function only declines the runs in which the
     check would refuse every time or which the recurrence does not model at all:
 
-    - rendezvous sends, and double-binary-tree phases (they go message by message). Direct and
-      halving-doubling phases take their own aware fast path (``system/direct_aware.py``,
-      ``halving_doubling.evaluate_aware``: each window's or step's hops evaluated at once over the
-      FIFO links, the order checked on every link) where ``_batches_exact``
+    - rendezvous sends. Direct, halving-doubling and double-binary-tree phases take their own aware
+      fast path (``system/direct_aware.py``, ``halving_doubling.evaluate_aware``,
+      ``system/tree_aware.py``: each window's, step's or tree pass's hops evaluated at once over the
+      FIFO links, the order checked on every link; trees only in runs whose collectives are all
+      all-reduces, ``_not_only_all_reduces``) where ``_batches_exact``
       holds — a 1-D switch or fully-connected network, windows covering every peer, one chunk of a
       collective at a time —, else the run goes message by message;
     - several queues or active chunks per dimension *and* ``preferred_dataset_splits`` > 1, so that
@@ -132,6 +133,8 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
         return False
     if any(a.base != "ring" for a in algos) and not _batches_exact(hw):
         return False
+    if any(a.base == "doubleBinaryTree" for a in algos) and _not_only_all_reduces(trace_set):
+        return False
     rings = _rings_used(trace_set, table, hw)
     if rings is None:
         return False
@@ -144,8 +147,8 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
 
 
 def _batches_exact(hw: HardwareConfig) -> bool:
-    """Whether direct and halving-doubling phases may take the aware fast path
-    (``system/direct_aware.py``, ``halving_doubling.evaluate_aware``): a 1-D switch or
+    """Whether direct, halving-doubling and double-binary-tree phases may take the aware fast path
+    (``system/direct_aware.py``, ``halving_doubling.evaluate_aware``, ``system/tree_aware.py``): a 1-D switch or
     fully-connected network (each link carries the same number of a window's or step's messages,
     the layout ``FifoBatchLinks`` evaluates; a ring's multi-hop routes are not), windows covering
     every peer (``direct<W>`` below that sends as receives come, message by message), and one chunk
@@ -153,6 +156,18 @@ def _batches_exact(hw: HardwareConfig) -> bool:
     net = hw.network
     windows = all(a.window == -1 or a.window >= net.npus - 1 for _, kind in hw.system.implementations for a in kind)
     return net.dims == 1 and net.topology[0] in ("Switch", "FullyConnected") and windows and not _chunks_at_once(hw)
+
+
+def _not_only_all_reduces(trace_set) -> bool:
+    """Whether a rank runs a collective other than an all-reduce. Beside tree phases these run on rings
+    or direct windows, whose fast paths refuse a phase that overtakes the tail of a tree evaluated
+    ahead of the clock (``tree_aware.py`` places such messages, the ring and direct paths do not):
+    such a run would be redone every time, so it goes message by message from the start."""
+    for g in trace_set.ranks:
+        colls = g.types == schema.COMM_COLL_NODE
+        if (colls & (g.int_attr("comm_type", -1) != schema.ALL_REDUCE)).any():
+            return True
+    return False
 
 
 def _chunks_at_once(hw: HardwareConfig) -> bool:
