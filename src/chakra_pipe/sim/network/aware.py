@@ -564,8 +564,14 @@ class CongestionAwareNetwork(Network):
 
     def hops(self, src: int, dst: int, size: int) -> list[tuple[_Link, int, int]]:
         """``src``'s message of ``size`` bytes to ``dst``: each link of its route with the ns until the
-        next device and the ns it holds the link (:meth:`_Link.times`), for :func:`take_kept`."""
-        return [(link, *link.times(size)) for link in self._path(src, dst)]
+        next device and the ns it holds the link (:meth:`_Link.times`), for :func:`take_kept`. On a
+        1-D switch the route is the sender's uplink and the receiver's downlink (``_route``'s keys),
+        made without routing or keeping the pair's path (a 1,024-member tree phase has 4,092)."""
+        if len(self.dims) == 1 and self.cfg.topology[0] == "Switch" and src != dst:
+            path = [self._link((0, (None,), src, SWITCH)), self._link((0, (None,), SWITCH, dst))]
+        else:
+            path = self._path(src, dst)
+        return [(link, *link.times(size)) for link in path]
 
     def batch_links(self, senders: list[int], receivers: list[list[int]], size: int) -> FifoBatchLinks:
         """The hops of ``senders[i]``'s messages to ``receivers[i][0…K−1]`` (``size`` bytes each, in that
