@@ -89,13 +89,15 @@ def test_trees_beside_other_collectives_go_message_by_message(tmp_path: Path, ot
     assert_fast_equals_message_path(ts, hw)
 
 
-def _concurrent(tmp: Path, ranks: int, sizes: list[int]) -> TraceSet:
-    """Per rank: independent all-reduces of ``sizes`` bytes (no dependency: they run at once)."""
+def _all_reduces(tmp: Path, ranks: int, sizes: list[int], chained: bool, stagger_us: int = 0) -> TraceSet:
+    """Per rank: a compute node of ``(rank · 7) mod 5 · stagger_us`` µs, then all-reduces of ``sizes``
+    bytes after it, each after the one before (``chained``) or all at once."""
     prefix = tmp / "c"
     for r in range(ranks):
-        nodes = []
+        nodes = [schema.Node(id=1, name="c", type=schema.COMP_NODE, duration_micros=(r * 7) % 5 * stagger_us)]
         for k, size in enumerate(sizes):
-            n = schema.Node(id=1 + k, name=f"AR{k}", type=schema.COMM_COLL_NODE)
+            n = schema.Node(id=2 + k, name=f"AR{k}", type=schema.COMM_COLL_NODE)
+            n.data_deps.append(1 + k if chained else 1)
             set_attr(n, "comm_type", TYPES["AR"])
             set_attr(n, "comm_size", size)
             nodes.append(n)
@@ -103,17 +105,29 @@ def _concurrent(tmp: Path, ranks: int, sizes: list[int]) -> TraceSet:
     return TraceSet.load(prefix)
 
 
-def test_concurrent_trees_that_would_move_a_taken_message_rerun(tmp_path: Path, caplog) -> None:
-    """Two all-reduces of different sizes at once: a small chunk's message reaches a downlink before
-    a big chunk's message evaluated there, but would still hold the link when that one arrives
-    (the link's order would change what is already evaluated): ``LinkConflict``, the run is redone
-    message by message and equals ``fast=False``."""
-    ts = _concurrent(tmp_path, 16, [1 << 20, 7 << 20, 3 << 16])
-    hw = _hw("Switch", 16, 4)
+def test_a_chunk_that_would_move_a_taken_message_reruns(tmp_path: Path, caplog) -> None:
+    """A 256 KiB all-reduce then a 1 MiB one, 16 NPUs starting 0–12 µs apart, 25 GB/s links without
+    latency: a big chunk's message reaches a downlink before a small chunk's message evaluated there
+    but would still hold the link when that one arrives (the link's order would change what is
+    already evaluated): ``LinkConflict``, the run is redone message by message and equals ``fast=False``."""
+    ts = _all_reduces(tmp_path, 16, [1 << 18, 1 << 20], chained=True, stagger_us=3)
+    hw = _hw("Switch", 16, 1, bw=25, latency=0)
     assert aware_exact(ts, hw)
     with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
         fast = simulate(ts, hw, symmetric=False)
     assert RERUN in caplog.text and "out of the order it is evaluated in" in caplog.text
+    assert fast.fast_messages == 0
+    assert fast.to_dict() == simulate(ts, hw, fast=False).to_dict()
+
+
+def test_all_reduces_at_once_go_message_by_message(tmp_path: Path) -> None:
+    """All-reduces of one rank running at once (gradient buckets) interleave their chunks on the
+    links in ways the placement refuses: declined before the run, which is exact."""
+    hw = _hw("Switch", 16, 4)
+    assert aware_exact(_all_reduces(tmp_path / "chain", 16, [1 << 20, 7 << 20], chained=True), hw)
+    ts = _all_reduces(tmp_path, 16, [1 << 20, 7 << 20, 3 << 16], chained=False)
+    assert not aware_exact(ts, hw)
+    fast = simulate(ts, hw, symmetric=False)
     assert fast.fast_messages == 0
     assert fast.to_dict() == simulate(ts, hw, fast=False).to_dict()
 

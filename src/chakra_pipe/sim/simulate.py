@@ -87,8 +87,8 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     - rendezvous sends. Direct, halving-doubling and double-binary-tree phases take their own aware
       fast path (``system/direct_aware.py``, ``halving_doubling.evaluate_aware``,
       ``system/tree_aware.py``: each window's, step's or tree pass's hops evaluated at once over the
-      FIFO links, the order checked on every link; trees only in runs whose collectives are all
-      all-reduces, ``_not_only_all_reduces``) where ``_batches_exact``
+      FIFO links, the order checked on every link; trees only in runs whose collectives are
+      all-reduces one after another on each rank, ``_all_reduces_in_sequence``) where ``_batches_exact``
       holds — a 1-D switch or fully-connected network, windows covering every peer, one chunk of a
       collective at a time —, else the run goes message by message;
     - several queues or active chunks per dimension *and* ``preferred_dataset_splits`` > 1, so that
@@ -133,7 +133,7 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
         return False
     if any(a.base != "ring" for a in algos) and not _batches_exact(hw):
         return False
-    if any(a.base == "doubleBinaryTree" for a in algos) and _not_only_all_reduces(trace_set):
+    if any(a.base == "doubleBinaryTree" for a in algos) and not _all_reduces_in_sequence(trace_set):
         return False
     rings = _rings_used(trace_set, table, hw)
     if rings is None:
@@ -158,16 +158,25 @@ def _batches_exact(hw: HardwareConfig) -> bool:
     return net.dims == 1 and net.topology[0] in ("Switch", "FullyConnected") and windows and not _chunks_at_once(hw)
 
 
-def _not_only_all_reduces(trace_set) -> bool:
-    """Whether a rank runs a collective other than an all-reduce. Beside tree phases these run on rings
-    or direct windows, whose fast paths refuse a phase that overtakes the tail of a tree evaluated
-    ahead of the clock (``tree_aware.py`` places such messages, the ring and direct paths do not):
-    such a run would be redone every time, so it goes message by message from the start."""
+def _all_reduces_in_sequence(trace_set) -> bool:
+    """Whether every rank's collectives are all-reduces, each depending directly on the one before it.
+
+    A tree phase is evaluated ahead of the clock, and a later phase's message reaching a link before
+    its tail is placed among the link's messages only where it moves none of them
+    (``network.aware.insert_kept``). All-reduces of one rank running at once (gradient buckets
+    overlapping the backward pass) and collectives on rings or direct windows beside the trees (whose
+    fast paths place no message before a link's last one) interleave on the links in ways that
+    refuse every time (generated DP steps did, each one), so such runs go message by message from
+    the start instead of being tried and redone."""
     for g in trace_set.ranks:
-        colls = g.types == schema.COMM_COLL_NODE
-        if (colls & (g.int_attr("comm_type", -1) != schema.ALL_REDUCE)).any():
-            return True
-    return False
+        colls = np.flatnonzero(g.types == schema.COMM_COLL_NODE)
+        if (g.int_attr("comm_type", -1)[colls] != schema.ALL_REDUCE).any():
+            return False
+        for before, i in zip(colls.tolist(), colls[1:].tolist()):
+            prev = int(g.ids[before])
+            if prev not in g.data_deps(i).tolist() and prev not in g.ctrl_deps(i).tolist():
+                return False
+    return True
 
 
 def _chunks_at_once(hw: HardwareConfig) -> bool:
