@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from sim_paths import KINDS, RERUN, assert_fast_equals_message_path, aware_exact, aware_hardware
+from test_sim_aware_p2p import _pipeline_beside_ring
 from test_sim_direct_tree_fast import TYPES, _write
 
 from chakra_pipe.et import schema
@@ -105,26 +106,37 @@ def _all_reduces(tmp: Path, ranks: int, sizes: list[int], chained: bool, stagger
     return TraceSet.load(prefix)
 
 
-def test_a_chunk_that_would_move_a_taken_message_reruns(tmp_path: Path, caplog) -> None:
-    """A 256 KiB all-reduce then a 1 MiB one, 16 NPUs starting 0–12 µs apart, 25 GB/s links without
-    latency: a big chunk's message reaches a downlink before a small chunk's message evaluated there
-    but would still hold the link when that one arrives (the link's order would change what is
-    already evaluated): ``LinkConflict``, the run is redone message by message and equals ``fast=False``."""
-    ts = _all_reduces(tmp_path, 16, [1 << 18, 1 << 20], chained=True, stagger_us=3)
-    hw = _hw("Switch", 16, 1, bw=25, latency=0)
-    assert aware_exact(ts, hw)
-    with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
-        fast = simulate(ts, hw, symmetric=False)
-    assert RERUN in caplog.text and "out of the order it is evaluated in" in caplog.text
-    assert fast.fast_messages == 0
-    assert fast.to_dict() == simulate(ts, hw, fast=False).to_dict()
+def test_sends_beside_trees_are_kept_or_rerun_and_exact(tmp_path: Path, caplog) -> None:
+    """Rank 2 sends to rank 1 at time 0 beside the tree all-reduce (``test_sim_aware_p2p``'s set): a
+    small send passes before the trees' messages, which wait for it on the links; a 1 MiB one still
+    holds a link that a tree message reaches (the send is not among the messages a link remembers,
+    so the tree message cannot be placed before it: ``LinkConflict``), and the run is redone message
+    by message. Both happen, every rank equal to ``fast=False``."""
+    hw = _hw("Switch", 4, 4, bw=50, latency=500)
+    kept = rerun = 0
+    for size in (1 << 14, 1 << 20):
+        for lead in (0, 20):
+            ts = _pipeline_beside_ring(tmp_path, size, lead)
+            assert aware_exact(ts, hw)
+            caplog.clear()
+            with caplog.at_level("INFO", logger="chakra_pipe.sim.simulate"):
+                fast = simulate(ts, hw, symmetric=False)
+            if RERUN in caplog.text:
+                assert fast.fast_messages == 0
+                rerun += 1
+            else:
+                assert fast.fast_messages == fast.messages - 1  # the send alone one by one
+                kept += 1
+            assert_fast_equals_message_path(ts, hw)
+    assert kept == 3 and rerun == 1
 
 
-def test_all_reduces_at_once_go_message_by_message(tmp_path: Path) -> None:
-    """All-reduces of one rank running at once (gradient buckets) interleave their chunks on the
-    links in ways the placement refuses: declined before the run, which is exact."""
+def test_all_reduces_at_once_or_of_several_sizes_go_message_by_message(tmp_path: Path) -> None:
+    """All-reduces of one rank running at once (gradient buckets), or of different sizes, interleave
+    their chunks on the links in ways the placement refuses: declined before the run, which is exact."""
     hw = _hw("Switch", 16, 4)
-    assert aware_exact(_all_reduces(tmp_path / "chain", 16, [1 << 20, 7 << 20], chained=True), hw)
+    assert aware_exact(_all_reduces(tmp_path / "chain", 16, [1 << 20, 1 << 20], chained=True), hw)
+    assert not aware_exact(_all_reduces(tmp_path / "sizes", 16, [1 << 20, 7 << 20], chained=True), hw)
     ts = _all_reduces(tmp_path, 16, [1 << 20, 7 << 20, 3 << 16], chained=False)
     assert not aware_exact(ts, hw)
     fast = simulate(ts, hw, symmetric=False)

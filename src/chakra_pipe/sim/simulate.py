@@ -159,18 +159,25 @@ def _batches_exact(hw: HardwareConfig) -> bool:
 
 
 def _all_reduces_in_sequence(trace_set) -> bool:
-    """Whether every rank's collectives are all-reduces, each depending directly on the one before it.
+    """Whether every rank's collectives are all-reduces of one size, each depending directly on the
+    one before it.
 
     A tree phase is evaluated ahead of the clock, and a later phase's message reaching a link before
     its tail is placed among the link's messages only where it moves none of them
     (``network.aware.insert_kept``). All-reduces of one rank running at once (gradient buckets
-    overlapping the backward pass) and collectives on rings or direct windows beside the trees (whose
-    fast paths place no message before a link's last one) interleave on the links in ways that
-    refuse every time (generated DP steps did, each one), so such runs go message by message from
+    overlapping the backward pass), collectives on rings or direct windows beside the trees (whose
+    fast paths place no message before a link's last one) and all-reduces of different sizes (a
+    bigger chunk's message overtaking the tail of a smaller one's tree does not fit between its
+    messages) interleave on the links in ways that refuse nearly every time (generated DP steps,
+    whose gradient buckets differ in size, did each time), so such runs go message by message from
     the start instead of being tried and redone."""
+    sizes: set[int] = set()
     for g in trace_set.ranks:
         colls = np.flatnonzero(g.types == schema.COMM_COLL_NODE)
         if (g.int_attr("comm_type", -1)[colls] != schema.ALL_REDUCE).any():
+            return False
+        sizes.update(g.int_attr("comm_size", -1)[colls].tolist())
+        if len(sizes) > 1:
             return False
         for before, i in zip(colls.tolist(), colls[1:].tolist()):
             prev = int(g.ids[before])
