@@ -71,10 +71,14 @@ def take_kept(link: _Link, latency: int, hold: int, t: int, sender: int) -> int:
     that another path or the message path used since starts it over from the link's state, whose
     last message's start is unknown; with ``hold`` > 0 no other message leaves the link in the
     state of the last entry)."""
-    past = link.past
-    if not past or past[-1] != (link.offered, past[-1][1], link.free_at, link.sender):
-        past = link.past = [(link.offered, None, link.free_at, link.sender)]  # its start unknown: never a successor
-    start = t if t > link.free_at else link.free_at
+    past, free = link.past, link.free_at
+    if past:
+        last = past[-1]
+        if last[2] != free or last[0] != link.offered or last[3] != link.sender:
+            past = None
+    if not past:
+        past = link.past = [(link.offered, None, free, link.sender)]  # its start unknown: never a successor
+    start = t if t > free else free
     link.offered, link.free_at, link.sender = t, start + hold, sender
     past.append((t, start, start + hold, sender))
     if len(past) > PAST:

@@ -115,6 +115,7 @@ def evaluate_aware(coord, layout: TreeLayout, algos: list[FastDoubleBinaryTree])
         ("tree-aware", id(first.tree), size), lambda: tree_paths(coord.network, layout, size)
     )
     members, parent, children = layout.members, layout.parent, layout.children
+    path_up, path_down = paths.up, paths.down
     start = [a.start_ns for a in algos]
     used: set[int] = set()  # links that took a message of this phase already
     up = [0] * n
@@ -124,10 +125,12 @@ def evaluate_aware(coord, layout: TreeLayout, algos: list[FastDoubleBinaryTree])
         if not kids:
             up[i] = start[i] + e
             continue
-        ready = sorted((_carry(paths.up[c][0], up[c], members[c], used), c) for c in kids)
+        ready = sorted((_carry(path_up[c][0], up[c], members[c], used), c) for c in kids)
         latest = start[i]
         for t, c in ready:  # a tie: either order gives the two the same arrivals (module docstring)
-            latest = max(latest, _take(paths.up[c][1], t, members[c], used))
+            arrived = _take(path_up[c][1], t, members[c], used)
+            if arrived > latest:
+                latest = arrived
         got[i] = latest
         up[i] = latest + e + pd
     from_parent = [0] * n
@@ -143,7 +146,7 @@ def evaluate_aware(coord, layout: TreeLayout, algos: list[FastDoubleBinaryTree])
             sent = from_parent[i] + e + pd
             coord.exit_at(a, from_parent[i] + e, pd)
         for c in children[i]:  # left, then right: one sender's messages at one ns, in program order
-            sender, hop = paths.down[c]
+            sender, hop = path_down[c]
             arrived = _take(hop, _carry(sender, sent, members[i], used), members[i], used)
             from_parent[c] = max(arrived, up[c])
     coord.stats.messages += 2 * (n - 1)
