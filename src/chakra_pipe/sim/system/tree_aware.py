@@ -21,12 +21,17 @@ last is a link of the sender (a switch's uplink), the last a link of the receive
   ``hold``, so after they left the link). Its two children's messages reach it in the order of
   their ready times; at one ns the event order decides which goes first, but either order gives
   the same two arrival times (one size, one link), the member reduces both before sending on, and
-  its parent's message down then overwrites the link's last sender: no outcome depends on the tie.
+  its parent's message down then overwrites the link's last sender; the link's remembered tail
+  (below) holds the pair at one arrival, between which nothing can be placed, and the second one's
+  end is the same whichever it is: no outcome depends on the tie.
 
-Across phases and beside ring / direct phases and the message path's point-to-point sends the links
-carry over as in ``FifoBatchLinks.send``: a phase's first message on each link must come no earlier
-than the link's ``_bound`` (for both senders of a tie), and a link with messages queued on the message
-path declines; either raises :class:`LinkConflict` and ``simulate`` reruns the run message by message.
+Across phases (and beside ring / direct phases and the message path's point-to-point sends), a
+phase's first message on a link that reaches it after the link's last message queues behind it.
+One reaching it no later — the next chunk's tree overtaking the tail of the previous chunk's,
+evaluated ahead of the clock — is placed in the link's remembered FIFO tail
+(``network.aware.insert_kept``) where it moves no message already taken; a link with messages
+queued on the message path, a tail not remembered (another path used the link since) or a message
+that would delay the next one raise :class:`LinkConflict`, and ``simulate`` reruns message by message.
 """
 
 from __future__ import annotations
