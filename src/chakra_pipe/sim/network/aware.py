@@ -10,6 +10,7 @@ documented in the README because ASTRA-sim itself would refuse such a run.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
@@ -64,7 +65,7 @@ PAST = 6  # messages a link remembers for the tree fast path (take_kept)
 def take_kept(link: _Link, latency: int, hold: int, t: int, sender: int) -> int:
     """Take ``sender``'s message reaching ``link`` at ``t`` behind every message it took before and
     return when it reaches the next device (the FIFO recurrence on the link itself, for the aware
-    tree fast path, ``system/tree_aware.py``, which calls it in the order the link takes its
+    tree fast path, :class:`FifoTreeLinks`, which calls it in the order the link takes its
     messages), remembering the link's last :data:`PAST` messages as (arrival, start, end, sender)
     for :func:`insert_kept`. What is remembered is a gapless tail of
     the link's FIFO order: it is kept only while its last entry is the link's last message (a link
@@ -111,6 +112,78 @@ def insert_kept(link: _Link, latency: int, hold: int, t: int, sender: int) -> in
     if len(past) > PAST:
         del past[0]
     return start + latency
+
+
+Hop = tuple[_Link, int, int]  # (link, ns until the next device, ns it holds the link)
+
+
+class FifoTreeLinks:
+    """The FIFO links of one double-binary-tree phase (``system/tree_aware.py`` asks for them through
+    :meth:`CongestionAwareNetwork.tree_links` and times the messages in the order each link takes
+    them): per member index, its message up to its parent and its parent's message down to it, each
+    as (the sender's hops, the receiver's last hop). Built once per (tree, size) and checked for the
+    layout the one-pass evaluation needs — every hop but the last is a link of the sender, the last
+    a link of the receiver, no link shared by two members — else :class:`LinkConflict`."""
+
+    __slots__ = ("members", "parent", "_up", "_down", "_used")
+
+    def __init__(self, hops: Callable[[int, int], list[Hop]], members: list[int], parent: list[int]):
+        owner: dict[int, tuple[str, int]] = {}
+
+        def own(link: _Link, side: str, npu: int) -> None:
+            if owner.setdefault(id(link), (side, npu)) != (side, npu):
+                raise LinkConflict("a double-binary-tree phase's link is shared by two members' messages")
+
+        def split(src: int, dst: int) -> tuple[list[Hop], Hop]:
+            path = hops(src, dst)
+            if not path:
+                raise LinkConflict("a double-binary-tree message with an empty route")
+            for link, *_ in path[:-1]:
+                own(link, "send", src)
+            own(path[-1][0], "receive", dst)
+            return path[:-1], path[-1]
+
+        self.members, self.parent = members, parent  # ``members``: what PhaseCoordinator.cached counts
+        root: tuple[list[Hop], Hop | None] = ([], None)
+        self._up = [root if p < 0 else split(members[i], members[p]) for i, p in enumerate(parent)]
+        self._down = [root if p < 0 else split(members[p], members[i]) for i, p in enumerate(parent)]
+        self._used: set[int] = set()
+
+    def begin(self) -> None:
+        """A new phase: each link's first message is again placed against what earlier phases left."""
+        self._used = set()
+
+    def sent_up(self, c: int, t: int) -> int:
+        """When member ``c``'s message up, sent at ``t``, reaches its last hop (its parent's link)."""
+        npu = self.members[c]
+        for hop in self._up[c][0]:
+            t = self._take(hop, t, npu)
+        return t
+
+    def arrive_up(self, c: int, t: int) -> int:
+        """When member ``c``'s message, at its parent's link at ``t``, reaches the parent."""
+        return self._take(self._up[c][1], t, self.members[c])  # type: ignore[arg-type]  # c has a parent
+
+    def down(self, c: int, t: int) -> int:
+        """When the message member ``c``'s parent sends it at ``t`` arrives."""
+        npu = self.members[self.parent[c]]
+        sender, last = self._down[c]
+        for hop in sender:
+            t = self._take(hop, t, npu)
+        return self._take(last, t, npu)  # type: ignore[arg-type]  # c has a parent
+
+    def _take(self, hop: Hop, t: int, npu: int) -> int:
+        """When ``npu``'s message reaching ``hop``'s link at ``t`` reaches the next device. The phase's
+        first message on a link comes after what earlier phases left there or is placed among the
+        messages they took ahead of the clock (:func:`insert_kept`: the next chunk's tree overtakes
+        the last one's tail); later ones follow this phase's own (:func:`take_kept`)."""
+        link, latency, hold = hop
+        key = id(link)
+        if key not in self._used:
+            if link.pending or (t <= link.offered and link.sender != -1):
+                return insert_kept(link, latency, hold, t, npu)
+            self._used.add(key)
+        return take_kept(link, latency, hold, t, npu)
 
 
 class FifoRingLinks:
@@ -566,9 +639,9 @@ class CongestionAwareNetwork(Network):
     def ring_links(self, senders: list[int], receivers: list[int], size: int) -> FifoRingLinks:
         return FifoRingLinks([self._path(s, r) for s, r in zip(senders, receivers)], size, senders)
 
-    def hops(self, src: int, dst: int, size: int) -> list[tuple[_Link, int, int]]:
+    def hops(self, src: int, dst: int, size: int) -> list[Hop]:
         """``src``'s message of ``size`` bytes to ``dst``: each link of its route with the ns until the
-        next device and the ns it holds the link (:meth:`_Link.times`), for :func:`take_kept`. On a
+        next device and the ns it holds the link (:meth:`_Link.times`), for :class:`FifoTreeLinks`. On a
         1-D switch the route is the sender's uplink and the receiver's downlink (``_route``'s keys),
         made without routing or keeping the pair's path (a 1,024-member tree phase has 4,092)."""
         if len(self.dims) == 1 and self.cfg.topology[0] == "Switch" and src != dst:
@@ -576,6 +649,11 @@ class CongestionAwareNetwork(Network):
         else:
             path = self._path(src, dst)
         return [(link, *link.times(size)) for link in path]
+
+    def tree_links(self, members: list[int], parent: list[int], size: int) -> FifoTreeLinks:
+        """The links of a tree phase of ``size`` bytes over ``members`` (``parent[i]`` the index of
+        member ``i``'s parent, −1 at the root), timed by the aware tree fast path."""
+        return FifoTreeLinks(lambda src, dst: self.hops(src, dst, size), members, parent)
 
     def batch_links(self, senders: list[int], receivers: list[list[int]], size: int) -> FifoBatchLinks:
         """The hops of ``senders[i]``'s messages to ``receivers[i][0…K−1]`` (``size`` bytes each, in that

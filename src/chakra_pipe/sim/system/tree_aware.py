@@ -29,85 +29,19 @@ Across phases (and beside ring / direct phases and the message path's point-to-p
 phase's first message on a link that reaches it after the link's last message queues behind it.
 One reaching it no later — the next chunk's tree overtaking the tail of the previous chunk's,
 evaluated ahead of the clock — is placed in the link's remembered FIFO tail
-(``network.aware.insert_kept``) where it moves no message already taken; a link with messages
+(``network.aware.FifoTreeLinks``, ``insert_kept``) where it moves no message already taken; a link with messages
 queued on the message path, a tail not remembered (another path used the link since) or a message
 that would delay the next one raise :class:`LinkConflict`, and ``simulate`` reruns message by message.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..network.aware import insert_kept, take_kept
-from ..network.common import LinkConflict
 from .topology import LEAF
 
 if TYPE_CHECKING:  # tree_fast imports this module when a run has aware tree phases
     from .tree_fast import FastDoubleBinaryTree, TreeLayout
-
-Hop = tuple[Any, int, int]  # (link, ns until the next device, ns it holds the link)
-
-
-@dataclass(frozen=True)
-class TreePaths:
-    """Per member index (−1 hops for the root): its message up to its parent and its parent's message
-    down to it, each as (the sender's hops, the receiver's last hop)."""
-
-    up: list[tuple[list[Hop], Hop]]
-    down: list[tuple[list[Hop], Hop]]
-    members: list[int]  # what PhaseCoordinator.cached counts
-
-
-def tree_paths(network, layout: TreeLayout, size: int) -> TreePaths:
-    """The hops of every message of a tree phase of ``size`` bytes, checked for the one-owner layout."""
-    owner: dict[int, tuple[str, int]] = {}
-
-    def own(link, side: str, npu: int) -> None:
-        if owner.setdefault(id(link), (side, npu)) != (side, npu):
-            raise LinkConflict("a double-binary-tree phase's link is shared by two members' messages")
-
-    def hops(src: int, dst: int) -> tuple[list[Hop], Hop]:
-        path = network.hops(src, dst, size)
-        if not path:
-            raise LinkConflict("a double-binary-tree message with an empty route")
-        for link, *_ in path[:-1]:
-            own(link, "send", src)
-        own(path[-1][0], "receive", dst)
-        return path[:-1], path[-1]
-
-    m = layout.members
-    up: list[tuple[list[Hop], Hop]] = []
-    down: list[tuple[list[Hop], Hop]] = []
-    for i, p in enumerate(layout.parent):
-        if p < 0:
-            up.append(([], (None, 0, 0)))
-            down.append(([], (None, 0, 0)))
-        else:
-            up.append(hops(m[i], m[p]))
-            down.append(hops(m[p], m[i]))
-    return TreePaths(up, down, m)
-
-
-def _take(hop: Hop, t: int, npu: int, used: set[int]) -> int:
-    """When ``npu``'s message reaching ``hop``'s link at ``t`` reaches the next device. The phase's first
-    message on a link (not in ``used``) comes after what earlier phases left there (``_bound``) or is
-    placed among the messages they took ahead of the clock (``insert_kept``: the next chunk's tree
-    overtakes the last one's tail); later ones follow this phase's own, in the order described above."""
-    link, latency, hold = hop
-    key = id(link)
-    if key not in used:
-        if link.pending or (t <= link.offered and link.sender != -1):
-            return insert_kept(link, latency, hold, t, npu)
-        used.add(key)
-    return take_kept(link, latency, hold, t, npu)
-
-
-def _carry(sender: list[Hop], t: int, npu: int, used: set[int]) -> int:
-    """``t`` after the sender's own hops."""
-    for hop in sender:
-        t = _take(hop, t, npu, used)
-    return t
 
 
 def evaluate_aware(coord, layout: TreeLayout, algos: list[FastDoubleBinaryTree]) -> None:
@@ -116,13 +50,12 @@ def evaluate_aware(coord, layout: TreeLayout, algos: list[FastDoubleBinaryTree])
     size, e = first.data_size, first.sys.endpoint_delay
     pd = first.sys.reduction_delay(size)
     n = len(layout.members)
-    paths: TreePaths = coord.cached(
-        ("tree-aware", id(first.tree), size), lambda: tree_paths(coord.network, layout, size)
+    links = coord.cached(
+        ("tree-aware", id(first.tree), size), lambda: coord.network.tree_links(layout.members, layout.parent, size)
     )
-    members, parent, children = layout.members, layout.parent, layout.children
-    path_up, path_down = paths.up, paths.down
+    links.begin()
+    parent, children = layout.parent, layout.children
     start = [a.start_ns for a in algos]
-    used: set[int] = set()  # links that took a message of this phase already
     up = [0] * n
     got = [0] * n
     for i in layout.post_order:
@@ -130,10 +63,10 @@ def evaluate_aware(coord, layout: TreeLayout, algos: list[FastDoubleBinaryTree])
         if not kids:
             up[i] = start[i] + e
             continue
-        ready = sorted((_carry(path_up[c][0], up[c], members[c], used), c) for c in kids)
+        ready = sorted((links.sent_up(c, up[c]), c) for c in kids)
         latest = start[i]
         for t, c in ready:  # a tie: either order gives the two the same arrivals (module docstring)
-            arrived = _take(path_up[c][1], t, members[c], used)
+            arrived = links.arrive_up(c, t)
             if arrived > latest:
                 latest = arrived
         got[i] = latest
@@ -151,8 +84,6 @@ def evaluate_aware(coord, layout: TreeLayout, algos: list[FastDoubleBinaryTree])
             sent = from_parent[i] + e + pd
             coord.exit_at(a, from_parent[i] + e, pd)
         for c in children[i]:  # left, then right: one sender's messages at one ns, in program order
-            sender, hop = path_down[c]
-            arrived = _take(hop, _carry(sender, sent, members[i], used), members[i], used)
-            from_parent[c] = max(arrived, up[c])
+            from_parent[c] = max(links.down(c, sent), up[c])
     coord.stats.messages += 2 * (n - 1)
     coord.stats.fast_messages += 2 * (n - 1)
