@@ -115,13 +115,19 @@ class SharedColumns:
     def __init__(self) -> None:
         self._last: dict[tuple[str, str], tuple[np.ndarray, bytes]] = {}
 
-    def _kept(self, name: tuple[str, str], column: np.ndarray) -> np.ndarray:
+    def _kept(self, name: tuple[str, str], column: np.ndarray, compact: bool = False) -> np.ndarray:
         data = column.tobytes()
         prev = self._last.get(name)
         if prev is not None and prev[1] == data and prev[0].dtype == column.dtype:
             if prev[0].flags.writeable:
                 prev[0].flags.writeable = False
             return prev[0]
+        base = column.base
+        if compact and isinstance(base, np.ndarray) and column.strides != (0,) and base.nbytes > column.nbytes:
+            # a slice of the batch decode's one array per attribute (et.graph._decode_group): the
+            # other files' slices are mostly shared away, but one kept slice held all of it (3.7 MB
+            # of a 1,024-rank 96-layer step). Not the load's columns: their block stays anyway.
+            column = column.copy()
         self._last[name] = (column, data)
         return column
 
@@ -133,7 +139,7 @@ class SharedColumns:
                 setattr(graph, f.name, self._kept(("column", f.name), column))
         for which, columns in (("value", graph.attr_value), ("kind", graph.attr_kind)):
             for name, column in columns.items():
-                columns[name] = self._kept((which, name), column)
+                columns[name] = self._kept((which, name), column, compact=True)
         names = graph.pg_name
         one = {name: sys.intern(name) for name in set(names.values())}  # a few distinct names a file
         if any(name is not kept for name, kept in one.items()):
