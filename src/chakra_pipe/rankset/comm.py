@@ -152,8 +152,12 @@ def comm_specs(
     (:func:`_rank_free`) between ranks whose inputs are the very same objects.
     """
     names = tuple(groups)
-    number = {name: k for k, name in enumerate(names)}  # by pg_name: canonical_group's aliases too
-    number.update(dict.fromkeys(WORLD_PG_NAMES, number.get(WORLD, NO_GROUP)))
+    key, number = memo.get("group-numbers", (groups,)) if memo is not None else (None, None)
+    if number is None:
+        number = {name: k for k, name in enumerate(names)}  # by pg_name: canonical_group's aliases too
+        number.update(dict.fromkeys(WORLD_PG_NAMES, number.get(WORLD, NO_GROUP)))
+        if memo is not None and key is not None:
+            memo.put(key, (groups,), number)
     idx = np.asarray(usable, dtype=np.int32)
     coll = g.types[idx] == schema.COMM_COLL_NODE
     group = np.full(len(idx), -1, dtype=np.int32)
@@ -204,7 +208,7 @@ class _RankFree:
     nbytes: np.ndarray
     pos: np.ndarray
     p2p_free: bool  # every spec a collective: then the channels too are the same on every rank
-    channel: np.ndarray  # (-1, -1, 0) per spec; the rank's own channels are needed when not p2p_free
+    channel: np.ndarray  # (-1, -1, 0) per spec when p2p_free (else unused: the rank's own are built)
 
 
 def _rank_free(g: TraceGraph, usable: list[int], idx: np.ndarray, memo: SameInputs | None) -> _RankFree:
@@ -232,7 +236,7 @@ def _rank_free(g: TraceGraph, usable: list[int], idx: np.ndarray, memo: SameInpu
     comm_type = np.where(kind == COLL, g.int_attr("comm_type", -1)[idx], -1).astype(np.int8)
     pos = np.full(len(g), -1, dtype=np.int32)  # record -> row (-1: no spec)
     pos[idx] = np.arange(len(idx))
-    channel = _narrow(np.tile(np.array([-1, -1, 0], dtype=np.int64), (len(idx), 1)))
+    channel = _channel(g, 0, idx, kind) if (kind == COLL).all() else np.zeros((0, 3), dtype=np.int32)
     free = _RankFree(idx, kind, comm_type, nbytes, pos, bool((kind == COLL).all()), channel)
     for a in (idx, kind, comm_type, nbytes, pos, channel):
         a.flags.writeable = False  # shared by every rank with these inputs
@@ -243,10 +247,13 @@ def _rank_free(g: TraceGraph, usable: list[int], idx: np.ndarray, memo: SameInpu
 
 def _channel(g: TraceGraph, rank: int, idx: np.ndarray, kind: np.ndarray) -> np.ndarray:
     """``(src, dst, tag)`` per spec; ``(-1, -1, 0)`` for collectives."""
-    channel = np.stack(
-        [g.int_attr("comm_src", rank)[idx], g.int_attr("comm_dst", rank)[idx], g.int_attr("comm_tag", 0)[idx]], axis=1
-    )
-    channel[kind == COLL] = (-1, -1, 0)
+    channel = np.empty((len(idx), 3), dtype=np.int64)
+    channel[:] = (-1, -1, 0)
+    p2p = np.flatnonzero(kind != COLL)
+    if len(p2p):
+        rows = idx[p2p]
+        for k, (name, default) in enumerate((("comm_src", rank), ("comm_dst", rank), ("comm_tag", 0))):
+            channel[p2p, k] = g.int_attr(name, default)[rows]
     return _narrow(channel)
 
 
