@@ -4,9 +4,9 @@ Each round is a fresh process per source tree (the new one, and ``--old SRC``, e
 worktree add --detach`` snapshot of main, alternated round by round so both see the same load):
 it loads the set, decodes every file's attributes (the loader's work, timed apart), then times in
 CPU seconds the per-file rules with column sharing (``file_results``), the comm specs, the
-cross-rank rules and the symmetry proof (``trace_problem``), as ``simulate`` runs them, and the RSS
-the analysis and proof add over the decoded set. Prints medians, new/old ratios, and whether both
-trees' findings and proof are identical (a CRC of their text).
+cross-rank rules and the symmetry proof (``trace_problem``), as ``simulate`` runs them. Prints
+medians, new/old ratios, and whether both trees' findings and proof are identical (a CRC of their
+text). Memory by phase is ``benchmarks/memory.py``'s (here every file is decoded before the rules).
 
     python benchmarks/rankset_phases.py PREFIX SYSTEM NETWORK [--old /tmp/base/src] [--rounds 3]
 """
@@ -31,10 +31,6 @@ import chakra_pipe.rankset.analysis as an
 import chakra_pipe.sim.symmetric_files as sf
 from chakra_pipe.sim.config import load_hardware
 
-def rss_mb():
-    with open("/proc/self/status") as f:
-        return int(f.read().split("VmRSS:")[1].split()[0]) / 1024
-
 prefix, system, network, phases = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(",")
 hw = load_hardware(system, network)
 ts = TraceSet.load(prefix)
@@ -57,7 +53,6 @@ def timed(mod, name):
 for name in phases:
     timed(an, name)
 timed(sf, "trace_problem")
-before = rss_mb()
 t = time.process_time()
 analysis = an.analyze(ts, None, None, hw.system.preferred_dataset_splits)
 analysis.refuse_input()
@@ -65,7 +60,7 @@ sym, why = sf.find_symmetry(analysis.groups, len(ts.ranks), hw)
 proof = sf._proof(ts, analysis.groups, sym) if sym is not None else (why, [])
 total = time.process_time() - t
 text = "\n".join(map(repr, analysis.findings)) + repr(sym) + repr(proof)
-print(json.dumps({"decode": decode, "total": total, **times, "rss_added": rss_mb() - before,
+print(json.dumps({"decode": decode, "total": total, **times,
                   "crc": zlib.crc32(text.encode())}))
 """
 
@@ -90,8 +85,8 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, src in trees.items():
             runs[name].append(measure(src, args))
-    keys = ("decode", *PHASES, "trace_problem", "total", "rss_added")
-    print(f"{args.prefix}: medians of {args.rounds} (CPU s; rss_added MB); load average {os.getloadavg()[0]:.2f}")
+    keys = ("decode", *PHASES, "trace_problem", "total")
+    print(f"{args.prefix}: medians of {args.rounds} (CPU s); load average {os.getloadavg()[0]:.2f}")
     print(f"{'phase':24s}" + "".join(f"{name:>10s}" for name in trees) + ("  new/old" if "old" in trees else ""))
     for key in keys:
         med = {name: statistics.median(r[key] for r in runs[name]) for name in trees}
