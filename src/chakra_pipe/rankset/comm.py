@@ -253,8 +253,18 @@ def _channel(g: TraceGraph, rank: int, idx: np.ndarray, kind: np.ndarray) -> np.
     if len(p2p):
         rows = idx[p2p]
         for k, (name, default) in enumerate((("comm_src", rank), ("comm_dst", rank), ("comm_tag", 0))):
-            channel[p2p, k] = g.int_attr(name, default)[rows]
+            channel[p2p, k] = _ints_at(g, name, default, rows)
     return _narrow(channel)
+
+
+def _ints_at(g: TraceGraph, name: str, default: int, rows: np.ndarray) -> np.ndarray:
+    """``g.int_attr(name, default)[rows]``, from the rows alone unless one holds a negative stored
+    integer (which ``int_attr`` may saturate): a send or receive is a few records of a rank, and
+    three full ``int_attr`` columns per rank were most of the channels' time."""
+    values = g.attr_value[name][rows]
+    if (values < 0).any():
+        return g.int_attr(name, default)[rows]
+    return np.where(g.has_int(name)[rows], values, default)
 
 
 def _narrow(channel: np.ndarray) -> np.ndarray:
