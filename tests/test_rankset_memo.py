@@ -22,8 +22,9 @@ from test_rankset import coll, node, write_set
 
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
-from chakra_pipe.rankset import twins
+from chakra_pipe.rankset import analyze, twins
 from chakra_pipe.rankset.analysis import file_results
+from chakra_pipe.rankset.comm import CommSpecs, comm_specs
 
 
 def per_file(prefix: Path | str, full: bool, memo: bool, splits: int = 1):
@@ -145,3 +146,45 @@ def test_ranks_whose_sends_name_themselves_share_the_comm_node_result(tmp_path, 
     assert found == [("w.3.et", "comm-node", "COMM_RECV_NODE 'n2': comm_dst 0 is not this file's rank 3")]
     monkeypatch.undo()
     assert_same_as_every_rule_on_every_file(prefix, False)
+
+
+def assert_same_specs(got: CommSpecs, want: CommSpecs) -> None:
+    for name in ("index", "kind", "comm_type", "nbytes", "group", "channel", "pos"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), name
+    assert (got.names, got.members) == (want.names, want.members)
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(spec=rank_sets())
+def test_comm_specs_shared_between_ranks_are_each_ranks_own(spec: RankSetSpec):
+    """``comm_specs`` with the analysis' memo (columns shared by ranks with the same inputs) gives
+    every rank the specs it gets alone: its own group numbers, peers and channels."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ts = TraceSet.load(spec.write(Path(tmp)))
+        a = analyze(ts)
+        for v in a.ranks:
+            assert_same_specs(v.specs, comm_specs(v.graph, v.rank, v.result.comm_ok, a.groups.members))
+
+
+def test_a_ring_shares_its_spec_columns_but_each_rank_has_its_own_channels(tmp_path):
+    """Ranks of one shape keep one copy of the records, kinds, sizes and positions of their comm
+    specs (read-only: shared), while each rank's channels name its own peers."""
+    world = 4
+    ranks = []
+    for r in range(world):
+        send = node(1, schema.COMM_SEND_NODE, comm_src=r, comm_dst=(r + 1) % world, comm_tag=5, comm_size=64)
+        recv = node(2, schema.COMM_RECV_NODE, comm_src=(r - 1) % world, comm_dst=r, comm_tag=5, comm_size=64)
+        ranks.append([send, recv, coll(3, data=[1, 2], size=4096)])
+    a = analyze(TraceSet.load(write_set(tmp_path, ranks)))
+    first, last = a.ranks[0].specs, a.ranks[-1].specs
+    assert first.index is last.index and first.nbytes is last.nbytes and first.pos is last.pos
+    with pytest.raises(ValueError, match="read-only"):
+        last.nbytes[0] = 1
+    assert [s.channel for s in (first[0], first[1], last[0], last[1])] == [(0, 1, 5), (3, 0, 5), (3, 0, 5), (2, 3, 5)]

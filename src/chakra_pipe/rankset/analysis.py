@@ -213,8 +213,9 @@ def _analyze(
     )
     findings += group_findings
     views: list[RankView] = []
+    shared = SameInputs()  # comm spec columns of ranks with the same inputs (comm._rank_free)
     for r, (g, res) in enumerate(zip(ts.ranks, results)):
-        specs = views[first[r]].specs if first[r] != r else comm_specs(g, r, res.comm_ok, table.members)
+        specs = views[first[r]].specs if first[r] != r else comm_specs(g, r, res.comm_ok, table.members, shared)
         views.append(RankView(r, files[r], g, res, specs))
     findings += check_collectives(views, table)
     findings += check_collective_order(views)

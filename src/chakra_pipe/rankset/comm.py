@@ -19,6 +19,7 @@ import numpy as np
 from ..et import schema
 from ..et.graph import TraceGraph
 from ..et.traceset import WORLD_PG_NAMES
+from .twins import SameInputs
 
 KIND_COLL, KIND_SEND, KIND_RECV = "coll", "send", "recv"
 KINDS = (KIND_COLL, KIND_SEND, KIND_RECV)  # by the kind codes of CommSpecs.kind
@@ -91,11 +92,14 @@ class CommSpecs(Mapping[int, CommSpec]):
         channel: np.ndarray,
         names: tuple[str, ...],
         members: tuple[tuple[int, ...], ...],
+        pos: np.ndarray | None = None,
     ) -> None:
         self.index, self.kind, self.comm_type, self.nbytes = index, kind, comm_type, nbytes
         self.group, self.channel, self.names, self.members = group, channel, names, members
-        self.pos = np.full(n_records, -1, dtype=np.int32)  # record -> row (-1: no spec)
-        self.pos[index] = np.arange(len(index))
+        if pos is None:  # record -> row (-1: no spec); given when shared with other ranks' specs
+            pos = np.full(n_records, -1, dtype=np.int32)
+            pos[index] = np.arange(len(index))
+        self.pos = pos
 
     def __len__(self) -> int:
         return len(self.index)
@@ -133,38 +137,137 @@ class CommSpecs(Mapping[int, CommSpec]):
         return out.tolist()
 
 
-def comm_specs(g: TraceGraph, rank: int, usable: list[int], groups: dict[str, tuple[int, ...]]) -> CommSpecs:
+def comm_specs(
+    g: TraceGraph,
+    rank: int,
+    usable: list[int],
+    groups: dict[str, tuple[int, ...]],
+    memo: SameInputs | None = None,
+) -> CommSpecs:
     """Specs of the communication records ``usable`` (those without a ``comm-node`` problem).
 
     A collective whose ``pg_name`` names no group gets no spec (that is the ``pg-name`` rule); a
     send's ``comm_src`` and a receive's ``comm_dst`` default to the rank, as in ASTRA-sim.
+    ``memo`` (one per analysis) shares the columns neither the rank nor its group names decide
+    (:func:`_rank_free`) between ranks whose inputs are the very same objects.
     """
     names = tuple(groups)
-    number = {name: k for k, name in enumerate(names)}  # by pg_name: canonical_group's aliases too
-    number.update(dict.fromkeys(WORLD_PG_NAMES, number.get(WORLD, NO_GROUP)))
+    key, number = memo.get("group-numbers", (groups,)) if memo is not None else (None, None)
+    if number is None:
+        number = {name: k for k, name in enumerate(names)}  # by pg_name: canonical_group's aliases too
+        number.update(dict.fromkeys(WORLD_PG_NAMES, number.get(WORLD, NO_GROUP)))
+        if memo is not None and key is not None:
+            memo.put(key, (groups,), number)
     idx = np.asarray(usable, dtype=np.int32)
+    coll = g.types[idx] == schema.COMM_COLL_NODE
+    group = np.full(len(idx), -1, dtype=np.int32)
+    if coll.any():
+        group[coll] = _group_codes(g, number)[idx[coll]]
+    keep = group != NO_GROUP
+    if keep.all():
+        free = _rank_free(g, usable, idx, memo)
+    else:  # a collective naming no group: this rank's own columns
+        idx, group = idx[keep], group[keep]
+        free = _rank_free(g, usable, idx, None)
+    channel = free.channel if free.p2p_free else _channel(g, rank, free.index, free.kind)
+    return CommSpecs(
+        len(g),
+        free.index,
+        free.kind,
+        free.comm_type,
+        free.nbytes,
+        group,
+        channel,
+        names,
+        tuple(groups.values()),
+        free.pos,
+    )
+
+
+def _group_codes(g: TraceGraph, number: dict[str, int]) -> np.ndarray:
+    """Group number of each record's ``pg_name`` (the world group's where it has none): one lookup
+    per distinct name, not two dict lookups per record (a file has a few names on hundreds of
+    collectives; 418k lookups were a third of this module's time at 1,024 ranks)."""
+    codes = np.full(len(g), number.get("", NO_GROUP), dtype=np.int32)
+    pg = g.pg_name
+    if pg:
+        values = list(pg.values())
+        code = {name: number.get(name, NO_GROUP) for name in set(values)}
+        at = np.fromiter(pg.keys(), dtype=np.int64, count=len(pg))
+        codes[at] = np.fromiter(map(code.__getitem__, values), dtype=np.int32, count=len(values))
+    return codes
+
+
+@dataclass(frozen=True)
+class _RankFree:
+    """The columns of :class:`CommSpecs` that neither the rank nor its group names decide."""
+
+    index: np.ndarray
+    kind: np.ndarray
+    comm_type: np.ndarray
+    nbytes: np.ndarray
+    pos: np.ndarray
+    p2p_free: bool  # every spec a collective: then the channels too are the same on every rank
+    channel: np.ndarray  # (-1, -1, 0) per spec when p2p_free (else unused: the rank's own are built)
+
+
+def _rank_free(g: TraceGraph, usable: list[int], idx: np.ndarray, memo: SameInputs | None) -> _RankFree:
+    """The rank-independent columns of the specs of records ``idx`` (``usable``, when ``memo`` is
+    given). Why a memo: the ranks of a pipeline stage have the same records, types and sizes and
+    differ only in group names and peers; at 1,024 ranks the per-rank copies were ~10 MB and most of
+    :func:`comm_specs`' time. Its inputs are the very arrays after ``twins.SharedColumns.share``
+    and the very ``comm_ok`` list the comm-node rule's memo returns; read-only, as they are shared."""
+    inputs = (g.types, usable, *(c[n] for n in ("comm_type", "comm_size") for c in (g.attr_kind, g.attr_value)))
+    key: tuple | None = None
+    if memo is not None:
+        key, hit = memo.get("comm-columns", inputs)
+        if hit is not None:
+            return hit
     types = g.types[idx]
     kind = np.where(types == schema.COMM_SEND_NODE, SEND, RECV)
     kind = np.where(types == schema.COMM_COLL_NODE, COLL, kind).astype(np.int8)
-    group = np.full(len(idx), -1, dtype=np.int32)
-    coll = np.flatnonzero(kind == COLL)
-    if len(coll):
-        pg = g.pg_name.get
-        group[coll] = [number.get(pg(i, ""), NO_GROUP) for i in idx[coll].tolist()]
-    keep = group != NO_GROUP
-    idx, kind, group = idx[keep], kind[keep], group[keep]
     sizes = np.where(g.has_int("comm_size"), g.attr_value["comm_size"], 0)[idx]
     if (sizes >= 0).all():
         nbytes: np.ndarray = sizes.astype(np.uint64)
     else:  # a uint64 size of 2^63 or more (the int64 column wraps it), exactly as exact_ints reads it
         exact = g.exact_ints("comm_size")
         nbytes = np.array([exact[i] for i in idx.tolist()], dtype=object)
-    channel = np.stack(
-        [g.int_attr("comm_src", rank)[idx], g.int_attr("comm_dst", rank)[idx], g.int_attr("comm_tag", 0)[idx]], axis=1
-    )
-    channel[kind == COLL] = (-1, -1, 0)
-    if channel.size and -(2**31) <= channel.min() and channel.max() < 2**31:  # the usual case: half the bytes
-        channel = channel.astype(np.int32)
     # int8: a collective's comm_type is in 0..9, or it has a comm-node problem and no spec
     comm_type = np.where(kind == COLL, g.int_attr("comm_type", -1)[idx], -1).astype(np.int8)
-    return CommSpecs(len(g), idx, kind, comm_type, nbytes, group, channel, names, tuple(groups.values()))
+    pos = np.full(len(g), -1, dtype=np.int32)  # record -> row (-1: no spec)
+    pos[idx] = np.arange(len(idx))
+    channel = _channel(g, 0, idx, kind) if (kind == COLL).all() else np.zeros((0, 3), dtype=np.int32)
+    free = _RankFree(idx, kind, comm_type, nbytes, pos, bool((kind == COLL).all()), channel)
+    for a in (idx, kind, comm_type, nbytes, pos, channel):
+        a.flags.writeable = False  # shared by every rank with these inputs
+    if memo is not None and key is not None:
+        memo.put(key, inputs, free)
+    return free
+
+
+def _channel(g: TraceGraph, rank: int, idx: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """``(src, dst, tag)`` per spec; ``(-1, -1, 0)`` for collectives."""
+    channel = np.empty((len(idx), 3), dtype=np.int64)
+    channel[:] = (-1, -1, 0)
+    p2p = np.flatnonzero(kind != COLL)
+    if len(p2p):
+        rows = idx[p2p]
+        for k, (name, default) in enumerate((("comm_src", rank), ("comm_dst", rank), ("comm_tag", 0))):
+            channel[p2p, k] = _ints_at(g, name, default, rows)
+    return _narrow(channel)
+
+
+def _ints_at(g: TraceGraph, name: str, default: int, rows: np.ndarray) -> np.ndarray:
+    """``g.int_attr(name, default)[rows]``, from the rows alone unless one holds a negative stored
+    integer (which ``int_attr`` may saturate): a send or receive is a few records of a rank, and
+    three full ``int_attr`` columns per rank were most of the channels' time."""
+    values = g.attr_value[name][rows]
+    if (values < 0).any():
+        return g.int_attr(name, default)[rows]
+    return np.where(g.has_int(name)[rows], values, default)
+
+
+def _narrow(channel: np.ndarray) -> np.ndarray:
+    if channel.size and -(2**31) <= channel.min() and channel.max() < 2**31:  # the usual case: half the bytes
+        return channel.astype(np.int32)
+    return channel

@@ -256,9 +256,17 @@ class FileChecker:
             return inputs, (None, self.dataset_splits)
         sends = self.types_in((schema.COMM_SEND_NODE,))
         recvs = self.types_in((schema.COMM_RECV_NODE,))
-        if (self.int_attr("comm_src")[sends] == rank).all() and (self.int_attr("comm_dst")[recvs] == rank).all():
+        if self._all_rank("comm_src", sends, rank) and self._all_rank("comm_dst", recvs, rank):
             return inputs, (None, self.dataset_splits)
         return (*inputs, value["comm_src"], value["comm_dst"]), (rank, self.dataset_splits)
+
+    def _all_rank(self, name: str, where: np.ndarray, rank: int) -> bool:
+        """``(self.int_attr(name)[where] == rank).all()`` from the records at ``where`` alone: a
+        negative or saturated value is never a rank, so the stored integer (0 where there is none)
+        decides. Why: the peer columns differ on every rank, so ``int_attr``'s full-column result
+        was computed afresh twice a rank (a tenth of the per-file rules' time at 1,024 ranks)."""
+        g = self.g
+        return bool((np.where(g.has_int(name)[where], g.attr_value[name][where], 0) == rank).all())
 
     def _comm_ok(self) -> list[int]:
         self.check_comm_nodes()

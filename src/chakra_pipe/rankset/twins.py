@@ -113,31 +113,54 @@ class SharedColumns:
     copy and a ``memcmp`` per column, a third of hashing every column into a pool."""
 
     def __init__(self) -> None:
-        self._last: dict[tuple[str, str], tuple[np.ndarray, bytes]] = {}
+        # per column name: the previous rank's column and its bytes (taken on first comparison)
+        self._last: dict[tuple[str, str], list] = {}
+        self._public: list[str] | None = None  # TraceGraph's public field names
 
-    def _kept(self, name: tuple[str, str], column: np.ndarray) -> np.ndarray:
-        data = column.tobytes()
+    def _kept(self, name: tuple[str, str], column: np.ndarray, compact: bool = False) -> np.ndarray:
         prev = self._last.get(name)
-        if prev is not None and prev[1] == data and prev[0].dtype == column.dtype:
+        if prev is not None and _equal(prev, column):
             if prev[0].flags.writeable:
                 prev[0].flags.writeable = False
             return prev[0]
-        self._last[name] = (column, data)
+        base = column.base
+        if compact and isinstance(base, np.ndarray) and column.strides != (0,) and base.nbytes > column.nbytes:
+            # a slice of the batch decode's one array per attribute (et.graph._decode_group): the
+            # other files' slices are mostly shared away, but one kept slice held all of it (3.7 MB
+            # of a 1,024-rank 96-layer step). Not the load's columns: their block stays anyway.
+            column = column.copy()
+        self._last[name] = [column, None]
         return column
 
     def share(self, graph) -> None:
         """Share ``graph``'s public array columns and decoded attributes with the previous graph's."""
-        for f in fields(graph):
-            column = getattr(graph, f.name)
-            if not f.name.startswith("_") and isinstance(column, np.ndarray):
-                setattr(graph, f.name, self._kept(("column", f.name), column))
+        if self._public is None:
+            self._public = [f.name for f in fields(graph) if not f.name.startswith("_")]
+        for name in self._public:
+            column = getattr(graph, name)
+            if isinstance(column, np.ndarray):
+                setattr(graph, name, self._kept(("column", name), column))
         for which, columns in (("value", graph.attr_value), ("kind", graph.attr_kind)):
             for name, column in columns.items():
-                columns[name] = self._kept((which, name), column)
+                columns[name] = self._kept((which, name), column, compact=True)
         names = graph.pg_name
         one = {name: sys.intern(name) for name in set(names.values())}  # a few distinct names a file
         if any(name is not kept for name, kept in one.items()):
             names.update(zip(names.keys(), map(one.__getitem__, names.values())))  # same keys: order and size kept
+
+
+def _equal(prev: list, column: np.ndarray) -> bool:
+    """Whether ``column`` has the dtype, shape and bytes of ``prev[0]`` (``prev[1]``: its bytes, kept
+    once taken). Two single-value views (an attribute absent from both files, ``et.graph._zeros``)
+    compare by their one value: no copy of a column of zeros per rank and name."""
+    kept = prev[0]
+    if kept.dtype != column.dtype or kept.shape != column.shape:
+        return False
+    if kept.strides == column.strides == (0,):
+        return kept[:1].tobytes() == column[:1].tobytes()
+    if prev[1] is None:
+        prev[1] = kept.tobytes()
+    return prev[1] == column.tobytes()
 
 
 def _content(graph) -> tuple[np.ndarray, ...]:

@@ -123,7 +123,10 @@ def _column_problem(gx: Any, gr: Any) -> str | None:
 def _name_pairs(x: int, r: int, gx: Any, gr: Any, table: GroupTable) -> set[tuple[str, str]] | str:
     """(rank ``x``'s group name, its representative's) at every ``pg_name`` and METADATA node."""
     px, pr = gx.pg_name, gr.pg_name
-    pairs = {(px[i], pr[i]) for i in px}
+    if list(px) == list(pr):  # the same records in the same order (the load's): pair the values directly
+        pairs = set(zip(px.values(), pr.values()))
+    else:
+        pairs = {(px[i], pr[i]) for i in px}
     mx, mr = table.metadata[x], table.metadata[r]
     if mx.keys() != mr.keys() or any(len(mx[i]) != len(mr[i]) for i in mx):
         return "METADATA nodes"
@@ -195,8 +198,9 @@ def _peer_batch(sym: RankSymmetry, a: str, xs: list[int], gx: list[Any], gr: lis
     owner = np.repeat(np.asarray(xs, dtype=np.int64), [len(v) for v in got])
     vx = np.concatenate(got)
     kind = np.concatenate([g.attr_kind[a] for g in gx])
-    peer = (kind != 0) & (vx >= 0) & (vx < world)
-    mapped = np.where(peer, sym.translate(owner, np.where(peer, vx, 0)), vx)
+    peer = np.flatnonzero((kind != 0) & (vx >= 0) & (vx < world))  # a few records a rank: translate only those
+    mapped = vx.copy()
+    mapped[peer] = sym.translate(owner[peer], vx[peer])
     wrong = np.flatnonzero(mapped != np.concatenate([g.attr_value[a] for g in gr]))
     if len(wrong):
         return f"rank {int(owner[wrong[0]])} differs from its representative: attribute {a}"
