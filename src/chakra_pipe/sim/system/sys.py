@@ -285,7 +285,7 @@ class Sys:
         for _ in range(streams):
             sid = ids.num_streams
             ids.num_streams = sid + 1
-            stream = Stream(self, dataset, sid, pri)
+            stream = Stream(dataset, sid, pri)
             phases = stream.phases
             remain = chunk
             for ptype, dim, alloc, protos in steps:
@@ -301,6 +301,7 @@ class Sys:
                 final = a.final_data_size
                 phases.append(Phase(q, a, remain, final))
                 remain = final
+            phases.reverse()  # the first phase last: proceed_to_next_phase pops it
             proceed(stream)
         return dataset
 
@@ -355,7 +356,7 @@ class Sys:
                     self._start_waiting(prev)
             return
         stream.steps_finished += 1
-        phase = stream.phase = phases.popleft()
+        phase = stream.phase = phases.pop()
         q = stream.queue_id = phase.queue_id
         stream.initialized = False
         self._insert(self.active[q], stream)
