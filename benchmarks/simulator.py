@@ -324,7 +324,9 @@ def quotient(prefix: str, system: str, network: str, backend: str, repeat: int, 
         for name, src in trees:
             args = [prefix, system, network, f"congestion_{backend}", str(repeat)]
             env = dict(os.environ, PYTHONPATH=src)
-            done = subprocess.run([sys.executable, "-c", QUOTIENT_SCRIPT, *args], env=env, capture_output=True, text=True)
+            done = subprocess.run(
+                [sys.executable, "-c", QUOTIENT_SCRIPT, *args], env=env, capture_output=True, text=True
+            )
             if done.returncode:
                 raise SystemExit(f"{name}: {done.stderr.strip().splitlines()[-1]}")
             r = json.loads(done.stdout.splitlines()[-1])

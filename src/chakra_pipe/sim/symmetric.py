@@ -721,16 +721,15 @@ class _QuotientRings:
             return
         ring = algo.ring
         order, at, rep_of = self.layout(ring)
-        if len(order) == 1:  # one representative (a TP ring of one class): nobody to wait for
-            present = {algo.id: algo}
-        else:
+        present: dict[int, Any] | None = {algo.id: algo}  # one representative: nobody to wait for
+        if len(order) > 1:
             # id(ring), not ring.key: a sub-group's key holds its member tuple, whose hash is not cached
             # (O(P) per phase); the ring objects are shared by the NPUs and live as long as the run.
             stream = algo.stream
             key = (id(ring), stream.stream_id, stream.steps_finished, algo.ctype, algo.msg_size, algo.direction)
             present = _gather(self._waiting, key, algo, len(order))
-            if present is None:
-                return
+        if present is None:  # representatives still to come
+            return
         if self._chunked is not None:  # kept until the end of this ns with the collective's other chunks
             self._chunked.batch([present[r] for r in rep_of])
             return

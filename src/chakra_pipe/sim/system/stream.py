@@ -25,8 +25,6 @@ def bus_delay(sys, local: bool) -> int:
 class Phase:
     queue_id: int
     algorithm: Any  # a collective algorithm: start(), on_general(), on_received(), .stream
-    initial_size: int
-    final_size: int
 
 
 class DataSet:

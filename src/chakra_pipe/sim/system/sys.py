@@ -298,9 +298,8 @@ class Sys:
                         proto = self._prototype(ptype, dim, remain, direction, protos)
                     a = proto.unstarted_copy()
                 a.stream = stream
-                final = a.final_data_size
-                phases.append(Phase(q, a, remain, final))
-                remain = final
+                phases.append(Phase(q, a))
+                remain = a.final_data_size
             phases.reverse()  # the first phase last: proceed_to_next_phase pops it
             proceed(stream)
         return dataset
