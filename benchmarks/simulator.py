@@ -36,6 +36,7 @@ symmetry is not proven), so the fast paths themselves are timed, not the represe
 ``--active-chunks N``: ``active-chunks-per-dimension`` of every case (default 1; with 4, every chunk of
 a collective runs at once, which the aware ring fast path evaluates as one recurrence on 1-D networks).
     python benchmarks/simulator.py --collectives [--event-max N]
+    python benchmarks/simulator.py --aware-trees [--event-max N] [--compare-src DIR]
     python benchmarks/simulator.py --quotient PREFIX SYS NET [--backend aware|unaware] [--repeat N]
         [--compare-src DIR]
 
@@ -43,6 +44,8 @@ a collective runs at once, which the aware ring fast path evaluates as one recur
 (switch, unaware), each in a fresh process: wall, CPU, messages, peak RSS, and (up to ``--event-max``
 NPUs, default 256) the message-by-message wall (``fast=False``, what these phases cost before their
 fast paths) with the speedup and whether every rank's finish time is the same.
+``--aware-trees``: one 1 MiB and one 64 MiB ``doubleBinaryTree`` all-reduce (4 chunks) on a
+64/256/1,024-NPU congestion-aware switch (``aware_trees``), optionally beside another tree's ``src``.
 
 ``--quotient``: the proven-symmetric run alone (``sim/symmetric.simulate_symmetric`` on the
 representatives, its arguments taken from one ``simulate`` of the set, so loading, the rank-set
@@ -88,12 +91,12 @@ SYSTEM = {
 }
 
 
-def all_reduce_set(folder: Path, npus: int) -> TraceSet:
-    prefix = folder / f"ar{npus}"
+def all_reduce_set(folder: Path, npus: int, size: int = 1 << 20) -> TraceSet:
+    prefix = folder / f"ar{npus}_{size}"
     for r in range(npus):
-        n = schema.Node(id=0, name="all_reduce_1MiB", type=schema.COMM_COLL_NODE)
+        n = schema.Node(id=0, name=f"all_reduce_{size}", type=schema.COMM_COLL_NODE)
         set_attr(n, "comm_type", schema.ALL_REDUCE)
-        set_attr(n, "comm_size", 1 << 20)
+        set_attr(n, "comm_size", size)
         write_trace(f"{prefix}.{r}.et", schema.GlobalMetadata(version="0.0.4"), [n])
     return TraceSet.load(prefix)
 
@@ -372,7 +375,44 @@ def collectives(event_max: int) -> None:
                 )
 
 
+def aware_trees(event_max: int, compare_src: str | None) -> None:
+    """One 1 MiB and one 64 MiB all-reduce on ``doubleBinaryTree`` (4 chunks, the two trees
+    alternating), congestion-aware 64/256/1,024-NPU switch, each in a fresh process: wall, CPU,
+    messages (of them evaluated by the tree recurrence, ``sim/system/tree_aware.py``), peak RSS,
+    whether it was redone message by message; up to ``event_max`` NPUs whether ``fast=False`` gives
+    every rank the same finish; with ``compare_src`` the same case on that tree's ``src`` right after."""
+    print(
+        f"{'size':>6s} {'npus':>5s} {'wall_s':>7s} {'cpu_s':>7s} {'messages':>9s} {'fast':>9s} {'rss_MB':>7s} "
+        f"{'finish_ns':>12s} {'rerun':>5s} {'event=fast':>10s}"
+        + (f" {'base_cpu':>8s} {'base_rss':>8s} {'speedup':>7s}" if compare_src else "")
+    )
+    system = {**SYSTEM, "collective-optimization": "baseline"}
+    system.update({k: ["doubleBinaryTree"] for k in SYSTEM if k.endswith("-implementation")})
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in (1 << 20, 64 << 20):
+            for npus in (64, 256, 1024):
+                prefix = str(all_reduce_set(Path(tmp), npus, size).prefix)
+                net = {"topology": ["Switch"], "npus_count": [npus], "bandwidth": [50], "latency": [500]}
+                r = _run_case(prefix, system, net, "congestion_aware", npus <= event_max)
+                base = _run_case(prefix, system, net, "congestion_aware", False, compare_src) if compare_src else None
+                if base is not None and base["finish"] != r["finish"]:
+                    raise RuntimeError(f"finish {r['finish']} ns here, {base['finish']} ns on {compare_src}")
+                eq = ("yes" if r["equal"] else "NO") if "equal" in r else "-"
+                print(
+                    f"{size >> 20:4d}Mi {npus:5d} {r['wall']:7.3f} {r['cpu']:7.3f} {r['messages']:9d} "
+                    f"{r['fast_messages']:9d} {r['rss_mb']:7.0f} {r['finish']:12d} {'yes' if r['rerun'] else 'no':>5s} "
+                    f"{eq:>10s}"
+                    + (f" {base['cpu']:8.3f} {base['rss_mb']:8.0f} {base['cpu'] / r['cpu']:6.1f}x" if base else ""),
+                    flush=True,
+                )
+
+
 def main(argv: list[str]) -> None:
+    if argv and argv[0] == "--aware-trees":
+        event_max = int(argv[argv.index("--event-max") + 1]) if "--event-max" in argv else 256
+        compare = str(Path(argv[argv.index("--compare-src") + 1]).resolve()) if "--compare-src" in argv else None
+        aware_trees(event_max, compare)
+        return
     if argv and argv[0] == "--collectives":
         event_max = int(argv[argv.index("--event-max") + 1]) if "--event-max" in argv else 256
         collectives(event_max)

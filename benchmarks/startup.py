@@ -14,6 +14,8 @@ imports are paid per point. Prints, each a median of N runs in fresh interpreter
   imports it anyway), and whether the run loaded protobuf (it should not: the loader walks the
   wire format itself, and protobuf plus the message classes cost ~55 ms);
 * ``run``: wall of the whole ``chakra-pipe simulate`` on that workload;
+* ``shard``: CPU time of a whole ``chakra-pipe sweep run`` job of one point on that workload (its
+  plan made as the workflow makes it): every shard job pays it (with ``--baseline``, interleaved);
 * the self import time summed per top-level package for both commands (``-X importtime``), so a
   heavy import sneaking into the CLI path shows up by name.
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -86,6 +89,32 @@ def _wall(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
     return time.perf_counter() - t0, done.stderr
 
 
+# Writes a one-point campaign plan over the workload as the workflow does (config checked and its
+# defaults filled in by the schema, then Campaign.from_config) and prints the plan's path.
+PLAN = """\
+import sys
+from pathlib import Path
+from snakemake.utils import validate
+from chakra_pipe.sweep.campaign import Campaign
+repo, tmp, prefix, system, network = sys.argv[1:]
+cfg = {"campaign": "t", "outdir": f"{tmp}/reports",
+       "workloads": {"ar8": {"kind": "trace", "prefix": prefix, "npus": 8, "platforms": ["ring"]}},
+       "hardware": {"platforms": {"ring": {"network": network, "system": system}}}}
+validate(cfg, f"{repo}/workflow/schemas/config.schema.yaml")
+camp = Campaign.from_config(cfg, root=Path(tmp), torch_available=False)
+camp.write()
+print(camp.plan_path)
+"""
+
+
+def _cpu(cmd: list[str], env: dict[str, str]) -> float:
+    """CPU seconds (user + system) of a command run to completion."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, env=env, capture_output=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
 def _interpreter_start(env: dict[str, str]) -> float:
     """Seconds from process start to the first line of a script (subtracted by the wrapper)."""
     return statistics.median(_wall([sys.executable, "-c", "pass"], env)[0] for _ in range(5))
@@ -121,6 +150,15 @@ def _split(env: dict[str, str], sim_args: list[str]) -> tuple[float, float, floa
     start, numpy = lines["split"]
     _, cpu, protobuf = lines["first_event"]
     return start, numpy - start, cpu - numpy, protobuf
+
+
+def _versus(new: list[float], old: list[float], unit: str, baseline: Path) -> None:
+    """The baseline's line under a figure: its median and minimum, and this tree's ratios to them."""
+    med = statistics.median
+    print(
+        f"  baseline {baseline}: {med(old):6.3f} {unit}   (min {min(old):.3f}); "
+        f"this / baseline {med(new) / med(old):.2f} (medians), {min(new) / min(old):.2f} (minima)"
+    )
 
 
 def main() -> None:
@@ -160,11 +198,21 @@ def main() -> None:
             f"--network-configuration={tmp}/net.yml",
         ]
         cli = [sys.executable, "-m", "chakra_pipe.cli"]
+        plan = subprocess.run(
+            [sys.executable, "-c", PLAN, str(SRC.parent), tmp, prefix, f"{tmp}/sys.json", f"{tmp}/net.yml"],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        shard = [*cli, "sweep", "run", "--plan", plan, "--workload", "ar8", "--shard", "0", "--out", f"{tmp}/s.csv"]
         _wall([*cli, *sim_args], env)  # fills the bytecode cache
+        _wall(shard, env)
         old_env = None
         if args.baseline:
             old_env = _env(os.path.join(tmp, "pycache-baseline"), args.baseline.resolve())
             _wall([*cli, *sim_args], old_env)
+            _wall(shard, old_env)
         base = _interpreter_start(env)
         numpy = [
             _wall([sys.executable, "-c", "import numpy"], dict(env, OPENBLAS_NUM_THREADS="1"))[0]
@@ -172,11 +220,13 @@ def main() -> None:
         ]
         helps = [_wall([*cli, "simulate", "--help"], env)[0] for _ in range(args.repeat)]
         runs = [_wall([*cli, *sim_args], env)[0] for _ in range(args.repeat)]
-        firsts, old_firsts, splits = [], [], []
+        firsts, old_firsts, splits, shards, old_shards = [], [], [], [], []
         for _ in range(args.repeat):
             firsts.append(_first_event(env, base, sim_args))
+            shards.append(_cpu(shard, env))
             if old_env is not None:
                 old_firsts.append(_first_event(old_env, base, sim_args))
+                old_shards.append(_cpu(shard, old_env))
             splits.append(_split(env, sim_args))
         med = statistics.median
         print(f"load average            {os.getloadavg()[0]:6.2f}   (on 2 cores a load above ~1 inflates every figure)")
@@ -187,11 +237,7 @@ def main() -> None:
             new = [f[i] for f in firsts]
             print(f"first event (8-NPU AR)  {med(new):6.3f} s {what}   (min {min(new):.3f}; target <= 0.2)")
             if old_firsts:
-                old = [f[i] for f in old_firsts]
-                print(
-                    f"  baseline {args.baseline}: {med(old):6.3f} s {what}   (min {min(old):.3f}); "
-                    f"this / baseline {med(new) / med(old):.2f} (medians), {min(new) / min(old):.2f} (minima)"
-                )
+                _versus(new, [f[i] for f in old_firsts], f"s {what}", args.baseline)
         *parts, protobuf = [med(p) for p in zip(*splits)]
         print(
             "  CPU split (medians)    "
@@ -199,6 +245,9 @@ def main() -> None:
             + f"; protobuf imported: {'yes' if protobuf else 'no'}"
         )
         print(f"whole run (8-NPU AR)    {med(runs):6.3f} s   (min {min(runs):.3f})")
+        print(f"sweep shard job, 1 pt   {med(shards):6.3f} s CPU   (min {min(shards):.3f})")
+        if old_shards:
+            _versus(shards, old_shards, "s CPU", args.baseline)
         print(f"--help   {_import_summary(['-m', 'chakra_pipe.cli', 'simulate', '--help'], env)}")
         print(f"simulate {_import_summary(['-m', 'chakra_pipe.cli', *sim_args], env)}")
 

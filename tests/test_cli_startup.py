@@ -54,6 +54,8 @@ NOT_FOR_SIMULATE = (
     "logging",  # imported only by code that logs
     "socket",
     "hashlib",  # only for a digest or a temporary's name
+    "gzip",  # only for a compressed input or output
+    "chakra_pipe.atomic",  # a plain simulate writes no file
     "numpy.typing",  # annotations only
     "google.protobuf",  # the loader walks the wire format itself; message classes only for odd records
     "chakra_pipe.sim.network.aware",  # the default backend is the unaware one
@@ -72,26 +74,29 @@ NOT_FOR_SIMULATE = (
     "chakra_pipe.calibrate",
     "chakra_pipe.link",
 )
-# Runs the command in-process, then reports its exit code, what it imported and the OpenBLAS thread
-# setting on stderr (os and json are imported by every run anyway).
+# Runs the command in-process, then reports its exit code, what it imported, the OpenBLAS thread
+# setting and whether the garbage collector is on on stderr (os and json are imported by every run anyway).
 PROBE = """\
-import json, os, sys
+import gc, json, os, sys
 from chakra_pipe.cli import main
 try:
     rc = main(sys.argv[1:])
 except SystemExit as exc:  # --help
     rc = exc.code
 blas = os.environ.get("OPENBLAS_NUM_THREADS")
-sys.stderr.write("\\nMODULES " + json.dumps({"rc": rc, "modules": sorted(sys.modules), "blas": blas}) + "\\n")
+report = {"rc": rc, "modules": sorted(sys.modules), "blas": blas, "gc": gc.isenabled()}
+sys.stderr.write("\\nMODULES " + json.dumps(report) + "\\n")
 """
 
 
 def _probe(argv: list[str]) -> tuple[int, str, set[str], str | None]:
-    """Exit code, stdout, imported modules and ``OPENBLAS_NUM_THREADS`` of ``chakra-pipe ARGV``."""
+    """Exit code, stdout, imported modules and ``OPENBLAS_NUM_THREADS`` of ``chakra-pipe ARGV``;
+    asserts that the command left the garbage collector on (it pauses it only while importing)."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     done = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=300, env=env)
     line = next(x for x in done.stderr.splitlines() if x.startswith("MODULES "))
     report = json.loads(line.removeprefix("MODULES "))
+    assert report["gc"] is True, f"chakra-pipe {argv[0]} left the garbage collector off"
     return report["rc"], done.stdout, set(report["modules"]), report["blas"]
 
 
@@ -198,3 +203,74 @@ def test_global_flags_before_the_verb_and_unknown_verbs(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "invalid choice: 'simulte'" in err and "simulate" in err and "report" in err
+
+
+def test_the_collector_is_paused_only_while_imports_run():
+    """``collector_paused`` turns the cyclic collector off for its body and restores the caller's
+    setting on the way out, an exception included (a library caller's ``gc.disable()`` stays)."""
+    import gc
+
+    from chakra_pipe.lifecycle import collector_paused
+
+    assert gc.isenabled()
+    with pytest.raises(KeyError), collector_paused():
+        assert not gc.isenabled()
+        raise KeyError("boom")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_sweep_shard_imports_no_pandas_and_no_package_metadata(small_set, tmp_path):
+    """A shard job is its own process per shard: it writes its collectives part without pandas and
+    reads pandas' version (recorded in that part) without importlib.metadata (email, zipfile, csv)."""
+    from conftest import validated
+
+    from chakra_pipe.sweep.campaign import Campaign
+
+    flags = dict(a.removeprefix("--").split("=", 1) for a in small_set[1:])
+    workload = {"kind": "trace", "prefix": flags["workload-configuration"], "npus": 4, "platforms": ["ring"]}
+    cfg = {
+        "campaign": "t",
+        "outdir": str(tmp_path / "reports"),
+        "workloads": {"ar": workload},
+        "hardware": {
+            "platforms": {"ring": {"network": flags["network-configuration"], "system": flags["system-configuration"]}}
+        },
+    }
+    camp = Campaign.from_config(validated(cfg), root=tmp_path, torch_available=False)
+    camp.write()
+    out = tmp_path / "s0.csv"
+    argv = ["sweep", "run", "--plan", camp.plan_path, "--workload", "ar", "--shard", "0", "--out", str(out)]
+    rc, _, modules, blas = _probe(argv)
+    assert rc == 0 and ",ok," in out.read_text()
+    heavy = ("pandas", "importlib.metadata", "email", "matplotlib", "snakemake", "torch")
+    loaded = [m for m in heavy if _loaded(modules, m)]
+    assert not loaded, f"a sweep shard imported {loaded}"
+    assert blas == "1"
+
+
+def test_pandas_version_is_the_one_package_metadata_reads(tmp_path, monkeypatch):
+    """The shard's own read of pandas' version agrees with ``importlib.metadata.version``: for the
+    installed pandas, and for a folder earlier on ``sys.path`` holding another pandas dist-info (the
+    first one found wins in both) or egg-info."""
+    from importlib.metadata import version
+
+    from chakra_pipe.results.collectives import _pandas_version
+
+    read = _pandas_version.__wrapped__  # uncached: each case below changes sys.path
+    assert read() == version("pandas")
+    for release, info, meta in (
+        ("9.8.7", "pandas-9.8.7.dist-info", "METADATA"),
+        ("1.2.3", "Pandas-1.2.3.egg-info", "PKG-INFO"),
+    ):
+        folder = tmp_path / release
+        (folder / info).mkdir(parents=True)
+        (folder / info / meta).write_text(f"Metadata-Version: 2.1\nName: pandas\nVersion: {release}\n\nVersion: 0\n")
+        monkeypatch.syspath_prepend(str(folder))
+        assert read() == version("pandas") == release

@@ -15,7 +15,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import gzip
 import io
 import json
 import os
@@ -135,6 +134,8 @@ def _written_straight(target: Path, st: os.stat_result | None) -> bool:
 @contextlib.contextmanager
 def _streamed(raw: IO[bytes], mode: str, gzip_output: bool) -> Iterator[IO]:
     """``raw`` as the caller's stream: optionally gzip (no name, no time: reproducible), optionally text."""
+    import gzip  # here: ~1 ms of every start-up, for the few outputs written compressed
+
     # GzipFile is a binary file object in all but name (typeshed does not say it is an IO[bytes])
     stream: IO[bytes] = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if gzip_output else raw  # type: ignore[assignment]
     if "b" in mode:

@@ -19,7 +19,7 @@ from . import __version__
 from .aliases import resolve as resolve_aliases
 from .console import configure
 from .errors import EXIT_INPUT, ChakraPipeError
-from .lifecycle import pipe_safe_stdout, terminate_as_exit
+from .lifecycle import collector_paused, pipe_safe_stdout, terminate_as_exit
 
 # Each verb and the stage command module that registers it, in the order verbs appear in ``--help``
 # (tests/test_cli_startup.py checks this table against what the modules register).
@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     verb = _verb(argv)
     if verb in SINGLE_THREADED_BLAS and "numpy" not in sys.modules:  # imported already: too late, leave it
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    parser = build_parser(verb)
+    with collector_paused():
+        parser = build_parser(verb)
     args = parser.parse_args(argv)
     configure(args.verbose, args.quiet)
     try:

@@ -16,7 +16,6 @@ Plain files are not limited: their size is what the user gave us.
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import zlib
@@ -52,6 +51,8 @@ class BoundedGzip:
         self.file, self.error = file, error
         self.limit = limit_for(os.fstat(raw.fileno()).st_size)
         self.total = 0
+        import gzip  # here: ~1 ms of every start-up, and most inputs are not compressed
+
         self._raw, self._gz = raw, gzip.GzipFile(fileobj=raw, mode="rb")
 
     def read(self, size: int = -1) -> bytes | bytearray:

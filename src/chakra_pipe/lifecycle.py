@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import re
 import signal
@@ -131,3 +132,21 @@ def sweep_dead_scratch(prefix: str, parent: str | None = None) -> list[Path]:
                 shutil.rmtree(entry.path, ignore_errors=True)
                 removed.append(Path(entry.path))
     return removed
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Run the body (a verb's imports) with the cyclic garbage collector off; restore it after.
+
+    Why: loading the simulator's modules allocates tens of thousands of objects that live as long
+    as the process (functions, classes, numpy's tables), so the ~60 collector passes a small
+    ``simulate`` used to make during its start-up freed nothing and cost ~5 % of it (issue #15).
+    Only imports run paused: what a verb then allocates is collected as before.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -13,7 +13,6 @@ from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
-from ..atomic import atomic_open
 from ..decompress import BoundedGzip, open_input
 from ..errors import InputError, TraceFormatError
 from . import schema
@@ -385,6 +384,8 @@ def write_trace(path: str | os.PathLike, metadata, nodes: Iterable) -> int:
     Returns the number of nodes written.
     """
     blocks = encode_trace(metadata, nodes, str(path))
+    from ..atomic import atomic_open  # here: reading a trace (every simulate) writes nothing
+
     with atomic_open(path, "wb") as out:
         while True:
             try:

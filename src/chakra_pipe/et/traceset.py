@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_text
 from ..console import track
 from ..errors import InputError
 from ..readfile import read_json
@@ -170,6 +169,8 @@ def write_comm_groups(
         if problem:
             raise InputError(problem, file=str(path), where=f"key {str(gid)!r}")
         out[str(gid)] = members
+    from ..atomic import write_text  # here: loading a set (every simulate) writes nothing
+
     write_text(path, comm_groups_text(out))
     return Path(path)
 

@@ -7,6 +7,7 @@ Row order is the plan's (workload order, then source, then grid order), never fi
 
 from __future__ import annotations
 
+import collections
 import io
 import json
 import re
@@ -73,8 +74,10 @@ def read_shard(path: str, workload: str, point_ids: list[str], campaign: str):
             f"workload {workload} ({detail}): delete it to recompute",
             file=path,
         )
-    for i, row in enumerate(df.itertuples(index=False), start=2):
-        problem = _row_problem(row, campaign)
+    # The checked columns as lists, zipped into rows: ``itertuples`` over all of a shard's columns took
+    # 9 of a 100-point shard's 16 ms here (profile of `report aggregate` on a 1,000-point campaign).
+    for i, values in enumerate(zip(*(df[c].tolist() for c in _CHECKED)), start=2):
+        problem = _row_problem(_ShardRow._make(values), campaign)
         if problem:
             raise InputError(f"{problem}: delete the shard to recompute", file=path, where=f"line {i}")
     return df
@@ -90,6 +93,11 @@ def _error_classes(base: type[ChakraPipeError] = ChakraPipeError) -> list[str]:
 _FAILED_STATUS = re.compile(rf"^(?:{'|'.join(_error_classes())}): \S")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _NS = re.compile(r"^[0-9]{1,19}$")
+
+
+# The columns :func:`_row_problem` reads, and a row of them.
+_CHECKED = ("campaign", "source", "trace_sha256", "status", *NS_METRICS)
+_ShardRow = collections.namedtuple("_ShardRow", _CHECKED)  # type: ignore[misc]
 
 
 def _row_problem(row, campaign: str) -> str | None:

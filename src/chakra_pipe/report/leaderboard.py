@@ -251,13 +251,19 @@ def _references(board, new, is_baseline: list[bool]):
     group = ["workload", "trace_sha256", "backend"]
     marked = {tuple(k) for k in board.loc[board["reference"] == "yes", group].itertuples(index=False)}
     candidates = sorted(range(len(new)), key=lambda i: not is_baseline[i])  # baselines first, then plan order
+    # Keys as plain tuples: one pass over the board, not a DataFrame row and a whole-board comparison
+    # per candidate (~0.8 s of a 1,000-point campaign's standing job).
+    new_keys = list(new[list(KEY)].itertuples(index=False, name=None))
+    at = [KEY.index(c) for c in group]
+    chosen = set()
     for i in candidates:
-        r = new.iloc[i]
-        g = (r["workload"], r["trace_sha256"], r["backend"])
+        g = tuple(new_keys[i][j] for j in at)
         if g not in marked:
-            hit = (board[list(KEY)] == r[list(KEY)].values).all(axis=1)
-            board.loc[hit, "reference"] = "yes"
+            chosen.add(new_keys[i])
             marked.add(g)
+    if chosen:
+        hit = [k in chosen for k in board[list(KEY)].itertuples(index=False, name=None)]
+        board.loc[hit, "reference"] = "yes"
     step = pd.to_numeric(board["step_time_ns"]).astype("float64")
     ref_rows = board[board["reference"] == "yes"]
     ref = {tuple(k): float(t) for k, t in zip(ref_rows[group].itertuples(index=False), ref_rows["step_time_ns"])}

@@ -10,6 +10,7 @@ and adds the replays (median time per node over the timed iterations; no start o
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from pathlib import Path
@@ -221,10 +222,47 @@ def _plain(rows: list[dict[str, Any]]) -> bool:
     return True
 
 
+@functools.cache
 def _pandas_version() -> str:
+    """``importlib.metadata.version("pandas")``, read without importing importlib.metadata.
+
+    Why: that import (email, zipfile, csv, ...) cost a shard job ~30-60 ms CPU, every job, for one
+    header line. Its lookup is the same: the first ``pandas-*.dist-info`` / ``.egg-info`` entry
+    along ``sys.path`` (names compared as it normalises them), the ``Version:`` header of its
+    ``METADATA`` / ``PKG-INFO``. Anything else (no such folder, a zipped path entry, no header) asks
+    importlib.metadata itself. Cached: a shard asks once per process.
+    """
+    import os
+    import sys
+
+    for root in sys.path:
+        folder = root or "."
+        try:
+            children = os.listdir(folder)
+        except OSError:  # not a folder (a zip file, a missing entry)
+            continue
+        info = next((c for c in children if _is_pandas_info(c.lower())), None)
+        if info is None:
+            continue
+        for meta in ("METADATA", "PKG-INFO"):
+            try:
+                with open(os.path.join(folder, info, meta), encoding="utf-8") as fh:
+                    for line in fh:
+                        if line.startswith("Version:"):
+                            return line.removeprefix("Version:").strip()
+                        if not line.strip():
+                            break  # the end of the header block
+            except OSError:
+                continue
+        break  # the first such entry is the one importlib.metadata reads too
     from importlib.metadata import version
 
     return version("pandas")
+
+
+def _is_pandas_info(low: str) -> bool:
+    """Whether a lower-cased folder name is a pandas dist-info / egg-info (importlib.metadata's test)."""
+    return low.endswith((".dist-info", ".egg-info")) and low.rpartition(".")[0].partition("-")[0] == "pandas"
 
 
 def _array(pa, kind: str, values: list[Any]):
@@ -302,4 +340,7 @@ def read_table(path: str | Path):
     df = pd.read_parquet(path)
     if tuple(df.columns) != COLUMNS:
         raise ValueError(f"columns are not the {len(COLUMNS)} this version writes")
-    return df.astype({c: DTYPES.get(c, "string") for c in COLUMNS})
+    want = {c: pd.api.types.pandas_dtype(DTYPES.get(c, "string")) for c in COLUMNS}
+    if all(df[c].dtype == kind for c, kind in want.items()):  # what this version writes: as read
+        return df
+    return df.astype(want)

@@ -67,11 +67,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _simulate(args) -> int:
     import sys
 
-    from ..atomic import write_json
-    from ..errors import StuckError
-    from ..et.traceset import TraceSet
-    from . import load_hardware, simulate
-    from .result import finished_line
+    from ..lifecycle import collector_paused
+
+    with collector_paused():  # the simulator's modules: long-lived objects, nothing to collect
+        from ..errors import StuckError
+        from ..et.traceset import TraceSet
+        from . import load_hardware, simulate
+        from .result import finished_line
 
     for name in ("compute_scale", "comm_scale"):
         if getattr(args, name) != 1.0:
@@ -97,10 +99,13 @@ def _simulate(args) -> int:
             print(finished_line(rank, t, x))
         raise
     # Files first: printing is the part a closed stdout may cut short.
-    if args.output_json:
-        write_json(args.output_json, res.to_dict())
-    if args.timeline:
-        write_json(args.timeline, res.timeline())
+    if args.output_json or args.timeline:
+        from ..atomic import write_json
+
+        if args.output_json:
+            write_json(args.output_json, res.to_dict())
+        if args.timeline:
+            write_json(args.timeline, res.timeline())
     for rank, (t, x) in enumerate(zip(res.finish_ns, res.exposed_comm_ns)):
         print(finished_line(rank, t, x))
     return 0

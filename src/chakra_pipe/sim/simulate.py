@@ -84,10 +84,11 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     breaks the first is redone message by message; this function only declines the runs in which the
     check would refuse every time or which the recurrence does not model at all:
 
-    - rendezvous sends, and double-binary-tree phases (they go message by message). Direct and
-      halving-doubling phases take their own aware fast path (``system/direct_aware.py``,
-      ``halving_doubling.evaluate_aware``: each window's or step's hops evaluated at once over the
-      FIFO links, the order checked on every link) where ``_batches_exact``
+    - rendezvous sends. Direct, halving-doubling and double-binary-tree phases take their own aware
+      fast path (``system/direct_aware.py``, ``halving_doubling.evaluate_aware``,
+      ``system/tree_aware.py``: each window's, step's or tree pass's hops evaluated at once over the
+      FIFO links, the order checked on every link; trees only in runs whose collectives are
+      all-reduces one after another on each rank, ``_all_reduces_in_sequence``) where ``_batches_exact``
       holds — a 1-D switch or fully-connected network, windows covering every peer, one chunk of a
       collective at a time —, else the run goes message by message;
     - several queues or active chunks per dimension *and* ``preferred_dataset_splits`` > 1, so that
@@ -128,9 +129,11 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     if hw.rendezvous or (_chunks_at_once(hw) and not _chunks_evaluated_together(hw)):
         return False
     algos = [a for _, kind in sysc.implementations for a in kind]
-    if any(a.base not in ("ring", "direct", "halvingDoubling") for a in algos):
+    if any(a.base not in ("ring", "direct", "halvingDoubling", "doubleBinaryTree") for a in algos):
         return False
     if any(a.base != "ring" for a in algos) and not _batches_exact(hw):
+        return False
+    if any(a.base == "doubleBinaryTree" for a in algos) and not _all_reduces_in_sequence(trace_set):
         return False
     rings = _rings_used(trace_set, table, hw)
     if rings is None:
@@ -144,8 +147,8 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
 
 
 def _batches_exact(hw: HardwareConfig) -> bool:
-    """Whether direct and halving-doubling phases may take the aware fast path
-    (``system/direct_aware.py``, ``halving_doubling.evaluate_aware``): a 1-D switch or
+    """Whether direct, halving-doubling and double-binary-tree phases may take the aware fast path
+    (``system/direct_aware.py``, ``halving_doubling.evaluate_aware``, ``system/tree_aware.py``): a 1-D switch or
     fully-connected network (each link carries the same number of a window's or step's messages,
     the layout ``FifoBatchLinks`` evaluates; a ring's multi-hop routes are not), windows covering
     every peer (``direct<W>`` below that sends as receives come, message by message), and one chunk
@@ -153,6 +156,34 @@ def _batches_exact(hw: HardwareConfig) -> bool:
     net = hw.network
     windows = all(a.window == -1 or a.window >= net.npus - 1 for _, kind in hw.system.implementations for a in kind)
     return net.dims == 1 and net.topology[0] in ("Switch", "FullyConnected") and windows and not _chunks_at_once(hw)
+
+
+def _all_reduces_in_sequence(trace_set) -> bool:
+    """Whether every rank's collectives are all-reduces of one size, each depending directly on the
+    one before it.
+
+    A tree phase is evaluated ahead of the clock, and a later phase's message reaching a link before
+    its tail is placed among the link's messages only where it moves none of them
+    (``network.aware.insert_kept``). All-reduces of one rank running at once (gradient buckets
+    overlapping the backward pass), collectives on rings or direct windows beside the trees (whose
+    fast paths place no message before a link's last one) and all-reduces of different sizes (a
+    bigger chunk's message overtaking the tail of a smaller one's tree does not fit between its
+    messages) interleave on the links in ways that refuse nearly every time (generated DP steps,
+    whose gradient buckets differ in size, did each time), so such runs go message by message from
+    the start instead of being tried and redone."""
+    sizes: set[int] = set()
+    for g in trace_set.ranks:
+        colls = np.flatnonzero(g.types == schema.COMM_COLL_NODE)
+        if (g.int_attr("comm_type", -1)[colls] != schema.ALL_REDUCE).any():
+            return False
+        sizes.update(g.int_attr("comm_size", -1)[colls].tolist())
+        if len(sizes) > 1:
+            return False
+        for before, i in zip(colls.tolist(), colls[1:].tolist()):
+            prev = int(g.ids[before])
+            if prev not in g.data_deps(i).tolist() and prev not in g.ctrl_deps(i).tolist():
+                return False
+    return True
 
 
 def _chunks_at_once(hw: HardwareConfig) -> bool:

@@ -25,7 +25,7 @@ POINT_TO_POINT = -3
 class _Link:
     """One directed link: FIFO, store-and-forward. ``times`` is the link model, used by both paths."""
 
-    __slots__ = ("latency", "bw", "pending", "free_at", "free_seq", "sender", "offered")
+    __slots__ = ("latency", "bw", "pending", "free_at", "free_seq", "sender", "offered", "past")
 
     def __init__(self, latency: float, bw: float):
         self.latency, self.bw = latency, bw
@@ -34,6 +34,7 @@ class _Link:
         self.free_seq = 0  # message path: the same-time place of the event that frees it (EventQueue.reserve)
         self.sender = -1  # ring fast path: the NPU whose message the link carried last (-1: none yet)
         self.offered = 0  # ring fast path: when that message reached the link
+        self.past: list[tuple[int, int | None, int, int]] | None = None  # tree fast path: see take_kept
 
     def times(self, size: int) -> tuple[int, int]:
         """(ns until a message of ``size`` bytes reaches the next device, ns it holds the link)."""
@@ -55,6 +56,61 @@ def _bound(link: _Link, sender: int) -> int:
     if link.sender == -1:
         return 0
     return link.offered + 1 if link.sender in (sender, POINT_TO_POINT) else link.free_at
+
+
+PAST = 6  # messages a link remembers for the tree fast path (take_kept)
+
+
+def take_kept(link: _Link, latency: int, hold: int, t: int, sender: int) -> int:
+    """Take ``sender``'s message reaching ``link`` at ``t`` behind every message it took before and
+    return when it reaches the next device (the FIFO recurrence on the link itself, for the aware
+    tree fast path, ``system/tree_aware.py``, which calls it in the order the link takes its
+    messages), remembering the link's last :data:`PAST` messages as (arrival, start, end, sender)
+    for :func:`insert_kept`. What is remembered is a gapless tail of
+    the link's FIFO order: it is kept only while its last entry is the link's last message (a link
+    that another path or the message path used since starts it over from the link's state, whose
+    last message's start is unknown; with ``hold`` > 0 no other message leaves the link in the
+    state of the last entry)."""
+    past, free = link.past, link.free_at
+    if past:
+        last = past[-1]
+        if last[2] != free or last[0] != link.offered or last[3] != link.sender:
+            past = None
+    if not past:
+        past = link.past = [(link.offered, None, free, link.sender)]  # its start unknown: never a successor
+    start = t if t > free else free
+    link.offered, link.free_at, link.sender = t, start + hold, sender
+    past.append((t, start, start + hold, sender))
+    if len(past) > PAST:
+        del past[0]
+    return start + latency
+
+
+def insert_kept(link: _Link, latency: int, hold: int, t: int, sender: int) -> int:
+    """A message reaching ``link`` at ``t``, before messages the link took already (evaluated ahead of
+    the clock by an earlier phase), placed in the FIFO order where it belongs: exact when the link
+    remembers the messages around it (:func:`take_kept`) and it leaves before the next one would
+    start, so that no message already taken moves; else :class:`LinkConflict`. Its predecessor's end
+    is when it starts at the earliest; the link's last message and state stay as they are."""
+    past = link.past
+    if (
+        link.pending
+        or hold <= 0
+        or not past
+        or past[-1] != (link.offered, past[-1][1], link.free_at, link.sender)
+        or t <= past[0][0]
+    ):
+        raise LinkConflict("a batch of messages reaches a link out of the order it is evaluated in")
+    j = next(k for k, m in enumerate(past) if m[0] >= t)
+    if past[j][0] == t:
+        raise LinkConflict("two senders' messages reach a link at the same ns")
+    start = max(t, past[j - 1][2])
+    if past[j][1] is None or max(past[j][0], start + hold) != past[j][1]:  # the next message would start later
+        raise LinkConflict("a batch of messages reaches a link out of the order it is evaluated in")
+    past.insert(j, (t, start, start + hold, sender))
+    if len(past) > PAST:
+        del past[0]
+    return start + latency
 
 
 class FifoRingLinks:
@@ -509,6 +565,17 @@ class CongestionAwareNetwork(Network):
 
     def ring_links(self, senders: list[int], receivers: list[int], size: int) -> FifoRingLinks:
         return FifoRingLinks([self._path(s, r) for s, r in zip(senders, receivers)], size, senders)
+
+    def hops(self, src: int, dst: int, size: int) -> list[tuple[_Link, int, int]]:
+        """``src``'s message of ``size`` bytes to ``dst``: each link of its route with the ns until the
+        next device and the ns it holds the link (:meth:`_Link.times`), for :func:`take_kept`. On a
+        1-D switch the route is the sender's uplink and the receiver's downlink (``_route``'s keys),
+        made without routing or keeping the pair's path (a 1,024-member tree phase has 4,092)."""
+        if len(self.dims) == 1 and self.cfg.topology[0] == "Switch" and src != dst:
+            path = [self._link((0, (None,), src, SWITCH)), self._link((0, (None,), SWITCH, dst))]
+        else:
+            path = self._path(src, dst)
+        return [(link, *link.times(size)) for link in path]
 
     def batch_links(self, senders: list[int], receivers: list[list[int]], size: int) -> FifoBatchLinks:
         """The hops of ``senders[i]``'s messages to ``receivers[i][0…K−1]`` (``size`` bytes each, in that

@@ -52,7 +52,8 @@ class TreeLayout:
 
 
 class FastDoubleBinaryTree(DoubleBinaryTree):
-    """A tree phase evaluated by the phase coordinator instead of message by message."""
+    """A tree phase evaluated by the phase coordinator instead of message by message (on the aware
+    network by ``tree_aware.evaluate_aware``)."""
 
     def __init__(self, sys, tree: BinaryTree, data_size: int):
         super().__init__(sys, tree, data_size)
@@ -63,7 +64,10 @@ class FastDoubleBinaryTree(DoubleBinaryTree):
         coord = self.sys.phase_coordinator
         layout = coord.cached(("tree", id(self.tree)), lambda: TreeLayout.of(self.tree))
         key = ("tree", id(self.tree), self.stream.stream_id, self.stream.steps_finished)
-        coord.join(key, layout.index[self.id], len(layout.members), self, lambda a: evaluate(coord, layout, a))
+        run = evaluate
+        if coord.aware:  # FIFO links (``tree_aware.py``), loaded by the runs that have them
+            from .tree_aware import evaluate_aware as run
+        coord.join(key, layout.index[self.id], len(layout.members), self, lambda a: run(coord, layout, a))
 
     def exit(self) -> None:
         self.sys.proceed_to_next_phase(self.stream)
