@@ -37,6 +37,8 @@ symmetry is not proven), so the fast paths themselves are timed, not the represe
 a collective runs at once, which the aware ring fast path evaluates as one recurrence on 1-D networks).
     python benchmarks/simulator.py --collectives [--event-max N]
     python benchmarks/simulator.py --aware-trees [--event-max N] [--compare-src DIR]
+    python benchmarks/simulator.py --quotient PREFIX SYS NET [--backend aware|unaware] [--repeat N]
+        [--compare-src DIR]
 
 ``--collectives``: one 1 MiB all-reduce with ``direct`` and ``doubleBinaryTree`` on 64/256/1,024 NPUs
 (switch, unaware), each in a fresh process: wall, CPU, messages, peak RSS, and (up to ``--event-max``
@@ -44,6 +46,13 @@ NPUs, default 256) the message-by-message wall (``fast=False``, what these phase
 fast paths) with the speedup and whether every rank's finish time is the same.
 ``--aware-trees``: one 1 MiB and one 64 MiB ``doubleBinaryTree`` all-reduce (4 chunks) on a
 64/256/1,024-NPU congestion-aware switch (``aware_trees``), optionally beside another tree's ``src``.
+
+``--quotient``: the proven-symmetric run alone (``sim/symmetric.simulate_symmetric`` on the
+representatives, its arguments taken from one ``simulate`` of the set, so loading, the rank-set
+analysis and the symmetry proof are left out): median CPU of ``--repeat`` runs (default 5), the
+representatives simulated, collectives and messages, a digest of every rank's times; with
+``--compare-src`` the same on the other tree, alternating, with the speedup and whether the digests
+agree (e.g. ``/work/bench/L96/g`` with ``sys3d.json`` / ``net3d.yml``: 8 of 1,024 ranks).
 """
 
 from __future__ import annotations
@@ -284,6 +293,58 @@ def _run_case(prefix: str, system: dict, network: dict, backend: str, event: boo
     return json.loads(done.stdout.splitlines()[-1])
 
 
+QUOTIENT_SCRIPT = """
+import hashlib, json, statistics, sys, time
+from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.sim import load_hardware, simulate
+from chakra_pipe.sim import symmetric
+prefix, sysf, netf, backend, repeat = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+run, calls = symmetric.simulate_symmetric, []
+symmetric.simulate_symmetric = lambda *a, **k: calls.append((a, k)) or run(*a, **k)
+simulate(TraceSet.load(prefix), load_hardware(sysf, netf, backend=backend))
+if not calls:
+    raise SystemExit("the set's symmetry is not proven: no quotient run to time")
+args, kwargs = calls[0]
+cpu = []
+for _ in range(repeat):
+    c0 = time.process_time()
+    res = run(*args, **kwargs)
+    cpu.append(time.process_time() - c0)
+times = [getattr(res, k) for k in ("finish_ns", "compute_ns", "cpu_ns", "exposed_comm_ns", "comm_ns", "idle_ns")]
+print(json.dumps({"cpu": statistics.median(cpu), "reps": len(args[0]), "ranks": len(res.finish_ns),
+                  "collectives": len(res.collectives), "messages": res.messages,
+                  "digest": hashlib.sha256(repr((times, res.collectives)).encode()).hexdigest()[:16]}))
+"""
+
+
+def quotient(prefix: str, system: str, network: str, backend: str, repeat: int, compare_src: str | None) -> None:
+    """Time the quotient run alone on this tree (and ``compare_src``, alternating) in fresh processes."""
+    print(f"{'tree':8s} {'cpu_s':>7s} {'reps':>5s} {'ranks':>6s} {'colls':>6s} {'messages':>9s} {'digest':16s}")
+    trees = [("this", SRC)] + ([("base", str(Path(compare_src).resolve()))] if compare_src else [])
+    cpu: dict[str, list[float]] = {name: [] for name, _ in trees}
+    digests = set()
+    for _ in range(3 if compare_src else 1):
+        for name, src in trees:
+            args = [prefix, system, network, f"congestion_{backend}", str(repeat)]
+            env = dict(os.environ, PYTHONPATH=src)
+            done = subprocess.run(
+                [sys.executable, "-c", QUOTIENT_SCRIPT, *args], env=env, capture_output=True, text=True
+            )
+            if done.returncode:
+                raise SystemExit(f"{name}: {done.stderr.strip().splitlines()[-1]}")
+            r = json.loads(done.stdout.splitlines()[-1])
+            cpu[name].append(r["cpu"])
+            digests.add(r["digest"])
+            print(
+                f"{name:8s} {r['cpu']:7.3f} {r['reps']:5d} {r['ranks']:6d} {r['collectives']:6d} {r['messages']:9d} "
+                f"{r['digest']}",
+                flush=True,
+            )
+    if compare_src:
+        this, base = min(cpu["this"]), min(cpu["base"])
+        print(f"speedup {base / this:.2f}x (best CPU {base:.3f} -> {this:.3f} s); same results: {len(digests) == 1}")
+
+
 def collectives(event_max: int) -> None:
     """One 1 MiB all-reduce, direct and doubleBinaryTree, on a 64/256/1,024-NPU switch (unaware).
 
@@ -355,6 +416,13 @@ def main(argv: list[str]) -> None:
     if argv and argv[0] == "--collectives":
         event_max = int(argv[argv.index("--event-max") + 1]) if "--event-max" in argv else 256
         collectives(event_max)
+        return
+    if argv and argv[0] == "--quotient":
+        prefix, system, network, *rest = argv[1:]
+        backend = rest[rest.index("--backend") + 1] if "--backend" in rest else "unaware"
+        repeat = int(rest[rest.index("--repeat") + 1]) if "--repeat" in rest else 5
+        compare = rest[rest.index("--compare-src") + 1] if "--compare-src" in rest else None
+        quotient(prefix, system, network, backend, repeat, compare)
         return
     if argv and argv[0] == "--realistic":
         rest = argv[1:]

@@ -166,6 +166,7 @@ SYMMETRIC_ALGORITHMS = ("ring", "direct")  # peers by ring position, so rotation
 FULL_CHECK = 256  # groups up to this size: every member's translation checked, beyond: ring neighbours
 MESSAGE_PATH = -2  # a link's ``sender`` after a message-path message: never equal to a ring sender
 COLLECTIVES = ("ALL_REDUCE", "REDUCE_SCATTER", "ALL_GATHER", "ALL_TO_ALL")
+_CLOSED = "quotient closed form"  # a phase shape's ``_QuotientRings._alone`` in ``PacketAlgorithm.shape``
 
 
 @dataclass(frozen=True)
@@ -609,6 +610,20 @@ class _CanonicalBatch(FifoBatchLinks):
         raise TypeError("a quotient batch is evaluated through state() / arrive() / store() only")
 
 
+def _gather(waiting: dict[tuple, dict[int, Any]], key: tuple, algo, count: int) -> dict[int, Any] | None:
+    """Add ``algo`` to the representatives that reached the phase ``key``; all of them (``count``, by
+    NPU id) once the last has, else None. A quotient phase is evaluated over every member with its
+    representative's start, so it waits for every representative in the group (rings and direct)."""
+    present = waiting.get(key)
+    if present is None:
+        present = waiting[key] = {}
+    present[algo.id] = algo
+    if len(present) < count:
+        return None
+    del waiting[key]
+    return present
+
+
 class _QuotientPhases(PhaseCoordinator):
     """Direct phases over every member, each starting when its representative did (module
     docstring, *Direct phases*): the full engine's ``direct_fast.evaluate`` on the quotient's
@@ -621,11 +636,9 @@ class _QuotientPhases(PhaseCoordinator):
 
     def join(self, key: tuple, index: int, size: int, algo, evaluate) -> None:
         order, _, rep_of = self._rings.layout(algo.ring)
-        present = self._waiting.setdefault(key, {})
-        present[algo.id] = algo
-        if len(present) < len(order):
+        present = _gather(self._waiting, key, algo, len(order))
+        if present is None:
             return
-        del self._waiting[key]
         self._exits = {}
         before = self.stats.messages, self.stats.fast_messages
         evaluate([present[r] for r in rep_of])
@@ -696,20 +709,27 @@ class _QuotientRings:
         return hit
 
     def join(self, algo) -> None:
+        shape = algo.shape  # shared by every copy of this phase's prototype (ring, type, size, direction)
+        closed = shape.get(_CLOSED)
+        if closed is None:
+            closed = shape[_CLOSED] = self._alone(algo)
+        if closed:  # the one representative of its ring, every member alike: the closed form, no waiting
+            span, tail = closed
+            self.stats.messages += algo.stream_count
+            self.stats.fast_messages += algo.stream_count
+            self.queue.schedule(algo.start_ns + span, algo.sys.register_event, algo.exit, tail)
+            return
         ring = algo.ring
         order, at, rep_of = self.layout(ring)
-        if len(order) == 1:  # one representative (a TP ring of one class): nobody to wait for
-            present = {algo.id: algo}
-        else:
+        present: dict[int, Any] | None = {algo.id: algo}  # one representative: nobody to wait for
+        if len(order) > 1:
             # id(ring), not ring.key: a sub-group's key holds its member tuple, whose hash is not cached
             # (O(P) per phase); the ring objects are shared by the NPUs and live as long as the run.
             stream = algo.stream
             key = (id(ring), stream.stream_id, stream.steps_finished, algo.ctype, algo.msg_size, algo.direction)
-            present = self._waiting.setdefault(key, {})
-            present[algo.id] = algo
-            if len(present) < len(order):
-                return
-            del self._waiting[key]
+            present = _gather(self._waiting, key, algo, len(order))
+        if present is None:  # representatives still to come
+            return
         if self._chunked is not None:  # kept until the end of this ns with the collective's other chunks
             self._chunked.batch([present[r] for r in rep_of])
             return
@@ -727,6 +747,15 @@ class _QuotientRings:
         span, tail = self._closed_form(first, net)
         for a in reps:
             self.queue.schedule(first.start_ns + span, a.sys.register_event, a.exit, tail)
+
+    def _alone(self, algo) -> tuple[int, int] | tuple[()]:
+        """The closed form of a phase shape whose ring holds one representative, on the unaware network
+        with every hop alike and no chunk batching: what :meth:`join` would compute for it on every
+        call (it waits for nobody, and its members all start with it); ``()`` for any other shape."""
+        if self.aware or self._chunked is not None or len(self.layout(algo.ring)[0]) != 1:
+            return ()
+        net = self._uniform_delay(algo)
+        return () if net is None else self._closed_form(algo, net)
 
     def _closed_form(self, algo, net: int) -> tuple[int, int]:
         """``(Σ_{k<S} d_k + S·N, d_S)``: recv_k = send_k + N when every member is alike (cached, as a

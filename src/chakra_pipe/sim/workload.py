@@ -34,6 +34,7 @@ S = schema
 _HAS_STATE = np.full(256, -1, dtype=np.int8)
 _HAS_STATE[0] = 0
 _HAS_STATE[[KIND_NUMBER[k] for k in INT_KINDS]] = 1
+_COMM_TYPES = frozenset((S.COMM_COLL_NODE, S.COMM_SEND_NODE, S.COMM_RECV_NODE))
 
 
 @dataclass
@@ -225,15 +226,15 @@ class Workload:
         ty = t.types[i]
         if self.cfg.replay_only:
             self.replay(i)
-        elif ty in (S.MEM_LOAD_NODE, S.MEM_STORE_NODE):
-            self.remote_mem(i)
+        elif ty in _COMM_TYPES:  # the node types are disjoint: the most frequent are tested first
+            issue_comm(self, i)
         elif ty == S.COMP_NODE:
             if self.cfg.roofline_enabled and not t.cpu[i]:
                 self.compute(i)
             else:
                 self.replay(i)
-        elif ty in (S.COMM_COLL_NODE, S.COMM_SEND_NODE, S.COMM_RECV_NODE):
-            issue_comm(self, i)
+        elif ty in (S.MEM_LOAD_NODE, S.MEM_STORE_NODE):
+            self.remote_mem(i)
         elif ty == S.INVALID_NODE:
             self.finish_node(i)
         elif ty == S.METADATA_NODE:  # types outside 0..7 are rankset's node-type errors

@@ -280,14 +280,12 @@ class Sys:
             return dataset
         # Per chunk and phase: a copy of the step's prototype (a tree dimension alternates its two
         # trees phase by phase: a new object each time), pointed at its stream.
+        ids = self if group is None else group  # the stream-id counter: the group's, or this NPU's
+        proceed = self.proceed_to_next_phase
         for _ in range(streams):
-            if group is not None:
-                sid = group.num_streams
-                group.num_streams += 1
-            else:
-                sid = self.num_streams
-                self.num_streams += 1
-            stream = Stream(self, dataset, sid, pri)
+            sid = ids.num_streams
+            ids.num_streams = sid + 1
+            stream = Stream(dataset, sid, pri)
             phases = stream.phases
             remain = chunk
             for ptype, dim, alloc, protos in steps:
@@ -300,10 +298,10 @@ class Sys:
                         proto = self._prototype(ptype, dim, remain, direction, protos)
                     a = proto.unstarted_copy()
                 a.stream = stream
-                final = a.final_data_size
-                phases.append(Phase(q, a, remain, final))
-                remain = final
-            self.proceed_to_next_phase(stream)
+                phases.append(Phase(q, a))
+                remain = a.final_data_size
+            phases.reverse()  # the first phase last: proceed_to_next_phase pops it
+            proceed(stream)
         return dataset
 
     # -- queues -------------------------------------------------------------------------------
@@ -337,6 +335,7 @@ class Sys:
         prev = stream.queue_id  # the queue of the phase that just ended (-1 before the first)
         phases = stream.phases
         if not phases:
+            # before the stream leaves its queue: the collective's notifier may issue new ones that see it
             stream.dataset.stream_finished()
         running = self.running
         if prev >= 0:
@@ -356,14 +355,14 @@ class Sys:
                     self._start_waiting(prev)
             return
         stream.steps_finished += 1
-        phase = phases.popleft()
-        stream.phase = phase
+        phase = stream.phase = phases.pop()
         q = stream.queue_id = phase.queue_id
         stream.initialized = False
         self._insert(self.active[q], stream)
+        threshold = self.threshold
         if prev >= 0:
             running[prev] -= 1
-            if running[prev] < self.threshold:
+            if running[prev] < threshold:
                 self._start_waiting(prev)
-        if running[q] < self.threshold:
+        if running[q] < threshold:
             self._start_waiting(q)
