@@ -583,8 +583,9 @@ def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> None:
     lens = np.concatenate([t.rec_len.astype(np.int64) for t in tables])
     k = -(-total // _CHUNK_RECORDS)  # equal shares, so no tiny last chunk
     bounds = [total * j // k for j in range(k + 1)]
+    memo: dict[bytes, tuple[bool, int, int]] = {}  # attribute checks by record bytes (see _memo_check)
     for lo, hi in zip(bounds, bounds[1:]):
-        chunk = _Decoder(arr, starts[lo:hi], lens[lo:hi])
+        chunk = _Decoder(arr, starts[lo:hi], lens[lo:hi], memo)
         chunk.decode()
         cols.take(lo, chunk)
     cols.split(tables, first, bases)
@@ -678,11 +679,14 @@ class _Columns:
                 if t.ptr is not None:  # _ptr of the file's counts: the same offsets, less the file's first
                     t.ptr[f] = _shifted(ptr[f][a : b + 1], lo, np.uint32 if hi - lo < 1 << 32 else np.int64, alone)
             ka, kb = cut[i], cut[i + 1]
-            t.known = _KnownAttrs(
-                _shifted(node[ka:kb], a, np.int32 if t.n < 1 << 31 else np.int64, alone),
-                _shifted(tag[ka:kb], base, t.pos, alone),
-                code[ka:kb],
-            )
+            local = _shifted(node[ka:kb], a, _record_index_dtype(t.n), alone)
+            t.known = _KnownAttrs(local, _narrow(tag[ka:kb] - (t.rec_start[local] + base)), code[ka:kb])
+
+
+def _record_index_dtype(n: int) -> type[np.integer]:
+    """The dtype of a file's record indices: uint16 for files of up to 2^16 records (a rank set's
+    ~800-record files: 2 bytes an attribute less, 6 MB of a 1,024-rank step's 3 M attributes)."""
+    return np.uint16 if n <= 1 << 16 else np.int32 if n < 1 << 31 else np.int64
 
 
 def _put(owner: _Columns | _Table, name: str, lo: int, values: np.ndarray) -> None:
@@ -795,8 +799,10 @@ class _Table:
 class _Decoder:
     """One bulk decode of a chunk of node records (see module docstring); indices are chunk-local."""
 
-    def __init__(self, arr: np.ndarray, rec_start: np.ndarray, rec_len: np.ndarray):
-        self.arr = arr
+    def __init__(
+        self, arr: np.ndarray, rec_start: np.ndarray, rec_len: np.ndarray, memo: dict[bytes, tuple[bool, int, int]]
+    ):
+        self.arr, self.memo = arr, memo
         self.rec_start, self.rec_len = rec_start, rec_len
         n = len(rec_start)
         self.n = n
@@ -997,7 +1003,7 @@ class _Decoder:
         # repeated name reads last-wins as in protobuf.
         order = np.argsort(s, kind="stable")
         node, s, end = node[order], s[order], end[order]
-        ok, tag, code = _check_distinct(self.arr, s, end - s, self._check_attr_group)
+        ok, tag, code = _check_distinct(self.arr, s, end - s, self._check_attr_group, self.memo)
         self.slow[node[~ok]] = True
         known = np.flatnonzero(code >= 0)
         return node[known], tag[known], code[known]
@@ -1325,7 +1331,9 @@ _SLOT_BITS = 12  # hash slots of the distinct-record grouping: more than the dis
 _MIX = tuple(_U64(k) for k in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9))
 
 
-def _check_distinct(arr: np.ndarray, s: np.ndarray, length: np.ndarray, check) -> tuple[np.ndarray, ...]:
+def _check_distinct(
+    arr: np.ndarray, s: np.ndarray, length: np.ndarray, check, memo: dict[bytes, tuple[bool, int, int]] | None = None
+) -> tuple[np.ndarray, ...]:
     """``check(s, s + length)`` (per-record results whose positions are offsets into the record
     plus ``s``) computed once per distinct short byte string.
 
@@ -1334,7 +1342,8 @@ def _check_distinct(arr: np.ndarray, s: np.ndarray, length: np.ndarray, check) -
     ``tensor_size`` values): ~700 ns an attribute of vectorised decoding becomes a hash and a
     few gathers. Records of up to ``_DISTINCT_MAX`` bytes are keyed by their (masked)
     little-endian words; each is compared with its group's representative word by word, so a hash
-    collision only sends that record on, to :func:`_check_by_prefix`.
+    collision only sends that record on, to :func:`_check_by_prefix`. The representatives' results
+    come through ``memo`` (see :func:`_memo_check`), shared by the chunks of a load.
     """
     ok = np.zeros(len(s), dtype=bool)
     tag = np.zeros(len(s), dtype=np.int64)
@@ -1342,7 +1351,7 @@ def _check_distinct(arr: np.ndarray, s: np.ndarray, length: np.ndarray, check) -
     short = np.flatnonzero((length > 0) & (length <= _DISTINCT_MAX))
     first, inv, same = _group_strings(arr, s[short], length[short])
     rep = short[first]
-    rep_ok, rep_tag, rep_code = check(s[rep], s[rep] + length[rep])
+    rep_ok, rep_tag, rep_code = _memo_check(arr, s[rep], length[rep], check, memo)
     done = short[same]
     g = inv[same]
     ok[done], tag[done], code[done] = rep_ok[g], s[done] + (rep_tag - s[rep])[g], rep_code[g]
@@ -1352,6 +1361,40 @@ def _check_distinct(arr: np.ndarray, s: np.ndarray, length: np.ndarray, check) -
     if len(rest):
         ok[rest], tag[rest], code[rest] = _check_by_prefix(arr, s[rest], s[rest] + length[rest], check)
     return ok, tag, code
+
+
+_MEMO_REPS = 256  # representatives a chunk may look up in the memo (more: checked in bulk, as before)
+_MEMO_SIZE = 4096  # byte strings a memo holds at most
+
+
+def _memo_check(
+    arr: np.ndarray, s: np.ndarray, length: np.ndarray, check, memo: dict[bytes, tuple[bool, int, int]] | None
+) -> tuple[np.ndarray, ...]:
+    """``check(s, s + length)`` of distinct short records, each byte string checked once per
+    ``memo`` (a load's chunks of generated records hold the same hundred-odd strings: their ~60
+    numpy calls a chunk were a sixth of the attribute check of a 1,024-rank set). A result depends
+    only on the record's bytes (see :func:`_check_distinct`), so a memo hit is the check's own
+    answer. Many representatives (distinct values of a converted trace) skip the memo: a Python
+    step each would cost more than the bulk check."""
+    if memo is None or len(s) > _MEMO_REPS:
+        return check(s, s + length)
+    keys = [arr[a : a + k].tobytes() for a, k in zip(s.tolist(), length.tolist())]
+    miss = [i for i, key in enumerate(keys) if key not in memo]
+    found = {}
+    if miss:
+        m = np.array(miss, dtype=np.intp)
+        ok, tag, code = check(s[m], s[m] + length[m])
+        for i, o, t, c in zip(miss, ok.tolist(), (tag - s[m]).tolist(), code.tolist()):
+            found[keys[i]] = (o, t, c)
+        if len(memo) + len(found) <= _MEMO_SIZE:
+            memo.update(found)
+    got = [found.get(key) or memo[key] for key in keys]
+    ok_, tag_, code_ = zip(*got) if got else ((), (), ())
+    return (
+        np.array(ok_, dtype=bool),
+        s + np.array(tag_, dtype=np.int64),
+        np.array(code_, dtype=np.int64),
+    )
 
 
 def _group_strings(arr: np.ndarray, s: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -1435,8 +1478,10 @@ def _value_tag(arr: np.ndarray, vt: np.ndarray) -> tuple[np.ndarray, np.ndarray,
 
 @dataclass
 class _KnownAttrs:
-    """Where the well-known attributes of the bulk-decoded records are: record index, position of
-    the value's tag and name (index into ``_KNOWN``), in file order. 9 bytes an attribute."""
+    """Where the well-known attributes of the bulk-decoded records are: record index, offset of
+    the value's tag within its record and name (index into ``_KNOWN``), in file order. Each in
+    the narrowest dtype its values allow: 4 bytes an attribute of a rank set's files (9 when the
+    index was int32 and the tag's file position uint32: 27 MB held by a 1,024-rank step's load)."""
 
     node: np.ndarray
     tag: np.ndarray
@@ -1593,7 +1638,9 @@ def _decode_group(group: list[tuple[TraceGraph, int]], arr: np.ndarray) -> None:
     node_base = np.cumsum(sizes) - sizes
     counts = [len(g.attr_parts.node) for g in graphs]
     node = np.concatenate([g.attr_parts.node.astype(np.intp) + int(b) for g, b in zip(graphs, node_base)])
-    tag = np.concatenate([g.attr_parts.tag.astype(np.int64) + off for g, off in group])
+    tag = np.concatenate(
+        [g.rec_start[g.attr_parts.node].astype(np.int64) + g.attr_parts.tag + off for g, off in group]
+    )
     code = np.concatenate([g.attr_parts.code for g in graphs])
     file_of = np.repeat(np.arange(len(graphs)), counts)
     dense = np.array([bool(g.slow.any()) for g in graphs])
