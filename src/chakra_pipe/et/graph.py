@@ -1638,9 +1638,7 @@ def _decode_group(group: list[tuple[TraceGraph, int]], arr: np.ndarray) -> None:
     node_base = np.cumsum(sizes) - sizes
     counts = [len(g.attr_parts.node) for g in graphs]
     node = np.concatenate([g.attr_parts.node.astype(np.intp) + int(b) for g, b in zip(graphs, node_base)])
-    tag = np.concatenate(
-        [g.rec_start[g.attr_parts.node].astype(np.int64) + g.attr_parts.tag + off for g, off in group]
-    )
+    tag = np.concatenate([g.rec_start[g.attr_parts.node].astype(np.int64) + g.attr_parts.tag + off for g, off in group])
     code = np.concatenate([g.attr_parts.code for g in graphs])
     file_of = np.repeat(np.arange(len(graphs)), counts)
     dense = np.array([bool(g.slow.any()) for g in graphs])
