@@ -45,7 +45,7 @@ LIST_ATTRS = ("involved_dim",)
 _KNOWN = INT_ATTRS + STR_ATTRS + LIST_ATTRS
 _PAD = 16  # bytes of zero padding after the buffer so vectorised reads never go out of range
 _SMALL = 48  # files with at most this many nodes are decoded record by record
-_CHUNK_RECORDS = 1 << 13  # records decoded at a time: bounds the decoding temporaries, amortises numpy calls
+_CHUNK_RECORDS = 1 << 15  # records decoded at a time: bounds the decoding temporaries, amortises numpy calls
 _BATCH_BYTES = 1 << 23  # files decoded together up to this many bytes (a larger file is decoded alone, uncopied)
 _ATTR_GROUP = 1 << 14  # attributes checked at a time within a chunk
 _VECTOR_STEPS = 64  # non-attribute field steps walked in bulk before falling back per record
@@ -814,6 +814,8 @@ class _Decoder:
         self.name_len = np.zeros(n, dtype=np.int64)
         self.dep_span = {f: (np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)) for f in (4, 5)}
         self.slow = np.zeros(n, dtype=bool)
+        self.lead_attr = np.zeros(n, dtype=bool)  # records with an attribute before another field
+        self.tail = (_EMPTY, _EMPTY, _EMPTY)  # (record, start, length) of attribute tails checked whole
         self.attr_node: list[np.ndarray] = []
         self.attr_s: list[np.ndarray] = []
         self.attr_l: list[np.ndarray] = []
@@ -882,7 +884,11 @@ class _Decoder:
             to_attrs = arr[newp] == 0x52
             attr_phase.append(a[to_attrs])
             active = a[~to_attrs]
-        self._walk_attr_fields(p, end, np.concatenate(attr_phase))
+        tails = np.sort(np.concatenate(attr_phase))  # by record: _Tails keeps its records in file order
+        span = end[tails] - p[tails]
+        whole = (span <= _TAIL_MAX) & ~self.lead_attr[tails]
+        self.tail = (tails[whole], p[tails[whole]], span[whole])
+        self._walk_attr_fields(p, end, tails[~whole])
 
     def _store_fields(self, a: np.ndarray, f: np.ndarray, v: np.ndarray, s: np.ndarray) -> None:
         """Store one walk step's fields (record ``a``, field number ``f``, varint ``v``, payload
@@ -907,23 +913,29 @@ class _Decoder:
                 self.dep_span[num][0][rows] = start
                 self.dep_span[num][1][rows] = value.astype(np.int64)
             elif num == 10:
+                self.lead_attr[rows] = True
                 self._add_attrs(rows, start, value.astype(np.int64))
             else:  # 8, 9: inputs, outputs (the walk accepts no other field number)
                 self.io_node.append(rows)
                 self.io_s.append(start)
                 self.io_l.append(value.astype(np.int64))
 
-    def _add_attrs(self, nodes: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> None:
+    def _add_attrs(self, nodes: np.ndarray, starts: np.ndarray, lens: np.ndarray, sink=None) -> None:
         # Collected for every attribute of every record (a dozen a node in converted traces): half
         # the memory as int32 wherever the buffer allows it.
         itype = np.int32 if len(self.arr) < 2**31 else np.int64
-        self.attr_node.append(nodes.astype(itype))
-        self.attr_s.append(starts.astype(itype))
-        self.attr_l.append(lens.astype(itype))
+        attr_node, attr_s, attr_l = sink or (self.attr_node, self.attr_s, self.attr_l)
+        attr_node.append(nodes.astype(itype))
+        attr_s.append(starts.astype(itype))
+        attr_l.append(lens.astype(itype))
 
-    def _walk_attr_fields(self, p: np.ndarray, end: np.ndarray, active: np.ndarray) -> None:
-        """Step over trailing ``attr`` fields (tag 0x52, length < 16 KiB) of many records at once."""
+    def _walk_attr_fields(self, p: np.ndarray, end: np.ndarray, active: np.ndarray, sink=None, slow=None) -> None:
+        """Step over trailing ``attr`` fields (tag 0x52, length < 16 KiB) of many records at once,
+        collecting their spans (into ``sink``: the attribute lists by default) and marking the
+        records whose tail is not such fields up to the record's end in ``slow`` (default:
+        :attr:`slow`)."""
         arr = self.arr
+        slow = self.slow if slow is None else slow
         while len(active):
             pa, ea = p[active], end[active]
             l0 = arr[pa + 1].astype(np.int64)
@@ -935,9 +947,9 @@ class _Decoder:
             ok = (arr[pa] == 0x52) & (one | (l1 < 0x80)) & (newp <= ea)
             a = active
             if not ok.all():  # the common case needs no compressing copies
-                self.slow[active[~ok]] = True
+                slow[active[~ok]] = True
                 a, start, length, newp, ea = a[ok], start[ok], length[ok], newp[ok], ea[ok]
-            self._add_attrs(a, start, length)
+            self._add_attrs(a, start, length, sink)
             p[a] = newp
             active = a[newp < ea]
 
@@ -989,24 +1001,83 @@ class _Decoder:
         (a converted PyTorch trace has a dozen attributes a node and only ids/sizes/groups are ever
         read as columns), and the kept ones are re-read from the buffer on first use: their
         decoded parts (~27 bytes each, three a node) cost more than a generated record's bytes."""
-        if not self.attr_node:
+        tails = self._tails()
+        if not self.attr_node and tails is None:
             return _EMPTY, _EMPTY, _EMPTY
-        node, s = np.concatenate(self.attr_node), np.concatenate(self.attr_s).astype(np.int64)
-        end = s + np.concatenate(self.attr_l)
+        if self.attr_node:
+            node, s = np.concatenate(self.attr_node), np.concatenate(self.attr_s).astype(np.int64)
+            end = s + np.concatenate(self.attr_l)
+        else:
+            node, s, end = _EMPTY, _EMPTY, _EMPTY
         self.attr_node, self.attr_s, self.attr_l = [], [], []
         keep = ~self.slow[node]
         node, s, end = node[keep], s[keep], end[keep]
-        if len(node) <= _SMALL and schema.built():  # see _decode(): a few decode faster one record at a time
+        held = len(node) + (tails.count_unless(self.slow) if tails is not None else 0)
+        if held <= _SMALL and schema.built():  # see _decode(): a few decode faster one record at a time
             self.slow[node] = True
+            if tails is not None:
+                tails.mark_all(self.slow)
             return _EMPTY, _EMPTY, _EMPTY
         # Spans were collected field step by field step; ascending offset restores file order, so a
         # repeated name reads last-wins as in protobuf.
         order = np.argsort(s, kind="stable")
         node, s, end = node[order], s[order], end[order]
         ok, tag, code = _check_distinct(self.arr, s, end - s, self._check_attr_group, self.memo)
-        self.slow[node[~ok]] = True
         known = np.flatnonzero(code >= 0)
-        return node[known], tag[known], code[known]
+        out = node[known].astype(np.int64), tag[known], code[known]
+        if tails is not None:  # entries of the records not slow before this check, as above
+            whole = tails.entries(self.slow)
+            if len(known):  # records of both kinds: back in file order
+                by_pos = np.argsort(np.concatenate([out[1], whole[1]]), kind="stable")
+                out = tuple(np.concatenate([a, b])[by_pos] for a, b in zip(out, whole))  # type: ignore[assignment]
+            else:
+                out = whole
+            tails.mark_bad(self.slow)
+        self.slow[node[~ok]] = True
+        return out
+
+    def _tails(self) -> _Tails | None:
+        """Check the attribute tails of the walk once per distinct byte string (see :class:`_Tails`);
+        tails that share a hash slot with a different one, and every tail where distinct ones are
+        many (a converted trace's ids and times differ on every record), go the attribute way."""
+        rec, ts, tl = self.tail
+        self.tail = (_EMPTY, _EMPTY, _EMPTY)
+        if not len(rec):
+            return None
+        first, inv, same = _group_strings(self.arr, ts, tl)
+        p, end = np.zeros(self.n, dtype=np.int64), self.rec_start + self.rec_len
+        if len(first) * _TAIL_SHARE > len(rec):
+            p[rec] = ts
+            self._walk_attr_fields(p, end, rec)
+            return None
+        other = rec[~same]
+        p[other] = ts[~same]
+        self._walk_attr_fields(p, end, other)
+        rep = rec[first]
+        p[rep] = ts[first]
+        sink: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])
+        failed = np.zeros(self.n, dtype=bool)
+        self._walk_attr_fields(p, end, rep, sink, failed)
+        node, s, length = (np.concatenate(part).astype(np.int64) for part in sink)
+        order = np.argsort(s, kind="stable")
+        node, s, length = node[order], s[order], length[order]
+        ok, tag, code = _check_distinct(self.arr, s, length, self._check_attr_group, self.memo)
+        group = np.zeros(self.n, dtype=np.int64)
+        group[rep] = np.arange(len(rep))
+        g = group[node]
+        known = np.flatnonzero(code >= 0)
+        by_group = known[np.argsort(g[known], kind="stable")]  # each group's entries in file order
+        return _Tails(
+            rec[same],
+            ts[same],
+            inv[same],
+            failed[rep],
+            np.bincount(g[~ok], minlength=len(rep)) > 0,
+            np.bincount(g, minlength=len(rep)),
+            _ptr(np.bincount(g[by_group], minlength=len(rep))).astype(np.int64),
+            tag[by_group] - ts[first][g[by_group]],
+            code[by_group],
+        )
 
     def _check_attr_group(self, s: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(ok, value tag position, name code or -1)`` of each attribute record ``[s, end)``,
@@ -1037,6 +1108,58 @@ class _Decoder:
             values, counts, ok = _packed_varints(self.arr, starts, np.where(slow2, 0, lens))
         n_ctrl = int(counts[: self.n].sum())
         return {4: (counts[: self.n], values[:n_ctrl]), 5: (counts[self.n :], values[n_ctrl:])}
+
+
+_TAIL_MAX = 96  # attribute tails up to this many bytes are checked once per distinct byte string
+_TAIL_SHARE = 4  # ... when a chunk's tails have at most a quarter as many distinct ones
+
+
+@dataclass
+class _Tails:
+    """A chunk's attribute tails (the bytes from a record's first ``attr`` field to its end, when
+    every field from there on is one) checked once per distinct byte string, and what that says
+    of each record holding one.
+
+    A generated record's tail is a few well-known attributes (``is_cpu_op``, ``comm_type``,
+    ``comm_size``, ``pg_name``...) whose bytes repeat on hundreds of records: walking and checking
+    each attribute (~70 array passes each, 3 M attributes in a 1,024-rank step) was most of the
+    load. Each distinct tail is walked and checked as before, its records take its results: the
+    walk's verdict (a tail that is not attribute fields up to the end makes its records slow, and
+    their attributes count for nothing), the check's (a bad attribute makes them slow after their
+    entries are kept, as in the attribute way), and its well-known entries at the same offsets.
+    """
+
+    rec: np.ndarray  # records whose tail equals its group's representative, ascending
+    start: np.ndarray  # position of each one's tail
+    group: np.ndarray  # its distinct tail
+    failed: np.ndarray  # by distinct tail: its walk failed
+    bad: np.ndarray  # by distinct tail: an attribute the check cannot prove
+    counts: np.ndarray  # by distinct tail: attributes walked
+    ptr: np.ndarray  # by distinct tail: its well-known entries' range in off / code
+    off: np.ndarray  # each entry's value tag position less its tail's start
+    code: np.ndarray
+
+    def count_unless(self, slow: np.ndarray) -> int:
+        """Attributes of the records not ``slow`` once the failed walks mark theirs (the count the
+        attribute way compares with ``_SMALL``)."""
+        slow[self.rec[self.failed[self.group]]] = True
+        return int(self.counts[self.group[~slow[self.rec]]].sum())
+
+    def mark_all(self, slow: np.ndarray) -> None:
+        slow[self.rec] = True
+
+    def mark_bad(self, slow: np.ndarray) -> None:
+        slow[self.rec[self.bad[self.group]]] = True
+
+    def entries(self, slow: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(record, value tag position, name code)`` of the well-known attributes of the records
+        not ``slow``, in file order."""
+        live = ~slow[self.rec]
+        rec, start, group = self.rec[live], self.start[live], self.group[live]
+        c = (self.ptr[1:] - self.ptr[:-1])[group]
+        first = np.cumsum(c) - c
+        idx = np.arange(int(c.sum()), dtype=np.int64) + np.repeat(self.ptr[:-1][group] - first, c)
+        return np.repeat(rec, c), np.repeat(start, c) + self.off[idx], self.code[idx]
 
 
 def _parse_record(buf, path: str, start: int, length: int):
@@ -1328,7 +1451,23 @@ class _AttrParts:
 
 _DISTINCT_MAX = 24  # attribute records up to this long are checked once per distinct byte string
 _SLOT_BITS = 12  # hash slots of the distinct-record grouping: more than the distinct attributes of a generated chunk
-_MIX = tuple(_U64(k) for k in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9))
+_MIX = tuple(
+    _U64(k)
+    for k in (
+        0x9E3779B97F4A7C15,
+        0xC2B2AE3D27D4EB4F,
+        0x165667B19E3779F9,
+        0x85EBCA77C2B2AE63,
+        0x27D4EB2F165667C5,
+        0xFF51AFD7ED558CCD,
+        0xC4CEB9FE1A85EC53,
+        0x94D049BB133111EB,
+        0xBF58476D1CE4E5B9,
+        0xD6E8FEB86659FD93,
+        0xA0761D6478BD642F,
+        0xE7037ED1A0B428DB,
+    )
+)
 
 
 def _check_distinct(
@@ -1363,6 +1502,8 @@ def _check_distinct(
     return ok, tag, code
 
 
+# _WORD_MASK[k][n]: the bytes of word k (bytes 8k to 8k + 7) that lie within a string of n bytes
+_WORD_MASK = _LOW_BYTES[np.clip(np.arange(_TAIL_MAX + 1)[None, :] - 8 * np.arange(-(-_TAIL_MAX // 8))[:, None], 0, 8)]
 _MEMO_REPS = 256  # representatives a chunk may look up in the memo (more: checked in bulk, as before)
 _MEMO_SIZE = 4096  # byte strings a memo holds at most
 
@@ -1398,9 +1539,9 @@ def _memo_check(
 
 
 def _group_strings(arr: np.ndarray, s: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, ...]:
-    """``(first, inv, same)`` for byte strings ``[s, s + length)`` of 1 to 24 bytes: the
+    """``(first, inv, same)`` for byte strings ``[s, s + length)`` of 1 to 96 bytes: the
     representatives (indices into ``s``), each string's group and whether it equals its group's
-    representative byte for byte.
+    representative byte for byte (keyed by three words, or as many as the longest needs).
 
     Strings are grouped by hash slot, not sorted (a sort of the hashes was half of a generated
     trace's attribute time): any one string of a slot represents it, and strings that differ from
@@ -1408,9 +1549,13 @@ def _group_strings(arr: np.ndarray, s: np.ndarray, length: np.ndarray) -> tuple[
     """
     words = _words(arr)
     top = len(words) - 1
-    key = [words[np.minimum(s + 8 * k, top)] & _LOW_BYTES[np.clip(length - 8 * k, 0, 8)] for k in range(3)]
+    nwords = max(3, -(-int(length.max()) // 8) if len(length) else 0)
+    # Word k of a string is masked to its bytes (none past the end) by one table gather; positions
+    # are clamped into the buffer only where the last word could leave it.
+    near_end = bool(len(s)) and int(s.max()) + 8 * (nwords - 1) > top
+    key = [words[np.minimum(s + 8 * k, top) if near_end else s + 8 * k] & _WORD_MASK[k][length] for k in range(nwords)]
     h = length.astype(_U64)
-    for k in range(3):
+    for k in range(nwords):
         h = (h ^ key[k]) * _MIX[k]
     slot = (h >> _U64(64 - _SLOT_BITS)).astype(np.intp)
     rep_of_slot = np.full(1 << _SLOT_BITS, -1, dtype=np.intp)
@@ -1422,7 +1567,7 @@ def _group_strings(arr: np.ndarray, s: np.ndarray, length: np.ndarray) -> tuple[
     inv = group[slot]
     rep_i = first[inv]
     same = length == length[rep_i]
-    for k in range(3):
+    for k in range(nwords):
         same &= key[k] == key[k][rep_i]
     return first, inv, same
 
