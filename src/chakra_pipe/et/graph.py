@@ -45,6 +45,10 @@ LIST_ATTRS = ("involved_dim",)
 _KNOWN = INT_ATTRS + STR_ATTRS + LIST_ATTRS
 _PAD = 16  # bytes of zero padding after the buffer so vectorised reads never go out of range
 _SMALL = 48  # files with at most this many nodes are decoded record by record
+# A chunk's temporaries are ~25 int64 a record plus ~100 bytes an attribute the tails do not
+# cover: 2^15 generated records (~3 MB) amortise the ~500 numpy calls a chunk; converted records
+# (~810 bytes, a dozen distinct attributes each) are held to ~8 MiB a chunk, as before.
+_CHUNK_BYTES = 1 << 23
 _CHUNK_RECORDS = 1 << 15  # records decoded at a time: bounds the decoding temporaries, amortises numpy calls
 _BATCH_BYTES = 1 << 23  # files decoded together up to this many bytes (a larger file is decoded alone, uncopied)
 _ATTR_GROUP = 1 << 14  # attributes checked at a time within a chunk
@@ -589,7 +593,8 @@ def _short_varints(b: np.ndarray, vstarts: np.ndarray) -> np.ndarray | None:
 
 def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> None:
     """Bulk-decode the node records of ``tables`` (files laid out in ``arr`` at ``bases``) into
-    their columns, ``_CHUNK_RECORDS`` records at a time whichever files they belong to."""
+    their columns, up to ``_CHUNK_RECORDS`` records (and about ``_CHUNK_BYTES``) at a time whichever
+    files they belong to."""
     first = np.cumsum([0] + [t.n for t in tables]).tolist()  # batch index of each file's first record
     total = first[-1]
     cols = _Columns(total, len(arr))
@@ -602,7 +607,8 @@ def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> None:
         return
     starts = np.concatenate([t.rec_start.astype(np.int64) + base for t, base in zip(tables, bases)])
     lens = np.concatenate([t.rec_len.astype(np.int64) for t in tables])
-    k = -(-total // _CHUNK_RECORDS)  # equal shares, so no tiny last chunk
+    # equal shares (so no tiny last chunk) of at most _CHUNK_RECORDS records and about _CHUNK_BYTES
+    k = max(-(-total // _CHUNK_RECORDS), -(-int(lens.sum()) // _CHUNK_BYTES))
     bounds = [total * j // k for j in range(k + 1)]
     memo: dict[bytes, tuple[bool, int, int]] = {}  # attribute checks by record bytes (see _memo_check)
     for lo, hi in zip(bounds, bounds[1:]):
