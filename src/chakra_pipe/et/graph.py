@@ -1088,7 +1088,8 @@ class _Decoder:
         node, s, length = (np.concatenate(part).astype(np.int64) for part in sink)
         order = np.argsort(s, kind="stable")
         node, s, length = node[order], s[order], length[order]
-        ok, tag, code = _check_distinct(self.arr, s, length, self._check_attr_group, self.memo)
+        # the distinct tails' attributes (~400 a chunk) are mostly the previous chunks' again
+        ok, tag, code = _memo_check(self.arr, s, length, self._check_attr_group, self.memo, 4 * _MEMO_REPS)
         group = np.zeros(self.n, dtype=np.int64)
         group[rep] = np.arange(len(rep))
         g = group[node]
@@ -1539,15 +1540,20 @@ _MEMO_SIZE = 4096  # byte strings a memo holds at most
 
 
 def _memo_check(
-    arr: np.ndarray, s: np.ndarray, length: np.ndarray, check, memo: dict[bytes, tuple[bool, int, int]] | None
+    arr: np.ndarray,
+    s: np.ndarray,
+    length: np.ndarray,
+    check,
+    memo: dict[bytes, tuple[bool, int, int]] | None,
+    most: int = _MEMO_REPS,
 ) -> tuple[np.ndarray, ...]:
     """``check(s, s + length)`` of distinct short records, each byte string checked once per
     ``memo`` (a load's chunks of generated records hold the same hundred-odd strings: their ~60
     numpy calls a chunk were a sixth of the attribute check of a 1,024-rank set). A result depends
     only on the record's bytes (see :func:`_check_distinct`), so a memo hit is the check's own
-    answer. Many representatives (distinct values of a converted trace) skip the memo: a Python
-    step each would cost more than the bulk check."""
-    if memo is None or len(s) > _MEMO_REPS:
+    answer. More than ``most`` records (distinct values of a converted trace) skip the memo: a
+    Python step each would cost more than the bulk check."""
+    if memo is None or len(s) > most:
         return check(s, s + length)
     keys = [arr[a : a + k].tobytes() for a, k in zip(s.tolist(), length.tolist())]
     miss = [i for i, key in enumerate(keys) if key not in memo]
