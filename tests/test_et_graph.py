@@ -338,15 +338,22 @@ def _tail_case_payloads() -> list[bytes]:
 def test_repeated_attribute_tails_checked_once_read_as_each_alone():
     """Tails of repeated bytes are walked and checked once per distinct string: every column,
     attribute column and the records sent to protobuf are those of the attribute-by-attribute way
-    (no tail grouped) and of protobuf's reading, with or without forced hash collisions."""
+    (no tail grouped) and of protobuf's reading, with forced hash collisions, and in small chunks
+    (later chunks' checks then come from the memo of earlier ones)."""
     payloads = _tail_case_payloads()
     data = frame_all(schema.GlobalMetadata(version="0.0.4"), payloads)
     nodes = [schema.Node.FromString(p) for p in payloads]
     graphs = []
+    zeros = (np.uint64(0),) * len(graph_module._MIX)
+    cases = [(graph_module._TAIL_MAX, graph_module._MIX, 1 << 15), (0, graph_module._MIX, 1 << 15)]
+    cases += [(graph_module._TAIL_MAX, zeros, 1 << 15), (graph_module._TAIL_MAX, graph_module._MIX, 32)]
     with mock.patch.object(graph_module, "_SMALL", 0):
-        for tail_max, mix in ((graph_module._TAIL_MAX, None), (0, None), (graph_module._TAIL_MAX, 0)):
-            zeros = (np.uint64(0),) * len(graph_module._MIX) if mix == 0 else graph_module._MIX
-            with mock.patch.object(graph_module, "_TAIL_MAX", tail_max), mock.patch.object(graph_module, "_MIX", zeros):
+        for tail_max, mix, chunk in cases:
+            with (
+                mock.patch.object(graph_module, "_TAIL_MAX", tail_max),
+                mock.patch.object(graph_module, "_MIX", mix),
+                mock.patch.object(graph_module, "_CHUNK_RECORDS", chunk),
+            ):
                 graphs.append(graph_from_bytes(data))
     slow = np.flatnonzero(graphs[0].slow).tolist()
     assert slow and len(slow) < len(payloads) // 3  # some tails refused, most read in bulk
