@@ -300,12 +300,70 @@ def test_attributes_checked_once_per_distinct_bytes_even_when_hashes_collide():
     data = frame_all(md, [n.SerializeToString() for n in nodes])
     with mock.patch.object(graph_module, "_SMALL", 0):
         plain = graph_from_bytes(data)
-        with mock.patch.object(graph_module, "_MIX", (np.uint64(0),) * 3):
+        with mock.patch.object(graph_module, "_MIX", (np.uint64(0),) * len(graph_module._MIX)):
             collided = graph_from_bytes(data)
     for g in (plain, collided):
         assert np.flatnonzero(g.slow).tolist() == [76]  # only the non-ASCII pg_name goes to protobuf
         assert_graph_matches(g, nodes)
         assert g.pg_name[76] == "é" and g.int_attr("comm_size").tolist() == [1 << (i % 40) for i in range(1, 201)]
+
+
+def _tail_case_payloads() -> list[bytes]:
+    """Records whose attribute tails repeat (as a generated trace's do), with each way a tail can
+    go wrong repeated on several records: a non-ASCII ``pg_name`` (refused by the check after the
+    walk), a field after the attributes (refused by the walk), a repeated name (last wins), an
+    attribute before the other fields (the attribute way), and a tail too long to be grouped."""
+    payloads = []
+    for i in range(1, 301):
+        node = schema.Node(id=i, name=f"n{i % 7}", type=schema.COMM_COLL_NODE)
+        attrs.set_attr(node, "is_cpu_op", False)
+        attrs.set_attr(node, "comm_size", 1 << (i % 5))
+        attrs.set_attr(node, "pg_name", "é" if i % 50 == 3 else str(i % 3))
+        if i % 40 == 7:
+            attrs.set_attr(node, "comm_tag", 5)
+            attrs.set_attr(node, "involved_dim", [True, False] * 30)
+        raw = node.SerializeToString()
+        if i % 60 == 11:
+            raw += b"8\x05"  # duration_micros after the attributes
+        if i % 45 == 2:
+            dup = b"\n\tcomm_size" + b"H\x07"
+            raw += b"R" + encode_varint(len(dup)) + dup
+        if i % 70 == 5:
+            lead = b"\n\tcomm_type" + b"H\x01"
+            raw = b"R" + encode_varint(len(lead)) + lead + raw
+        payloads.append(raw)
+    return payloads
+
+
+def test_repeated_attribute_tails_checked_once_read_as_each_alone():
+    """Tails of repeated bytes are walked and checked once per distinct string: every column,
+    attribute column and the records sent to protobuf are those of the attribute-by-attribute way
+    (no tail grouped) and of protobuf's reading, with forced hash collisions, and in small chunks
+    (later chunks' checks then come from the memo of earlier ones)."""
+    payloads = _tail_case_payloads()
+    data = frame_all(schema.GlobalMetadata(version="0.0.4"), payloads)
+    nodes = [schema.Node.FromString(p) for p in payloads]
+    graphs = []
+    zeros = (np.uint64(0),) * len(graph_module._MIX)
+    cases = [(graph_module._TAIL_MAX, graph_module._MIX, 1 << 15), (0, graph_module._MIX, 1 << 15)]
+    cases += [(graph_module._TAIL_MAX, zeros, 1 << 15), (graph_module._TAIL_MAX, graph_module._MIX, 32)]
+    with mock.patch.object(graph_module, "_SMALL", 0):
+        for tail_max, mix, chunk in cases:
+            with (
+                mock.patch.object(graph_module, "_TAIL_MAX", tail_max),
+                mock.patch.object(graph_module, "_MIX", mix),
+                mock.patch.object(graph_module, "_CHUNK_RECORDS", chunk),
+            ):
+                graphs.append(graph_from_bytes(data))
+    slow = np.flatnonzero(graphs[0].slow).tolist()
+    assert slow and len(slow) < len(payloads) // 3  # some tails refused, most read in bulk
+    for g in graphs:
+        assert np.flatnonzero(g.slow).tolist() == slow
+        assert_graph_matches(g, nodes)
+        for name in graph_module._KNOWN:
+            assert g.attr_kind[name].tolist() == graphs[0].attr_kind[name].tolist(), name
+            assert g.stored_kinds(name) == graphs[1].stored_kinds(name), name
+        assert g.involved_dim == graphs[1].involved_dim and g.pg_name == graphs[1].pg_name
 
 
 def _reference_varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -464,7 +522,7 @@ def test_attributes_grouped_by_prefix_keep_protobufs_verdict(value, fails, colli
     odd = b"\n\tcomm_size" + value  # a second comm_size on node 151: the last one wins
     payloads[150] += b"R" + encode_varint(len(odd)) + odd
     data = frame_all(md, payloads)
-    mix = (np.uint64(0),) * 3 if collide else graph_module._MIX
+    mix = (np.uint64(0),) * len(graph_module._MIX) if collide else graph_module._MIX
     with mock.patch.object(graph_module, "_MIX", mix):
         _check_prefix_verdict(data, payloads, fails)
 

@@ -45,7 +45,11 @@ LIST_ATTRS = ("involved_dim",)
 _KNOWN = INT_ATTRS + STR_ATTRS + LIST_ATTRS
 _PAD = 16  # bytes of zero padding after the buffer so vectorised reads never go out of range
 _SMALL = 48  # files with at most this many nodes are decoded record by record
-_CHUNK_RECORDS = 1 << 13  # records decoded at a time: bounds the decoding temporaries, amortises numpy calls
+# A chunk's temporaries are ~25 int64 a record plus ~100 bytes an attribute the tails do not
+# cover: 2^15 generated records (~3 MB) amortise the ~500 numpy calls a chunk; converted records
+# (~810 bytes, a dozen distinct attributes each) are held to ~8 MiB a chunk, as before.
+_CHUNK_BYTES = 1 << 23
+_CHUNK_RECORDS = 1 << 15  # records decoded at a time: bounds the decoding temporaries, amortises numpy calls
 _BATCH_BYTES = 1 << 23  # files decoded together up to this many bytes (a larger file is decoded alone, uncopied)
 _ATTR_GROUP = 1 << 14  # attributes checked at a time within a chunk
 _VECTOR_STEPS = 64  # non-attribute field steps walked in bulk before falling back per record
@@ -250,7 +254,28 @@ def load_graphs(paths: Iterable[str | os.PathLike]) -> list[TraceGraph]:
             graphs += _graphs(batch, block.used(batch))
             batch = []
         batch.append((str(path), arr, size))
-    return graphs + _graphs(batch, block.used(batch)) if batch else graphs
+    graphs = graphs + _graphs(batch, block.used(batch)) if batch else graphs
+    _release_free_heap()
+    return graphs
+
+
+_LIBC: list[Any] = []  # the C library's handle once looked up (empty: not yet; [None]: no malloc_trim)
+
+
+def _release_free_heap() -> None:
+    """Hand the heap pages the decoding temporaries freed back to the system (glibc's
+    ``malloc_trim``; elsewhere nothing). Freed chunks between live allocations stay resident until
+    the allocator reuses them: after loading a 1,024-file rank set, 13 MB of the 167 MB resident
+    were such pages, which every later phase carried. A few ms a load."""
+    if not _LIBC:
+        try:
+            import ctypes
+
+            _LIBC.append(ctypes.CDLL("libc.so.6").malloc_trim)
+        except (OSError, AttributeError):  # not glibc
+            _LIBC.append(None)
+    if _LIBC[0] is not None:
+        _LIBC[0](0)
 
 
 class _Block:
@@ -568,7 +593,8 @@ def _short_varints(b: np.ndarray, vstarts: np.ndarray) -> np.ndarray | None:
 
 def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> None:
     """Bulk-decode the node records of ``tables`` (files laid out in ``arr`` at ``bases``) into
-    their columns, ``_CHUNK_RECORDS`` records at a time whichever files they belong to."""
+    their columns, up to ``_CHUNK_RECORDS`` records (and about ``_CHUNK_BYTES``) at a time whichever
+    files they belong to."""
     first = np.cumsum([0] + [t.n for t in tables]).tolist()  # batch index of each file's first record
     total = first[-1]
     cols = _Columns(total, len(arr))
@@ -581,10 +607,12 @@ def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> None:
         return
     starts = np.concatenate([t.rec_start.astype(np.int64) + base for t, base in zip(tables, bases)])
     lens = np.concatenate([t.rec_len.astype(np.int64) for t in tables])
-    k = -(-total // _CHUNK_RECORDS)  # equal shares, so no tiny last chunk
+    # equal shares (so no tiny last chunk) of at most _CHUNK_RECORDS records and about _CHUNK_BYTES
+    k = max(-(-total // _CHUNK_RECORDS), -(-int(lens.sum()) // _CHUNK_BYTES))
     bounds = [total * j // k for j in range(k + 1)]
+    memo: dict[bytes, tuple[bool, int, int]] = {}  # attribute checks by record bytes (see _memo_check)
     for lo, hi in zip(bounds, bounds[1:]):
-        chunk = _Decoder(arr, starts[lo:hi], lens[lo:hi])
+        chunk = _Decoder(arr, starts[lo:hi], lens[lo:hi], memo)
         chunk.decode()
         cols.take(lo, chunk)
     cols.split(tables, first, bases)
@@ -678,11 +706,14 @@ class _Columns:
                 if t.ptr is not None:  # _ptr of the file's counts: the same offsets, less the file's first
                     t.ptr[f] = _shifted(ptr[f][a : b + 1], lo, np.uint32 if hi - lo < 1 << 32 else np.int64, alone)
             ka, kb = cut[i], cut[i + 1]
-            t.known = _KnownAttrs(
-                _shifted(node[ka:kb], a, np.int32 if t.n < 1 << 31 else np.int64, alone),
-                _shifted(tag[ka:kb], base, t.pos, alone),
-                code[ka:kb],
-            )
+            local = _shifted(node[ka:kb], a, _record_index_dtype(t.n), alone)
+            t.known = _KnownAttrs(local, _narrow(tag[ka:kb] - (t.rec_start[local] + base)), code[ka:kb])
+
+
+def _record_index_dtype(n: int) -> type[np.integer]:
+    """The dtype of a file's record indices: uint16 for files of up to 2^16 records (a rank set's
+    ~800-record files: 2 bytes an attribute less, 6 MB of a 1,024-rank step's 3 M attributes)."""
+    return np.uint16 if n <= 1 << 16 else np.int32 if n < 1 << 31 else np.int64
 
 
 def _put(owner: _Columns | _Table, name: str, lo: int, values: np.ndarray) -> None:
@@ -795,8 +826,10 @@ class _Table:
 class _Decoder:
     """One bulk decode of a chunk of node records (see module docstring); indices are chunk-local."""
 
-    def __init__(self, arr: np.ndarray, rec_start: np.ndarray, rec_len: np.ndarray):
-        self.arr = arr
+    def __init__(
+        self, arr: np.ndarray, rec_start: np.ndarray, rec_len: np.ndarray, memo: dict[bytes, tuple[bool, int, int]]
+    ):
+        self.arr, self.memo = arr, memo
         self.rec_start, self.rec_len = rec_start, rec_len
         n = len(rec_start)
         self.n = n
@@ -808,6 +841,8 @@ class _Decoder:
         self.name_len = np.zeros(n, dtype=np.int64)
         self.dep_span = {f: (np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)) for f in (4, 5)}
         self.slow = np.zeros(n, dtype=bool)
+        self.lead_attr = np.zeros(n, dtype=bool)  # records with an attribute before another field
+        self.tail = (_EMPTY, _EMPTY, _EMPTY)  # (record, start, length) of attribute tails checked whole
         self.attr_node: list[np.ndarray] = []
         self.attr_s: list[np.ndarray] = []
         self.attr_l: list[np.ndarray] = []
@@ -876,7 +911,11 @@ class _Decoder:
             to_attrs = arr[newp] == 0x52
             attr_phase.append(a[to_attrs])
             active = a[~to_attrs]
-        self._walk_attr_fields(p, end, np.concatenate(attr_phase))
+        tails = np.sort(np.concatenate(attr_phase))  # by record: _Tails keeps its records in file order
+        span = end[tails] - p[tails]
+        whole = (span <= _TAIL_MAX) & ~self.lead_attr[tails]
+        self.tail = (tails[whole], p[tails[whole]], span[whole])
+        self._walk_attr_fields(p, end, tails[~whole])
 
     def _store_fields(self, a: np.ndarray, f: np.ndarray, v: np.ndarray, s: np.ndarray) -> None:
         """Store one walk step's fields (record ``a``, field number ``f``, varint ``v``, payload
@@ -901,23 +940,29 @@ class _Decoder:
                 self.dep_span[num][0][rows] = start
                 self.dep_span[num][1][rows] = value.astype(np.int64)
             elif num == 10:
+                self.lead_attr[rows] = True
                 self._add_attrs(rows, start, value.astype(np.int64))
             else:  # 8, 9: inputs, outputs (the walk accepts no other field number)
                 self.io_node.append(rows)
                 self.io_s.append(start)
                 self.io_l.append(value.astype(np.int64))
 
-    def _add_attrs(self, nodes: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> None:
+    def _add_attrs(self, nodes: np.ndarray, starts: np.ndarray, lens: np.ndarray, sink=None) -> None:
         # Collected for every attribute of every record (a dozen a node in converted traces): half
         # the memory as int32 wherever the buffer allows it.
         itype = np.int32 if len(self.arr) < 2**31 else np.int64
-        self.attr_node.append(nodes.astype(itype))
-        self.attr_s.append(starts.astype(itype))
-        self.attr_l.append(lens.astype(itype))
+        attr_node, attr_s, attr_l = sink or (self.attr_node, self.attr_s, self.attr_l)
+        attr_node.append(nodes.astype(itype))
+        attr_s.append(starts.astype(itype))
+        attr_l.append(lens.astype(itype))
 
-    def _walk_attr_fields(self, p: np.ndarray, end: np.ndarray, active: np.ndarray) -> None:
-        """Step over trailing ``attr`` fields (tag 0x52, length < 16 KiB) of many records at once."""
+    def _walk_attr_fields(self, p: np.ndarray, end: np.ndarray, active: np.ndarray, sink=None, slow=None) -> None:
+        """Step over trailing ``attr`` fields (tag 0x52, length < 16 KiB) of many records at once,
+        collecting their spans (into ``sink``: the attribute lists by default) and marking the
+        records whose tail is not such fields up to the record's end in ``slow`` (default:
+        :attr:`slow`)."""
         arr = self.arr
+        slow = self.slow if slow is None else slow
         while len(active):
             pa, ea = p[active], end[active]
             l0 = arr[pa + 1].astype(np.int64)
@@ -929,9 +974,9 @@ class _Decoder:
             ok = (arr[pa] == 0x52) & (one | (l1 < 0x80)) & (newp <= ea)
             a = active
             if not ok.all():  # the common case needs no compressing copies
-                self.slow[active[~ok]] = True
+                slow[active[~ok]] = True
                 a, start, length, newp, ea = a[ok], start[ok], length[ok], newp[ok], ea[ok]
-            self._add_attrs(a, start, length)
+            self._add_attrs(a, start, length, sink)
             p[a] = newp
             active = a[newp < ea]
 
@@ -983,24 +1028,84 @@ class _Decoder:
         (a converted PyTorch trace has a dozen attributes a node and only ids/sizes/groups are ever
         read as columns), and the kept ones are re-read from the buffer on first use: their
         decoded parts (~27 bytes each, three a node) cost more than a generated record's bytes."""
-        if not self.attr_node:
+        tails = self._tails()
+        if not self.attr_node and tails is None:
             return _EMPTY, _EMPTY, _EMPTY
-        node, s = np.concatenate(self.attr_node), np.concatenate(self.attr_s).astype(np.int64)
-        end = s + np.concatenate(self.attr_l)
+        if self.attr_node:
+            node, s = np.concatenate(self.attr_node), np.concatenate(self.attr_s).astype(np.int64)
+            end = s + np.concatenate(self.attr_l)
+        else:
+            node, s, end = _EMPTY, _EMPTY, _EMPTY
         self.attr_node, self.attr_s, self.attr_l = [], [], []
         keep = ~self.slow[node]
         node, s, end = node[keep], s[keep], end[keep]
-        if len(node) <= _SMALL and schema.built():  # see _decode(): a few decode faster one record at a time
+        held = len(node) + (tails.count_unless(self.slow) if tails is not None else 0)
+        if held <= _SMALL and schema.built():  # see _decode(): a few decode faster one record at a time
             self.slow[node] = True
+            if tails is not None:
+                tails.mark_all(self.slow)
             return _EMPTY, _EMPTY, _EMPTY
         # Spans were collected field step by field step; ascending offset restores file order, so a
         # repeated name reads last-wins as in protobuf.
         order = np.argsort(s, kind="stable")
         node, s, end = node[order], s[order], end[order]
-        ok, tag, code = _check_distinct(self.arr, s, end - s, self._check_attr_group)
-        self.slow[node[~ok]] = True
+        ok, tag, code = _check_distinct(self.arr, s, end - s, self._check_attr_group, self.memo)
         known = np.flatnonzero(code >= 0)
-        return node[known], tag[known], code[known]
+        out = node[known].astype(np.int64), tag[known], code[known]
+        if tails is not None:  # entries of the records not slow before this check, as above
+            whole = tails.entries(self.slow)
+            if len(known):  # records of both kinds: back in file order
+                by_pos = np.argsort(np.concatenate([out[1], whole[1]]), kind="stable")
+                out = tuple(np.concatenate([a, b])[by_pos] for a, b in zip(out, whole))  # type: ignore[assignment]
+            else:
+                out = whole
+            tails.mark_bad(self.slow)
+        self.slow[node[~ok]] = True
+        return out
+
+    def _tails(self) -> _Tails | None:
+        """Check the attribute tails of the walk once per distinct byte string (see :class:`_Tails`);
+        tails that share a hash slot with a different one, and every tail where distinct ones are
+        many (a converted trace's ids and times differ on every record), go the attribute way."""
+        rec, ts, tl = self.tail
+        self.tail = (_EMPTY, _EMPTY, _EMPTY)
+        if not len(rec):
+            return None
+        first, inv, same = _group_strings(self.arr, ts, tl, _TAIL_SLOT_BITS)
+        p, end = np.zeros(self.n, dtype=np.int64), self.rec_start + self.rec_len
+        if len(first) * _TAIL_SHARE > len(rec):
+            p[rec] = ts
+            self._walk_attr_fields(p, end, rec)
+            return None
+        other = rec[~same]
+        p[other] = ts[~same]
+        self._walk_attr_fields(p, end, other)
+        rep = rec[first]
+        p[rep] = ts[first]
+        sink: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])
+        failed = np.zeros(self.n, dtype=bool)
+        self._walk_attr_fields(p, end, rep, sink, failed)
+        node, s, length = (np.concatenate(part).astype(np.int64) for part in sink)
+        order = np.argsort(s, kind="stable")
+        node, s, length = node[order], s[order], length[order]
+        # the distinct tails' attributes (~400 a chunk) are mostly the previous chunks' again
+        ok, tag, code = _memo_check(self.arr, s, length, self._check_attr_group, self.memo, 4 * _MEMO_REPS)
+        group = np.zeros(self.n, dtype=np.int64)
+        group[rep] = np.arange(len(rep))
+        g = group[node]
+        known = np.flatnonzero(code >= 0)
+        by_group = known[np.argsort(g[known], kind="stable")]  # each group's entries in file order
+        return _Tails(
+            rec[same],
+            ts[same],
+            inv[same],
+            failed[rep],
+            np.bincount(g[~ok], minlength=len(rep)) > 0,
+            np.bincount(g, minlength=len(rep)),
+            _ptr(np.bincount(g[by_group], minlength=len(rep))).astype(np.int64),
+            tag[by_group] - ts[first][g[by_group]],
+            code[by_group],
+        )
 
     def _check_attr_group(self, s: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(ok, value tag position, name code or -1)`` of each attribute record ``[s, end)``,
@@ -1031,6 +1136,61 @@ class _Decoder:
             values, counts, ok = _packed_varints(self.arr, starts, np.where(slow2, 0, lens))
         n_ctrl = int(counts[: self.n].sum())
         return {4: (counts[: self.n], values[:n_ctrl]), 5: (counts[self.n :], values[n_ctrl:])}
+
+
+_TAIL_MAX = 96  # attribute tails up to this many bytes are checked once per distinct byte string
+_TAIL_SHARE = 4  # ... when a chunk's tails have at most a quarter as many distinct ones
+# Hash slots for the tails: a 1,024-rank step's chunk has ~100 distinct tails, and in 2^12 slots
+# one or two of them shared a slot with another, sending its hundreds of records the attribute way.
+_TAIL_SLOT_BITS = 16
+
+
+@dataclass
+class _Tails:
+    """A chunk's attribute tails (the bytes from a record's first ``attr`` field to its end, when
+    every field from there on is one) checked once per distinct byte string, and what that says
+    of each record holding one.
+
+    A generated record's tail is a few well-known attributes (``is_cpu_op``, ``comm_type``,
+    ``comm_size``, ``pg_name``...) whose bytes repeat on hundreds of records: walking and checking
+    each attribute (~70 array passes each, 3 M attributes in a 1,024-rank step) was most of the
+    load. Each distinct tail is walked and checked as before, its records take its results: the
+    walk's verdict (a tail that is not attribute fields up to the end makes its records slow, and
+    their attributes count for nothing), the check's (a bad attribute makes them slow after their
+    entries are kept, as in the attribute way), and its well-known entries at the same offsets.
+    """
+
+    rec: np.ndarray  # records whose tail equals its group's representative, ascending
+    start: np.ndarray  # position of each one's tail
+    group: np.ndarray  # its distinct tail
+    failed: np.ndarray  # by distinct tail: its walk failed
+    bad: np.ndarray  # by distinct tail: an attribute the check cannot prove
+    counts: np.ndarray  # by distinct tail: attributes walked
+    ptr: np.ndarray  # by distinct tail: its well-known entries' range in off / code
+    off: np.ndarray  # each entry's value tag position less its tail's start
+    code: np.ndarray
+
+    def count_unless(self, slow: np.ndarray) -> int:
+        """Attributes of the records not ``slow`` once the failed walks mark theirs (the count the
+        attribute way compares with ``_SMALL``)."""
+        slow[self.rec[self.failed[self.group]]] = True
+        return int(self.counts[self.group[~slow[self.rec]]].sum())
+
+    def mark_all(self, slow: np.ndarray) -> None:
+        slow[self.rec] = True
+
+    def mark_bad(self, slow: np.ndarray) -> None:
+        slow[self.rec[self.bad[self.group]]] = True
+
+    def entries(self, slow: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(record, value tag position, name code)`` of the well-known attributes of the records
+        not ``slow``, in file order."""
+        live = ~slow[self.rec]
+        rec, start, group = self.rec[live], self.start[live], self.group[live]
+        c = (self.ptr[1:] - self.ptr[:-1])[group]
+        first = np.cumsum(c) - c
+        idx = np.arange(int(c.sum()), dtype=np.int64) + np.repeat(self.ptr[:-1][group] - first, c)
+        return np.repeat(rec, c), np.repeat(start, c) + self.off[idx], self.code[idx]
 
 
 def _parse_record(buf, path: str, start: int, length: int):
@@ -1322,10 +1482,28 @@ class _AttrParts:
 
 _DISTINCT_MAX = 24  # attribute records up to this long are checked once per distinct byte string
 _SLOT_BITS = 12  # hash slots of the distinct-record grouping: more than the distinct attributes of a generated chunk
-_MIX = tuple(_U64(k) for k in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9))
+_MIX = tuple(
+    _U64(k)
+    for k in (
+        0x9E3779B97F4A7C15,
+        0xC2B2AE3D27D4EB4F,
+        0x165667B19E3779F9,
+        0x85EBCA77C2B2AE63,
+        0x27D4EB2F165667C5,
+        0xFF51AFD7ED558CCD,
+        0xC4CEB9FE1A85EC53,
+        0x94D049BB133111EB,
+        0xBF58476D1CE4E5B9,
+        0xD6E8FEB86659FD93,
+        0xA0761D6478BD642F,
+        0xE7037ED1A0B428DB,
+    )
+)
 
 
-def _check_distinct(arr: np.ndarray, s: np.ndarray, length: np.ndarray, check) -> tuple[np.ndarray, ...]:
+def _check_distinct(
+    arr: np.ndarray, s: np.ndarray, length: np.ndarray, check, memo: dict[bytes, tuple[bool, int, int]] | None = None
+) -> tuple[np.ndarray, ...]:
     """``check(s, s + length)`` (per-record results whose positions are offsets into the record
     plus ``s``) computed once per distinct short byte string.
 
@@ -1334,7 +1512,8 @@ def _check_distinct(arr: np.ndarray, s: np.ndarray, length: np.ndarray, check) -
     ``tensor_size`` values): ~700 ns an attribute of vectorised decoding becomes a hash and a
     few gathers. Records of up to ``_DISTINCT_MAX`` bytes are keyed by their (masked)
     little-endian words; each is compared with its group's representative word by word, so a hash
-    collision only sends that record on, to :func:`_check_by_prefix`.
+    collision only sends that record on, to :func:`_check_by_prefix`. The representatives' results
+    come through ``memo`` (see :func:`_memo_check`), shared by the chunks of a load.
     """
     ok = np.zeros(len(s), dtype=bool)
     tag = np.zeros(len(s), dtype=np.int64)
@@ -1342,7 +1521,7 @@ def _check_distinct(arr: np.ndarray, s: np.ndarray, length: np.ndarray, check) -
     short = np.flatnonzero((length > 0) & (length <= _DISTINCT_MAX))
     first, inv, same = _group_strings(arr, s[short], length[short])
     rep = short[first]
-    rep_ok, rep_tag, rep_code = check(s[rep], s[rep] + length[rep])
+    rep_ok, rep_tag, rep_code = _memo_check(arr, s[rep], length[rep], check, memo)
     done = short[same]
     g = inv[same]
     ok[done], tag[done], code[done] = rep_ok[g], s[done] + (rep_tag - s[rep])[g], rep_code[g]
@@ -1354,10 +1533,53 @@ def _check_distinct(arr: np.ndarray, s: np.ndarray, length: np.ndarray, check) -
     return ok, tag, code
 
 
-def _group_strings(arr: np.ndarray, s: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, ...]:
-    """``(first, inv, same)`` for byte strings ``[s, s + length)`` of 1 to 24 bytes: the
+# _WORD_MASK[k][n]: the bytes of word k (bytes 8k to 8k + 7) that lie within a string of n bytes
+_WORD_MASK = _LOW_BYTES[np.clip(np.arange(_TAIL_MAX + 1)[None, :] - 8 * np.arange(-(-_TAIL_MAX // 8))[:, None], 0, 8)]
+_MEMO_REPS = 256  # representatives a chunk may look up in the memo (more: checked in bulk, as before)
+_MEMO_SIZE = 4096  # byte strings a memo holds at most
+
+
+def _memo_check(
+    arr: np.ndarray,
+    s: np.ndarray,
+    length: np.ndarray,
+    check,
+    memo: dict[bytes, tuple[bool, int, int]] | None,
+    most: int = _MEMO_REPS,
+) -> tuple[np.ndarray, ...]:
+    """``check(s, s + length)`` of distinct short records, each byte string checked once per
+    ``memo`` (a load's chunks of generated records hold the same hundred-odd strings: their ~60
+    numpy calls a chunk were a sixth of the attribute check of a 1,024-rank set). A result depends
+    only on the record's bytes (see :func:`_check_distinct`), so a memo hit is the check's own
+    answer. More than ``most`` records (distinct values of a converted trace) skip the memo: a
+    Python step each would cost more than the bulk check."""
+    if memo is None or len(s) > most:
+        return check(s, s + length)
+    keys = [arr[a : a + k].tobytes() for a, k in zip(s.tolist(), length.tolist())]
+    miss = [i for i, key in enumerate(keys) if key not in memo]
+    found = {}
+    if miss:
+        m = np.array(miss, dtype=np.intp)
+        ok, tag, code = check(s[m], s[m] + length[m])
+        for i, o, t, c in zip(miss, ok.tolist(), (tag - s[m]).tolist(), code.tolist()):
+            found[keys[i]] = (o, t, c)
+        if len(memo) + len(found) <= _MEMO_SIZE:
+            memo.update(found)
+    got = [found.get(key) or memo[key] for key in keys]
+    ok_, tag_, code_ = zip(*got) if got else ((), (), ())
+    return (
+        np.array(ok_, dtype=bool),
+        s + np.array(tag_, dtype=np.int64),
+        np.array(code_, dtype=np.int64),
+    )
+
+
+def _group_strings(
+    arr: np.ndarray, s: np.ndarray, length: np.ndarray, bits: int = _SLOT_BITS
+) -> tuple[np.ndarray, ...]:
+    """``(first, inv, same)`` for byte strings ``[s, s + length)`` of 1 to 96 bytes: the
     representatives (indices into ``s``), each string's group and whether it equals its group's
-    representative byte for byte.
+    representative byte for byte (keyed by three words, or as many as the longest needs).
 
     Strings are grouped by hash slot, not sorted (a sort of the hashes was half of a generated
     trace's attribute time): any one string of a slot represents it, and strings that differ from
@@ -1365,21 +1587,25 @@ def _group_strings(arr: np.ndarray, s: np.ndarray, length: np.ndarray) -> tuple[
     """
     words = _words(arr)
     top = len(words) - 1
-    key = [words[np.minimum(s + 8 * k, top)] & _LOW_BYTES[np.clip(length - 8 * k, 0, 8)] for k in range(3)]
+    nwords = max(3, -(-int(length.max()) // 8) if len(length) else 0)
+    # Word k of a string is masked to its bytes (none past the end) by one table gather; positions
+    # are clamped into the buffer only where the last word could leave it.
+    near_end = bool(len(s)) and int(s.max()) + 8 * (nwords - 1) > top
+    key = [words[np.minimum(s + 8 * k, top) if near_end else s + 8 * k] & _WORD_MASK[k][length] for k in range(nwords)]
     h = length.astype(_U64)
-    for k in range(3):
+    for k in range(nwords):
         h = (h ^ key[k]) * _MIX[k]
-    slot = (h >> _U64(64 - _SLOT_BITS)).astype(np.intp)
-    rep_of_slot = np.full(1 << _SLOT_BITS, -1, dtype=np.intp)
+    slot = (h >> _U64(64 - bits)).astype(np.intp)
+    rep_of_slot = np.full(1 << bits, -1, dtype=np.intp)
     rep_of_slot[slot] = np.arange(len(s), dtype=np.intp)  # whichever write wins is a member
     used = np.flatnonzero(rep_of_slot >= 0)
-    group = np.zeros(1 << _SLOT_BITS, dtype=np.intp)
+    group = np.zeros(1 << bits, dtype=np.intp)
     group[used] = np.arange(len(used), dtype=np.intp)
     first = rep_of_slot[used]
     inv = group[slot]
     rep_i = first[inv]
     same = length == length[rep_i]
-    for k in range(3):
+    for k in range(nwords):
         same &= key[k] == key[k][rep_i]
     return first, inv, same
 
@@ -1435,8 +1661,10 @@ def _value_tag(arr: np.ndarray, vt: np.ndarray) -> tuple[np.ndarray, np.ndarray,
 
 @dataclass
 class _KnownAttrs:
-    """Where the well-known attributes of the bulk-decoded records are: record index, position of
-    the value's tag and name (index into ``_KNOWN``), in file order. 9 bytes an attribute."""
+    """Where the well-known attributes of the bulk-decoded records are: record index, offset of
+    the value's tag within its record and name (index into ``_KNOWN``), in file order. Each in
+    the narrowest dtype its values allow: 4 bytes an attribute of a rank set's files (9 when the
+    index was int32 and the tag's file position uint32: 27 MB held by a 1,024-rank step's load)."""
 
     node: np.ndarray
     tag: np.ndarray
@@ -1593,7 +1821,7 @@ def _decode_group(group: list[tuple[TraceGraph, int]], arr: np.ndarray) -> None:
     node_base = np.cumsum(sizes) - sizes
     counts = [len(g.attr_parts.node) for g in graphs]
     node = np.concatenate([g.attr_parts.node.astype(np.intp) + int(b) for g, b in zip(graphs, node_base)])
-    tag = np.concatenate([g.attr_parts.tag.astype(np.int64) + off for g, off in group])
+    tag = np.concatenate([g.rec_start[g.attr_parts.node].astype(np.int64) + g.attr_parts.tag + off for g, off in group])
     code = np.concatenate([g.attr_parts.code for g in graphs])
     file_of = np.repeat(np.arange(len(graphs)), counts)
     dense = np.array([bool(g.slow.any()) for g in graphs])
