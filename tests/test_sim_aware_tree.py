@@ -145,8 +145,8 @@ def test_all_reduces_at_once_or_of_several_sizes_go_message_by_message(tmp_path:
 
 
 def test_trees_outside_the_one_owner_layout_are_declined(tmp_path: Path) -> None:
-    """A ring network (a link carries several members' messages) and several dimensions go message
-    by message from the start."""
+    """A ring network (a link carries several members' messages) goes message by message from the
+    start."""
     ts = _write(tmp_path, 8, ["AR"], stagger_us=0)
     assert aware_exact(ts, _hw("Switch", 8, 1))
     assert aware_exact(ts, _hw("FullyConnected", 8, 1))

@@ -239,7 +239,9 @@ def _pandas_version() -> str:
         folder = root or "."
         try:
             children = os.listdir(folder)
-        except OSError:  # not a folder (a zip file, a missing entry)
+        except NotADirectoryError:  # a zip file: importlib.metadata reads inside it, so ask it
+            break
+        except OSError:  # a missing entry
             continue
         info = next((c for c in children if _is_pandas_info(c.lower())), None)
         if info is None:

@@ -290,7 +290,7 @@ def simulate(
             except FastPathDeclined:  # a direct phase hit a same-time tie only the event order settles
                 phases_fast = symmetric = False
             except LinkConflict as conflict:  # aware messages reach a link out of the order they were evaluated in
-                logger(__name__).info("aware ring fast path: %s; rerun message by message", conflict)
+                logger(__name__).info("aware fast path: %s; rerun message by message", conflict)
                 fast = symmetric = False
     finally:
         if was_enabled:

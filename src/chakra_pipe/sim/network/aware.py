@@ -121,9 +121,11 @@ class FifoTreeLinks:
     """The FIFO links of one double-binary-tree phase (``system/tree_aware.py`` asks for them through
     :meth:`CongestionAwareNetwork.tree_links` and times the messages in the order each link takes
     them): per member index, its message up to its parent and its parent's message down to it, each
-    as (the sender's hops, the receiver's last hop). Built once per (tree, size) and checked for the
-    layout the one-pass evaluation needs — every hop but the last is a link of the sender, the last
-    a link of the receiver, no link shared by two members — else :class:`LinkConflict`."""
+    as (the sender's hops, the receiver's last hop). Built once per (tree, size). The one-pass
+    evaluation needs every hop but the last to be a link of the sender and the last one of the
+    receiver, no link shared by two members: true of the networks ``simulate`` admits the path on
+    (1-D switch, fully connected); the build still checks it (:class:`LinkConflict`, a rerun
+    message by message) so that admitting another network can never time a shared link wrongly."""
 
     __slots__ = ("members", "parent", "_up", "_down", "_used")
 
@@ -718,7 +720,7 @@ class CongestionAwareNetwork(Network):
     def _offer_checked(self, link: _Link, msg: list) -> None:
         now = self.queue.now
         if now <= link.offered and link.sender != -1:
-            what = "another message" if link.sender == POINT_TO_POINT else "a ring message evaluated there"
+            what = "another message" if link.sender == POINT_TO_POINT else "a message a fast path evaluated there"
             raise LinkConflict(f"a point-to-point message reaches a link at {now} ns, with {what} at {link.offered} ns")
         link.sender, link.offered = POINT_TO_POINT, now
         CongestionAwareNetwork._offer(self, link, msg)
