@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TraceFormatError
+from ..heap import release_free_heap
 from . import attrs as _attrs
 from . import schema
 from .framing import encode_varint, parse_node, read_padded
@@ -255,27 +256,8 @@ def load_graphs(paths: Iterable[str | os.PathLike]) -> list[TraceGraph]:
             batch = []
         batch.append((str(path), arr, size))
     graphs = graphs + _graphs(batch, block.used(batch)) if batch else graphs
-    _release_free_heap()
+    release_free_heap()
     return graphs
-
-
-_LIBC: list[Any] = []  # the C library's handle once looked up (empty: not yet; [None]: no malloc_trim)
-
-
-def _release_free_heap() -> None:
-    """Hand the heap pages the decoding temporaries freed back to the system (glibc's
-    ``malloc_trim``; elsewhere nothing). Freed chunks between live allocations stay resident until
-    the allocator reuses them: after loading a 1,024-file rank set, 13 MB of the 167 MB resident
-    were such pages, which every later phase carried. A few ms a load."""
-    if not _LIBC:
-        try:
-            import ctypes
-
-            _LIBC.append(ctypes.CDLL("libc.so.6").malloc_trim)
-        except (OSError, AttributeError):  # not glibc
-            _LIBC.append(None)
-    if _LIBC[0] is not None:
-        _LIBC[0](0)
 
 
 class _Block:

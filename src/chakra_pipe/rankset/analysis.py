@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from ..et import schema
 from ..et.graph import TraceGraph
 from ..et.traceset import TraceSet
+from ..heap import release_free_heap
 from .comm import comm_specs
 from .file_rules import FileChecker, FileResult
 from .groups import GroupTable, id_list, resolve_groups
@@ -180,6 +181,7 @@ def analyze(
     for k in [k for k, (ref, _, _) in _CACHE.items() if ref() is None]:
         del _CACHE[k]
     analysis = _analyze(ts, comm_groups, groups_file or ts.prefix, dataset_splits, full)
+    release_free_heap()  # the per-rank temporaries: not carried into the simulation's peak
     _CACHE[id(ts)] = (weakref.ref(ts), (*key, dataset_splits), analysis)  # one per set: a sweep repeats one key
     return analysis
 

@@ -45,6 +45,7 @@ from ..console import logger
 from ..et import schema
 from ..et.graph import INT_ATTRS
 from ..et.traceset import WORLD_PG_NAMES
+from ..heap import release_free_heap
 from ..rankset.comm import WORLD
 from ..rankset.groups import GroupTable
 from .config import HardwareConfig
@@ -260,6 +261,7 @@ def _proof(trace_set: Any, table: GroupTable, sym: RankSymmetry) -> tuple[str | 
     if hit is not None and hit[0]() is trace_set and hit[1]() is table:
         return hit[2]
     proof = trace_problem(trace_set, table, sym)
+    release_free_heap()  # its translation tables: not carried into the simulation's peak
     _PROOFS[key] = (weakref.ref(trace_set), weakref.ref(table), proof)
     return proof
 
