@@ -274,3 +274,46 @@ def test_pandas_version_is_the_one_package_metadata_reads(tmp_path, monkeypatch)
         (folder / info / meta).write_text(f"Metadata-Version: 2.1\nName: pandas\nVersion: {release}\n\nVersion: 0\n")
         monkeypatch.syspath_prepend(str(folder))
         assert read() == version("pandas") == release
+
+
+def test_planning_a_trace_workload_imports_no_loader(small_set, tmp_path):
+    """Every Snakemake start plans the campaign; checking a trace workload's rank files lists the
+    folder without the loader (numpy, the decoder: ~0.2 s a start), and a count that disagrees with
+    the declared NPUs is still refused, naming the key."""
+    import json
+
+    from conftest import validated
+
+    flags = dict(a.removeprefix("--").split("=", 1) for a in small_set[1:])
+    prefix = flags["workload-configuration"]
+    platforms = {"ring": {"network": flags["network-configuration"], "system": flags["system-configuration"]}}
+    configs = [
+        validated(
+            {
+                "campaign": "t",
+                "outdir": str(tmp_path / "reports"),
+                "workloads": {"ar": {"kind": "trace", "prefix": prefix, "npus": npus, "platforms": ["ring"]}},
+                "hardware": {"platforms": platforms},
+            }
+        )
+        for npus in (4, 5)
+    ]
+    code = (
+        "import json, sys\n"
+        "from chakra_pipe.errors import ConfigError\n"
+        "from chakra_pipe.sweep.campaign import Campaign\n"
+        "good, bad = json.loads(sys.argv[1])\n"
+        "Campaign.from_config(good, root=sys.argv[2], torch_available=False)\n"
+        "try:\n"
+        "    Campaign.from_config(bad, root=sys.argv[2], torch_available=False)\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n"
+        "print('numpy' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(configs), str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    refusal, numpy_loaded = done.stdout.strip().splitlines()
+    assert "found 4 rank files (ranks 0..3), but the workload declares 5 NPUs" in refusal
+    assert "workloads.ar.npus" in refusal
+    assert numpy_loaded == "False"

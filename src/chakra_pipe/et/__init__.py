@@ -30,7 +30,7 @@ _EXPORTS = {
     "load_graphs": "graph",
     "TraceSet": "traceset",
     "clear_rank_set": "traceset",
-    "find_rank_files": "traceset",
+    "find_rank_files": "rankfiles",
     "load_comm_groups": "traceset",
     "rank_files": "traceset",
     "resolve": "traceset",

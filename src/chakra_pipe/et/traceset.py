@@ -18,6 +18,7 @@ from ..console import track
 from ..errors import InputError
 from ..readfile import read_json
 from .graph import TraceGraph, load_graphs
+from .rankfiles import find_rank_files
 
 COMM_GROUPS_SUFFIX = ".comm_groups.json"
 # The comm-groups option's value meaning "no groups" (ASTRA-sim's default value). ASTRA-sim ignores
@@ -27,19 +28,6 @@ NO_COMM_GROUPS = "empty"
 _GROUP_ID = re.compile(r"[ \t\n]*\+?[0-9]{1,12}")
 WORLD_PG = "0"  # the pg_name writers give collectives on the default group of all ranks
 WORLD_PG_NAMES = frozenset({"", "0"})  # pg_name values that select that group (ASTRA-sim §2.5)
-
-
-def find_rank_files(prefix: str | os.PathLike) -> dict[int, Path]:
-    """Every ``PREFIX.<rank>.et`` file that exists, by rank (gaps allowed: validators report them)."""
-    prefix = str(prefix)
-    folder = Path(prefix).parent
-    pattern = re.compile(re.escape(Path(prefix).name) + r"\.([0-9]+)\.et$")
-    try:
-        return {
-            int(m.group(1)): folder / name for name in sorted(os.listdir(folder or ".")) if (m := pattern.match(name))
-        }
-    except OSError as exc:
-        raise InputError(f"cannot list trace folder: {exc.strerror}", file=prefix) from None
 
 
 def missing_ranks(ranks: Iterable[int]) -> list[tuple[int, int]]:

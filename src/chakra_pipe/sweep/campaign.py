@@ -463,7 +463,7 @@ def _check_workload(w: Workload, root: Path) -> None:
                 where=f"{where}.model",
             )
     elif w.kind == "trace":
-        from ..et.traceset import find_rank_files
+        from ..et.rankfiles import find_rank_files
 
         prefix = Path(w.prefix) if Path(w.prefix).is_absolute() else root / w.prefix
         try:
