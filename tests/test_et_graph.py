@@ -609,3 +609,19 @@ def test_repeated_string_attributes_in_a_batch_keep_the_last_entry(tmp_path):
         assert g.attr_kind["pg_name"].tolist() == [9, 29, 29, 0] and g.attr_kind["involved_dim"].tolist()[3] == 9
         assert g.stored_kinds("pg_name") == {9, 29} and g.stored_kinds("involved_dim") == {9}
         assert g.stored_kinds("comm_size") == frozenset()
+
+
+@pytest.mark.parametrize("n", [1 << 16, (1 << 16) + 1])
+def test_attributes_at_both_ends_of_a_file_around_the_narrow_index_limit(n):
+    """Attribute positions keep a record index that is uint16 only while every index fits (files
+    of up to 2^16 records): on both sides of that limit a file's first and last records' attributes
+    read at their own records."""
+    first, last = (schema.Node(id=i, name="c", type=schema.COMM_COLL_NODE) for i in (0, n - 1))
+    for node, size, group in ((first, 4096, "1"), (last, 12345, "7")):
+        node.attr.add(name="comm_size", int64_val=size)
+        node.attr.add(name="pg_name", string_val=group)
+    payloads = [first.SerializeToString(), *(b"\x08" + encode_varint(i) for i in range(1, n - 1))]
+    g = graph_from_bytes(frame_all(schema.GlobalMetadata(version="0.0.4"), [*payloads, last.SerializeToString()]))
+    sizes = g.int_attr("comm_size")
+    assert len(g) == n and sizes[0] == 4096 and sizes[-1] == 12345 and int(sizes.sum()) == 4096 + 12345
+    assert g.pg_name == {0: "1", n - 1: "7"}

@@ -21,7 +21,7 @@ def release_free_heap() -> None:
             import ctypes
 
             _LIBC.append(ctypes.CDLL("libc.so.6").malloc_trim)
-        except (OSError, AttributeError):  # not glibc
+        except (ImportError, OSError, AttributeError):  # a Python without ctypes; not glibc
             _LIBC.append(None)
     if _LIBC[0] is not None:
         _LIBC[0](0)

@@ -244,6 +244,7 @@ def load_graphs(paths: Iterable[str | os.PathLike]) -> list[TraceGraph]:
     graphs: list[TraceGraph] = []
     batch: list[tuple[str, np.ndarray, int]] = []
     block = _Block()
+    loaded = 0
     for path in paths:
         try:
             arr, size = read_padded(str(path), _PAD, block.alloc)
@@ -255,8 +256,10 @@ def load_graphs(paths: Iterable[str | os.PathLike]) -> list[TraceGraph]:
             graphs += _graphs(batch, block.used(batch))
             batch = []
         batch.append((str(path), arr, size))
+        loaded += size
     graphs = graphs + _graphs(batch, block.used(batch)) if batch else graphs
-    release_free_heap()
+    if loaded >= _BATCH_BYTES:  # a small load frees little, and a per-file loop would fault it back in
+        release_free_heap()
     return graphs
 
 
@@ -648,7 +651,8 @@ class _Columns:
 
     def split(self, tables: list[_Table], first: list[int], bases: list[int]) -> None:
         """Give each file its records' columns, in the dtypes it would have had decoded alone: its
-        own narrowest (at least the initial ones), positions relative to its own buffer, and
+        own narrowest (at least the initial ones), positions relative to its own buffer (the
+        known attributes' tag offsets relative to their record, as the batch keeps them), and
         dependency ids uint64 only where a chunk holding its records needed them.
 
         A file alone gets the batch's arrays themselves; in a batch of several, every column a
@@ -929,7 +933,9 @@ class _Decoder:
                 self.io_s.append(start)
                 self.io_l.append(value.astype(np.int64))
 
-    def _add_attrs(self, nodes: np.ndarray, starts: np.ndarray, lens: np.ndarray, sink=None) -> None:
+    def _add_attrs(
+        self, nodes: np.ndarray, starts: np.ndarray, lens: np.ndarray, sink: tuple[list, list, list] | None = None
+    ) -> None:
         # Collected for every attribute of every record (a dozen a node in converted traces): half
         # the memory as int32 wherever the buffer allows it.
         itype = np.int32 if len(self.arr) < 2**31 else np.int64
@@ -938,7 +944,14 @@ class _Decoder:
         attr_s.append(starts.astype(itype))
         attr_l.append(lens.astype(itype))
 
-    def _walk_attr_fields(self, p: np.ndarray, end: np.ndarray, active: np.ndarray, sink=None, slow=None) -> None:
+    def _walk_attr_fields(
+        self,
+        p: np.ndarray,
+        end: np.ndarray,
+        active: np.ndarray,
+        sink: tuple[list, list, list] | None = None,
+        slow: np.ndarray | None = None,
+    ) -> None:
         """Step over trailing ``attr`` fields (tag 0x52, length < 16 KiB) of many records at once,
         collecting their spans (into ``sink``: the attribute lists by default) and marking the
         records whose tail is not such fields up to the record's end in ``slow`` (default:
@@ -1153,8 +1166,8 @@ class _Tails:
     code: np.ndarray
 
     def count_unless(self, slow: np.ndarray) -> int:
-        """Attributes of the records not ``slow`` once the failed walks mark theirs (the count the
-        attribute way compares with ``_SMALL``)."""
+        """Mark the records of failed walks ``slow`` (in place), then count the attributes of the
+        records not ``slow`` (the count the attribute way compares with ``_SMALL``)."""
         slow[self.rec[self.failed[self.group]]] = True
         return int(self.counts[self.group[~slow[self.rec]]].sum())
 
@@ -1484,7 +1497,7 @@ _MIX = tuple(
 
 
 def _check_distinct(
-    arr: np.ndarray, s: np.ndarray, length: np.ndarray, check, memo: dict[bytes, tuple[bool, int, int]] | None = None
+    arr: np.ndarray, s: np.ndarray, length: np.ndarray, check, memo: dict[bytes, tuple[bool, int, int]]
 ) -> tuple[np.ndarray, ...]:
     """``check(s, s + length)`` (per-record results whose positions are offsets into the record
     plus ``s``) computed once per distinct short byte string.
@@ -1526,7 +1539,7 @@ def _memo_check(
     s: np.ndarray,
     length: np.ndarray,
     check,
-    memo: dict[bytes, tuple[bool, int, int]] | None,
+    memo: dict[bytes, tuple[bool, int, int]],
     most: int = _MEMO_REPS,
 ) -> tuple[np.ndarray, ...]:
     """``check(s, s + length)`` of distinct short records, each byte string checked once per
@@ -1535,7 +1548,7 @@ def _memo_check(
     only on the record's bytes (see :func:`_check_distinct`), so a memo hit is the check's own
     answer. More than ``most`` records (distinct values of a converted trace) skip the memo: a
     Python step each would cost more than the bulk check."""
-    if memo is None or len(s) > most:
+    if len(s) > most:
         return check(s, s + length)
     keys = [arr[a : a + k].tobytes() for a, k in zip(s.tolist(), length.tolist())]
     miss = [i for i, key in enumerate(keys) if key not in memo]

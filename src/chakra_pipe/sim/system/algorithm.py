@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
 
 from .stream import PacketBundle, bus_delay
 
@@ -81,9 +81,14 @@ class PacketAlgorithm:
         ``Sys`` keeps one never-started object per (dimension, type, size, direction) and copies it for
         every chunk: every other field is a number (or the not-yet-created packet deque) until start.
         """
+        new = self.same_shape()
+        new.counters = PacketCounters()
+        return new
+
+    def same_shape(self) -> Self:
+        """A copy of this unstarted phase sharing every field, the packet counters too."""
         new = object.__new__(type(self))
         new.__dict__ = self.__dict__.copy()  # a whole-dict copy: ~2x cheaper than update()
-        new.counters = PacketCounters()
         return new
 
     # -- hooks ---------------------------------------------------------------------------------

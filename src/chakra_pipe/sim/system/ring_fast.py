@@ -325,9 +325,7 @@ class FastRing(Ring):
         """A copy sharing its prototype's packet counters: a fast phase never takes a packet (it is
         evaluated, not run), and :meth:`packet_delays` replays them on a copy of its own. One fewer
         object per chunk and phase."""
-        new = object.__new__(type(self))
-        new.__dict__ = self.__dict__.copy()
-        return new
+        return self.same_shape()
 
     def exit(self) -> None:
         self.sys.proceed_to_next_phase(self.stream)
