@@ -625,3 +625,34 @@ def test_attributes_at_both_ends_of_a_file_around_the_narrow_index_limit(n):
     sizes = g.int_attr("comm_size")
     assert len(g) == n and sizes[0] == 4096 and sizes[-1] == 12345 and int(sizes.sum()) == 4096 + 12345
     assert g.pg_name == {0: "1", n - 1: "7"}
+
+
+def test_pg_names_share_their_record_table_and_read_as_the_dict_did(tmp_path):
+    """Files whose ``pg_name`` sits on the same records share one record table (the names stay per
+    file); the mapping reads, compares, prints and copies as the ``{record: name}`` dict did, and
+    a file of other records gets its own table."""
+    md = schema.GlobalMetadata(version="1.0.0")
+
+    def nodes(names: dict[int, str]) -> list[bytes]:
+        out = [schema.Node(id=i, type=schema.COMM_COLL_NODE) for i in range(6)]
+        for i, name in names.items():
+            attrs.set_attr(out[i], "pg_name", name, kind="string_val")
+        return [n.SerializeToString() for n in out]
+
+    files = [{1: "7", 4: "0"}, {1: "8", 4: "0"}, {2: "7"}]
+    for r, names in enumerate(files):
+        (tmp_path / f"w.{r}.et").write_bytes(frame_all(md, nodes(names)))
+    a, b, c = graph_module.load_graphs([tmp_path / f"w.{r}.et" for r in range(3)])
+    pa, pb, pc = a.pg_name, b.pg_name, c.pg_name
+    assert pa._pos is pb._pos and pa._pos is not pc._pos
+    assert pa == files[0] and files[0] == pa and pa != pb and pb == {4: "0", 1: "8"} and pc == files[2]
+    assert list(pa.items()) == [(1, "7"), (4, "0")] and list(pa.values()) == ["7", "0"] and list(pa) == [1, 4]
+    assert pa.keys() == pb.keys() == {1, 4} and 4 in pa and 2 not in pa and len(pa) == 2
+    assert pa[1] == "7" and pa.get(2, "") == "" and pa.get(4) == "0" and repr(pa) == repr(files[0])
+    assert pa.copy() == files[0] and type(pa.copy()) is dict and pa != [1, 4]
+    with pytest.raises(KeyError):
+        pa[2]
+    with pytest.raises(TypeError):
+        pa[5] = "x"  # type: ignore[index]
+    alone = load_graph(tmp_path / "w.0.et").pg_name  # decoded alone: the same table while both live
+    assert alone._pos is pa._pos and alone == pa

@@ -12,9 +12,11 @@ protobuf runtime, so the result is always the protobuf reading of the file.
 
 from __future__ import annotations
 
+import itertools
 import os
+import sys
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,8 +103,9 @@ class TraceGraph:
         return self._attr_columns().kind
 
     @property
-    def pg_name(self) -> dict[int, str]:
-        """``pg_name`` string by record index (only records that carry one as ``string_val``)."""
+    def pg_name(self) -> PgNames:
+        """``pg_name`` string by record index (only records that carry one as ``string_val``), as a
+        read-only mapping (:class:`PgNames`)."""
         return self._attr_columns().pg_name
 
     @property
@@ -1697,11 +1700,112 @@ def _known_by_len() -> dict[int, list[tuple[int, np.uint64, np.uint64]]]:
 _KNOWN_BY_LEN = _known_by_len()
 
 
+class _Positions(dict):
+    """Record index -> position of its value, one table for every :class:`PgNames` with the same
+    records in the same order (weakly cached: a table lives while a mapping uses it)."""
+
+    __slots__ = ("__weakref__",)
+
+
+_POSITIONS: weakref.WeakValueDictionary[bytes, _Positions] = weakref.WeakValueDictionary()
+
+
+class PgNames(Mapping[int, str]):
+    """A graph's ``pg_name`` strings by record index: a read-only mapping that iterates, compares and
+    prints as the dict ``{record: name}`` did.
+
+    Why: a 1,024-rank 96-layer step held 1,024 dicts of ~410 entries (18 MB, the rank-set analysis'
+    largest item) although only 3 distinct sets of records carry a ``pg_name`` (the names differ by
+    rank). The record -> position table is shared by every mapping with the same records (keyed by
+    their bytes); each graph keeps only a tuple of its names. ``copy()`` gives a real dict.
+    """
+
+    __slots__ = ("_pos", "_values")
+
+    def __init__(self, records: Iterable[int], names: Iterable[str], key: bytes):
+        """``records`` (their ``np.intp`` bytes are ``key``) carrying ``names``, in iteration order."""
+        pos = _POSITIONS.get(key)
+        if pos is None:
+            pos = _POSITIONS[key] = _Positions(zip(records, itertools.count()))
+        self._pos: dict[int, int] = pos
+        self._values: tuple[str, ...] = tuple(names)
+
+    @classmethod
+    def of(cls, names: dict[int, str]) -> PgNames:
+        """The mapping of a ``{record: name}`` dict (same order)."""
+        return cls(names, names.values(), np.fromiter(names, dtype=np.intp, count=len(names)).tobytes())
+
+    def __getitem__(self, record: int) -> str:
+        return self._values[self._pos[record]]
+
+    def get(self, record: int, default: Any = None) -> Any:
+        at = self._pos.get(record)
+        return default if at is None else self._values[at]
+
+    def __contains__(self, record: object) -> bool:
+        return record in self._pos
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._pos)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def keys(self) -> KeysView[int]:  # the shared table's own view: compares at C speed
+        return self._pos.keys()
+
+    def values(self) -> ValuesView[str]:
+        return _Names(self)
+
+    def items(self) -> ItemsView[int, str]:
+        return _Pairs(self)
+
+    def copy(self) -> dict[int, str]:
+        """A dict of the same entries, in the same order (for a caller that needs a real dict)."""
+        return dict(zip(self._pos, self._values))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PgNames) and other._pos is self._pos:
+            return self._values == other._values
+        if isinstance(other, Mapping):
+            return self.copy() == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as the dict was
+
+    def __repr__(self) -> str:
+        return repr(self.copy())
+
+    def intern(self) -> None:
+        """Point equal names at one string (``sys.intern``): a rank set decoded in groups holds a
+        copy of each name per group otherwise. The values stay equal, so the mapping is unchanged."""
+        one = {name: sys.intern(name) for name in set(self._values)}  # a few distinct names a file
+        if any(name is not kept for name, kept in one.items()):
+            self._values = tuple(map(one.__getitem__, self._values))
+
+
+class _Names(ValuesView[str]):
+    _mapping: PgNames
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._mapping._values)
+
+
+class _Pairs(ItemsView[int, str]):
+    _mapping: PgNames
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        return zip(self._mapping._pos, self._mapping._values)
+
+
+_NO_NAMES = PgNames((), (), b"")
+
+
 @dataclass
 class _AttrColumns:
     value: dict[str, np.ndarray]
     kind: dict[str, np.ndarray]
-    pg_name: dict[int, str]
+    pg_name: PgNames
     involved_dim: dict[int, list[bool]]
     stored: dict[str, frozenset[int]] = field(default_factory=dict)  # see TraceGraph.stored_kinds
 
@@ -1827,7 +1931,7 @@ def _decode_group(group: list[tuple[TraceGraph, int]], arr: np.ndarray) -> None:
     kind8, values = parts.kind.astype(np.uint8), _int_value(parts.kind, parts.raw)
     order = np.argsort(code, kind="stable")  # by name, each name's entries in file order
     bounds = np.searchsorted(code[order], np.arange(len(_KNOWN) + 1)).tolist()
-    cols = [_AttrColumns({}, {}, {}, {}) for _ in graphs]
+    cols = [_AttrColumns({}, {}, _NO_NAMES, {}) for _ in graphs]
     layout = _Layout(sizes, node_base, dense)
     for c, name in enumerate(_KNOWN):
         sel = order[bounds[c] : bounds[c + 1]]
@@ -1853,9 +1957,11 @@ def _decode_group(group: list[tuple[TraceGraph, int]], arr: np.ndarray) -> None:
     for g, col in zip(graphs, cols):
         g._attrs, g._attr_batch = col, None
         slow = np.flatnonzero(g.slow).tolist()
+        names = col.pg_name.copy() if slow else {}
         for i in slow:
-            _slow_record(g, col, i)
+            _slow_record(g, col, names, i)
         if slow:  # the protobuf reading may have changed any kind
+            col.pg_name = PgNames.of(names)
             col.stored = {name: frozenset(_distinct(k[k != 0]).tolist()) for name, k in col.kind.items()}
 
 
@@ -1897,11 +2003,12 @@ class _Layout:
         return out
 
 
-def _slow_record(g: TraceGraph, cols: _AttrColumns, i: int) -> None:
-    """Record ``i``'s well-known attributes read through the protobuf runtime."""
+def _slow_record(g: TraceGraph, cols: _AttrColumns, names: dict[int, str], i: int) -> None:
+    """Record ``i``'s well-known attributes read through the protobuf runtime (its ``pg_name`` into
+    ``names``, the file's as a dict while its slow records are read)."""
     for name in _KNOWN:
         cols.kind[name][i] = 0
-    cols.pg_name.pop(i, None)
+    names.pop(i, None)
     cols.involved_dim.pop(i, None)
     for attr in g.node(i).attr:
         if attr.name not in cols.kind:
@@ -1914,9 +2021,9 @@ def _slow_record(g: TraceGraph, cols: _AttrColumns, i: int) -> None:
             cols.value[attr.name][i] = value - (1 << 64) if value >= 1 << 63 else value
         elif attr.name == "pg_name":  # last one wins, whatever its kind
             if kname == "string_val":
-                cols.pg_name[i] = attr.string_val
+                names[i] = attr.string_val
             else:
-                cols.pg_name.pop(i, None)
+                names.pop(i, None)
         elif kname == "bool_list":
             cols.involved_dim[i] = list(attr.bool_list.values)
         else:
@@ -1925,10 +2032,11 @@ def _slow_record(g: TraceGraph, cols: _AttrColumns, i: int) -> None:
 
 def _strings(
     arr: np.ndarray, parts: _AttrParts, sel: np.ndarray, at: np.ndarray, f: np.ndarray, node_base: np.ndarray, name: str
-) -> Iterable[tuple[int, dict[int, Any]]]:
-    """``(file, {record: value})`` of ``pg_name`` (``string_val``) or ``involved_dim`` (``bool_list``)
-    from the entries ``sel`` of that name (group records ``at`` of files ``f``, in file order), for
-    the files that have any: a record's last entry decides, and one of another kind leaves it out."""
+) -> Iterable[tuple[int, Any]]:
+    """``(file, {record: value})`` of ``pg_name`` (``string_val``, as :class:`PgNames`) or
+    ``involved_dim`` (``bool_list``) from the entries ``sel`` of that name (group records ``at`` of
+    files ``f``, in file order), for the files that have any: a record's last entry decides, and one
+    of another kind leaves it out."""
     wanted = 29 if name == "pg_name" else 28
     convert: Callable[[bytes], Any] = _bool_list if name == "involved_dim" else _ascii_str
     ss, sl, kind = parts.span_s[sel], parts.span_l[sel], parts.kind[sel]
@@ -1942,14 +2050,18 @@ def _strings(
                     out.pop(r, None)
                 else:
                     out[r] = convert(arr[int(ss[j]) : int(ss[j]) + int(sl[j])].tobytes())
-            yield i, out
+            yield i, PgNames.of(out) if name == "pg_name" else out
         return
     keep = np.flatnonzero(kind == wanted)  # one entry a record, ascending: no entry overrides another
     values = _payloads(arr, ss[keep], sl[keep], convert)
     if name == "involved_dim":  # each record its own list, as before: a caller may modify one
         values = [list(v) for v in values]
-    keys, files = _keys(local[keep]), f[keep]
+    records = local[keep].astype(np.intp)
+    keys, files = _keys(records), f[keep]
     edges = np.flatnonzero(files[1:] != files[:-1]) + 1
     for a, b in zip([0, *edges.tolist()], [*edges.tolist(), len(keep)]):
         if b > a:
-            yield int(files[a]), dict(zip(keys[a:b], values[a:b]))
+            if name == "pg_name":
+                yield int(files[a]), PgNames(keys[a:b], values[a:b], records[a:b].tobytes())
+            else:
+                yield int(files[a]), dict(zip(keys[a:b], values[a:b]))

@@ -11,7 +11,6 @@ with twins it is one hash of the file.
 
 from __future__ import annotations
 
-import sys
 import zlib
 from collections.abc import Hashable
 from dataclasses import fields
@@ -143,10 +142,7 @@ class SharedColumns:
         for which, columns in (("value", graph.attr_value), ("kind", graph.attr_kind)):
             for name, column in columns.items():
                 columns[name] = self._kept((which, name), column, compact=True)
-        names = graph.pg_name
-        one = {name: sys.intern(name) for name in set(names.values())}  # a few distinct names a file
-        if any(name is not kept for name, kept in one.items()):
-            names.update(zip(names.keys(), map(one.__getitem__, names.values())))  # same keys: order and size kept
+        graph.pg_name.intern()
 
 
 def _equal(prev: list, column: np.ndarray) -> bool:

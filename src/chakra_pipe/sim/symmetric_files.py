@@ -279,7 +279,7 @@ class _Replica:
         self.groups = {inverse.get(name, name): g for name, g in workload.groups.items()}
         self.t = workload.t  # the set is gone: node names fall back as ``SimResult.timeline`` says
         if graph is not None:
-            self.t = replace(self.t, path=str(graph.path), pg_name=dict(graph.pg_name), graph_ref=weakref.ref(graph))
+            self.t = replace(self.t, path=str(graph.path), pg_name=graph.pg_name, graph_ref=weakref.ref(graph))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._w, name)

@@ -10,7 +10,7 @@ METADATA groups (``groups.py``).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -48,7 +48,7 @@ class RankTrace:
     cpu: list[bool]
     attrs: dict[str, list[int]]
     has: dict[str, list[int]]
-    pg_name: dict[int, str]
+    pg_name: Mapping[int, str]  # a dict when built; a quotient run's replica reads its graph's
     involved_dim: dict[int, list[bool]]
     n_parents: list[int]
     children: Sequence[list[int]]
@@ -100,7 +100,7 @@ class RankTrace:
             g.is_cpu_op.tolist(),
             attrs,
             has,
-            dict(g.pg_name),
+            g.pg_name.copy(),  # a real dict: the engine's lookups per collective
             dict(g.involved_dim),
             n_parents,
             children,
