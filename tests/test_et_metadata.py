@@ -115,7 +115,7 @@ def test_a_loaded_graph_keeps_the_metadata_and_a_bad_record_fails_as_before(tmp_
 def _metadata_nodes() -> list[bytes]:
     """METADATA node records as the generator and PyTorch converters write them, plus the shapes
     the walk leaves to protobuf (dependency lists) and an attribute-carrying one."""
-    table = "['[{\"pg_name\":\"0\",\"ranks\":[]},{\"pg_name\":\"1\",\"ranks\":[0,1]}]']"
+    table = '[\'[{"pg_name":"0","ranks":[]},{"pg_name":"1","ranks":[0,1]}]\']'
     plain = schema.Node(id=3, name="## process_group:init ##", type=schema.METADATA_NODE, start_time_micros=9)
     plain.inputs.values, plain.inputs.shapes, plain.inputs.types = table, "[[]]", "['String']"
     plain.outputs.values = "é"

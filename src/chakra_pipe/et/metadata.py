@@ -7,7 +7,8 @@ string and attributes holding one scalar, string or bytes value, the layout ever
 produces — is walked here without protobuf: the walk proves the protobuf decoding would succeed with
 no unknown field, and keeps the version and the attribute names. Anything else (list values, odd
 wire types, unknown fields, bad UTF-8, truncation) is decoded by :func:`framing.parse_metadata`
-at once, so its errors are exactly the strict reader's.
+at once, so its errors are exactly the strict reader's. The rank-set rules read a METADATA node's
+``inputs.values`` the same way (:func:`plain_node_inputs`).
 """
 
 from __future__ import annotations
