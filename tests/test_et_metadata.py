@@ -15,7 +15,7 @@ from byte_mutations import mutate
 from chakra_pipe.errors import TraceFormatError
 from chakra_pipe.et import load_graph, metadata, schema, write_trace
 from chakra_pipe.et.attrs import make_attr
-from chakra_pipe.et.framing import encode_varint, parse_metadata
+from chakra_pipe.et.framing import encode_varint, parse_metadata, parse_node
 
 
 def _rich() -> bytes:
@@ -110,3 +110,53 @@ def test_a_loaded_graph_keeps_the_metadata_and_a_bad_record_fails_as_before(tmp_
     with pytest.raises(TraceFormatError) as exc:
         load_graph(path)
     assert str(exc.value) == _strict(bad)[1].replace("f.et", str(path))
+
+
+def _metadata_nodes() -> list[bytes]:
+    """METADATA node records as the generator and PyTorch converters write them, plus the shapes
+    the walk leaves to protobuf (dependency lists) and an attribute-carrying one."""
+    table = '[\'[{"pg_name":"0","ranks":[]},{"pg_name":"1","ranks":[0,1]}]\']'
+    plain = schema.Node(id=3, name="## process_group:init ##", type=schema.METADATA_NODE, start_time_micros=9)
+    plain.inputs.values, plain.inputs.shapes, plain.inputs.types = table, "[[]]", "['String']"
+    plain.outputs.values = "é"
+    rich = schema.Node()
+    rich.CopyFrom(plain)
+    rich.attr.append(make_attr("rf_id", 7))
+    rich.attr.append(make_attr("note", "x"))
+    deps = schema.Node(id=4, type=schema.METADATA_NODE, data_deps=[1, 2])
+    deps.inputs.values = table
+    empty = schema.Node(id=5, type=schema.METADATA_NODE)
+    return [plain.SerializeToString(), rich.SerializeToString(), deps.SerializeToString(), empty.SerializeToString()]
+
+
+def _strict_node(record: bytes):
+    try:
+        node = parse_node(record, "f.et", 0)
+    except TraceFormatError as exc:
+        return None, str(exc)
+    return (node.inputs.values if node.HasField("inputs") else ""), None
+
+
+def test_plain_node_records_give_protobufs_inputs_values():
+    plain, rich, deps, empty = _metadata_nodes()
+    for record in (plain, rich, empty, b""):
+        assert metadata.plain_node_inputs(record) == _strict_node(record)[0]
+    assert metadata.plain_node_inputs(plain).startswith("['[{")
+    assert metadata.plain_node_inputs(deps) is None  # dependency lists: protobuf decides
+    twice = plain + b"\x42\x02\x0a\x00"  # a second inputs (values ""): protobuf merges them, so it decides
+    assert metadata.plain_node_inputs(twice) is None and _strict_node(twice) == ("", None)
+
+
+def test_the_node_walk_never_accepts_what_protobuf_refuses():
+    """Mutated METADATA records: whenever the walk reads one, protobuf decodes it strictly (no error,
+    no unknown field) and holds the same ``inputs.values``."""
+    rng = random.Random(20)
+    seeds = _metadata_nodes()
+    plain = 0
+    for _ in range(4000):
+        record = mutate(rng.choice(seeds), rng, max_cut=4)
+        got = metadata.plain_node_inputs(record)
+        if got is not None:
+            plain += 1
+            assert _strict_node(record) == (got, None)
+    assert plain > 200  # the walk is exercised, not skipped

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tempfile
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -165,12 +166,20 @@ def assert_same_specs(got: CommSpecs, want: CommSpecs) -> None:
 @given(spec=rank_sets())
 def test_comm_specs_shared_between_ranks_are_each_ranks_own(spec: RankSetSpec):
     """``comm_specs`` with the analysis' memo (columns shared by ranks with the same inputs) gives
-    every rank the specs it gets alone: its own group numbers, peers and channels."""
+    every rank the specs it gets alone: its own group numbers, peers and channels; and its collective
+    sequences (named by its own groups, in their order) and p2p issue order are those it gets alone."""
     with tempfile.TemporaryDirectory() as tmp:
         ts = TraceSet.load(spec.write(Path(tmp)))
         a = analyze(ts)
         for v in a.ranks:
             assert_same_specs(v.specs, comm_specs(v.graph, v.rank, v.result.comm_ok, a.groups.members))
+            alone = replace(v, shared=None)
+            assert list(v.sequences) == list(alone.sequences)
+            for name, seq in v.sequences.items():
+                own = alone.sequences[name]
+                assert np.array_equal(seq.records, own.records) and seq.signature == own.signature
+                assert np.array_equal(seq.change, own.change)
+            assert np.array_equal(v.p2p_in_order, alone.p2p_in_order)
 
 
 def test_a_ring_shares_its_spec_columns_but_each_rank_has_its_own_channels(tmp_path):

@@ -215,10 +215,10 @@ def _analyze(
     )
     findings += group_findings
     views: list[RankView] = []
-    shared = SameInputs()  # comm spec columns of ranks with the same inputs (comm._rank_free)
+    shared = SameInputs()  # comm spec columns and sequences of ranks with the same inputs
     for r, (g, res) in enumerate(zip(ts.ranks, results)):
         specs = views[first[r]].specs if first[r] != r else comm_specs(g, r, res.comm_ok, table.members, shared)
-        views.append(RankView(r, files[r], g, res, specs))
+        views.append(RankView(r, files[r], g, res, specs, shared))
     findings += check_collectives(views, table)
     findings += check_collective_order(views)
     findings += check_point_to_point(views)

@@ -21,6 +21,7 @@ from ..et.attrs import CANONICAL_KINDS, INT_KINDS, KIND_NUMBER, NUMBER_KIND
 from ..et.collectives import COLLECTIVES, REPLAYED, UNSUPPORTED
 from ..et.framing import parse_node
 from ..et.graph import TraceGraph
+from ..et.metadata import plain_node_inputs
 from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
 from .comm import COMM_REQUIRED
@@ -119,7 +120,7 @@ class FileChecker:
         # each rule's findings and result per distinct inputs (the very arrays, after
         # SharedColumns.share, and parameters), shared by the ranks of one analysis: see memoised
         self.memo = memo
-        self.metadata_nodes: dict[int, Any] = {}  # decoded protobuf Nodes
+        self.metadata_inputs: dict[int, str] = {}  # METADATA record -> its inputs.values ("": none)
         self.metadata_tables: dict[int, dict[str, list[int]]] = {}
         self.comm_ok: list[int] = []  # communication records without a comm-node problem
         self.informational_kinds: dict[tuple[str, str | None], list[int]] = {}
@@ -207,7 +208,7 @@ class FileChecker:
             self.decode_strictly()
             self.check_header()
         else:  # first, as before: a record that does not decode stops the file here
-            self.metadata_nodes = self.memoised("metadata-nodes", (), records, lambda: self._decoded(meta))
+            self.metadata_inputs = self.memoised("metadata-inputs", (), records, lambda: self._inputs(records))
         kind, value = g.attr_kind, g.attr_value
         order, parents, stuck = self.check_structure()
         self.memoised("times", (ids, types, g.start_time_micros, g.duration_micros), (), self.check_times)
@@ -272,8 +273,14 @@ class FileChecker:
         self.check_comm_nodes()
         return self.comm_ok
 
-    def _decoded(self, meta: list[int]) -> dict[int, Any]:
-        return {i: self.g.node(i) for i in meta}
+    def _inputs(self, records: tuple[tuple[int, bytes], ...]) -> dict[int, str]:
+        """Each METADATA record's ``inputs.values``: walked without protobuf where the record is
+        plain (:func:`plain_node_inputs`), else strictly decoded (its errors stop the file)."""
+        out = {}
+        for i, record in records:
+            values = plain_node_inputs(record)
+            out[i] = _inputs_of(self.g.node(i)) if values is None else values
+        return out
 
     def _metadata(self) -> dict[int, dict[str, list[int]]]:
         self.check_metadata_nodes()
@@ -326,7 +333,7 @@ class FileChecker:
         """Decode every record with the protobuf runtime once (the bulk loader is lenient by design).
 
         A record that does not parse raises ``TraceFormatError`` with its byte offset (exit 2);
-        METADATA nodes are kept because their ``inputs`` are checked later.
+        the ``inputs`` of METADATA nodes are kept: they are checked later.
         """
         g = self.g
         starts, lengths = g.rec_start.tolist(), g.rec_len.tolist()
@@ -344,7 +351,7 @@ class FileChecker:
         for i, (s, n, p) in enumerate(zip(starts, lengths, prefix)):
             decoded = parse_node(buf[s : s + n], path, s - p)  # type: ignore[arg-type]
             if types[i] == schema.METADATA_NODE:
-                self.metadata_nodes[i] = decoded
+                self.metadata_inputs[i] = _inputs_of(decoded)
             for attr in decoded.attr:
                 want = expected.get(attr.name)
                 if want is not None and (kind := attr.WhichOneof("value")) != want:
@@ -663,8 +670,7 @@ class FileChecker:
 
     def check_metadata_nodes(self) -> None:
         """Item 22: METADATA ``inputs.values`` must be ``['<json>']`` holding the process-group list."""
-        for i, node in self.metadata_nodes.items():
-            values = node.inputs.values if node.HasField("inputs") else ""
+        for i, values in self.metadata_inputs.items():
             groups, problem = parse_process_groups(values)
             if problem:
                 self.add(i, "metadata-pg", ERROR, f"METADATA inputs.values {problem}")
@@ -680,6 +686,11 @@ class FileChecker:
                 continue
             listed = ", ".join(sorted(known, key=lambda s: (len(s), s))) or "none"
             self.add(i, "pg-name", ERROR, f"pg_name {name!r} names no communicator group (known: {listed})")
+
+
+def _inputs_of(node: Any) -> str:
+    """A decoded Node's ``inputs.values``; "" without ``inputs``."""
+    return node.inputs.values if node.HasField("inputs") else ""
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

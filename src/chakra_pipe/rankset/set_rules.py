@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -29,6 +29,7 @@ from .comm import COLL, KIND_SEND, SEND, WORLD, CommSpecs
 from .file_rules import FileResult
 from .groups import GroupTable, id_list
 from .problems import ERROR, Finding
+from .twins import SameInputs
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class RankView:
     graph: TraceGraph
     result: FileResult
     specs: CommSpecs
+    # one per analysis (comm._rank_free's): ranks with the same issue order and spec columns share
+    # their sequences (:meth:`_by_group`); None computes each rank's own
+    shared: SameInputs | None = field(default=None, compare=False, repr=False)
 
     def node(self, i: int) -> int:
         return int(self.graph.ids[i])
@@ -61,25 +65,54 @@ class RankView:
 
     @cached_property
     def p2p_in_order(self) -> np.ndarray:
-        """The sends and receives in issue order."""
+        """The sends and receives in issue order (read-only: shared by ranks with the same inputs)."""
+        inputs = (self.result.issue_order, self.specs.pos, self.specs.kind)
+        key, hit = self.shared.get("p2p-in-order", inputs) if self.shared is not None else (None, None)
+        if hit is not None:
+            return hit
         order = self._comm_in_order
-        return order[self.specs.kind[self.specs.rows(order)] != COLL]
+        p2p = order[self.specs.kind[self.specs.rows(order)] != COLL]
+        p2p.flags.writeable = False
+        if self.shared is not None and key is not None:
+            self.shared.put(key, inputs, p2p)
+        return p2p
 
     @cached_property
     def sequences(self) -> dict[str, Sequence]:
         """COMM_COLL records by canonical group name, in issue order (one stable sort a rank)."""
+        specs, order = self.specs, self.result.issue_order
+        if self.shared is None:
+            codes, by_label = None, self._by_group(specs.group)
+        else:  # a pipeline stage's ranks: the same issue order, spec columns and group pattern
+            codes, labels = np.unique(specs.group, return_inverse=True)  # groups' order kept
+            inputs = (order, specs.pos, specs.kind, specs.comm_type, specs.nbytes)
+            key, by_label = self.shared.get("sequences", inputs, labels.astype(np.int32).tobytes())
+            if by_label is None:
+                by_label = self._by_group(labels)
+                self.shared.put(key, inputs, by_label)
+        names = specs.names
+        if codes is None:
+            return {names[label]: seq for label, seq in by_label}
+        return {names[codes[label]]: seq for label, seq in by_label}
+
+    def _by_group(self, group_of: np.ndarray) -> list[tuple[int, Sequence]]:
+        """``(group label, its sequence)`` in ascending label order, ``group_of`` labelling each
+        spec row (its group code, or that code's rank among the rank's codes: the same order).
+        The sequences hold no rank's names, codes or ids, so ranks with the same inputs share them."""
         specs, order = self.specs, self._comm_in_order
         rows = specs.rows(order)
         coll = specs.kind[rows] == COLL
         records, rows = order[coll], rows[coll]
-        group = specs.group[rows]
+        group = group_of[rows]
         perm = np.argsort(group, kind="stable")
-        out: dict[str, Sequence] = {}
+        out: list[tuple[int, Sequence]] = []
         for chunk in np.split(perm, np.flatnonzero(np.diff(group[perm])) + 1) if len(perm) else ():
             ct, nb = specs.comm_type[rows[chunk]], specs.nbytes[rows[chunk]]
             signature = (ct.tobytes(), nb.tobytes() if nb.dtype != object else tuple(nb.tolist()))
             change = (ct[1:] != ct[:-1]) | (nb[1:] != nb[:-1])
-            out[specs.names[int(group[chunk[0]])]] = Sequence(records[chunk], signature, change)
+            mine = records[chunk]
+            mine.flags.writeable = change.flags.writeable = False  # shared by the ranks of a memo
+            out.append((int(group[chunk[0]]), Sequence(mine, signature, change)))
         return out
 
     def nbytes(self, i: int) -> int:

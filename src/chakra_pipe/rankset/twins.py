@@ -112,23 +112,21 @@ class SharedColumns:
     copy and a ``memcmp`` per column, a third of hashing every column into a pool."""
 
     def __init__(self) -> None:
-        # per column name: the previous rank's column and its bytes (taken on first comparison)
-        self._last: dict[tuple[str, str], list] = {}
+        # per column name: what _Kept holds of the previous rank's column
+        self._last: dict[tuple[str, str], _Kept] = {}
         self._public: list[str] | None = None  # TraceGraph's public field names
 
     def _kept(self, name: tuple[str, str], column: np.ndarray, compact: bool = False) -> np.ndarray:
         prev = self._last.get(name)
-        if prev is not None and _equal(prev, column):
-            if prev[0].flags.writeable:
-                prev[0].flags.writeable = False
-            return prev[0]
+        if prev is not None and prev.equals(column):
+            return prev.shared()
         base = column.base
         if compact and isinstance(base, np.ndarray) and column.strides != (0,) and base.nbytes > column.nbytes:
             # a slice of the batch decode's one array per attribute (et.graph._decode_group): the
             # other files' slices are mostly shared away, but one kept slice held all of it (3.7 MB
             # of a 1,024-rank 96-layer step). Not the load's columns: their block stays anyway.
             column = column.copy()
-        self._last[name] = [column, None]
+        self._last[name] = _Kept(column)
         return column
 
     def share(self, graph) -> None:
@@ -145,18 +143,39 @@ class SharedColumns:
         graph.pg_name.intern()
 
 
-def _equal(prev: list, column: np.ndarray) -> bool:
-    """Whether ``column`` has the dtype, shape and bytes of ``prev[0]`` (``prev[1]``: its bytes, kept
-    once taken). Two single-value views (an attribute absent from both files, ``et.graph._zeros``)
-    compare by their one value: no copy of a column of zeros per rank and name."""
-    kept = prev[0]
-    if kept.dtype != column.dtype or kept.shape != column.shape:
-        return False
-    if kept.strides == column.strides == (0,):
-        return kept[:1].tobytes() == column[:1].tobytes()
-    if prev[1] is None:
-        prev[1] = kept.tobytes()
-    return prev[1] == column.tobytes()
+class _Kept:
+    """The previous rank's column of one name, with what comparing against it needs taken once
+    (dtype, shape, whether it is a single-value view, its bytes): ~35 columns a rank are compared,
+    and each numpy attribute read (``dtype``, ``shape``, ``strides``, ``flags``) builds an object,
+    a third of :meth:`SharedColumns.share`'s time at 1,024 ranks."""
+
+    __slots__ = ("column", "dtype", "shape", "single", "_bytes", "_frozen")
+
+    def __init__(self, column: np.ndarray):
+        self.column, self.dtype, self.shape = column, column.dtype, column.shape
+        self.single = column.strides == (0,)
+        self._bytes: bytes | None = None  # taken on the first comparison that needs them
+        self._frozen = False
+
+    def equals(self, column: np.ndarray) -> bool:
+        """Whether ``column`` has this column's dtype, shape and bytes. Two single-value views (an
+        attribute absent from both files, ``et.graph._zeros``) compare by their one value: no copy
+        of a column of zeros per rank and name."""
+        dtype = column.dtype
+        if not (dtype is self.dtype or dtype == self.dtype) or column.shape != self.shape:
+            return False
+        if self.single and column.strides == (0,):
+            return self.column[:1].tobytes() == column[:1].tobytes()
+        if self._bytes is None:
+            self._bytes = self.column.tobytes()
+        return self._bytes == column.tobytes()
+
+    def shared(self) -> np.ndarray:
+        """The column, made read-only (once) now that another rank holds it too."""
+        if not self._frozen:
+            self.column.flags.writeable = False
+            self._frozen = True
+        return self.column
 
 
 def _content(graph) -> tuple[np.ndarray, ...]:
