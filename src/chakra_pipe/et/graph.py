@@ -1711,8 +1711,9 @@ _POSITIONS: weakref.WeakValueDictionary[bytes, _Positions] = weakref.WeakValueDi
 
 
 class PgNames(Mapping[int, str]):
-    """A graph's ``pg_name`` strings by record index: a read-only mapping that iterates, compares and
-    prints as the dict ``{record: name}`` did.
+    """A graph's ``pg_name`` strings by record index: a read-only mapping that reads, iterates,
+    compares and prints as the dict ``{record: name}`` did; ``copy()`` gives that dict where one is
+    needed (JSON, ``|``, writing).
 
     Why: a 1,024-rank 96-layer step held 1,024 dicts of ~410 entries (18 MB, the rank-set analysis'
     largest item) although only 3 distinct sets of records carry a ``pg_name`` (the names differ by
@@ -1723,7 +1724,8 @@ class PgNames(Mapping[int, str]):
     __slots__ = ("_pos", "_values")
 
     def __init__(self, records: Iterable[int], names: Iterable[str], key: bytes):
-        """``records`` (their ``np.intp`` bytes are ``key``) carrying ``names``, in iteration order."""
+        """``records`` (their ``np.intp`` bytes must be ``key``: :meth:`of` computes it, the decoder
+        has it at hand) carrying ``names``, in iteration order."""
         pos = _POSITIONS.get(key)
         if pos is None:
             pos = _POSITIONS[key] = _Positions(zip(records, itertools.count()))
@@ -1957,10 +1959,10 @@ def _decode_group(group: list[tuple[TraceGraph, int]], arr: np.ndarray) -> None:
     for g, col in zip(graphs, cols):
         g._attrs, g._attr_batch = col, None
         slow = np.flatnonzero(g.slow).tolist()
-        names = col.pg_name.copy() if slow else {}
-        for i in slow:
-            _slow_record(g, col, names, i)
         if slow:  # the protobuf reading may have changed any kind
+            names = col.pg_name.copy()
+            for i in slow:
+                _slow_record(g, col, names, i)
             col.pg_name = PgNames.of(names)
             col.stored = {name: frozenset(_distinct(k[k != 0]).tolist()) for name, k in col.kind.items()}
 

@@ -73,7 +73,7 @@ class RankView:
         order = self._comm_in_order
         p2p = order[self.specs.kind[self.specs.rows(order)] != COLL]
         p2p.flags.writeable = False
-        if self.shared is not None and key is not None:
+        if self.shared is not None and key is not None:  # key: set exactly when shared is (for mypy)
             self.shared.put(key, inputs, p2p)
         return p2p
 
