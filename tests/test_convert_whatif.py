@@ -160,10 +160,11 @@ def _measured_step_us(kineto_path: Path) -> float:
 
 
 # A real 2-rank capture on a shared 2-core machine is sometimes disturbed (a rank descheduled outside any
-# op: time no trace attributes); the timing comparisons then judge the machine, not the conversion. Up to
-# this many captures are taken and the comparisons must hold on one of them; a conversion that keeps the
-# wait as compute fails every one (its error is the wait itself, 25-45% of the step).
-CAPTURE_ATTEMPTS = 3
+# op: time no trace attributes; at CI load average ~4 three resnet-tiny captures in a row were); the
+# timing comparisons then judge the machine, not the conversion. Up to this many captures are taken and
+# the comparisons must hold on one of them; a conversion that keeps the wait as compute fails every one
+# (its error is the wait itself, 25-45% of the step).
+CAPTURE_ATTEMPTS = 5
 
 
 @pytest.mark.slow
