@@ -83,7 +83,6 @@ class CommSpecs(Mapping[int, CommSpec]):
 
     def __init__(
         self,
-        n_records: int,
         index: np.ndarray,
         kind: np.ndarray,
         comm_type: np.ndarray,
@@ -92,14 +91,11 @@ class CommSpecs(Mapping[int, CommSpec]):
         channel: np.ndarray,
         names: tuple[str, ...],
         members: tuple[tuple[int, ...], ...],
-        pos: np.ndarray | None = None,
+        pos: np.ndarray,
     ) -> None:
         self.index, self.kind, self.comm_type, self.nbytes = index, kind, comm_type, nbytes
         self.group, self.channel, self.names, self.members = group, channel, names, members
-        if pos is None:  # record -> row (-1: no spec); given when shared with other ranks' specs
-            pos = np.full(n_records, -1, dtype=np.int32)
-            pos[index] = np.arange(len(index))
-        self.pos = pos
+        self.pos = pos  # record -> row (-1: no spec)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -171,7 +167,6 @@ def comm_specs(
         free = _rank_free(g, usable, idx, None)
     channel = free.channel if free.p2p_free else _channel(g, rank, free.index, free.kind)
     return CommSpecs(
-        len(g),
         free.index,
         free.kind,
         free.comm_type,
