@@ -792,9 +792,7 @@ class _Table:
             ids = np.zeros(int(ptr[-1]), dtype=np.uint32 if narrow else _U64)
             fast = np.flatnonzero(fast_counts)
             if len(fast):
-                fc = fast_counts[fast].astype(np.int64)
-                rel = np.arange(int(fc.sum())) - np.repeat(np.cumsum(fc) - fc, fc)
-                ids[np.repeat(ptr[fast], fc) + rel] = fast_vals
+                ids[_range_indices(ptr[fast], fast_counts[fast])] = fast_vals
             for i, lst in lists[fnum].items():
                 ids[ptr[i] : ptr[i + 1]] = lst
             out[fnum] = (ptr, ids)
@@ -1186,8 +1184,7 @@ class _Tails:
         live = ~slow[self.rec]
         rec, start, group = self.rec[live], self.start[live], self.group[live]
         c = (self.ptr[1:] - self.ptr[:-1])[group]
-        first = np.cumsum(c) - c
-        idx = np.arange(int(c.sum()), dtype=np.int64) + np.repeat(self.ptr[:-1][group] - first, c)
+        idx = _range_indices(self.ptr[:-1][group], c)
         return np.repeat(rec, c), np.repeat(start, c) + self.off[idx], self.code[idx]
 
 
@@ -1252,6 +1249,14 @@ class _Column:
     def result(self) -> np.ndarray:
         self.out.resize(self.at, refcheck=False)
         return self.out
+
+
+def _range_indices(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The int64 indices ``starts[0] … starts[0] + counts[0] − 1``, then ``starts[1] …``, and so on:
+    the positions of several lists' elements, gathered without a Python loop."""
+    counts = counts.astype(np.int64)
+    first = np.cumsum(counts) - counts  # each list's place in the result
+    return np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(starts.astype(np.int64) - first, counts)
 
 
 def _ptr(counts: np.ndarray) -> np.ndarray:
