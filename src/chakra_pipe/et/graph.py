@@ -26,6 +26,7 @@ from ..errors import TraceFormatError
 from ..heap import release_free_heap
 from . import attrs as _attrs
 from . import schema
+from .dedupe import Groups, group_records
 from .framing import encode_varint, parse_node, read_padded
 from .metadata import read_metadata
 from .scan import scan_array, scan_arrays
@@ -321,9 +322,9 @@ def _graphs(files: list[tuple[str, np.ndarray, int]], arr: np.ndarray) -> list[T
             # the files before it are decoded first: one of them may hold the earlier error
             failure = exc
             break
-    _decode(arr, tables, bases[: len(tables)])
+    shared = _decode(arr, tables, bases[: len(tables)])
     graphs = [t.finish() for t in tables]
-    _AttrBatch.attach(graphs, arr, bases)
+    _AttrBatch.attach(graphs, arr, bases, shared)
     if failure is not None:
         raise failure
     return graphs
@@ -579,31 +580,78 @@ def _short_varints(b: np.ndarray, vstarts: np.ndarray) -> np.ndarray | None:
     return v
 
 
-def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> None:
+def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> _SharedEntries | None:
     """Bulk-decode the node records of ``tables`` (files laid out in ``arr`` at ``bases``) into
     their columns, up to ``_CHUNK_RECORDS`` records (and about ``_CHUNK_BYTES``) at a time whichever
-    files they belong to."""
+    files they belong to; where only the distinct records were decoded, their well-known attribute
+    entries and which one each entry of the batch is a copy of."""
     first = np.cumsum([0] + [t.n for t in tables]).tolist()  # batch index of each file's first record
     total = first[-1]
-    cols = _Columns(total, len(arr))
     if total == 0 or (total <= _SMALL and schema.built()):
         # A handful of records costs less through the protobuf runtime than the fixed overhead
         # of ~100 numpy calls (a lone one-node file of a microbenchmark set, say), once the
         # runtime is loaded: importing it costs more (issue #15).
+        cols = _Columns(total, len(arr))
         cols.slow[:] = True
         cols.split(tables, first, bases)
-        return
+        return None
     starts = np.concatenate([t.rec_start.astype(np.int64) + base for t, base in zip(tables, bases)])
     lens = np.concatenate([t.rec_len.astype(np.int64) for t in tables])
     # equal shares (so no tiny last chunk) of at most _CHUNK_RECORDS records and about _CHUNK_BYTES
     k = max(-(-total // _CHUNK_RECORDS), -(-int(lens.sum()) // _CHUNK_BYTES))
     bounds = [total * j // k for j in range(k + 1)]
     memo: dict[bytes, tuple[bool, int, int]] = {}  # attribute checks by record bytes (see _memo_check)
+    # Records repeat across the files of a rank set (a file's records carry their own ids): each
+    # distinct one is decoded once (see .dedupe), unless the batch is one file.
+    groups = group_records(arr, starts, lens) if len(tables) > 1 else None
+    distinct = _decode_distinct(arr, starts, lens, groups, bounds, memo) if groups is not None else None
+    if groups is not None and distinct is not None:  # each record's columns are its representative's
+        cols, shared = distinct.expand(groups.rep, starts - starts[groups.distinct][groups.rep])
+        cols.split(tables, first, bases)
+        return shared
+    cols = _Columns(total, len(arr))
     for lo, hi in zip(bounds, bounds[1:]):
         chunk = _Decoder(arr, starts[lo:hi], lens[lo:hi], memo)
         chunk.decode()
         cols.take(lo, chunk)
     cols.split(tables, first, bases)
+    return None
+
+
+def _decode_distinct(
+    arr: np.ndarray,
+    starts: np.ndarray,
+    lens: np.ndarray,
+    groups: Groups,
+    bounds: list[int],
+    memo: dict[bytes, tuple[bool, int, int]],
+) -> _Columns | None:
+    """The columns of the distinct records of a batch (see :mod:`.dedupe`), decoded in chunks as
+    :func:`_decode` decodes all of them; None where the decoding of all of them in ``bounds``
+    chunks would differ (so the caller decodes them all):
+
+    * a chunk whose dependency ids need uint64 makes its files' ids uint64, and which files that
+      is depends on the chunks;
+    * a chunk holding 1 to ``_SMALL`` attributes (in records not slow) leaves them to protobuf:
+      the records' held attributes are summed by each chunk of the batch as it lies.
+    """
+    d = groups.distinct
+    ds, dl = starts[d], lens[d]
+    cols = _Columns(len(d), len(arr))
+    held = np.zeros(len(d), dtype=np.int64)
+    k = max(-(-len(d) // _CHUNK_RECORDS), -(-int(dl.sum()) // _CHUNK_BYTES))
+    dbounds = [len(d) * j // k for j in range(k + 1)]
+    for lo, hi in zip(dbounds, dbounds[1:]):
+        chunk = _Decoder(arr, ds[lo:hi], dl[lo:hi], memo, held[lo:hi])
+        chunk.decode()
+        cols.take(lo, chunk)
+    if cols.wide[4] or cols.wide[5]:
+        return None
+    if schema.built():
+        per_chunk = np.add.reduceat(held[groups.rep], bounds[:-1])
+        if ((per_chunk > 0) & (per_chunk <= _SMALL)).any():
+            return None
+    return cols
 
 
 class _Columns:
@@ -651,6 +699,32 @@ class _Columns:
         node, tag, code = chunk.known
         for column, values in zip(self.known, (node + lo, tag, code)):
             column.add(values.astype(column.out.dtype))  # positions, indices and name codes fit
+
+    def expand(self, rep: np.ndarray, shift: np.ndarray) -> tuple[_Columns, _SharedEntries]:
+        """The columns of records that are each a copy of one of these (the distinct records of a
+        batch): record ``i`` is record ``rep[i]`` of these, ``shift[i]`` bytes further in the
+        batch's array (positions move with it, values are the same); and these records' well-known
+        attribute entries with, for each entry of the copies, the one it copies."""
+        n = len(rep)
+        out = _Columns(0, 0)
+        out.ids, out.types, out.dur, out.start = self.ids[rep], self.types[rep], self.dur[rep], self.start[rep]
+        out.name_len, out.slow = self.name_len[rep], self.slow[rep]
+        out.name_start = (self.name_start[rep] + shift).astype(self.name_start.dtype)
+        for f in (4, 5):
+            counts = self.counts[f]
+            out.counts[f] = counts[rep]
+            out.values[f] = _Column.of(self.values[f].result()[_range_indices(_ptr(counts)[rep], out.counts[f])])
+        node, tag, code = (column.result() for column in self.known)
+        per = np.bincount(node, minlength=len(self.ids))
+        c = per[rep]
+        idx = _range_indices((np.cumsum(per) - per)[rep], c)
+        index = np.int32 if n < 1 << 31 else np.int64
+        out.known = (
+            _Column.of(np.repeat(np.arange(n, dtype=index), c)),
+            _Column.of((tag[idx] + np.repeat(shift, c)).astype(tag.dtype)),
+            _Column.of(code[idx]),
+        )
+        return out, _SharedEntries(tag, _narrow(idx))  # held until the attributes are decoded: 2 bytes an entry, not 8
 
     def split(self, tables: list[_Table], first: list[int], bases: list[int]) -> None:
         """Give each file its records' columns, in the dtypes it would have had decoded alone: its
@@ -814,9 +888,17 @@ class _Decoder:
     """One bulk decode of a chunk of node records (see module docstring); indices are chunk-local."""
 
     def __init__(
-        self, arr: np.ndarray, rec_start: np.ndarray, rec_len: np.ndarray, memo: dict[bytes, tuple[bool, int, int]]
+        self,
+        arr: np.ndarray,
+        rec_start: np.ndarray,
+        rec_len: np.ndarray,
+        memo: dict[bytes, tuple[bool, int, int]],
+        held: np.ndarray | None = None,
     ):
-        self.arr, self.memo = arr, memo
+        """``held`` (a chunk of distinct records, see :func:`_decode_distinct`): the attributes each
+        record holds into the attribute check are added into it, and the check's few-attributes
+        rule is left to the caller, which applies it to the chunks of the records as they lie."""
+        self.arr, self.memo, self.held = arr, memo, held
         self.rec_start, self.rec_len = rec_start, rec_len
         n = len(rec_start)
         self.n = n
@@ -1035,8 +1117,10 @@ class _Decoder:
         self.attr_node, self.attr_s, self.attr_l = [], [], []
         keep = ~self.slow[node]
         node, s, end = node[keep], s[keep], end[keep]
-        held = len(node) + (tails.count_unless(self.slow) if tails is not None else 0)
-        if held <= _SMALL and schema.built():  # see _decode(): a few decode faster one record at a time
+        held = len(node) + (tails.count_unless(self.slow, self.held) if tails is not None else 0)
+        if self.held is not None:
+            self.held += np.bincount(node, minlength=self.n)
+        elif held <= _SMALL and schema.built():  # see _decode(): a few decode faster one record at a time
             self.slow[node] = True
             if tails is not None:
                 tails.mark_all(self.slow)
@@ -1166,11 +1250,16 @@ class _Tails:
     off: np.ndarray  # each entry's value tag position less its tail's start
     code: np.ndarray
 
-    def count_unless(self, slow: np.ndarray) -> int:
+    def count_unless(self, slow: np.ndarray, per_record: np.ndarray | None = None) -> int:
         """Mark the records of failed walks ``slow`` (in place), then count the attributes of the
-        records not ``slow`` (the count the attribute way compares with ``_SMALL``)."""
+        records not ``slow`` (the count the attribute way compares with ``_SMALL``), also added
+        into ``per_record`` by record when given."""
         slow[self.rec[self.failed[self.group]]] = True
-        return int(self.counts[self.group[~slow[self.rec]]].sum())
+        live = np.flatnonzero(~slow[self.rec])
+        counts = self.counts[self.group[live]]
+        if per_record is not None:
+            per_record[self.rec[live]] += counts
+        return int(counts.sum())
 
     def mark_all(self, slow: np.ndarray) -> None:
         slow[self.rec] = True
@@ -1236,6 +1325,13 @@ class _Column:
     def __init__(self, capacity: int, dtype: type[np.integer]):
         self.out = np.empty(max(capacity, 16), dtype=dtype)
         self.at = 0
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> _Column:
+        """A column already filled with ``values``."""
+        column = cls(0, values.dtype.type)
+        column.out, column.at = values, len(values)
+        return column
 
     def add(self, values: np.ndarray) -> None:
         end = self.at + len(values)
@@ -1872,14 +1968,17 @@ class _AttrBatch:
     once per group of files. Graphs are held weakly: a batch keeps no graph alive.
     """
 
-    def __init__(self, graphs: list[TraceGraph], arr: np.ndarray, offsets: list[int]):
+    def __init__(self, graphs: list[TraceGraph], arr: np.ndarray, offsets: list[int], shared: _SharedEntries | None):
         self.refs = [weakref.ref(g) for g in graphs]
-        self.arr, self.offsets = arr, offsets
+        self.arr, self.offsets, self.shared = arr, offsets, shared
+        self.entry_at = np.cumsum([0] + [len(g.attr_parts.node) for g in graphs]).tolist()  # each graph's first entry
 
     @classmethod
-    def attach(cls, graphs: list[TraceGraph], arr: np.ndarray, offsets: list[int]) -> None:
+    def attach(
+        cls, graphs: list[TraceGraph], arr: np.ndarray, offsets: list[int], shared: _SharedEntries | None = None
+    ) -> None:
         if len(graphs) > 1:
-            batch = cls(graphs, arr, offsets)
+            batch = cls(graphs, arr, offsets, shared)
             for g in graphs:
                 g._attr_batch = batch
 
@@ -1887,18 +1986,45 @@ class _AttrBatch:
         """Decode every live graph of the batch not yet decoded, in groups of about
         ``_ATTR_DECODE_GROUP`` attributes (bounding the temporaries)."""
         group: list[tuple[TraceGraph, int]] = []
+        sources: list[np.ndarray] = []  # with shared entries: which one each of the group's entries is
         held = 0
-        for ref, offset in zip(self.refs, self.offsets):
+        for ref, offset, entry in zip(self.refs, self.offsets, self.entry_at):
             g = ref()
             if g is None or g._attrs is not None or g._attr_batch is not self:
                 continue
             if group and held + len(g.attr_parts.node) > _ATTR_DECODE_GROUP:
-                _decode_group(group, self.arr)
-                group, held = [], 0
+                self._decode(group, sources)
+                group, sources, held = [], [], 0
             group.append((g, offset))
+            if self.shared is not None:
+                sources.append(self.shared.source[entry : entry + len(g.attr_parts.node)])
             held += len(g.attr_parts.node)
         if group:
+            self._decode(group, sources)
+
+    def _decode(self, group: list[tuple[TraceGraph, int]], sources: list[np.ndarray]) -> None:
+        if self.shared is None:
             _decode_group(group, self.arr)
+        else:
+            _decode_group(group, self.arr, (*self.shared.values(self.arr), np.concatenate(sources)))
+
+
+@dataclass
+class _SharedEntries:
+    """The well-known attribute entries of a batch's distinct records (see ``.dedupe``): their
+    value tags' positions and, for each entry of the batch's files, the one it is a copy of. The
+    values are decoded once, on first use: a rank set's ~3 M entries are ~90 k distinct ones."""
+
+    tag: np.ndarray
+    source: np.ndarray
+    decoded: tuple[_AttrParts, np.ndarray] | None = None
+
+    def values(self, arr: np.ndarray) -> tuple[_AttrParts, np.ndarray]:
+        """The entries' decoded parts and integer values (:func:`_int_value`)."""
+        if self.decoded is None:
+            parts = _AttrParts.at_value_tags(arr, self.tag.astype(np.int64))
+            self.decoded = parts, _int_value(parts.kind, parts.raw)
+        return self.decoded
 
 
 _ATTR_DECODE_GROUP = 1 << 16  # attributes decoded at a time: ~100 bytes of temporaries each
@@ -1911,7 +2037,11 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
     return g._attrs
 
 
-def _decode_group(group: list[tuple[TraceGraph, int]], arr: np.ndarray) -> None:
+def _decode_group(
+    group: list[tuple[TraceGraph, int]],
+    arr: np.ndarray,
+    shared: tuple[_AttrParts, np.ndarray, np.ndarray] | None = None,
+) -> None:
     """Keep the well-known attributes (decoded and checked at load time) of each ``(graph, offset
     of its bytes in arr)`` as columns, set as the graph's ``_attrs``.
 
@@ -1920,22 +2050,35 @@ def _decode_group(group: list[tuple[TraceGraph, int]], arr: np.ndarray) -> None:
     column would be all zero get a :func:`_zeros` view; ``pg_name`` strings and ``involved_dim``
     lists are made once per distinct value. Records the load flagged as unusual (``slow``) are
     read through the protobuf runtime instead (their files' columns are then all dense, as that
-    loop writes them).
+    loop writes them). With ``shared`` (decoded parts and values of distinct entries, and which
+    one each of the group's entries copies), values are gathered rather than decoded: a copy's
+    value and its bytes are its original's, only its position differs (and no reader of the parts
+    uses that but to read those bytes).
     """
     graphs = [g for g, _ in group]
     sizes = np.array([len(g) for g in graphs], dtype=np.int64)
     node_base = np.cumsum(sizes) - sizes
     counts = [len(g.attr_parts.node) for g in graphs]
     node = np.concatenate([g.attr_parts.node.astype(np.intp) + int(b) for g, b in zip(graphs, node_base)])
-    tag = np.concatenate([g.rec_start[g.attr_parts.node].astype(np.int64) + g.attr_parts.tag + off for g, off in group])
+    # each entry's value: where its tag is, or (shared) which decoded distinct entry it copies
+    where = (
+        np.concatenate([g.rec_start[g.attr_parts.node].astype(np.int64) + g.attr_parts.tag + off for g, off in group])
+        if shared is None
+        else shared[2]
+    )
     code = np.concatenate([g.attr_parts.code for g in graphs])
     file_of = np.repeat(np.arange(len(graphs)), counts)
     dense = np.array([bool(g.slow.any()) for g in graphs])
     if dense.any():  # records turned slow after their attributes were checked
         use = np.flatnonzero(~np.concatenate([g.slow for g in graphs])[node])
-        node, tag, code, file_of = node[use], tag[use], code[use], file_of[use]
-    parts = _AttrParts.at_value_tags(arr, tag)
-    kind8, values = parts.kind.astype(np.uint8), _int_value(parts.kind, parts.raw)
+        node, where, code, file_of = node[use], where[use], code[use], file_of[use]
+    src: np.ndarray | None = None  # the row of parts of each entry (None: the entry's own)
+    if shared is None:
+        parts = _AttrParts.at_value_tags(arr, where)
+        kind8, values = parts.kind.astype(np.uint8), _int_value(parts.kind, parts.raw)
+    else:
+        parts, src = shared[0], where
+        kind8, values = parts.kind.astype(np.uint8)[src], shared[1][src]
     order = np.argsort(code, kind="stable")  # by name, each name's entries in file order
     bounds = np.searchsorted(code[order], np.arange(len(_KNOWN) + 1)).tolist()
     cols = [_AttrColumns({}, {}, _NO_NAMES, {}) for _ in graphs]
@@ -1956,7 +2099,7 @@ def _decode_group(group: list[tuple[TraceGraph, int]], arr: np.ndarray) -> None:
             for col, value in zip(cols, layout.columns(np.int64, at, f, values[sel])):
                 col.value[name] = value
         elif len(sel):
-            for i, found in _strings(arr, parts, sel, at, f, node_base, name):
+            for i, found in _strings(arr, parts, sel if src is None else src[sel], at, f, node_base, name):
                 if name == "pg_name":
                     cols[i].pg_name = found
                 else:
@@ -2038,15 +2181,21 @@ def _slow_record(g: TraceGraph, cols: _AttrColumns, names: dict[int, str], i: in
 
 
 def _strings(
-    arr: np.ndarray, parts: _AttrParts, sel: np.ndarray, at: np.ndarray, f: np.ndarray, node_base: np.ndarray, name: str
+    arr: np.ndarray,
+    parts: _AttrParts,
+    rows: np.ndarray,
+    at: np.ndarray,
+    f: np.ndarray,
+    node_base: np.ndarray,
+    name: str,
 ) -> Iterable[tuple[int, Any]]:
     """``(file, {record: value})`` of ``pg_name`` (``string_val``, as :class:`PgNames`) or
-    ``involved_dim`` (``bool_list``) from the entries ``sel`` of that name (group records ``at`` of
-    files ``f``, in file order), for the files that have any: a record's last entry decides, and one
-    of another kind leaves it out."""
+    ``involved_dim`` (``bool_list``) from the entries of that name (group records ``at`` of files
+    ``f``, in file order; ``rows``: their rows of ``parts``), for the files that have any: a
+    record's last entry decides, and one of another kind leaves it out."""
     wanted = 29 if name == "pg_name" else 28
     convert: Callable[[bytes], Any] = _bool_list if name == "involved_dim" else _ascii_str
-    ss, sl, kind = parts.span_s[sel], parts.span_l[sel], parts.kind[sel]
+    ss, sl, kind = parts.span_s[rows], parts.span_l[rows], parts.kind[rows]
     local = at - node_base[f]
     if len(at) >= 2 and not bool((at[1:] > at[:-1]).all()):  # a repeated attribute: in file order, last wins
         for i in np.unique(f).tolist():
