@@ -7,9 +7,10 @@ most node records byte for byte (ids, names, sizes, dependencies); only the comm
 gathers every record's columns from it (see ``graph._decode``). A record's decoding depends on its
 own bytes alone, so a record and its representative decode alike wherever they lie.
 
-Records are grouped by a hash of a few sampled words (cheap: five gathers a record), then every
-record is compared with its group's representative over all its bytes; a record that differs (a
-hash collision, or records that differ only between the sampled words) is its own representative.
+Records are grouped by a hash of four sampled words (cheap: a gather each), then every record is
+compared with its group's leader over all its bytes; the records that differ (a hash collision, or
+records that differ only between the sampled words) are grouped again among themselves, for up to
+``_ROUNDS`` rounds, and those left over are their own representatives: a match is always exact.
 """
 
 from __future__ import annotations
