@@ -27,6 +27,7 @@ from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.rankset import analyze, twins
 from chakra_pipe.rankset.analysis import file_results
 from chakra_pipe.rankset.comm import CommSpecs, canonical_group, comm_specs
+from chakra_pipe.rankset.set_rules import _ranked
 
 
 def per_file(prefix: Path | str, full: bool, memo: bool, splits: int = 1):
@@ -250,3 +251,12 @@ def test_channels_with_negative_huge_or_absent_peers_are_read_as_int_attr_reads_
     a = analyze(TraceSet.load(write_set(tmp_path, ranks)))
     for v in a.ranks:
         assert_specs_are_the_definition(v, a.groups.members)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(group=st.lists(st.integers(min_value=-1, max_value=40), max_size=60))
+def test_group_labels_by_counting_are_np_uniques(group: list[int]):
+    """The sequences' group labels (``set_rules._ranked``) are ``np.unique``'s codes and inverse."""
+    codes, labels = _ranked(np.asarray(group, dtype=np.int32))
+    want_codes, want_labels = np.unique(np.asarray(group, dtype=np.int32), return_inverse=True)
+    assert codes.tolist() == want_codes.tolist() and labels.tolist() == want_labels.tolist()

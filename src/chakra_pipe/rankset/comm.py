@@ -289,12 +289,13 @@ def _channel(g: TraceGraph, rank: int, free: _RankFree) -> np.ndarray:
     at = free.p2p_rows
     rows = free.index[at]
     values = np.array([g.attr_value[name] for name in _PEER])[:, rows]
-    if (values < 0).any():  # a stored negative integer, which int_attr may saturate: read it as that does
+    if values.min() < 0:  # a stored negative integer, which int_attr may saturate: read it as that does
         values = np.array([g.int_attr(name, default)[rows] for name, default in zip(_PEER, (rank, rank, 0))])
-    else:
+        wide = not (-(2**31) <= values.min() and values.max() < 2**31)  # as _narrow decides for the whole
+    else:  # stored values and defaults are all >= 0
         stored = INT_KIND[np.array([g.attr_kind[name] for name in _PEER])[:, rows]]  # g.has_int's rows
         values = np.where(stored, values, np.array([[rank], [rank], [0]]))
-    wide = not (-(2**31) <= values.min() and values.max() < 2**31)  # as _narrow decides for the whole
+        wide = not values.max() < 2**31
     channel = free.channel.astype(np.int64) if wide else free.channel.copy()  # the template is int32
     channel[at] = values.T
     return channel
