@@ -22,10 +22,12 @@ from ranksets import RankSetSpec, rank_sets
 from test_rankset import coll, node, write_set
 
 from chakra_pipe.et import schema
+from chakra_pipe.et.attrs import make_attr
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.rankset import analyze, twins
 from chakra_pipe.rankset.analysis import file_results
-from chakra_pipe.rankset.comm import CommSpecs, comm_specs
+from chakra_pipe.rankset.comm import CommSpecs, canonical_group, comm_specs
+from chakra_pipe.rankset.set_rules import _ranked
 
 
 def per_file(prefix: Path | str, full: bool, memo: bool, splits: int = 1):
@@ -197,3 +199,64 @@ def test_a_ring_shares_its_spec_columns_but_each_rank_has_its_own_channels(tmp_p
     with pytest.raises(ValueError, match="read-only"):
         last.nbytes[0] = 1
     assert [s.channel for s in (first[0], first[1], last[0], last[1])] == [(0, 1, 5), (3, 0, 5), (3, 0, 5), (2, 3, 5)]
+
+
+def assert_specs_are_the_definition(v, members: dict[str, tuple[int, ...]]) -> None:
+    """A rank's spec columns read straight off its graph: a send or receive's channel is the
+    ``int_attr`` of ``comm_src`` / ``comm_dst`` (default: the rank) and ``comm_tag`` at its record,
+    a collective's ``(-1, -1, 0)`` and group number that of its ``pg_name`` (the world's where none);
+    int32 channels exactly when every value fits."""
+    g, specs = v.graph, v.specs
+    defaults = (("comm_src", v.rank), ("comm_dst", v.rank), ("comm_tag", 0))
+    peer = [g.int_attr(name, default) for name, default in defaults]
+    number = {name: k for k, name in enumerate(members)}
+    want_channel, want_group = [], []
+    for i, kind in zip(specs.index.tolist(), specs.kind.tolist()):
+        coll = kind == 0
+        want_channel.append((-1, -1, 0) if coll else tuple(int(c[i]) for c in peer))
+        want_group.append(number[canonical_group(g.pg_name.get(i, ""))] if coll else -1)
+    fits = all(-(2**31) <= x < 2**31 for row in want_channel for x in row)
+    assert specs.channel.dtype == (np.int32 if fits and want_channel else np.int64)
+    assert [tuple(row) for row in specs.channel.tolist()] == want_channel
+    assert specs.group.tolist() == want_group
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(spec=rank_sets())
+def test_comm_spec_channels_and_groups_are_read_off_each_ranks_records(spec: RankSetSpec):
+    with tempfile.TemporaryDirectory() as tmp:
+        a = analyze(TraceSet.load(spec.write(Path(tmp))))
+        for v in a.ranks:
+            assert_specs_are_the_definition(v, a.groups.members)
+
+
+@pytest.mark.parametrize(("peer", "kind"), [(-3, None), (2**40, "int64_val"), (2**63 + 5, "uint64_val"), (None, None)])
+def test_channels_with_negative_huge_or_absent_peers_are_read_as_int_attr_reads_them(peer, kind, tmp_path):
+    """The gathered channel path against the definition where a value is negative (``int_attr``
+    may saturate), does not fit int32 (the channels widen), or is absent (the rank)."""
+    world = 4
+    ranks = []
+    for r in range(world):
+        send = node(1, schema.COMM_SEND_NODE, comm_tag=5, comm_size=64)
+        if peer is not None:
+            send.attr.append(make_attr("comm_dst", peer, kind))
+        recv = node(2, schema.COMM_RECV_NODE, comm_src=(r - 1) % world, comm_tag=7, comm_size=64)
+        ranks.append([send, recv, coll(3, pg="0", data=[1, 2], size=4096)])
+    a = analyze(TraceSet.load(write_set(tmp_path, ranks)))
+    for v in a.ranks:
+        assert_specs_are_the_definition(v, a.groups.members)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(group=st.lists(st.integers(min_value=-1, max_value=40), max_size=60))
+def test_group_labels_by_counting_are_np_uniques(group: list[int]):
+    """The sequences' group labels (``set_rules._ranked``) are ``np.unique``'s codes and inverse."""
+    codes, labels = _ranked(np.asarray(group, dtype=np.int32))
+    want_codes, want_labels = np.unique(np.asarray(group, dtype=np.int32), return_inverse=True)
+    assert codes.tolist() == want_codes.tolist() and labels.tolist() == want_labels.tolist()

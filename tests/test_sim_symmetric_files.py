@@ -318,3 +318,33 @@ def test_the_analysis_keeps_equal_columns_of_consecutive_ranks_once_and_read_onl
         for a in INT_ATTRS:
             assert np.array_equal(g.attr_value[a], f.attr_value[a]) and np.array_equal(g.attr_kind[a], f.attr_kind[a])
         assert g.pg_name == f.pg_name and g.involved_dim == f.involved_dim
+
+
+def test_a_rank_whose_pg_name_sits_on_other_records_is_not_its_representatives_translate(tmp_path):
+    """The proof pairs group names by position when a rank's and its representative's pg_name
+    records are the same; one whose records differ (a collective's pg_name dropped) is refused by
+    name, and an unedited set is proven."""
+    from chakra_pipe.rankset import analyze
+    from chakra_pipe.sim.symmetric_files import find_symmetry, trace_problem
+
+    prefix = write_set(tmp_path, SETS["tp+dp+pp"])
+    hw = hardware((8,))
+
+    def proof() -> str | None:
+        ts = TraceSet.load(prefix)
+        table = analyze(ts).groups
+        sym, why = find_symmetry(table, len(ts.ranks), hw)
+        assert sym is not None, why
+        return trace_problem(ts, table, sym)[0]
+
+    assert proof() is None
+    dropped = {"done": False}
+
+    def drop_first_pg_name(n) -> None:
+        named = [a for a in n.attr if a.name == "pg_name"]
+        if named and not dropped["done"]:
+            n.attr.remove(named[0])
+            dropped["done"] = True
+
+    _edit(f"{prefix}.5.et", drop_first_pg_name)
+    assert proof() == "rank 5 differs from its representative 4: which nodes carry a pg_name"

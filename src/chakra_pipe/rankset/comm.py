@@ -17,6 +17,7 @@ from functools import cached_property
 import numpy as np
 
 from ..et import schema
+from ..et.attrs import INT_KINDS, KIND_NUMBER
 from ..et.graph import TraceGraph
 from ..et.traceset import WORLD_PG_NAMES
 from .twins import SameInputs
@@ -26,6 +27,10 @@ KINDS = (KIND_COLL, KIND_SEND, KIND_RECV)  # by the kind codes of CommSpecs.kind
 COLL, SEND, RECV = range(len(KINDS))  # the kind codes
 NO_GROUP = -2  # group code of a collective whose pg_name names no group (it gets no spec)
 WORLD = ""  # canonical name of the default group ("" and "0" both select it, §2.5)
+
+INT_NUMBERS = frozenset(KIND_NUMBER[k] for k in INT_KINDS)
+INT_KIND = np.zeros(256, dtype=bool)  # by oneof field number: one of the integer kinds (TraceGraph.has_int's)
+INT_KIND[list(INT_NUMBERS)] = True
 
 # Attributes a communication node needs, by node type (chakra-format.md §9 items 15 and 17).
 COMM_REQUIRED = {
@@ -147,50 +152,83 @@ def comm_specs(
     ``memo`` (one per analysis) shares the columns neither the rank nor its group names decide
     (:func:`_rank_free`) between ranks whose inputs are the very same objects.
     """
-    names = tuple(groups)
-    key, number = memo.get("group-numbers", (groups,)) if memo is not None else (None, None)
-    if number is None:
+    key, named = memo.get("group-numbers", (groups,)) if memo is not None else (None, None)
+    if named is None:
+        names = tuple(groups)
         number = {name: k for k, name in enumerate(names)}  # by pg_name: canonical_group's aliases too
         number.update(dict.fromkeys(WORLD_PG_NAMES, number.get(WORLD, NO_GROUP)))
+        named = (names, tuple(groups.values()), number)
         if memo is not None and key is not None:
-            memo.put(key, (groups,), number)
-    idx = np.asarray(usable, dtype=np.int32)
-    coll = g.types[idx] == schema.COMM_COLL_NODE
-    group = np.full(len(idx), -1, dtype=np.int32)
-    if coll.any():
-        group[coll] = _group_codes(g, number)[idx[coll]]
+            memo.put(key, (groups,), named)
+    names, members, number = named
+    records = _records(g, usable, memo)
+    group = np.full(len(records.idx), -1, dtype=np.int32)
+    if len(records.coll_records):
+        group[records.coll] = _group_codes(g, number, records.coll_records, memo)
     keep = group != NO_GROUP
     if keep.all():
-        free = _rank_free(g, usable, idx, memo)
+        free = _rank_free(g, usable, records.idx, memo)
     else:  # a collective naming no group: this rank's own columns
-        idx, group = idx[keep], group[keep]
-        free = _rank_free(g, usable, idx, None)
-    channel = free.channel if free.p2p_free else _channel(g, rank, free.index, free.kind)
-    return CommSpecs(
-        free.index,
-        free.kind,
-        free.comm_type,
-        free.nbytes,
-        group,
-        channel,
-        names,
-        tuple(groups.values()),
-        free.pos,
-    )
+        group = group[keep]
+        free = _rank_free(g, usable, records.idx[keep], None)
+    channel = free.channel if free.p2p_free else _channel(g, rank, free)
+    return CommSpecs(free.index, free.kind, free.comm_type, free.nbytes, group, channel, names, members, free.pos)
 
 
-def _group_codes(g: TraceGraph, number: dict[str, int]) -> np.ndarray:
-    """Group number of each record's ``pg_name`` (the world group's where it has none): one lookup
-    per distinct name, not two dict lookups per record (a file has a few names on hundreds of
-    collectives; 418k lookups were a third of this module's time at 1,024 ranks)."""
-    codes = np.full(len(g), number.get("", NO_GROUP), dtype=np.int32)
+@dataclass(frozen=True)
+class _Records:
+    """The records a rank's specs are built over (``usable``) and which of them are collectives."""
+
+    idx: np.ndarray  # usable, as an array
+    coll: np.ndarray  # mask over idx: a collective
+    coll_records: np.ndarray  # idx[coll]
+
+
+def _records(g: TraceGraph, usable: list[int], memo: SameInputs | None) -> _Records:
+    """:class:`_Records` of ``usable``, once per distinct (types, ``usable``) of the analysis: the
+    ranks of a pipeline stage share both (the very objects, as :func:`_rank_free`'s inputs), and the
+    list-to-array conversion and masks were a fifth of :func:`comm_specs`' time at 1,024 ranks."""
+    inputs = (g.types, usable)
+    key, hit = memo.get("comm-records", inputs) if memo is not None else (None, None)
+    if hit is not None:
+        return hit
+    idx = np.asarray(usable, dtype=np.int32)
+    coll = g.types[idx] == schema.COMM_COLL_NODE
+    records = _Records(idx, coll, idx[coll])
+    for a in (idx, coll, records.coll_records):
+        a.flags.writeable = False  # shared by every rank with these inputs
+    if memo is not None and key is not None:
+        memo.put(key, inputs, records)
+    return records
+
+
+def _group_codes(g: TraceGraph, number: dict[str, int], coll: np.ndarray, memo: SameInputs | None) -> np.ndarray:
+    """Group number of the ``pg_name`` of each record ``coll`` (the world group's where it has none):
+    one lookup per distinct name, not two dict lookups per record (a file has a few names on
+    hundreds of collectives; 418k lookups were a third of this module's time at 1,024 ranks).
+
+    Where each record's name sits among the graph's names (``sel``; one past them: none) depends on
+    which records carry one, in which order, which the ranks of a pipeline stage share (their names
+    differ): ``memo`` keeps it per ``coll`` array with those records, reused when they are equal."""
+    world = number.get("", NO_GROUP)
     pg = g.pg_name
-    if pg:
-        values = list(pg.values())
-        code = {name: number.get(name, NO_GROUP) for name in set(values)}
-        at = np.fromiter(pg.keys(), dtype=np.int64, count=len(pg))
-        codes[at] = np.fromiter(map(code.__getitem__, values), dtype=np.int32, count=len(values))
-    return codes
+    if not pg:
+        return np.full(len(coll), world, dtype=np.int32)
+    carriers = list(pg.keys())
+    key, hit = memo.get("pg-positions", (coll,)) if memo is not None else (None, None)
+    if hit is not None and hit[0] == carriers:
+        sel = hit[1]
+    else:
+        at = np.full(len(g), len(carriers), dtype=np.int64)
+        at[np.asarray(carriers, dtype=np.int64)] = np.arange(len(carriers))
+        sel = at[coll]
+        if memo is not None and key is not None:
+            memo.put(key, (coll,), (carriers, sel))
+    code = {name: number.get(name, NO_GROUP) for name in set(pg.values())}
+    codes = np.empty(len(carriers) + 1, dtype=np.int32)
+    codes[:-1] = np.fromiter(map(code.__getitem__, pg.values()), dtype=np.int32, count=len(carriers))
+    codes[-1] = world
+    return codes[sel]
 
 
 @dataclass(frozen=True)
@@ -203,7 +241,8 @@ class _RankFree:
     nbytes: np.ndarray
     pos: np.ndarray
     p2p_free: bool  # every spec a collective: then the channels too are the same on every rank
-    channel: np.ndarray  # (-1, -1, 0) per spec when p2p_free (else unused: the rank's own are built)
+    channel: np.ndarray  # (-1, -1, 0) per spec: every rank's channels when p2p_free, else their template
+    p2p_rows: np.ndarray  # rows of the sends and receives, whose channels each rank fills with its own
 
 
 def _rank_free(g: TraceGraph, usable: list[int], idx: np.ndarray, memo: SameInputs | None) -> _RankFree:
@@ -231,35 +270,38 @@ def _rank_free(g: TraceGraph, usable: list[int], idx: np.ndarray, memo: SameInpu
     comm_type = np.where(kind == COLL, g.int_attr("comm_type", -1)[idx], -1).astype(np.int8)
     pos = np.full(len(g), -1, dtype=np.int32)  # record -> row (-1: no spec)
     pos[idx] = np.arange(len(idx))
-    channel = _channel(g, 0, idx, kind) if (kind == COLL).all() else np.zeros((0, 3), dtype=np.int32)
-    free = _RankFree(idx, kind, comm_type, nbytes, pos, bool((kind == COLL).all()), channel)
-    for a in (idx, kind, comm_type, nbytes, pos, channel):
+    channel = np.empty((len(idx), 3), dtype=np.int64)
+    channel[:] = (-1, -1, 0)
+    p2p_rows = np.flatnonzero(kind != COLL)
+    free = _RankFree(idx, kind, comm_type, nbytes, pos, not len(p2p_rows), _narrow(channel), p2p_rows)
+    for a in (idx, kind, comm_type, nbytes, pos, free.channel, p2p_rows):
         a.flags.writeable = False  # shared by every rank with these inputs
     if memo is not None and key is not None:
         memo.put(key, inputs, free)
     return free
 
 
-def _channel(g: TraceGraph, rank: int, idx: np.ndarray, kind: np.ndarray) -> np.ndarray:
-    """``(src, dst, tag)`` per spec; ``(-1, -1, 0)`` for collectives."""
-    channel = np.empty((len(idx), 3), dtype=np.int64)
-    channel[:] = (-1, -1, 0)
-    p2p = np.flatnonzero(kind != COLL)
-    if len(p2p):
-        rows = idx[p2p]
-        for k, (name, default) in enumerate((("comm_src", rank), ("comm_dst", rank), ("comm_tag", 0))):
-            channel[p2p, k] = _ints_at(g, name, default, rows)
-    return _narrow(channel)
+def _channel(g: TraceGraph, rank: int, free: _RankFree) -> np.ndarray:
+    """``(src, dst, tag)`` per spec: the shared ``(-1, -1, 0)`` of the collectives, and the rank's own
+    at its sends and receives (the three attributes gathered at those rows together: a send or
+    receive is a few records of a rank, and a dozen numpy calls per attribute and rank were most of
+    :func:`comm_specs`' time at 1,024 ranks)."""
+    at = free.p2p_rows
+    rows = free.index[at]
+    values = np.array([g.attr_value[name] for name in _PEER])[:, rows]
+    if values.min() < 0:  # a stored negative integer, which int_attr may saturate: read it as that does
+        values = np.array([g.int_attr(name, default)[rows] for name, default in zip(_PEER, (rank, rank, 0))])
+        wide = not (-(2**31) <= values.min() and values.max() < 2**31)  # as _narrow decides for the whole
+    else:  # stored values and defaults are all >= 0
+        stored = INT_KIND[np.array([g.attr_kind[name] for name in _PEER])[:, rows]]  # g.has_int's rows
+        values = np.where(stored, values, np.array([[rank], [rank], [0]]))
+        wide = not values.max() < 2**31
+    channel = free.channel.astype(np.int64) if wide else free.channel.copy()  # the template is int32
+    channel[at] = values.T
+    return channel
 
 
-def _ints_at(g: TraceGraph, name: str, default: int, rows: np.ndarray) -> np.ndarray:
-    """``g.int_attr(name, default)[rows]``, from the rows alone unless one holds a negative stored
-    integer (which ``int_attr`` may saturate): a send or receive is a few records of a rank, and
-    three full ``int_attr`` columns per rank were most of the channels' time."""
-    values = g.attr_value[name][rows]
-    if (values < 0).any():
-        return g.int_attr(name, default)[rows]
-    return np.where(g.has_int(name)[rows], values, default)
+_PEER = ("comm_src", "comm_dst", "comm_tag")  # the channel's columns
 
 
 def _narrow(channel: np.ndarray) -> np.ndarray:

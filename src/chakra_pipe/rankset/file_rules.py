@@ -17,14 +17,14 @@ import numpy as np
 
 from ..decompress import GZIP_MAGIC
 from ..et import schema
-from ..et.attrs import CANONICAL_KINDS, INT_KINDS, KIND_NUMBER, NUMBER_KIND
+from ..et.attrs import CANONICAL_KINDS, KIND_NUMBER, NUMBER_KIND
 from ..et.collectives import COLLECTIVES, REPLAYED, UNSUPPORTED
 from ..et.framing import parse_node
 from ..et.graph import TraceGraph
 from ..et.metadata import plain_node_inputs
 from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
-from .comm import COMM_REQUIRED
+from .comm import COMM_REQUIRED, INT_KIND, INT_NUMBERS
 from .graphalgo import Parents, find_cycle, issue_order, parents_of
 from .groups import SHOW_IDS, id_list
 from .problems import ERROR, WARNING, Finding
@@ -33,9 +33,6 @@ from .twins import SameArrays, SameInputs, has_p2p
 
 R = TypeVar("R")
 
-_INT_NUMBERS = frozenset(KIND_NUMBER[k] for k in INT_KINDS)
-_INT_KIND = np.zeros(256, dtype=bool)  # by oneof field number: one of the integer kinds
-_INT_KIND[list(_INT_NUMBERS)] = True
 # Collectives ASTRA-sim accepts but does not simulate (chakra-format.md §9 item 16).
 _REPLAYED = {c.comm_type for c in COLLECTIVES if c.astra_sim == REPLAYED}
 _UNSUPPORTED = {c.comm_type for c in COLLECTIVES if c.astra_sim == UNSUPPORTED}
@@ -63,7 +60,7 @@ _PRESENT = np.arange(256) != 0  # by oneof field number: 0 is an absent attribut
 _COMM_BAD_KIND = {
     name: np.array(
         [
-            ~_INT_KIND & ((name in COMM_REQUIRED.get(t, ())) | ((name in _COMM_CHECKED.get(t, ())) & _PRESENT))
+            ~INT_KIND & ((name in COMM_REQUIRED.get(t, ())) | ((name in _COMM_CHECKED.get(t, ())) & _PRESENT))
             for t in range(max(COMM_REQUIRED) + 1)
         ]
     )
@@ -145,6 +142,12 @@ class FileChecker:
             self._type_masks[key] = mask
         return mask
 
+    def records_of(self, node_type: int) -> np.ndarray:
+        """Indices of the records of type ``node_type``, kept per types array (the ranks of a pipeline
+        stage share theirs): the rules that read a few records' columns gather them by index."""
+        g = self.g
+        return self.memoised("records-of", (g.types,), node_type, lambda: _frozen(np.flatnonzero(g.types == node_type)))
+
     def _type_mask(self, types: tuple[int, ...]) -> np.ndarray:
         mask = np.zeros(len(self.g), dtype=bool)
         for t in types:
@@ -201,8 +204,8 @@ class FileChecker:
         g = self.g
         ids, types = g.ids, g.types
         # METADATA records are read raw: their bytes are the parameters of the rules that read them
-        meta = np.flatnonzero(self.types_in((schema.METADATA_NODE,))).tolist()
-        starts, lengths = g.rec_start[meta].tolist(), g.rec_len[meta].tolist()
+        at = self.records_of(schema.METADATA_NODE)
+        meta, starts, lengths = at.tolist(), g.rec_start[at].tolist(), g.rec_len[at].tolist()
         records = tuple((i, bytes(g.buf[s : s + n])) for i, s, n in zip(meta, starts, lengths))
         if full:
             self.decode_strictly()
@@ -255,19 +258,21 @@ class FileChecker:
         rank = self.rank
         if rank is None or not self.memoised("p2p", (g.types,), (), lambda: has_p2p(g)):
             return inputs, (None, self.dataset_splits)
-        sends = self.types_in((schema.COMM_SEND_NODE,))
-        recvs = self.types_in((schema.COMM_RECV_NODE,))
-        if self._all_rank("comm_src", sends, rank) and self._all_rank("comm_dst", recvs, rank):
+        sends_own, recvs_own = ("comm_src", schema.COMM_SEND_NODE), ("comm_dst", schema.COMM_RECV_NODE)
+        if self._all_rank(*sends_own, rank) and self._all_rank(*recvs_own, rank):
             return inputs, (None, self.dataset_splits)
         return (*inputs, value["comm_src"], value["comm_dst"]), (rank, self.dataset_splits)
 
-    def _all_rank(self, name: str, where: np.ndarray, rank: int) -> bool:
-        """``(self.int_attr(name)[where] == rank).all()`` from the records at ``where`` alone: a
+    def _all_rank(self, name: str, node_type: int, rank: int) -> bool:
+        """``(self.int_attr(name)[records of node_type] == rank).all()`` from those records alone: a
         negative or saturated value is never a rank, so the stored integer (0 where there is none)
         decides. Why: the peer columns differ on every rank, so ``int_attr``'s full-column result
-        was computed afresh twice a rank (a tenth of the per-file rules' time at 1,024 ranks)."""
+        was computed afresh twice a rank (a tenth of the per-file rules' time at 1,024 ranks); the
+        records are a few of a rank, gathered by index (kept per types array), not masked out of
+        full columns."""
         g = self.g
-        return bool((np.where(g.has_int(name)[where], g.attr_value[name][where], 0) == rank).all())
+        at = self.records_of(node_type)
+        return bool((np.where(INT_KIND[g.attr_kind[name][at]], g.attr_value[name][at], 0) == rank).all())
 
     def _comm_ok(self) -> list[int]:
         self.check_comm_nodes()
@@ -581,9 +586,9 @@ class FileChecker:
                 if k == 0:
                     if name in COMM_REQUIRED[t]:
                         problems.append(f"{name} missing")
-                elif k not in _INT_NUMBERS:
+                elif k not in INT_NUMBERS:
                     problems.append(f"{name} is {NUMBER_KIND[k]}, not an integer")
-            ok = lambda name: int(kinds[name][i]) in _INT_NUMBERS  # noqa: E731, B023 -- called at once, in this iteration
+            ok = lambda name: int(kinds[name][i]) in INT_NUMBERS  # noqa: E731, B023 -- called at once, in this iteration
             if t == schema.COMM_COLL_NODE and ok("comm_type") and not 0 <= values["comm_type"][i] <= 9:
                 problems.append(f"comm_type {values['comm_type'][i]} is outside CollectiveCommType 0..9")
             if ok("comm_size") and values["comm_size"][i] < 0:

@@ -84,7 +84,7 @@ class RankView:
         if self.shared is None:
             codes, by_label = None, self._by_group(specs.group)
         else:  # a pipeline stage's ranks: the same issue order, spec columns and group pattern
-            codes, labels = np.unique(specs.group, return_inverse=True)  # groups' order kept
+            codes, labels = _ranked(specs.group)
             inputs = (order, specs.pos, specs.kind, specs.comm_type, specs.nbytes)
             key, by_label = self.shared.get("sequences", inputs, labels.astype(np.int32).tobytes())
             if by_label is None:
@@ -117,6 +117,20 @@ class RankView:
 
     def nbytes(self, i: int) -> int:
         return int(self.specs.nbytes[self.specs.pos[i]])
+
+
+def _ranked(group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(group, return_inverse=True)`` of group codes (-1: a send or receive, else a group
+    number): the distinct codes ascending, and each row's rank among them (the groups' order kept).
+    By marking the codes present in a table as long as the largest code, as the codes are small:
+    the sort of ``np.unique`` was most of a rank's sequences."""
+    shifted = group + 1
+    present = np.zeros(int(shifted.max(initial=0)) + 1, dtype=bool)
+    present[shifted] = True
+    codes = np.flatnonzero(present)
+    label = np.zeros(len(present), dtype=np.intp)
+    label[codes] = np.arange(len(codes))
+    return codes - 1, label[shifted]
 
 
 def _label(name: str) -> str:

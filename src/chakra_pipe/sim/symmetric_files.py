@@ -100,9 +100,10 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return a is b or (a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes())
 
 
-def _column_problem(gx: Any, gr: Any) -> str | None:
+def _column_problem(gx: Any, gr: Any, same_carriers: bool) -> str | None:
     """Which column the simulator reads differs between a rank and its representative (peers and
-    group names aside: they are compared mapped, over all ranks at once)."""
+    group names aside: they are compared mapped, over all ranks at once). ``same_carriers``: the
+    same records carry a ``pg_name`` in both, in the same order (then no set comparison)."""
     if len(gx) != len(gr):
         return f"{len(gx)} nodes vs {len(gr)}"
     for col in COLUMNS:
@@ -116,15 +117,15 @@ def _column_problem(gx: Any, gr: Any) -> str | None:
             return f"attribute {a}"
     if gx.involved_dim != gr.involved_dim:
         return "involved_dim"
-    if gx.pg_name.keys() != gr.pg_name.keys():
+    if not same_carriers and gx.pg_name.keys() != gr.pg_name.keys():
         return "which nodes carry a pg_name"
     return None
 
 
-def _name_pairs(x: int, r: int, gx: Any, gr: Any, table: GroupTable) -> set[tuple[str, str]] | str:
+def _name_pairs(x: int, r: int, gx: Any, gr: Any, table: GroupTable, same_carriers: bool) -> set[tuple[str, str]] | str:
     """(rank ``x``'s group name, its representative's) at every ``pg_name`` and METADATA node."""
     px, pr = gx.pg_name, gr.pg_name
-    if list(px) == list(pr):  # the same records in the same order (the load's): pair the values directly
+    if same_carriers:  # the same records in the same order (the load's): pair the values directly
         pairs = set(zip(px.values(), pr.values()))
     else:
         pairs = {(px[i], pr[i]) for i in px}
@@ -162,8 +163,10 @@ def _images_problem(sym: RankSymmetry, mapped: list[tuple[int, str, str]], table
         bad = next(p for p, k in zip(known, sizes.tolist()) if len(table.members[p[2]]) != k)
         return f"rank {bad[0]}: group {bad[1]!r} and {bad[2]!r} differ in size"
     xs = np.repeat(np.asarray([x for x, _, _ in known], dtype=np.int64), sizes)
-    members = np.concatenate([np.asarray(table.members[n], dtype=np.int64) for _, n, _ in known])
-    expected = np.concatenate([np.asarray(table.members[rn], dtype=np.int64) for _, _, rn in known])
+    # each group's members as an array once: a group is in thousands of (rank, group) pairs
+    arrays = {n: np.asarray(m, dtype=np.int64) for n, m in table.members.items()}
+    members = np.concatenate([arrays[n] for _, n, _ in known])
+    expected = np.concatenate([arrays[rn] for _, _, rn in known])
     segment = np.repeat(np.arange(len(known)), sizes)
     image = sym.translate(xs, members)
     image = image[np.lexsort((image, segment))]  # each group's image in ascending order, as listed
@@ -229,12 +232,14 @@ def trace_problem(trace_set: Any, table: GroupTable, sym: RankSymmetry) -> tuple
     inverse: list[dict[str, str]] = []
     mapped: list[tuple[int, str, str]] = []
     others = [x for x, r in enumerate(rep) if x != r]
+    carriers = {r: list(ranks[r].pg_name) for r in set(rep)}  # per representative: its many ranks compare to it
     for x, r in enumerate(rep):
         if x == r:
             inverse.append({})
             continue
-        why = _column_problem(ranks[x], ranks[r])
-        pairs = why or _name_pairs(x, r, ranks[x], ranks[r], table)
+        same_carriers = list(ranks[x].pg_name) == carriers[r]
+        why = _column_problem(ranks[x], ranks[r], same_carriers)
+        pairs = why or _name_pairs(x, r, ranks[x], ranks[r], table, same_carriers)
         if isinstance(pairs, str):
             return f"rank {x} differs from its representative {r}: {pairs}", inverse
         inv, why = _one_to_one(pairs, table)
