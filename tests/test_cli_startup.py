@@ -57,6 +57,7 @@ NOT_FOR_SIMULATE = (
     "gzip",  # only for a compressed input or output
     "chakra_pipe.atomic",  # a plain simulate writes no file
     "numpy.typing",  # annotations only
+    "numpy.ma",  # imported by the plain np.unique (np.isin's sort path) to check for masked arrays
     "google.protobuf",  # the loader walks the wire format itself; message classes only for odd records
     "chakra_pipe.sim.network.aware",  # the default backend is the unaware one
     "chakra_pipe.sim.system.deadlock",  # only a stuck run explains itself
@@ -130,6 +131,44 @@ def test_a_small_simulation_imports_only_what_it_runs(small_set):
     assert "numpy" in modules and blas == "1"
 
 
+@pytest.fixture(scope="module")
+def symmetric_set(tmp_path_factory) -> list[str]:
+    """A tp 4 x dp 8 rank set on a switch: a layout the symmetric engine proves and runs (as L3's and
+    L96's are), so the run imports ``sim.symmetric`` and the network module it builds on; 32 ranks, so
+    the ring pairs it checks are spread too wide for ``np.isin``'s table (its sort path loads numpy.ma)."""
+    tmp = tmp_path_factory.mktemp("symmetric")
+    prefix = str(tmp / "llm")
+    argv = ["generate", "llm", "--model", "llama3-8b", "--layers", "1", "--dp", "8", "--tp", "4", "--out", prefix]
+    assert cli.main(argv) == 0
+    (tmp / "sys.json").write_text(json.dumps(SYSTEM))
+    (tmp / "net.yml").write_text(NETWORK.replace("Ring", "Switch").replace("[ 4 ]", "[ 32 ]"))
+    return [
+        "simulate",
+        f"--workload-configuration={prefix}",
+        f"--system-configuration={tmp / 'sys.json'}",
+        f"--network-configuration={tmp / 'net.yml'}",
+    ]
+
+
+def test_a_symmetric_run_imports_only_what_it_runs(symmetric_set):
+    """The symmetric engine's start-up: its layout check needs no masked arrays, and its INFO lines,
+    which a command without -v drops, import no logging (together ~12 ms of L3's and L96's start-up)."""
+    rc, out, modules, _ = _probe(symmetric_set)
+    assert rc == 0 and out.count(" finished, ") == 32, out
+    assert "chakra_pipe.sim.symmetric" in modules  # the layout was proven and the symmetric engine ran
+    its_own = "chakra_pipe.sim.network.aware"  # the engine's quotient networks subclass it
+    loaded = [name for name in NOT_FOR_SIMULATE if name != its_own and _loaded(modules, name)]
+    assert not loaded, f"a symmetric run imported {loaded}"
+
+
+def test_a_symmetric_run_still_logs_with_verbose(symmetric_set):
+    """The messages a plain run drops without importing logging are there with -v (and only then)."""
+    for flags, shown in (([], False), (["-v"], True)):
+        argv = [sys.executable, "-m", "chakra_pipe", *flags, *symmetric_set]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
+        assert ("chakra-pipe: INFO: symmetric run: 1 of 32 ranks simulated" in done.stderr) == shown, done.stderr
+
+
 @pytest.mark.parametrize("algorithm", sorted(_ALGORITHMS))
 def test_each_algorithm_is_imported_by_the_run_that_uses_it(small_set, tmp_path, algorithm):
     """The lazy imports in ``Sys`` work in a fresh interpreter and load that algorithm alone."""
@@ -180,7 +219,9 @@ def test_the_plain_schema_tables_are_the_descriptors():
 def test_simulate_help_loads_neither_numpy_nor_other_verbs():
     rc, out, modules, _ = _probe(["simulate", "--help"])
     assert rc == 0 and "--network-configuration" in out
-    heavy = ("numpy", "pathlib")  # pathlib: only commands that use paths pay for it
+    # pathlib: only commands that use paths pay for it; dataclasses (with inspect, ast, dis): only
+    # the modules that define records, none of which registering the flags needs
+    heavy = ("numpy", "pathlib", "dataclasses", "inspect")
     loaded = [name for name in (*heavy, *NOT_FOR_SIMULATE) if _loaded(modules, name)]
     assert not loaded, f"simulate --help imported {loaded}"
 

@@ -96,3 +96,48 @@ def test_replay_shows_ranks_and_iterations_on_a_terminal(tmp_path):
     )
     drawn = _run_on_a_terminal("replay", prefix, "--iterations", "3", "--out", str(tmp_path / "r.json"))
     assert "replay: 0/2 ranks finished" in drawn
+
+
+def test_a_message_the_command_drops_imports_no_logging():
+    """Below the command's level a message is dropped before :mod:`logging` is imported; at or above
+    it (and with -v for INFO) it is printed as logging prints it."""
+    code = (
+        "import sys; from chakra_pipe import console\n"
+        "console.configure(int(sys.argv[1]), False)\n"
+        "log = console.logger('chakra_pipe.x')\n"
+        "log.info('path %s', 'taken'); log.debug('detail')\n"
+        "print('logging' in sys.modules)\n"
+        "log.warning('careful %d', 5)\n"
+    )
+    for verbosity, stderr, imported_by_info in (
+        (0, "chakra-pipe: WARNING: careful 5\n", "False"),
+        (1, "chakra-pipe: INFO: path taken\nchakra-pipe: WARNING: careful 5\n", "True"),
+        (2, "chakra-pipe: INFO: path taken\nchakra-pipe: DEBUG: detail\nchakra-pipe: WARNING: careful 5\n", "True"),
+    ):
+        done = subprocess.run([sys.executable, "-c", code, str(verbosity)], capture_output=True, text=True, check=True)
+        assert (done.stdout.strip(), done.stderr) == (imported_by_info, stderr)
+
+
+def test_logger_passes_through_to_logging_with_the_callers_line():
+    """With :mod:`logging` loaded (an embedding program, a test) every message goes to the real logger,
+    attributed to the line that logged it, not to the wrapper."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    target = logging.getLogger("chakra_pipe.test_console")
+    keep, level = Keep(), target.level
+    target.addHandler(keep)
+    target.setLevel(logging.DEBUG)
+    try:
+        log = console.logger("chakra_pipe.test_console")
+        log.debug("x %s", 1)
+        log.log(logging.INFO, "y")
+        assert log.isEnabledFor(logging.DEBUG)
+    finally:
+        target.removeHandler(keep)
+        target.setLevel(level)
+    here = "test_logger_passes_through_to_logging_with_the_callers_line"
+    assert [(r.getMessage(), r.levelname, r.funcName) for r in records] == [("x 1", "DEBUG", here), ("y", "INFO", here)]

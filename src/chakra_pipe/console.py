@@ -2,11 +2,12 @@
 
 Diagnostics go through stdlib :mod:`logging` (logger ``chakra_pipe.<module>``, obtained with
 :func:`logger`), shown from WARNING by default, from INFO with ``-v`` and DEBUG with ``-vv``, and only
-errors with ``-q``. :mod:`logging` itself is imported only by a run that can log: it costs ~10 ms of
-start-up, paid by every sweep point and Snakemake job otherwise (issue #15). Progress is a single
-self-overwriting line on stderr for the verbs that can run for minutes; it appears only when stderr is a
-terminal and ``-q`` was not given, so logs, pipes and Snakemake jobs never see it. A few lines of our own
-instead of tqdm or rich: the counters need no more, and the CLI keeps starting fast.
+errors with ``-q``. :mod:`logging` itself is imported only by a run that logs a message its level
+shows (:class:`Logger`): it costs ~4-10 ms of start-up, paid by every sweep point and Snakemake job
+otherwise (issue #15). Progress is a single self-overwriting line on stderr for the verbs that can run
+for minutes; it appears only when stderr is a terminal and ``-q`` was not given, so logs, pipes and
+Snakemake jobs never see it. A few lines of our own instead of tqdm or rich: the counters need no
+more, and the CLI keeps starting fast.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -33,14 +34,57 @@ def configure(verbosity: int, quiet: bool) -> None:
         _set_up_logging()
 
 
-def logger(name: str):
-    """``logging.getLogger(name)``, with the handler and level :func:`configure` chose in place when the
-    command line configured them (a program embedding the package keeps its own set-up)."""
+def logger(name: str) -> Logger:
+    """The logger ``name`` (``logging.getLogger(name)`` on first use), with the handler and level
+    :func:`configure` chose in place when the command line configured them (a program embedding the
+    package keeps its own set-up)."""
+    return Logger(name)
+
+
+def _logging_logger(name: str):
     import logging
 
     if _state["command"] and not _state["logging"]:
         _set_up_logging()
     return logging.getLogger(name)
+
+
+class Logger:
+    """A :class:`logging.Logger` that imports :mod:`logging` only for a message the command would show.
+
+    Why: the simulator reports at INFO which path it took (symmetric run, fast paths declined), and a
+    command without ``-v`` drops those; importing :mod:`logging` to drop them is ~4 ms of every such
+    run's start-up (issue #15). A message is dropped here only when the command line configured the
+    level and :mod:`logging` is not imported yet, so nothing (a test's ``caplog``, an embedding program)
+    can have changed a level since; otherwise it goes to the real logger, as does every other attribute.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        self._emit(level, msg, args, kwargs)
+
+    def debug(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._emit(10, msg, args, kwargs)  # logging.DEBUG
+
+    def info(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._emit(20, msg, args, kwargs)  # logging.INFO
+
+    def warning(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._emit(30, msg, args, kwargs)  # logging.WARNING
+
+    def error(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self._emit(40, msg, args, kwargs)  # logging.ERROR
+
+    def _emit(self, level: int, msg: object, args: tuple[object, ...], kwargs: dict[str, Any]) -> None:
+        if _state["command"] and level < _state["level"] and "logging" not in sys.modules:
+            return
+        kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 2  # the caller's line, not these two frames'
+        _logging_logger(self.name).log(level, msg, *args, **kwargs)
+
+    def __getattr__(self, attr: str) -> Any:  # isEnabledFor, handlers, exception, ...: the real logger's
+        return getattr(_logging_logger(self.name), attr)
 
 
 def _set_up_logging() -> None:
