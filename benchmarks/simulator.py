@@ -18,10 +18,10 @@ included, loading excluded), messages simulated, of them those a fast path evalu
 (``fast``) and those sent one by one (``one_by_one``), peak RSS of the process, the largest finish time,
 with ``--event`` whether the message-level path (``fast=False``) gives every rank the same finish
 time (run for cases up to ``--event-max`` ranks), whether an aware run met a link conflict and was
-redone message by message (``rerun``), whether the set's symmetry was proven and one representative
-per class simulated (``sym``: ``sim/symmetric_files.py``; ``messages`` then counts the representatives'),
-and CPU over ASTRA-sim's recorded wall where there is one
-(``vs_astra``).
+redone message by message (``rerun``: the full engine's run or the symmetric quotient's), whether
+the set's symmetry was proven and one representative per class simulated (``sym``:
+``sim/symmetric_files.py``; ``messages`` then counts the representatives'), and CPU over
+ASTRA-sim's recorded wall where there is one (``vs_astra``).
 ASTRA-sim's recorded figures on the same 2-core machine: 64-rank llama3-8b t8d8 on a 64-NPU switch,
 congestion-aware, ~2.5 s; 1,024-rank gpt3-175b t8d16p8 (all 96 layers) on a 3-D switch ~24 s, 207 MB.
 
@@ -187,6 +187,10 @@ handler = logging.Handler()
 handler.emit = reruns.append
 logging.getLogger("chakra_pipe.sim.simulate").addHandler(handler)
 logging.getLogger("chakra_pipe.sim.simulate").setLevel(logging.INFO)
+quotient_rerun = logging.Handler()  # the symmetric quotient's own rerun (its ring fast path met a link conflict)
+quotient_rerun.emit = lambda r: "ring fast path declined" in r.getMessage() and reruns.append(r)
+logging.getLogger("chakra_pipe.sim.symmetric").addHandler(quotient_rerun)
+logging.getLogger("chakra_pipe.sim.symmetric").setLevel(logging.INFO)
 quotient = []  # the set's symmetry proven: one representative per class simulated (INFO)
 proof = logging.Handler()
 proof.emit = lambda r: quotient.append(r.getMessage().startswith("symmetric run of"))

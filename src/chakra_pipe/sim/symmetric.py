@@ -77,13 +77,17 @@ its own. The argument, and what it needs:
    ``LinkConflict``. Across phases the links' run-time order check (a phase's first message on a
    link comes after the same sender's last evaluated one, or once another sender's has left it)
    holds on canonical links with the full engine's senders, i.e. on the real link's traffic (3). The
-   message path (pipeline sends, direct all-to-alls) shares those links: it leaves a sender no ring
-   matches on each link it uses (a ring's first message must wait until it has left), it raises
-   ``LinkConflict`` when it reaches a link no later than a ring message evaluated there, and a phase
-   reaching a link with queued messages raises too. The full engine needs 1-D preconditions so that
-   its check never fires; here the check is the guarantee: any ``LinkConflict`` reruns the quotient
-   message by message (exact, as before, costing one more run), e.g. with two active chunks an NPU
-   runs two phases over one link at once. Where the full engine evaluates a collective's chunks
+   message path (pipeline sends, direct all-to-alls) shares those links as in the full engine
+   (``CongestionAwareNetwork.check_order``): it raises ``LinkConflict`` when it reaches a link no
+   later than a ring message evaluated there, and leaves the link marked ``POINT_TO_POINT`` at
+   its arrival, so a later phase's first message there must arrive strictly after it and queues
+   behind it through the link's free time (a phase reaching a link with messages still queued
+   raises). By 3 the canonical link's marks are the real link's, so a pipeline activation that
+   holds a rank's downlink on a 1-D switch when a TP ring message arrives is timed by the
+   recurrence, as in the full engine. The full engine needs 1-D preconditions so that its check
+   never fires; here the check is the guarantee: any ``LinkConflict`` reruns the quotient message
+   by message (exact, as before, costing one more run), e.g. with two active chunks an NPU runs
+   two phases over one link at once. Where the full engine evaluates a collective's chunks
    together (every chunk active at once on a 1-D network with one queue, ``simulate``'s
    ``_chunks_evaluated_together``) the quotient does too (:class:`_QuotientChunks`). Two exact
    shortcuts of that recurrence make the scale runs cheap (``RingCoordinator.recurrence``): when
@@ -148,7 +152,7 @@ from .config import HardwareConfig
 from .engine import EventQueue
 from .groups import groups_at_start
 from .memory import RemoteMemory
-from .network.aware import CongestionAwareNetwork, FifoBatchLinks, FifoRingLinks
+from .network.aware import POINT_TO_POINT, CongestionAwareNetwork, FifoBatchLinks, FifoRingLinks
 from .network.common import LinkConflict
 from .network.switch import SWITCH
 from .network.unaware import CongestionUnawareNetwork
@@ -164,7 +168,6 @@ log = logger(__name__)
 SYMMETRIC_TOPOLOGIES = ("Switch", "FullyConnected")  # hop count independent of the two NPUs
 SYMMETRIC_ALGORITHMS = ("ring", "direct")  # peers by ring position, so rotations preserve them
 FULL_CHECK = 256  # groups up to this size: every member's translation checked, beyond: ring neighbours
-MESSAGE_PATH = -2  # a link's ``sender`` after a message-path message: never equal to a ring sender
 COLLECTIVES = ("ALL_REDUCE", "REDUCE_SCATTER", "ALL_GATHER", "ALL_TO_ALL")
 _CLOSED = "quotient closed form"  # a phase shape's ``_QuotientRings._alone`` in ``PacketAlgorithm.shape``
 
@@ -513,7 +516,7 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
                 "(the full engine orders them by its global event sequence)"
             )
         self._last[id(link)] = (now, sender)
-        link.sender, link.offered = MESSAGE_PATH, now  # a later ring phase's first message must wait for it
+        link.sender, link.offered = POINT_TO_POINT, now  # a later ring phase's first message must come after it
         super()._offer(link, msg)
 
     def ring_links(self, senders: list[int], receivers: list[int], size: int) -> FifoRingLinks:

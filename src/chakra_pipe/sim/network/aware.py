@@ -18,8 +18,8 @@ from .common import LinkConflict, Network, bytes_per_ns
 from .switch import SWITCH
 from .topology import route
 
-# a link's ``sender`` after a point-to-point message of a checked run (``check_order``): never a ring
-# sender, and not the symmetric engine's -2 (whose ring phases wait until such a message has left)
+# a link's ``sender`` after a point-to-point message of a checked run (``check_order``, and the
+# symmetric engine's message path): never a ring sender
 POINT_TO_POINT = -3
 
 
