@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,24 @@ def test_cli_run_and_errors(plan, tmp_path, capsys):
         == 2
     )
     assert "missing.json: cannot read" in capsys.readouterr().err
+
+
+def test_times_beyond_the_64_bit_columns_make_a_failed_row(plan, tmp_path):
+    """Absurd hardware (a 3e17 ns link latency) overflows int64 times: that point's row says so and
+    the others are written, where the parquet writer used to die with an OverflowError."""
+    doc = json.loads(Path(plan.plan_path).read_text())
+    for p in doc["points"]:
+        if p["id"] == "hgx[backend=congestion_aware]":
+            p["network"]["latency"] = [326_019_685_808_363_840] * len(p["network"]["latency"])
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "big.csv"
+    assert run_shard(Campaign.load(path), "ar8", 0, out) == 1
+    rows = _rows(out)
+    assert rows["hgx[backend=congestion_unaware]"]["step_time_ns"] == "55222"
+    big = rows["hgx[backend=congestion_aware]"]
+    assert big["status"].startswith("ChakraPipeError: simulated values overflow the 64-bit result columns (")
+    assert big["step_time_ns"] == ""
 
 
 def test_wrong_rank_count_is_refused(plan, fixtures_dir, tmp_path):
