@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,47 @@ def test_cli_run_and_errors(plan, tmp_path, capsys):
         == 2
     )
     assert "missing.json: cannot read" in capsys.readouterr().err
+
+
+def test_shard_view_of_the_plan_checks_and_holds_its_own_points(plan, tmp_path):
+    """A shard job's plan read (``Campaign.load(path, shard=...)``) holds the same points as the full
+    read for its shard; a point of another shard is checked only in its structure (id, NPUs), so a
+    damaged field there stops that shard's job and the aggregation, not this one."""
+    full = Campaign.load(plan.plan_path)
+    for name, w in full.workloads.items():
+        for s, ids in enumerate(w.shards):
+            view = Campaign.load(plan.plan_path, shard=(name, s))
+            assert list(view.points) == [p for p in full.points if p in ids]
+            assert all(view.points[p] == full.points[p] for p in ids)
+            assert view.workloads == full.workloads and view.baseline == full.baseline
+    doc = json.loads(Path(plan.plan_path).read_text())
+    damaged = next(i for i, p in enumerate(doc["points"]) if p["id"] == "ring")  # shard ar8/1
+    doc["points"][damaged]["cost"] = "cheap"
+    path = tmp_path / "damaged.json"
+    path.write_text(json.dumps(doc))
+    assert list(Campaign.load(path, shard=("ar8", 0)).points) == plan.workloads["ar8"].shards[0]
+    message = f"points[{damaged}].cost: damaged plan: expected a number or null, got str"
+    for shard in (None, ("ar8", 1), ("ar8", 9), ("nope", 0)):  # its own shard, or no shard to narrow to
+        with pytest.raises(ChakraPipeError, match=re.escape(message)):
+            Campaign.load(path, shard=shard)
+
+
+def test_times_beyond_the_64_bit_columns_make_a_failed_row(plan, tmp_path):
+    """Absurd hardware (a 3e17 ns link latency) overflows int64 times: that point's row says so and
+    the others are written, where the parquet writer used to die with an OverflowError."""
+    doc = json.loads(Path(plan.plan_path).read_text())
+    for p in doc["points"]:
+        if p["id"] == "hgx[backend=congestion_aware]":
+            p["network"]["latency"] = [326_019_685_808_363_840] * len(p["network"]["latency"])
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "big.csv"
+    assert run_shard(Campaign.load(path), "ar8", 0, out) == 1
+    rows = _rows(out)
+    assert rows["hgx[backend=congestion_unaware]"]["step_time_ns"] == "55222"
+    big = rows["hgx[backend=congestion_aware]"]
+    assert big["status"].startswith("ChakraPipeError: simulated values overflow the 64-bit result columns (")
+    assert big["step_time_ns"] == ""
 
 
 def test_wrong_rank_count_is_refused(plan, fixtures_dir, tmp_path):

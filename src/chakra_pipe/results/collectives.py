@@ -129,6 +129,27 @@ def simulated_rows(result, campaign: str, workload: str, point_id: str, backend:
     return rows
 
 
+# What an integer column's 64-bit arrow type holds (frame()'s pandas dtype -> lowest, highest).
+_INT_RANGE = {"Int64": (-(1 << 63), (1 << 63) - 1), "UInt64": (0, (1 << 64) - 1)}
+
+
+def out_of_range(rows: list[dict[str, Any]]) -> str | None:
+    """``column=value`` of the first integer a 64-bit column cannot hold (None when all fit).
+
+    Why: absurd hardware (a latency of 10^17 ns) makes a simulation's times overflow int64; the shard
+    job reports such a point as failed rather than dying in the parquet writer.
+    """
+    for col, dtype in DTYPES.items():
+        bounds = _INT_RANGE.get(dtype)
+        if bounds is None:
+            continue
+        values = [v for v in (row[col] for row in rows) if isinstance(v, int)]
+        bad = [v for v in (min(values, default=0), max(values, default=0)) if not bounds[0] <= v <= bounds[1]]
+        if bad:
+            return f"{col}={bad[0]}"
+    return None
+
+
 def replayed_rows(replay: dict[str, Any], campaign: str, workload: str) -> list[dict[str, Any]]:
     """The collectives and point-to-point calls of a replay's RESULT.json (median durations)."""
     ident = {"campaign": campaign, "workload": workload, "source": "replayed", "point_id": "", "backend": ""}

@@ -337,12 +337,19 @@ class Campaign:
         return True
 
     @classmethod
-    def load(cls, path: str | Path) -> Campaign:
-        """Read a ``plan.json`` written by :meth:`write`, checked field by field (:func:`check_plan`)."""
+    def load(cls, path: str | Path, shard: tuple[str, int] | None = None) -> Campaign:
+        """Read a ``plan.json`` written by :meth:`write`, checked field by field (:func:`check_plan`).
+
+        ``shard`` (workload, index): a shard job's view, whose ``points`` hold that shard's points
+        only, each checked whole (the rest of the plan only in its structure: ids, NPU counts,
+        shards, baseline). Why: every one of a campaign's shard jobs read and checked every point,
+        so the campaign's plan reading grew as points^2 / shard_size.
+        """
         d = read_json(path)
         if not isinstance(d, dict) or d.get("plan_version") != PLAN_VERSION:
             raise InputError(f"not a chakra-pipe plan (plan_version {PLAN_VERSION} expected)", file=str(path))
-        check_plan(d, str(path))
+        deep = None if shard is None else _shard_ids(d, *shard)
+        check_plan(d, str(path), deep)
         workloads = {
             n: Workload(
                 name=n,
@@ -357,7 +364,7 @@ class Campaign:
             )
             for n, w in d["workloads"].items()
         }
-        points = {p["id"]: Point.from_json(p) for p in d["points"]}
+        points = {p["id"]: Point.from_json(p) for p in d["points"] if deep is None or p["id"] in deep}
         for point in points.values():  # measured points whose calibrate stage has run (shards resolve theirs)
             if all(Path(f).is_file() for f in point.calibration_files()):
                 point.resolve()
@@ -380,6 +387,18 @@ class Campaign:
         if name not in self.workloads:
             raise InputError(f"workload '{name}' is not in the plan (have: {', '.join(self.workloads)})")
         return self.workloads[name]
+
+
+def _shard_ids(d: dict[str, Any], workload: str, shard: int) -> set[str] | None:
+    """The point ids of one shard of an unchecked plan document; None (check every point) when the
+    plan has no such shard or it is no list of ids: :func:`check_plan` or the shard job names that."""
+    try:
+        ids = d["workloads"][workload]["shards"][shard] if shard >= 0 else None
+    except (KeyError, IndexError, TypeError):
+        return None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        return None
+    return set(ids)
 
 
 def _expanded(

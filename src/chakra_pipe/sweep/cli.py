@@ -32,7 +32,7 @@ def _run(args: argparse.Namespace) -> int:
     from .campaign import Campaign
     from .shard import run_shard
 
-    plan = Campaign.load(args.plan)
+    plan = Campaign.load(args.plan, shard=(args.workload, args.shard))
     failed = run_shard(plan, args.workload, args.shard, args.out, prefix=args.trace)
     total = len(plan.workload(args.workload).shards[args.shard])
     if failed:

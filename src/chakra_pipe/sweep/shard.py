@@ -98,6 +98,14 @@ class _Files:
         return result, "full engine: rank files"
 
 
+def _check_fits(values: dict[str, int], coll: list[dict[str, Any]]) -> None:
+    """Refuse a simulation whose times the 64-bit result columns cannot hold (the aggregation's
+    0..2^63-1 ns for metrics, each collectives column's range): the point's row says so."""
+    big = next((f"{k}={v}" for k, v in values.items() if v >= 1 << 63), None) or collectives.out_of_range(coll)
+    if big:
+        raise ChakraPipeError(f"simulated values overflow the 64-bit result columns ({big})")
+
+
 def run_shard(
     plan: Campaign, workload: str, shard: int, out: str | Path, prefix: str | None = None, log=sys.stderr
 ) -> int:
@@ -139,9 +147,12 @@ def run_shard(
         try:
             result, how = source.simulate(hardware_config(point, f"point {point.id}"))
             print(f"sweep: {point.id}: {how}", file=log, flush=True)
-            row.update(metrics(result))
+            values = metrics(result)
+            coll = collectives.simulated_rows(result, plan.name, workload, point.id, point.backend)
+            _check_fits(values, coll)
+            row.update(values)
             row["status"] = "ok"
-            coll_rows[i] = collectives.simulated_rows(result, plan.name, workload, point.id, point.backend)
+            coll_rows[i] = coll
         except ChakraPipeError as exc:
             failed += 1
             row["status"] = f"{type(exc).__name__}: {exc.line()}"
