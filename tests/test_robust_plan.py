@@ -53,6 +53,9 @@ DAMAGE = [
     (("baseline",), ["gone"], "baseline[0]: damaged plan: unknown point id 'gone'"),
     (("shard_size",), 0, "shard_size: damaged plan: must be >= 1, got 0"),
     (("points", 0, "cost"), "cheap", "points[0].cost: damaged plan: expected a number or null, got str"),
+    # the campaign names reports/<campaign>/: a newline split the report's one-line error, a '/' moved it
+    (("campaign",), "\n", "campaign: damaged plan: not a name of letters"),
+    (("campaign",), "../c1", "campaign: damaged plan: not a name of letters"),
 ]
 
 

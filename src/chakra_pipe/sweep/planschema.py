@@ -9,11 +9,17 @@ wrong points. The checks mirror :meth:`Campaign.to_json` field for field.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from ..errors import ConfigError, InputError
 from ..sim.backends import NAMES as BACKEND_NAMES
 from .grid import check_hardware
+
+# The config schema's `name` pattern: the campaign names reports/<campaign>/ and traces/<campaign>/, so a
+# plan whose name holds a separator, a newline or `..` would point every reader elsewhere (and split
+# the one-line error messages that quote the paths built from it).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 KINDS = ("collective", "llm", "capture", "trace", "transform")
 
@@ -59,6 +65,8 @@ def check_plan(d: Any, file: str, deep: set[str] | None = None) -> None:
     c.typed(d, dict, "", "a JSON object")
     for key in ("campaign", "config_sha256", "tracedir", "outdir"):
         c.field(d, key, str, "", "text")
+    if not _NAME.fullmatch(d["campaign"]):
+        raise c.fail("campaign", "not a name of letters, digits, '_', '.' and '-' as the config's campaign is")
     c.count(d, "shard_size", "", 1)
     c.count(d, "replay_iterations", "", 1)
     notes = c.field(d, "notes", list, "", "a list")
