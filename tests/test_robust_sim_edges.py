@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 from conftest import validated
-from test_robust_support import assert_clean, call_cli, corpus_builder
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_robust_support import RING_SYSTEM, assert_clean, call_cli, corpus_builder
 
 from chakra_pipe.errors import ConfigError
 from chakra_pipe.et import schema
@@ -174,3 +176,65 @@ def test_dataset_splits_have_a_documented_bound():
         ):
             SystemConfig.from_dict({**base, "preferred-dataset-splits": absurd}, source="sys.json")
     assert f"{MAX_DATASET_SPLITS:,}" in README.read_text()
+
+
+@pytest.fixture(scope="module")
+def clock_sets(tmp_path_factory) -> dict[str, Path]:
+    """A chained all-reduce (the ring fast path) and a small LLM step (symmetric engine, p2p, TP/DP)."""
+    root = tmp_path_factory.mktemp("clock")
+    sets = {"ar": root / "ar" / "ar", "llm": root / "llm" / "g"}
+    argv_ar = ["generate", "collective", "--type", "all_reduce", "--npus", 4, "--size", "1MiB", "--iterations", 3]
+    argv_llm = ["generate", "llm", "--model", "llama3-8b", "--tp", 2, "--dp", 2, "--layers", 1]
+    for prefix, argv in ((sets["ar"], argv_ar), (sets["llm"], argv_llm)):
+        assert call_cli([*argv, "--out", prefix]).code == 0
+    (root / "system.json").write_text(json.dumps(RING_SYSTEM))
+    return sets
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    workload=st.sampled_from(["ar", "llm"]),
+    topology=st.sampled_from(["Ring", "Switch", "FullyConnected"]),
+    backend=st.sampled_from(["congestion_unaware", "congestion_aware"]),
+    bandwidth=st.sampled_from([1e-300, 1e-12, 1e-3, 100.0]),
+    latency=st.integers(0, 2**70) | st.sampled_from([500, 1e15, 1e17, 4.6e18]),
+)
+def test_times_past_the_64_bit_clock_are_one_clean_error(
+    clock_sets, tmp_path, workload, topology, backend, bandwidth, latency
+):
+    """Absurd hardware used to print 20-digit times on one path and an int64 OverflowError traceback on
+    another (the ring, direct and symmetric engines count in int64 arrays); every path now either runs
+    within the clock or refuses with exit 2 naming the network file."""
+    net = tmp_path / "n.yml"
+    net.write_text(f"topology: [{topology}]\nnpus_count: [4]\nbandwidth: [{bandwidth!r}]\nlatency: [{latency!r}]\n")
+    prefix = clock_sets[workload]
+    out = call_cli(
+        [
+            "simulate",
+            "--workload-configuration",
+            prefix,
+            "--system-configuration",
+            prefix.parent.parent / "system.json",
+            "--network-configuration",
+            net,
+            "--backend",
+            backend,
+        ]
+    )
+    assert_clean(out, allowed={0, 2}, what=f"{topology} bw={bandwidth} lat={latency} {backend}")
+    if out.code == 0:
+        times = [int(t) for t in re.findall(r"finished, (-?\d+) cycles", out.stdout)]
+        assert len(times) == 4 and all(0 <= t < 2**63 for t in times)
+    else:
+        assert f"{net}: simulated times pass the 64-bit ns clock" in out.stderr
+
+
+def test_a_run_that_fits_the_clock_is_not_refused(clock_sets, tmp_path):
+    """The check is on the times, not on the inputs: 10^15 ns of latency (11.6 days a hop) still runs."""
+    net = tmp_path / "n.yml"
+    net.write_text("topology: [Ring]\nnpus_count: [4]\nbandwidth: [100]\nlatency: [1e15]\n")
+    sets = clock_sets["ar"]
+    argv = ["simulate", "--workload-configuration", sets, "--system-configuration", sets.parent.parent / "system.json"]
+    out = call_cli([*argv, "--network-configuration", net])
+    assert out.code == 0, out.stderr
+    assert min(int(t) for t in re.findall(r"finished, (\d+) cycles", out.stdout)) > 10**16

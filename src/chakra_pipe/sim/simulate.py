@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..console import logger
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from ..et import schema
 from ..et.traceset import WORLD_PG_NAMES
 from ..rankset import WARNING, Finding, analyze
@@ -284,9 +284,14 @@ def simulate(
     try:
         while True:  # each rerun turns one fast path off, so at most two reruns
             try:
-                return _simulate(
-                    trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast=phases_fast, symmetric=symmetric
+                return _within_clock(
+                    _simulate(
+                        trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast=phases_fast, symmetric=symmetric
+                    ),
+                    hw,
                 )
+            except OverflowError:  # a time too large for an int64 column on the way
+                raise _clock_error(hw) from None
             except FastPathDeclined:  # a direct phase hit a same-time tie only the event order settles
                 phases_fast = symmetric = False
             except LinkConflict as conflict:  # aware messages reach a link out of the order they were evaluated in
@@ -295,6 +300,30 @@ def simulate(
     finally:
         if was_enabled:
             gc.enable()
+
+
+CLOCK_NS = 1 << 63  # the simulator's clock and the results' time columns are int64 ns (~292 years)
+
+
+def _clock_error(hw: HardwareConfig) -> InputError:
+    return InputError(
+        "simulated times pass the 64-bit ns clock (2^63 ns, about 292 years) that the simulator and its"
+        " results count in: the network's latency or bandwidth, or the trace's durations, are out of scale",
+        file=hw.network.source,
+    )
+
+
+def _within_clock(result: SimResult, hw: HardwareConfig) -> SimResult:
+    """Refuse a finished run whose times left ``[0, 2^63)`` ns rather than print or store them.
+
+    Why: most of the engine counts in Python ints, which never overflow, but its array paths count
+    in int64 (an overflow there raises or, in a cast, wraps): the same absurd hardware must give
+    one clear error on every path, not a traceback on one and a 20-digit time on another.
+    """
+    times = [*result.finish_ns, *(c.end_ns for c in result.collectives)]
+    if times and not (0 <= min(times) and max(times) < CLOCK_NS):
+        raise _clock_error(hw)
+    return result
 
 
 def _simulate(
