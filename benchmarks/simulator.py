@@ -39,6 +39,7 @@ a collective runs at once, which the aware ring fast path evaluates as one recur
     python benchmarks/simulator.py --aware-trees [--event-max N] [--compare-src DIR]
     python benchmarks/simulator.py --quotient PREFIX SYS NET [--backend aware|unaware] [--repeat N]
         [--compare-src DIR]
+    python benchmarks/simulator.py --pipeline-layouts N [--seed S]
 
 ``--collectives``: one 1 MiB all-reduce with ``direct`` and ``doubleBinaryTree`` on 64/256/1,024 NPUs
 (switch, unaware), each in a fresh process: wall, CPU, messages, peak RSS, and (up to ``--event-max``
@@ -46,6 +47,14 @@ NPUs, default 256) the message-by-message wall (``fast=False``, what these phase
 fast paths) with the speedup and whether every rank's finish time is the same.
 ``--aware-trees``: one 1 MiB and one 64 MiB ``doubleBinaryTree`` all-reduce (4 chunks) on a
 64/256/1,024-NPU congestion-aware switch (``aware_trees``), optionally beside another tree's ``src``.
+
+``--pipeline-layouts N [--seed S]``: ``N`` random small TP x DP x PP pipeline steps (the layouts,
+models, microbatches and aware 1-D switch / fully-connected points of
+``tests/test_sim_aware_pipeline_quotient.py``'s sweep), each simulated once on the symmetric quotient:
+how many reran message by message (a ``LinkConflict``: a pipeline send reaching a link before a ring
+message evaluated there, issue #15's open gap), each rerun with its reason, and the messages sent
+one by one over all layouts (the pipeline sends alone when nothing reruns), and the CPU of the
+simulations, all and the reruns' (the representatives' traces generated before the clock starts).
 
 ``--quotient``: the proven-symmetric run alone (``sim/symmetric.simulate_symmetric`` on the
 representatives, its arguments taken from one ``simulate`` of the set, so loading, the rank-set
@@ -411,7 +420,69 @@ def aware_trees(event_max: int, compare_src: str | None) -> None:
                 )
 
 
+PIPELINE_LAYOUTS = [(2, 2, 2), (4, 1, 2), (4, 2, 2), (8, 1, 2), (2, 4, 2), (2, 2, 4), (4, 1, 4), (8, 1, 4)]
+
+
+def pipeline_layouts(count: int, seed: int) -> None:
+    """``count`` random pipeline steps on the aware quotient (module docstring, ``--pipeline-layouts``),
+    in this process: the layouts are small, and the quotient's rerun is logged on its module's logger."""
+    import logging
+    import random
+
+    from chakra_pipe.generate.options import resolve_llm
+    from chakra_pipe.sweep.generated_layout import GeneratedLayout
+
+    declined: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda r: declined.append(r.getMessage()) if "fast path declined" in r.getMessage() else None
+    log = logging.getLogger("chakra_pipe.sim.symmetric")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    rng = random.Random(seed)
+    reruns = messages = one_by_one = 0
+    cpu = rerun_cpu = 0.0
+    for i in range(count):
+        tp, dp, pp = rng.choice(PIPELINE_LAYOUTS)
+        model, layers, microbatches = rng.choice(["gpt3-13b", "gpt3-175b"]), rng.randint(1, 2) * pp, rng.randint(1, 4)
+        topology = rng.choice(["Switch", "Switch", "FullyConnected"])
+        bandwidth, latency = rng.choice([25.0, 100.0, 400.0, 900.0]), rng.choice([0.0, 500.0, 936.25, 3000.0])
+        options = {"model": model, "layers": layers, "tp": tp, "dp": dp, "pp": pp}
+        model_, spec = resolve_llm({**options, "microbatches": microbatches, "global_batch": dp * microbatches})
+        network = {"topology": [topology], "npus_count": [tp * dp * pp], "bandwidth": [bandwidth], "latency": [latency]}
+        hw = HardwareConfig(
+            SystemConfig.from_dict(_llm_system("ring", 1), source="sys"),
+            NetworkConfig.from_dict(network, source="net"),
+            backend="congestion_aware",
+        )
+        layout = GeneratedLayout(model_, spec, "x")
+        layout.representatives()  # generated before the clock starts: CPU is the simulation's
+        declined.clear()
+        c0 = time.process_time()
+        res, _ = layout.simulate(hw)
+        spent = time.process_time() - c0
+        cpu += spent
+        messages += res.messages
+        one_by_one += res.messages - res.fast_messages
+        if declined:
+            reruns += 1
+            rerun_cpu += spent
+            print(
+                f"{i:4d} t{tp}d{dp}p{pp} {model} L{layers} mb{microbatches} {topology} {bandwidth:g} GB/s "
+                f"{latency:g} ns, {spent:.3f} s CPU: {declined[0]}",
+                flush=True,
+            )
+    log.removeHandler(handler)
+    print(
+        f"reruns {reruns} of {count} (seed {seed}); messages {messages}, one by one {one_by_one}; "
+        f"CPU {cpu:.2f} s, of it the rerun layouts' {rerun_cpu:.2f} s"
+    )
+
+
 def main(argv: list[str]) -> None:
+    if argv and argv[0] == "--pipeline-layouts":
+        seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else 0
+        pipeline_layouts(int(argv[1]), seed)
+        return
     if argv and argv[0] == "--aware-trees":
         event_max = int(argv[argv.index("--event-max") + 1]) if "--event-max" in argv else 256
         compare = str(Path(argv[argv.index("--compare-src") + 1]).resolve()) if "--compare-src" in argv else None
