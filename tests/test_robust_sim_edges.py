@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -238,3 +239,19 @@ def test_a_run_that_fits_the_clock_is_not_refused(clock_sets, tmp_path):
     out = call_cli([*argv, "--network-configuration", net])
     assert out.code == 0, out.stderr
     assert min(int(t) for t in re.findall(r"finished, (\d+) cycles", out.stdout)) > 10**16
+
+
+def test_a_generated_layout_past_the_clock_is_refused_too(tmp_path):
+    """Sweeps, searches and scale runs simulate generated layouts in memory on the symmetric engine
+    without going through ``simulate``: the same refusal holds there."""
+    from test_sim_symmetric import hardware
+
+    from chakra_pipe.errors import InputError
+    from chakra_pipe.generate.options import resolve_llm
+    from chakra_pipe.sweep.generated_layout import simulate_layout
+
+    model, spec = resolve_llm({"model": "llama3-8b", "tp": 2, "dp": 2, "layers": 1})
+    hw = hardware((4,))
+    hw = dataclasses.replace(hw, network=dataclasses.replace(hw.network, latency=(4.6e18,)))
+    with pytest.raises(InputError, match="simulated times pass the 64-bit ns clock"):
+        simulate_layout(model, spec, hw, "x")

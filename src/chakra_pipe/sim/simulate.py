@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
@@ -284,14 +285,8 @@ def simulate(
     try:
         while True:  # each rerun turns one fast path off, so at most two reruns
             try:
-                return _within_clock(
-                    _simulate(
-                        trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast=phases_fast, symmetric=symmetric
-                    ),
-                    hw,
-                )
-            except OverflowError:  # a time too large for an int64 column on the way
-                raise _clock_error(hw) from None
+                run = partial(_simulate, trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast, symmetric)
+                return clocked(run, hw)
             except FastPathDeclined:  # a direct phase hit a same-time tie only the event order settles
                 phases_fast = symmetric = False
             except LinkConflict as conflict:  # aware messages reach a link out of the order they were evaluated in
@@ -305,25 +300,26 @@ def simulate(
 CLOCK_NS = 1 << 63  # the simulator's clock and the results' time columns are int64 ns (~292 years)
 
 
-def _clock_error(hw: HardwareConfig) -> InputError:
-    return InputError(
+def clocked(run: Callable[[], SimResult], hw: HardwareConfig) -> SimResult:
+    """``run()``, refused when its times leave ``[0, 2^63)`` ns rather than printed or stored.
+
+    Why: most of the engine counts in Python ints, which never overflow, but its array paths count
+    in int64 (an overflow there raises or, in a cast, wraps): the same absurd hardware must give
+    one clear error on every path (files, generated layouts), not a traceback on one and a 20-digit
+    time on another.
+    """
+    try:
+        result = run()
+        times = [*result.finish_ns, *(c.end_ns for c in result.collectives)]
+        if not times or (0 <= min(times) and max(times) < CLOCK_NS):
+            return result
+    except OverflowError:  # a time too large for an int64 column on the way
+        pass
+    raise InputError(
         "simulated times pass the 64-bit ns clock (2^63 ns, about 292 years) that the simulator and its"
         " results count in: the network's latency or bandwidth, or the trace's durations, are out of scale",
         file=hw.network.source,
     )
-
-
-def _within_clock(result: SimResult, hw: HardwareConfig) -> SimResult:
-    """Refuse a finished run whose times left ``[0, 2^63)`` ns rather than print or store them.
-
-    Why: most of the engine counts in Python ints, which never overflow, but its array paths count
-    in int64 (an overflow there raises or, in a cast, wraps): the same absurd hardware must give
-    one clear error on every path, not a traceback on one and a 20-digit time on another.
-    """
-    times = [*result.finish_ns, *(c.end_ns for c in result.collectives)]
-    if times and not (0 <= min(times) and max(times) < CLOCK_NS):
-        raise _clock_error(hw)
-    return result
 
 
 def _simulate(

@@ -105,6 +105,7 @@ class GeneratedLayout(InMemorySet):
         ``symmetric=False`` forces the full engine (tests compare the two).
         """
         from ..sim import simulate
+        from ..sim.simulate import clocked
         from ..sim.symmetric import SymmetryDeclined, fit, simulate_symmetric, symmetry_problem
 
         why = "symmetry off"
@@ -115,7 +116,7 @@ class GeneratedLayout(InMemorySet):
                 graphs = self.representatives(symmetry)
                 how = f"symmetric: {len(graphs)} of {self.spec.layout.world} ranks simulated"
                 try:
-                    result = simulate_symmetric(graphs, symmetry, self.groups, hw)
+                    result = clocked(lambda: simulate_symmetric(graphs, symmetry, self.groups, hw), hw)
                     log.info("%s: %s", self.name, how)
                     return result, how
                 except SymmetryDeclined as declined:
