@@ -268,9 +268,9 @@ def test_the_collector_is_paused_only_while_imports_run():
 
 
 def test_what_the_paused_body_allocated_skips_young_collections_but_stays_collectable():
-    """After ``collector_paused`` the body's objects sit in the oldest generation: the next young
-    collection does not examine them, a full one still frees the garbage among them; a program's own
-    frozen objects stay frozen."""
+    """After ``collector_paused(lasting=True)`` the body's objects sit in the oldest generation: the
+    next young collection does not examine them, a full one still frees the garbage among them; a
+    program's own frozen objects stay frozen. Without ``lasting`` they stay young, as before."""
     import gc
     import weakref
 
@@ -280,7 +280,14 @@ def test_what_the_paused_body_allocated_skips_young_collections_but_stays_collec
         pass
 
     gc.collect()
+    passes = gc.get_stats()[0]["collections"]
     with collector_paused():
+        young = [[i] for i in range(5000)]
+    young.append([0])  # the first allocation after the body: a young pass over the 5,000
+    assert gc.get_stats()[0]["collections"] > passes
+    del young
+    gc.collect()
+    with collector_paused(lasting=True):
         kept = [[i] for i in range(5000)]  # tracked containers, alive after the body
         cycle = Node()
         cycle.self = cycle  # type: ignore[attr-defined]
@@ -294,7 +301,7 @@ def test_what_the_paused_body_allocated_skips_young_collections_but_stays_collec
     gc.freeze()  # a pre-fork program's frozen objects
     try:
         frozen = gc.get_freeze_count()
-        with collector_paused():
+        with collector_paused(lasting=True):
             kept.append([0])
         assert gc.get_freeze_count() == frozen
     finally:

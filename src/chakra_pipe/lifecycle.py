@@ -136,15 +136,17 @@ def sweep_dead_scratch(prefix: str, parent: str | None = None) -> list[Path]:
 
 
 @contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Run the body (a verb's imports) with the cyclic garbage collector off; restore it after, with
-    what the body allocated moved to the oldest generation unexamined (:func:`promote_tracked`).
+def collector_paused(lasting: bool = False) -> Iterator[None]:
+    """Run the body (a verb's imports) with the cyclic garbage collector off; restore it after.
 
     Why: loading the simulator's modules allocates tens of thousands of objects that live as long
     as the process (functions, classes, numpy's tables), so the ~60 collector passes a small
     ``simulate`` used to make during its start-up freed nothing and cost ~5 % of it (issue #15).
-    Turning the collector back on left them all in the youngest generation, so the first allocation
-    after the body examined every one of them (~9 ms of a 64-rank ``simulate``, freeing nothing).
+    ``lasting``: what the body made lives until the process ends (a one-shot verb's whole run), so
+    it is moved to the oldest generation unexamined (:func:`promote_tracked`); otherwise the first
+    allocation after the body examined every one of them (~9 ms of a 64-rank ``simulate`` for its
+    imports, ~5 ms for its run, freeing nothing). A program calling such a verb again and again in
+    one process has the garbage of one call freed by the next full collection instead.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -152,7 +154,8 @@ def collector_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
-            promote_tracked()
+            if lasting:
+                promote_tracked()
             gc.enable()
 
 

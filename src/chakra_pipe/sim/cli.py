@@ -70,7 +70,7 @@ def _simulate(args) -> int:
     # The simulator's modules, the trace set and the run's objects all live until the process ends:
     # collector passes over them free nothing (simulate() itself runs paused, for library callers too).
     exit_uncollected()
-    with collector_paused():
+    with collector_paused(lasting=True):
         return _run(args)
 
 
