@@ -308,9 +308,10 @@ def test_what_the_paused_body_allocated_skips_young_collections_but_stays_collec
         gc.unfreeze()
 
 
-def test_simulate_leaves_the_objects_alive_at_exit_uncollected(small_set):
-    """The simulate verb freezes what is alive at exit (the shutdown's full collections skip it) as
-    the last ``atexit`` hook but those registered later, and only in a process that ran it."""
+def test_simulate_leaves_the_objects_alive_at_exit_uncollected(small_set, tmp_path):
+    """The simulate verb and the ASTRA-sim drop-in program freeze what is alive at exit (the
+    shutdown's full collections skip it) as the last ``atexit`` hook but those registered later, and
+    only in a process that ran them."""
     code = (
         "import atexit, gc, sys\n"
         "atexit.register(lambda: sys.stderr.write(f'frozen {gc.get_freeze_count() > 0}\\n'))\n"
@@ -323,6 +324,13 @@ def test_simulate_leaves_the_objects_alive_at_exit_uncollected(small_set):
     assert done.stderr.splitlines()[-2:] == ["before 0", "frozen True"]
     done = subprocess.run([sys.executable, "-c", code, "simulate", "--help"], capture_output=True, text=True)
     assert done.stderr.splitlines()[-1:] == ["frozen False"]
+    drop_in = code.replace("from chakra_pipe.cli import main", "from chakra_pipe.sim.astrasim import main_unaware")
+    drop_in = drop_in.replace("rc = main(sys.argv[1:])", "main_unaware()")  # exits: no 'before' line
+    done = subprocess.run(
+        [sys.executable, "-c", drop_in, *small_set[1:]], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1:] == ["frozen True"]
 
 
 def test_a_sweep_shard_imports_no_pandas_and_no_package_metadata(small_set, tmp_path):
