@@ -267,6 +267,72 @@ def test_the_collector_is_paused_only_while_imports_run():
         gc.enable()
 
 
+def test_what_the_paused_body_allocated_skips_young_collections_but_stays_collectable():
+    """After ``collector_paused(lasting=True)`` the body's objects sit in the oldest generation: the
+    next young collection does not examine them, a full one still frees the garbage among them; a
+    program's own frozen objects stay frozen. Without ``lasting`` they stay young, as before."""
+    import gc
+    import weakref
+
+    from chakra_pipe.lifecycle import collector_paused
+
+    class Node:
+        pass
+
+    gc.collect()
+    passes = gc.get_stats()[0]["collections"]
+    with collector_paused():
+        young = [[i] for i in range(5000)]
+    young.append([0])  # the first allocation after the body: a young pass over the 5,000
+    assert gc.get_stats()[0]["collections"] > passes
+    del young
+    gc.collect()
+    with collector_paused(lasting=True):
+        kept = [[i] for i in range(5000)]  # tracked containers, alive after the body
+        cycle = Node()
+        cycle.self = cycle  # type: ignore[attr-defined]
+        gone = weakref.ref(cycle)
+        del cycle
+        assert gc.get_count()[0] >= 5000
+    assert gc.isenabled() and gc.get_count()[0] < 50  # nothing left young: no pass over the 5,000
+    assert gone() is not None
+    gc.collect()
+    assert gone() is None and len(kept) == 5000
+    gc.freeze()  # a pre-fork program's frozen objects
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_paused(lasting=True):
+            kept.append([0])
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_simulate_leaves_the_objects_alive_at_exit_uncollected(small_set, tmp_path):
+    """The simulate verb and the ASTRA-sim drop-in program freeze what is alive at exit (the
+    shutdown's full collections skip it) as the last ``atexit`` hook but those registered later, and
+    only in a process that ran them."""
+    code = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: sys.stderr.write(f'frozen {gc.get_freeze_count() > 0}\\n'))\n"
+        "from chakra_pipe.cli import main\n"
+        "rc = main(sys.argv[1:])\n"
+        "sys.stderr.write(f'before {gc.get_freeze_count()}\\n')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, *small_set], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-2:] == ["before 0", "frozen True"]
+    done = subprocess.run([sys.executable, "-c", code, "simulate", "--help"], capture_output=True, text=True)
+    assert done.stderr.splitlines()[-1:] == ["frozen False"]
+    drop_in = code.replace("from chakra_pipe.cli import main", "from chakra_pipe.sim.astrasim import main_unaware")
+    drop_in = drop_in.replace("rc = main(sys.argv[1:])", "main_unaware()")  # exits: no 'before' line
+    done = subprocess.run(
+        [sys.executable, "-c", drop_in, *small_set[1:]], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1:] == ["frozen True"]
+
+
 def test_a_sweep_shard_imports_no_pandas_and_no_package_metadata(small_set, tmp_path):
     """A shard job is its own process per shard: it writes its collectives part without pandas and
     reads pandas' version (recorded in that part) without importlib.metadata (email, zipfile, csv)."""

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import os
@@ -135,13 +136,17 @@ def sweep_dead_scratch(prefix: str, parent: str | None = None) -> list[Path]:
 
 
 @contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
+def collector_paused(lasting: bool = False) -> Iterator[None]:
     """Run the body (a verb's imports) with the cyclic garbage collector off; restore it after.
 
     Why: loading the simulator's modules allocates tens of thousands of objects that live as long
     as the process (functions, classes, numpy's tables), so the ~60 collector passes a small
     ``simulate`` used to make during its start-up freed nothing and cost ~5 % of it (issue #15).
-    Only imports run paused: what a verb then allocates is collected as before.
+    ``lasting``: what the body made lives until the process ends (a one-shot verb's whole run), so
+    it is moved to the oldest generation unexamined (:func:`promote_tracked`); otherwise the first
+    allocation after the body examined every one of them (~9 ms of a 64-rank ``simulate`` for its
+    imports, ~5 ms for its run, freeing nothing). A program calling such a verb again and again in
+    one process has the garbage of one call freed by the next full collection instead.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -149,4 +154,37 @@ def collector_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            if lasting:
+                promote_tracked()
             gc.enable()
+
+
+def promote_tracked() -> None:
+    """Move every object the collector tracks into its oldest generation without examining any.
+
+    ``gc.freeze()`` moves them all to the permanent generation and ``gc.unfreeze()`` back into the
+    oldest one: two list splices. Nothing becomes uncollectable (a full collection still examines
+    them); only the young collections, which would find them alive, skip them. Skipped while the
+    program holds frozen objects of its own (a pre-fork server's), which must stay frozen.
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
+
+
+_EXIT_UNCOLLECTED: list[bool] = []  # whether exit_uncollected registered its hook in this process
+
+
+def exit_uncollected() -> None:
+    """At interpreter exit, leave the objects still alive to the operating system instead of to the
+    collector (``gc.freeze`` as the last ``atexit`` hook but those registered later; once per process).
+
+    Why: CPython's shutdown runs full collections that examine every live object (~10 ms of a
+    64-rank ``simulate``, ~40 ms of the 1,024-rank one) to free memory the process hands back
+    anyway. Objects alive at exit are not promised their finalizers (language reference,
+    ``object.__del__``); what is not in a reference cycle is still freed, and its finalizer run, when
+    the modules are cleared. For verbs whose outputs are closed before they return (``simulate``).
+    """
+    if not _EXIT_UNCOLLECTED:
+        atexit.register(gc.freeze)
+        _EXIT_UNCOLLECTED.append(True)

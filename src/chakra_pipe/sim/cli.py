@@ -65,15 +65,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _simulate(args) -> int:
+    from ..lifecycle import collector_paused, exit_uncollected
+
+    # The simulator's modules, the trace set and the run's objects all live until the process ends:
+    # collector passes over them free nothing (simulate() itself runs paused, for library callers too).
+    exit_uncollected()
+    with collector_paused(lasting=True):
+        return _run(args)
+
+
+def _run(args) -> int:
     import sys
 
-    from ..lifecycle import collector_paused
-
-    with collector_paused():  # the simulator's modules: long-lived objects, nothing to collect
-        from ..errors import StuckError
-        from ..et.traceset import TraceSet
-        from . import load_hardware, simulate
-        from .result import finished_line
+    from ..errors import StuckError
+    from ..et.traceset import TraceSet
+    from . import load_hardware, simulate
+    from .result import finished_line
 
     for name in ("compute_scale", "comm_scale"):
         if getattr(args, name) != 1.0:

@@ -23,6 +23,8 @@ def bus_delay(sys, local: bool) -> int:
 
 @dataclass(slots=True)
 class Phase:
+    """One phase of a chunk's chain: the queue it runs in and its (unstarted, then running) algorithm."""
+
     queue_id: int
     algorithm: Any  # a collective algorithm: start(), on_general(), on_received(), .stream
 

@@ -143,6 +143,8 @@ class DoubleBinaryTree:
 
 @dataclass
 class Dimension:
+    """One logical dimension of a plan: its algorithm, its NPU count and its ring or double binary tree."""
+
     algorithm: Algorithm
     size: int
     ring: RingTopology | None = None
