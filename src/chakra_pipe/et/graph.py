@@ -2130,8 +2130,8 @@ def _decode_group(
 class _Reuse:
     """Which files of a decode group have the same kind and value columns of a name as the file
     before them: ``rep[c, i]`` is the first file of such a run for name ``c`` (``i`` when file
-    ``i`` has its own), and ``take`` marks the entries decoded (those of the names a file has
-    its own columns of).
+    ``i`` has its own), and ``take[i]`` the entries of file ``i`` decoded (those of the names it
+    has its own columns of; None: all).
 
     Why: the ranks of a pipeline stage repeat most columns (a 1,024-rank 96-layer step has 3 to 8
     distinct ones a name: its ranks differ in their peers), and gathering and scattering every
