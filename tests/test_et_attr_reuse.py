@@ -16,6 +16,8 @@ from chakra_pipe.et import attrs, graph_from_bytes, schema
 from chakra_pipe.et import graph as graph_module
 from chakra_pipe.et.graph import INT_ATTRS
 
+_SMALL_INT_KINDS = {"uint32_val", "int64_val", "fixed64_val", "int32_val", "uint64_val", "sint64_val"}
+
 
 @st.composite
 def small_nodes(draw) -> list[schema.Node]:
@@ -40,7 +42,7 @@ def edited_files(draw) -> list[list[schema.Node]]:
         nodes = [schema.Node.FromString(n.SerializeToString()) for n in files[-1]]
         for _ in range(draw(st.integers(0, 3))):
             node = nodes[draw(st.integers(0, len(nodes) - 1))]
-            edit = draw(st.sampled_from(["duration", "value", "kind", "add-attr", "add-node"]))
+            edit = draw(st.sampled_from(["duration", "value", "kind", "same-value", "add-attr", "add-node"]))
             if edit == "duration":  # the record's bytes differ, its attributes do not
                 node.duration_micros ^= 1
             elif edit in ("value", "kind") and len(node.attr):
@@ -49,6 +51,12 @@ def edited_files(draw) -> list[list[schema.Node]]:
                 kind = kind or draw(st.sampled_from(sorted(_KIND_VALUES)))
                 replaced = attrs.make_attr(at.name, draw(_KIND_VALUES[kind]), kind=kind)
                 at.CopyFrom(replaced)
+            elif edit == "same-value" and len(node.attr):  # another kind, same integer (or none): kinds alone differ
+                at = node.attr[draw(st.integers(0, len(node.attr) - 1))]
+                kind = draw(st.sampled_from(["uint32_val", "int64_val", "fixed64_val", "double_val", "string_val"]))
+                value = getattr(at, at.WhichOneof("value")) if at.WhichOneof("value") in _SMALL_INT_KINDS else 0
+                value = value if 0 <= value < 2**31 else 1
+                at.CopyFrom(attrs.make_attr(at.name, "" if kind == "string_val" else value, kind=kind))
             elif edit == "add-attr":
                 kind = draw(st.sampled_from(sorted(_KIND_VALUES)))
                 attrs.set_attr(node, draw(st.sampled_from(_NAMES)), draw(_KIND_VALUES[kind]), kind=kind)
