@@ -1934,7 +1934,7 @@ def _keys(idx: np.ndarray) -> list[int]:
     return idx.tolist()
 
 
-def _payloads(arr: np.ndarray, s: np.ndarray, length: np.ndarray, convert: Callable[[bytes], Any]) -> list[Any]:
+def _payloads(arr: np.ndarray, s: np.ndarray, length: np.ndarray, convert: Callable[[bytes], Any]) -> np.ndarray:
     """``convert(bytes)`` of each span ``[s, s + length)``, computed once per distinct byte string.
 
     The same few ``pg_name`` strings sit on every communication node (418k of them in a 1,024-rank
@@ -1955,7 +1955,7 @@ def _payloads(arr: np.ndarray, s: np.ndarray, length: np.ndarray, convert: Calla
         single[short[same]] = False
     for i in np.flatnonzero(single).tolist():
         out[i] = convert(arr[int(s[i]) : int(s[i]) + int(length[i])].tobytes())
-    return out.tolist()
+    return out
 
 
 class _AttrBatch:
@@ -2006,7 +2006,7 @@ class _AttrBatch:
         if self.shared is None:
             _decode_group(group, self.arr)
         else:
-            _decode_group(group, self.arr, (*self.shared.values(self.arr), np.concatenate(sources)))
+            _decode_group(group, self.arr, (*self.shared.values(self.arr), sources))
 
 
 @dataclass
@@ -2040,7 +2040,7 @@ def _decode_attrs(g: TraceGraph) -> _AttrColumns:
 def _decode_group(
     group: list[tuple[TraceGraph, int]],
     arr: np.ndarray,
-    shared: tuple[_AttrParts, np.ndarray, np.ndarray] | None = None,
+    shared: tuple[_AttrParts, np.ndarray, list[np.ndarray]] | None = None,
 ) -> None:
     """Keep the well-known attributes (decoded and checked at load time) of each ``(graph, offset
     of its bytes in arr)`` as columns, set as the graph's ``_attrs``.
@@ -2058,17 +2058,23 @@ def _decode_group(
     graphs = [g for g, _ in group]
     sizes = np.array([len(g) for g in graphs], dtype=np.int64)
     node_base = np.cumsum(sizes) - sizes
-    counts = [len(g.attr_parts.node) for g in graphs]
-    node = np.concatenate([g.attr_parts.node.astype(np.intp) + int(b) for g, b in zip(graphs, node_base)])
+    dense = np.array([bool(g.slow.any()) for g in graphs])
+    reuse = _Reuse.every_own(len(graphs)) if shared is None else _Reuse.of(graphs, *shared, dense)
+    known = [g.attr_parts for g in graphs]
+    # per file and entry: where its tag is in its record, or (shared) which distinct entry it copies
+    tags = [a.tag for a in known] if shared is None else shared[2]
+    parts_of = [
+        (a.node, a.code, s) if t is None else (a.node[t], a.code[t], s[t]) for a, s, t in zip(known, tags, reuse.take)
+    ]
+    node = np.concatenate([p[0].astype(np.intp) + int(b) for p, b in zip(parts_of, node_base)])
     # each entry's value: where its tag is, or (shared) which decoded distinct entry it copies
     where = (
-        np.concatenate([g.rec_start[g.attr_parts.node].astype(np.int64) + g.attr_parts.tag + off for g, off in group])
+        np.concatenate([g.rec_start[p[0]].astype(np.int64) + p[2] + off for (g, off), p in zip(group, parts_of)])
         if shared is None
-        else shared[2]
+        else np.concatenate([p[2] for p in parts_of])
     )
-    code = np.concatenate([g.attr_parts.code for g in graphs])
-    file_of = np.repeat(np.arange(len(graphs)), counts)
-    dense = np.array([bool(g.slow.any()) for g in graphs])
+    code = np.concatenate([p[1] for p in parts_of])
+    file_of = np.repeat(np.arange(len(graphs)), [len(p[0]) for p in parts_of])
     if dense.any():  # records turned slow after their attributes were checked
         use = np.flatnonzero(~np.concatenate([g.slow for g in graphs])[node])
         node, where, code, file_of = node[use], where[use], code[use], file_of[use]
@@ -2084,9 +2090,9 @@ def _decode_group(
     cols = [_AttrColumns({}, {}, _NO_NAMES, {}) for _ in graphs]
     layout = _Layout(sizes, node_base, dense)
     for c, name in enumerate(_KNOWN):
-        sel = order[bounds[c] : bounds[c + 1]]
+        sel, rep = order[bounds[c] : bounds[c + 1]], reuse.rep[c]
         at, f = node[sel], file_of[sel]
-        for col, kind in zip(cols, layout.columns(np.uint8, at, f, kind8[sel])):
+        for col, kind in zip(cols, layout.columns(np.uint8, at, f, kind8[sel], rep)):
             col.kind[name] = kind
         if len(at) < 2 or bool((at[1:] > at[:-1]).all()):  # one entry a record: its kinds are the column's
             for key in _distinct(f.astype(np.int64) << 8 | kind8[sel]).tolist():  # (file, kind) pairs
@@ -2096,23 +2102,113 @@ def _decode_group(
                 kind = cols[i].kind[name]
                 cols[i].stored[name] = frozenset(_distinct(kind[kind != 0]).tolist())
         if name in INT_ATTRS:
-            for col, value in zip(cols, layout.columns(np.int64, at, f, values[sel])):
+            for col, value in zip(cols, layout.columns(np.int64, at, f, values[sel], rep)):
                 col.value[name] = value
         elif len(sel):
-            for i, found in _strings(arr, parts, sel if src is None else src[sel], at, f, node_base, name):
+            for i, found in _strings(
+                arr, parts, sel if src is None else src[sel], at, f, node_base, name, src is not None
+            ):
                 if name == "pg_name":
                     cols[i].pg_name = found
                 else:
                     cols[i].involved_dim = found
-    for g, col in zip(graphs, cols):
+    for c, i, r in reuse.copies():
+        stored = cols[r].stored.get(_KNOWN[c])
+        if stored is not None:
+            cols[i].stored[_KNOWN[c]] = stored
+    for g, col, has_slow in zip(graphs, cols, dense.tolist()):
         g._attrs, g._attr_batch = col, None
-        slow = np.flatnonzero(g.slow).tolist()
-        if slow:  # the protobuf reading may have changed any kind
+        if has_slow:  # the protobuf reading may have changed any kind
             names = col.pg_name.copy()
-            for i in slow:
+            for i in np.flatnonzero(g.slow).tolist():
                 _slow_record(g, col, names, i)
             col.pg_name = PgNames.of(names)
             col.stored = {name: frozenset(_distinct(k[k != 0]).tolist()) for name, k in col.kind.items()}
+
+
+@dataclass
+class _Reuse:
+    """Which files of a decode group have the same kind and value columns of a name as the file
+    before them: ``rep[c, i]`` is the first file of such a run for name ``c`` (``i`` when file
+    ``i`` has its own), and ``take[i]`` the entries of file ``i`` decoded (those of the names it
+    has its own columns of; None: all).
+
+    Why: the ranks of a pipeline stage repeat most columns (a 1,024-rank 96-layer step has 3 to 8
+    distinct ones a name: its ranks differ in their peers), and gathering and scattering every
+    file's entries into its columns was most of the attribute decode; :class:`~chakra_pipe.rankset.
+    twins.SharedColumns` then compared each copy byte by byte to find it equal again. The load
+    already knows which entries are byte-identical (the distinct entry each copies, see
+    ``.dedupe``): a file whose records and names of entries are its predecessor's, entry by entry,
+    has a name's columns when each of its entries of that name copies the same distinct entry, or
+    one of equal kind and integer value. Strings are read for every file; files with slow records
+    (whose columns ``_slow_record`` writes) are never compared.
+    """
+
+    rep: np.ndarray  # (names, files)
+    take: list[np.ndarray | None]  # per file: its entries decoded (None: all)
+
+    @classmethod
+    def every_own(cls, n: int) -> _Reuse:
+        """``n`` files that each decode all their entries."""
+        return cls(np.tile(np.arange(n), (len(_KNOWN), 1)), [None] * n)
+
+    @classmethod
+    def of(
+        cls,
+        graphs: list[TraceGraph],
+        parts: _AttrParts,
+        values: np.ndarray,
+        sources: list[np.ndarray],
+        dense: np.ndarray,
+    ) -> _Reuse:
+        """From the decoded parts and integer values of the distinct entries and, per file, which
+        one each of its entries copies."""
+        n = len(graphs)
+        differ = np.ones((n, len(_KNOWN)), dtype=bool)  # by file and name code: has its own columns
+        take: list[np.ndarray | None] = [None] * n
+        for i in range(1, n):
+            if dense[i] or dense[i - 1] or not _same_entries(graphs[i - 1], graphs[i]):
+                continue
+            code = graphs[i].attr_parts.code
+            x, y = sources[i], sources[i - 1]
+            d = np.flatnonzero(x != y)  # entries of records whose bytes differ: their values may not
+            x, y = x[d], y[d]
+            row = differ[i]
+            row[:] = _READ_ALWAYS
+            row[code[d[(parts.kind[x] != parts.kind[y]) | (values[x] != values[y])]]] = True
+            take[i] = np.flatnonzero(row[code])
+        own = np.where(differ.T, np.arange(n), 0)
+        return cls(np.maximum.accumulate(own, axis=1), take)  # the last file at or before with its own
+
+    def copies(self) -> Iterable[tuple[int, int, int]]:
+        """``(name code, file, its representative)`` of each column that is another file's."""
+        c, f = np.nonzero(self.rep != np.arange(self.rep.shape[1]))
+        return zip(c.tolist(), f.tolist(), self.rep[c, f].tolist())
+
+
+# names whose values are strings or lists: not compared, read for every file
+_READ_ALWAYS = np.array([name not in INT_ATTRS for name in _KNOWN])
+
+
+def _same_entries(before: TraceGraph, g: TraceGraph) -> bool:
+    """Whether ``g``'s records and its entries' records and names are ``before``'s."""
+    a, b = before.attr_parts, g.attr_parts
+    return (
+        len(before) == len(g)
+        and a.node.dtype == b.node.dtype
+        and a.code.dtype == b.code.dtype
+        and a.node.tobytes() == b.node.tobytes()
+        and a.code.tobytes() == b.code.tobytes()
+    )
+
+
+def _once(rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct, inverse)`` of ``rows`` (indices below ``n``): the distinct rows ascending, and
+    each row's index among them; by a mark table of ``n`` rather than a sort."""
+    seen = np.zeros(n, dtype=bool)
+    seen[rows] = True
+    index = np.cumsum(seen) - 1
+    return np.flatnonzero(seen), index[rows]
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
@@ -2130,10 +2226,14 @@ class _Layout:
     node_base: np.ndarray
     dense: np.ndarray  # files whose columns must be writable arrays (they have slow records)
 
-    def columns(self, dtype: type, at: np.ndarray, f: np.ndarray, values: np.ndarray) -> list[np.ndarray]:
+    def columns(
+        self, dtype: type, at: np.ndarray, f: np.ndarray, values: np.ndarray, rep: np.ndarray
+    ) -> list[np.ndarray]:
         """Each file's column holding ``values`` at group records ``at`` of files ``f`` (a repeated
         attribute: the last entry wins, as in protobuf): only files with a non-zero value, or
-        ``dense``, take space in the shared array; the others get a :func:`_zeros` view."""
+        ``dense``, take space in the shared array; the others get a :func:`_zeros` view. A file
+        ``i`` whose ``rep[i]`` is another (an earlier file, see :class:`_Reuse`; it has no entries
+        here) gets that file's very column, made read-only: one array for the files, none writes it."""
         need = self.dense.copy()
         need[f[values != 0]] = True
         sizes = np.where(need, self.sizes, 0)
@@ -2142,9 +2242,14 @@ class _Layout:
         m = need[f]
         shared[at[m] - self.node_base[f[m]] + base[f[m]]] = values[m]
         zeros: dict[int, np.ndarray] = {}
-        out = []
-        for n, b, dense in zip(self.sizes.tolist(), base.tolist(), need.tolist()):
-            if dense:
+        out: list[np.ndarray] = []
+        for i, (n, b, dense, r) in enumerate(zip(self.sizes.tolist(), base.tolist(), need.tolist(), rep.tolist())):
+            if r != i:
+                column = out[r]
+                if r == i - 1:  # its first copy (a file's copies follow it)
+                    column.flags.writeable = False
+                out.append(column)
+            elif dense:
                 out.append(shared[b : b + n])
             else:
                 if n not in zeros:
@@ -2188,16 +2293,23 @@ def _strings(
     f: np.ndarray,
     node_base: np.ndarray,
     name: str,
+    copies: bool = False,
 ) -> Iterable[tuple[int, Any]]:
     """``(file, {record: value})`` of ``pg_name`` (``string_val``, as :class:`PgNames`) or
     ``involved_dim`` (``bool_list``) from the entries of that name (group records ``at`` of files
     ``f``, in file order; ``rows``: their rows of ``parts``), for the files that have any: a
-    record's last entry decides, and one of another kind leaves it out."""
+    record's last entry decides, and one of another kind leaves it out.
+
+    ``copies``: ``parts`` are a batch's distinct entries (``_SharedEntries``), which ``rows``
+    repeat: each row's value is converted once and gathered (the 418k ``pg_name`` entries of a
+    1,024-rank 96-layer step are copies of a few thousand, and grouping every entry's bytes by
+    :func:`_payloads` was a quarter of the attribute decode)."""
     wanted = 29 if name == "pg_name" else 28
     convert: Callable[[bytes], Any] = _bool_list if name == "involved_dim" else _ascii_str
-    ss, sl, kind = parts.span_s[rows], parts.span_l[rows], parts.kind[rows]
+    kind = parts.kind[rows]
     local = at - node_base[f]
     if len(at) >= 2 and not bool((at[1:] > at[:-1]).all()):  # a repeated attribute: in file order, last wins
+        ss, sl = parts.span_s[rows], parts.span_l[rows]
         for i in np.unique(f).tolist():
             out: dict[int, Any] = {}
             for j in np.flatnonzero(f == i).tolist():
@@ -2209,7 +2321,11 @@ def _strings(
             yield i, PgNames.of(out) if name == "pg_name" else out
         return
     keep = np.flatnonzero(kind == wanted)  # one entry a record, ascending: no entry overrides another
-    values = _payloads(arr, ss[keep], sl[keep], convert)
+    if copies:
+        once, inv = _once(rows[keep], len(parts.kind))
+        values = _payloads(arr, parts.span_s[once], parts.span_l[once], convert)[inv].tolist()
+    else:
+        values = _payloads(arr, parts.span_s[rows[keep]], parts.span_l[rows[keep]], convert).tolist()
     if name == "involved_dim":  # each record its own list, as before: a caller may modify one
         values = [list(v) for v in values]
     records = local[keep].astype(np.intp)

@@ -119,14 +119,15 @@ class SharedColumns:
     def _kept(self, name: tuple[str, str], column: np.ndarray, compact: bool = False) -> np.ndarray:
         prev = self._last.get(name)
         if prev is not None and prev.equals(column):
+            prev.given = column  # the next ranks of its decode group may hold this very array
             return prev.shared()
-        base = column.base
+        given, base = column, column.base
         if compact and isinstance(base, np.ndarray) and column.strides != (0,) and base.nbytes > column.nbytes:
             # a slice of the batch decode's one array per attribute (et.graph._decode_group): the
             # other files' slices are mostly shared away, but one kept slice held all of it (3.7 MB
             # of a 1,024-rank 96-layer step). Not the load's columns: their block stays anyway.
             column = column.copy()
-        self._last[name] = _Kept(column)
+        self._last[name] = _Kept(column, given)
         return column
 
     def share(self, graph) -> None:
@@ -149,10 +150,12 @@ class _Kept:
     and each numpy attribute read (``dtype``, ``shape``, ``strides``, ``flags``) builds an object,
     a third of :meth:`SharedColumns.share`'s time at 1,024 ranks."""
 
-    __slots__ = ("column", "dtype", "shape", "single", "_bytes", "_frozen")
+    __slots__ = ("column", "given", "dtype", "shape", "single", "_bytes", "_frozen")
 
-    def __init__(self, column: np.ndarray):
-        self.column, self.dtype, self.shape = column, column.dtype, column.shape
+    def __init__(self, column: np.ndarray, given: np.ndarray):
+        # given: the graph's own column, which ``column`` copies when compacted; the decode hands
+        # the next ranks that very array when their column is equal (et.graph._Reuse)
+        self.column, self.given, self.dtype, self.shape = column, given, column.dtype, column.shape
         self.single = column.strides == (0,)
         self._bytes: bytes | None = None  # taken on the first comparison that needs them
         self._frozen = False
@@ -160,7 +163,9 @@ class _Kept:
     def equals(self, column: np.ndarray) -> bool:
         """Whether ``column`` has this column's dtype, shape and bytes. Two single-value views (an
         attribute absent from both files, ``et.graph._zeros``) compare by their one value: no copy
-        of a column of zeros per rank and name."""
+        of a column of zeros per rank and name; the very array it was given is equal at no cost."""
+        if column is self.given:
+            return True
         dtype = column.dtype
         if not (dtype is self.dtype or dtype == self.dtype) or column.shape != self.shape:
             return False
