@@ -656,3 +656,66 @@ def test_pg_names_share_their_record_table_and_read_as_the_dict_did(tmp_path):
         pa[5] = "x"  # type: ignore[index]
     alone = load_graph(tmp_path / "w.0.et").pg_name  # decoded alone: the same table while both live
     assert alone._pos is pa._pos and alone == pa
+
+
+def _field(number: int, value) -> bytes:
+    """One Node field on the wire: a varint, or a length-delimited payload (bytes)."""
+    if isinstance(value, bytes):
+        return encode_varint(number << 3 | 2) + encode_varint(len(value)) + value
+    return encode_varint(number << 3) + encode_varint(value)
+
+
+_WALK_FIELDS = st.one_of(
+    st.tuples(st.sampled_from([1, 6, 7]), st.integers(0, 2**64 - 1)),
+    st.tuples(st.just(3), st.integers(0, 7)),  # a type (the graph keeps types as int8)
+    st.tuples(st.just(2), st.binary(max_size=6)),  # a name, not always UTF-8
+    st.tuples(
+        st.sampled_from([4, 5]),
+        st.lists(st.integers(0, 2**20), max_size=4).map(lambda ids: b"".join(encode_varint(i) for i in ids)),
+    ),
+    st.tuples(st.just(10), st.just(b"\x0a\x09comm_size\x48\x2a")),  # comm_size = 42 (int64_val)
+)
+# The walk's record orders: one writer's order for every record, the same with a field repeated or
+# moved in some records (a step whose records hold different fields, or a field seen before).
+_WALK_ORDERS = st.lists(_WALK_FIELDS, min_size=1, max_size=7)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    _WALK_ORDERS,
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6), st.booleans()), min_size=1, max_size=12),
+    st.sampled_from([b"", b"\x08", b"\x80", b"\x12\x05ab"]),
+    st.booleans(),
+)
+def test_field_walk_reads_repeated_and_reordered_fields_as_protobuf(order, edits, junk, alike):
+    """The field walk skips per-record checks on the steps whose records all hold the same field,
+    one none held before; every other step (mixed fields, a field again: proto3 keeps the last
+    scalar and merges lists) must still read as protobuf, and a record protobuf refuses must be
+    refused (``junk``: a truncated varint or length at the end of a record). ``alike``: every
+    record edited as the first, so that a step's records all hold a field they held before."""
+    records = []
+    if alike:
+        edits = [(edits[0][0], edits[0][1], broken) for _, _, broken in edits]
+    for i, (repeat, move, broken) in enumerate(edits):
+        fields = list(order)
+        if repeat < len(fields):  # a field again, later in the record
+            fields.append(fields[repeat])
+        if move < len(fields):  # one field first
+            fields.insert(0, fields.pop(move))
+        record = _field(1, i + 1) + b"".join(_field(num, value) for num, value in fields)
+        records.append(record + (junk if broken else b""))
+    data = frame_all(schema.GlobalMetadata(version="1.0.0"), records)
+    try:
+        nodes = [schema.Node.FromString(r) for r in records]
+        for node in nodes:
+            node.name.encode("utf-8")
+    except Exception:
+        nodes = None
+    with mock.patch.object(graph_module, "_SMALL", 0):  # the vectorised path, whatever the size
+        if nodes is None:
+            with pytest.raises(TraceFormatError):
+                graph = graph_from_bytes(data)
+                for i in range(len(graph)):
+                    graph.node(i)
+            return
+        assert_graph_matches(graph_from_bytes(data), nodes)
