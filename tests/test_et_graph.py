@@ -719,3 +719,36 @@ def test_field_walk_reads_repeated_and_reordered_fields_as_protobuf(order, edits
                     graph.node(i)
             return
         assert_graph_matches(graph_from_bytes(data), nodes)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.one_of(st.integers(0, 2**21), st.integers(0, 2**35)), max_size=1),  # 1-5 bytes, or none
+            st.integers(0, 1),  # a byte cut off the end
+            st.binary(max_size=3),  # bytes between lists
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.booleans(),
+)
+def test_one_id_lists_read_as_the_bytewise_decoder(regions, two):
+    """Short lists of one id each (a generated trace's data dependencies) take the first gather's
+    value (``_single_varints``); a list of two ids, a 5-byte id or a cut one sends the group to the
+    byte-wise decoder. Either way values, counts and ok flags are the byte-wise decoder's."""
+    data, starts, lens = b"", [], []
+    for k, (values, cut, gap) in enumerate(regions):
+        raw = b"".join(encode_varint(v) for v in values + ([7] if two and k == 0 else []))
+        raw = raw[: max(0, len(raw) - cut)]
+        starts.append(len(data))
+        lens.append(len(raw))
+        data += raw + gap
+    arr = np.zeros(len(data) + 16, dtype=np.uint8)
+    arr[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+    s, n = np.array(starts, np.int64), np.array(lens, np.int64)
+    got = graph_module._packed_group(arr, s, n)
+    simple = graph_module._bytewise_group(arr, s, n)
+    assert [x.tolist() for x in got] == [x.tolist() for x in simple]
+    assert got[0].dtype == simple[0].dtype or not len(got[0])

@@ -456,9 +456,9 @@ def _packed_group(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tupl
     return out, counts, oks
 
 
-# Mean bytes per non-empty list below which the byte-wise decoder is used: its cost is per byte,
-# this one's partly per list (a generated trace's one-id lists decoded 8 % slower this way,
-# a converted trace's ~80-byte ones 1.6x faster).
+# Mean bytes per non-empty list below which the byte-wise decoder is used unless every list is one
+# varint (_single_varints): its cost is per byte, this one's partly per list (a generated trace's
+# one-id lists decoded 8 % slower this way, a converted trace's ~80-byte ones 1.6x faster).
 _UNIFORM_BYTES = 8
 
 
@@ -476,13 +476,14 @@ def _uniform_regions(
     continuation bits are checked, so a region is taken only if it really is that uniform.
     """
     words = np.ndarray((len(arr) - 3,), dtype="<u4", buffer=arr.data, strides=(1,))
-    if int(lens.sum()) < _UNIFORM_BYTES * np.count_nonzero(lens):  # decided before any gather
-        return None
     nz = np.flatnonzero(lens)
     s, ln = starts[nz], lens[nz]
-    term = ~words[s] & np.uint32(0x80808080)
+    w = words[s]
+    term = ~w & np.uint32(0x80808080)
     lowest = term & (np.uint32(0) - term)  # the first varint's last byte's bit: 0x80 << 8 * (width - 1)
     width = (np.bitwise_count(lowest - np.uint32(1)) + 1).astype(np.int64) >> 3
+    if int(ln.sum()) < _UNIFORM_BYTES * len(nz):
+        return _single_varints(w, lowest, width, ln, lens)
     cand = np.flatnonzero((lowest != 0) & (ln % np.maximum(width, 1) == 0))
     if not len(cand):
         return None
@@ -511,6 +512,24 @@ def _uniform_regions(
     counts = np.zeros(len(starts), dtype=np.int64)
     counts[nz[good]] = count[good]
     return v, counts, done
+
+
+def _single_varints(
+    w: np.ndarray, lowest: np.ndarray, width: np.ndarray, ln: np.ndarray, lens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`_uniform_regions` of short lists when every non-empty one is exactly one varint of
+    1-4 bytes (``w``: its first 4 bytes, ``lowest``/``width``: its terminator bit and width, ``ln``:
+    its length), else None (the byte-wise decoder then reads them).
+
+    A generated trace's data dependencies are one id a node: the first gather already holds the
+    whole value, where the byte-wise decoder gathers every byte into a copy to find varint ends."""
+    if not ((lowest != 0) & (width == ln)).all():
+        return None
+    w &= (lowest << np.uint32(1)) - np.uint32(1)  # wraps to all ones for a 4-byte varint
+    v = w & np.uint32(0x7F)
+    for k, mask in ((1, 0x3F80), (2, 0x1FC000), (3, 0xFE00000)):
+        v |= (w >> np.uint32(k)) & np.uint32(mask)
+    return v, (lens > 0).astype(np.int64), np.ones(len(lens), dtype=bool)
 
 
 def _bytewise_group(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
