@@ -736,8 +736,9 @@ def test_field_walk_reads_repeated_and_reordered_fields_as_protobuf(order, edits
 )
 def test_one_id_lists_read_as_the_bytewise_decoder(regions, two):
     """Short lists of one id each (a generated trace's data dependencies) take the first gather's
-    value (``_single_varints``); a list of two ids, a 5-byte id or a cut one sends the group to the
-    byte-wise decoder. Either way values, counts and ok flags are the byte-wise decoder's."""
+    value (``_single_varints``); a list of two ids, a 5-byte id or a cut one is left to the
+    byte-wise decoder. The ok flags are the byte-wise decoder's, and once the bad lists are
+    emptied (as the loader does) so are the values, counts and dtype."""
     data, starts, lens = b"", [], []
     for k, (values, cut, gap) in enumerate(regions):
         raw = b"".join(encode_varint(v) for v in values + ([7] if two and k == 0 else []))
@@ -748,6 +749,8 @@ def test_one_id_lists_read_as_the_bytewise_decoder(regions, two):
     arr = np.zeros(len(data) + 16, dtype=np.uint8)
     arr[: len(data)] = np.frombuffer(data, dtype=np.uint8)
     s, n = np.array(starts, np.int64), np.array(lens, np.int64)
+    assert graph_module._packed_group(arr, s, n)[2].tolist() == graph_module._bytewise_group(arr, s, n)[2].tolist()
+    n[~graph_module._bytewise_group(arr, s, n)[2]] = 0  # as the loader does: bad lists' records go to protobuf
     got = graph_module._packed_group(arr, s, n)
     simple = graph_module._bytewise_group(arr, s, n)
     assert [x.tolist() for x in got] == [x.tolist() for x in simple]

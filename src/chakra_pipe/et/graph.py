@@ -483,7 +483,7 @@ def _uniform_regions(
     lowest = term & (np.uint32(0) - term)  # the first varint's last byte's bit: 0x80 << 8 * (width - 1)
     width = (np.bitwise_count(lowest - np.uint32(1)) + 1).astype(np.int64) >> 3
     if int(ln.sum()) < _UNIFORM_BYTES * len(nz):
-        return _single_varints(w, lowest, width, ln, lens)
+        return _single_varints(nz, w, lowest, width, ln, lens)
     cand = np.flatnonzero((lowest != 0) & (ln % np.maximum(width, 1) == 0))
     if not len(cand):
         return None
@@ -515,21 +515,30 @@ def _uniform_regions(
 
 
 def _single_varints(
-    w: np.ndarray, lowest: np.ndarray, width: np.ndarray, ln: np.ndarray, lens: np.ndarray
+    nz: np.ndarray, w: np.ndarray, lowest: np.ndarray, width: np.ndarray, ln: np.ndarray, lens: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """:func:`_uniform_regions` of short lists when every non-empty one is exactly one varint of
-    1-4 bytes (``w``: its first 4 bytes, ``lowest``/``width``: its terminator bit and width, ``ln``:
-    its length), else None (the byte-wise decoder then reads them).
+    """:func:`_uniform_regions` of short lists: those that are exactly one varint of 1-4 bytes
+    (``nz``: the non-empty lists, ``w``: their first 4 bytes, ``lowest``/``width``: the first
+    varint's terminator bit and width, ``ln``: their lengths) and the empty ones are done; None when
+    no non-empty list is one varint.
 
     A generated trace's data dependencies are one id a node: the first gather already holds the
-    whole value, where the byte-wise decoder gathers every byte into a copy to find varint ends."""
-    if not ((lowest != 0) & (width == ln)).all():
+    whole value, where the byte-wise decoder gathers every byte into a copy to find varint ends.
+    The few lists of two ids or more are left to it."""
+    single = (lowest != 0) & (width == ln)
+    if not single.any():
         return None
+    if not single.all():
+        nz, w, lowest = nz[single], w[single], lowest[single]
     w &= (lowest << np.uint32(1)) - np.uint32(1)  # wraps to all ones for a 4-byte varint
     v = w & np.uint32(0x7F)
     for k, mask in ((1, 0x3F80), (2, 0x1FC000), (3, 0xFE00000)):
         v |= (w >> np.uint32(k)) & np.uint32(mask)
-    return v, (lens > 0).astype(np.int64), np.ones(len(lens), dtype=bool)
+    done = lens == 0
+    done[nz] = True
+    counts = np.zeros(len(lens), dtype=np.int64)
+    counts[nz] = 1
+    return v, counts, done
 
 
 def _bytewise_group(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
