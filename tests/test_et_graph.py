@@ -656,3 +656,102 @@ def test_pg_names_share_their_record_table_and_read_as_the_dict_did(tmp_path):
         pa[5] = "x"  # type: ignore[index]
     alone = load_graph(tmp_path / "w.0.et").pg_name  # decoded alone: the same table while both live
     assert alone._pos is pa._pos and alone == pa
+
+
+def _field(number: int, value) -> bytes:
+    """One Node field on the wire: a varint, or a length-delimited payload (bytes)."""
+    if isinstance(value, bytes):
+        return encode_varint(number << 3 | 2) + encode_varint(len(value)) + value
+    return encode_varint(number << 3) + encode_varint(value)
+
+
+_WALK_FIELDS = st.one_of(
+    st.tuples(st.sampled_from([1, 6, 7]), st.integers(0, 2**64 - 1)),
+    st.tuples(st.just(3), st.integers(0, 7)),  # a type (the graph keeps types as int8)
+    st.tuples(st.just(2), st.binary(max_size=6)),  # a name, not always UTF-8
+    st.tuples(
+        st.sampled_from([4, 5]),
+        st.lists(st.integers(0, 2**20), max_size=4).map(lambda ids: b"".join(encode_varint(i) for i in ids)),
+    ),
+    st.tuples(st.just(10), st.just(b"\x0a\x09comm_size\x48\x2a")),  # comm_size = 42 (int64_val)
+)
+# The walk's record orders: one writer's order for every record, the same with a field repeated or
+# moved in some records (a step whose records hold different fields, or a field seen before).
+_WALK_ORDERS = st.lists(_WALK_FIELDS, min_size=1, max_size=7)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    _WALK_ORDERS,
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6), st.booleans()), min_size=1, max_size=12),
+    st.sampled_from([b"", b"\x08", b"\x80", b"\x12\x05ab"]),
+    st.booleans(),
+)
+def test_field_walk_reads_repeated_and_reordered_fields_as_protobuf(order, edits, junk, alike):
+    """The field walk skips per-record checks on the steps whose records all hold the same field,
+    one none held before; every other step (mixed fields, a field again: proto3 keeps the last
+    scalar and merges lists) must still read as protobuf, and a record protobuf refuses must be
+    refused (``junk``: a truncated varint or length at the end of a record). ``alike``: every
+    record edited as the first, so that a step's records all hold a field they held before."""
+    records = []
+    if alike:
+        edits = [(edits[0][0], edits[0][1], broken) for _, _, broken in edits]
+    for i, (repeat, move, broken) in enumerate(edits):
+        fields = list(order)
+        if repeat < len(fields):  # a field again, later in the record
+            fields.append(fields[repeat])
+        if move < len(fields):  # one field first
+            fields.insert(0, fields.pop(move))
+        record = _field(1, i + 1) + b"".join(_field(num, value) for num, value in fields)
+        records.append(record + (junk if broken else b""))
+    data = frame_all(schema.GlobalMetadata(version="1.0.0"), records)
+    try:
+        nodes = [schema.Node.FromString(r) for r in records]
+        for node in nodes:
+            node.name.encode("utf-8")
+    except Exception:
+        nodes = None
+    with mock.patch.object(graph_module, "_SMALL", 0):  # the vectorised path, whatever the size
+        if nodes is None:
+            with pytest.raises(TraceFormatError):
+                graph = graph_from_bytes(data)
+                for i in range(len(graph)):
+                    graph.node(i)
+            return
+        assert_graph_matches(graph_from_bytes(data), nodes)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.one_of(st.integers(0, 2**21), st.integers(0, 2**35)), max_size=1),  # 1-5 bytes, or none
+            st.integers(0, 1),  # a byte cut off the end
+            st.binary(max_size=3),  # bytes between lists
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.booleans(),
+)
+def test_one_id_lists_read_as_the_bytewise_decoder(regions, two):
+    """Short lists of one id each (a generated trace's data dependencies) take the first gather's
+    value (``_single_varints``); a list of two ids, a 5-byte id or a cut one is left to the
+    byte-wise decoder. The ok flags are the byte-wise decoder's, and once the bad lists are
+    emptied (as the loader does) so are the values, counts and dtype."""
+    data, starts, lens = b"", [], []
+    for k, (values, cut, gap) in enumerate(regions):
+        raw = b"".join(encode_varint(v) for v in values + ([7] if two and k == 0 else []))
+        raw = raw[: max(0, len(raw) - cut)]
+        starts.append(len(data))
+        lens.append(len(raw))
+        data += raw + gap
+    arr = np.zeros(len(data) + 16, dtype=np.uint8)
+    arr[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+    s, n = np.array(starts, np.int64), np.array(lens, np.int64)
+    assert graph_module._packed_group(arr, s, n)[2].tolist() == graph_module._bytewise_group(arr, s, n)[2].tolist()
+    n[~graph_module._bytewise_group(arr, s, n)[2]] = 0  # as the loader does: bad lists' records go to protobuf
+    got = graph_module._packed_group(arr, s, n)
+    simple = graph_module._bytewise_group(arr, s, n)
+    assert [x.tolist() for x in got] == [x.tolist() for x in simple]
+    assert got[0].dtype == simple[0].dtype or not len(got[0])

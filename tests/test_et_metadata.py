@@ -160,3 +160,32 @@ def test_the_node_walk_never_accepts_what_protobuf_refuses():
             plain += 1
             assert _strict_node(record) == (got, None)
     assert plain > 200  # the walk is exercised, not skipped
+
+
+def test_a_record_shared_by_many_files_is_walked_once_and_read_as_each_alone(monkeypatch):
+    """A rank set's files carry one GlobalMetadata record byte for byte: its walk is remembered by
+    its bytes, and every file still gets its own metadata object reading as the record does."""
+    md = schema.GlobalMetadata(version="1.0.0", attr=[make_attr("generator", "chakra-pipe"), make_attr("n", -5)])
+    payload = md.SerializeToString()
+    walks: list[bytes] = []
+    real = metadata._plain
+
+    def counted(record: bytes):
+        walks.append(record)
+        return real(record)
+
+    metadata._plain_shared.cache_clear()
+    monkeypatch.setattr(metadata, "_plain", counted)
+    first, second = metadata.read_metadata(payload), metadata.read_metadata(memoryview(payload))
+    assert walks == [payload]
+    assert isinstance(first, metadata.LazyMetadata) and isinstance(second, metadata.LazyMetadata)
+    assert first is not second and first.attr is not second.attr
+    expected = parse_metadata(payload, "f", 0)
+    for md in (first, second):
+        assert md.version == expected.version
+        assert [a.name for a in md.attr] == [a.name for a in expected.attr]
+        assert md.message == expected
+    big = schema.GlobalMetadata(version="v" * (metadata._SHARED_MAX + 1)).SerializeToString()
+    metadata.read_metadata(big)
+    metadata.read_metadata(big)
+    assert walks[1:] == [big, big]  # too large to keep: walked each time

@@ -456,9 +456,9 @@ def _packed_group(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tupl
     return out, counts, oks
 
 
-# Mean bytes per non-empty list below which the byte-wise decoder is used: its cost is per byte,
-# this one's partly per list (a generated trace's one-id lists decoded 8 % slower this way,
-# a converted trace's ~80-byte ones 1.6x faster).
+# Mean bytes per non-empty list below which the byte-wise decoder is used unless every list is one
+# varint (_single_varints): its cost is per byte, this one's partly per list (a generated trace's
+# one-id lists decoded 8 % slower this way, a converted trace's ~80-byte ones 1.6x faster).
 _UNIFORM_BYTES = 8
 
 
@@ -476,13 +476,14 @@ def _uniform_regions(
     continuation bits are checked, so a region is taken only if it really is that uniform.
     """
     words = np.ndarray((len(arr) - 3,), dtype="<u4", buffer=arr.data, strides=(1,))
-    if int(lens.sum()) < _UNIFORM_BYTES * np.count_nonzero(lens):  # decided before any gather
-        return None
     nz = np.flatnonzero(lens)
     s, ln = starts[nz], lens[nz]
-    term = ~words[s] & np.uint32(0x80808080)
+    w = words[s]
+    term = ~w & np.uint32(0x80808080)
     lowest = term & (np.uint32(0) - term)  # the first varint's last byte's bit: 0x80 << 8 * (width - 1)
     width = (np.bitwise_count(lowest - np.uint32(1)) + 1).astype(np.int64) >> 3
+    if int(ln.sum()) < _UNIFORM_BYTES * len(nz):
+        return _single_varints(nz, w, lowest, width, ln, lens)
     cand = np.flatnonzero((lowest != 0) & (ln % np.maximum(width, 1) == 0))
     if not len(cand):
         return None
@@ -510,6 +511,33 @@ def _uniform_regions(
     done[lens == 0] = True
     counts = np.zeros(len(starts), dtype=np.int64)
     counts[nz[good]] = count[good]
+    return v, counts, done
+
+
+def _single_varints(
+    nz: np.ndarray, w: np.ndarray, lowest: np.ndarray, width: np.ndarray, ln: np.ndarray, lens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`_uniform_regions` of short lists: those that are exactly one varint of 1-4 bytes
+    (``nz``: the non-empty lists, ``w``: their first 4 bytes, ``lowest``/``width``: the first
+    varint's terminator bit and width, ``ln``: their lengths) and the empty ones are done; None when
+    no non-empty list is one varint.
+
+    A generated trace's data dependencies are one id a node: the first gather already holds the
+    whole value, where the byte-wise decoder gathers every byte into a copy to find varint ends.
+    The few lists of two ids or more are left to it."""
+    single = (lowest != 0) & (width == ln)
+    if not single.any():
+        return None
+    if not single.all():
+        nz, w, lowest = nz[single], w[single], lowest[single]
+    w &= (lowest << np.uint32(1)) - np.uint32(1)  # wraps to all ones for a 4-byte varint
+    v = w & np.uint32(0x7F)
+    for k, mask in ((1, 0x3F80), (2, 0x1FC000), (3, 0xFE00000)):
+        v |= (w >> np.uint32(k)) & np.uint32(mask)
+    done = lens == 0
+    done[nz] = True
+    counts = np.zeros(len(lens), dtype=np.int64)
+    counts[nz] = 1
     return v, counts, done
 
 
@@ -942,11 +970,18 @@ class _Decoder:
 
     # -- node fields -----------------------------------------------------------------------
     def _walk_nodes(self) -> None:
-        """Walk the top-level fields of every record at once, one field per vectorised step."""
+        """Walk the top-level fields of every record at once, one field per vectorised step.
+
+        Writers emit a node's fields in one order, so a step's records usually all hold the same
+        field, one no record held before: such a step needs no per-record table lookups and no
+        duplicate-field mask (~a third of a step's passes). The mask (``seen``) is built from the
+        steps so far at the first step that is not such, and kept from there on."""
         arr = self.arr
         p = self.rec_start.copy()
         end = self.rec_start + self.rec_len
-        seen = np.zeros(self.n, dtype=np.int64)
+        seen: np.ndarray | None = None
+        fresh: list[tuple[np.ndarray, int]] = []  # (records, field bit) of the steps before ``seen``
+        held = 0  # the field bits of those steps
         active = np.flatnonzero(p < end)
         attr_phase: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
         steps = 0
@@ -959,19 +994,36 @@ class _Decoder:
             tag = arr[pa]  # the first tag byte: field number and wire type through _TAG_* tables
             val, nb = _varints(arr, pa + 1)
             s = pa + 1 + nb
-            # A length of 2^40 or more (no buffer is that long) is clamped to 2^40, which the end
-            # test refuses: one pass instead of a separate test of the length.
-            newp = s + np.where(_TAG_LEN[tag], np.minimum(val, _U64(1 << 40)).view(np.int64), 0)
-            bit, known, ea = _TAG_BIT[tag], seen[active], end[active]
-            valid = _TAG_OK[tag] & (nb > 0) & (newp <= ea) & ((known & bit) == 0)
-            if valid.all():  # the common case: no compressing copies
-                a, f, v = active, tag >> 3, val
-                seen[a] = known | bit
+            ea = end[active]
+            one = int(tag[0])
+            if seen is None and _TAG_OK[one] and not held & int(_TAG_BIT[one]) and (tag == one).all():
+                # A length of 2^40 or more (no buffer is that long) is clamped to 2^40, which the end
+                # test refuses: one pass instead of a separate test of the length.
+                newp = s + np.minimum(val, _U64(1 << 40)).view(np.int64) if _TAG_LEN[one] else s
+                valid = (nb > 0) & (newp <= ea)
+                a, v = active, val
+                if not valid.all():
+                    self.slow[active[~valid]] = True
+                    a, v, s, newp, ea = active[valid], val[valid], s[valid], newp[valid], ea[valid]
+                held |= int(_TAG_BIT[one])
+                fresh.append((a, int(_TAG_BIT[one])))
+                self._store_field(one >> 3, a, v, s)
             else:
-                self.slow[active[~valid]] = True
-                a, f, v, s, newp, ea = active[valid], tag[valid] >> 3, val[valid], s[valid], newp[valid], ea[valid]
-                seen[a] = known[valid] | bit[valid]
-            self._store_fields(a, f, v, s)
+                if seen is None:
+                    seen = np.zeros(self.n, dtype=np.int64)
+                    for rows, bit in fresh:
+                        seen[rows] |= bit
+                newp = s + np.where(_TAG_LEN[tag], np.minimum(val, _U64(1 << 40)).view(np.int64), 0)
+                bits, known = _TAG_BIT[tag], seen[active]
+                valid = _TAG_OK[tag] & (nb > 0) & (newp <= ea) & ((known & bits) == 0)
+                if valid.all():  # the common case: no compressing copies
+                    a, f, v = active, tag >> 3, val
+                    seen[a] = known | bits
+                else:
+                    self.slow[active[~valid]] = True
+                    a, f, v, s, newp, ea = active[valid], tag[valid] >> 3, val[valid], s[valid], newp[valid], ea[valid]
+                    seen[a] = known[valid] | bits[valid]
+                self._store_fields(a, f, v, s)
             p[a] = newp
             more = newp < ea
             a, newp = a[more], newp[more]
@@ -989,32 +1041,35 @@ class _Decoder:
     def _store_fields(self, a: np.ndarray, f: np.ndarray, v: np.ndarray, s: np.ndarray) -> None:
         """Store one walk step's fields (record ``a``, field number ``f``, varint ``v``, payload
         start ``s``), visiting only the field numbers present and without a mask where every
-        record of the step has the same field (the usual case: writers emit fields in order)."""
+        record of the step has the same field."""
         count = np.bincount(f, minlength=32)
         for num in np.flatnonzero(count).tolist():
             sel = slice(None) if count[num] == len(f) else f == num
-            rows, value, start = a[sel], v[sel], s[sel]
-            if num == 1:
-                self.ids[rows] = value
-            elif num == 6:
-                self.start[rows] = value
-            elif num == 7:
-                self.dur[rows] = value
-            elif num == 3:
-                self.types[rows] = value.astype(np.int64)
-            elif num == 2:
-                self.name_start[rows] = start
-                self.name_len[rows] = value.astype(np.int64)
-            elif num in (4, 5):
-                self.dep_span[num][0][rows] = start
-                self.dep_span[num][1][rows] = value.astype(np.int64)
-            elif num == 10:
-                self.lead_attr[rows] = True
-                self._add_attrs(rows, start, value.astype(np.int64))
-            else:  # 8, 9: inputs, outputs (the walk accepts no other field number)
-                self.io_node.append(rows)
-                self.io_s.append(start)
-                self.io_l.append(value.astype(np.int64))
+            self._store_field(num, a[sel], v[sel], s[sel])
+
+    def _store_field(self, num: int, rows: np.ndarray, value: np.ndarray, start: np.ndarray) -> None:
+        """Store field ``num`` of records ``rows`` (varint ``value``, payload ``start``)."""
+        if num == 1:
+            self.ids[rows] = value
+        elif num == 6:
+            self.start[rows] = value
+        elif num == 7:
+            self.dur[rows] = value
+        elif num == 3:
+            self.types[rows] = value.astype(np.int64)
+        elif num == 2:
+            self.name_start[rows] = start
+            self.name_len[rows] = value.astype(np.int64)
+        elif num in (4, 5):
+            self.dep_span[num][0][rows] = start
+            self.dep_span[num][1][rows] = value.astype(np.int64)
+        elif num == 10:
+            self.lead_attr[rows] = True
+            self._add_attrs(rows, start, value.astype(np.int64))
+        else:  # 8, 9: inputs, outputs (the walk accepts no other field number)
+            self.io_node.append(rows)
+            self.io_s.append(start)
+            self.io_l.append(value.astype(np.int64))
 
     def _add_attrs(
         self, nodes: np.ndarray, starts: np.ndarray, lens: np.ndarray, sink: tuple[list, list, list] | None = None

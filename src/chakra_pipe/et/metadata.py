@@ -13,6 +13,8 @@ at once, so its errors are exactly the strict reader's. The rank-set rules read 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from .framing import parse_metadata
@@ -195,7 +197,7 @@ class LazyMetadata:
 
     __slots__ = ("version", "attr", "_payload", "_message")
 
-    def __init__(self, payload: bytes, version: str, names: list[str]):
+    def __init__(self, payload: bytes, version: str, names: Sequence[str]):
         self.version, self._payload, self._message = version, payload, None
         self.attr = [_Attribute(name, self, i) for i, name in enumerate(names)]
 
@@ -229,7 +231,23 @@ def read_metadata(payload: bytes, file: str = "<bytes>", offset: int = 0) -> Any
     """The GlobalMetadata record ``payload``: a :class:`LazyMetadata` when plain, else the strict
     protobuf decoding of :func:`framing.parse_metadata` (errors naming ``file`` and ``offset``)."""
     payload = bytes(payload)
-    plain = _plain(payload)
+    plain = _plain_shared(payload) if len(payload) <= _SHARED_MAX else _plain(payload)
     if plain is None:
         return parse_metadata(payload, file, offset)
     return LazyMetadata(payload, *plain)
+
+
+# The files of a rank set carry one GlobalMetadata record byte for byte (L96: 1,024 copies of one
+# 435-byte record), and its walk is ~20 us a file: a walk's result depends on the bytes alone, so
+# each distinct small record is walked once. Larger ones are walked every time: the memo must not
+# keep big payloads alive.
+_SHARED_MAX = 1 << 12
+_SHARED_RECORDS = 8
+
+
+@lru_cache(maxsize=_SHARED_RECORDS)
+def _plain_shared(payload: bytes) -> tuple[str, tuple[str, ...]] | None:
+    """:func:`_plain` of ``payload``, remembered for the next file with the same record (the names
+    as a tuple: every file's :class:`LazyMetadata` builds its own attribute list from them)."""
+    plain = _plain(payload)
+    return None if plain is None else (plain[0], tuple(plain[1]))

@@ -206,7 +206,8 @@ def _chains(arr: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[tuple[np.nd
     t = np.concatenate(tags)
     f = np.searchsorted(lo, t, side="right") - 1  # the range each tag byte lies in (-1: before all)
     fc = np.maximum(f, 0)
-    t, fc = t[(f >= 0) & (t < hi[fc])], fc[(f >= 0) & (t < hi[fc])]
+    inside = (f >= 0) & (t < hi[fc])
+    t, fc = t[inside], fc[inside]
     tag_lo = lo[fc]
     keep = (t >= tag_lo + 1) & (arr[t - 1] < 0x80)
     t, tag_lo, fc = t[keep], tag_lo[keep], fc[keep]
