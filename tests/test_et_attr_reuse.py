@@ -6,13 +6,11 @@ kind changes one name's columns, an added node changes the file's layout."""
 
 from __future__ import annotations
 
-from unittest import mock
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_et_graph import _KIND_VALUES, _NAMES, frame_all
+from test_et_graph import _KIND_VALUES, _NAMES, batch_and_alone, frame_all
 
-from chakra_pipe.et import attrs, graph_from_bytes, schema
+from chakra_pipe.et import attrs, schema
 from chakra_pipe.et import graph as graph_module
 from chakra_pipe.et.graph import INT_ATTRS
 
@@ -71,14 +69,7 @@ def edited_files(draw) -> list[list[schema.Node]]:
 def test_files_repeating_their_predecessors_entries_read_as_their_own(tmp_path_factory, files, group, copies):
     """Each file (repeated ``copies`` times, so most files are an equal file's successor) reads as
     decoded alone; columns shared between files are read-only."""
-    md = schema.GlobalMetadata(version="1.0.0")
-    blobs = [frame_all(md, [n.SerializeToString() for n in nodes]) for nodes in files for _ in range(copies)]
-    d = tmp_path_factory.mktemp("reuse")
-    for r, blob in enumerate(blobs):
-        (d / f"w.{r}.et").write_bytes(blob)
-    with mock.patch.object(graph_module, "_SMALL", 0), mock.patch.object(graph_module, "_ATTR_DECODE_GROUP", group):
-        batch = graph_module.load_graphs([d / f"w.{r}.et" for r in range(len(blobs))])
-        alone = [graph_from_bytes(blob) for blob in blobs]
+    batch, alone = batch_and_alone(tmp_path_factory.mktemp("reuse"), files, group, copies)
     owners: dict[int, int] = {}
     for r, (g, own) in enumerate(zip(batch, alone)):
         for name in own.attr_kind:

@@ -24,6 +24,20 @@ def frame_all(md, node_payloads: list[bytes]) -> bytes:
     return b"".join(out)
 
 
+def batch_and_alone(folder, files, group: int, copies: int = 1) -> tuple[list, list]:
+    """Each node list written ``copies`` times as one rank file of a set: the set loaded as one batch
+    (every file on the vectorised path, attribute decode groups of ``group`` files) and each file
+    decoded alone, for comparison."""
+    md = schema.GlobalMetadata(version="1.0.0")
+    blobs = [frame_all(md, [n.SerializeToString() for n in nodes]) for nodes in files for _ in range(copies)]
+    for r, blob in enumerate(blobs):
+        (folder / f"w.{r}.et").write_bytes(blob)
+    with mock.patch.object(graph_module, "_SMALL", 0), mock.patch.object(graph_module, "_ATTR_DECODE_GROUP", group):
+        batch = graph_module.load_graphs([folder / f"w.{r}.et" for r in range(len(blobs))])
+        alone = [graph_from_bytes(blob) for blob in blobs]
+    return batch, alone
+
+
 def expected_columns(nodes):
     return {
         "ids": [n.id for n in nodes],
@@ -548,14 +562,7 @@ def test_attributes_decoded_over_a_batch_equal_each_files_own(tmp_path_factory, 
     group ends inside the batch): every file's columns, kinds, ``pg_name`` and ``involved_dim``
     (in order) must be that file's own reading, repeated attributes and protobuf-decoded records
     included."""
-    md = schema.GlobalMetadata(version="1.0.0")
-    blobs = [frame_all(md, [n.SerializeToString() for n in nodes]) for nodes in files]
-    d = tmp_path_factory.mktemp("batch")
-    for r, blob in enumerate(blobs):
-        (d / f"w.{r}.et").write_bytes(blob)
-    with mock.patch.object(graph_module, "_SMALL", 0), mock.patch.object(graph_module, "_ATTR_DECODE_GROUP", group):
-        batch = graph_module.load_graphs([d / f"w.{r}.et" for r in range(len(files))])
-        alone = [graph_from_bytes(blob) for blob in blobs]
+    batch, alone = batch_and_alone(tmp_path_factory.mktemp("batch"), files, group)
     for g, own, nodes in zip(batch, alone, files):
         assert_graph_matches(g, nodes)
         for name in own.attr_kind:
