@@ -285,7 +285,16 @@ def simulate(
     try:
         while True:  # each rerun turns one fast path off, so at most two reruns
             try:
-                run = partial(_simulate, trace_set, hw, comm_groups, fast, comm_groups_file, phases_fast, symmetric)
+                run = partial(
+                    _simulate,
+                    trace_set,
+                    hw,
+                    comm_groups,
+                    fast,
+                    comm_groups_file,
+                    phases_fast=phases_fast,
+                    symmetric=symmetric,
+                )
                 return clocked(run, hw)
             except FastPathDeclined:  # a direct phase hit a same-time tie only the event order settles
                 phases_fast = symmetric = False
