@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import gc
 import os
 import re
@@ -172,9 +173,7 @@ def promote_tracked() -> None:
         gc.unfreeze()
 
 
-_EXIT_UNCOLLECTED: list[bool] = []  # whether exit_uncollected registered its hook in this process
-
-
+@functools.cache  # once per process
 def exit_uncollected() -> None:
     """At interpreter exit, leave the objects still alive to the operating system instead of to the
     collector (``gc.freeze`` as the last ``atexit`` hook but those registered later; once per process).
@@ -185,6 +184,4 @@ def exit_uncollected() -> None:
     ``object.__del__``); what is not in a reference cycle is still freed, and its finalizer run, when
     the modules are cleared. For verbs whose outputs are closed before they return (``simulate``).
     """
-    if not _EXIT_UNCOLLECTED:
-        atexit.register(gc.freeze)
-        _EXIT_UNCOLLECTED.append(True)
+    atexit.register(gc.freeze)
