@@ -185,3 +185,14 @@ def exit_uncollected() -> None:
     the modules are cleared. For verbs whose outputs are closed before they return (``simulate``).
     """
     atexit.register(gc.freeze)
+
+
+@contextlib.contextmanager
+def one_shot() -> Iterator[None]:
+    """Run a one-shot verb's whole run (``simulate``, the ASTRA-sim drop-in programs): everything it
+    builds lives until the process ends, so the collector stays off through it
+    (:func:`collector_paused` with ``lasting``) and leaves what is alive at exit alone
+    (:func:`exit_uncollected`)."""
+    exit_uncollected()
+    with collector_paused(lasting=True):
+        yield

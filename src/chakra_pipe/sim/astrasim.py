@@ -265,10 +265,9 @@ def _main(args: list[str], backend: str) -> None:
     """The drop-in program: as ``chakra-pipe simulate``, its run lives until the process ends, so the
     collector stays off through it and leaves what is alive at exit alone (``lifecycle``; ~20 ms of a
     64-rank run, issue #15)."""
-    from ..lifecycle import collector_paused, exit_uncollected
+    from ..lifecycle import one_shot
 
-    exit_uncollected()
-    with collector_paused(lasting=True):
+    with one_shot():
         code = run(args, backend)
     sys.exit(code)
 

@@ -65,12 +65,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _simulate(args) -> int:
-    from ..lifecycle import collector_paused, exit_uncollected
+    from ..lifecycle import one_shot
 
     # The simulator's modules, the trace set and the run's objects all live until the process ends:
     # collector passes over them free nothing (simulate() itself runs paused, for library callers too).
-    exit_uncollected()
-    with collector_paused(lasting=True):
+    with one_shot():
         return _run(args)
 
 
