@@ -133,3 +133,19 @@ def test_a_collective_with_no_dimension_to_run_on_never_completes(tmp_path: Path
         groups = None
     with pytest.raises(ChakraPipeError):
         simulate(write_set(tmp_path, ranks), ring_hw(4), groups)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the readers take a repeated attribute's last entry (et/graph.py columns, et/attrs.get_int/get_attr, "
+    "transform/comm.set_int_attr); ASTRA-sim's feeder_v3 (ETFeederNode::get_attr_msg) takes the first",
+)
+def test_a_repeated_attribute_reads_its_first_entry_as_astra_sim(tmp_path: Path) -> None:
+    """§2.1: ASTRA-sim's feeder looks an attribute up by name and stops at the first match, so a node
+    whose ``comm_size`` was appended again (a tool patching a trace) runs with its first value: here
+    the 1 MiB all-reduce of table §7.3 (4 NPUs, 43,000 ns), not a 4 KiB one."""
+    node = coll(0, AR)
+    node.attr.append(coll(0, AR, size=4096).attr[-1])  # a second comm_size entry, 4,096 B
+    assert [a.name for a in node.attr] == ["comm_type", "comm_size", "comm_size"]
+    res = simulate(write_set(tmp_path, [[node]] * 4), ring_hw(4))
+    assert res.finish_ns == [4 * ring_chunk("AR", 4, D // 4)] * 4 == [43_000] * 4
