@@ -114,6 +114,21 @@ def test_pg_name_0_is_the_world_even_when_a_metadata_table_names_0(tmp_path: Pat
     assert simulate(write_set(tmp_path, ranks), ring_hw(4)).finish_ns == [4 * ring_chunk("AR", 4, D // 4)] * 4
 
 
+@pytest.mark.parametrize("style", ["legacy converter [true]", "one flag per NPU"])
+def test_a_named_group_decides_the_plan_whatever_involved_dim_says(tmp_path: Path, style: str) -> None:
+    """§2.5: ``pg_name`` selects the group; a group smaller than the world runs a one-dimensional ring
+    over its members (E = 10). Upstream passes that group's plan, dimensions included, to
+    ``Sys::generate_collective``, so a node's ``involved_dim`` counts only for the world group: traces
+    that carry both (the legacy converter's ``[true]``, or tools writing one flag per NPU next to
+    ``pg_name``) run on the named group."""
+    members = [1, 3, 5, 7]
+    involved = [True] if style.startswith("legacy") else [i in members for i in range(8)]
+    idle = [make_node(0, schema.COMP_NODE, 1)]
+    ranks = [[coll(0, AR, pg_name="4", involved_dim=involved)] if r in members else idle for r in range(8)]
+    res = simulate(write_set(tmp_path, ranks), _fc_hw(8), {4: members})
+    assert [res.finish_ns[r] for r in members] == [4 * ring_chunk("AR", 4, D // 4, e=10)] * 4
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="sim/system/sys.py generate_collective completes a collective with no active dimension at once; "
