@@ -24,6 +24,7 @@ from test_sim_examples import D, N, Pd, _fc_hw, coll, make_node, ring_chunk, rin
 
 from chakra_pipe.errors import ChakraPipeError
 from chakra_pipe.et import schema
+from chakra_pipe.et.attrs import make_attr
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, simulate
 from chakra_pipe.sim.system.sys import TAG_SPACE
 
@@ -164,3 +165,40 @@ def test_a_repeated_attribute_reads_its_first_entry_as_astra_sim(tmp_path: Path)
     assert [a.name for a in node.attr] == ["comm_type", "comm_size", "comm_size"]
     res = simulate(write_set(tmp_path, [[node]] * 4), ring_hw(4))
     assert res.finish_ns == [4 * ring_chunk("AR", 4, D // 4)] * 4 == [43_000] * 4
+
+
+def _stg_node(nid: int, ntype: int, data: tuple[int, ...], attrs: list[tuple[str, object, str]]) -> schema.Node:
+    """A node as the Symbolic Tensor Graph generator (ASTRA-sim's suggested LLM workload tool) writes
+    it: integer attributes in int32/int64/uint64 kinds, ``is_cpu_op`` an int32, ``inputs``/``outputs``
+    as string-list *attributes* (not the IOInfo fields), ``op_type``/``op_category`` on compute."""
+    n = schema.Node(id=nid, name=f"stg{nid}", type=ntype)
+    n.data_deps.extend(data)
+    io = [("inputs", ["x", "4096"], "string_list"), ("outputs", ["y", "4096"], "string_list")]
+    n.attr.extend(make_attr(name, value, kind) for name, value, kind in [*io, *attrs])
+    return n
+
+
+def test_a_symbolic_tensor_graph_style_set_runs_as_astra_sim_reads_it(tmp_path: Path) -> None:
+    """Chakra sets from another tool (chakra-format §4 kinds read leniently, unknown attributes
+    ignored; §2.5 groups): compute with ``num_ops``/``tensor_size``/``op_type`` and no duration
+    (replayed as 1 ns), a collective in a comm-group-file group with ``involved_dim`` [true]·3 on a
+    one-dimensional network (the group decides), then a send / receive with int32 peer and tag."""
+    size = 1 << 20
+    cpu = ("is_cpu_op", 0, "int32_val")
+    comp = [("num_ops", 10**9, "int64_val"), ("tensor_size", 10**6, "uint64_val"), ("op_type", "M", "string_val")]
+    comp += [("op_category", 0, "int32_val")]
+    ranks = []
+    for r in range(4):
+        coll_attrs = [("comm_size", D, "int64_val"), ("comm_type", AR, "int64_val")]
+        coll_attrs += [("pg_name", str(1 + r // 2), "string_val"), cpu, ("involved_dim", [True] * 3, "bool_list")]
+        nodes = [_stg_node(1, schema.COMP_NODE, (), comp), _stg_node(2, schema.COMM_COLL_NODE, (1,), coll_attrs)]
+        p2p = [("comm_size", size, "int64_val"), ("comm_tag", 9, "int32_val"), cpu]
+        if r == 0:
+            nodes.append(_stg_node(3, schema.COMM_SEND_NODE, (2,), [*p2p, ("comm_dst", 2, "int32_val")]))
+        if r == 2:
+            nodes.append(_stg_node(3, schema.COMM_RECV_NODE, (2,), [*p2p, ("comm_src", 0, "int32_val")]))
+        ranks.append(nodes)
+    res = simulate(write_set(tmp_path, ranks), ring_hw(4), {1: [0, 1], 2: [2, 3]})
+    collective_done = 1 + 4 * ring_chunk("AR", 2, D // 4)  # each pair's ring; rank 0 to 1 is one hop
+    arrival = collective_done + N(size, 2, 500, 50)  # rank 0 to rank 2: two hops on the 4-ring
+    assert res.finish_ns == [arrival, collective_done, arrival, collective_done]
