@@ -151,11 +151,6 @@ def test_a_collective_with_no_dimension_to_run_on_never_completes(tmp_path: Path
         simulate(write_set(tmp_path, ranks), ring_hw(4), groups)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the readers take a repeated attribute's last entry (et/graph.py columns, et/attrs.get_int/get_attr, "
-    "transform/comm.set_int_attr); ASTRA-sim's feeder_v3 (ETFeederNode::get_attr_msg) takes the first",
-)
 def test_a_repeated_attribute_reads_its_first_entry_as_astra_sim(tmp_path: Path) -> None:
     """§2.1: ASTRA-sim's feeder looks an attribute up by name and stops at the first match, so a node
     whose ``comm_size`` was appended again (a tool patching a trace) runs with its first value: here
