@@ -8,10 +8,13 @@ algorithm list (§3.2.5), ``involved_dim`` skipping dimensions (§3.2.4) and ``p
 meaning the world (§2.5). Expected values come from the closed forms of §6 (helpers of
 ``test_sim_examples``), never from a run.
 
-The last test is an ``xfail``: a collective that has no dimension to run on (a one-member group, or
-``involved_dim`` all false) gets no chunk stream upstream (``Sys::generate_collective`` marks its
-data set inactive and never notifies it), so ASTRA-sim never finishes the rank; here it completes
-at once.
+It found three differences, fixed and pinned here: a named group's plan decides whatever
+``involved_dim`` says, a repeated attribute reads its first entry (both as ASTRA-sim's workload and
+feeder do), and a Chakra set written as the Symbolic Tensor Graph generator writes it runs as
+ASTRA-sim reads it. One is an ``xfail``: a collective that has no dimension to run on (a
+one-member group, or ``involved_dim`` all false) gets no chunk stream upstream
+(``Sys::generate_collective`` marks its data set inactive and never notifies it), so ASTRA-sim never
+finishes the rank; here it completes at once (the fix belongs to ``sim/system``).
 """
 
 from __future__ import annotations
