@@ -49,20 +49,21 @@ def expected_columns(nodes):
         "ctrl": [list(n.ctrl_deps) for n in nodes],
         **{a: [attrs.get_int(n, a, 0) if _int_kind(n, a) else 0 for n in nodes] for a in INT_ATTRS},
         "pg": {
-            i: attrs.get_attr(n, "pg_name") for i, n in enumerate(nodes) if _last_kind(n, "pg_name") == "string_val"
+            i: attrs.get_attr(n, "pg_name") for i, n in enumerate(nodes) if _first_kind(n, "pg_name") == "string_val"
         },
     }
 
 
-def _last_kind(node, name):
-    for a in reversed(node.attr):
+def _first_kind(node, name):
+    """The kind of a name's first entry: the one every reader takes (ASTRA-sim's feeder included)."""
+    for a in node.attr:
         if a.name == name:
             return a.WhichOneof("value")
     return None
 
 
 def _int_kind(node, name):
-    return _last_kind(node, name) in attrs.INT_KINDS
+    return _first_kind(node, name) in attrs.INT_KINDS
 
 
 def assert_graph_matches(g, nodes):
@@ -181,7 +182,7 @@ def test_compact_graph_equals_protobuf_reading(nodes):
 
 def test_non_canonical_layouts_fall_back_exactly():
     """Hand-made wire layouts no Chakra writer emits but protobuf accepts: out-of-order fields,
-    unpacked repeats, a repeated scalar (last wins), an attribute with fields reversed."""
+    unpacked repeats, a repeated scalar (last wins, as protobuf), an attribute with fields reversed."""
 
     def tag(f, wt):
         return encode_varint(f << 3 | wt)
@@ -325,7 +326,7 @@ def test_attributes_checked_once_per_distinct_bytes_even_when_hashes_collide():
 def _tail_case_payloads() -> list[bytes]:
     """Records whose attribute tails repeat (as a generated trace's do), with each way a tail can
     go wrong repeated on several records: a non-ASCII ``pg_name`` (refused by the check after the
-    walk), a field after the attributes (refused by the walk), a repeated name (last wins), an
+    walk), a field after the attributes (refused by the walk), a repeated name (first wins), an
     attribute before the other fields (the attribute way), and a tail too long to be grouped."""
     payloads = []
     for i in range(1, 301):
@@ -533,7 +534,7 @@ def test_attributes_grouped_by_prefix_keep_protobufs_verdict(value, fails, colli
     for n in nodes:
         attrs.set_attr(n, "comm_size", n.id * 1000)  # distinct records, one prefix
     payloads = [n.SerializeToString() for n in nodes]
-    odd = b"\n\tcomm_size" + value  # a second comm_size on node 151: the last one wins
+    odd = b"\n\tcomm_size" + value  # a second comm_size on node 151: the first one is read
     payloads[150] += b"R" + encode_varint(len(odd)) + odd
     data = frame_all(md, payloads)
     mix = (np.uint64(0),) * len(graph_module._MIX) if collide else graph_module._MIX
@@ -568,9 +569,9 @@ def test_attributes_decoded_over_a_batch_equal_each_files_own(tmp_path_factory, 
         for name in own.attr_kind:
             assert g.attr_kind[name].tolist() == own.attr_kind[name].tolist(), name
             assert g.stored_kinds(name) == set(g.attr_kind[name].tolist()) - {0}, name
-            assert g.attr_kind[name].tolist() == [attrs.KIND_NUMBER.get(_last_kind(n, name) or "", 0) for n in nodes], (
-                name
-            )
+            assert g.attr_kind[name].tolist() == [
+                attrs.KIND_NUMBER.get(_first_kind(n, name) or "", 0) for n in nodes
+            ], name
         assert list(g.pg_name.items()) == list(own.pg_name.items())
         assert list(g.involved_dim.items()) == list(own.involved_dim.items())
 
@@ -595,9 +596,9 @@ def test_attributes_of_a_batch_decode_together_and_hold_no_graph(tmp_path):
     assert first.pg_name == dict.fromkeys(range(60), "tp") and first.pg_name[7] is second.pg_name[7]
 
 
-def test_repeated_string_attributes_in_a_batch_keep_the_last_entry(tmp_path):
-    """A record's last ``pg_name`` / ``involved_dim`` entry decides, as protobuf reads a repeated
-    attribute list front to back: another kind last leaves the record out, whatever came before."""
+def test_repeated_string_attributes_in_a_batch_keep_the_first_entry(tmp_path):
+    """A record's first ``pg_name`` / ``involved_dim`` entry decides, as ASTRA-sim's feeder stops at
+    the first attribute of a name: the later entries, of whatever kind, are not read."""
     md = schema.GlobalMetadata(version="1.0.0")
     nodes = [schema.Node(id=i, type=schema.COMM_COLL_NODE) for i in range(4)]
     for i, entries in enumerate(
@@ -612,9 +613,9 @@ def test_repeated_string_attributes_in_a_batch_keep_the_last_entry(tmp_path):
     with mock.patch.object(graph_module, "_SMALL", 0):
         graphs = graph_module.load_graphs([tmp_path / f"w.{r}.et" for r in range(2)])
     for g in graphs:
-        assert list(g.pg_name.items()) == [(1, "b"), (2, "d")] and g.involved_dim == {}
-        assert g.attr_kind["pg_name"].tolist() == [9, 29, 29, 0] and g.attr_kind["involved_dim"].tolist()[3] == 9
-        assert g.stored_kinds("pg_name") == {9, 29} and g.stored_kinds("involved_dim") == {9}
+        assert list(g.pg_name.items()) == [(0, "a"), (1, "b"), (2, "c")] and g.involved_dim == {3: [True]}
+        assert g.attr_kind["pg_name"].tolist() == [29, 29, 29, 0] and g.attr_kind["involved_dim"].tolist()[3] == 28
+        assert g.stored_kinds("pg_name") == {29} and g.stored_kinds("involved_dim") == {28}
         assert g.stored_kinds("comm_size") == frozenset()
 
 

@@ -228,3 +228,22 @@ def test_an_uneven_moe_all_to_all_stops_its_group_and_the_other_ranks_finish(tmp
     assert [exc.value.finished[r][0] for r in (2, 3)] == alone.finish_ns[2:]
     rules = [(Path(f.file).name, f.rule) for f in exc.value.problems]
     assert rules == [("w.1.et", "collective-mismatch"), ("w.0.et", "set-deadlock"), ("w.1.et", "set-deadlock")]
+
+
+@pytest.mark.parametrize("which", ["data", "ctrl"])
+def test_a_parent_listed_twice_is_one_parent_and_a_warning(tmp_path, caplog, which):
+    # astra-sim-semantics.md §2.2: a node is issuable once every parent in the *union* of data_deps and
+    # ctrl_deps has finished; ASTRA-sim's feeder keeps each node's parents in a set, so a repeated id
+    # (a converter that wrote the same edge twice) is one parent and the set runs: 3 µs, then 3 µs.
+    # validate's duplicate-dep error (chakra-format.md §9 item 10: Chakra's C++ feeder stalls on it)
+    # becomes simulate's warning, as for the other sets ASTRA-sim runs despite validate's errors.
+    twice = {which: [1, 1]}
+    prefix = write_set(tmp_path, [[node(1, dur=3), node(2, dur=3, **twice)]] * 2)
+    with caplog.at_level(logging.WARNING, logger="chakra_pipe.sim.simulate"):
+        res = simulate(TraceSet.load(prefix), hw(2))
+    assert res.finish_ns == [6000, 6000]
+    assert [r.message for r in caplog.records] == [
+        f"{prefix}.{r}.et: node 2: warning: duplicate-dep: {which}_deps repeats 1 (Chakra's C++ feeder frees one "
+        "occurrence per parent and stalls) (simulated as ASTRA-sim runs it)"
+        for r in (0, 1)
+    ]

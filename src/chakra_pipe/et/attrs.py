@@ -110,8 +110,9 @@ def set_attr(node, name: str, value: Any, kind: str | None = None) -> None:
 
 
 def get_attr(node, name: str, default: Any = _MISSING) -> Any:
-    """Value of the last attribute called ``name``; integer kinds read as int (lenient)."""
-    for attr in reversed(node.attr):
+    """Value of the first attribute called ``name`` (ASTRA-sim's feeder stops at the first match);
+    integer kinds read as int (lenient)."""
+    for attr in node.attr:
         if attr.name == name:
             value = value_of(attr)
             if attr.WhichOneof("value") in INT_KINDS and name != "is_cpu_op":
@@ -123,8 +124,9 @@ def get_attr(node, name: str, default: Any = _MISSING) -> Any:
 
 
 def get_int(node, name: str, default: int | None = None) -> int | None:
-    """Integer attribute read leniently (any integer kind, bool included); ``default`` if absent."""
-    for attr in reversed(node.attr):
+    """Integer attribute (the first of that name) read leniently (any integer kind, bool included);
+    ``default`` if absent or of another kind."""
+    for attr in node.attr:
         if attr.name == name:
             kind = attr.WhichOneof("value")
             return int(getattr(attr, kind)) if kind in INT_KINDS else default

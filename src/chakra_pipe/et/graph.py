@@ -1181,7 +1181,7 @@ class _Decoder:
                 tails.mark_all(self.slow)
             return _EMPTY, _EMPTY, _EMPTY
         # Spans were collected field step by field step; ascending offset restores file order, so a
-        # repeated name reads last-wins as in protobuf.
+        # repeated name's first entry is found first (the one _decode_group keeps).
         order = np.argsort(s, kind="stable")
         node, s, end = node[order], s[order], end[order]
         ok, tag, code = _check_distinct(self.arr, s, end - s, self._check_attr_group, self.memo)
@@ -2146,16 +2146,17 @@ def _decode_group(
     layout = _Layout(sizes, node_base, dense)
     for c, name in enumerate(_KNOWN):
         sel, rep = order[bounds[c] : bounds[c + 1]], reuse.rep[c]
-        at, f = node[sel], file_of[sel]
+        at = node[sel]
+        if len(at) >= 2 and not bool((at[1:] > at[:-1]).all()):
+            # A name repeated on a record: its first entry is the attribute, as ASTRA-sim's feeder
+            # (ETFeederNode::get_attr_msg) stops at the first match; the later ones are not read.
+            sel = sel[np.sort(np.unique(at, return_index=True)[1])]
+            at = node[sel]
+        f = file_of[sel]
         for col, kind in zip(cols, layout.columns(np.uint8, at, f, kind8[sel], rep)):
             col.kind[name] = kind
-        if len(at) < 2 or bool((at[1:] > at[:-1]).all()):  # one entry a record: its kinds are the column's
-            for key in _distinct(f.astype(np.int64) << 8 | kind8[sel]).tolist():  # (file, kind) pairs
-                cols[key >> 8].stored[name] = cols[key >> 8].stored.get(name, frozenset()) | {key & 0xFF}
-        else:  # a repeated attribute's earlier entries are not in the column
-            for i in _distinct(f).tolist():
-                kind = cols[i].kind[name]
-                cols[i].stored[name] = frozenset(_distinct(kind[kind != 0]).tolist())
+        for key in _distinct(f.astype(np.int64) << 8 | kind8[sel]).tolist():  # (file, kind) pairs
+            cols[key >> 8].stored[name] = cols[key >> 8].stored.get(name, frozenset()) | {key & 0xFF}
         if name in INT_ATTRS:
             for col, value in zip(cols, layout.columns(np.int64, at, f, values[sel], rep)):
                 col.value[name] = value
@@ -2284,8 +2285,8 @@ class _Layout:
     def columns(
         self, dtype: type, at: np.ndarray, f: np.ndarray, values: np.ndarray, rep: np.ndarray
     ) -> list[np.ndarray]:
-        """Each file's column holding ``values`` at group records ``at`` of files ``f`` (a repeated
-        attribute: the last entry wins, as in protobuf): only files with a non-zero value, or
+        """Each file's column holding ``values`` at group records ``at`` of files ``f`` (one entry a
+        record: ``_decode_group`` keeps a repeated name's first): only files with a non-zero value, or
         ``dense``, take space in the shared array; the others get a :func:`_zeros` view. A file
         ``i`` whose ``rep[i]`` is another (an earlier file, see :class:`_Reuse`; it has no entries
         here) gets that file's very column, made read-only: one array for the files, none writes it."""
@@ -2320,24 +2321,22 @@ def _slow_record(g: TraceGraph, cols: _AttrColumns, names: dict[int, str], i: in
         cols.kind[name][i] = 0
     names.pop(i, None)
     cols.involved_dim.pop(i, None)
+    seen: set[str] = set()  # a repeated name's first entry is the attribute (see _decode_group)
     for attr in g.node(i).attr:
-        if attr.name not in cols.kind:
+        if attr.name not in cols.kind or attr.name in seen:
             continue
+        seen.add(attr.name)
         kname = attr.WhichOneof("value")
         cols.kind[attr.name][i] = _attrs.KIND_NUMBER[kname] if kname else 0
         if attr.name in cols.value:
             value = int(getattr(attr, kname)) if kname in _attrs.INT_KINDS else 0
             # uint64/fixed64 values of 2^63 and more wrap into the int64 column, as the bulk path's view does
             cols.value[attr.name][i] = value - (1 << 64) if value >= 1 << 63 else value
-        elif attr.name == "pg_name":  # last one wins, whatever its kind
+        elif attr.name == "pg_name":  # another kind leaves the record without a name (its kind is reported)
             if kname == "string_val":
                 names[i] = attr.string_val
-            else:
-                names.pop(i, None)
         elif kname == "bool_list":
             cols.involved_dim[i] = list(attr.bool_list.values)
-        else:
-            cols.involved_dim.pop(i, None)
 
 
 def _strings(
@@ -2352,8 +2351,9 @@ def _strings(
 ) -> Iterable[tuple[int, Any]]:
     """``(file, {record: value})`` of ``pg_name`` (``string_val``, as :class:`PgNames`) or
     ``involved_dim`` (``bool_list``) from the entries of that name (group records ``at`` of files
-    ``f``, in file order; ``rows``: their rows of ``parts``), for the files that have any: a
-    record's last entry decides, and one of another kind leaves it out.
+    ``f``, in file order, one entry a record: ``_decode_group`` keeps a repeated name's first; ``rows``:
+    their rows of ``parts``), for the files that have any: an entry of another kind leaves its
+    record out.
 
     ``copies``: ``parts`` are a batch's distinct entries (``_SharedEntries``), which ``rows``
     repeat: each row's value is converted once and gathered (the 418k ``pg_name`` entries of a
@@ -2363,18 +2363,6 @@ def _strings(
     convert: Callable[[bytes], Any] = _bool_list if name == "involved_dim" else _ascii_str
     kind = parts.kind[rows]
     local = at - node_base[f]
-    if len(at) >= 2 and not bool((at[1:] > at[:-1]).all()):  # a repeated attribute: in file order, last wins
-        ss, sl = parts.span_s[rows], parts.span_l[rows]
-        for i in np.unique(f).tolist():
-            out: dict[int, Any] = {}
-            for j in np.flatnonzero(f == i).tolist():
-                r = int(local[j])
-                if kind[j] != wanted:
-                    out.pop(r, None)
-                else:
-                    out[r] = convert(arr[int(ss[j]) : int(ss[j]) + int(sl[j])].tobytes())
-            yield i, PgNames.of(out) if name == "pg_name" else out
-        return
     keep = np.flatnonzero(kind == wanted)  # one entry a record, ascending: no entry overrides another
     if copies:
         once, inv = _once(rows[keep], len(parts.kind))

@@ -25,8 +25,8 @@ Layer contract (other stages rely on it; do not change it):
   on input grounds they print the same error lines (stderr) and exit 2 (:class:`SetRefused`); on a
   deadlock they exit 3 (:class:`SetStuck`) with ``stuck`` = the nodes validate's ``set-deadlock``
   problems list. (Simulate runs a set the static proof finds stuck, as a ready collective may overtake
-  in time, and the sets ASTRA-sim runs despite ``collective-order``, ``collective-mismatch`` and
-  ``p2p-unmatched`` (``analysis.SIMULATE_RUNS_DESPITE``); if its run stops, it raises
+  in time, and the sets ASTRA-sim runs despite ``collective-order``, ``collective-mismatch``,
+  ``p2p-unmatched`` and ``duplicate-dep`` (``analysis.SIMULATE_RUNS_DESPITE``); if its run stops, it raises
   :meth:`~RankSetAnalysis.stuck_error`, with ``set-deadlock`` lines of its own when the deadlock
   depends on time or message sizes and validate could not see it.)
 

@@ -31,9 +31,11 @@ from .twins import SameArrays, SameInputs, SharedColumns, Twins
 
 DEADLOCK = "set-deadlock"
 # Errors that leave every comm spec intact, so the finish proof still runs: how a set hangs (a cycle,
-# a collective or message some rank never matches) or a collective only ASTRA-sim cannot run.
+# a collective or message some rank never matches), a collective only ASTRA-sim cannot run, or a
+# parent listed twice (the proof's Kahn order counts and releases each listing alike).
 PROOF_RUNS_DESPITE = frozenset(
     {
+        "duplicate-dep",
         "cycle-data",
         "cycle-ctrl",
         "collective-mismatch",
@@ -49,9 +51,11 @@ PROOF_RUNS_DESPITE = frozenset(
 # message matches on (tag, src, dst, size, k), so chunks of different sizes never meet
 # (``collective-mismatch``: the set stops, unless the messages come out the same size anyway); a
 # send completes when its data arrives, received or not, while a receive waits for a send of its size
-# (``p2p-unmatched``). The run finishes (the numbers ASTRA-sim prints, these problems as warnings)
+# (``p2p-unmatched``); a parent listed twice in a dependency list is one parent (§2.2: the union of
+# the lists; ASTRA-sim's feeder keeps parents in a set, only Chakra's C++ feeder stalls on it:
+# ``duplicate-dep``). The run finishes (the numbers ASTRA-sim prints, these problems as warnings)
 # or stops (exit 3, as ASTRA-sim's "unreleased nodes").
-SIMULATE_RUNS_DESPITE = frozenset({"collective-order", "collective-mismatch", "p2p-unmatched"})
+SIMULATE_RUNS_DESPITE = frozenset({"collective-order", "collective-mismatch", "p2p-unmatched", "duplicate-dep"})
 # Of those, the ones that need the message-by-message run: the fast paths evaluate a phase once all
 # members joined it with one size, which members of different sizes do not share.
 MESSAGE_PATH_ONLY = frozenset({"collective-mismatch"})

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..et import schema
 from ..et.collectives import ASTRA_SIM
+from ..et.traceset import WORLD_PG_NAMES
 from .config import all_gather_too_small
 from .groups import group_of
 from .system.sys import TAG_SPACE
@@ -54,8 +55,12 @@ def _collective(w: Workload, i: int, size: int) -> None:
     too_small = all_gather_too_small(size, w.cfg.preferred_dataset_splits) if ctype == S.ALL_GATHER else None
     if too_small:
         raise t.error(i, too_small)
-    involved = t.involved_dim.get(i)
     pg = t.pg_name.get(i, "")
+    # ASTRA-sim's workload hands a named group (anything but "" / "0") to the system layer, whose
+    # plan, dimensions included, replaces the node's involved_dim; involved_dim restricts the world
+    # group's global plan only (a node may carry both: the legacy converter's [true], tools that
+    # write one flag per NPU beside pg_name).
+    involved = t.involved_dim.get(i) if pg in WORLD_PG_NAMES else None
     group = None
     if involved is None:
         group = group_of(w.groups, pg)

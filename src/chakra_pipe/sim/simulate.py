@@ -230,9 +230,9 @@ def _rings_used(trace_set, table: GroupTable, hw: HardwareConfig) -> set[tuple[i
                 add(named[name])
         for i in np.nonzero(types == schema.COMM_COLL_NODE)[0].tolist():
             pg = g.pg_name.get(i, "")
-            if pg in named:  # a named group's ring, involved_dim or not (Sys._plan)
+            if pg in named:  # a named group's ring, involved_dim or not (comm.py, Sys._plan)
                 add(named[pg])
-            elif i in g.involved_dim or pg in WORLD_PG_NAMES:
+            elif pg in WORLD_PG_NAMES:  # the global plan, restricted or not by involved_dim
                 add(None)
             else:
                 return None

@@ -35,12 +35,15 @@ def comm_kind(node) -> str | None:
 
 
 def set_int_attr(node, name: str, value: int) -> None:
-    """Overwrite the last ``name`` attribute in its own integer kind (consumers read that kind)."""
-    for attr in reversed(node.attr):
-        kind = attr.WhichOneof("value")
-        if attr.name == name and kind in INT_KINDS and kind != "bool_val":
-            setattr(attr, kind, value)
-            return
+    """Overwrite the ``name`` attribute consumers read (the first of that name, ``attrs.get_int``) in
+    its own integer kind; KeyError when it is absent or not a non-bool integer."""
+    for attr in node.attr:
+        if attr.name == name:
+            kind = attr.WhichOneof("value")
+            if kind in INT_KINDS and kind != "bool_val":
+                setattr(attr, kind, value)
+                return
+            break
     raise KeyError(name)
 
 

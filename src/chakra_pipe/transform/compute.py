@@ -38,7 +38,7 @@ class NodeFilter:
 
 
 def _is_cpu(node) -> bool:
-    for attr in reversed(node.attr):
+    for attr in node.attr:  # the first entry, as every reader (attrs.get_attr)
         if attr.name == "is_cpu_op":
             return bool(getattr(attr, attr.WhichOneof("value") or "bool_val"))
     return False
