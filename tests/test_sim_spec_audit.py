@@ -11,10 +11,10 @@ meaning the world (§2.5). Expected values come from the closed forms of §6 (he
 It found three differences, fixed and pinned here: a named group's plan decides whatever
 ``involved_dim`` says, a repeated attribute reads its first entry (both as ASTRA-sim's workload and
 feeder do), and a Chakra set written as the Symbolic Tensor Graph generator writes it runs as
-ASTRA-sim reads it. One is an ``xfail``: a collective that has no dimension to run on (a
-one-member group, or ``involved_dim`` all false) gets no chunk stream upstream
-(``Sys::generate_collective`` marks its data set inactive and never notifies it), so ASTRA-sim never
-finishes the rank; here it completes at once (the fix belongs to ``sim/system``).
+ASTRA-sim reads it. One difference is kept on purpose (README deliberate difference 16): a
+collective that has no dimension to run on (a one-member group, or ``involved_dim`` all false) gets
+no chunk stream upstream (``Sys::generate_collective`` marks its data set inactive and never
+notifies it), so ASTRA-sim never finishes the rank; here it completes at once.
 """
 
 from __future__ import annotations
