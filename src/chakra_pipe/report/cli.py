@@ -85,7 +85,7 @@ def _update_standing(results, args: argparse.Namespace) -> None:
     does it after the build, sparing a second process its pandas import and parquet read (~0.7 s CPU
     of a 1,000-point campaign, benchmarks/sweep.py)."""
     from ..atomic import write_json
-    from .leaderboard import KEY, update_standing
+    from .leaderboard import KEY, rows_of, update_standing
 
     board = update_standing(results, args.board, date=args.date)
     campaigns = sorted(set(results["campaign"].astype(str)))
@@ -96,7 +96,7 @@ def _update_standing(results, args: argparse.Namespace) -> None:
             {
                 "board": str(args.board),
                 "campaigns": campaigns,
-                "rows": [dict(zip(KEY, map(str, k))) for k in mine[list(KEY)].itertuples(index=False)],
+                "rows": [dict(zip(KEY, map(str, k))) for k in rows_of(mine, KEY)],
             },
         )
     print(f"report: {len(mine)} rows of {', '.join(campaigns)} in {args.board} ({len(board)} rows in all)")
