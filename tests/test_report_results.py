@@ -393,6 +393,43 @@ def test_cli_verbs_and_their_errors(tmp_path, capsys):
     assert "none.parquet: results table not found" in capsys.readouterr().err
 
 
+def test_build_with_board_writes_what_build_then_standing_write(tmp_path, capsys):
+    """The workflow's report job (`report build --board --stamp`) against the two verbs it replaced,
+    on the same paths: every report file, the shared board (one foreign campaign's rows kept, a
+    failed point left out) and the stamp, byte for byte."""
+    from chakra_pipe.cli import main
+
+    (tmp_path / "c0").mkdir()
+    other = _plan(tmp_path / "c0", "c0")
+    other.write()
+    _write_shards(other)
+    assert main(["report", "aggregate", "--plan", other.plan_path]) == 0
+    camp = _plan(tmp_path)
+    camp.write()
+    _write_shards(camp, fail="p[bandwidth=400]")
+    assert main(["report", "aggregate", "--plan", camp.plan_path]) == 0
+    out, board, stamp = Path(camp.report_dir), tmp_path / "reports" / "leaderboard.csv", tmp_path / "stamp.json"
+    other_results = str(Path(other.report_dir) / "results.parquet")
+    build = ["report", "build", "--plan", camp.plan_path, "--out-dir", str(out)]
+    standing = ["--board", str(board), "--date", "2026-05-01", "--stamp", str(stamp)]
+
+    def run(*argvs: list[str]) -> dict[str, bytes]:
+        for f in (board, board.with_suffix(".md"), stamp):
+            f.unlink(missing_ok=True)
+        assert main(["report", "standing", "--results", other_results, "--board", str(board)]) == 0
+        for argv in argvs:
+            assert main(argv) == 0
+        files = [*(p for p in out.rglob("*") if p.is_file() and p.suffix != ".parquet"), board, stamp]
+        return {str(p): p.read_bytes() for p in [*files, board.with_suffix(".md")]}
+
+    two = run(build, ["report", "standing", "--results", str(out / "results.parquet"), *standing])
+    assert run([*build, *standing]) == two
+    assert len(json.loads(stamp.read_text())["rows"]) == 2 and b"c0," in two[str(board)]
+    capsys.readouterr()
+    assert main([*build, "--stamp", str(stamp)]) == 2
+    assert "--stamp and --date go with --board" in capsys.readouterr().err
+
+
 def test_results_csv_reads_back_like_the_parquet_and_builds(tmp_path):
     """`report build --results results.csv` must see the same table as the parquet file: empty text
     cells (a point with no settings) stay text, not NaN floats that crash the plots."""
