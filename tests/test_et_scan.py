@@ -155,12 +155,14 @@ def test_a_batch_frames_each_file_as_alone_and_leaves_the_bad_ones_to_it():
 )
 @settings(max_examples=300, deadline=None)
 def test_successors_are_the_binary_search_of_every_candidate(gaps, steps, rnd):
-    """``_successors`` searches only where the next candidate is not the successor: the same
-    indices as ``np.searchsorted`` of every successor, on starts with real records (successor =
-    next start), false candidates between them and successors past the end or between starts."""
+    """``_successors`` searches only where neither of the next two candidates is the successor:
+    the same indices as ``np.searchsorted`` of every successor, on starts with real records
+    (successor = a later start), false candidates between them and successors past the end or
+    between starts."""
     s = np.cumsum(np.array(gaps, dtype=np.int64))
     nxt = np.empty(len(s), dtype=np.int64)
     for i in range(len(s)):
-        follow = i + 1 < len(s) and rnd.random() < 0.8
-        nxt[i] = s[i + 1] if follow else s[i] + 1 + abs(steps[i % len(steps)])
+        skip = rnd.choice([1, 1, 2, 2, 3, None])  # the next candidate, the one after, further, none
+        at_start = skip is not None and i + skip < len(s)
+        nxt[i] = s[i + skip] if at_start else s[i] + 1 + abs(steps[i % len(steps)])
     np.testing.assert_array_equal(scan._successors(s, nxt), np.searchsorted(s, nxt))
