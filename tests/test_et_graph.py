@@ -441,17 +441,17 @@ def test_vectorised_varints_read_as_protobuf(lists, junk):
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_VARINT_VALUES, min_size=1, max_size=30), st.data())
-def test_one_byte_varint_steps_read_as_the_word_decoder(values, data):
-    """A walk step whose varints are all one byte is read from a byte gather (``_varints``' short
-    path): any subset of varint starts (so longer varints before a last one-byte one, which
-    turn the short path down) and its one-byte starts alone read the values, byte counts and
-    dtypes of the byte-by-byte reference."""
+def test_short_varint_steps_read_as_the_word_decoder(values, data):
+    """A walk step whose varints are all one or two bytes is read from byte gathers
+    (``_short_step``): any subset of varint starts (so longer varints before a last short one,
+    which turn the short path down), its starts of two bytes or less and of one byte read the
+    values, byte counts and dtypes of the byte-by-byte reference."""
     encoded = b"".join(encode_varint(v) for v in values)
     arr = np.zeros(len(encoded) + 16, dtype=np.uint8)
     arr[: len(encoded)] = np.frombuffer(encoded, dtype=np.uint8)
     starts = np.cumsum([0] + [len(encode_varint(v)) for v in values])[:-1].astype(np.int64)
     pos = starts[np.array(data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values))))]
-    for at in (pos, pos[arr[pos] < 0x80]):
+    for at in (pos, pos[(arr[pos] < 0x80) | (arr[pos + 1] < 0x80)], pos[arr[pos] < 0x80]):
         val, nbytes = graph_module._varints(arr, at)
         assert (val.dtype, nbytes.dtype) == (np.dtype(np.uint64), np.dtype(np.int64))
         assert list(zip(val.tolist(), nbytes.tolist())) == [_reference_varint(encoded, int(p)) for p in at]

@@ -347,14 +347,14 @@ def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Varints of up to 8 bytes (every id, length, time and size below 2^56) come from one unaligned
     8-byte gather each: the first byte without the continuation bit is the lowest set bit of
     ``~w & 0x80...80``, the bytes after it are masked off and the 7-bit groups packed with shifts.
-    Longer ones (negative int64 values) are decoded byte by byte. A step whose varints are all
-    one byte (types, short lengths: half the walk steps of a generated trace) takes its values
-    from a byte gather, a third of the cost of the word gather.
+    Longer ones (negative int64 values) are decoded byte by byte. Steps of short varints take
+    the way of :func:`_short_step` (tried when the last one is short: ascending ids and offsets
+    make it the likeliest long one).
     """
-    if len(pos) and int(arr[pos[-1]]) < 0x80:  # ascending ids and offsets: the last is the likeliest long one
-        b = arr[pos]
-        if int(b.max()) < 0x80:
-            return b.astype(_U64), np.ones(len(pos), dtype=np.int64)
+    if len(pos) and (int(arr[pos[-1]]) < 0x80 or int(arr[pos[-1] + 1]) < 0x80):
+        short = _short_step(arr, pos)
+        if short is not None:
+            return short
     w = _words(arr)[pos]
     term = ~w & _U64(0x8080808080808080)
     lowest = term & (_U64(0) - term)
@@ -371,6 +371,22 @@ def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if len(long):
         val[long], nbytes[long] = _long_varints(arr, pos[long])
     return val, nbytes
+
+
+def _short_step(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_varints` of a walk step whose varints are all one or two bytes (types, lengths:
+    half the steps of a generated trace, most of a converted one's), from one or two byte gathers
+    instead of the strided 8-byte one (~3x the cost of a byte gather); None for any other step."""
+    b = arr[pos]
+    cont = b >= 0x80
+    if not cont.any():
+        return b.astype(_U64), np.ones(len(pos), dtype=np.int64)
+    b1 = arr[pos + 1]
+    if (b1[cont] >= 0x80).any():
+        return None
+    val = (b & 0x7F).astype(_U64)
+    val |= ((b1 & 0x7F) * cont).astype(_U64) << _U64(7)
+    return val, cont.astype(np.int64) + 1
 
 
 def _long_varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
