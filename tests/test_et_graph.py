@@ -440,6 +440,24 @@ def test_vectorised_varints_read_as_protobuf(lists, junk):
     assert [i for i, good in enumerate(ok_cut.tolist()[:-1]) if not good] == cut
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_VARINT_VALUES, min_size=1, max_size=30), st.data())
+def test_short_varint_steps_read_as_the_word_decoder(values, data):
+    """A walk step whose varints are all one or two bytes is read from byte gathers
+    (``_short_step``): any subset of varint starts (so longer varints before a last short one,
+    which turn the short path down), its starts of two bytes or less and of one byte read the
+    values, byte counts and dtypes of the byte-by-byte reference."""
+    encoded = b"".join(encode_varint(v) for v in values)
+    arr = np.zeros(len(encoded) + 16, dtype=np.uint8)
+    arr[: len(encoded)] = np.frombuffer(encoded, dtype=np.uint8)
+    starts = np.cumsum([0] + [len(encode_varint(v)) for v in values])[:-1].astype(np.int64)
+    pos = starts[np.array(data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values))))]
+    for at in (pos, pos[(arr[pos] < 0x80) | (arr[pos + 1] < 0x80)], pos[arr[pos] < 0x80]):
+        val, nbytes = graph_module._varints(arr, at)
+        assert (val.dtype, nbytes.dtype) == (np.dtype(np.uint64), np.dtype(np.int64))
+        assert list(zip(val.tolist(), nbytes.tolist())) == [_reference_varint(encoded, int(p)) for p in at]
+
+
 def _width_values(width: int) -> st.SearchStrategy[int]:
     """Values whose varint is exactly ``width`` bytes long."""
     return st.integers((1 << (7 * (width - 1))) if width > 1 else 0, (1 << (7 * width)) - 1)
@@ -763,3 +781,20 @@ def test_one_id_lists_read_as_the_bytewise_decoder(regions, two):
     simple = graph_module._bytewise_group(arr, s, n)
     assert [x.tolist() for x in got] == [x.tolist() for x in simple]
     assert got[0].dtype == simple[0].dtype or not len(got[0])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 300), min_size=1, max_size=12), st.integers(0, 64), st.booleans())
+def test_a_column_filled_by_chunks_holds_their_concatenation(sizes, capacity, wide_piece):
+    """``_Column`` grows by the batch's rate so far (any rate: a first chunk may hold no values, a
+    later one many more) and widens for a uint64 piece: its result is the pieces joined."""
+    rng = np.random.default_rng(len(sizes) + capacity)
+    pieces = [rng.integers(0, 1 << 28, n).astype(np.uint32) for n in sizes]
+    if wide_piece:
+        pieces[-1] = pieces[-1].astype(np.uint64) + np.uint64(1 << 40)
+    column = graph_module._Column(capacity, np.uint32)
+    for done, piece in enumerate(pieces, start=1):
+        column.add(piece, done, len(pieces))
+    expected = np.concatenate(pieces)
+    assert column.result().dtype == expected.dtype
+    np.testing.assert_array_equal(column.result(), expected)

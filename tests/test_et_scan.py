@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chakra_pipe.errors import TraceFormatError
 from chakra_pipe.et import scan, schema
@@ -144,3 +146,23 @@ def test_a_batch_frames_each_file_as_alone_and_leaves_the_bad_ones_to_it():
         assert framed[1].tolist() == scan_records(data)[1]
     with pytest.raises(TraceFormatError):
         scan_array(arrays[1], len(truncated), "r1.et")
+
+
+@given(
+    st.lists(st.integers(1, 40), min_size=1, max_size=200),
+    st.lists(st.integers(-3, 60), min_size=1, max_size=200),
+    st.randoms(use_true_random=False),
+)
+@settings(max_examples=300, deadline=None)
+def test_successors_are_the_binary_search_of_every_candidate(gaps, steps, rnd):
+    """``_successors`` searches only where neither of the next two candidates is the successor:
+    the same indices as ``np.searchsorted`` of every successor, on starts with real records
+    (successor = a later start), false candidates between them and successors past the end or
+    between starts."""
+    s = np.cumsum(np.array(gaps, dtype=np.int64))
+    nxt = np.empty(len(s), dtype=np.int64)
+    for i in range(len(s)):
+        skip = rnd.choice([1, 1, 2, 2, 3, None])  # the next candidate, the one after, further, none
+        at_start = skip is not None and i + skip < len(s)
+        nxt[i] = s[i + skip] if at_start else s[i] + 1 + abs(steps[i % len(steps)])
+    np.testing.assert_array_equal(scan._successors(s, nxt), np.searchsorted(s, nxt))

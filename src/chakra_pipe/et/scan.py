@@ -105,7 +105,7 @@ def _chain(arr: np.ndarray, size: int, first: int) -> tuple[np.ndarray, np.ndarr
     length = _prefix_lengths(arr, s, k)
     nxt = s + k + length
     bad, end = len(s), len(s) + 1
-    j = np.searchsorted(s, nxt)
+    j = _successors(s, nxt)
     hit = (j < len(s)) & (s[np.minimum(j, len(s) - 1)] == nxt)
     jump = np.empty(len(s) + 2, dtype=np.int64)
     jump[:-2] = np.where(hit, j, np.where(nxt == size, end, bad))
@@ -125,6 +125,28 @@ def _chain(arr: np.ndarray, size: int, first: int) -> tuple[np.ndarray, np.ndarr
         return None
     path = path[:stop]
     return s[path] + k[path], length[path]
+
+
+def _successors(s: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(s, nxt)`` for ascending candidate starts ``s`` and each one's successor
+    ``nxt``: the successor of a real record is usually the next candidate or the one after (a
+    record with a 2-byte prefix is also a false 1-byte candidate one byte on), so only the
+    others are searched. The binary search of every candidate was a fifth of a generated
+    trace's framing (4.6 of 25 ms at 200k records).
+
+    Where ``nxt[i] == s[i + 1]``, the left insertion point is ``i + 1``, as ``nxt[i] > s[i]``
+    (a record has a prefix); where ``nxt[i] == s[i + 2]`` and ``s[i + 1] < nxt[i]``, it is
+    ``i + 2``."""
+    n = len(s)
+    j = np.arange(1, n + 1, dtype=np.int64)
+    near = np.zeros(n, dtype=bool)
+    near[:-1] = nxt[:-1] == s[1:]
+    two = np.zeros(n, dtype=bool)
+    two[:-2] = (nxt[:-2] == s[2:]) & (s[1:-1] < nxt[:-2])
+    j[two] += 1
+    miss = np.flatnonzero(~(near | two))
+    j[miss] = np.searchsorted(s, nxt[miss])
+    return j
 
 
 _PRUNE_ROUNDS = 4  # rounds of pruning before pointer doubling decides
@@ -226,7 +248,7 @@ def _chains(arr: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[tuple[np.nd
     length = _prefix_lengths(arr, s, k)
     nxt = s + k + length
     bad, end = len(s), len(s) + 1
-    j = np.searchsorted(s, nxt)
+    j = _successors(s, nxt)
     hit = (j < len(s)) & (s[np.minimum(j, len(s) - 1)] == nxt) & (nxt < hi[fs])
     jump = np.where(hit, j, np.where(nxt == hi[fs], end, bad))
     jump[length == 0] = bad
