@@ -84,11 +84,20 @@ def _cases(draw) -> tuple[list[list], dict, dict]:
     chunk = draw(st.sampled_from([1 << 14, 3 << 16, 1 << 20]))
     chained = draw(st.booleans())  # each collective after the one before, or all after the compute
     stagger = draw(st.lists(st.integers(0, 3), min_size=p, max_size=p))
+    # a send to and a receive from the partner r ^ 1 after node ``after``: the message path beside the
+    # held phases (each hop settles those crossing its link)
+    p2p = p % 2 == 0 and draw(st.booleans())
+    after, p2p_size = draw(st.integers(0, len(kinds))), draw(st.sampled_from([1 << 12, 1 << 18, 1 << 21]))
     ranks = []
     for r in range(p):
         nodes = [make_node(0, schema.COMP_NODE, stagger[r])]
         for c, kind in enumerate(kinds):
             nodes.append(coll(c + 1, kind, size=chunk * splits, data=[c if chained else 0]))
+        if p2p:
+            n, peer = len(nodes), r ^ 1
+            p2p_attrs = {"comm_size": p2p_size, "comm_tag": 5}
+            nodes.append(make_node(n, schema.COMM_SEND_NODE, data=[after], comm_src=r, comm_dst=peer, **p2p_attrs))
+            nodes.append(make_node(n + 1, schema.COMM_RECV_NODE, data=[after], comm_src=peer, comm_dst=r, **p2p_attrs))
         ranks.append(nodes)
     system = {
         "scheduling-policy": draw(st.sampled_from(["LIFO", "FIFO"])),
@@ -118,13 +127,13 @@ def _outcome(ts, hw: HardwareConfig, **kw) -> object:
         return type(exc).__name__
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_cases())
 def test_random_staggered_chunks_equal_the_message_path(case) -> None:
-    """Random small sets: 1-D and 2-D / 3-D Switch, FullyConnected and Ring, 2–4 chunks in flight
-    of 2–8 splits, staggered starts, overlapping or chained collectives of every ring type, 0–700 ns
-    latency, endpoint delay, both collective optimizations: every rank equals ``fast=False``,
-    whether the run stayed on the recurrence or was redone."""
+    """Random small sets: 1-D and 2-D / 3-D Switch, FullyConnected and Ring, 2–9 chunks in flight
+    of 2–8 splits, staggered starts, overlapping or chained collectives of every ring type, sends
+    beside them, 0–700 ns latency, endpoint delay, both collective optimizations: every rank equals
+    ``fast=False``, whether the run stayed on the recurrence or was redone."""
     ranks, system, network = case
     with tempfile.TemporaryDirectory() as tmp:
         ts = write_set(Path(tmp), ranks)
