@@ -7,6 +7,7 @@ with one active chunk per dimension.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 from pathlib import Path
@@ -437,7 +438,9 @@ def test_aware_fast_path_only_where_exact(tmp_path: Path) -> None:
     net = make_network(hw.backend, hw.network, EventQueue())
     assert aware_fast_path_is_exact(ts, hw, analyze(ts).groups, net)
     chunks2 = ring_hw(8, "congestion_aware", **{"active-chunks-per-dimension": 2})
-    assert not aware_fast_path_is_exact(ts, chunks2, analyze(ts).groups, net)
+    assert aware_fast_path_is_exact(ts, chunks2, analyze(ts).groups, net)  # held and evaluated together
+    two_queues = dataclasses.replace(chunks2, num_queues_per_dim=2)  # half the chunks the other way round
+    assert not aware_fast_path_is_exact(ts, two_queues, analyze(ts).groups, net)
     direct = ring_hw(8, "congestion_aware", **{"all-reduce-implementation": ["direct"]})
     assert not aware_fast_path_is_exact(ts, direct, analyze(ts).groups, net)
     # A group no collective names changes nothing; one that is named must not share a link with the world ring.

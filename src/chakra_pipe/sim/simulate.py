@@ -92,20 +92,20 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
       all-reduces one after another on each rank, ``_all_reduces_in_sequence``) where ``_batches_exact``
       holds — a 1-D switch or fully-connected network, windows covering every peer, one chunk of a
       collective at a time —, else the run goes message by message;
-    - several queues or active chunks per dimension *and* ``preferred_dataset_splits`` > 1, so that
-      the chunks of one collective run the same phase on the same ring at once, unless every chunk
-      runs at once on a 1-D network with one queue (``_chunks_evaluated_together``). In that case
-      ``RingCoordinator`` batches the chunks' phases (complete in one ns, one collective) and evaluates
+    - several queues per dimension *and* ``preferred_dataset_splits`` > 1 (and several chunks in
+      flight): half of a collective's chunks then run the other way round, over the same senders'
+      links in another order, which the check would refuse on the first collective; such runs start
+      message by message instead of being tried and redone. With one queue and several active
+      chunks the chunks of one collective run the same phase on the same ring at once.
+      ``RingCoordinator`` batches them (one collective, ring, chain step and shape) and evaluates
       them as one FIFO recurrence, chunk k's messages behind chunk k−1's step by step on each link,
-      checking that order on every link as it goes (``RingCoordinator._flush`` has the argument).
-      Otherwise a chunk's phase starts when a queue admits it (``ceil(active chunks / queues)``
-      streams at a time) or, on several dimensions, when it leaves the previous dimension: the
-      chunks' phases start at different times, so a phase cannot wait for the others' (a later chunk
-      may wait for this one to finish: deadlock) and cannot be evaluated without them (their
-      messages interleave on the links; the check would refuse on the first collective); with two
-      queues half the chunks run the other way round, over other senders' links. Such runs start
-      message by message instead of being tried and redone. With one chunk per collective only
-      different collectives overlap, and the check decides.
+      checking that order on every link as it goes (``RingCoordinator._flush`` has the argument):
+      at the end of the ns when every chunk runs at once on a 1-D network
+      (``_chunks_evaluated_together``: they start in one pass), else (a queue admitting chunks one
+      by one, a chunk entering a dimension when it leaves the one before: ``stagger``) held until
+      the ns before the batch's earliest possible exit, the chunks completing meanwhile joining it
+      (``RingCoordinator._batch``). With one chunk per collective only different collectives
+      overlap, and the check decides.
 
     Multi-dimensional networks (routed dimension by dimension, each dimension group with its own
     links, ``network/aware.py``): a hierarchical collective is a chain of ring phases, each inside
@@ -127,7 +127,7 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     system layer only receives the answer (a ``RingCoordinator`` or none).
     """
     sysc = hw.system
-    if hw.rendezvous or (_chunks_at_once(hw) and not _chunks_evaluated_together(hw)):
+    if hw.rendezvous or (_chunks_at_once(hw) and hw.num_queues_per_dim != 1):
         return False
     algos = [a for _, kind in sysc.implementations for a in kind]
     if any(a.base not in ("ring", "direct", "halvingDoubling", "doubleBinaryTree") for a in algos):
@@ -368,7 +368,9 @@ def _simulate(
     if fast and hw.backend == UNAWARE.name and not hw.rendezvous:
         coordinator = RingCoordinator(network, queue, stats)
     elif fast and hw.backend == AWARE.name and aware_fast_path_is_exact(trace_set, hw, analysis.groups, network):
-        coordinator = RingCoordinator(network, queue, stats, aware=True, chunks=_chunks_at_once(hw))
+        chunks = _chunks_at_once(hw)
+        stagger = chunks and not _chunks_evaluated_together(hw)
+        coordinator = RingCoordinator(network, queue, stats, aware=True, chunks=chunks, stagger=stagger)
         from .network.aware import CongestionAwareNetwork  # loaded by make_network for this backend
 
         assert isinstance(network, CongestionAwareNetwork)

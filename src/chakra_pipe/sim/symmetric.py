@@ -86,10 +86,12 @@ its own. The argument, and what it needs:
    holds a rank's downlink on a 1-D switch when a TP ring message arrives is timed by the
    recurrence, as in the full engine. The full engine needs 1-D preconditions so that its check
    never fires; here the check is the guarantee: any ``LinkConflict`` reruns the quotient message
-   by message (exact, as before, costing one more run), e.g. with two active chunks an NPU runs
-   two phases over one link at once. Where the full engine evaluates a collective's chunks
-   together (every chunk active at once on a 1-D network with one queue, ``simulate``'s
-   ``_chunks_evaluated_together``) the quotient does too (:class:`_QuotientChunks`). Two exact
+   by message (exact, as before, costing one more run). Where the full engine evaluates a
+   collective's chunks together (one queue per dimension with several chunks in flight: every
+   chunk at once on a 1-D network, ``simulate``'s ``_chunks_evaluated_together``, or chunks
+   starting at different times, held until their earliest exit, ``RingCoordinator._batch``) the
+   quotient does too (:class:`_QuotientChunks`; a message of its message path settles the held
+   phases on its canonical link first, as in the full engine). Two exact
    shortcuts of that recurrence make the scale runs cheap (``RingCoordinator.recurrence``): when
    every member's entries are (a)-copies of one message
    and all start together (a TP ring of one class), ``FifoRingLinks.copies`` gives the closed form;
@@ -504,6 +506,8 @@ class _QuotientAwareNetwork(_Quotient, CongestionAwareNetwork):
     def _offer(self, link, msg: list) -> None:
         """Decline when two senders' messages reach one link at the same ns, or a message reaches a
         link no later than a ring phase's message already evaluated on it (module docstring)."""
+        if self.before_offer is not None:
+            self.before_offer(link)
         now, sender = self.queue.now, self._senders[id(msg[1])][msg[2]]
         if link.sender >= 0 and now <= link.offered:
             raise LinkConflict(
@@ -702,10 +706,13 @@ class _QuotientRings:
     (``aware``) every phase goes through the FIFO links' recurrence (module docstring, item 5).
     """
 
-    def __init__(self, network, queue, stats, sym: RankSymmetry, aware: bool = False, chunks: bool = False):
-        """``chunks``: every chunk of a collective runs its phase at once (aware, 1-D, one queue): the
-        chunks' phases are evaluated together as in the full engine (:class:`_QuotientChunks`)."""
-        self._chunked = _QuotientChunks(network, queue, stats, aware, chunks=True) if chunks else None
+    def __init__(
+        self, network, queue, stats, sym: RankSymmetry, aware: bool = False, chunks: bool = False, stagger: bool = False
+    ):
+        """``chunks``: several chunks of a collective run a phase at once (aware, one queue): the
+        chunks' phases are evaluated together as in the full engine (:class:`_QuotientChunks`),
+        ``stagger``: held back until just before their earliest exit, as there."""
+        self._chunked = _QuotientChunks(network, queue, stats, aware, chunks=True, stagger=stagger) if chunks else None
         self._phase = self._chunked or RingCoordinator(network, queue, stats, aware)
         self.aware = aware  # FIFO links: never the closed form below (their state carries over)
         self.queue, self.stats, self._sym = queue, stats, sym
@@ -847,8 +854,9 @@ def _run(
         network = _QuotientNetwork(hw.network, queue, sym)
     coordinator = None
     if ring_fast or not aware:
-        chunks = aware and _chunks_at_once(hw) and _chunks_evaluated_together(hw)  # as simulate() wires it
-        coordinator = _QuotientRings(network, queue, stats, sym, aware, chunks)
+        chunks = aware and _chunks_at_once(hw) and hw.num_queues_per_dim == 1  # as simulate() wires it
+        stagger = chunks and not _chunks_evaluated_together(hw)
+        coordinator = _QuotientRings(network, queue, stats, sym, aware, chunks, stagger)
     phases = None  # direct phases' fast path where the full engine takes it (simulate.py)
     if coordinator is not None and phases_fast and (not aware or _batches_exact(hw)):
         phases = _QuotientPhases(network, queue, stats, coordinator, aware)

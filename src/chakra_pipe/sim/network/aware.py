@@ -239,6 +239,14 @@ class FifoRingLinks:
         times = [[link.times(size) for link in hop] for hop in self._hops]
         self._latency = [[t[0] for t in hop] for hop in times]
         self._hold = [[t[1] for t in hop] for hop in times]
+        transit = [0] * len(paths)
+        for who, latency in zip(self._who_lists, self._latency):
+            for i, t in zip(who, latency):
+                transit[i] += t
+        # the shortest member's path from send to arrival on idle links (a lower bound on every hop
+        # of the phase: the held chunk batches' due time, ``RingCoordinator._earliest_exit``)
+        self.transit = min(transit, default=0)
+        self._link_ids = {id(link) for hop in self._hops for link in hop}
         self._latency_a = [np.asarray(x, dtype=np.int64) for x in self._latency]
         self._hold_a = [np.asarray(x, dtype=np.int64) for x in self._hold]
         self._arrays = True
@@ -287,6 +295,10 @@ class FifoRingLinks:
         canonical links: a DP ring whose members fall in ``q`` classes, ``i`` and ``i + q`` being images
         of each other (``sim/symmetric.py``)."""
         return smallest_period([(tuple(map(id, path)), tuple(s)) for path, s in zip(paths, hop_senders)])
+
+    def crosses(self, link: _Link) -> bool:
+        """Whether some member's path crosses ``link``."""
+        return id(link) in self._link_ids
 
     def common_period(self, starts: list[int]) -> int:
         """The smallest multiple of ``period`` that divides the member count and is a period of the
@@ -594,6 +606,11 @@ class FifoBatchLinks:
 
 
 class CongestionAwareNetwork(Network):
+    # called with the link before a message of the message path reaches it in a checked run: a fast
+    # path that holds phases back (``RingCoordinator.settle``) evaluates those crossing it first, so
+    # the message meets the link as they leave it
+    before_offer: Callable[[_Link], None] | None = None
+
     def __init__(self, cfg, queue):
         super().__init__(cfg, queue)
         self._bw = [bytes_per_ns(b) for b in cfg.bandwidth]
@@ -718,6 +735,8 @@ class CongestionAwareNetwork(Network):
         self._offer = self._offer_checked  # type: ignore[method-assign]
 
     def _offer_checked(self, link: _Link, msg: list) -> None:
+        if self.before_offer is not None:
+            self.before_offer(link)
         now = self.queue.now
         if now <= link.offered and link.sender != -1:
             what = "another message" if link.sender == POINT_TO_POINT else "a message a fast path evaluated there"

@@ -18,8 +18,9 @@ exactly as the event path would register it.
 On the congestion-aware network each message waits for its FIFO links (an uplink then a downlink
 through a switch). That is exact when every link takes its messages in the order the phases are
 evaluated: ``simulate.aware_fast_path_is_exact`` checks the run's preconditions before it starts (one
-queue and one active chunk per dimension, or one chunk per collective, or on a 1-D network every chunk
-of a collective active at once — evaluated together, :meth:`RingCoordinator._flush` —, ring algorithms only, no ring
+queue and one active chunk per dimension, or one chunk per collective, or one queue with several chunks
+of a collective in flight — evaluated together, :meth:`RingCoordinator._flush`, held until just before
+their earliest exit when they start at different times, :meth:`RingCoordinator._batch` —, ring algorithms only, no ring
 putting two of its members' messages on one link; on a multi-dimensional network each phase of a
 hierarchical collective is a ring inside one dimension group, over that group's links only), and
 the links check while it runs that no two senders' messages meet on one and that point-to-point messages, sent
@@ -34,6 +35,7 @@ message by message.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -41,17 +43,27 @@ import numpy as np
 from .ring import Ring
 
 NUMPY_FROM = 48  # ring size from which array steps beat plain Python
+# the order in which ring phases start: two chunks' first sends at one ns go in this order (their sends
+# are registered with the same delay when they start, and same-tick callbacks run in registration order)
+START_ORDER = itertools.count()
 OUTCOME_MEMBERS = 1 << 17  # members of the unaware ring outcomes kept: ~70 bytes each (key and times)
 
 
 class RingCoordinator:
     """Collects the members' start times of each ring phase and evaluates it when all have started."""
 
-    def __init__(self, network, queue, stats, aware: bool = False, chunks: bool = False):
+    def __init__(self, network, queue, stats, aware: bool = False, chunks: bool = False, stagger: bool = False):
         """``chunks`` (aware only): several chunks of one collective may run a phase at once; their
-        phases are evaluated together (:meth:`_flush`)."""
+        phases are evaluated together (:meth:`_flush`). ``stagger`` (with ``chunks``): they may also
+        start it at different times (a queue admitting chunks one by one, a chunk entering a dimension
+        when it leaves the one before), so a batch is held back until just before its earliest
+        possible exit (:meth:`_batch`), the network calling :meth:`settle` before any message of the
+        message path touches a link."""
         self.network, self.queue, self.stats = network, queue, stats
         self.chunks = chunks
+        self.stagger = stagger
+        if stagger:
+            network.before_offer = self.settle
         self._batches: dict[tuple, list[list[FastRing]]] = {}  # phases completed this ns, per collective and shape
         self._waiting: dict[tuple, dict[int, FastRing]] = {}
         self._ring_links: dict[tuple, Any] = {}  # network.ring_links results
@@ -85,8 +97,38 @@ class RingCoordinator:
         batch = self._batches.get(key)
         if batch is None:
             batch = self._batches[key] = []
-            self.queue.schedule(self.queue.now, self._flush, key)  # after the events already at this ns
+            if not self.stagger:
+                self.queue.schedule(self.queue.now, self._flush, key)  # after the events already at this ns
         batch.append(algos)
+        if self.stagger:  # until the ns before any of its members could exit (or sooner: settle)
+            due = max(self.queue.now, self._earliest_exit(algos) - 1)
+            self.queue.schedule(due, self._flush_held, key, batch)
+
+    def _earliest_exit(self, algos: list[FastRing]) -> int:
+        """A lower bound on every member's last receive, the first time a phase's outcome is seen
+        (its exits are scheduled there): ``recv_k ≥ send_k[pred] + δ`` with ``δ`` the smallest
+        message transit over the members' paths with idle links (waiting for a link only adds) and
+        ``send_{k+1} = recv_k + d_k``, so by induction ``recv_S ≥ min(start) + Σ_{k<S} d_k + S·δ``
+        (``recv_0 = send_1`` when the phase has no step)."""
+        first = algos[0]
+        steps, d = first.stream_count, first.packet_delays()
+        transit = self.links(first.ring, first.msg_size, first.direction).transit
+        return min(a.start_ns for a in algos) + sum(d[: max(steps, 1)]) + steps * transit
+
+    def _flush_held(self, key: tuple, batch: list) -> None:
+        """A held batch's due time (a no-op when an earlier one, or :meth:`settle`, flushed it)."""
+        if self._batches.get(key) is batch:
+            self._flush(key)
+
+    def settle(self, link) -> None:
+        """Evaluate the held batches that cross ``link``, oldest first: called by the network before a
+        message of the message path reaches it, which must meet the link as the held phases leave it
+        (the order the links check, ``CongestionAwareNetwork.check_order``). Batches that do not
+        cross it share nothing with that message and stay held for their later chunks."""
+        for key, batch in list(self._batches.items()):
+            first = batch[0][0]
+            if self.links(first.ring, first.msg_size, first.direction).crosses(link):
+                self._flush(key)
 
     def _flush(self, key: tuple) -> None:
         """Evaluate the chunks batched under ``key`` as one FIFO recurrence (a batch of one chunk is the
@@ -110,8 +152,23 @@ class RingCoordinator:
         flags of ``pred[i]``, whose sends tie on member ``i``'s first link); a tie involving a
         receive that waited for, or met at the same ns, its message's arrival (whose order against
         the send is the global event sequence) is refused. With the order verified, every start,
-        arrival and exit is the event path's; the links end as the message path would leave them."""
-        chunks = sorted(self._batches.pop(key), key=lambda algos: algos[0].stream.stream_id)
+        arrival and exit is the event path's; the links end as the message path would leave them.
+
+        Chunks that start at different times (``stagger``: a queue admitting chunks one by one, a
+        chunk entering a dimension when it leaves the one before) are batched alike, but held until
+        the ns before the batch's earliest possible exit (:meth:`_batch`, :meth:`_earliest_exit`):
+        until then no event sees the phases (their exits come later; a message of the message path
+        settles the held batches on its link first, :meth:`settle`), so evaluating them then is
+        evaluating them when each completed, in another order between batches, which the links'
+        order check covers as between any two phases. They are taken in the order member 0 started
+        them, and a tie at step 1 is accepted on a member only when the later chunk started later
+        there (``start_seq``: both sends are registered with one delay as the phases start, and
+        same-tick callbacks run in registration order); the chains of later steps as above."""
+        chunks = self._batches.pop(key)
+        if self.stagger:  # in the order member 0 started them
+            chunks.sort(key=lambda algos: (algos[0].start_ns, algos[0].start_seq))
+        else:
+            chunks.sort(key=lambda algos: algos[0].stream.stream_id)
         if len(chunks) == 1:
             self._finish(chunks[0], *self.recurrence(chunks[0]))
             return
@@ -132,6 +189,10 @@ class RingCoordinator:
         # started with step 1's (each receive found its message arrived strictly before its own send),
         # so it runs in chunk order among the chunks that tie with it
         clocked: list = [np.ones(len(pred), dtype=bool) if arrays else [True] * len(pred) for _ in chunks]
+        if self.stagger:  # step 1's sends at one ns go in the order the chunks started on that member
+            for c in range(1, len(chunks)):
+                order = [a.start_seq < b.start_seq for a, b in zip(chunks[c - 1], chunks[c])]
+                clocked[c] = np.asarray(order, dtype=bool) if arrays else order
         queued = False  # chunk 1's step 1 meets the links' carried-over state, the rest the message before
         for k in range(1, steps + 1):
             before: Any = None  # the chunk before's flags for this step's send
@@ -308,6 +369,7 @@ class FastRing(Ring):
     def start(self) -> None:
         sys = self.sys
         self.start_ns = sys.queue.now
+        self.start_seq = next(START_ORDER)
         sys.ring_coordinator.join(self)
 
     def packet_delays(self) -> list[int]:

@@ -1,0 +1,161 @@
+"""Chunks of one collective that start their phase at different times, on the aware ring fast path.
+
+Fewer active chunks than ``preferred-dataset-splits`` (a queue admits chunks one by one) and several
+dimensions with several chunks in flight (a chunk enters dimension 1 when it leaves dimension 0):
+the chunks' phases are held back until just before their earliest possible exit and evaluated as
+one FIFO recurrence with the chunks that joined meanwhile (``RingCoordinator._batch``), the order
+checked on every link; a point-to-point message first settles the held phases crossing its link.
+Every case is compared with the message-by-message run (``fast=False``) on every rank.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sim_paths import (
+    RERUN,
+    assert_collectives_all_fast,
+    aware_hardware,
+    generated_steps,
+    tiered_network,
+)
+from test_sim_examples import coll, make_node, write_set
+
+from chakra_pipe.errors import ChakraPipeError
+from chakra_pipe.et import schema
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+
+STEPS = {
+    "llama3-8b-t8d2-zero1": ["--model", "llama3-8b", "--layers", "2", "--tp", "8", "--dp", "2", "--zero", "1"],
+    "mixtral-t2d4e2": ["--model", "mixtral-8x7b", "--layers", "1", "--tp", "2", "--dp", "4", "--ep", "2"],
+    "gpt3-175b-t2d2p2": ["--model", "gpt3-175b", "--layers", "2", "--tp", "2", "--dp", "2", "--pp", "2"],
+}
+KINDS = [schema.ALL_REDUCE, schema.ALL_GATHER, schema.REDUCE_SCATTER, schema.ALL_TO_ALL]
+
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory) -> dict:
+    return generated_steps(tmp_path_factory, STEPS)
+
+
+@pytest.mark.parametrize(
+    ("topology", "split", "chunks", "splits"),
+    [("Switch", False, 2, 4), ("FullyConnected", False, 3, 8), ("Switch", True, 2, 4), ("Switch", True, 4, 4)],
+)
+@pytest.mark.parametrize("step", sorted(STEPS))
+def test_generated_steps_with_chunks_in_flight_take_the_fast_path(
+    steps, step: str, topology: str, split: bool, chunks: int, splits: int, caplog
+) -> None:
+    """A queue admitting 2 of 4 (3 of 8) chunks on a 1-D network, and 2 or all 4 chunks on a 2-D
+    switch: every ring message is evaluated (pipeline sends go one by one, settling the held
+    phases on their links), nothing is redone, every rank equals the message path."""
+    ts = steps[step]
+    p = len(ts.ranks)
+    hw = aware_hardware(tiered_network(topology, [2, p // 2] if split else [p]), "ring", chunks, splits, "localBWAware")
+    assert_collectives_all_fast(ts, hw, caplog)
+
+
+def test_symmetric_quotient_holds_chunks_as_the_full_engine(steps, caplog) -> None:
+    """The quotient's chunk batching (``_QuotientChunks``) holds staggered chunks too: the pipeline
+    step's representatives stay on the recurrence and every rank equals the message path."""
+    ts = steps["gpt3-175b-t2d2p2"]
+    hw = aware_hardware(tiered_network("Switch", [len(ts.ranks)]), "ring", 2, 4, "baseline")
+    with caplog.at_level(logging.INFO, logger="chakra_pipe.sim"):
+        quotient = simulate(ts, hw)
+    assert "symmetric run of" in caplog.text and "declined" not in caplog.text
+    assert quotient.fast_messages > 0
+    assert quotient.to_dict() == simulate(ts, hw, fast=False).to_dict()
+
+
+@st.composite
+def _cases(draw) -> tuple[list[list], dict, dict]:
+    sizes = draw(st.sampled_from([[4], [8], [3], [6], [2, 2], [2, 4], [4, 2], [2, 2, 2]]))
+    p = 1
+    for s in sizes:
+        p *= s
+    splits = draw(st.sampled_from([2, 3, 4, 8]))
+    active = draw(st.integers(2, splits + 1))
+    kinds = draw(st.lists(st.sampled_from(KINDS), min_size=1, max_size=3))
+    chunk = draw(st.sampled_from([1 << 14, 3 << 16, 1 << 20]))
+    chained = draw(st.booleans())  # each collective after the one before, or all after the compute
+    stagger = draw(st.lists(st.integers(0, 3), min_size=p, max_size=p))
+    # a send to and a receive from the partner r ^ 1 after node ``after``: the message path beside the
+    # held phases (each hop settles those crossing its link)
+    p2p = p % 2 == 0 and draw(st.booleans())
+    after, p2p_size = draw(st.integers(0, len(kinds))), draw(st.sampled_from([1 << 12, 1 << 18, 1 << 21]))
+    ranks = []
+    for r in range(p):
+        nodes = [make_node(0, schema.COMP_NODE, stagger[r])]
+        for c, kind in enumerate(kinds):
+            nodes.append(coll(c + 1, kind, size=chunk * splits, data=[c if chained else 0]))
+        if p2p:
+            n, peer = len(nodes), r ^ 1
+            p2p_attrs = {"comm_size": p2p_size, "comm_tag": 5}
+            nodes.append(make_node(n, schema.COMM_SEND_NODE, data=[after], comm_src=r, comm_dst=peer, **p2p_attrs))
+            nodes.append(make_node(n + 1, schema.COMM_RECV_NODE, data=[after], comm_src=peer, comm_dst=r, **p2p_attrs))
+        ranks.append(nodes)
+    system = {
+        "scheduling-policy": draw(st.sampled_from(["LIFO", "FIFO"])),
+        "endpoint-delay": draw(st.sampled_from([0, 10, 20])),
+        "active-chunks-per-dimension": active,
+        "preferred-dataset-splits": splits,
+        "collective-optimization": draw(st.sampled_from(["baseline", "localBWAware"])),
+        "local-mem-bw": 3350,
+        **{
+            f"{k}-implementation": ["ring"] * len(sizes)
+            for k in ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
+        },
+    }
+    network = {
+        "topology": [draw(st.sampled_from(["Switch", "FullyConnected", "Ring"])) for _ in sizes],
+        "npus_count": sizes,
+        "bandwidth": [draw(st.sampled_from([25, 100, 400])) for _ in sizes],
+        "latency": [draw(st.sampled_from([0, 1, 100, 500, 700])) for _ in sizes],
+    }
+    return ranks, system, network
+
+
+def _outcome(ts, hw: HardwareConfig, **kw) -> object:
+    try:
+        return simulate(ts, hw, **kw).to_dict()
+    except ChakraPipeError as exc:  # a chunk-queue deadlock stops both paths alike
+        return type(exc).__name__
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_cases())
+def test_random_staggered_chunks_equal_the_message_path(case) -> None:
+    """Random small sets: 1-D and 2-D / 3-D Switch, FullyConnected and Ring, 2–9 chunks in flight
+    of 2–8 splits, staggered starts, overlapping or chained collectives of every ring type, sends
+    beside them, 0–700 ns latency, endpoint delay, both collective optimizations: every rank equals
+    ``fast=False``, whether the run stayed on the recurrence or was redone."""
+    ranks, system, network = case
+    with tempfile.TemporaryDirectory() as tmp:
+        ts = write_set(Path(tmp), ranks)
+        hw = HardwareConfig(
+            SystemConfig.from_dict(system, source="sys"),
+            NetworkConfig.from_dict(network, source="net"),
+            backend="congestion_aware",
+        )
+        assert _outcome(ts, hw, symmetric=False) == _outcome(ts, hw, fast=False)
+
+
+def test_a_late_chunk_joins_the_held_batch(tmp_path: Path, caplog) -> None:
+    """One all-reduce of 4 chunks, 2 active, 8 NPUs with staggered starts: chunks 3 and 4 start when
+    chunks 1 and 2 leave, at different ns, and are evaluated together (no rerun), equal to
+    ``fast=False``."""
+    ranks = [
+        [make_node(0, schema.COMP_NODE, r % 3), coll(1, schema.ALL_REDUCE, size=1 << 22, data=[0])] for r in range(8)
+    ]
+    ts = write_set(tmp_path, ranks)
+    hw = aware_hardware(tiered_network("Switch", [8]), "ring", 2, 4)
+    with caplog.at_level(logging.INFO, logger="chakra_pipe.sim.simulate"):
+        fast = simulate(ts, hw, symmetric=False)
+    assert RERUN not in caplog.text
+    assert fast.fast_messages == fast.messages > 0
+    assert fast.to_dict() == simulate(ts, hw, fast=False).to_dict()
