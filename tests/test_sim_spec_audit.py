@@ -195,3 +195,26 @@ def test_a_symbolic_tensor_graph_style_set_runs_as_astra_sim_reads_it(tmp_path: 
     collective_done = 1 + 4 * ring_chunk("AR", 2, D // 4)  # each pair's ring; rank 0 to 1 is one hop
     arrival = collective_done + N(size, 2, 500, 50)  # rank 0 to rank 2: two hops on the 4-ring
     assert res.finish_ns == [arrival, collective_done, arrival, collective_done]
+
+
+@pytest.mark.parametrize(
+    ("node", "declines"),
+    [
+        (coll(0, AR, pg_name="4", involved_dim=[True]), False),  # the named group decides (above)
+        (coll(0, AR, pg_name="4"), False),
+        (coll(0, AR, pg_name="0", involved_dim=[True]), True),
+        (coll(0, AR, involved_dim=[True, False]), True),
+        (coll(0, AR), True),
+    ],
+    ids=["named group, involved_dim", "named group", "world name, involved_dim", "involved_dim", "no pg_name"],
+)
+def test_only_a_collective_on_the_world_plan_declines_the_symmetric_run(tmp_path: Path, node, declines: bool) -> None:
+    """The proven-symmetric run declines a collective on the world group's global plan, whose peers
+    its translations do not keep; a named group's collective runs there whatever ``involved_dim``
+    says, as the full engine runs it (Symbolic-Tensor-Graph-style sets carry both)."""
+    from chakra_pipe.et import load_graph
+    from chakra_pipe.sim.symmetric import world_collective
+
+    write_set(tmp_path, [[node]])
+    graphs = {0: load_graph(tmp_path / "w.0.et")}
+    assert (world_collective(graphs, {"4"}) is not None) == declines

@@ -415,9 +415,11 @@ def symmetry_problem(sym: RankSymmetry, groups: Mapping[Any, list[int]], hw: Har
 
 
 def world_collective(graphs: Mapping[int, Any], named: set[str]) -> str | None:
-    """Which representative's collective runs over every rank, if any: one with ``involved_dim``, or
-    whose ``pg_name`` is missing or a world name (``""``, ``"0"``) that ``named`` (the comm-group
-    file's names) does not define, as the full engine resolves it (``group_of``, ``_rings_used``).
+    """Which representative's collective runs over every rank, if any: one whose ``pg_name`` is
+    missing or a world name (``""``, ``"0"``) and that carries ``involved_dim`` or whose name
+    ``named`` (the comm-group file's names) does not define, as the full engine resolves it
+    (``comm._collective``, ``group_of``, ``_rings_used``; beside a named group ``involved_dim`` is
+    ignored, as upstream).
 
     Why: such a collective runs the global plan, which follows the physical dimensions and, with a
     per-dimension algorithm list, any algorithm of it: the quotient's translations do not preserve
@@ -427,7 +429,7 @@ def world_collective(graphs: Mapping[int, Any], named: set[str]) -> str | None:
         pg, involved = g.pg_name, g.involved_dim
         for i in np.flatnonzero(g.types == schema.COMM_COLL_NODE).tolist():
             name = pg.get(i, "")
-            if i in involved or (name in WORLD_PG_NAMES and name not in named):
+            if name in WORLD_PG_NAMES and (i in involved or name not in named):
                 node = int(g.ids[i])
                 return f"rank {r}'s node {node} is a collective over every rank: its plan follows the network"
     return None
