@@ -17,6 +17,13 @@ from chakra_pipe.sim.simulate import aware_fast_path_is_exact
 
 RERUN = "rerun message by message"  # simulate's log line when an aware fast run is redone
 KINDS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")  # system.json's *-implementation keys
+# Small generated steps with TP, ZeRO-1, experts and a pipeline, whose collectives the several-chunk
+# aware tests run chunk by chunk (generate llm flags by name; ``generated_steps`` builds them)
+CHUNK_STEPS = {
+    "llama3-8b-t8d2-zero1": ["--model", "llama3-8b", "--layers", "2", "--tp", "8", "--dp", "2", "--zero", "1"],
+    "mixtral-t2d4e2": ["--model", "mixtral-8x7b", "--layers", "1", "--tp", "2", "--dp", "4", "--ep", "2"],
+    "gpt3-175b-t2d2p2": ["--model", "gpt3-175b", "--layers", "2", "--tp", "2", "--dp", "2", "--pp", "2"],
+}
 
 
 def assert_fast_equals_message_path(ts, hw: HardwareConfig) -> None:

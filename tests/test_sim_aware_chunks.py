@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from sim_paths import (
+    CHUNK_STEPS,
     RERUN,
     assert_collectives_all_fast,
     assert_fast_equals_message_path,
@@ -26,11 +27,7 @@ from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
 
-STEPS = {
-    "llama3-8b-t8d2-zero1": ["--model", "llama3-8b", "--layers", "2", "--tp", "8", "--dp", "2", "--zero", "1"],
-    "mixtral-t2d4e2": ["--model", "mixtral-8x7b", "--layers", "1", "--tp", "2", "--dp", "4", "--ep", "2"],
-    "gpt3-175b-t2d2p2": ["--model", "gpt3-175b", "--layers", "2", "--tp", "2", "--dp", "2", "--pp", "2"],
-}
+STEPS = CHUNK_STEPS
 
 
 def _hw(topology: str, sizes: list[int], chunks: int, splits: int = 4, **extra) -> HardwareConfig:
