@@ -94,3 +94,44 @@ def test_one_collective_per_nccl_kernel_wherever_upstream_attached_it(attach_to:
     ]
     assert get_attr(comms[0], "stream") == 20 and comms[0].duration_micros == 40
     assert rank_problems(conv.nodes) == []
+
+
+def test_an_unclaimed_kernel_takes_upstreams_pg_name_key_and_copied_inputs():
+    """No record above the kernel: upstream's top-level ``pg_name`` and the inputs copied from its host op count.
+
+    §5.2 step 7: the linker adds ``pg_name`` to ``ncclDevKernel`` nodes; §6.1/§6.2: the converter
+    reads it (default "") and sums the kernel's tensor inputs (its host op's, copied) into comm_size.
+    """
+    pg_init = _host(2, "## process_group:init ##", 1)
+    pg_init["inputs"] = {
+        "values": [
+            '[{"pg_name": "0", "ranks": [], "group_size": 2}, {"pg_name": "1", "ranks": [0, 1], "group_size": 2}]'
+        ],
+        "shapes": [[]],
+        "types": ["String"],
+    }
+    op = _host(3, "aten::cat", 1, [[TENSOR]], ts=100, inclusive_dur=5, exclusive_dur=5)
+    kernel = copy.deepcopy(op)
+    kernel.update(
+        id=4,
+        ctrl_deps=3,
+        name="ncclDevKernel_AllGather_RING_LL",
+        cat="kernel",
+        ph="X",
+        ts=150,
+        inclusive_dur=40,
+        exclusive_dur=40,
+        stream=20,
+        pg_name="1",
+    )
+    nodes = [
+        _host(0, "[pytorch|profiler|execution_trace|process]", 0),
+        _host(1, "[pytorch|profiler|execution_trace|thread]", 0),
+        pg_init,
+        op,
+        kernel,
+    ]
+    _, comms = _convert({"schema": "1.1.0-chakra.0.0.4", "pid": 9, "nodes": nodes})
+    assert [(get_attr(n, "comm_type"), get_attr(n, "comm_size"), get_attr(n, "pg_name")) for n in comms] == [
+        (schema.ALL_GATHER, 4096, "1")
+    ]

@@ -34,7 +34,15 @@ from ..et.process_groups import format_process_groups
 from ..et.traceset import WORLD_PG
 from ..link.hostet import PG_INIT_MARK, HostTrace, attr, device_of, is_root, is_thread, process_groups
 from .check import cycle_node
-from .collectives import DTYPE_BYTES, Comm, from_c10d, from_record_param_comms, kernel_kind, normalise_collective
+from .collectives import (
+    DTYPE_BYTES,
+    Comm,
+    from_c10d,
+    from_record_param_comms,
+    kernel_kind,
+    normalise_collective,
+    tensor_bytes,
+)
 
 # Roles of a host/ET+ node in the output.
 DROP, ABSORB, CPU, COMM, METADATA, GPU = range(6)
@@ -248,8 +256,13 @@ class _Converter:
             return
         size = args.get("In msg nelems")
         dtype = str(args.get("dtype", "")).lower()
-        nbytes = size * DTYPE_BYTES[dtype] if isinstance(size, int) and dtype in DTYPE_BYTES else 0
-        pg = args.get("Process Group Name")
+        # Upstream ET+ (pytorch-traces.md §5.2 step 7, §6.2): the kernel is a copy of its host op,
+        # so its inputs are that op's tensors, and the linker put the group in a top-level pg_name.
+        if isinstance(size, int) and dtype in DTYPE_BYTES:
+            nbytes = size * DTYPE_BYTES[dtype]
+        else:
+            nbytes = tensor_bytes(n["inputs"].get("values") or [])
+        pg = args.get("Process Group Name", n.get("pg_name"))
         self.comm[n["id"]] = Comm(kind, nbytes, pg_name=pg if isinstance(pg, str) else "")
 
     def gloo_durations(self) -> dict[int, float]:
