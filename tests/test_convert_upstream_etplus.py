@@ -11,6 +11,7 @@ Upstream's converter makes the NCCL kernel the one COMM node (§6.2): one collec
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -135,3 +136,36 @@ def test_an_unclaimed_kernel_takes_upstreams_pg_name_key_and_copied_inputs():
     assert [(get_attr(n, "comm_type"), get_attr(n, "comm_size"), get_attr(n, "pg_name")) for n in comms] == [
         (schema.ALL_GATHER, 4096, "1")
     ]
+
+
+@pytest.mark.parametrize("version", ["1.0.3-chakra.0.0.4", "1.0.4-chakra.0.0.4", "1.1.1-chakra.1.0.0"])
+def test_positional_only_records_of_every_nested_schema(version: str):
+    """§2.2/§2.4 pinned: versions upstream rejects or crashes on; records without comm attrs.
+
+    ``seq`` as ``[seq, isP2P]``, a ``wait`` without a tensor list (stays COMP), a 5-tuple tensor
+    without device, a group-local peer mapped through the ``## process_group:init ##`` ranks.
+    """
+    pg_init = _host(2, "## process_group:init ##", 1)
+    groups = [{"pg_name": "0", "ranks": [], "group_size": 4}, {"pg_name": "1", "ranks": [2, 3], "group_size": 2}]
+    pg_init["inputs"] = {"values": [json.dumps(groups)], "shapes": [[]], "types": ["String"]}
+    nodes = [
+        _host(0, "[pytorch|profiler|execution_trace|process]", 0),
+        _host(1, "[pytorch|profiler|execution_trace|thread]", 0),
+        pg_init,
+        _host(3, "record_param_comms", 1, [[TENSOR], [7, True], ["1", "undefined"], 1, "send", [], [], -1, -1, 2]),
+        _host(4, "record_param_comms", 1, [[7, True], ["", ""], 0, "wait", [], [], -1, -1, 1]),
+        _host(5, "record_param_comms", 1, [[[300, 301, 0, 256, 2]], 8, ["1", "undefined"], 0, "_allgather_base"]),
+    ]
+    conv, _ = _convert({"schema": version, "pid": 1, "nodes": nodes})
+    out = {n.id: n for n in conv.nodes}
+    send, wait, gather = out[3], out[4], out[5]
+    assert send.type == schema.COMM_SEND_NODE
+    assert [get_attr(send, k) for k in ("comm_size", "comm_src", "comm_dst", "comm_tag", "pg_name")] == [
+        4096,
+        0,
+        3,
+        0,
+        "1",
+    ]
+    assert wait.type == schema.COMP_NODE
+    assert [get_attr(gather, k) for k in ("comm_type", "comm_size", "pg_name")] == [schema.ALL_GATHER, 512, "1"]
