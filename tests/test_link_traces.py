@@ -6,13 +6,14 @@ import gzip
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from chakra_pipe.errors import InputError
 from chakra_pipe.link.hostet import load_host_trace, parse_host_trace
-from chakra_pipe.link.kineto import parse_kineto
+from chakra_pipe.link.kineto import enclosing_ops, load_kineto, parse_kineto
 from chakra_pipe.link.linker import link_files, link_traces
 
 PID = 4242
@@ -311,3 +312,23 @@ def test_flat_101_host_trace_is_normalised(fixtures_dir: Path):
     node = next(n for n in trace.nodes if n["name"] == "aten::mm")
     assert isinstance(node["ctrl_deps"], int) and node["inputs"]["types"]
     assert {a["name"] for a in node["attrs"]} >= {"rf_id", "tid", "op_schema"}
+
+
+def test_linear_kineto_fixture_launches_and_gpu_ops_correlate(fixtures_dir: Path):
+    """Spec §4.2 / §9 on the real 2023 trace: GPU op ``correlation`` == launch ``correlation``.
+
+    All 10,356 device ops (8,716 kernels, 1,640 memsets; upstream drops the memsets) find their
+    launch, and every launch lies inside a CPU op of its thread. The launches' ``External id`` is
+    their correlation here, never an enclosing op's, so timestamps must decide, not External id.
+    """
+    k = load_kineto(fixtures_dir / "pytorch" / "linear_kineto.json.gz")
+    assert (len(k.cpu), len(k.launches)) == (37_078, 14_515)
+    assert Counter(g.cat for g in k.gpu) == {"kernel": 8_716, "gpu_memset": 1_640}
+    by_corr = {e.arg_int("correlation"): e for e in k.launches}
+    launches = [by_corr[g.arg_int("correlation")] for g in k.gpu]
+    owner = enclosing_ops(k.cpu, launches, lambda op: True)
+    assert len(owner) == len(launches) == 10_356
+    assert all(
+        op.tid == launch.tid and op.ts <= launch.ts <= op.end for launch in launches for op in [owner[launch.index]]
+    )
+    assert not any(owner[launch.index].arg_int("External id") == launch.arg_int("External id") for launch in launches)

@@ -34,7 +34,15 @@ from ..et.process_groups import format_process_groups
 from ..et.traceset import WORLD_PG
 from ..link.hostet import PG_INIT_MARK, HostTrace, attr, device_of, is_root, is_thread, process_groups
 from .check import cycle_node
-from .collectives import DTYPE_BYTES, Comm, from_c10d, from_record_param_comms, kernel_kind, normalise_collective
+from .collectives import (
+    DTYPE_BYTES,
+    Comm,
+    from_c10d,
+    from_record_param_comms,
+    kernel_kind,
+    normalise_collective,
+    tensor_bytes,
+)
 
 # Roles of a host/ET+ node in the output.
 DROP, ABSORB, CPU, COMM, METADATA, GPU = range(6)
@@ -148,8 +156,38 @@ class _Converter:
                 rpc_below.add(p)
         return nccl_below, rpc_below
 
+    def _kernels_beside_records(self, nccl_below: set[int]) -> tuple[dict[int, Comm], set[int]]:
+        """NCCL kernels a linker attached to a record's caller, with that record's collective.
+
+        Upstream ``chakra_trace_link`` attaches a launch to the op sharing its ``External id``
+        (chakra issue #196), in older traces the ``c10d::`` op above ``record_param_comms`` rather
+        than the ``nccl:*`` range below it, so the kernel is the record's sibling. Upstream's
+        converter makes that kernel the one COMM node (pytorch-traces.md §6.2); without this
+        pairing the record became a second COMM node for the same collective and the kernel one
+        of 0 bytes. The k-th NCCL kernel child of an op takes its k-th collective record child
+        that has no device work of its own. Returns {kernel id: comm} and the paired record ids.
+        """
+        kernels: dict[int, list[int]] = {}
+        records: dict[int, list[tuple[int, Comm]]] = {}
+        for n in self.order:
+            p = self.parent.get(n["id"])
+            if p is None:
+                continue
+            if "cat" in n and "nccl" in n["name"].lower():
+                kernels.setdefault(p, []).append(n["id"])
+            elif n["id"] not in nccl_below and (comm := from_record_param_comms(n)) is not None:
+                records.setdefault(p, []).append((n["id"], comm))
+        pairs: dict[int, Comm] = {}
+        paired: set[int] = set()
+        for p, kernel_ids in kernels.items():
+            for kid, (rid, comm) in zip(kernel_ids, records.get(p, ()), strict=False):
+                pairs[kid] = comm
+                paired.add(rid)
+        return pairs, paired
+
     def classify(self) -> None:
         nccl_below, rpc_below = self._subtree_flags()
+        self.paired, paired_records = self._kernels_beside_records(nccl_below)
         self.role: dict[int, int] = {}
         self.comm: dict[int, Comm] = {}
         absorbed_by: dict[int, int] = {}
@@ -190,7 +228,7 @@ class _Converter:
                     comm = from_c10d(n)
                 if comm is None:
                     self.role[nid] = CPU
-                elif nid in nccl_below:
+                elif nid in nccl_below or nid in paired_records:
                     self.role[nid] = CPU  # the device kernel below is the communication
                     self.comm[nid] = comm
                     open_anchor[nid] = nid
@@ -201,6 +239,10 @@ class _Converter:
     def _claim_kernel(self, n: dict[str, Any], anchor: int | None) -> None:
         """The first NCCL kernel under an anchor carries its comm; unclaimed ones use their name."""
         if "nccl" not in n["name"].lower():
+            return
+        paired = self.paired.get(n["id"])
+        if paired is not None:  # attached beside its record (see _kernels_beside_records)
+            self.comm[n["id"]] = paired
             return
         if anchor is not None:  # further kernels of an already claimed anchor stay COMP
             if anchor not in self.claimed:
@@ -214,8 +256,13 @@ class _Converter:
             return
         size = args.get("In msg nelems")
         dtype = str(args.get("dtype", "")).lower()
-        nbytes = size * DTYPE_BYTES[dtype] if isinstance(size, int) and dtype in DTYPE_BYTES else 0
-        pg = args.get("Process Group Name")
+        # Upstream ET+ (pytorch-traces.md §5.2 step 7, §6.2): the kernel is a copy of its host op,
+        # so its inputs are that op's tensors, and the linker put the group in a top-level pg_name.
+        if isinstance(size, int) and dtype in DTYPE_BYTES:
+            nbytes = size * DTYPE_BYTES[dtype]
+        else:
+            nbytes = tensor_bytes(n["inputs"].get("values") or [])
+        pg = args.get("Process Group Name", n.get("pg_name"))
         self.comm[n["id"]] = Comm(kind, nbytes, pg_name=pg if isinstance(pg, str) else "")
 
     def gloo_durations(self) -> dict[int, float]:
