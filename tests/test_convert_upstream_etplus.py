@@ -97,11 +97,15 @@ def test_one_collective_per_nccl_kernel_wherever_upstream_attached_it(attach_to:
     assert rank_problems(conv.nodes) == []
 
 
-def test_an_unclaimed_kernel_takes_upstreams_pg_name_key_and_copied_inputs():
+@pytest.mark.parametrize(
+    "kernel_name", ["ncclDevKernel_AllGather_RING_LL", "void ncclKernel_AllGather_RING_LL_Sum_float(ncclWorkElem)"]
+)
+def test_an_unclaimed_kernel_takes_upstreams_pg_name_key_and_copied_inputs(kernel_name: str):
     """No record above the kernel: upstream's top-level ``pg_name`` and the inputs copied from its host op count.
 
     §5.2 step 7: the linker adds ``pg_name`` to ``ncclDevKernel`` nodes; §6.1/§6.2: the converter
     reads it (default "") and sums the kernel's tensor inputs (its host op's, copied) into comm_size.
+    §6.2: a kernel is a collective when its name *contains* ``ncclKernel``/``ncclDevKernel``.
     """
     pg_init = _host(2, "## process_group:init ##", 1)
     pg_init["inputs"] = {
@@ -116,7 +120,7 @@ def test_an_unclaimed_kernel_takes_upstreams_pg_name_key_and_copied_inputs():
     kernel.update(
         id=4,
         ctrl_deps=3,
-        name="ncclDevKernel_AllGather_RING_LL",
+        name=kernel_name,
         cat="kernel",
         ph="X",
         ts=150,

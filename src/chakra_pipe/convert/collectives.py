@@ -218,14 +218,17 @@ def from_record_param_comms(node: dict[str, Any]) -> Comm | None:
 
 
 def kernel_kind(name: str) -> str | None:
-    """Collective kind of a NCCL kernel name (``ncclDevKernel_AllReduce_Sum_f32_RING_LL``), if any.
+    """Collective kind of a NCCL kernel name (``ncclDevKernel_AllReduce_Sum_f32_RING_LL``), if any:
+    a name that *contains* ``ncclKernel`` or ``ncclDevKernel``, as Chakra's converter tests it (a
+    demangled name may lead with a return type or namespace: ``void ncclKernel_…``).
 
     Only used for kernels no ``record_param_comms`` claims (older traces); SendRecv kernels carry
     no direction, so they are left to their host record.
     """
     key = name.lower().replace("_", "").replace("-", "")
-    for prefix in ("nccldevkernel", "ncclkernel"):
-        if key.startswith(prefix):
-            rest = key[len(prefix) :]
+    for marker in ("nccldevkernel", "ncclkernel"):
+        at = key.find(marker)
+        if at >= 0:
+            rest = key[at + len(marker) :]
             return None if rest.startswith("sendrecv") else normalise_collective(rest)
     return None
