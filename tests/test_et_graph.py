@@ -256,6 +256,37 @@ def test_dependency_ids_stay_narrow_past_a_group_of_empty_lists_and_a_slow_recor
     assert values.dtype == np.uint32 and int(counts.sum()) == 263_000 and ok.all()
 
 
+@pytest.mark.parametrize("chunk", [1, 37, 1 << 15])
+def test_a_file_alone_widens_its_offsets_a_chunk_at_a_time(chunk):
+    """A file decoded alone gives each chunk its slice of the table's narrow record offsets,
+    widened to int64 there (a whole-file int64 copy was 16 bytes a record at the load's peak):
+    every chunk gets exactly the records' offsets, and the columns are those of protobuf."""
+    md = schema.GlobalMetadata(version="0.0.4")
+    nodes = [
+        schema.Node(id=i, name="x" * (i * 7 % 300), type=schema.COMP_NODE, data_deps=[i - 1] if i > 1 else [])
+        for i in range(1, 201)
+    ]
+    data = frame_all(md, [n.SerializeToString() for n in nodes])
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    real_init = graph_module._Decoder.__init__
+
+    def spy(self, arr, rec_start, rec_len, *rest):
+        seen.append((rec_start, rec_len))
+        real_init(self, arr, rec_start, rec_len, *rest)
+
+    with (
+        mock.patch.object(graph_module, "_CHUNK_RECORDS", chunk),
+        mock.patch.object(graph_module._Decoder, "__init__", spy),
+    ):
+        g = graph_from_bytes(data)
+    assert g.rec_start.dtype == np.uint32 and g.rec_len.dtype == np.uint16  # the table stays narrow
+    assert all(s.dtype == np.int64 and ln.dtype == np.int64 for s, ln in seen)
+    assert np.concatenate([s for s, _ in seen]).tolist() == g.rec_start.tolist()
+    assert np.concatenate([ln for _, ln in seen]).tolist() == g.rec_len.tolist()
+    assert len(seen) == -(-len(nodes) // chunk)
+    assert_graph_matches(g, nodes)
+
+
 @pytest.mark.parametrize(
     "late",
     [

@@ -50,10 +50,12 @@ _KNOWN = INT_ATTRS + STR_ATTRS + LIST_ATTRS
 _PAD = 16  # bytes of zero padding after the buffer so vectorised reads never go out of range
 _SMALL = 48  # files with at most this many nodes are decoded record by record
 # A chunk's temporaries are ~25 int64 a record plus ~100 bytes an attribute the tails do not
-# cover: 2^15 generated records (~3 MB) amortise the ~500 numpy calls a chunk; converted records
-# (~810 bytes, a dozen distinct attributes each) are held to ~8 MiB a chunk, as before.
+# cover: 2^14 generated records (~1.5 MB) still amortise the ~500 numpy calls a chunk (2^15 was
+# no faster, and a 40k-node file's load peaked at 3.7x its size, not 3.15x; 2^13 cost ~10 % more
+# time for 0.1x), and converted records (~810 bytes, a dozen distinct attributes each) are held to
+# ~8 MiB a chunk, as before.
 _CHUNK_BYTES = 1 << 23
-_CHUNK_RECORDS = 1 << 15  # records decoded at a time: bounds the decoding temporaries, amortises numpy calls
+_CHUNK_RECORDS = 1 << 14  # records decoded at a time: bounds the decoding temporaries, amortises numpy calls
 _BATCH_BYTES = 1 << 23  # files decoded together up to this many bytes (a larger file is decoded alone, uncopied)
 _ATTR_GROUP = 1 << 14  # attributes checked at a time within a chunk
 _VECTOR_STEPS = 64  # non-attribute field steps walked in bulk before falling back per record
@@ -647,8 +649,11 @@ def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> _SharedE
         cols.slow[:] = True
         cols.split(tables, first, bases)
         return None
-    starts = np.concatenate([t.rec_start.astype(np.int64) + base for t, base in zip(tables, bases)])
-    lens = np.concatenate([t.rec_len.astype(np.int64) for t in tables])
+    if len(tables) == 1:  # its table's narrow offsets (a file's base is 0), widened a chunk at a time
+        starts, lens = tables[0].rec_start, tables[0].rec_len
+    else:
+        starts = np.concatenate([t.rec_start.astype(np.int64) + base for t, base in zip(tables, bases)])
+        lens = np.concatenate([t.rec_len.astype(np.int64) for t in tables])
     # equal shares (so no tiny last chunk) of at most _CHUNK_RECORDS records and about _CHUNK_BYTES
     k = max(-(-total // _CHUNK_RECORDS), -(-int(lens.sum()) // _CHUNK_BYTES))
     bounds = [total * j // k for j in range(k + 1)]
@@ -663,7 +668,9 @@ def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> _SharedE
         return shared
     cols = _Columns(total, len(arr))
     for lo, hi in zip(bounds, bounds[1:]):
-        chunk = _Decoder(arr, starts[lo:hi], lens[lo:hi], memo)
+        chunk = _Decoder(
+            arr, starts[lo:hi].astype(np.int64, copy=False), lens[lo:hi].astype(np.int64, copy=False), memo
+        )
         chunk.decode()
         cols.take(lo, chunk)
     cols.split(tables, first, bases)
