@@ -23,6 +23,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ranks", type=int, default=2, help="number of ranks (processes)")
     p.add_argument("--steps", type=int, default=1, help="profiled steps (after one profiler warm-up step)")
     p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
+    p.add_argument(
+        "--bucket-mb",
+        type=float,
+        default=None,
+        metavar="MB",
+        help="DDP bucket_cap_mb of a built-in model (default: DDP's 25 MB, one bucket for these tiny "
+        "models); a small value such as 0.01 splits the gradients into several all-reduces",
+    )
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument(
         "--timeout",
@@ -44,6 +52,7 @@ def _capture(args) -> int:
         steps=args.steps,
         backend=args.backend,
         out=args.out,
+        bucket_mb=args.bucket_mb,
         timeout_s=args.timeout,
         launcher=args.launcher,
     )
@@ -62,6 +71,7 @@ def _capture(args) -> int:
                 str(args.steps),
                 "--backend",
                 args.backend,
+                *(() if args.bucket_mb is None else ("--bucket-mb", repr(args.bucket_mb))),
                 "--timeout",
                 repr(args.timeout),
                 "--out",

@@ -143,12 +143,22 @@ def _labelled_allreduce_hook(process_group, bucket):
         return allreduce_hook(process_group, bucket)
 
 
-def make_builtin_step(name: str, rank: int, world_size: int, device: torch.device) -> Callable[[], None]:
-    """Build model, DDP wrapper, optimiser, data and sub-group; return one training step."""
+def make_builtin_step(
+    name: str, rank: int, world_size: int, device: torch.device, bucket_mb: float | None = None
+) -> Callable[[], None]:
+    """Build model, DDP wrapper, optimiser, data and sub-group; return one training step.
+
+    ``bucket_mb`` is DDP's ``bucket_cap_mb`` (None: its default, one bucket for these models); a
+    small cap yields several gradient all-reduces per step, enqueued back to back by the hooks.
+    With it we also pass ``find_unused_parameters=True``: otherwise DDP starts with one bucket and
+    torch 2.13's rebuild after the first step merged these models' gradients back into one (seen
+    with 2 gloo ranks); the unused-parameter search only adds a graph walk to each forward.
+    """
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     model = build_model(name).to(device)
-    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    caps = {} if bucket_mb is None else {"bucket_cap_mb": bucket_mb, "find_unused_parameters": True}
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, **caps)
     ddp.register_comm_hook(None, _labelled_allreduce_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     inputs, target = (t.to(device) for t in _batch(name, model, rank))

@@ -38,6 +38,7 @@ class CaptureConfig:
     out: Path
     timeout_s: float = 600.0  # the whole capture, so a train_step that never returns cannot hang a job
     launcher: str = "local"
+    bucket_mb: float | None = None  # DDP bucket_cap_mb of a built-in model; None: DDP's default
 
     @property
     def is_script(self) -> bool:
@@ -66,7 +67,7 @@ class _CaptureJob:
 
     def settings(self) -> dict:
         model = os.path.abspath(self.cfg.model) if self.cfg.is_script else self.cfg.model
-        return {"model": model, "steps": self.cfg.steps, "backend": self.backend}
+        return {"model": model, "steps": self.cfg.steps, "backend": self.backend, "bucket_mb": self.cfg.bucket_mb}
 
     def prepare(self, run: Path, rank: int) -> None:
         """Nothing per rank: job.json says it all."""
@@ -96,6 +97,10 @@ def check_config(cfg: CaptureConfig) -> None:
         raise InputError("must be >= 1", where="--steps")
     if not cfg.timeout_s > 0:
         raise InputError("must be > 0 seconds", where="--timeout")
+    if cfg.bucket_mb is not None and not cfg.bucket_mb > 0:
+        raise InputError("must be > 0 MB", where="--bucket-mb")
+    if cfg.bucket_mb is not None and cfg.is_script:
+        raise InputError("applies to the built-in models only (a script builds its own DDP)", where="--bucket-mb")
     if cfg.is_script and not Path(cfg.model).is_file():
         raise InputError("no such script", file=cfg.model)
     if not cfg.is_script and cfg.model not in BUILTIN_MODELS:
@@ -132,6 +137,7 @@ def run_capture(cfg: CaptureConfig) -> Path | None:
         "torch_version": torch.__version__,
         "model": cfg.model if not cfg.is_script else os.path.basename(cfg.model),
         "steps": cfg.steps,
+        "bucket_mb": cfg.bucket_mb,
         "warmup_steps": WARMUP_STEPS,
         "sub_group_ranks": None if cfg.is_script else sub_group_ranks(cfg.ranks),
         "explicit_calls": None

@@ -86,7 +86,7 @@ def _capture(run: Path, job: dict, rank: int, local_rank: int) -> None:
     else:
         from .models import make_builtin_step
 
-        step = make_builtin_step(model, rank, world, device)
+        step = make_builtin_step(model, rank, world, device, job.get("bucket_mb"))
 
     def timed_step() -> float:
         t0 = time.perf_counter()

@@ -3,7 +3,9 @@
 Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch-traces.md §6.4):
 * gloo collectives (``c10d::*``) and NCCL ``record_param_comms`` without device kernels become COMM
   nodes (upstream: COMP only); their implementation subtree (``nccl:*``/``gloo:*`` ranges, copies)
-  is folded into them, and a gloo op lasts as long as its ``gloo:*`` worker range, not the enqueue;
+  is folded into them, and a gloo op lasts as long as its ``gloo:*`` worker range (paired by
+  ``rf_id``), not the enqueue; a host op the ET records inside a ``c10d::`` op that Kineto shows had
+  already ended is put back beside it (the ET observer's stack slips on gloo worker ranges);
 * p2p nodes get ``comm_src``/``comm_dst``/``comm_tag``; every comm node gets ``pg_name``;
 * a host op's COMP duration excludes the time it sat idle while a collective ran on a worker
   thread (linker ``comm_wait``): that was communication, which the simulated network models;
@@ -35,6 +37,7 @@ from ..et.traceset import WORLD_PG
 from ..link.hostet import PG_INIT_MARK, HostTrace, attr, device_of, is_root, is_thread, process_groups
 from .check import cycle_node
 from .collectives import (
+    C10D_OPS,
     DTYPE_BYTES,
     Comm,
     from_c10d,
@@ -139,9 +142,30 @@ class _Converter:
         for n in self.order:
             p = n["ctrl_deps"]
             if p in trace.by_id and p < n["id"]:
-                self.parent[n["id"]] = p
+                self.parent[n["id"]] = self._caller_side_parent(n, p)
         self.table = process_groups(trace)
         self.groups = process_groups_of(trace, self.table)
+
+    def _caller_side_parent(self, n: dict[str, Any], p: int) -> int:
+        """``p``, or above it while ``p`` is a ``c10d::`` op that had ended before host op ``n`` began.
+
+        The ET observer's call stack slips when a gloo worker starts a ``gloo:*`` range while the
+        enqueueing ``c10d::`` op is still open (one in five several-bucket DDP captures): the op's
+        exit pops the range instead, and the rest of the step is recorded inside the op, so the
+        next bucket's all-reduce would be folded into it and the ranks' collectives no longer
+        match. Kineto times (linked traces) show the slip; worker-side ranges stay where they are.
+        """
+        if "cat" in n or "ts" not in n or n["name"].startswith("gloo:"):
+            return p
+        ts = _num(n, "ts")
+        while p in self.parent:
+            up = self.trace.by_id[p]
+            if not up["name"].startswith("c10d::") or "cat" in up or "ts" not in up or "inclusive_dur" not in up:
+                break
+            if _num(up, "ts") + _num(up, "inclusive_dur") >= ts:
+                break
+            p = self.parent[p]
+        return p
 
     def _subtree_flags(self) -> tuple[set[int], set[int]]:
         """Ids with a NCCL device op below them, and ids with a record_param_comms below them."""
@@ -268,19 +292,52 @@ class _Converter:
         self.comm[n["id"]] = Comm(kind, nbytes, pg_name=pg if isinstance(pg, str) else "")
 
     def gloo_durations(self) -> dict[int, float]:
-        """Transfer time per gloo anchor: Σ of the matching ``gloo:*`` ranges that follow it by id."""
-        anchors: dict[str, list[int]] = {}
-        for nid, comm in self.comm.items():
-            if self.role[nid] == COMM and comm.gloo_name:
-                anchors.setdefault(comm.gloo_name, []).append(nid)
-        for ids in anchors.values():
-            ids.sort()
+        """Transfer time per gloo anchor: Σ of the ``gloo:*`` worker ranges that belong to it.
+
+        ProcessGroupGloo creates a work's RecordFunction when the ``c10d::`` op enqueues it, on the
+        caller's thread, and starts the range when a worker thread picks the work up. So ``rf_id``
+        (a global counter taken at creation) puts a range right after its op's, while the ET ``id``
+        is taken at the range's start: when the hooks of several DDP buckets enqueue all-reduces
+        before the worker starts the first, every range's id follows every enqueue, and pairing by
+        id credits them all to the last bucket. Ranges therefore go to the latest same-named op with
+        a smaller ``rf_id``; by ``id`` only where the trace lacks ``rf_id`` (old or hand-made traces:
+        exact when each range starts before the next op of its name is issued). ``self.order`` is
+        ascending by id, so ``by_id`` is built sorted.
+        """
+        by_id: dict[str, list[int]] = {}
+        by_rf: dict[str, list[tuple[int, int]] | None] = {}
+        for n in self.order:
+            nid = n["id"]
+            comm = self.comm.get(nid) if self.role[nid] == COMM else None
+            # A c10d op folded into another collective (an ET nesting slip) still owns its ranges:
+            # they must not be credited to the collective it was folded into.
+            absorbed_c10d = self.role[nid] == ABSORB and n["name"].startswith("c10d::")
+            spec = C10D_OPS.get(n["name"][len("c10d::") :]) if absorbed_c10d else None
+            name = comm.gloo_name if comm is not None else spec.gloo_name if spec is not None else ""
+            if not name:
+                continue
+            if comm is not None:
+                by_id.setdefault(name, []).append(nid)
+            rf, pairs = attr(n, "rf_id"), by_rf.setdefault(name, [])
+            if not isinstance(rf, int):
+                by_rf[name] = None  # one op without rf_id: this name pairs by id
+            elif pairs is not None:
+                pairs.append((rf, nid))
+        for pairs in by_rf.values():
+            if pairs is not None:
+                pairs.sort()
         total: dict[int, float] = {}
         for g in self.gloo_ranges:
-            ids = anchors.get(g["name"], [])
-            i = bisect.bisect_left(ids, g["id"]) - 1
-            if i >= 0:
-                total[ids[i]] = total.get(ids[i], 0.0) + _num(g, "inclusive_dur")
+            rf, pairs = attr(g, "rf_id"), by_rf.get(g["name"])
+            if isinstance(rf, int) and pairs is not None:
+                i = bisect.bisect_left(pairs, (rf, -1)) - 1
+                op = pairs[i][1] if i >= 0 else None
+            else:
+                ids = by_id.get(g["name"], [])
+                i = bisect.bisect_left(ids, g["id"]) - 1
+                op = ids[i] if i >= 0 else None
+            if op is not None:
+                total[op] = total.get(op, 0.0) + _num(g, "inclusive_dur")
         return total
 
     def _threads(self) -> tuple[dict[int, int | None], dict[int, int]]:
