@@ -38,6 +38,24 @@ def _host(nid: int, name: str, parent: int, values=None, **extra):
     return node
 
 
+def _kernel_copy(host: dict, name: str, pg: str) -> dict:
+    """The NCCL kernel as upstream's linker writes it: a deep copy of its host node (inputs
+    included) with the Kineto kernel's fields and a top-level ``pg_name``; 40 us on stream 20."""
+    kernel = copy.deepcopy(host)
+    kernel.update(
+        ctrl_deps=host["id"],
+        name=name,
+        cat="kernel",
+        ph="X",
+        ts=150,
+        inclusive_dur=40,
+        exclusive_dur=40,
+        stream=20,
+        pg_name=pg,
+    )
+    return kernel
+
+
 def _upstream_etplus(attach_to: str, pg: str = "0") -> dict:
     """A dense-id ET+ as upstream writes it: the kernel's copy follows the host op it is attached to."""
     rpc_values = [[TENSOR], 1, [pg, "default_pg"], 0, "allreduce", [], [], 0, 1, 2]
@@ -55,19 +73,7 @@ def _upstream_etplus(attach_to: str, pg: str = "0") -> dict:
     for n in host:
         nodes.append(n)
         if n["name"] == attach_to:
-            kernel = copy.deepcopy(n)  # upstream: a deep copy of the host node
-            kernel.update(
-                ctrl_deps=n["id"],
-                name="ncclDevKernel_AllReduce_Sum_f32_RING_LL",
-                cat="kernel",
-                ph="X",
-                ts=150,
-                inclusive_dur=40,
-                exclusive_dur=40,
-                stream=20,
-                pg_name=pg,
-            )
-            nodes.append(kernel)
+            nodes.append(_kernel_copy(n, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", pg))
     # Dense ids in emission order; a kernel copy's ctrl_deps names its host op, which precedes it.
     new_of: dict[int, int] = {}
     for new_id, n in enumerate(nodes):
@@ -116,19 +122,7 @@ def test_an_unclaimed_kernel_takes_upstreams_pg_name_key_and_copied_inputs(kerne
         "types": ["String"],
     }
     op = _host(3, "aten::cat", 1, [[TENSOR]], ts=100, inclusive_dur=5, exclusive_dur=5)
-    kernel = copy.deepcopy(op)
-    kernel.update(
-        id=4,
-        ctrl_deps=3,
-        name=kernel_name,
-        cat="kernel",
-        ph="X",
-        ts=150,
-        inclusive_dur=40,
-        exclusive_dur=40,
-        stream=20,
-        pg_name="1",
-    )
+    kernel = {**_kernel_copy(op, kernel_name, "1"), "id": 4}
     nodes = [
         _host(0, "[pytorch|profiler|execution_trace|process]", 0),
         _host(1, "[pytorch|profiler|execution_trace|thread]", 0),

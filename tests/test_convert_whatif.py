@@ -61,10 +61,9 @@ ALLTOALL_IN = (
 )
 
 
-def ddp_pair():
-    """One DDP step in miniature: the main thread issues an async all-reduce, then sits idle in
-    ``ProfilerStep`` (DDP's finalize) while ``gloo:all_reduce`` runs on a worker thread."""
-    host = {
+def _step_trace(nodes: list[dict]) -> dict:
+    """A host ET of one profiled step: the process and thread roots, ``ProfilerStep#1`` (rf 2), then ``nodes``."""
+    return {
         "schema": "1.1.1-chakra.0.0.4",
         "pid": PID,
         "time": "2024-01-01 00:00:00",
@@ -74,32 +73,36 @@ def ddp_pair():
             _node(1, "[pytorch|profiler|execution_trace|process]", 1),
             _node(2, "[pytorch|profiler|execution_trace|thread]", 1),
             _node(3, "ProfilerStep#1", 2, rf=2),
+            *nodes,
+        ],
+    }
+
+
+def _event(name: str, ts: int, dur: int, rf: int, tid: int = 1, cat: str = "cpu_op") -> dict:
+    """A Kineto CPU event whose ``Record function id`` and ``External id`` are ``rf``."""
+    args = {"Record function id": rf, "External id": rf}
+    return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def ddp_pair():
+    """One DDP step in miniature: the main thread issues an async all-reduce, then sits idle in
+    ``ProfilerStep`` (DDP's finalize) while ``gloo:all_reduce`` runs on a worker thread."""
+    host = _step_trace(
+        [
             _node(4, "aten::mm", 3, rf=3),
             _node(5, "c10d::allreduce_", 3, rf=4, values=ALLREDUCE_IN[0], types=ALLREDUCE_IN[1]),
             _node(6, "gloo:all_reduce", 3, rf=5),
             _node(7, "aten::add_", 3, rf=6),
-        ],
-    }
-
-    def ev(name, ts, dur, rf, tid=1, cat="cpu_op"):
-        return {
-            "ph": "X",
-            "cat": cat,
-            "name": name,
-            "pid": PID,
-            "tid": tid,
-            "ts": ts,
-            "dur": dur,
-            "args": {"Record function id": rf, "External id": rf},
-        }
+        ]
+    )
 
     kineto = {
         "traceEvents": [
-            ev("ProfilerStep#1", 1000, 1000, 2, cat="user_annotation"),
-            ev("aten::mm", 1000, 300, 3),
-            ev("c10d::allreduce_", 1300, 20, 4),
-            ev("gloo:all_reduce", 1320, 480, 5, tid=2, cat="user_annotation"),
-            ev("aten::add_", 1900, 100, 6),
+            _event("ProfilerStep#1", 1000, 1000, 2, cat="user_annotation"),
+            _event("aten::mm", 1000, 300, 3),
+            _event("c10d::allreduce_", 1300, 20, 4),
+            _event("gloo:all_reduce", 1320, 480, 5, tid=2, cat="user_annotation"),
+            _event("aten::add_", 1900, 100, 6),
         ]
     }
     return host, kineto
@@ -147,29 +150,16 @@ def back_to_back_buckets():
     (taken at enqueue, inside the op) follow their own op's."""
     ops = [(5 + k, 10 * (k + 1)) for k in range(3)]  # (id, rf_id)
     ranges = [(9 + k, 10 * (k + 1) + 1, 1500 + 400 * k, 100 * (k + 1)) for k in range(3)]  # id, rf, ts, dur
-    host = {
-        "schema": "1.1.1-chakra.0.0.4",
-        "pid": PID,
-        "time": "2024-01-01 00:00:00",
-        "start_ts": 1,
-        "finish_ts": 2,
-        "nodes": [
-            _node(1, "[pytorch|profiler|execution_trace|process]", 1),
-            _node(2, "[pytorch|profiler|execution_trace|thread]", 1),
-            _node(3, "ProfilerStep#1", 2, rf=2),
+    host = _step_trace(
+        [
             *(_node(i, "c10d::allreduce_", 3, rf=rf, values=ALLREDUCE_IN[0], types=ALLREDUCE_IN[1]) for i, rf in ops),
             *(_node(i, "gloo:all_reduce", 3, rf=rf) for i, rf, _, _ in ranges),
-        ],
-    }
-
-    def ev(name, ts, dur, rf, tid=1, cat="cpu_op"):
-        args = {"Record function id": rf, "External id": rf}
-        return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": args}
-
-    events = [ev("ProfilerStep#1", 1000, 3000, 2, cat="user_annotation")]
-    events += [ev("c10d::allreduce_", 1100 + 50 * k, 20, rf) for k, (_, rf) in enumerate(ops)]
+        ]
+    )
+    events = [_event("ProfilerStep#1", 1000, 3000, 2, cat="user_annotation")]
+    events += [_event("c10d::allreduce_", 1100 + 50 * k, 20, rf) for k, (_, rf) in enumerate(ops)]
     events += [
-        ev("gloo:all_reduce", ts, d, rf, tid=2 + k % 2, cat="user_annotation")
+        _event("gloo:all_reduce", ts, d, rf, tid=2 + k % 2, cat="user_annotation")
         for k, (_, rf, ts, d) in enumerate(ranges)
     ]
     return host, {"traceEvents": events}
