@@ -171,7 +171,9 @@ def test_capture_cli_rejects_bad_arguments(tmp_path: Path, capsys):
         (["--model", "nope"], "unknown model"),
         (["--model", "missing.py"], "no such script"),
         (["--model", "mlp", "--ranks", "0"], "--ranks"),
-        (["--model", "mlp", "--bucket-mb", "0"], "--bucket-mb: must be > 0 MB"),
+        (["--model", "mlp", "--bucket-mb", "0"], "--bucket-mb: must be a finite number > 0 MB"),
+        (["--model", "mlp", "--bucket-mb", "inf"], "--bucket-mb: must be a finite number > 0 MB"),
+        (["--model", "mlp", "--bucket-mb", "nan"], "--bucket-mb: must be a finite number > 0 MB"),
         (["--model", __file__, "--bucket-mb", "1"], "built-in models only"),
     ):
         assert main(["capture", "--out", str(tmp_path / "o"), *extra]) == 2

@@ -104,7 +104,12 @@ def test_one_collective_per_nccl_kernel_wherever_upstream_attached_it(attach_to:
 
 
 @pytest.mark.parametrize(
-    "kernel_name", ["ncclDevKernel_AllGather_RING_LL", "void ncclKernel_AllGather_RING_LL_Sum_float(ncclWorkElem)"]
+    "kernel_name",
+    [
+        "ncclDevKernel_AllGather_RING_LL",
+        "void ncclKernel_AllGather_RING_LL_Sum_float(ncclWorkElem)",
+        "void ncclKernel_AllGather_RING_LL_Sum_float(ncclDevKernelArgsStorage<4096ul>)",
+    ],
 )
 def test_an_unclaimed_kernel_takes_upstreams_pg_name_key_and_copied_inputs(kernel_name: str):
     """No record above the kernel: upstream's top-level ``pg_name`` and the inputs copied from its host op count.

@@ -97,8 +97,8 @@ def check_config(cfg: CaptureConfig) -> None:
         raise InputError("must be >= 1", where="--steps")
     if not cfg.timeout_s > 0:
         raise InputError("must be > 0 seconds", where="--timeout")
-    if cfg.bucket_mb is not None and not cfg.bucket_mb > 0:
-        raise InputError("must be > 0 MB", where="--bucket-mb")
+    if cfg.bucket_mb is not None and not 0 < cfg.bucket_mb < float("inf"):  # DDP takes int(MB * 2^20)
+        raise InputError("must be a finite number > 0 MB", where="--bucket-mb")
     if cfg.bucket_mb is not None and cfg.is_script:
         raise InputError("applies to the built-in models only (a script builds its own DDP)", where="--bucket-mb")
     if cfg.is_script and not Path(cfg.model).is_file():

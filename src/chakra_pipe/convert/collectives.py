@@ -226,9 +226,9 @@ def kernel_kind(name: str) -> str | None:
     no direction, so they are left to their host record.
     """
     key = name.lower().replace("_", "").replace("-", "")
-    for marker in ("nccldevkernel", "ncclkernel"):
-        at = key.find(marker)
-        if at >= 0:
-            rest = key[at + len(marker) :]
-            return None if rest.startswith("sendrecv") else normalise_collective(rest)
-    return None
+    found = [(at, marker) for marker in ("nccldevkernel", "ncclkernel") if (at := key.find(marker)) >= 0]
+    if not found:
+        return None
+    at, marker = min(found)  # the kernel's own name, not a marker in its argument types
+    rest = key[at + len(marker) :]
+    return None if rest.startswith("sendrecv") else normalise_collective(rest)
