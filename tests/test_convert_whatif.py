@@ -202,6 +202,21 @@ def test_without_rf_id_ranges_go_to_the_latest_op_issued_before_them():
     assert _allreduce_durations(back_to_back_buckets()[0]) == [0, 0, 0]
 
 
+def test_without_rf_id_a_folded_collective_keeps_its_range():
+    """Pairing by id, a c10d op folded into the previous collective (it ran inside it) still owns
+    the range that started after it: ids interleave op, range, op, range (each range starts before
+    the next op is issued), and the folded op's range must not lengthen the first collective."""
+    host, kineto = back_to_back_buckets()
+    for node, nid in zip(host["nodes"][3:], (5, 7, 9, 6, 8, 10)):  # ops 5, 7, 9; their ranges 6, 8, 10
+        node["id"] = nid
+    host["nodes"][4]["ctrl_deps"] = 5  # the second all-reduce recorded inside the first ...
+    kineto["traceEvents"][1]["dur"] = 100  # ... which it really ran inside (ts 1150 < 1100 + 100)
+    obj = _linked(host, kineto)
+    for n in obj["nodes"]:
+        n["attrs"] = [a for a in n["attrs"] if a["name"] != "rf_id"]
+    assert _allreduce_durations(obj) == [100, 300]
+
+
 # --- real captures (torch) -------------------------------------------------------------------
 
 

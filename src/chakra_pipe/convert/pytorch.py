@@ -309,15 +309,15 @@ class _Converter:
         for n in self.order:
             nid = n["id"]
             comm = self.comm.get(nid) if self.role[nid] == COMM else None
-            # A c10d op folded into another collective (an ET nesting slip) still owns its ranges:
-            # they must not be credited to the collective it was folded into.
-            absorbed_c10d = self.role[nid] == ABSORB and n["name"].startswith("c10d::")
-            spec = C10D_OPS.get(n["name"][len("c10d::") :]) if absorbed_c10d else None
+            # A c10d op that is no COMM node (folded into another collective by an ET nesting slip,
+            # or its arguments unreadable) still owns its ranges, on both paths: they must not be
+            # credited to another collective (only COMM nodes read the totals).
+            is_c10d = comm is None and n["name"].startswith("c10d::")
+            spec = C10D_OPS.get(n["name"][len("c10d::") :]) if is_c10d else None
             name = comm.gloo_name if comm is not None else spec.gloo_name if spec is not None else ""
             if not name:
                 continue
-            if comm is not None:
-                by_id.setdefault(name, []).append(nid)
+            by_id.setdefault(name, []).append(nid)
             rf, pairs = attr(n, "rf_id"), by_rf.setdefault(name, [])
             if not isinstance(rf, int):
                 by_rf[name] = None  # one op without rf_id: this name pairs by id
