@@ -142,17 +142,28 @@ def test_random_staggered_chunks_equal_the_message_path(case) -> None:
         assert _outcome(ts, hw, symmetric=False) == _outcome(ts, hw, fast=False)
 
 
-def test_a_late_chunk_joins_the_held_batch(tmp_path: Path, caplog) -> None:
+def test_a_late_chunk_joins_the_held_batch(tmp_path: Path, caplog, monkeypatch) -> None:
     """One all-reduce of 4 chunks, 2 active, 8 NPUs with staggered starts: chunks 3 and 4 start when
-    chunks 1 and 2 leave, at different ns, and are evaluated together (no rerun), equal to
-    ``fast=False``."""
+    chunks 1 and 2 leave, at different ns, and are evaluated together (one held batch of several
+    chunks, no rerun), equal to ``fast=False``."""
+    from chakra_pipe.sim.system.ring_fast import RingCoordinator
+
     ranks = [
         [make_node(0, schema.COMP_NODE, r % 3), coll(1, schema.ALL_REDUCE, size=1 << 22, data=[0])] for r in range(8)
     ]
     ts = write_set(tmp_path, ranks)
     hw = aware_hardware(tiered_network("Switch", [8]), "ring", 2, 4)
+    flushed: list[int] = []  # chunks per evaluated batch
+    flush = RingCoordinator._flush
+
+    def spy(self, key):
+        flushed.append(len(self._batches.get(key, ())))
+        flush(self, key)
+
+    monkeypatch.setattr(RingCoordinator, "_flush", spy)
     with caplog.at_level(logging.INFO, logger="chakra_pipe.sim.simulate"):
         fast = simulate(ts, hw, symmetric=False)
     assert RERUN not in caplog.text
+    assert flushed == [2, 2]  # chunks 1-2, then 3-4 although they start at different ns (not [2, 1, 1])
     assert fast.fast_messages == fast.messages > 0
     assert fast.to_dict() == simulate(ts, hw, fast=False).to_dict()

@@ -755,7 +755,7 @@ class _QuotientRings:
             present = _gather(self._waiting, key, algo, len(order))
         if present is None:  # representatives still to come
             return
-        if self._chunked is not None:  # kept until the end of this ns with the collective's other chunks
+        if self._chunked is not None:  # held with the collective's other chunks (RingCoordinator._batch)
             self._chunked.batch([present[r] for r in rep_of])
             return
         reps = [present[r] for r in order]

@@ -208,8 +208,8 @@ class FifoRingLinks:
     one, raises :class:`LinkConflict`. After the first, a phase's messages on a link arrive in order
     (each send follows a receive). The same sender's come in order by construction under
     ``simulate.aware_fast_path_is_exact``'s preconditions (an NPU runs one ring phase at a time per
-    dimension — or, with every chunk of a collective active at once on a 1-D network, its chunks'
-    phases evaluated together in chunk order, ``RingCoordinator._flush``, checked with ``queued`` —,
+    dimension — or, with several chunks of a collective in flight, their phases held and evaluated
+    together in chunk order, ``RingCoordinator._batch`` / ``_flush``, checked with ``queued`` —,
     phases of different dimensions cross different dimension groups' links, and every
     path from one NPU to a given link shares the links before it; a sub-group or ``one*`` ring
     crossing a dimension another phase runs on is checked here like another sender); between senders (an NPU's

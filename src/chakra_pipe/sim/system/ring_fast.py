@@ -64,7 +64,7 @@ class RingCoordinator:
         self.stagger = stagger
         if stagger:
             network.before_offer = self.settle
-        self._batches: dict[tuple, list[list[FastRing]]] = {}  # phases completed this ns, per collective and shape
+        self._batches: dict[tuple, list[list[FastRing]]] = {}  # complete phases held, per collective and shape
         self._waiting: dict[tuple, dict[int, FastRing]] = {}
         self._ring_links: dict[tuple, Any] = {}  # network.ring_links results
         self._outcomes: dict[tuple, tuple[list[int], int, int]] = {}  # unaware phases, see _shifted
@@ -88,9 +88,12 @@ class RingCoordinator:
                 self._finish(algos, *(self.recurrence(algos) if self.aware else self._shifted(algos)))
 
     def _batch(self, algos: list[FastRing]) -> None:
-        """Keep a complete phase until the end of this ns with the other chunks of its collective (the
-        same collective on ring member 0, the same step of the chain and phase shape) that complete
-        in the same ns: they start together and cross the same links at once."""
+        """Hold a complete phase with the other chunks of its collective (the same collective on ring
+        member 0, the same step of the chain and phase shape) to evaluate them as one recurrence:
+        until the end of this ns when every chunk starts at once (they complete in the same ns), or,
+        with chunks in flight at different times (``stagger``), until the ns before any member could
+        exit (:meth:`_earliest_exit`) or a message of the message path reaches a link the batch
+        crosses (:meth:`settle`), whichever comes first."""
         first = algos[0]
         stream = first.stream
         key = (id(stream.dataset), first.ring.key, stream.steps_finished, first.ctype, first.msg_size, first.direction)
