@@ -416,7 +416,9 @@ def test_build_with_board_writes_what_build_then_standing_write(tmp_path, capsys
     def run(*argvs: list[str]) -> dict[str, bytes]:
         for f in (board, board.with_suffix(".md"), stamp):
             f.unlink(missing_ok=True)
-        assert main(["report", "standing", "--results", other_results, "--board", str(board)]) == 0
+        assert (
+            main(["report", "standing", "--results", other_results, "--board", str(board), "--date", "2026-04-01"]) == 0
+        )
         for argv in argvs:
             assert main(argv) == 0
         files = [*(p for p in out.rglob("*") if p.is_file() and p.suffix != ".parquet"), board, stamp]
