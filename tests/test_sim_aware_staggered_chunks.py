@@ -167,3 +167,41 @@ def test_a_late_chunk_joins_the_held_batch(tmp_path: Path, caplog, monkeypatch) 
     assert flushed == [2, 2]  # chunks 1-2, then 3-4 although they start at different ns (not [2, 1, 1])
     assert fast.fast_messages == fast.messages > 0
     assert fast.to_dict() == simulate(ts, hw, fast=False).to_dict()
+
+
+@pytest.mark.parametrize("delay_us", [0, 5, 10, 15])
+def test_a_send_settles_the_held_batch_on_its_link(tmp_path: Path, monkeypatch, delay_us: int) -> None:
+    """Ranks 0 and 1 run a 4 MiB group all-reduce, 2 of 4 chunks active (held batches), while ranks
+    2 and 3 send 1 MiB to them after ``delay_us``: each send's hop onto a downlink the held phases
+    cross first evaluates them (``settle``), so the link sees both in arrival order; where the
+    order cannot be proven the run is redone. Every rank equals ``fast=False``."""
+    from chakra_pipe.sim.system.ring_fast import RingCoordinator
+
+    p2p = {"comm_size": 1 << 20, "comm_tag": 3}
+    ranks = [
+        [
+            coll(0, schema.ALL_REDUCE, size=1 << 22, pg_name="5"),
+            make_node(1, schema.COMM_RECV_NODE, data=[0], comm_src=r + 2, comm_dst=r, **p2p),
+        ]
+        for r in (0, 1)
+    ] + [
+        [
+            make_node(0, schema.COMP_NODE, delay_us),
+            make_node(1, schema.COMM_SEND_NODE, data=[0], comm_src=r, comm_dst=r - 2, **p2p),
+        ]
+        for r in (2, 3)
+    ]
+    ts = write_set(tmp_path, ranks)
+    hw = aware_hardware(tiered_network("Switch", [4]), "ring", 2, 4)
+    flushed: list[int] = []  # held batches each settle evaluated
+    settle = RingCoordinator.settle
+
+    def spy(self, link):
+        held = len(self._batches)
+        settle(self, link)
+        flushed.append(held - len(self._batches))
+
+    monkeypatch.setattr(RingCoordinator, "settle", spy)
+    fast = simulate(ts, hw, {5: [0, 1]}, symmetric=False)
+    assert any(flushed) == (delay_us < 15), flushed  # by 15 us the group's last batch has left
+    assert fast.to_dict() == simulate(ts, hw, {5: [0, 1]}, fast=False).to_dict()
