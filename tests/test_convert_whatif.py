@@ -202,6 +202,18 @@ def test_without_rf_id_ranges_go_to_the_latest_op_issued_before_them():
     assert _allreduce_durations(back_to_back_buckets()[0]) == [0, 0, 0]
 
 
+@pytest.mark.parametrize("strip", ["ranges", "one op"])
+def test_a_trace_mixing_nodes_with_and_without_rf_id_pairs_by_id(strip: str):
+    """Only where both a range and every op of its name carry rf_id does rf_id decide: ranges
+    without one, or a name with one op without one, pair by id (the rule before issue #14)."""
+    obj = _linked(*back_to_back_buckets())
+    ranges = [n for n in obj["nodes"] if n["name"] == "gloo:all_reduce"]
+    ops = [n for n in obj["nodes"] if n["name"] == "c10d::allreduce_"]
+    for n in ranges if strip == "ranges" else ops[1:2]:
+        n["attrs"] = [a for a in n["attrs"] if a["name"] != "rf_id"]
+    assert _allreduce_durations(obj) == [20, 20, 600]
+
+
 def test_without_rf_id_a_folded_collective_keeps_its_range():
     """Pairing by id, a c10d op folded into the previous collective (it ran inside it) still owns
     the range that started after it: ids interleave op, range, op, range (each range starts before

@@ -207,6 +207,14 @@ def _chunks_evaluated_together(hw: HardwareConfig) -> bool:
     )
 
 
+def chunk_batching(hw: HardwareConfig) -> tuple[bool, bool]:
+    """How the aware ring coordinator batches a collective's chunks, for the full engine and the
+    symmetric one alike: (several chunks at once — one queue per dimension: with two, the fast path
+    is declined — , held until their earliest exit because they start at different times)."""
+    chunks = _chunks_at_once(hw) and hw.num_queues_per_dim == 1
+    return chunks, chunks and not _chunks_evaluated_together(hw)
+
+
 def _rings_used(trace_set, table: GroupTable, hw: HardwareConfig) -> set[tuple[int, ...]] | None:
     """Member lists (ring order) of the rings the collectives can run on; None when a rank names a group
     the table does not have."""
@@ -368,8 +376,7 @@ def _simulate(
     if fast and hw.backend == UNAWARE.name and not hw.rendezvous:
         coordinator = RingCoordinator(network, queue, stats)
     elif fast and hw.backend == AWARE.name and aware_fast_path_is_exact(trace_set, hw, analysis.groups, network):
-        chunks = _chunks_at_once(hw)
-        stagger = chunks and not _chunks_evaluated_together(hw)
+        chunks, stagger = chunk_batching(hw)
         coordinator = RingCoordinator(network, queue, stats, aware=True, chunks=chunks, stagger=stagger)
         from .network.aware import CongestionAwareNetwork  # loaded by make_network for this backend
 

@@ -159,7 +159,7 @@ from .network.common import LinkConflict
 from .network.switch import SWITCH
 from .network.unaware import CongestionUnawareNetwork
 from .result import SimResult
-from .simulate import RunStats, _batches_exact, _chunks_at_once, _chunks_evaluated_together, rank_trace
+from .simulate import RunStats, _batches_exact, chunk_batching, rank_trace
 from .system.phase_fast import FastPathDeclined, PhaseCoordinator
 from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
@@ -856,8 +856,7 @@ def _run(
         network = _QuotientNetwork(hw.network, queue, sym)
     coordinator = None
     if ring_fast or not aware:
-        chunks = aware and _chunks_at_once(hw) and hw.num_queues_per_dim == 1  # as simulate() wires it
-        stagger = chunks and not _chunks_evaluated_together(hw)
+        chunks, stagger = chunk_batching(hw) if aware else (False, False)
         coordinator = _QuotientRings(network, queue, stats, sym, aware, chunks, stagger)
     phases = None  # direct phases' fast path where the full engine takes it (simulate.py)
     if coordinator is not None and phases_fast and (not aware or _batches_exact(hw)):
