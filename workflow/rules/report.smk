@@ -50,4 +50,3 @@ rule report:
     shell:
         "chakra-pipe report build --plan {input.plan:q} --results {input.results:q} --out-dir {params.out_dir:q}"
         " --board {params.board:q} --stamp {output.standing:q} > {log:q} 2>&1"
-
