@@ -425,6 +425,71 @@ def test_one_rank_simulation_via_cli(tmp_path):
     assert r.stdout.startswith("sys[0] finished, ")
 
 
+# --- a thread blocked on another thread's ops (backward() on a GPU) ------------------------------
+
+
+def gpu_backward_pair():
+    """A GPU step in miniature: the main thread runs the forward ``aten::mm``, then blocks in the
+    unrecorded ``loss.backward()`` while the autograd device thread (tid 2) runs the backward op,
+    then steps the optimizer. Only ``ProfilerStep`` encloses the wait."""
+    host = _step_trace(
+        [
+            _node(4, "aten::mm", 3, rf=3),
+            _node(5, "[pytorch|profiler|execution_trace|thread]", 1, tid=2),
+            _node(6, "autograd::engine::evaluate_function: MmBackward0", 5, rf=4, tid=2),
+            _node(7, "aten::add_", 3, rf=5),
+        ]
+    )
+    kineto = {
+        "traceEvents": [
+            _event("ProfilerStep#1", 1000, 1000, 2, cat="user_annotation"),
+            _event("aten::mm", 1000, 200, 3),
+            _event("autograd::engine::evaluate_function: MmBackward0", 1300, 500, 4, tid=2),
+            _event("aten::add_", 1850, 100, 5),
+        ]
+    }
+    return host, kineto
+
+
+def test_a_thread_blocked_on_another_threads_ops_is_a_dependency_not_compute(tmp_path):
+    host, kineto = gpu_backward_pair()
+    obj, stats = link_traces(parse_host_trace(host, "h.json"), parse_kineto(kineto, "k.json"))
+    # ProfilerStep's own time [1200, 1850) + [1950, 2000) meets the backward op [1300, 1800): 500 us.
+    assert (stats.thread_wait_us, stats.comm_wait_us) == (500.0, 0.0)
+    assert stats.result_lines() == ["thread wait 0.500 ms (blocked while another thread's ops ran)"]
+    write_rank_set(str(tmp_path / "gpu"), [convert_trace(parse_host_trace(obj, "l.json"), 0)])
+    _, nodes = read_trace(tmp_path / "gpu.0.et")
+    by_name = {n.name: n for n in nodes}
+    assert by_name["ProfilerStep#1"].duration_micros == 700 - 500
+    # the optimizer waits for the backward op it waited for on the traced run
+    assert by_name["autograd::engine::evaluate_function: MmBackward0"].id in by_name["aten::add_"].data_deps
+    # the simulated step is the measured one; kept as compute, the wait ran the backward twice (1,500 us)
+    assert simulate(TraceSet.load(str(tmp_path / "gpu")), _hw(1, 50.0)).finish_ns == [1_000_000]
+
+
+def test_a_thread_wait_leaves_the_wait_for_a_collective_to_the_communication_figure():
+    """Idle overlapping both a worker's gloo range and another thread's op counts once, as communication."""
+    from chakra_pipe.link.commwait import measure
+
+    def ev(name, ts, dur, tid, cat="user_annotation"):
+        return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+
+    k = parse_kineto(
+        {
+            "traceEvents": [
+                ev("ProfilerStep#1", 0, 1000, 1),
+                ev("aten::mm", 0, 100, 1, "cpu_op"),
+                ev("MmBackward0", 200, 500, 2, "cpu_op"),  # [200, 700) on the autograd thread
+                ev("gloo:all_reduce", 600, 300, 3),  # [600, 900) on a worker
+            ]
+        },
+        "k.json",
+    )
+    wait = measure(k.cpu)
+    # own time [100, 1000): the worker covers [600, 900) (300 us), the other op the rest of [200, 700)
+    assert (wait.idle_us, wait.thread_us) == ({1: 300.0}, {1: 400.0})
+
+
 # --- host-only traces with several threads -----------------------------------------------------
 
 

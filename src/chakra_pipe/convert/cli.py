@@ -79,8 +79,8 @@ def _pytorch(args) -> int:
         summary = convert_file(args.input, args.out)
     for stats in summary.links:
         logger(__name__).info("convert: link: %s", stats.line())
-        if stats.comm_wait_us:
-            print(f"convert: link: {stats.wait_line()}")
+        for line in stats.result_lines():
+            print(f"convert: link: {line}")
     print(f"convert: {summary.line()}; comm groups {summary.comm_groups}")
     return 0
 

@@ -8,7 +8,9 @@ Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch
   already ended is put back beside it (the ET observer's stack slips on gloo worker ranges);
 * p2p nodes get ``comm_src``/``comm_dst``/``comm_tag``; every comm node gets ``pg_name``;
 * a host op's COMP duration excludes the time it sat idle while a collective ran on a worker
-  thread (linker ``comm_wait``): that was communication, which the simulated network models;
+  thread (linker ``comm_wait``): that was communication, which the simulated network models; and
+  the time it sat blocked while another thread's ops ran (linker ``thread_wait``: ``backward()``
+  on a GPU waits for the autograd device thread), which the cross-thread dependency reproduces;
 * ``start_time_micros`` from Kineto ``ts``; ``Optimizer.step`` keeps its duration;
 * dependencies: one chain per host thread in call (pre-)order, GPU ops after their launching op and
   after the previous op of their stream, host ops after the GPU ops a ``*Synchronize`` made them
@@ -124,6 +126,11 @@ class RankConversion:
 def _num(node: dict[str, Any], key: str) -> float:
     v = node.get(key)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+
+def _exclusive_work(node: dict[str, Any]) -> float:
+    """A host op's own time less what the linker measured as waiting (on a collective or a thread)."""
+    return _num(node, "exclusive_dur") - _num(node, "comm_wait") - _num(node, "thread_wait")
 
 
 def _micros(v: float) -> int:
@@ -386,7 +393,10 @@ class _Converter:
                     other = top1 if top1 is not None and tid_of[top1["id"]] != tid else top2
                     if other is not None and other["id"] < nid:
                         deps[nid] = other["id"]
-                prev_end[tid] = max(prev_end.get(tid, ts), ts + _num(n, "inclusive_dur"))
+                # An op that sat blocked on another thread covers no gap: the op after the wait
+                # must see it and wait for that thread in turn.
+                span = 0.0 if _num(n, "thread_wait") else _num(n, "inclusive_dur")
+                prev_end[tid] = max(prev_end.get(tid, ts), ts + span)
             for n in batch:
                 if top1 is not None and tid_of[top1["id"]] != tid_of[n["id"]]:
                     top2 = top1
@@ -438,7 +448,7 @@ class _Converter:
                 dur = 0.0
             else:
                 out.type = schema.COMP_NODE
-                dur = _num(n, "inclusive_dur") if role == GPU else _num(n, "exclusive_dur") - _num(n, "comm_wait")
+                dur = _num(n, "inclusive_dur") if role == GPU else _exclusive_work(n)
             out.duration_micros = _micros(dur)
             if comm is None:
                 set_attr(out, "is_cpu_op", role != GPU)

@@ -32,5 +32,5 @@ def _link(args) -> int:
 
     stats = link_files(args.host, args.device, args.out)
     logger(__name__).info("link: %s: %s", args.out, stats.line())
-    print(f"link: wrote {args.out}" + (f"; {stats.wait_line()}" if stats.comm_wait_us else ""))
+    print("; ".join([f"link: wrote {args.out}", *stats.result_lines()]))
     return 0

@@ -18,6 +18,15 @@ Their sum is the thread's *communication wait*: the part of the measured step th
 network replaces. Leaf ``cpu_op`` time is never counted, even when a collective runs alongside:
 that is real computation overlapping communication.
 
+A third figure, **thread wait**, is the rest of an annotation's own time that overlaps recorded
+ops of *another* thread of the process (no collective work, no call of its own): the thread sat in
+an unrecorded blocking call while the other one worked. On a GPU the main thread's
+``loss.backward()`` hands the graph to the autograd device thread and blocks until it finishes;
+kept as the annotation's compute, that wait would run the whole backward pass twice in a
+simulation (once as the backward ops, once as ``ProfilerStep``'s own time). Conversion takes it out
+of the annotation and orders the thread after the other one's ops instead (a cross-thread
+dependency), so the wait is reproduced from the work it waited for.
+
 Measured on one rank, the wait also holds the time a rank waited for a slower peer to reach the
 same collective (skew), which is no network time: the simulator reproduces it from the ranks' own
 work. :func:`network_wait_us` separates the two when every rank's timeline is at hand.
@@ -43,11 +52,14 @@ def is_call(e: KEvent) -> bool:
 
 @dataclass
 class CommWait:
-    """Per event index: µs of idle overlapping collective work; per thread: totals (µs)."""
+    """Per event index: µs of idle overlapping collective work (``idle``) or another thread's ops
+    (``thread``); per thread: totals (µs)."""
 
     idle_by_event: dict[int, float] = field(default_factory=dict)
     idle_us: dict[Any, float] = field(default_factory=dict)
     in_calls_us: dict[Any, float] = field(default_factory=dict)
+    thread_by_event: dict[int, float] = field(default_factory=dict)
+    thread_us: dict[Any, float] = field(default_factory=dict)
 
     def total_us(self, tid: Any) -> float:
         return self.idle_us.get(tid, 0.0) + self.in_calls_us.get(tid, 0.0)
@@ -59,6 +71,24 @@ def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
         if out and a <= out[-1][1]:
             out[-1] = (out[-1][0], max(out[-1][1], b))
         elif b > a:
+            out.append((a, b))
+    return out
+
+
+def _subtract(xs: list[tuple[float, float]], ys: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The parts of the sorted, disjoint intervals ``xs`` not covered by the sorted, disjoint ``ys``."""
+    out: list[tuple[float, float]] = []
+    j = 0
+    for a, b in xs:
+        while j < len(ys) and ys[j][1] <= a:
+            j += 1
+        k = j
+        while k < len(ys) and ys[k][0] < b:
+            if ys[k][0] > a:
+                out.append((a, ys[k][0]))
+            a = max(a, ys[k][1])
+            k += 1
+        if b > a:
             out.append((a, b))
     return out
 
@@ -99,35 +129,51 @@ def _exclusive_intervals(evs: list[KEvent]) -> dict[int, list[tuple[float, float
 
 
 def measure(events: list[KEvent]) -> CommWait:
-    """Idle-while-communicating and in-call time per thread, and idle per annotation event."""
+    """Idle-while-communicating, in-call and waiting-on-another-thread time per thread, and the
+    idle of each annotation event."""
     threads: dict[tuple[Any, Any], list[KEvent]] = {}
     for e in events:
         threads.setdefault((e.pid, e.tid), []).append(e)
     work = {
         key: _merge([(e.ts, e.end) for e in evs if e.name.startswith(WORK_PREFIXES)]) for key, evs in threads.items()
     }
+    busy = {key: _merge([(e.ts, e.end) for e in evs]) for key, evs in threads.items()}
     result = CommWait()
     for key, evs in threads.items():
-        others = _merge([iv for k, ivs in work.items() if k != key and k[0] == key[0] for iv in ivs])
+        siblings = [k for k in threads if k != key and k[0] == key[0]]
+        others = _merge([iv for k in siblings for iv in work[k]])
+        # other threads' ops that are no collective work: what a blocked thread waited for
+        ops = _subtract(_merge([iv for k in siblings for iv in busy[k]]), others)
         calls = _merge([(e.ts, e.end) for e in evs if is_call(e)])
         if calls:
             result.in_calls_us[key[1]] = sum(b - a for a, b in calls)
-        if not others:
+        if not others and not ops:
             continue
-        starts = [a for a, _ in others]
-        call_starts = [a for a, _ in calls]
         own = _exclusive_intervals(evs)
         for e in evs:
             if e.cat != IDLE_CAT or e.name.startswith(WORK_PREFIXES):  # a worker's range is the work itself
                 continue
-            idle = sum(
-                _overlap(a, b, others, starts) - _overlap_in(a, b, others, starts, calls, call_starts)
-                for a, b in own.get(e.index, ())
-            )
-            if idle > 0:
-                result.idle_by_event[e.index] = idle
-                result.idle_us[key[1]] = result.idle_us.get(key[1], 0.0) + idle
+            segments = own.get(e.index, ())
+            for merged, by_event, per_thread in (
+                (others, result.idle_by_event, result.idle_us),
+                (ops, result.thread_by_event, result.thread_us),
+            ):
+                idle = _idle(segments, merged, calls)
+                if idle > 0:
+                    by_event[e.index] = idle
+                    per_thread[key[1]] = per_thread.get(key[1], 0.0) + idle
     return result
+
+
+def _idle(segments, merged: list[tuple[float, float]], calls: list[tuple[float, float]]) -> float:
+    """Length of the ``segments`` covered by ``merged``, less what a call covers (counted as in-call)."""
+    if not merged:
+        return 0.0
+    starts = [a for a, _ in merged]
+    call_starts = [a for a, _ in calls]
+    return sum(
+        _overlap(a, b, merged, starts) - _overlap_in(a, b, merged, starts, calls, call_starts) for a, b in segments
+    )
 
 
 def _overlap_in(a: float, b: float, others, starts, calls, call_starts) -> float:

@@ -64,6 +64,7 @@ class LinkStats:
     sync_deps: int = 0
     comm_idle_us: float = 0.0  # idle while a collective ran on another thread (taken out of compute)
     comm_call_us: float = 0.0  # inside communication calls (modelled by the network, not compute)
+    thread_wait_us: float = 0.0  # blocked while another thread's ops ran (a dependency, not compute)
     correlation: str = RF_KEY  # the Kineto arg matched against the host rf_id
 
     @property
@@ -80,6 +81,7 @@ class LinkStats:
             + (f", {self.sync_deps} host ops wait for the GPU" if self.sync_deps else "")
             + (f", {self.no_launch} without a launch record" if self.no_launch else "")
             + (f", {self.wait_line()}" if self.comm_wait_us else "")
+            + (f", {self.thread_line()}" if self.thread_wait_us else "")
         )
 
     def wait_line(self) -> str:
@@ -88,6 +90,15 @@ class LinkStats:
             f"communication wait {self.comm_wait_us / 1e3:.3f} ms ({self.comm_idle_us / 1e3:.3f} ms idle "
             f"while a collective ran, {self.comm_call_us / 1e3:.3f} ms in collective calls)"
         )
+
+    def result_lines(self) -> list[str]:
+        """The measured waits worth printing by default (results, not diagnostics)."""
+        lines = [self.wait_line()] if self.comm_wait_us else []
+        return lines + ([self.thread_line()] if self.thread_wait_us else [])
+
+    def thread_line(self) -> str:
+        """Time the traced threads sat blocked on another thread's ops (e.g. ``backward()`` on a GPU)."""
+        return f"thread wait {self.thread_wait_us / 1e3:.3f} ms (blocked while another thread's ops ran)"
 
 
 def _pct(part: int, whole: int) -> str:
@@ -211,9 +222,10 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
     for hid, gpu_ids in waits.items():
         host.by_id[hid]["sync_dep"] = gpu_ids
     wait = commwait.measure(kineto.cpu)
-    for index, idle in wait.idle_by_event.items():
-        if index in host_of_event:
-            host.by_id[host_of_event[index]]["comm_wait"] = idle
+    for field_name, by_event in (("comm_wait", wait.idle_by_event), ("thread_wait", wait.thread_by_event)):
+        for index, idle in by_event.items():
+            if index in host_of_event:
+                host.by_id[host_of_event[index]][field_name] = idle
     stats = LinkStats(
         len(linkable),
         matched,
@@ -224,7 +236,8 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         len(waits),
         sum(wait.idle_us.values()),
         sum(wait.in_calls_us.values()),
-        key,
+        sum(wait.thread_us.values()),
+        correlation=key,
     )
     out = dict(host.header)
     if "distributedInfo" in kineto.header:
