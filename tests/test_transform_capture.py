@@ -42,9 +42,9 @@ def all_reduce_sizes(path: Path) -> Counter:
     )
 
 
-def ring_network(tmp_path: Path, npus: int) -> Path:
-    path = tmp_path / f"ring{npus}.yml"
-    path.write_text(f"topology: [ Ring ]\nnpus_count: [ {npus} ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n")
+def ring_network(tmp_path: Path, npus: int, bandwidth: float = 50.0) -> Path:
+    path = tmp_path / f"ring{npus}_{bandwidth}.yml"
+    path.write_text(f"topology: [ Ring ]\nnpus_count: [ {npus} ]\nbandwidth: [ {bandwidth} ]\nlatency: [ 500.0 ]\n")
     return path
 
 
@@ -82,3 +82,49 @@ def test_capture_retargets_validates_and_simulates(captured, tmp_path, width):
     hw = load_hardware(DATA / "system_ring.json", ring_network(tmp_path, width))
     result = simulate(TraceSet.load(out), hw)
     assert len(result.finish_ns) == width and min(result.finish_ns) > 0
+
+
+def test_a_one_gpu_capture_widens_to_data_parallel_ranks(tmp_path):
+    """One GPU, DDP at world size 1 (tests/data/capture/h200_1rank): its gradient all-reduces run on the
+    one-member world group, which ``dp --to 4`` widens; the named sub-group is copied to every rank."""
+    from chakra_pipe.cli import main
+    from chakra_pipe.convert.rankset import convert_capture
+    from chakra_pipe.sim import load_hardware, simulate
+    from chakra_pipe.validate import validate_set
+
+    one = str(tmp_path / "one")
+    convert_capture(DATA / "h200_1rank" / "gpt-tiny", one)
+    out = tmp_path / "wide"
+    assert main(["transform", one, str(out), "dp", "--to", "4"]) == 0
+    assert validate_set(str(out), strict=False).errors == 0
+    assert json.loads(Path(f"{out}.comm_groups.json").read_text()) == {"1": [0], "2": [1], "3": [2], "4": [3]}
+    sizes = all_reduce_sizes(tmp_path / "one.0.et")
+    assert sizes[("0", 69504)] == 2  # gpt-tiny's gradients, one DDP bucket on the world group
+    for rank in range(4):  # all-reduce buffers keep their bytes; each rank's sub-group is its own
+        assert all_reduce_sizes(Path(f"{out}.{rank}.et")) == Counter(
+            {(("0" if pg == "0" else str(rank + 1)), size): k for (pg, size), k in sizes.items()}
+        )
+    system = DATA / "system_ring.json"
+    alone = simulate(TraceSet.load(one), load_hardware(system, ring_network(tmp_path, 1))).finish_ns[0]
+    fast, slow = (
+        simulate(TraceSet.load(str(out)), load_hardware(system, ring_network(tmp_path, 4, bw))).finish_ns
+        for bw in (50.0, 0.05)
+    )
+    assert len(set(fast)) == 1 and alone < fast[0] < slow[0]  # the all-reduces now cost network time
+
+
+def test_a_one_rank_set_without_a_world_collective_is_refused(tmp_path, capsys):
+    """A one-GPU run without DDP has no gradient reduction: widening it would add no communication."""
+    from test_rankset import coll, node, write_set
+
+    from chakra_pipe.cli import main
+
+    for nodes, needle in (
+        ([node(1), coll(2, pg="1", data=[1])], "no collective on its world group"),
+        ([node(1), coll(2, data=[1])], "--group: a one-rank set widens its world group (--group 0) only"),
+    ):
+        prefix = write_set(tmp_path, [nodes], {"1": [0]})
+        argv = ["transform", prefix, str(tmp_path / "o"), "dp", "--to", "4"]
+        assert main(argv + (["--group", "1"] if "--group" in needle else [])) == 2
+        assert needle in capsys.readouterr().err
+        assert not list(tmp_path.glob("o*"))

@@ -3,12 +3,13 @@
 The DP groups are those of ``--group PG`` when the user names one; otherwise, in order: METADATA process
 groups labelled ``pg_desc: "dp"`` (our generator) or ``DATA_PARALLEL_GROUP`` (Megatron-Core), the
 ``generate llm`` parameters in GlobalMetadata, or — for a set with no group smaller than the world — the
-whole world. The ``D`` replicas are then copied to
-``M = k·D`` (see :mod:`.dp_axis`), with every ``pg_name``, p2p peer, METADATA table and the
-comm-group file rewritten. Collective sizes follow ASTRA-sim's ``comm_size`` meaning on a group
-that grows from ``n`` to ``n'`` ranks: an all-reduce buffer and an all-to-all per-rank buffer keep
-their size; an all-gather's per-rank input is a shard of a fixed whole, so it becomes
-``ceil(size·n/n')``; a reduce-scatter's input keeps its size, re-padded to a multiple of ``n'``
+whole world. A one-rank set (a one-GPU capture of a DDP model: its gradient all-reduces run on the
+one-member world group) widens its world group, and its named groups are copied to every rank. The ``D``
+replicas are then copied to ``M = k·D`` (see :mod:`.dp_axis`), with every ``pg_name``, p2p peer,
+METADATA table and the comm-group file rewritten. Collective sizes follow ASTRA-sim's ``comm_size``
+meaning on a group that grows from ``n`` to ``n'`` ranks: an all-reduce buffer and an all-to-all
+per-rank buffer keep their size; an all-gather's per-rank input is a shard of a fixed whole, so it
+becomes ``ceil(size·n/n')``; a reduce-scatter's input keeps its size, re-padded to a multiple of ``n'``
 when it was padded to a multiple of ``n`` (ZeRO buckets). With ``D | M`` this reproduces exactly what
 ``generate llm --dp M`` writes.
 """
@@ -30,6 +31,18 @@ from .rankset import RankSet
 GENERATOR = "chakra-pipe generate llm"
 # pg_desc values that name a data-parallel group: ours, and Megatron-Core's (NCCL and gloo twins).
 DP_DESCS = frozenset({"dp", "DATA_PARALLEL_GROUP", "DATA_PARALLEL_GROUP_GLOO"})
+
+
+def _one_rank_axis(rs: RankSet, group: str | None) -> DpAxis:
+    """A one-rank set's DP axis: its world group, when a collective runs there to widen."""
+    if group is not None and group not in WORLD_PG_NAMES:
+        raise InputError("a one-rank set widens its world group (--group 0) only", where="dp --group")
+    if not any(n.type == schema.COMM_COLL_NODE and get_attr(n, "pg_name", "") in WORLD_PG_NAMES for n in rs.nodes[0]):
+        raise InputError(
+            "no DP group to widen: the one-rank set has no collective on its world group (a one-GPU run "
+            "without DDP has no gradient reduction to widen)"
+        )
+    return DpAxis(1, 1, 1)
 
 
 def _generator_config(metadata) -> dict | None:
@@ -57,6 +70,8 @@ def _axis_of(members: list[int], world: int, what: str) -> DpAxis:
 def identify(rs: RankSet, group: str | None = None) -> DpAxis:
     """The set's DP axis (through ``group`` when the user names a DP group), or exit 2 naming why not."""
     world = len(rs)
+    if world == 1:
+        return _one_rank_axis(rs, group)
     if group is not None:
         members = list(range(world)) if group in WORLD_PG_NAMES else rs.groups().get(group)
         if members is None:

@@ -31,7 +31,7 @@ class DpAxis:
     world: int
 
     def __post_init__(self) -> None:
-        if self.width < 2:
+        if self.width < 2 and self.world > 1:  # a one-rank set widens its world group (dp.identify)
             raise InputError("no DP group to widen: the set has one data-parallel replica")
         if self.world % (self.width * self.stride):
             raise InputError(f"DP width {self.width} with stride {self.stride} does not tile {self.world} ranks")
@@ -76,7 +76,7 @@ def shape_of(axis: DpAxis, pg: str, members: list[int]) -> GroupShape:
             f"group {pg} {members} mixes data-parallel replicas irregularly, so it has no well-defined widening"
         )
     spanning, residue = False, None
-    if len(replicas) == axis.width:
+    if len(replicas) == axis.width > 1:  # with one replica (a one-rank set) named groups stay local
         spanning = True
     elif len(replicas) > 1:
         step = replicas[1] - replicas[0]
