@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import TORCH_EXTRA
 from processes import call_bytes, capture_args, cli, dp_tp_set, run_bounded
 
 from chakra_pipe.errors import InputError
 from chakra_pipe.launch.hostlist import expand
-from chakra_pipe.launch.rankenv import from_environ, resolve
+from chakra_pipe.launch.rankenv import device_sharers, from_environ, resolve
 from chakra_pipe.launch.ranks import Outcome, first_failure
 
 
@@ -84,6 +85,24 @@ def test_auto_is_env_under_torchrun_or_a_multi_task_step_else_local():
     assert resolve("auto", {"SLURM_JOB_ID": "77", "SLURM_PROCID": "0"}) == "local"  # a batch script
     assert resolve("auto", {}) == "local"
     assert resolve("srun", {}) == "srun"
+
+
+def test_ranks_sharing_the_visible_gpus_decide_auto_nccl(monkeypatch):
+    """torchrun binds no GPU: 4 local ranks on a 1-GPU machine share it, so auto must stay on gloo
+    (on an H200 machine it picked NCCL per rank and failed with NCCL 'invalid usage')."""
+    assert device_sharers("local", 8, {}) == 8
+    assert device_sharers("env", 4, {**TORCHRUN, "LOCAL_WORLD_SIZE": "4"}) == 4
+    assert device_sharers("env", 8, SLURM_STEP) == 1  # our srun binds one GPU to each task
+    torch = pytest.importorskip("torch", reason=TORCH_EXTRA)
+    from chakra_pipe.torchdist import resolve_backend
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: True)
+    assert resolve_backend("auto", 4) == ("gloo", "cpu")
+    assert resolve_backend("auto", 1) == ("nccl", "cuda")
+    with pytest.raises(InputError, match=r"nccl needs one GPU per rank: 4 ranks, 1 GPU\(s\) visible"):
+        resolve_backend("nccl", 4)
 
 
 @pytest.mark.parametrize(

@@ -8,18 +8,19 @@ from __future__ import annotations
 from .errors import InputError
 
 
-def resolve_backend(requested: str, world: int) -> tuple[str, str]:
+def resolve_backend(requested: str, ranks: int) -> tuple[str, str]:
     """``(backend, device)``: NCCL on one GPU per rank where there are enough GPUs, else gloo on CPU.
 
-    ``auto`` picks NCCL only when every rank gets its own GPU; asking for ``nccl`` without them is an
-    error naming ``--backend`` rather than a hang inside NCCL's initialisation.
+    ``ranks`` is how many ranks share the GPUs this process sees (``rankenv.device_sharers``).
+    ``auto`` picks NCCL only when every one of them gets its own GPU; asking for ``nccl`` without
+    them is an error naming ``--backend`` rather than a failure inside NCCL's initialisation.
     """
     import torch
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    nccl_ok = gpus >= world and torch.distributed.is_nccl_available()
+    nccl_ok = gpus >= ranks and torch.distributed.is_nccl_available()
     if requested == "nccl" and not nccl_ok:
-        raise InputError(f"nccl needs one GPU per rank: {world} ranks, {gpus} GPU(s) visible", where="--backend")
+        raise InputError(f"nccl needs one GPU per rank: {ranks} ranks, {gpus} GPU(s) visible", where="--backend")
     if requested == "nccl" or (requested == "auto" and nccl_ok):
         return "nccl", "cuda"
     return "gloo", "cpu"

@@ -119,7 +119,7 @@ def run_capture(cfg: CaptureConfig) -> Path | None:
         raise InputError("capture needs PyTorch: pip install 'chakra-pipe[torch]'") from None
 
     mode = rankenv.resolve(cfg.launcher)
-    backend, _ = resolve_backend(cfg.backend, cfg.ranks if mode == "local" else 1)
+    backend, _ = resolve_backend(cfg.backend, rankenv.device_sharers(mode, cfg.ranks))
     wall0 = time.perf_counter()
     # The run folder of rank 0 lies inside DIR; traces move into DIR only once every rank has
     # succeeded, so a failed capture never leaves a partial rank set behind.

@@ -49,6 +49,20 @@ def resolve(launcher: str, environ: Mapping[str, str] | None = None) -> str:
     return "env" if _in_slurm_step(env) and env.get("SLURM_NTASKS", "1") != "1" else "local"
 
 
+def device_sharers(mode: str, world: int, environ: Mapping[str, str] | None = None) -> int:
+    """How many ranks share the GPUs this process sees, which ``auto`` must cover to pick NCCL.
+
+    Started here (``local``): every rank. Under torchrun: the node's local ranks — torchrun binds no
+    GPU, so they all see every GPU of the node (4 ranks on a 1-GPU machine picked NCCL and failed
+    in its initialisation). In a SLURM step: one — our ``srun`` binds a GPU to each task
+    (``--gpu-bind=single:1``).
+    """
+    if mode == "local":
+        return world
+    env = os.environ if environ is None else environ
+    return _int(env, "LOCAL_WORLD_SIZE", "1") if _under_torchrun(env) else 1
+
+
 def from_environ(environ: Mapping[str, str] | None = None) -> RankEnv:
     """This rank's place, or an InputError naming the variables that are missing."""
     env = os.environ if environ is None else environ

@@ -76,8 +76,7 @@ def run_replay(cfg: ReplayConfig) -> dict | None:
     except ImportError:
         raise InputError("replay needs PyTorch: pip install 'chakra-pipe[torch]'") from None
     mode = rankenv.resolve(cfg.launcher)
-    ranks_here = plan.world_size if mode == "local" else 1
-    backend, device = resolve_backend(cfg.backend, ranks_here)
+    backend, device = resolve_backend(cfg.backend, rankenv.device_sharers(mode, plan.world_size))
     settings = {
         "backend": backend,
         "compute": cfg.compute,
