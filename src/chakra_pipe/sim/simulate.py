@@ -91,7 +91,9 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
       FIFO links, the order checked on every link; trees only in runs whose collectives are
       all-reduces one after another on each rank, ``_all_reduces_in_sequence``) where ``_batches_exact``
       holds — a 1-D switch or fully-connected network, windows covering every peer, one chunk of a
-      collective at a time —, else the run goes message by message;
+      collective at a time — or, for direct reduce-scatters, all-gathers and all-to-alls with every
+      chunk of a collective at once, ``_direct_chunks_batched`` (the chunks' windows evaluated as one
+      batch, ``direct_aware.outcome_chunks``), else the run goes message by message;
     - several queues per dimension *and* ``preferred_dataset_splits`` > 1 (and several chunks in
       flight): half of a collective's chunks then run the other way round, over the same senders'
       links in another order, which the check would refuse on the first collective; such runs start
@@ -132,7 +134,7 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     algos = [a for _, kind in sysc.implementations for a in kind]
     if any(a.base not in ("ring", "direct", "halvingDoubling", "doubleBinaryTree") for a in algos):
         return False
-    if any(a.base != "ring" for a in algos) and not _batches_exact(hw):
+    if any(a.base != "ring" for a in algos) and not (_batches_exact(hw) or _direct_chunks_batched(hw)):
         return False
     if any(a.base == "doubleBinaryTree" for a in algos) and not _all_reduces_in_sequence(trace_set):
         return False
@@ -153,10 +155,30 @@ def _batches_exact(hw: HardwareConfig) -> bool:
     fully-connected network (each link carries the same number of a window's or step's messages,
     the layout ``FifoBatchLinks`` evaluates; a ring's multi-hop routes are not), windows covering
     every peer (``direct<W>`` below that sends as receives come, message by message), and one chunk
-    of a collective at a time (chunks at once would interleave their windows on each uplink)."""
+    of a collective at a time (chunks at once would interleave their windows on each uplink; the
+    full engine batches them where ``_direct_chunks_batched`` holds, the symmetric quotient does not)."""
     net = hw.network
     windows = all(a.window == -1 or a.window >= net.npus - 1 for _, kind in hw.system.implementations for a in kind)
     return net.dims == 1 and net.topology[0] in ("Switch", "FullyConnected") and windows and not _chunks_at_once(hw)
+
+
+def _direct_chunks_batched(hw: HardwareConfig) -> bool:
+    """Whether direct phases with several chunks of a collective in flight may take the aware fast
+    path: every chunk runs at once on a 1-D switch or fully-connected network with one queue
+    (``_chunks_evaluated_together``: they start in one pass, so ``PhaseCoordinator.hold`` evaluates
+    them as one batch, ``direct_aware.outcome_chunks``), windows covering every peer, and direct only
+    for single-window collectives (reduce-scatter, all-gather, all-to-all: an all-reduce's all-gather
+    half would meet later chunks' reduce-scatter messages on the links), rings for the rest."""
+    sysc, net = hw.system, hw.network
+    if not (_chunks_evaluated_together(hw) and net.topology[0] in ("Switch", "FullyConnected")):
+        return False
+    for kind, impl in sysc.implementations:
+        for a in impl:
+            if a.base == "direct" and (kind == "ALL_REDUCE" or 0 <= a.window < net.npus - 1):
+                return False
+            if a.base not in ("ring", "direct"):
+                return False
+    return True
 
 
 def _all_reduces_in_sequence(trace_set) -> bool:
@@ -382,7 +404,9 @@ def _simulate(
 
         assert isinstance(network, CongestionAwareNetwork)
         network.check_order()  # pipeline sends share the links with the evaluated ring messages
-    phases = None if coordinator is None else PhaseCoordinator(network, queue, stats, aware=coordinator.aware)
+    phases = None
+    if coordinator is not None:
+        phases = PhaseCoordinator(network, queue, stats, aware=coordinator.aware, chunks=coordinator.chunks)
     workloads = []
     rings: dict = {}
     table = analysis.groups
