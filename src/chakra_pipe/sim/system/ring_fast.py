@@ -124,13 +124,23 @@ class RingCoordinator:
             self._flush(key)
 
     def settle(self, link) -> None:
-        """Evaluate the held batches that cross ``link``, oldest first: called by the network before a
-        message of the message path reaches it, which must meet the link as the held phases leave it
-        (the order the links check, ``CongestionAwareNetwork.check_order``). Batches that do not
-        cross it share nothing with that message and stay held for their later chunks."""
+        """Evaluate the held batches that may already have reached ``link``, oldest first: called by
+        the network before a message of the message path reaches it, which must meet the link as the
+        held phases leave it (the order the links check, ``CongestionAwareNetwork.check_order``).
+        Batches that do not cross it share nothing with that message, and batches none of whose
+        messages can reach it before this ns (``FifoRingLinks.earliest`` over their chunks' first
+        sends; chunks joining later send later still) come after that message on it: both stay held
+        for their later chunks. Evaluating such a batch now would place its messages on the link
+        ahead of the message that reaches it first, which the link's check then refuses (a rerun);
+        held, it queues behind the message when it is evaluated, as on the message path, and if that
+        message still waits on the link then, the batch's ``begin`` declines instead."""
+        now = self.queue.now
         for key, batch in list(self._batches.items()):
             first = batch[0][0]
-            if self.links(first.ring, first.msg_size, first.direction).crosses(link):
+            links = self.links(first.ring, first.msg_size, first.direction)
+            d0 = first.packet_delays()[0]
+            reach = (links.earliest(link, [a.start_ns + d0 for a in algos]) for algos in batch)
+            if min((t for t in reach if t is not None), default=now) < now:
                 self._flush(key)
 
     def _flush(self, key: tuple) -> None:
