@@ -95,9 +95,14 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
       chunk of a collective at once, ``_direct_chunks_batched`` (the chunks' windows evaluated as one
       batch, ``direct_aware.outcome_chunks``), else the run goes message by message;
     - several queues per dimension *and* ``preferred_dataset_splits`` > 1 (and several chunks in
-      flight): half of a collective's chunks then run the other way round, over the same senders'
-      links in another order, which the check would refuse on the first collective; such runs start
-      message by message instead of being tried and redone. With one queue and several active
+      flight) where a ring's two directions share a link: half of a collective's chunks then run
+      the other way round, over the same senders' links in another order (a switch's up- and
+      downlinks), which the check would refuse on the first collective; such runs start message by
+      message instead of being tried and redone. Where the two directions of every ring cross
+      disjoint links (fully-connected and ring dimensions of three or more NPUs: ``i → i+1`` and
+      ``i → i−1`` are different links) and only rings run, each direction's chunks are batched and
+      held as below (``chunk_batching``: queues admit chunks one by one), and the two directions
+      share nothing. With one queue and several active
       chunks the chunks of one collective run the same phase on the same ring at once.
       ``RingCoordinator`` batches them (one collective, ring, chain step and shape) and evaluates
       them as one FIFO recurrence, chunk k's messages behind chunk k−1's step by step on each link,
@@ -129,8 +134,10 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     system layer only receives the answer (a ``RingCoordinator`` or none).
     """
     sysc = hw.system
-    if hw.rendezvous or (_chunks_at_once(hw) and hw.num_queues_per_dim != 1):
+    if hw.rendezvous:
         return False
+    # chunks of one collective running both ways round at once (several queues per dimension)
+    both_ways = _chunks_at_once(hw) and hw.num_queues_per_dim != 1
     algos = [a for _, kind in sysc.implementations for a in kind]
     if any(a.base not in ("ring", "direct", "halvingDoubling", "doubleBinaryTree") for a in algos):
         return False
@@ -144,7 +151,10 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     for members in sorted(rings):
         if len(members) > 1:
             pairs = [(members[k - 1], members[k]) for k in range(len(members))]
-            if not (network.one_sender_per_link(pairs) and network.one_sender_per_link([(b, a) for a, b in pairs])):
+            back = [(b, a) for a, b in pairs]
+            if not (network.one_sender_per_link(pairs) and network.one_sender_per_link(back)):
+                return False
+            if both_ways and network.shares_link(pairs, back):
                 return False
     return True
 
@@ -231,9 +241,10 @@ def _chunks_evaluated_together(hw: HardwareConfig) -> bool:
 
 def chunk_batching(hw: HardwareConfig) -> tuple[bool, bool]:
     """How the aware ring coordinator batches a collective's chunks, for the full engine and the
-    symmetric one alike: (several chunks at once — one queue per dimension: with two, the fast path
-    is declined — , held until their earliest exit because they start at different times)."""
-    chunks = _chunks_at_once(hw) and hw.num_queues_per_dim == 1
+    symmetric one alike: (several chunks at once, held until their earliest exit because they start
+    at different times — always with several queues per dimension, whose chunks alternate between
+    the directions and queues; the batches are per direction)."""
+    chunks = _chunks_at_once(hw)
     return chunks, chunks and not _chunks_evaluated_together(hw)
 
 

@@ -670,6 +670,11 @@ class CongestionAwareNetwork(Network):
                     return False
         return True
 
+    def shares_link(self, a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
+        """True when some link lies on a path of ``a`` and on a path of ``b`` (lists of (src, dst))."""
+        mine = {id(link) for src, dst in a for link in self._path(src, dst)}
+        return any(id(link) in mine for src, dst in b for link in self._path(src, dst))
+
     def ring_links(self, senders: list[int], receivers: list[int], size: int) -> FifoRingLinks:
         return FifoRingLinks([self._path(s, r) for s, r in zip(senders, receivers)], size, senders)
 

@@ -18,9 +18,10 @@ exactly as the event path would register it.
 On the congestion-aware network each message waits for its FIFO links (an uplink then a downlink
 through a switch). That is exact when every link takes its messages in the order the phases are
 evaluated: ``simulate.aware_fast_path_is_exact`` checks the run's preconditions before it starts (one
-queue and one active chunk per dimension, or one chunk per collective, or one queue with several chunks
-of a collective in flight — evaluated together, :meth:`RingCoordinator._flush`, held until just before
-their earliest exit when they start at different times, :meth:`RingCoordinator._batch` —, ring algorithms only, no ring
+queue and one active chunk per dimension, or one chunk per collective, or several chunks of a
+collective in flight — evaluated together, :meth:`RingCoordinator._flush`, held until just before
+their earliest exit when they start at different times, :meth:`RingCoordinator._batch`, per direction
+with several queues, where a ring's two directions cross disjoint links —, ring algorithms only, no ring
 putting two of its members' messages on one link; on a multi-dimensional network each phase of a
 hierarchical collective is a ring inside one dimension group, over that group's links only), and
 the links check while it runs that no two senders' messages meet on one and that point-to-point messages, sent
