@@ -126,7 +126,8 @@ def test_chunks_running_the_other_way_are_declined(steps) -> None:
     """Fewer active chunks than chunks (a queue admits the rest one by one) and several dimensions (a
     chunk enters the next dimension when it leaves the previous one) are held and evaluated together
     (``tests/test_sim_aware_staggered_chunks.py``); two queues run half the chunks the other way, over
-    the same uplinks in another order: message by message from the start."""
+    the same uplinks in another order: through a switch, message by message from the start (on a
+    fully-connected network the directions share no link: ``tests/test_sim_aware_two_queues.py``)."""
     ts = steps["mixtral-t2d4e2"]
     assert aware_exact(ts, _hw("Switch", [8], 4))
     assert aware_exact(ts, _hw("Switch", [8], 2))

@@ -205,3 +205,47 @@ def test_a_send_settles_the_held_batch_on_its_link(tmp_path: Path, monkeypatch, 
     fast = simulate(ts, hw, {5: [0, 1]}, symmetric=False)
     assert any(flushed) == (delay_us < 15), flushed  # by 15 us the group's last batch has left
     assert fast.to_dict() == simulate(ts, hw, {5: [0, 1]}, fast=False).to_dict()
+
+
+@pytest.mark.parametrize(("delay_us", "size"), [(0, 1 << 16), (1, 1 << 16), (7, 1 << 20), (10, 1 << 16)])
+def test_a_send_ahead_of_the_held_batch_leaves_it_held(
+    tmp_path: Path, monkeypatch, caplog, delay_us: int, size: int
+) -> None:
+    """The set above with sends that reach the group's downlinks before any message of the held
+    batch can (``FifoRingLinks.earliest``: its members' first sends plus the idle latency of the
+    uplink before): the batch stays held (no settle evaluates it), the send takes the link first and
+    the batch queues behind it when it is evaluated — kept on the fast path, where evaluating it at
+    the send placed its messages ahead of the send and the run was redone (before 2026-12-04)."""
+    from chakra_pipe.sim.system.ring_fast import RingCoordinator
+
+    p2p = {"comm_size": size, "comm_tag": 3}
+    ranks = [
+        [
+            coll(0, schema.ALL_REDUCE, size=1 << 22, pg_name="5"),
+            make_node(1, schema.COMM_RECV_NODE, data=[0], comm_src=r + 2, comm_dst=r, **p2p),
+        ]
+        for r in (0, 1)
+    ] + [
+        [
+            make_node(0, schema.COMP_NODE, delay_us),
+            make_node(1, schema.COMM_SEND_NODE, data=[0], comm_src=r, comm_dst=r - 2, **p2p),
+        ]
+        for r in (2, 3)
+    ]
+    ts = write_set(tmp_path, ranks)
+    hw = aware_hardware(tiered_network("Switch", [4]), "ring", 2, 4)
+    settled: list[int] = []  # held batches each settle evaluated
+    settle = RingCoordinator.settle
+
+    def spy(self, link):
+        held = len(self._batches)
+        settle(self, link)
+        settled.append(held - len(self._batches))
+
+    monkeypatch.setattr(RingCoordinator, "settle", spy)
+    with caplog.at_level(logging.INFO, logger="chakra_pipe.sim.simulate"):
+        fast = simulate(ts, hw, {5: [0, 1]}, symmetric=False)
+    assert RERUN not in caplog.text
+    assert settled and not any(settled[:2])  # the sends' first downlink hops left the batches held
+    assert fast.fast_messages == fast.messages - 2 > 0
+    assert fast.to_dict() == simulate(ts, hw, {5: [0, 1]}, fast=False).to_dict()

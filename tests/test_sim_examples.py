@@ -439,8 +439,14 @@ def test_aware_fast_path_only_where_exact(tmp_path: Path) -> None:
     assert aware_fast_path_is_exact(ts, hw, analyze(ts).groups, net)
     chunks2 = ring_hw(8, "congestion_aware", **{"active-chunks-per-dimension": 2})
     assert aware_fast_path_is_exact(ts, chunks2, analyze(ts).groups, net)  # held and evaluated together
-    two_queues = dataclasses.replace(chunks2, num_queues_per_dim=2)  # half the chunks the other way round
-    assert not aware_fast_path_is_exact(ts, two_queues, analyze(ts).groups, net)
+    # half the chunks the other way round: on this ring i -> i+1 and i -> i-1 are different links, so
+    # each direction's chunks are batched on their own; through a switch both share every uplink
+    two_queues = dataclasses.replace(chunks2, num_queues_per_dim=2)
+    assert aware_fast_path_is_exact(ts, two_queues, analyze(ts).groups, net)
+    switch = NetworkConfig.from_dict({"topology": ["Switch"], "npus_count": [8], "bandwidth": [50], "latency": [500]})
+    two_queues_switch = dataclasses.replace(two_queues, network=switch)
+    switch_net = make_network(hw.backend, switch, EventQueue())
+    assert not aware_fast_path_is_exact(ts, two_queues_switch, analyze(ts).groups, switch_net)
     direct = ring_hw(8, "congestion_aware", **{"all-reduce-implementation": ["direct"]})
     assert not aware_fast_path_is_exact(ts, direct, analyze(ts).groups, net)
     # A group no collective names changes nothing; one that is named must not share a link with the world ring.

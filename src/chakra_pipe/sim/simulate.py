@@ -91,11 +91,18 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
       FIFO links, the order checked on every link; trees only in runs whose collectives are
       all-reduces one after another on each rank, ``_all_reduces_in_sequence``) where ``_batches_exact``
       holds — a 1-D switch or fully-connected network, windows covering every peer, one chunk of a
-      collective at a time —, else the run goes message by message;
+      collective at a time — or, for direct reduce-scatters, all-gathers and all-to-alls with every
+      chunk of a collective at once, ``_direct_chunks_batched`` (the chunks' windows evaluated as one
+      batch, ``direct_aware.outcome_chunks``), else the run goes message by message;
     - several queues per dimension *and* ``preferred_dataset_splits`` > 1 (and several chunks in
-      flight): half of a collective's chunks then run the other way round, over the same senders'
-      links in another order, which the check would refuse on the first collective; such runs start
-      message by message instead of being tried and redone. With one queue and several active
+      flight) where a ring's two directions share a link: half of a collective's chunks then run
+      the other way round, over the same senders' links in another order (a switch's up- and
+      downlinks), which the check would refuse on the first collective; such runs start message by
+      message instead of being tried and redone. Where the two directions of every ring cross
+      disjoint links (fully-connected and ring dimensions of three or more NPUs: ``i → i+1`` and
+      ``i → i−1`` are different links) and only rings run, each direction's chunks are batched and
+      held as below (``chunk_batching``: queues admit chunks one by one), and the two directions
+      share nothing. With one queue and several active
       chunks the chunks of one collective run the same phase on the same ring at once.
       ``RingCoordinator`` batches them (one collective, ring, chain step and shape) and evaluates
       them as one FIFO recurrence, chunk k's messages behind chunk k−1's step by step on each link,
@@ -127,12 +134,14 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     system layer only receives the answer (a ``RingCoordinator`` or none).
     """
     sysc = hw.system
-    if hw.rendezvous or (_chunks_at_once(hw) and hw.num_queues_per_dim != 1):
+    if hw.rendezvous:
         return False
+    # chunks of one collective running both ways round at once (several queues per dimension)
+    both_ways = _chunks_at_once(hw) and hw.num_queues_per_dim != 1
     algos = [a for _, kind in sysc.implementations for a in kind]
     if any(a.base not in ("ring", "direct", "halvingDoubling", "doubleBinaryTree") for a in algos):
         return False
-    if any(a.base != "ring" for a in algos) and not _batches_exact(hw):
+    if any(a.base != "ring" for a in algos) and not (_batches_exact(hw) or _direct_chunks_batched(hw)):
         return False
     if any(a.base == "doubleBinaryTree" for a in algos) and not _all_reduces_in_sequence(trace_set):
         return False
@@ -142,7 +151,10 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     for members in sorted(rings):
         if len(members) > 1:
             pairs = [(members[k - 1], members[k]) for k in range(len(members))]
-            if not (network.one_sender_per_link(pairs) and network.one_sender_per_link([(b, a) for a, b in pairs])):
+            back = [(b, a) for a, b in pairs]
+            if not (network.one_sender_per_link(pairs) and network.one_sender_per_link(back)):
+                return False
+            if both_ways and network.shares_link(pairs, back):
                 return False
     return True
 
@@ -153,10 +165,30 @@ def _batches_exact(hw: HardwareConfig) -> bool:
     fully-connected network (each link carries the same number of a window's or step's messages,
     the layout ``FifoBatchLinks`` evaluates; a ring's multi-hop routes are not), windows covering
     every peer (``direct<W>`` below that sends as receives come, message by message), and one chunk
-    of a collective at a time (chunks at once would interleave their windows on each uplink)."""
+    of a collective at a time (chunks at once would interleave their windows on each uplink; the
+    full engine batches them where ``_direct_chunks_batched`` holds, the symmetric quotient does not)."""
     net = hw.network
     windows = all(a.window == -1 or a.window >= net.npus - 1 for _, kind in hw.system.implementations for a in kind)
     return net.dims == 1 and net.topology[0] in ("Switch", "FullyConnected") and windows and not _chunks_at_once(hw)
+
+
+def _direct_chunks_batched(hw: HardwareConfig) -> bool:
+    """Whether direct phases with several chunks of a collective in flight may take the aware fast
+    path: every chunk runs at once on a 1-D switch or fully-connected network with one queue
+    (``_chunks_evaluated_together``: they start in one pass, so ``PhaseCoordinator.hold`` evaluates
+    them as one batch, ``direct_aware.outcome_chunks``), windows covering every peer, and direct only
+    for single-window collectives (reduce-scatter, all-gather, all-to-all: an all-reduce's all-gather
+    half would meet later chunks' reduce-scatter messages on the links), rings for the rest."""
+    sysc, net = hw.system, hw.network
+    if not (_chunks_evaluated_together(hw) and net.topology[0] in ("Switch", "FullyConnected")):
+        return False
+    for kind, impl in sysc.implementations:
+        for a in impl:
+            if a.base == "direct" and (kind == "ALL_REDUCE" or 0 <= a.window < net.npus - 1):
+                return False
+            if a.base not in ("ring", "direct"):
+                return False
+    return True
 
 
 def _all_reduces_in_sequence(trace_set) -> bool:
@@ -209,9 +241,10 @@ def _chunks_evaluated_together(hw: HardwareConfig) -> bool:
 
 def chunk_batching(hw: HardwareConfig) -> tuple[bool, bool]:
     """How the aware ring coordinator batches a collective's chunks, for the full engine and the
-    symmetric one alike: (several chunks at once — one queue per dimension: with two, the fast path
-    is declined — , held until their earliest exit because they start at different times)."""
-    chunks = _chunks_at_once(hw) and hw.num_queues_per_dim == 1
+    symmetric one alike: (several chunks at once, held until their earliest exit because they start
+    at different times — always with several queues per dimension, whose chunks alternate between
+    the directions and queues; the batches are per direction)."""
+    chunks = _chunks_at_once(hw)
     return chunks, chunks and not _chunks_evaluated_together(hw)
 
 
@@ -382,7 +415,9 @@ def _simulate(
 
         assert isinstance(network, CongestionAwareNetwork)
         network.check_order()  # pipeline sends share the links with the evaluated ring messages
-    phases = None if coordinator is None else PhaseCoordinator(network, queue, stats, aware=coordinator.aware)
+    phases = None
+    if coordinator is not None:
+        phases = PhaseCoordinator(network, queue, stats, aware=coordinator.aware, chunks=coordinator.chunks)
     workloads = []
     rings: dict = {}
     table = analysis.groups

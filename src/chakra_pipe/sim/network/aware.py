@@ -247,6 +247,13 @@ class FifoRingLinks:
         # of the phase: the held chunk batches' due time, ``RingCoordinator._earliest_exit``)
         self.transit = min(transit, default=0)
         self._link_ids = {id(link) for hop in self._hops for link in hop}
+        # per link: (member, ns from its send to reaching that link on idle links), for ``earliest``
+        self._reach: dict[int, list[tuple[int, int]]] = {}
+        for i, path in enumerate(paths):
+            before = 0
+            for link in path:
+                self._reach.setdefault(id(link), []).append((i, before))
+                before += link.times(size)[0]
         self._latency_a = [np.asarray(x, dtype=np.int64) for x in self._latency]
         self._hold_a = [np.asarray(x, dtype=np.int64) for x in self._hold]
         self._arrays = True
@@ -299,6 +306,14 @@ class FifoRingLinks:
     def crosses(self, link: _Link) -> bool:
         """Whether some member's path crosses ``link``."""
         return id(link) in self._link_ids
+
+    def earliest(self, link: _Link, sends: list[int]) -> int | None:
+        """A lower bound on when a phase whose members send their first messages at ``sends`` (ring
+        order) reaches ``link``: a member's first message crosses the links before it on its path, each
+        taking at least its latency (waiting for a link only adds), and its later messages are sent
+        later. None when no member's path crosses it."""
+        reach = self._reach.get(id(link))
+        return None if reach is None else min(sends[i] + before for i, before in reach)
 
     def common_period(self, starts: list[int]) -> int:
         """The smallest multiple of ``period`` that divides the member count and is a period of the
@@ -654,6 +669,11 @@ class CongestionAwareNetwork(Network):
                 if sender_of.setdefault(id(link), src) != src:
                     return False
         return True
+
+    def shares_link(self, a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
+        """True when some link lies on a path of ``a`` and on a path of ``b`` (lists of (src, dst))."""
+        mine = {id(link) for src, dst in a for link in self._path(src, dst)}
+        return any(id(link) in mine for src, dst in b for link in self._path(src, dst))
 
     def ring_links(self, senders: list[int], receivers: list[int], size: int) -> FifoRingLinks:
         return FifoRingLinks([self._path(s, r) for s, r in zip(senders, receivers)], size, senders)

@@ -15,13 +15,18 @@ reduce-scatter receives, and are evaluated from the links' state after the reduc
 fixed point in ``direct_fast._all_gather`` may evaluate them several times from that state); the
 links must then take every all-gather message after every reduce-scatter one (``after``), else
 :class:`LinkConflict`. Only the final evaluation is left on the links (:meth:`FifoReceives.done`).
+
+Several chunks of one collective started in one pass (every chunk active) send their windows back to
+back from each member: :func:`outcome_chunks` evaluates them as one batch.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .direct_fast import FastDirect, _Layout, _layout, _outcome
+from .algorithm import AR
+from .direct_fast import FastDirect, _Layout, _layout, _outcome, _plan_key
+from .phase_fast import FastPathDeclined
 
 
 def outcome(coord, first: FastDirect, starts: list[int], plan_key: tuple) -> tuple[int, tuple[list, list]]:
@@ -52,6 +57,71 @@ def outcome(coord, first: FastDirect, starts: list[int], plan_key: tuple) -> tup
     return base, (hit[0], hit[1])
 
 
+def outcome_chunks(coord, chunks: list[list[FastDirect]]) -> list[tuple[list, list]]:
+    """Each chunk's ``(times, delays)`` (absolute) for the phases of several chunks of one collective
+    that start together (``coord.chunks``: every chunk in one pass, in the order of ``chunks``); the
+    links advance.
+
+    Why it is exact. Each member starts the chunks' phases at one ns, one after the other, and each
+    phase registers its window's memory-bus hops as it starts; so at start + E the member sends
+    chunk 0's window, receiver after receiver, then chunk 1's, … (same-tick callbacks run in
+    registration order): one row of ``K·(P−1)`` messages in program order, which is how
+    ``FifoBatchLinks`` orders a sender's messages at one ns on its links. Every other order on a link
+    is by arrival, and two senders' messages reaching a link at one ns raise ``LinkConflict`` as for
+    one window. The chunks' receives are matched by their own streams' tags, and a single-window
+    phase (reduce-scatter, all-gather, all-to-all) sends nothing after its window, so once the batch's
+    arrivals are known each chunk is the one-window outcome of its own receives. An all-reduce sends
+    its all-gather half while later chunks' reduce-scatter messages may still queue on its links (an
+    order the two-half evaluation does not model), and chunks whose members started them in another
+    order or at other times do not send one row in program order: both decline
+    (``FastPathDeclined``: the run is redone with direct phases message by message)."""
+    first = chunks[0][0]
+    if first.ctype == AR:
+        raise FastPathDeclined("direct all-reduce: several chunks in flight at once")
+    starts = [a.start_ns for a in chunks[0]]
+    for before, algos in zip(chunks, chunks[1:]):
+        if any(a.start_ns != s or a.start_seq < b.start_seq for a, b, s in zip(algos, before, starts)):
+            raise FastPathDeclined("direct phases: chunks of one collective started apart")
+    lay = _layout(coord, first)
+    k, p, sign = len(chunks), first.ring.size, int(lay.sign)
+    ring, size = first.ring, first.msg_size
+    links = coord.cached(
+        ("direct-links", ring.key, sign, size, k), lambda: _links(coord.network, ring.members, sign, size, k)
+    )
+    index = coord.cached(("direct-chunk-index", p, sign, k), lambda: _chunk_index(lay, k))
+    e = int(coord.cached(_plan_key(first), lambda: first.packet_plan(first.parallel_reduce + first.stream_count))[0][0])
+    sent = np.asarray(starts, dtype=np.int64) + e
+    arrived, final = links.arrive(np.repeat(sent[:, None], k * (p - 1), axis=1), links.state())
+    out = [_outcome(coord, algos[0], starts, _ChunkReceives(lay, arrived, rows)) for algos, rows in zip(chunks, index)]
+    links.store(final)
+    return out
+
+
+def _chunk_index(lay: _Layout, k: int) -> list[np.ndarray]:
+    """Per chunk ``c``: where member ``d``'s receive ``j`` is in a batch of ``k`` windows (row: the
+    peer ``lay.src[d, j]``, column: chunk ``c``'s send ``j`` of that peer)."""
+    half = lay.flat.shape[1]
+    cols = lay.flat - lay.src.astype(np.int64) * half  # send j of the peer: j
+    rows = lay.src.astype(np.int64) * (k * half)
+    return [rows + c * half + cols for c in range(k)]
+
+
+class _ChunkReceives:
+    """``FifoReceives``' interface for one chunk of a batch whose arrivals are known (single window)."""
+
+    def __init__(self, lay: _Layout, arrived: np.ndarray, rows: np.ndarray):
+        self.lay, self._arrived, self._rows = lay, arrived, rows
+
+    def first(self, sent: np.ndarray) -> np.ndarray:
+        out = np.take(self._arrived, self._rows)
+        np.maximum(out, sent[:, None], out=out)  # a receive is posted when its window is sent
+        out.sort(axis=1)
+        return out
+
+    def done(self) -> None:
+        """The batch leaves its links once, after every chunk (``outcome_chunks``)."""
+
+
 class FifoReceives:
     """``direct_fast._ClosedReceives``' interface over the aware network's FIFO links."""
 
@@ -66,7 +136,7 @@ class FifoReceives:
         """The network's batch links of this phase's shape (built once per ring, direction and size)."""
         ring, sign = first.ring, int(lay.sign)
         key = ("direct-links", ring.key, sign, first.msg_size)
-        return coord.cached(key, lambda: _links(coord.network, ring.members, sign, first.msg_size))
+        return coord.cached(key, lambda: _links(coord.network, ring.members, sign, first.msg_size, 1))
 
     def _sorted(self, sent: np.ndarray, posted: np.ndarray, after: bool) -> tuple[np.ndarray, list]:
         """Each member's receives, sorted: its peer's message's arrival, not before posting."""
@@ -95,8 +165,9 @@ class FifoReceives:
         self.links.store(self.final)
 
 
-def _links(network, members: list[int], sign: int, size: int):
-    """The network's batch links of a phase: member ``i``'s send ``j`` goes to ring offset ``sign·(j+1)``."""
+def _links(network, members: list[int], sign: int, size: int, chunks: int):
+    """The network's batch links of ``chunks`` phases at once: member ``i``'s send ``j`` of each goes
+    to ring offset ``sign·(j+1)``, chunk after chunk."""
     p = len(members)
-    receivers = [[members[(i + sign * (j + 1)) % p] for j in range(p - 1)] for i in range(p)]
+    receivers = [[members[(i + sign * (j + 1)) % p] for j in range(p - 1)] * chunks for i in range(p)]
     return network.batch_links(members, receivers, size)

@@ -29,6 +29,7 @@ import numpy as np
 from .algorithm import AR, PacketCounters
 from .direct import Direct
 from .phase_fast import FastPathDeclined
+from .ring_fast import START_ORDER
 from .stream import bus_delay
 from .topology import CLOCKWISE
 
@@ -46,6 +47,7 @@ class FastDirect(Direct):
 
     def start(self) -> None:
         self.start_ns = self.sys.now
+        self.start_seq = next(START_ORDER)  # several chunks' windows leave one member in this order
         ring = self.ring
         key = ("direct", ring.key, self.stream.stream_id, self.stream.steps_finished, self.ctype, self.msg_size)
         coord = self.sys.phase_coordinator
@@ -123,7 +125,32 @@ def evaluate(coord, algos: list[FastDirect]) -> None:
     """Schedule every member's exit. The recurrence is max-plus, so shifting every start by ``c``
     shifts every exit by ``c``: the outcome is cached per shape and relative start pattern (LLM steps
     start a group's phases in a few patterns, mostly all at once, thousands of times). On the aware
-    network the links' state enters too: ``direct_aware.py``, never cached."""
+    network the links' state enters too: ``direct_aware.py``. With several chunks of a collective at
+    once (aware, ``coord.chunks``) the phase waits for the other chunks completing in this ns, and
+    all are evaluated together (their windows share every uplink): :func:`_evaluate_chunks`."""
+    if coord.chunks:
+        first = algos[0]
+        stream = first.stream
+        key = (id(stream.dataset), first.ring.key, stream.steps_finished, first.ctype, first.msg_size, first.direction)
+        coord.hold(key, algos, lambda chunks: _evaluate_chunks(coord, chunks))
+        return
+    _evaluate_one(coord, algos)
+
+
+def _evaluate_chunks(coord, chunks: list[list[FastDirect]]) -> None:
+    """The chunks' phases of one collective, in the order they started (on member 0): one alone
+    as any phase, several as one batch over the FIFO links (``direct_aware.outcome_chunks``)."""
+    if len(chunks) == 1:
+        _evaluate_one(coord, chunks[0])
+        return
+    chunks.sort(key=lambda algos: algos[0].start_seq)
+    from .direct_aware import outcome_chunks
+
+    for algos, (times, delays) in zip(chunks, outcome_chunks(coord, chunks)):
+        _schedule_exits(coord, algos, 0, times, delays)
+
+
+def _evaluate_one(coord, algos: list[FastDirect]) -> None:
     first = algos[0]
     starts = [a.start_ns for a in algos]
     if coord.aware:
@@ -136,6 +163,12 @@ def evaluate(coord, algos: list[FastDirect]) -> None:
         times, delays = coord.cached(
             key, lambda: _outcome(coord, first, [s - base for s in starts], _ClosedReceives.of(coord, first))
         )
+    _schedule_exits(coord, algos, base, times, delays)
+
+
+def _schedule_exits(coord, algos: list[FastDirect], base: int, times: list[int], delays: list[int]) -> None:
+    """Count the phase's messages as evaluated and register each member's exit at ``base + time``."""
+    first = algos[0]
     messages = first.ring.size * first.stream_count
     coord.stats.messages += messages
     coord.stats.fast_messages += messages

@@ -29,12 +29,16 @@ class FastPathDeclined(Exception):
 class PhaseCoordinator:
     """Collects the members of direct / double-binary-tree phases and evaluates each when all started."""
 
-    def __init__(self, network, queue, stats, aware: bool = False):
+    def __init__(self, network, queue, stats, aware: bool = False, chunks: bool = False):
         """``aware``: the network is the congestion-aware one, whose FIFO links the direct phases
-        cross (``direct_aware.py``; only direct phases get this coordinator there)."""
+        cross (``direct_aware.py``; only direct phases get this coordinator there). ``chunks`` (aware
+        only): every chunk of a collective starts its phase in one pass, and the chunks' direct phases
+        are evaluated together (:meth:`hold`, ``direct_aware.outcome_chunks``)."""
         self.network, self.queue, self.stats = network, queue, stats
         self.aware = aware
+        self.chunks = chunks
         self._waiting: dict[tuple, dict[int, Any]] = {}
+        self._held: dict[tuple, list[list[Any]]] = {}  # complete phases of one collective, until the ns ends
         self.cache: dict[tuple, tuple[Any, int]] = {}  # per-topology tables the evaluations build once
         self._cache_bytes = 0
 
@@ -44,6 +48,20 @@ class PhaseCoordinator:
         if len(members) == size:
             del self._waiting[key]
             evaluate([members[i] for i in range(size)])
+
+    def hold(self, key: tuple, algos: list, evaluate: Callable[[list[list]], None]) -> None:
+        """Keep a complete phase with the other chunks of its collective completing in this ns (``key``)
+        and hand them all to ``evaluate`` once the events already at this ns have run: they start in
+        one pass when every chunk runs at once, so they complete together, and nothing sees a phase
+        before its first send (the memory-bus hop after its start)."""
+        batch = self._held.get(key)
+        if batch is None:
+            batch = self._held[key] = []
+            self.queue.schedule(self.queue.now, self._release, key, evaluate)
+        batch.append(algos)
+
+    def _release(self, key: tuple, evaluate: Callable[[list[list]], None]) -> None:
+        evaluate(self._held.pop(key))
 
     def delays(self, src: np.ndarray, dst: np.ndarray, size: int) -> np.ndarray:
         """Network delays of arrays of messages: the unaware network's closed form, elementwise."""

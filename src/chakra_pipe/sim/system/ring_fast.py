@@ -18,9 +18,10 @@ exactly as the event path would register it.
 On the congestion-aware network each message waits for its FIFO links (an uplink then a downlink
 through a switch). That is exact when every link takes its messages in the order the phases are
 evaluated: ``simulate.aware_fast_path_is_exact`` checks the run's preconditions before it starts (one
-queue and one active chunk per dimension, or one chunk per collective, or one queue with several chunks
-of a collective in flight — evaluated together, :meth:`RingCoordinator._flush`, held until just before
-their earliest exit when they start at different times, :meth:`RingCoordinator._batch` —, ring algorithms only, no ring
+queue and one active chunk per dimension, or one chunk per collective, or several chunks of a
+collective in flight — evaluated together, :meth:`RingCoordinator._flush`, held until just before
+their earliest exit when they start at different times, :meth:`RingCoordinator._batch`, per direction
+with several queues, where a ring's two directions cross disjoint links —, ring algorithms only, no ring
 putting two of its members' messages on one link; on a multi-dimensional network each phase of a
 hierarchical collective is a ring inside one dimension group, over that group's links only), and
 the links check while it runs that no two senders' messages meet on one and that point-to-point messages, sent
@@ -124,13 +125,23 @@ class RingCoordinator:
             self._flush(key)
 
     def settle(self, link) -> None:
-        """Evaluate the held batches that cross ``link``, oldest first: called by the network before a
-        message of the message path reaches it, which must meet the link as the held phases leave it
-        (the order the links check, ``CongestionAwareNetwork.check_order``). Batches that do not
-        cross it share nothing with that message and stay held for their later chunks."""
+        """Evaluate the held batches that may already have reached ``link``, oldest first: called by
+        the network before a message of the message path reaches it, which must meet the link as the
+        held phases leave it (the order the links check, ``CongestionAwareNetwork.check_order``).
+        Batches that do not cross it share nothing with that message, and batches none of whose
+        messages can reach it before this ns (``FifoRingLinks.earliest`` over their chunks' first
+        sends; chunks joining later send later still) come after that message on it: both stay held
+        for their later chunks. Evaluating such a batch now would place its messages on the link
+        ahead of the message that reaches it first, which the link's check then refuses (a rerun);
+        held, it queues behind the message when it is evaluated, as on the message path, and if that
+        message still waits on the link then, the batch's ``begin`` declines instead."""
+        now = self.queue.now
         for key, batch in list(self._batches.items()):
             first = batch[0][0]
-            if self.links(first.ring, first.msg_size, first.direction).crosses(link):
+            links = self.links(first.ring, first.msg_size, first.direction)
+            d0 = first.packet_delays()[0]
+            reach = (links.earliest(link, [a.start_ns + d0 for a in algos]) for algos in batch)
+            if min((t for t in reach if t is not None), default=now) < now:
                 self._flush(key)
 
     def _flush(self, key: tuple) -> None:

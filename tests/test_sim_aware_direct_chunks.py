@@ -1,0 +1,184 @@
+"""Direct phases with every chunk of a collective in flight, on the congestion-aware fast path.
+
+With one queue and at least as many active chunks as ``preferred-dataset-splits`` on a 1-D switch or
+fully-connected network, each member starts all chunks' direct phases in one pass; their windows
+leave it back to back on one uplink. ``PhaseCoordinator.hold`` keeps the chunks completing in one ns
+and ``direct_aware.outcome_chunks`` evaluates them as one batch over the FIFO links, the order
+checked on every link (``LinkConflict``: redone message by message). Reduce-scatter, all-gather and
+all-to-all only; a direct all-reduce with chunks at once still runs message by message. Every case
+is compared on every rank with ``fast=False``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sim_paths import KINDS, assert_collectives_all_fast, aware_exact, generated_steps
+from test_sim_examples import coll, make_node, write_set
+
+from chakra_pipe.errors import ChakraPipeError
+from chakra_pipe.et import schema
+from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+
+STEPS = {
+    "llama3-8b-t8d2-zero1": ["--model", "llama3-8b", "--layers", "2", "--tp", "8", "--dp", "2", "--zero", "1"],
+    "mixtral-t2d4e2": ["--model", "mixtral-8x7b", "--layers", "1", "--tp", "2", "--dp", "4", "--ep", "2"],
+    "gpt3-175b-t2d2p2": ["--model", "gpt3-175b", "--layers", "2", "--tp", "2", "--dp", "2", "--pp", "2"],
+}
+SINGLE_WINDOW = ("reduce-scatter", "all-gather", "all-to-all")
+KIND_OF = {
+    "all-reduce": schema.ALL_REDUCE,
+    "reduce-scatter": schema.REDUCE_SCATTER,
+    "all-gather": schema.ALL_GATHER,
+    "all-to-all": schema.ALL_TO_ALL,
+}
+
+
+def _hw(
+    p: int,
+    topology: str = "Switch",
+    active: int = 4,
+    splits: int = 4,
+    direct: tuple[str, ...] = SINGLE_WINDOW,
+    window: str = "direct",
+    queues: int = 1,
+    **system,
+) -> HardwareConfig:
+    sysd = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": active,
+        "preferred-dataset-splits": splits,
+        "collective-optimization": "baseline",
+        "local-mem-bw": 1600,
+        **{f"{k}-implementation": [window if k in direct else "ring"] for k in KINDS},
+        **system,
+    }
+    net = {"topology": [topology], "npus_count": [p], "bandwidth": [100], "latency": [700]}
+    return HardwareConfig(
+        SystemConfig.from_dict(sysd, source="sys"),
+        NetworkConfig.from_dict(net, source="net"),
+        backend="congestion_aware",
+        num_queues_per_dim=queues,
+    )
+
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory) -> dict[str, TraceSet]:
+    return generated_steps(tmp_path_factory, STEPS)
+
+
+@pytest.mark.parametrize("active", [4, 8])
+@pytest.mark.parametrize("topology", ["Switch", "FullyConnected"])
+@pytest.mark.parametrize("step", sorted(STEPS))
+def test_generated_steps_with_direct_gathers_and_chunks_take_the_fast_path(
+    steps, step: str, topology: str, active: int, caplog
+) -> None:
+    """All-reduces on rings, reduce-scatters, all-gathers and all-to-alls direct, every chunk active:
+    every collective message evaluated (only pipeline sends one by one), nothing redone, every rank
+    equal to the message path."""
+    ts = steps[step]
+    assert_collectives_all_fast(ts, _hw(len(ts.ranks), topology, active), caplog)
+
+
+@pytest.mark.parametrize("p", [4, 16, 64])
+@pytest.mark.parametrize("kind", [schema.ALL_TO_ALL, schema.REDUCE_SCATTER, schema.ALL_GATHER])
+def test_chunk_windows_queue_behind_each_other(tmp_path: Path, kind: int, p: int) -> None:
+    """One collective, then another on the same links: 4 chunks' windows (4·(P−1) messages) leave
+    each uplink back to back, each downlink takes P−1 senders' by arrival; one batch per collective,
+    the links carried over."""
+    ts = write_set(tmp_path, [[coll(0, kind, size=1 << 20), coll(1, kind, size=3 << 18, data=[0])] for _ in range(p)])
+    hw = _hw(p)
+    assert aware_exact(ts, hw)
+    fast, slow = simulate(ts, hw, symmetric=False), simulate(ts, hw, fast=False)
+    assert fast.fast_messages == fast.messages == slow.messages > 0
+    assert fast.to_dict() == slow.to_dict()
+
+
+def test_what_the_batch_does_not_model_is_declined(tmp_path: Path) -> None:
+    """A direct all-reduce with chunks at once (its all-gather half meets later chunks' reduce-scatter
+    messages), fewer active chunks than splits (chunks start apart), two queues (half the chunks run
+    the other way), windows below P−1 and multi-hop rings go message by message from the start."""
+    ts = write_set(tmp_path, [[coll(0, schema.ALL_TO_ALL, size=1 << 20)] for _ in range(8)])
+    assert aware_exact(ts, _hw(8))
+    assert aware_exact(ts, _hw(8, "FullyConnected", active=8))
+    assert aware_exact(ts, _hw(8, window="direct7"))
+    assert not aware_exact(ts, _hw(8, direct=("all-reduce", *SINGLE_WINDOW)))
+    assert not aware_exact(ts, _hw(8, active=2))
+    assert not aware_exact(ts, _hw(8, queues=2))
+    assert not aware_exact(ts, _hw(8, window="direct3"))
+    assert not aware_exact(ts, _hw(8, "Ring"))
+    assert not aware_exact(ts, _hw(8, window="halvingDoubling"))
+
+
+@st.composite
+def _cases(draw) -> tuple[list[list], dict, dict]:
+    p = draw(st.sampled_from([2, 3, 4, 6, 8, 16]))
+    splits = draw(st.sampled_from([2, 3, 4, 8]))
+    active = draw(st.sampled_from([splits, splits + 1, 2 * splits]))
+    kinds = draw(st.lists(st.sampled_from(sorted(KIND_OF)), min_size=1, max_size=3))
+    chunk = draw(st.sampled_from([1 << 10, 1 << 14, 3 << 16, 1 << 20]))
+    chained = draw(st.booleans())  # each collective after the one before, or all after the compute
+    stagger = draw(st.lists(st.integers(0, 3), min_size=p, max_size=p))
+    # a send to and a receive from the partner r ^ 1 after node ``after``: the message path beside the batches
+    p2p = p % 2 == 0 and draw(st.booleans())
+    after, p2p_size = draw(st.integers(0, len(kinds))), draw(st.sampled_from([1 << 12, 1 << 18, 1 << 21]))
+    ranks = []
+    for r in range(p):
+        nodes = [make_node(0, schema.COMP_NODE, stagger[r])]
+        for c, kind in enumerate(kinds):
+            nodes.append(coll(c + 1, KIND_OF[kind], size=chunk * splits, data=[c if chained else 0]))
+        if p2p:
+            n, peer = len(nodes), r ^ 1
+            attrs = {"comm_size": p2p_size, "comm_tag": 5}
+            nodes.append(make_node(n, schema.COMM_SEND_NODE, data=[after], comm_src=r, comm_dst=peer, **attrs))
+            nodes.append(make_node(n + 1, schema.COMM_RECV_NODE, data=[after], comm_src=peer, comm_dst=r, **attrs))
+        ranks.append(nodes)
+    direct = draw(st.sets(st.sampled_from(SINGLE_WINDOW), min_size=1))
+    system = {
+        "scheduling-policy": draw(st.sampled_from(["LIFO", "FIFO"])),
+        "endpoint-delay": draw(st.sampled_from([0, 1, 10, 20])),
+        "active-chunks-per-dimension": active,
+        "preferred-dataset-splits": splits,
+        "collective-optimization": draw(st.sampled_from(["baseline", "localBWAware"])),
+        "local-mem-bw": draw(st.sampled_from([1600, 3350])),
+        **{f"{k}-implementation": ["direct" if k in direct else "ring"] for k in KINDS},
+    }
+    network = {
+        "topology": [draw(st.sampled_from(["Switch", "FullyConnected"]))],
+        "npus_count": [p],
+        "bandwidth": [draw(st.sampled_from([25, 100, 400]))],
+        "latency": [draw(st.sampled_from([0, 1, 100, 500, 700]))],
+    }
+    return ranks, system, network
+
+
+def _outcome(ts, hw: HardwareConfig, **kw) -> object:
+    try:
+        return simulate(ts, hw, **kw).to_dict()
+    except ChakraPipeError as exc:  # a set both paths stop on alike
+        return type(exc).__name__
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_cases())
+def test_random_direct_chunks_equal_the_message_path(case) -> None:
+    """Random small sets: 2–16 NPUs on a switch or fully-connected network, 2–8 splits with every
+    chunk active, direct reduce-scatters / all-gathers / all-to-alls beside ring all-reduces,
+    overlapping or chained, staggered starts, sends beside them, 0–700 ns latency, endpoint delay
+    0–20 ns, both collective optimizations: every rank equals ``fast=False``, whether the run stayed
+    on the fast path or was redone."""
+    ranks, system, network = case
+    with tempfile.TemporaryDirectory() as tmp:
+        ts = write_set(Path(tmp), ranks)
+        hw = HardwareConfig(
+            SystemConfig.from_dict(system, source="sys"),
+            NetworkConfig.from_dict(network, source="net"),
+            backend="congestion_aware",
+        )
+        assert _outcome(ts, hw, symmetric=False) == _outcome(ts, hw, fast=False)
