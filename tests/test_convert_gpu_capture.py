@@ -55,8 +55,10 @@ def test_one_gpu_capture_simulates_its_traced_step(model, tmp_path):
     _, nodes = read_trace(prefix + ".0.et")
     comm_us = sum(n.duration_micros for n in nodes if n.type == schema.COMM_COLL_NODE)
     expected_us = _traced_span_us(cap) - comm_us
-    # Before the thread wait was taken out: +37 % (mlp), +46 % (resnet-tiny), +53 % (gpt-tiny).
-    assert simulated_us == pytest.approx(expected_us, rel=0.05)
+    # Before the thread wait was taken out: +37 % (mlp), +46 % (resnet-tiny), +53 % (gpt-tiny); with
+    # the DDP comm hook's label also counted as a wait (so simulated by neither thread) -2.4 / -2.5 /
+    # -0.7 %; now +0.9 / +0.5 / +0.5 %. collectives (no threads, unchanged by either) is +2.8 %.
+    assert simulated_us == pytest.approx(expected_us, rel=0.03 if model == "collectives" else 0.015)
 
 
 def test_one_gpu_collectives_keep_their_kinds_sizes_and_device_work(tmp_path):

@@ -467,6 +467,68 @@ def test_a_thread_blocked_on_another_threads_ops_is_a_dependency_not_compute(tmp
     assert simulate(TraceSet.load(str(tmp_path / "gpu")), _hw(1, 50.0)).finish_ns == [1_000_000]
 
 
+def test_a_label_on_the_thread_waited_for_is_its_work_not_a_wait(tmp_path):
+    """The DDP comm hook's ``record_function`` label runs on the autograd thread while the main thread
+    is blocked: its own time (the hook's Python) is work the main thread waits for, and no wait of
+    its own because it overlaps the main thread's blocked ``ProfilerStep``. Counted as a wait on both
+    threads, that time was simulated by neither (200 us short here; 150-330 us a step in the H200
+    captures)."""
+    host = _step_trace(
+        [
+            _node(4, "aten::mm", 3, rf=3),
+            _node(5, "[pytorch|profiler|execution_trace|thread]", 1, tid=2),
+            _node(6, "autograd::engine::evaluate_function: MmBackward0", 5, rf=4, tid=2),
+            _node(7, "chakra_pipe.pg:0", 5, rf=6, tid=2),
+            _node(8, "aten::add_", 3, rf=5),
+        ]
+    )
+    kineto = {
+        "traceEvents": [
+            _event("ProfilerStep#1", 1000, 1000, 2, cat="user_annotation"),
+            _event("aten::mm", 1000, 200, 3),
+            _event("autograd::engine::evaluate_function: MmBackward0", 1300, 300, 4, tid=2),
+            _event("chakra_pipe.pg:0", 1600, 200, 6, tid=2, cat="user_annotation"),
+            _event("aten::add_", 1850, 100, 5),
+        ]
+    }
+    obj, stats = link_traces(parse_host_trace(host, "h.json"), parse_kineto(kineto, "k.json"))
+    assert stats.thread_wait_us == 500.0  # ProfilerStep's [1300, 1800), the label none
+    write_rank_set(str(tmp_path / "hook"), [convert_trace(parse_host_trace(obj, "l.json"), 0)])
+    by_name = {n.name: n for n in read_trace(tmp_path / "hook.0.et")[1]}
+    assert (by_name["ProfilerStep#1"].duration_micros, by_name["chakra_pipe.pg:0"].duration_micros) == (200, 200)
+    assert simulate(TraceSet.load(str(tmp_path / "hook")), _hw(1, 50.0)).finish_ns == [1_000_000]
+
+
+def test_a_wait_inside_a_nested_label_still_orders_the_thread_after_the_other(tmp_path):
+    """``with record_function("train"): loss.backward(); opt.step()`` inside ``ProfilerStep``: the
+    wait is the label's own time, and neither the label nor ``ProfilerStep`` around it may cover
+    the gap, or the optimizer no longer waits for the backward ops."""
+    host = _step_trace(
+        [
+            _node(4, "aten::mm", 3, rf=3),
+            _node(5, "train", 3, rf=6),
+            _node(6, "[pytorch|profiler|execution_trace|thread]", 1, tid=2),
+            _node(7, "autograd::engine::evaluate_function: MmBackward0", 6, rf=4, tid=2),
+            _node(8, "aten::add_", 5, rf=5),
+        ]
+    )
+    kineto = {
+        "traceEvents": [
+            _event("ProfilerStep#1", 1000, 1000, 2, cat="user_annotation"),
+            _event("aten::mm", 1000, 200, 3),
+            _event("train", 1200, 750, 6, cat="user_annotation"),
+            _event("autograd::engine::evaluate_function: MmBackward0", 1300, 500, 4, tid=2),
+            _event("aten::add_", 1850, 100, 5),
+        ]
+    }
+    obj, stats = link_traces(parse_host_trace(host, "h.json"), parse_kineto(kineto, "k.json"))
+    assert stats.thread_wait_us == 500.0
+    write_rank_set(str(tmp_path / "nested"), [convert_trace(parse_host_trace(obj, "l.json"), 0)])
+    by_name = {n.name: n for n in read_trace(tmp_path / "nested.0.et")[1]}
+    assert by_name["train"].duration_micros == 650 - 500
+    assert by_name["autograd::engine::evaluate_function: MmBackward0"].id in by_name["aten::add_"].data_deps
+
+
 def test_a_thread_wait_leaves_the_wait_for_a_collective_to_the_communication_figure():
     """Idle overlapping both a worker's gloo range and another thread's op counts once, as communication."""
     from chakra_pipe.link.commwait import measure

@@ -128,3 +128,24 @@ def test_a_one_rank_set_without_a_world_collective_is_refused(tmp_path, capsys):
         assert main(argv + (["--group", "1"] if "--group" in needle else [])) == 2
         assert needle in capsys.readouterr().err
         assert not list(tmp_path.glob("o*"))
+
+
+def test_a_one_rank_set_refuses_rather_than_keep_a_labelled_dp_group_local(tmp_path, capsys):
+    """A one-rank set whose collectives run on a group labelled data-parallel (Megatron's
+    ``DATA_PARALLEL_GROUP`` of one member) beside the world: widening only the world would leave its
+    gradient reductions one-member copies, a network what-if with no gradient traffic. Refused; a
+    generated one-rank set is refused naming its dp 1, as a generated multi-rank one."""
+    from test_rankset import coll, metadata, write_set
+
+    from chakra_pipe.cli import main
+
+    table = [{"pg_name": "0", "ranks": [0]}, {"pg_name": "1", "ranks": [0], "pg_desc": "DATA_PARALLEL_GROUP"}]
+    prefix = write_set(tmp_path, [[metadata(0, table), coll(1, data=[0]), coll(2, pg="1", data=[1])]], {"1": [0]})
+    assert main(["transform", prefix, str(tmp_path / "o"), "dp", "--to", "4"]) == 2
+    assert "collectives on group 1, labelled data-parallel" in capsys.readouterr().err
+    assert not list(tmp_path.glob("o*"))
+    one = tmp_path / "gen" / "one"
+    assert main(["generate", "llm", "--model", "llama3-8b", "--layers", "1", "--out", str(one)]) == 0
+    capsys.readouterr()
+    assert main(["transform", str(one), str(tmp_path / "g"), "dp", "--to", "4"]) == 2
+    assert "generated with dp 1" in capsys.readouterr().err

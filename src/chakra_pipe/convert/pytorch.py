@@ -374,6 +374,15 @@ class _Converter:
         if len({tid_of[n["id"]] for n in timed}) < 2:
             return {}
         all_sorted = sorted(timed, key=lambda n: (_num(n, "ts"), n["id"]))
+        # An op that sat blocked on another thread covers no gap, nor does any op around it (a
+        # ``record_function`` label holding ``backward()`` inside ``ProfilerStep``): the op after the
+        # wait must see it and wait for that thread in turn.
+        waited: set[int] = set()
+        for n in timed:
+            up: int | None = n["id"] if _num(n, "thread_wait") else None
+            while up is not None and up not in waited:
+                waited.add(up)
+                up = self.parent.get(up)
         deps: dict[int, int] = {}
         prev_end: dict[int, float] = {}
         # The latest-started op overall and the latest on any other thread than its own: enough to
@@ -393,9 +402,7 @@ class _Converter:
                     other = top1 if top1 is not None and tid_of[top1["id"]] != tid else top2
                     if other is not None and other["id"] < nid:
                         deps[nid] = other["id"]
-                # An op that sat blocked on another thread covers no gap: the op after the wait
-                # must see it and wait for that thread in turn.
-                span = 0.0 if _num(n, "thread_wait") else _num(n, "inclusive_dur")
+                span = 0.0 if nid in waited else _num(n, "inclusive_dur")
                 prev_end[tid] = max(prev_end.get(tid, ts), ts + span)
             for n in batch:
                 if top1 is not None and tid_of[top1["id"]] != tid_of[n["id"]]:

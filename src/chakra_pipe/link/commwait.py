@@ -18,9 +18,11 @@ Their sum is the thread's *communication wait*: the part of the measured step th
 network replaces. Leaf ``cpu_op`` time is never counted, even when a collective runs alongside:
 that is real computation overlapping communication.
 
-A third figure, **thread wait**, is the rest of an annotation's own time that overlaps recorded
-ops of *another* thread of the process (no collective work, no call of its own): the thread sat in
-an unrecorded blocking call while the other one worked. On a GPU the main thread's
+A third figure, **thread wait**, is the rest of an annotation's own time that overlaps work of
+*another* thread of the process (no collective work, no call of its own): its recorded ops, and the
+own time of its annotations that began inside this gap (of two threads both between ops, the one
+whose gap encloses the other's is the one blocked). The thread sat in an unrecorded blocking call
+while the other one worked. On a GPU the main thread's
 ``loss.backward()`` hands the graph to the autograd device thread and blocks until it finishes;
 kept as the annotation's compute, that wait would run the whole backward pass twice in a
 simulation (once as the backward ops, once as ``ProfilerStep``'s own time). Conversion takes it out
@@ -137,32 +139,73 @@ def measure(events: list[KEvent]) -> CommWait:
     work = {
         key: _merge([(e.ts, e.end) for e in evs if e.name.startswith(WORK_PREFIXES)]) for key, evs in threads.items()
     }
-    busy = {key: _merge([(e.ts, e.end) for e in evs]) for key, evs in threads.items()}
+    own_of = {key: _exclusive_intervals(evs) for key, evs in threads.items()}
+    # What a blocked thread can wait for on another thread: its recorded ops, and the own time of its
+    # annotations (a label's Python, e.g. DDP's comm hook on the autograd thread) -- the latter only
+    # when it began inside the waiting gap (see _waited).
+    recorded = {key: _merge([(e.ts, e.end) for e in evs if e.cat != IDLE_CAT]) for key, evs in threads.items()}
+    labels = {
+        key: [seg for e in evs if _is_label(e) for seg in own_of[key].get(e.index, ())] for key, evs in threads.items()
+    }
     result = CommWait()
     for key, evs in threads.items():
         siblings = [k for k in threads if k != key and k[0] == key[0]]
         others = _merge([iv for k in siblings for iv in work[k]])
-        # other threads' ops that are no collective work: what a blocked thread waited for
-        ops = _subtract(_merge([iv for k in siblings for iv in busy[k]]), others)
+        ops = _merge([iv for k in siblings for iv in recorded[k]])
+        their_labels = sorted(seg for k in siblings for seg in labels[k])
         calls = _merge([(e.ts, e.end) for e in evs if is_call(e)])
         if calls:
             result.in_calls_us[key[1]] = sum(b - a for a, b in calls)
-        if not others and not ops:
+        if not others and not ops and not their_labels:
             continue
-        own = _exclusive_intervals(evs)
         for e in evs:
-            if e.cat != IDLE_CAT or e.name.startswith(WORK_PREFIXES):  # a worker's range is the work itself
+            if not _is_label(e):
                 continue
-            segments = own.get(e.index, ())
-            for merged, by_event, per_thread in (
-                (others, result.idle_by_event, result.idle_us),
-                (ops, result.thread_by_event, result.thread_us),
+            segments = own_of[key].get(e.index, ())
+            idle = _idle(segments, others, calls)
+            blocked = sum(_idle([seg], _waited(seg, ops, their_labels, others), calls) for seg in segments)
+            for wait, by_event, per_thread in (
+                (idle, result.idle_by_event, result.idle_us),
+                (blocked, result.thread_by_event, result.thread_us),
             ):
-                idle = _idle(segments, merged, calls)
-                if idle > 0:
-                    by_event[e.index] = idle
-                    per_thread[key[1]] = per_thread.get(key[1], 0.0) + idle
+                if wait > 0:
+                    by_event[e.index] = wait
+                    per_thread[key[1]] = per_thread.get(key[1], 0.0) + wait
     return result
+
+
+def _is_label(e: KEvent) -> bool:
+    """A user annotation whose own time is a gap between recorded ops (a worker's range is the work itself)."""
+    return e.cat == IDLE_CAT and not e.name.startswith(WORK_PREFIXES)
+
+
+def _waited(
+    seg: tuple[float, float],
+    ops: list[tuple[float, float]],
+    labels: list[tuple[float, float]],
+    others: list[tuple[float, float]],
+) -> list[tuple[float, float]]:
+    """The parts of the own-time gap ``seg`` during which another thread worked, collective work aside.
+
+    Other threads' recorded ops count wherever they fall. Another thread's label own time counts only
+    when it began inside this gap (at its start: ended inside it): of two threads both in a gap, the
+    one whose gap encloses the other's was the one blocked -- the main thread in ``backward()`` while
+    the DDP comm hook's label runs on the autograd thread, not the other way round.
+    """
+    a, b = seg
+    covered: list[tuple[float, float]] = []
+    i = max(0, bisect.bisect_right(ops, (a, a)) - 1)
+    while i < len(ops) and ops[i][0] < b:
+        if ops[i][1] > a:
+            covered.append((max(a, ops[i][0]), min(b, ops[i][1])))
+        i += 1
+    j = bisect.bisect_left(labels, (a, a))
+    while j < len(labels) and labels[j][0] < b:
+        x, y = labels[j]
+        if x > a or y < b:
+            covered.append((x, min(b, y)))
+        j += 1
+    return _subtract(_merge(covered), others)
 
 
 def _idle(segments, merged: list[tuple[float, float]], calls: list[tuple[float, float]]) -> float:

@@ -4,7 +4,8 @@ The DP groups are those of ``--group PG`` when the user names one; otherwise, in
 groups labelled ``pg_desc: "dp"`` (our generator) or ``DATA_PARALLEL_GROUP`` (Megatron-Core), the
 ``generate llm`` parameters in GlobalMetadata, or — for a set with no group smaller than the world — the
 whole world. A one-rank set (a one-GPU capture of a DDP model: its gradient all-reduces run on the
-one-member world group) widens its world group, and its named groups are copied to every rank. The ``D``
+one-member world group) widens its world group, and its named groups are copied to every rank (so one
+whose collectives run on a group labelled data-parallel, or a generated one, is refused). The ``D``
 replicas are then copied to ``M = k·D`` (see :mod:`.dp_axis`), with every ``pg_name``, p2p peer,
 METADATA table and the comm-group file rewritten. Collective sizes follow ASTRA-sim's ``comm_size``
 meaning on a group that grows from ``n`` to ``n'`` ranks: an all-reduce buffer and an all-to-all
@@ -31,13 +32,28 @@ from .rankset import RankSet
 GENERATOR = "chakra-pipe generate llm"
 # pg_desc values that name a data-parallel group: ours, and Megatron-Core's (NCCL and gloo twins).
 DP_DESCS = frozenset({"dp", "DATA_PARALLEL_GROUP", "DATA_PARALLEL_GROUP_GLOO"})
+GENERATED_DP1 = "no DP group to widen: the set was generated with dp 1 (it has no gradient reduction to widen)"
 
 
 def _one_rank_axis(rs: RankSet, group: str | None) -> DpAxis:
-    """A one-rank set's DP axis: its world group, when a collective runs there to widen."""
+    """A one-rank set's DP axis: its world group, when a collective runs there to widen.
+
+    Its named groups are copied to every rank (one member each), so a collective on a group
+    labelled data-parallel would stay a one-member copy: refused rather than widened without its
+    gradient traffic."""
     if group is not None and group not in WORLD_PG_NAMES:
         raise InputError("a one-rank set widens its world group (--group 0) only", where="dp --group")
-    if not any(n.type == schema.COMM_COLL_NODE and get_attr(n, "pg_name", "") in WORLD_PG_NAMES for n in rs.nodes[0]):
+    if _generator_config(rs.metadata[0]) is not None:
+        raise InputError(GENERATED_DP1)
+    used = {get_attr(n, "pg_name", "") for n in rs.nodes[0] if n.type == schema.COMM_COLL_NODE}
+    labelled = sorted((pg for pg in used if rs.descs.get(pg) in DP_DESCS), key=str)
+    if labelled:
+        raise InputError(
+            f"the one-rank set runs collectives on group {labelled[0]}, labelled data-parallel "
+            f"({rs.descs[labelled[0]]}): only its world group can be widened, and that group's "
+            "reductions would stay one-member copies"
+        )
+    if not used & WORLD_PG_NAMES:
         raise InputError(
             "no DP group to widen: the one-rank set has no collective on its world group (a one-GPU run "
             "without DDP has no gradient reduction to widen)"
@@ -91,9 +107,7 @@ def identify(rs: RankSet, group: str | None = None) -> DpAxis:
         and config["dp"] * config["tp"] * config["pp"] == world
     ):
         if config["dp"] == 1:
-            raise InputError(
-                "no DP group to widen: the set was generated with dp 1 (it has no gradient reduction to widen)"
-            )
+            raise InputError(GENERATED_DP1)
         if config.get("ep", 1) == config["dp"]:
             raise InputError(
                 f"the expert-parallel groups are the DP groups (ep = dp = {config['dp']}), so expert "
