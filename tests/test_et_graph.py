@@ -556,6 +556,43 @@ def test_ascii_check_finds_one_high_byte_anywhere_in_or_next_to_a_span():
         assert graph_module._ascii(arr, starts, lens).tolist() == (~inside).tolist()
 
 
+@pytest.mark.parametrize("bad", [None, "é", b"\xff"])
+@pytest.mark.parametrize("where", ["values", "shapes", "types"])
+@pytest.mark.parametrize("length", [3, 17, 127, 128, 300])
+def test_io_strings_checked_by_whole_span_keep_protobufs_verdict(bad, where, length):
+    """An IOInfo whose bytes are all ASCII is taken whole; one with a high byte (a string of 128
+    bytes or more has a two-byte length, or a non-ASCII string) has its strings checked one by one:
+    ASCII strings beside a long one stay in bulk, a non-ASCII one goes to protobuf, bad UTF-8 is
+    refused with its record's offset, wherever the byte lies in the span."""
+    nodes = []
+    for i in range(40):
+        node = schema.Node(id=i + 1, name=f"n{i}", type=4)
+        for io in (node.inputs, node.outputs):
+            io.values, io.shapes, io.types = "v" * (i % 5), "[[4]]", "Tensor(float)"
+        setattr(node.outputs if i % 2 else node.inputs, where, "x" * length)
+        nodes.append(node)
+    payloads = [n.SerializeToString() for n in nodes]
+    odd = 17  # the record that holds the byte, at the start, middle or end of its string
+    if bad is not None:
+        raw = bad.encode() if isinstance(bad, str) else bad
+        at = [0, length // 2, length - len(raw)][odd % 3]
+        text = "x" * at + "\x00" * len(raw) + "x" * (length - at - len(raw))
+        setattr(nodes[odd].outputs, where, text)
+        payloads[odd] = nodes[odd].SerializeToString().replace(b"\x00" * len(raw), raw)
+    data = frame_all(schema.GlobalMetadata(version="1.0.0"), payloads)
+    with mock.patch.object(graph_module, "_SMALL", 0):
+        if bad == b"\xff":
+            with pytest.raises(TraceFormatError) as err:
+                graph_from_bytes(data)
+            assert err.value.where == f"byte {data.index(payloads[odd]) - len(encode_varint(len(payloads[odd])))}"
+            return
+        g = graph_from_bytes(data)
+    if bad is not None:
+        nodes[odd] = schema.Node.FromString(payloads[odd])
+    assert_graph_matches(g, nodes)
+    assert np.flatnonzero(g.slow).tolist() == ([odd] if bad else [])
+
+
 @pytest.mark.parametrize(
     "value, fails",
     [

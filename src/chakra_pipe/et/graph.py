@@ -1162,8 +1162,13 @@ class _Decoder:
         p = np.concatenate(self.io_s)
         end = p + np.concatenate(self.io_l)
         self.io_node, self.io_s, self.io_l = [], [], []  # concatenated: the pieces are a second copy
+        # An IOInfo whose bytes are all ASCII holds only ASCII strings (its tags are too): one span
+        # checked instead of three strings. The spans of the long strings cost ~30 ns each in the
+        # check's reduceat, whatever their length; ~85 % of a converted trace's IOInfos (those
+        # without a string of 128 bytes or more, whose length has a high byte) are clean.
+        clean = _ascii(arr, p, end - p)
         active = np.flatnonzero(p < end)
-        spans: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        spans: list[tuple[np.ndarray, ...]] = []
         for _ in range(3):
             if not len(active):
                 break
@@ -1175,7 +1180,8 @@ class _Decoder:
             ok = (tag >= 0x0A) & (tag <= 0x1A) & (tag % 8 == 2) & (nb > 0) & (newp <= end[active])
             self.slow[node[active[~ok]]] = True
             a = active[ok]
-            spans.append((node[a], (pa + 1 + nb)[ok], ln[ok]))
+            dirty = ~clean[a]
+            spans.append((node[a][dirty], (pa + 1 + nb)[ok][dirty], ln[ok][dirty]))
             p[a] = newp[ok]
             active = a[p[a] < end[a]]
         self.slow[node[active]] = True
