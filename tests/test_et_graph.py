@@ -381,6 +381,29 @@ def _tail_case_payloads() -> list[bytes]:
     return payloads
 
 
+@pytest.mark.parametrize("pad", [16, 40, 200])
+def test_strings_grouped_by_their_bytes_up_to_the_end_of_the_buffer(pad):
+    """Strings of 1-96 bytes at every start, up to the last byte before the zero padding (whose
+    rows of words would run past the buffer): each is ``same`` exactly when its bytes equal its
+    group representative's, and a representative is its own group's."""
+    rng = np.random.default_rng(pad)
+    data = rng.choice(np.frombuffer(b"ab\x00\xff", dtype=np.uint8), 160)
+    data[60:120] = data[:60]  # repeats: most strings have copies
+    arr = np.zeros(len(data) + pad, dtype=np.uint8)
+    arr[: len(data)] = data
+    starts, lens = np.meshgrid(np.arange(len(data)), np.arange(1, 97))
+    keep = (starts + lens <= len(data)).ravel()
+    s, n = starts.ravel()[keep], lens.ravel()[keep]
+    for part in (slice(None), np.flatnonzero(n <= 24), np.flatnonzero(n == 56)):
+        ps, pn = s[part], n[part]
+        first, inv, same = graph_module._group_strings(arr, ps, pn, 16)
+        rep = first[inv]
+        expect = [arr[a : a + k].tobytes() == arr[ps[r] : ps[r] + pn[r]].tobytes() for a, k, r in zip(ps, pn, rep)]
+        assert same.tolist() == expect
+        assert (inv[first] == np.arange(len(first))).all() and same[first].all()
+        assert same.sum() > len(ps) // 3  # grouping found the copies
+
+
 def test_repeated_attribute_tails_checked_once_read_as_each_alone():
     """Tails of repeated bytes are walked and checked once per distinct string: every column,
     attribute column and the records sent to protobuf are those of the attribute-by-attribute way
