@@ -381,6 +381,29 @@ def _tail_case_payloads() -> list[bytes]:
     return payloads
 
 
+@pytest.mark.parametrize("pad", [16, 40, 200])
+def test_strings_grouped_by_their_bytes_up_to_the_end_of_the_buffer(pad):
+    """Strings of 1-96 bytes at every start, up to the last byte before the zero padding (whose
+    rows of words would run past the buffer): each is ``same`` exactly when its bytes equal its
+    group representative's, and a representative is its own group's."""
+    rng = np.random.default_rng(pad)
+    data = rng.choice(np.frombuffer(b"ab\x00\xff", dtype=np.uint8), 160)
+    data[60:120] = data[:60]  # repeats: most strings have copies
+    arr = np.zeros(len(data) + pad, dtype=np.uint8)
+    arr[: len(data)] = data
+    starts, lens = np.meshgrid(np.arange(len(data)), np.arange(1, 97))
+    keep = (starts + lens <= len(data)).ravel()
+    s, n = starts.ravel()[keep], lens.ravel()[keep]
+    for part in (slice(None), np.flatnonzero(n <= 24), np.flatnonzero(n == 56)):
+        ps, pn = s[part], n[part]
+        first, inv, same = graph_module._group_strings(arr, ps, pn, 16)
+        rep = first[inv]
+        expect = [arr[a : a + k].tobytes() == arr[ps[r] : ps[r] + pn[r]].tobytes() for a, k, r in zip(ps, pn, rep)]
+        assert same.tolist() == expect
+        assert (inv[first] == np.arange(len(first))).all() and same[first].all()
+        assert same.sum() > len(ps) // 3  # grouping found the copies
+
+
 def test_repeated_attribute_tails_checked_once_read_as_each_alone():
     """Tails of repeated bytes are walked and checked once per distinct string: every column,
     attribute column and the records sent to protobuf are those of the attribute-by-attribute way
@@ -554,6 +577,43 @@ def test_ascii_check_finds_one_high_byte_anywhere_in_or_next_to_a_span():
         arr[64:] = 0  # the zero padding
         inside = (starts <= high) & (high < starts + lens)
         assert graph_module._ascii(arr, starts, lens).tolist() == (~inside).tolist()
+
+
+@pytest.mark.parametrize("bad", [None, "é", b"\xff"])
+@pytest.mark.parametrize("where", ["values", "shapes", "types"])
+@pytest.mark.parametrize("length", [3, 17, 127, 128, 300])
+def test_io_strings_checked_by_whole_span_keep_protobufs_verdict(bad, where, length):
+    """An IOInfo whose bytes are all ASCII is taken whole; one with a high byte (a string of 128
+    bytes or more has a two-byte length, or a non-ASCII string) has its strings checked one by one:
+    ASCII strings beside a long one stay in bulk, a non-ASCII one goes to protobuf, bad UTF-8 is
+    refused with its record's offset, wherever the byte lies in the span."""
+    nodes = []
+    for i in range(40):
+        node = schema.Node(id=i + 1, name=f"n{i}", type=4)
+        for io in (node.inputs, node.outputs):
+            io.values, io.shapes, io.types = "v" * (i % 5), "[[4]]", "Tensor(float)"
+        setattr(node.outputs if i % 2 else node.inputs, where, "x" * length)
+        nodes.append(node)
+    payloads = [n.SerializeToString() for n in nodes]
+    odd = 17  # the record that holds the byte, at the start, middle or end of its string
+    if bad is not None:
+        raw = bad.encode() if isinstance(bad, str) else bad
+        at = [0, length // 2, length - len(raw)][odd % 3]
+        text = "x" * at + "\x00" * len(raw) + "x" * (length - at - len(raw))
+        setattr(nodes[odd].outputs, where, text)
+        payloads[odd] = nodes[odd].SerializeToString().replace(b"\x00" * len(raw), raw)
+    data = frame_all(schema.GlobalMetadata(version="1.0.0"), payloads)
+    with mock.patch.object(graph_module, "_SMALL", 0):
+        if bad == b"\xff":
+            with pytest.raises(TraceFormatError) as err:
+                graph_from_bytes(data)
+            assert err.value.where == f"byte {data.index(payloads[odd]) - len(encode_varint(len(payloads[odd])))}"
+            return
+        g = graph_from_bytes(data)
+    if bad is not None:
+        nodes[odd] = schema.Node.FromString(payloads[odd])
+    assert_graph_matches(g, nodes)
+    assert np.flatnonzero(g.slow).tolist() == ([odd] if bad else [])
 
 
 @pytest.mark.parametrize(
