@@ -14,6 +14,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,6 +25,8 @@ from chakra_pipe.errors import ChakraPipeError
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim.system.direct_aware import _one_chunk_per_ns
+from chakra_pipe.sim.system.phase_fast import FastPathDeclined
 
 STEPS = {
     "llama3-8b-t8d2-zero1": ["--model", "llama3-8b", "--layers", "2", "--tp", "8", "--dp", "2", "--zero", "1"],
@@ -184,3 +187,11 @@ def test_random_direct_chunks_equal_the_message_path(case) -> None:
             backend="congestion_aware",
         )
         assert _outcome(ts, hw, symmetric=False) == _outcome(ts, hw, fast=False)
+
+
+def test_two_chunks_all_gather_sends_at_one_ns_decline() -> None:
+    """A member's all-gather sends of two chunks at one ns leave in their generals' event order,
+    which the batch does not model: declined; one chunk's sends at one ns (program order) are not."""
+    _one_chunk_per_ns(np.array([[5, 5, 5, 7, 8, 9], [6, 6, 6, 7, 7, 7]]), 2)
+    with pytest.raises(FastPathDeclined):
+        _one_chunk_per_ns(np.array([[5, 6, 7, 3, 4, 7], [1, 2, 3, 4, 5, 6]]), 2)
