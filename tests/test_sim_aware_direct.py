@@ -124,8 +124,9 @@ def test_a_tie_on_a_downlink_reruns_message_by_message(tmp_path: Path, caplog) -
 
 def test_direct_runs_outside_the_batch_layout_are_declined(tmp_path: Path) -> None:
     """Rings' multi-hop routes (a link carries some senders' messages, not the same number of each),
-    several dimensions, windows below P−1 (sends as receives come), chunks at once (windows
-    interleaved on an uplink) go message by message from the start."""
+    several dimensions, windows below P−1 (sends as receives come), some chunks at once (windows
+    interleaved on an uplink, chunks starting apart) go message by message from the start; every
+    chunk at once is one batch (``tests/test_sim_aware_direct_chunks.py``)."""
     ts = _write(tmp_path, 8, ["AR"], stagger_us=0)
     assert aware_exact(ts, _hw(["Switch"], [8]))
     assert aware_exact(ts, _hw(["FullyConnected"], [8]))
@@ -134,7 +135,8 @@ def test_direct_runs_outside_the_batch_layout_are_declined(tmp_path: Path) -> No
     assert not aware_exact(ts, _hw(["Ring"], [8]))
     assert not aware_exact(ts, _hw(["Switch", "Switch"], [2, 4]))
     assert not aware_exact(ts, _hw(["Switch"], [8], algo="direct3"))
-    assert not aware_exact(ts, _hw(["Switch"], [8], splits=2, chunks=2))
+    assert aware_exact(ts, _hw(["Switch"], [8], splits=2, chunks=2))
+    assert not aware_exact(ts, _hw(["Switch"], [8], splits=4, chunks=2))
     assert aware_exact(ts, _hw(["Switch"], [8], algo="halvingDoubling"))
     assert not aware_exact(ts, _hw(["Ring"], [8], algo="halvingDoubling"))
     assert aware_exact(ts, _hw(["Switch"], [8], algo="doubleBinaryTree"))  # tests/test_sim_aware_tree.py

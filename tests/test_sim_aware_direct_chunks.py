@@ -4,9 +4,9 @@ With one queue and at least as many active chunks as ``preferred-dataset-splits`
 fully-connected network, each member starts all chunks' direct phases in one pass; their windows
 leave it back to back on one uplink. ``PhaseCoordinator.hold`` keeps the chunks completing in one ns
 and ``direct_aware.outcome_chunks`` evaluates them as one batch over the FIFO links, the order
-checked on every link (``LinkConflict``: redone message by message). Reduce-scatter, all-gather and
-all-to-all only; a direct all-reduce with chunks at once still runs message by message. Every case
-is compared on every rank with ``fast=False``.
+checked on every link (``LinkConflict``: redone message by message). A direct all-reduce's
+all-gather halves are a second batch, behind every chunk's reduce-scatter messages, with one joint
+fixed point. Every case is compared on every rank with ``fast=False``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,6 +25,8 @@ from chakra_pipe.errors import ChakraPipeError
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim.system.direct_aware import _one_chunk_per_ns
+from chakra_pipe.sim.system.phase_fast import FastPathDeclined
 
 STEPS = {
     "llama3-8b-t8d2-zero1": ["--model", "llama3-8b", "--layers", "2", "--tp", "8", "--dp", "2", "--zero", "1"],
@@ -31,6 +34,7 @@ STEPS = {
     "gpt3-175b-t2d2p2": ["--model", "gpt3-175b", "--layers", "2", "--tp", "2", "--dp", "2", "--pp", "2"],
 }
 SINGLE_WINDOW = ("reduce-scatter", "all-gather", "all-to-all")
+EVERY_KIND = ("all-reduce", *SINGLE_WINDOW)
 KIND_OF = {
     "all-reduce": schema.ALL_REDUCE,
     "reduce-scatter": schema.REDUCE_SCATTER,
@@ -73,27 +77,29 @@ def steps(tmp_path_factory) -> dict[str, TraceSet]:
     return generated_steps(tmp_path_factory, STEPS)
 
 
+@pytest.mark.parametrize("direct", [SINGLE_WINDOW, EVERY_KIND])
 @pytest.mark.parametrize("active", [4, 8])
 @pytest.mark.parametrize("topology", ["Switch", "FullyConnected"])
 @pytest.mark.parametrize("step", sorted(STEPS))
 def test_generated_steps_with_direct_gathers_and_chunks_take_the_fast_path(
-    steps, step: str, topology: str, active: int, caplog
+    steps, step: str, topology: str, active: int, direct: tuple[str, ...], caplog
 ) -> None:
-    """All-reduces on rings, reduce-scatters, all-gathers and all-to-alls direct, every chunk active:
-    every collective message evaluated (only pipeline sends one by one), nothing redone, every rank
-    equal to the message path."""
+    """Reduce-scatters, all-gathers and all-to-alls direct, all-reduces on rings or direct too, every
+    chunk active: every collective message evaluated (only pipeline sends one by one), nothing
+    redone, every rank equal to the message path."""
     ts = steps[step]
-    assert_collectives_all_fast(ts, _hw(len(ts.ranks), topology, active), caplog)
+    assert_collectives_all_fast(ts, _hw(len(ts.ranks), topology, active, direct=direct), caplog)
 
 
 @pytest.mark.parametrize("p", [4, 16, 64])
-@pytest.mark.parametrize("kind", [schema.ALL_TO_ALL, schema.REDUCE_SCATTER, schema.ALL_GATHER])
+@pytest.mark.parametrize("kind", [schema.ALL_TO_ALL, schema.REDUCE_SCATTER, schema.ALL_GATHER, schema.ALL_REDUCE])
 def test_chunk_windows_queue_behind_each_other(tmp_path: Path, kind: int, p: int) -> None:
     """One collective, then another on the same links: 4 chunks' windows (4·(P−1) messages) leave
-    each uplink back to back, each downlink takes P−1 senders' by arrival; one batch per collective,
-    the links carried over."""
+    each uplink back to back, each downlink takes P−1 senders' by arrival; one batch per collective
+    (an all-reduce's all-gather halves a second one, behind every reduce-scatter message), the links
+    carried over."""
     ts = write_set(tmp_path, [[coll(0, kind, size=1 << 20), coll(1, kind, size=3 << 18, data=[0])] for _ in range(p)])
-    hw = _hw(p)
+    hw = _hw(p, direct=EVERY_KIND)
     assert aware_exact(ts, hw)
     fast, slow = simulate(ts, hw, symmetric=False), simulate(ts, hw, fast=False)
     assert fast.fast_messages == fast.messages == slow.messages > 0
@@ -101,14 +107,13 @@ def test_chunk_windows_queue_behind_each_other(tmp_path: Path, kind: int, p: int
 
 
 def test_what_the_batch_does_not_model_is_declined(tmp_path: Path) -> None:
-    """A direct all-reduce with chunks at once (its all-gather half meets later chunks' reduce-scatter
-    messages), fewer active chunks than splits (chunks start apart), two queues (half the chunks run
-    the other way), windows below P−1 and multi-hop rings go message by message from the start."""
+    """Fewer active chunks than splits (chunks start apart), two queues (half the chunks run the other
+    way), windows below P−1 and multi-hop rings go message by message from the start."""
     ts = write_set(tmp_path, [[coll(0, schema.ALL_TO_ALL, size=1 << 20)] for _ in range(8)])
     assert aware_exact(ts, _hw(8))
     assert aware_exact(ts, _hw(8, "FullyConnected", active=8))
     assert aware_exact(ts, _hw(8, window="direct7"))
-    assert not aware_exact(ts, _hw(8, direct=("all-reduce", *SINGLE_WINDOW)))
+    assert aware_exact(ts, _hw(8, direct=EVERY_KIND))
     assert not aware_exact(ts, _hw(8, active=2))
     assert not aware_exact(ts, _hw(8, queues=2))
     assert not aware_exact(ts, _hw(8, window="direct3"))
@@ -139,7 +144,7 @@ def _cases(draw) -> tuple[list[list], dict, dict]:
             nodes.append(make_node(n, schema.COMM_SEND_NODE, data=[after], comm_src=r, comm_dst=peer, **attrs))
             nodes.append(make_node(n + 1, schema.COMM_RECV_NODE, data=[after], comm_src=peer, comm_dst=r, **attrs))
         ranks.append(nodes)
-    direct = draw(st.sets(st.sampled_from(SINGLE_WINDOW), min_size=1))
+    direct = draw(st.sets(st.sampled_from(EVERY_KIND), min_size=1))
     system = {
         "scheduling-policy": draw(st.sampled_from(["LIFO", "FIFO"])),
         "endpoint-delay": draw(st.sampled_from([0, 1, 10, 20])),
@@ -169,7 +174,7 @@ def _outcome(ts, hw: HardwareConfig, **kw) -> object:
 @given(_cases())
 def test_random_direct_chunks_equal_the_message_path(case) -> None:
     """Random small sets: 2–16 NPUs on a switch or fully-connected network, 2–8 splits with every
-    chunk active, direct reduce-scatters / all-gathers / all-to-alls beside ring all-reduces,
+    chunk active, direct all-reduces / reduce-scatters / all-gathers / all-to-alls beside rings,
     overlapping or chained, staggered starts, sends beside them, 0–700 ns latency, endpoint delay
     0–20 ns, both collective optimizations: every rank equals ``fast=False``, whether the run stayed
     on the fast path or was redone."""
@@ -182,3 +187,11 @@ def test_random_direct_chunks_equal_the_message_path(case) -> None:
             backend="congestion_aware",
         )
         assert _outcome(ts, hw, symmetric=False) == _outcome(ts, hw, fast=False)
+
+
+def test_two_chunks_all_gather_sends_at_one_ns_decline() -> None:
+    """A member's all-gather sends of two chunks at one ns leave in their generals' event order,
+    which the batch does not model: declined; one chunk's sends at one ns (program order) are not."""
+    _one_chunk_per_ns(np.array([[5, 5, 5, 7, 8, 9], [6, 6, 6, 7, 7, 7]]), 2)
+    with pytest.raises(FastPathDeclined):
+        _one_chunk_per_ns(np.array([[5, 6, 7, 3, 4, 7], [1, 2, 3, 4, 5, 6]]), 2)

@@ -91,9 +91,9 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
       FIFO links, the order checked on every link; trees only in runs whose collectives are
       all-reduces one after another on each rank, ``_all_reduces_in_sequence``) where ``_batches_exact``
       holds — a 1-D switch or fully-connected network, windows covering every peer, one chunk of a
-      collective at a time — or, for direct reduce-scatters, all-gathers and all-to-alls with every
-      chunk of a collective at once, ``_direct_chunks_batched`` (the chunks' windows evaluated as one
-      batch, ``direct_aware.outcome_chunks``), else the run goes message by message;
+      collective at a time — or, for direct phases with every chunk of a collective at once,
+      ``_direct_chunks_batched`` (the chunks' windows evaluated as one batch,
+      ``direct_aware.outcome_chunks``), else the run goes message by message;
     - several queues per dimension *and* ``preferred_dataset_splits`` > 1 (and several chunks in
       flight) where a ring's two directions share a link: half of a collective's chunks then run
       the other way round, over the same senders' links in another order (a switch's up- and
@@ -176,15 +176,15 @@ def _direct_chunks_batched(hw: HardwareConfig) -> bool:
     """Whether direct phases with several chunks of a collective in flight may take the aware fast
     path: every chunk runs at once on a 1-D switch or fully-connected network with one queue
     (``_chunks_evaluated_together``: they start in one pass, so ``PhaseCoordinator.hold`` evaluates
-    them as one batch, ``direct_aware.outcome_chunks``), windows covering every peer, and direct only
-    for single-window collectives (reduce-scatter, all-gather, all-to-all: an all-reduce's all-gather
-    half would meet later chunks' reduce-scatter messages on the links), rings for the rest."""
+    them as one batch, ``direct_aware.outcome_chunks``; an all-reduce's all-gather halves as a second
+    batch, checked to reach every link after all chunks' reduce-scatter messages) and windows covering
+    every peer; rings for the rest."""
     sysc, net = hw.system, hw.network
     if not (_chunks_evaluated_together(hw) and net.topology[0] in ("Switch", "FullyConnected")):
         return False
-    for kind, impl in sysc.implementations:
+    for _, impl in sysc.implementations:
         for a in impl:
-            if a.base == "direct" and (kind == "ALL_REDUCE" or 0 <= a.window < net.npus - 1):
+            if a.base == "direct" and 0 <= a.window < net.npus - 1:
                 return False
             if a.base not in ("ring", "direct"):
                 return False

@@ -17,15 +17,15 @@ links must then take every all-gather message after every reduce-scatter one (``
 :class:`LinkConflict`. Only the final evaluation is left on the links (:meth:`FifoReceives.done`).
 
 Several chunks of one collective started in one pass (every chunk active) send their windows back to
-back from each member: :func:`outcome_chunks` evaluates them as one batch.
+back from each member: :func:`outcome_chunks` evaluates them as one batch (an all-reduce's all-gather
+halves as a second one).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .algorithm import AR
-from .direct_fast import FastDirect, _Layout, _layout, _outcome, _plan_key
+from .direct_fast import FastDirect, _Layout, _layout, _outcome
 from .phase_fast import FastPathDeclined
 
 
@@ -43,12 +43,12 @@ def outcome(coord, first: FastDirect, starts: list[int], plan_key: tuple) -> tup
     base = min(starts)
     e = int(coord.cached(plan_key, lambda: first.packet_plan(first.parallel_reduce + first.stream_count))[0][0])
     if not links.idle(state, base + e):
-        return 0, _outcome(coord, first, starts, FifoReceives(lay, links, state))
+        return 0, _outcome(coord, first, starts, FifoReceives(lay, links, state, [lay.flat]))[0]
     key = ("direct-aware-outcome", first.ring.key, first.direction, plan_key, tuple(s - base for s in starts))
     hit = coord.cache.get(key)
     if hit is None:
-        receives = FifoReceives(lay, links, state)
-        times, delays = _outcome(coord, first, starts, receives)
+        receives = FifoReceives(lay, links, state, [lay.flat])
+        times, delays = _outcome(coord, first, starts, receives)[0]
         end = links.shifted(receives.final, -base)
         hit = coord.cached(key, lambda: ([t - base for t in times], delays, end))
     else:
@@ -68,16 +68,17 @@ def outcome_chunks(coord, chunks: list[list[FastDirect]]) -> list[tuple[list, li
     registration order): one row of ``K·(P−1)`` messages in program order, which is how
     ``FifoBatchLinks`` orders a sender's messages at one ns on its links. Every other order on a link
     is by arrival, and two senders' messages reaching a link at one ns raise ``LinkConflict`` as for
-    one window. The chunks' receives are matched by their own streams' tags, and a single-window
-    phase (reduce-scatter, all-gather, all-to-all) sends nothing after its window, so once the batch's
-    arrivals are known each chunk is the one-window outcome of its own receives. An all-reduce sends
-    its all-gather half while later chunks' reduce-scatter messages may still queue on its links (an
-    order the two-half evaluation does not model), and chunks whose members started them in another
-    order or at other times do not send one row in program order: both decline
-    (``FastPathDeclined``: the run is redone with direct phases message by message)."""
+    one window. The chunks' receives are matched by their own streams' tags, so once the batch's
+    arrivals are known each chunk is the one-window outcome of its own receives. An all-reduce's
+    all-gather halves are sent as each chunk's reduce-scatter receives come: they are one batch too
+    (every chunk's sends in one row per member, by time), evaluated from the links' state after every
+    chunk's reduce-scatter messages, which they must reach each link after (``after``, else
+    ``LinkConflict``: on a switch each uplink sends them behind all of its reduce-scatter messages);
+    their fixed point is joint (``direct_fast._all_gather``). Two chunks' all-gather sends leaving a
+    member at one ns go in the order of their generals' events, not modelled, as are chunks whose
+    members started them in another order or at other times: both decline (``FastPathDeclined``:
+    the run is redone with direct phases message by message)."""
     first = chunks[0][0]
-    if first.ctype == AR:
-        raise FastPathDeclined("direct all-reduce: several chunks in flight at once")
     starts = [a.start_ns for a in chunks[0]]
     for before, algos in zip(chunks, chunks[1:]):
         if any(a.start_ns != s or a.start_seq < b.start_seq for a, b, s in zip(algos, before, starts)):
@@ -89,12 +90,7 @@ def outcome_chunks(coord, chunks: list[list[FastDirect]]) -> list[tuple[list, li
         ("direct-links", ring.key, sign, size, k), lambda: _links(coord.network, ring.members, sign, size, k)
     )
     index = coord.cached(("direct-chunk-index", p, sign, k), lambda: _chunk_index(lay, k))
-    e = int(coord.cached(_plan_key(first), lambda: first.packet_plan(first.parallel_reduce + first.stream_count))[0][0])
-    sent = np.asarray(starts, dtype=np.int64) + e
-    arrived, final = links.arrive(np.repeat(sent[:, None], k * (p - 1), axis=1), links.state())
-    out = [_outcome(coord, algos[0], starts, _ChunkReceives(lay, arrived, rows)) for algos, rows in zip(chunks, index)]
-    links.store(final)
-    return out
+    return _outcome(coord, first, starts, FifoReceives(lay, links, links.state(), index))
 
 
 def _chunk_index(lay: _Layout, k: int) -> list[np.ndarray]:
@@ -106,30 +102,17 @@ def _chunk_index(lay: _Layout, k: int) -> list[np.ndarray]:
     return [rows + c * half + cols for c in range(k)]
 
 
-class _ChunkReceives:
-    """``FifoReceives``' interface for one chunk of a batch whose arrivals are known (single window)."""
-
-    def __init__(self, lay: _Layout, arrived: np.ndarray, rows: np.ndarray):
-        self.lay, self._arrived, self._rows = lay, arrived, rows
-
-    def first(self, sent: np.ndarray) -> np.ndarray:
-        out = np.take(self._arrived, self._rows)
-        np.maximum(out, sent[:, None], out=out)  # a receive is posted when its window is sent
-        out.sort(axis=1)
-        return out
-
-    def done(self) -> None:
-        """The batch leaves its links once, after every chunk (``outcome_chunks``)."""
-
-
 class FifoReceives:
-    """``direct_fast._ClosedReceives``' interface over the aware network's FIFO links."""
+    """``direct_fast._ClosedReceives``' interface over the aware network's FIFO links, for one phase
+    or the chunks of one collective sent as one batch (``index``: per chunk, where each member's
+    receives are in the batch; one phase's is ``lay.flat``). Results are lists, one per chunk."""
 
-    def __init__(self, lay: _Layout, links, state: list):
-        self.lay, self.links = lay, links
+    def __init__(self, lay: _Layout, links, state: list, index: list[np.ndarray]):
+        self.lay, self.links, self.index = lay, links, index
         self._state = state  # the links before the phase, then after its reduce-scatter half
         self.final = state  # the links after the last evaluation, left on them by ``done``
-        self._recv1: np.ndarray | None = None
+        self._recv1: list[np.ndarray] = []
+        self._sends: np.ndarray | None = None  # the all-gather sends last evaluated (several chunks)
 
     @staticmethod
     def links_of(coord, first: FastDirect, lay: _Layout):
@@ -138,31 +121,49 @@ class FifoReceives:
         key = ("direct-links", ring.key, sign, first.msg_size)
         return coord.cached(key, lambda: _links(coord.network, ring.members, sign, first.msg_size, 1))
 
-    def _sorted(self, sent: np.ndarray, posted: np.ndarray, after: bool) -> tuple[np.ndarray, list]:
-        """Each member's receives, sorted: its peer's message's arrival, not before posting."""
+    def _sorted(self, sent: np.ndarray, posted: list[np.ndarray], after: bool) -> tuple[list[np.ndarray], list]:
+        """Each chunk's receives per member, sorted: its peer's message's arrival, not before posting."""
         arrived, state = self.links.arrive(sent, self._state, after)
-        out = np.take(arrived, self.lay.flat)  # row d: the message of lay.src[d, j]'s send j
-        np.maximum(out, posted, out=out)
-        out.sort(axis=1)
+        out = []
+        for index, post in zip(self.index, posted):
+            recv = np.take(arrived, index)  # row d: the message of lay.src[d, j]'s send j
+            np.maximum(recv, post, out=recv)
+            recv.sort(axis=1)
+            out.append(recv)
         return out, state
 
-    def first(self, sent: np.ndarray) -> np.ndarray:
-        window = np.repeat(sent[:, None], self.lay.flat.shape[1], axis=1)
-        recv, self._state = self._sorted(window, sent[:, None], False)
+    def first(self, sent: np.ndarray) -> list[np.ndarray]:
+        window = np.repeat(sent[:, None], len(self.index) * self.lay.flat.shape[1], axis=1)
+        recv, self._state = self._sorted(window, [sent[:, None]] * len(self.index), False)
         self.final = self._state
-        self._recv1 = recv.copy()  # the all-reduce's fixed point may need it after consuming it
+        self._recv1 = [r.copy() for r in recv]  # the all-reduce's fixed point may need them after consuming them
         return recv
 
-    def again(self) -> np.ndarray:
-        assert self._recv1 is not None
-        return self._recv1.copy()
+    def again(self) -> list[np.ndarray]:
+        return [r.copy() for r in self._recv1]
 
-    def second(self, sends: np.ndarray) -> np.ndarray:
-        recv, self.final = self._sorted(sends, sends, True)
+    def second(self, sends: list[np.ndarray]) -> list[np.ndarray]:
+        batch = sends[0] if len(sends) == 1 else np.concatenate(sends, axis=1)
+        if len(sends) > 1:
+            self._sends = batch
+        recv, self.final = self._sorted(batch, sends, True)
         return recv
 
     def done(self) -> None:
+        if self._sends is not None:
+            _one_chunk_per_ns(self._sends, len(self.index))
         self.links.store(self.final)
+
+
+def _one_chunk_per_ns(sends: np.ndarray, k: int) -> None:
+    """Decline when two chunks' all-gather sends leave one member at one ns: their order on its
+    uplink is that of their generals' events, which the batch (chunk by chunk at a tie) does not
+    model."""
+    order = np.argsort(sends, axis=1, kind="stable")
+    times = np.take_along_axis(sends, order, axis=1)
+    chunk = order // (sends.shape[1] // k)
+    if ((times[:, 1:] == times[:, :-1]) & (chunk[:, 1:] != chunk[:, :-1])).any():
+        raise FastPathDeclined("direct all-reduce: two chunks' all-gather sends leave a member at one ns")
 
 
 def _links(network, members: list[int], sign: int, size: int, chunks: int):

@@ -161,7 +161,7 @@ def _evaluate_one(coord, algos: list[FastDirect]) -> None:
         base = min(starts)
         key = ("direct-outcome", first.ring.key, first.direction, _plan_key(first), tuple(s - base for s in starts))
         times, delays = coord.cached(
-            key, lambda: _outcome(coord, first, [s - base for s in starts], _ClosedReceives.of(coord, first))
+            key, lambda: _outcome(coord, first, [s - base for s in starts], _ClosedReceives.of(coord, first))[0]
         )
     _schedule_exits(coord, algos, base, times, delays)
 
@@ -201,26 +201,29 @@ class _ClosedReceives:
         key = ("direct-net", ring.key, sign, first.msg_size)
         return cls(lay, coord.cached(key, lambda: _net(coord, ring, lay, first.msg_size)))
 
-    def first(self, sent: np.ndarray) -> np.ndarray:
-        """The sorted receives of the window sent at ``sent`` (one time per member)."""
+    def first(self, sent: np.ndarray) -> list[np.ndarray]:
+        """The sorted receives of the window sent at ``sent`` (one time per member): one phase's, a
+        list of one as a batch of chunks gives one per chunk (``direct_aware``)."""
         self._sent = sent
-        return _recv(sent, self.lay, self.net)
+        return [_recv(sent, self.lay, self.net)]
 
-    def again(self) -> np.ndarray:
+    def again(self) -> list[np.ndarray]:
         """:meth:`first`'s result once more (recomputed: holding it would cost a matrix at 1,024 members)."""
         assert self._sent is not None
-        return _recv(self._sent, self.lay, self.net)
+        return [_recv(self._sent, self.lay, self.net)]
 
-    def second(self, sends: np.ndarray) -> np.ndarray:
+    def second(self, sends: list[np.ndarray]) -> list[np.ndarray]:
         """The sorted receives of an all-reduce's all-gather half (``sends``: each member's, in order)."""
-        return _recv(sends, self.lay, self.net)
+        return [_recv(sends[0], self.lay, self.net)]
 
     def done(self) -> None:
         """The evaluation is final (the aware receives leave their links here)."""
 
 
-def _outcome(coord, first: FastDirect, starts: list[int], receives) -> tuple[list[int], list[int]]:
-    """Each member's exit registration: (time, delay), for members starting at ``starts``."""
+def _outcome(coord, first: FastDirect, starts: list[int], receives) -> list[tuple[list[int], list[int]]]:
+    """Each member's exit registration ``(times, delays)``, for members starting at ``starts``: one
+    per chunk of ``receives`` (one phase, or the chunks of one collective evaluated as one batch,
+    ``direct_aware.outcome_chunks``; every chunk has ``first``'s shape and starts)."""
     p = first.ring.size
     w, half, total = first.parallel_reduce, p - 1, first.stream_count
     d, flags = coord.cached(_plan_key(first), lambda: first.packet_plan(w + total))
@@ -231,17 +234,17 @@ def _outcome(coord, first: FastDirect, starts: list[int], receives) -> tuple[lis
     # its receives become the all-gather's sends (one P x (P-1) matrix fewer at a time)
     rs, ag = slice(w, w + half), slice(w + half, w + 2 * half)
     recv1 = receives.first(sent)
-    best, at, processed = _last_general(recv1, d[rs], flags[rs], rows)
+    last = [_last_general(r, d[rs], flags[rs], rows) for r in recv1]
     if first.ctype == AR:
-        recv2 = _all_gather(recv1, d[rs], d[ag], receives)
-        g, r, f = _last_general(recv2, d[ag], flags[ag], rows)
-        later = g > best  # on a tie the reduce-scatter half's general stays the last one
-        at, processed = np.where(later, r, at), np.where(later, f, processed)
+        for c, recv2 in enumerate(_all_gather(recv1, d[rs], d[ag], receives)):
+            best, at, processed = last[c]
+            g, r, f = _last_general(recv2, d[ag], flags[ag], rows)
+            later = g > best  # on a tie the reduce-scatter half's general stays the last one
+            last[c] = (best, np.where(later, r, at), np.where(later, f, processed))
     receives.done()
     # a reduction packet's bus-hop callback registers the reduction delay; any other is the last one
     pd = first.sys.reduction_delay(first.msg_size)
-    times = np.where(processed, at + e, at).tolist()
-    return times, np.where(processed, pd, e).tolist()
+    return [(np.where(f, at + e, at).tolist(), np.where(f, pd, e).tolist()) for _, at, f in last]
 
 
 def _last_general(recv: np.ndarray, d: np.ndarray, flags: np.ndarray, rows: np.ndarray) -> tuple:
@@ -255,35 +258,42 @@ def _last_general(recv: np.ndarray, d: np.ndarray, flags: np.ndarray, rows: np.n
     return gen, recv[rows, m], flags[m]
 
 
-def _all_gather(recv1: np.ndarray, d1: np.ndarray, d2: np.ndarray, receives) -> np.ndarray:
-    """The all-gather receives of an all-reduce (sorted per member), given its reduce-scatter receives.
+def _all_gather(recv1: list[np.ndarray], d1: np.ndarray, d2: np.ndarray, receives) -> list[np.ndarray]:
+    """The all-gather receives of an all-reduce (sorted per member), given its reduce-scatter receives;
+    one matrix per chunk (chunks evaluated as one batch share the links, so their all-gather halves
+    are one fixed point, settled when every chunk's is).
 
-    ``recv1`` is consumed (its matrix becomes the all-gather sends); ``receives.again()`` gives it
+    ``recv1`` is consumed (its matrices become the all-gather sends); ``receives.again()`` gives them
     anew, needed only when the fixed point iterates."""
-    last = recv1[:, -1:].copy()
-    used = recv1
-    used += d1
-    if (used == last).any():
-        raise FastPathDeclined("direct all-reduce: a general at the last reduce-scatter receive's time")
-    g_star = np.where(used > last, used, np.iinfo(np.int64).max).min(axis=1)[:, None]
-    used.sort(axis=1)
-    half = used.shape[1]
-    for _ in range(half + 2):
+    used, g_star = [], []
+    for one in recv1:
+        last = one[:, -1:].copy()
+        one += d1
+        if (one == last).any():
+            raise FastPathDeclined("direct all-reduce: a general at the last reduce-scatter receive's time")
+        g_star.append(np.where(one > last, one, np.iinfo(np.int64).max).min(axis=1)[:, None])
+        one.sort(axis=1)
+        used.append(one)
+    half = used[0].shape[1]
+    for _ in range(len(used) * (half + 1) + 1):
         # The all-gather sends, in place: the receives depend on ``used`` only through them, so
         # comparing them (not ``used`` itself) ends the iteration at the same receives, one 8 MB
         # matrix fewer at 1,024 members.
-        top = used[:, -1].copy()
-        np.maximum(used, g_star, out=used)
+        tops = [u[:, -1].copy() for u in used]
+        for u, g in zip(used, g_star):
+            np.maximum(u, g, out=u)
         recv2 = receives.second(used)
-        recv2 += d2  # the generals, in place; undone before returning
-        settled = bool((recv2.min(axis=1) >= top).all())  # no all-gather general overtakes a reduce-scatter one
-        if not settled:
-            generals1 = receives.again()
-            generals1 += d1
-            merged = np.sort(np.concatenate([generals1, recv2], axis=1), axis=1)[:, :half]
-            settled = np.array_equal(np.maximum(merged, g_star), used)
-            used = merged
-        recv2 -= d2
+        settled, again = True, None
+        for c, (r, top) in enumerate(zip(recv2, tops)):
+            r += d2  # the generals, in place; undone before returning
+            if not (r.min(axis=1) >= top).all():  # an all-gather general overtakes a reduce-scatter one
+                again = receives.again() if again is None else again
+                generals1 = again[c]
+                generals1 += d1
+                merged = np.sort(np.concatenate([generals1, r], axis=1), axis=1)[:, :half]
+                settled &= np.array_equal(np.maximum(merged, g_star[c]), used[c])
+                used[c] = merged
+            r -= d2
         if settled:
             return recv2
     # every dependency cycle takes >= E ns, so this settles; with endpoint-delay 0 it may not: refuse
