@@ -6,7 +6,13 @@ exact by claim, and every test of one compares the same outputs with the message
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
+from hypothesis import strategies as st
+
 from chakra_pipe import cli
+from chakra_pipe.errors import ChakraPipeError
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.rankset import analyze
@@ -17,6 +23,12 @@ from chakra_pipe.sim.simulate import aware_fast_path_is_exact
 
 RERUN = "rerun message by message"  # simulate's log line when an aware fast run is redone
 KINDS = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")  # system.json's *-implementation keys
+KIND_OF = {  # each key's comm type
+    "all-reduce": schema.ALL_REDUCE,
+    "reduce-scatter": schema.REDUCE_SCATTER,
+    "all-gather": schema.ALL_GATHER,
+    "all-to-all": schema.ALL_TO_ALL,
+}
 # Small generated steps with TP, ZeRO-1, experts and a pipeline, whose collectives the several-chunk
 # aware tests run chunk by chunk (generate llm flags by name; ``generated_steps`` builds them)
 CHUNK_STEPS = {
@@ -100,3 +112,51 @@ def assert_collectives_all_fast(ts, hw: HardwareConfig, caplog) -> None:
     p2p = sum(int((g.types == schema.COMM_SEND_NODE).sum()) for g in ts.ranks)
     assert fast.messages - fast.fast_messages == p2p and fast.fast_messages > 0
     assert_fast_equals_message_path(ts, hw)
+
+
+def random_ranks(draw, p: int, kinds: list[int], size: int) -> list[list]:
+    """Ranks of the random fast-path sweeps: a staggered compute node, then collectives of ``kinds``
+    (``size`` bytes; each after the one before, or all after the compute), and on an even set a send
+    to and a receive from the partner ``r ^ 1`` after a drawn node: the message path beside the
+    batched phases."""
+    from test_sim_examples import coll, make_node
+
+    chained = draw(st.booleans())
+    stagger = draw(st.lists(st.integers(0, 3), min_size=p, max_size=p))
+    p2p = p % 2 == 0 and draw(st.booleans())
+    after, p2p_size = draw(st.integers(0, len(kinds))), draw(st.sampled_from([1 << 12, 1 << 18, 1 << 21]))
+    ranks = []
+    for r in range(p):
+        nodes = [make_node(0, schema.COMP_NODE, stagger[r])]
+        for c, kind in enumerate(kinds):
+            nodes.append(coll(c + 1, kind, size=size, data=[c if chained else 0]))
+        if p2p:
+            n, peer = len(nodes), r ^ 1
+            attrs = {"comm_size": p2p_size, "comm_tag": 5}
+            nodes.append(make_node(n, schema.COMM_SEND_NODE, data=[after], comm_src=r, comm_dst=peer, **attrs))
+            nodes.append(make_node(n + 1, schema.COMM_RECV_NODE, data=[after], comm_src=peer, comm_dst=r, **attrs))
+        ranks.append(nodes)
+    return ranks
+
+
+def _outcome(ts, hw: HardwareConfig, **kw) -> object:
+    try:
+        return simulate(ts, hw, **kw).to_dict()
+    except ChakraPipeError as exc:  # a set both paths stop on alike (a chunk-queue deadlock)
+        return type(exc).__name__
+
+
+def assert_random_case_equals_message_path(ranks: list[list], system: dict, network: dict, **hw_kw) -> None:
+    """A random sweep's case on the congestion-aware backend: every rank (or the error) of the fast
+    run, whether it stayed on the fast path or was redone, equals ``fast=False``'s."""
+    from test_sim_examples import write_set
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ts = write_set(Path(tmp), ranks)
+        hw = HardwareConfig(
+            SystemConfig.from_dict(system, source="sys"),
+            NetworkConfig.from_dict(network, source="net"),
+            backend="congestion_aware",
+            **hw_kw,
+        )
+        assert _outcome(ts, hw, symmetric=False) == _outcome(ts, hw, fast=False)

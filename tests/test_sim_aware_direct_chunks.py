@@ -11,17 +11,23 @@ fixed point. Every case is compared on every rank with ``fast=False``.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sim_paths import KINDS, assert_collectives_all_fast, aware_exact, generated_steps
-from test_sim_examples import coll, make_node, write_set
+from sim_paths import (
+    KIND_OF,
+    KINDS,
+    assert_collectives_all_fast,
+    assert_random_case_equals_message_path,
+    aware_exact,
+    generated_steps,
+    random_ranks,
+)
+from test_sim_examples import coll, write_set
 
-from chakra_pipe.errors import ChakraPipeError
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
@@ -35,12 +41,6 @@ STEPS = {
 }
 SINGLE_WINDOW = ("reduce-scatter", "all-gather", "all-to-all")
 EVERY_KIND = ("all-reduce", *SINGLE_WINDOW)
-KIND_OF = {
-    "all-reduce": schema.ALL_REDUCE,
-    "reduce-scatter": schema.REDUCE_SCATTER,
-    "all-gather": schema.ALL_GATHER,
-    "all-to-all": schema.ALL_TO_ALL,
-}
 
 
 def _hw(
@@ -128,22 +128,7 @@ def _cases(draw) -> tuple[list[list], dict, dict]:
     active = draw(st.sampled_from([splits, splits + 1, 2 * splits]))
     kinds = draw(st.lists(st.sampled_from(sorted(KIND_OF)), min_size=1, max_size=3))
     chunk = draw(st.sampled_from([1 << 10, 1 << 14, 3 << 16, 1 << 20]))
-    chained = draw(st.booleans())  # each collective after the one before, or all after the compute
-    stagger = draw(st.lists(st.integers(0, 3), min_size=p, max_size=p))
-    # a send to and a receive from the partner r ^ 1 after node ``after``: the message path beside the batches
-    p2p = p % 2 == 0 and draw(st.booleans())
-    after, p2p_size = draw(st.integers(0, len(kinds))), draw(st.sampled_from([1 << 12, 1 << 18, 1 << 21]))
-    ranks = []
-    for r in range(p):
-        nodes = [make_node(0, schema.COMP_NODE, stagger[r])]
-        for c, kind in enumerate(kinds):
-            nodes.append(coll(c + 1, KIND_OF[kind], size=chunk * splits, data=[c if chained else 0]))
-        if p2p:
-            n, peer = len(nodes), r ^ 1
-            attrs = {"comm_size": p2p_size, "comm_tag": 5}
-            nodes.append(make_node(n, schema.COMM_SEND_NODE, data=[after], comm_src=r, comm_dst=peer, **attrs))
-            nodes.append(make_node(n + 1, schema.COMM_RECV_NODE, data=[after], comm_src=peer, comm_dst=r, **attrs))
-        ranks.append(nodes)
+    ranks = random_ranks(draw, p, [KIND_OF[k] for k in kinds], chunk * splits)
     direct = draw(st.sets(st.sampled_from(EVERY_KIND), min_size=1))
     system = {
         "scheduling-policy": draw(st.sampled_from(["LIFO", "FIFO"])),
@@ -163,13 +148,6 @@ def _cases(draw) -> tuple[list[list], dict, dict]:
     return ranks, system, network
 
 
-def _outcome(ts, hw: HardwareConfig, **kw) -> object:
-    try:
-        return simulate(ts, hw, **kw).to_dict()
-    except ChakraPipeError as exc:  # a set both paths stop on alike
-        return type(exc).__name__
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_cases())
 def test_random_direct_chunks_equal_the_message_path(case) -> None:
@@ -179,14 +157,7 @@ def test_random_direct_chunks_equal_the_message_path(case) -> None:
     0–20 ns, both collective optimizations: every rank equals ``fast=False``, whether the run stayed
     on the fast path or was redone."""
     ranks, system, network = case
-    with tempfile.TemporaryDirectory() as tmp:
-        ts = write_set(Path(tmp), ranks)
-        hw = HardwareConfig(
-            SystemConfig.from_dict(system, source="sys"),
-            NetworkConfig.from_dict(network, source="net"),
-            backend="congestion_aware",
-        )
-        assert _outcome(ts, hw, symmetric=False) == _outcome(ts, hw, fast=False)
+    assert_random_case_equals_message_path(ranks, system, network)
 
 
 def test_two_chunks_all_gather_sends_at_one_ns_decline() -> None:

@@ -11,7 +11,6 @@ Every case is compared with the message-by-message run (``fast=False``) on every
 from __future__ import annotations
 
 import logging
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,15 +20,16 @@ from sim_paths import (
     CHUNK_STEPS,
     RERUN,
     assert_collectives_all_fast,
+    assert_random_case_equals_message_path,
     aware_hardware,
     generated_steps,
+    random_ranks,
     tiered_network,
 )
 from test_sim_examples import coll, make_node, write_set
 
-from chakra_pipe.errors import ChakraPipeError
 from chakra_pipe.et import schema
-from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim import simulate
 
 STEPS = CHUNK_STEPS
 KINDS = [schema.ALL_REDUCE, schema.ALL_GATHER, schema.REDUCE_SCATTER, schema.ALL_TO_ALL]
@@ -79,23 +79,7 @@ def _cases(draw) -> tuple[list[list], dict, dict]:
     active = draw(st.integers(2, splits + 1))
     kinds = draw(st.lists(st.sampled_from(KINDS), min_size=1, max_size=3))
     chunk = draw(st.sampled_from([1 << 14, 3 << 16, 1 << 20]))
-    chained = draw(st.booleans())  # each collective after the one before, or all after the compute
-    stagger = draw(st.lists(st.integers(0, 3), min_size=p, max_size=p))
-    # a send to and a receive from the partner r ^ 1 after node ``after``: the message path beside the
-    # held phases (each hop settles those crossing its link)
-    p2p = p % 2 == 0 and draw(st.booleans())
-    after, p2p_size = draw(st.integers(0, len(kinds))), draw(st.sampled_from([1 << 12, 1 << 18, 1 << 21]))
-    ranks = []
-    for r in range(p):
-        nodes = [make_node(0, schema.COMP_NODE, stagger[r])]
-        for c, kind in enumerate(kinds):
-            nodes.append(coll(c + 1, kind, size=chunk * splits, data=[c if chained else 0]))
-        if p2p:
-            n, peer = len(nodes), r ^ 1
-            p2p_attrs = {"comm_size": p2p_size, "comm_tag": 5}
-            nodes.append(make_node(n, schema.COMM_SEND_NODE, data=[after], comm_src=r, comm_dst=peer, **p2p_attrs))
-            nodes.append(make_node(n + 1, schema.COMM_RECV_NODE, data=[after], comm_src=peer, comm_dst=r, **p2p_attrs))
-        ranks.append(nodes)
+    ranks = random_ranks(draw, p, kinds, chunk * splits)
     system = {
         "scheduling-policy": draw(st.sampled_from(["LIFO", "FIFO"])),
         "endpoint-delay": draw(st.sampled_from([0, 10, 20])),
@@ -117,13 +101,6 @@ def _cases(draw) -> tuple[list[list], dict, dict]:
     return ranks, system, network
 
 
-def _outcome(ts, hw: HardwareConfig, **kw) -> object:
-    try:
-        return simulate(ts, hw, **kw).to_dict()
-    except ChakraPipeError as exc:  # a chunk-queue deadlock stops both paths alike
-        return type(exc).__name__
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_cases())
 def test_random_staggered_chunks_equal_the_message_path(case) -> None:
@@ -132,14 +109,7 @@ def test_random_staggered_chunks_equal_the_message_path(case) -> None:
     beside them, 0–700 ns latency, endpoint delay, both collective optimizations: every rank equals
     ``fast=False``, whether the run stayed on the recurrence or was redone."""
     ranks, system, network = case
-    with tempfile.TemporaryDirectory() as tmp:
-        ts = write_set(Path(tmp), ranks)
-        hw = HardwareConfig(
-            SystemConfig.from_dict(system, source="sys"),
-            NetworkConfig.from_dict(network, source="net"),
-            backend="congestion_aware",
-        )
-        assert _outcome(ts, hw, symmetric=False) == _outcome(ts, hw, fast=False)
+    assert_random_case_equals_message_path(ranks, system, network)
 
 
 def test_a_late_chunk_joins_the_held_batch(tmp_path: Path, caplog, monkeypatch) -> None:
@@ -169,55 +139,10 @@ def test_a_late_chunk_joins_the_held_batch(tmp_path: Path, caplog, monkeypatch) 
     assert fast.to_dict() == simulate(ts, hw, fast=False).to_dict()
 
 
-@pytest.mark.parametrize("delay_us", [0, 5, 10, 15])
-def test_a_send_settles_the_held_batch_on_its_link(tmp_path: Path, monkeypatch, delay_us: int) -> None:
-    """Ranks 0 and 1 run a 4 MiB group all-reduce, 2 of 4 chunks active (held batches), while ranks
-    2 and 3 send 1 MiB to them after ``delay_us``: each send's hop onto a downlink the held phases
-    cross first evaluates them (``settle``), so the link sees both in arrival order; where the
-    order cannot be proven the run is redone. Every rank equals ``fast=False``."""
-    from chakra_pipe.sim.system.ring_fast import RingCoordinator
-
-    p2p = {"comm_size": 1 << 20, "comm_tag": 3}
-    ranks = [
-        [
-            coll(0, schema.ALL_REDUCE, size=1 << 22, pg_name="5"),
-            make_node(1, schema.COMM_RECV_NODE, data=[0], comm_src=r + 2, comm_dst=r, **p2p),
-        ]
-        for r in (0, 1)
-    ] + [
-        [
-            make_node(0, schema.COMP_NODE, delay_us),
-            make_node(1, schema.COMM_SEND_NODE, data=[0], comm_src=r, comm_dst=r - 2, **p2p),
-        ]
-        for r in (2, 3)
-    ]
-    ts = write_set(tmp_path, ranks)
-    hw = aware_hardware(tiered_network("Switch", [4]), "ring", 2, 4)
-    flushed: list[int] = []  # held batches each settle evaluated
-    settle = RingCoordinator.settle
-
-    def spy(self, link):
-        held = len(self._batches)
-        settle(self, link)
-        flushed.append(held - len(self._batches))
-
-    monkeypatch.setattr(RingCoordinator, "settle", spy)
-    fast = simulate(ts, hw, {5: [0, 1]}, symmetric=False)
-    assert any(flushed) == (delay_us < 15), flushed  # by 15 us the group's last batch has left
-    assert fast.to_dict() == simulate(ts, hw, {5: [0, 1]}, fast=False).to_dict()
-
-
-@pytest.mark.parametrize(("delay_us", "size"), [(0, 1 << 16), (1, 1 << 16), (7, 1 << 20), (10, 1 << 16)])
-def test_a_send_ahead_of_the_held_batch_leaves_it_held(
-    tmp_path: Path, monkeypatch, caplog, delay_us: int, size: int
-) -> None:
-    """The set above with sends that reach the group's downlinks before any message of the held
-    batch can (``FifoRingLinks.earliest``: its members' first sends plus the idle latency of the
-    uplink before): the batch stays held (no settle evaluates it), the send takes the link first and
-    the batch queues behind it when it is evaluated — kept on the fast path, where evaluating it at
-    the send placed its messages ahead of the send and the run was redone (before 2026-12-04)."""
-    from chakra_pipe.sim.system.ring_fast import RingCoordinator
-
+def _group_beside_sends(tmp_path: Path, delay_us: int, size: int) -> tuple:
+    """Ranks 0 and 1 all-reduce 4 MiB in group 5 (2 of 4 chunks active, 4-NPU aware switch), then each
+    receives ``size`` bytes that rank 2 or 3 sends after ``delay_us``: the sends meet the held batches
+    on the group's downlinks."""
     p2p = {"comm_size": size, "comm_tag": 3}
     ranks = [
         [
@@ -232,17 +157,49 @@ def test_a_send_ahead_of_the_held_batch_leaves_it_held(
         ]
         for r in (2, 3)
     ]
-    ts = write_set(tmp_path, ranks)
-    hw = aware_hardware(tiered_network("Switch", [4]), "ring", 2, 4)
-    settled: list[int] = []  # held batches each settle evaluated
+    return write_set(tmp_path, ranks), aware_hardware(tiered_network("Switch", [4]), "ring", 2, 4)
+
+
+def _count_settled(monkeypatch) -> list[int]:
+    """How many held batches each ``RingCoordinator.settle`` call evaluated, call by call."""
+    from chakra_pipe.sim.system.ring_fast import RingCoordinator
+
+    counts: list[int] = []
     settle = RingCoordinator.settle
 
     def spy(self, link):
         held = len(self._batches)
         settle(self, link)
-        settled.append(held - len(self._batches))
+        counts.append(held - len(self._batches))
 
     monkeypatch.setattr(RingCoordinator, "settle", spy)
+    return counts
+
+
+@pytest.mark.parametrize("delay_us", [0, 5, 10, 15])
+def test_a_send_settles_the_held_batch_on_its_link(tmp_path: Path, monkeypatch, delay_us: int) -> None:
+    """Ranks 0 and 1 run a 4 MiB group all-reduce, 2 of 4 chunks active (held batches), while ranks
+    2 and 3 send 1 MiB to them after ``delay_us``: each send's hop onto a downlink the held phases
+    cross first evaluates them (``settle``), so the link sees both in arrival order; where the
+    order cannot be proven the run is redone. Every rank equals ``fast=False``."""
+    ts, hw = _group_beside_sends(tmp_path, delay_us, 1 << 20)
+    flushed = _count_settled(monkeypatch)
+    fast = simulate(ts, hw, {5: [0, 1]}, symmetric=False)
+    assert any(flushed) == (delay_us < 15), flushed  # by 15 us the group's last batch has left
+    assert fast.to_dict() == simulate(ts, hw, {5: [0, 1]}, fast=False).to_dict()
+
+
+@pytest.mark.parametrize(("delay_us", "size"), [(0, 1 << 16), (1, 1 << 16), (7, 1 << 20), (10, 1 << 16)])
+def test_a_send_ahead_of_the_held_batch_leaves_it_held(
+    tmp_path: Path, monkeypatch, caplog, delay_us: int, size: int
+) -> None:
+    """The set above with sends that reach the group's downlinks before any message of the held
+    batch can (``FifoRingLinks.earliest``: its members' first sends plus the idle latency of the
+    uplink before): the batch stays held (no settle evaluates it), the send takes the link first and
+    the batch queues behind it when it is evaluated — kept on the fast path, where evaluating it at
+    the send placed its messages ahead of the send and the run was redone (before 2026-12-04)."""
+    ts, hw = _group_beside_sends(tmp_path, delay_us, size)
+    settled = _count_settled(monkeypatch)
     with caplog.at_level(logging.INFO, logger="chakra_pipe.sim.simulate"):
         fast = simulate(ts, hw, {5: [0, 1]}, symmetric=False)
     assert RERUN not in caplog.text

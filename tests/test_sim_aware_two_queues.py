@@ -10,29 +10,29 @@ message by message from the start. Every case is compared on every rank with ``f
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sim_paths import KINDS, assert_collectives_all_fast, aware_exact, generated_steps
-from test_sim_examples import coll, make_node, write_set
+from sim_paths import (
+    KIND_OF,
+    KINDS,
+    assert_collectives_all_fast,
+    assert_random_case_equals_message_path,
+    aware_exact,
+    generated_steps,
+    random_ranks,
+)
+from test_sim_examples import coll, write_set
 
-from chakra_pipe.errors import ChakraPipeError
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
-from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
+from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig
 
 STEPS = {
     "llama3-8b-t4d4-zero1": ["--model", "llama3-8b", "--layers", "1", "--tp", "4", "--dp", "4", "--zero", "1"],
     "gpt3-13b-t4d4p2": ["--model", "gpt3-13b", "--layers", "2", "--tp", "4", "--dp", "4", "--pp", "2"],
-}
-KIND_OF = {
-    "all-reduce": schema.ALL_REDUCE,
-    "reduce-scatter": schema.REDUCE_SCATTER,
-    "all-gather": schema.ALL_GATHER,
-    "all-to-all": schema.ALL_TO_ALL,
 }
 
 
@@ -108,22 +108,7 @@ def _cases(draw) -> tuple[list[list], dict, dict, int]:
     active = draw(st.integers(1, 2 * splits))
     kinds = draw(st.lists(st.sampled_from(sorted(KIND_OF)), min_size=1, max_size=3))
     chunk = draw(st.sampled_from([1 << 10, 1 << 14, 3 << 16, 1 << 20]))
-    chained = draw(st.booleans())  # each collective after the one before, or all after the compute
-    stagger = draw(st.lists(st.integers(0, 3), min_size=p, max_size=p))
-    # a send to and a receive from the partner r ^ 1 after node ``after``: the message path beside the rings
-    p2p = p % 2 == 0 and draw(st.booleans())
-    after, p2p_size = draw(st.integers(0, len(kinds))), draw(st.sampled_from([1 << 12, 1 << 18, 1 << 21]))
-    ranks = []
-    for r in range(p):
-        nodes = [make_node(0, schema.COMP_NODE, stagger[r])]
-        for c, kind in enumerate(kinds):
-            nodes.append(coll(c + 1, KIND_OF[kind], size=chunk * splits, data=[c if chained else 0]))
-        if p2p:
-            n, peer = len(nodes), r ^ 1
-            attrs = {"comm_size": p2p_size, "comm_tag": 5}
-            nodes.append(make_node(n, schema.COMM_SEND_NODE, data=[after], comm_src=r, comm_dst=peer, **attrs))
-            nodes.append(make_node(n + 1, schema.COMM_RECV_NODE, data=[after], comm_src=peer, comm_dst=r, **attrs))
-        ranks.append(nodes)
+    ranks = random_ranks(draw, p, [KIND_OF[k] for k in kinds], chunk * splits)
     system = {
         "scheduling-policy": draw(st.sampled_from(["LIFO", "FIFO"])),
         "endpoint-delay": draw(st.sampled_from([0, 1, 10, 20])),
@@ -142,13 +127,6 @@ def _cases(draw) -> tuple[list[list], dict, dict, int]:
     return ranks, system, network, draw(st.sampled_from([2, 3, 4]))
 
 
-def _outcome(ts, hw: HardwareConfig, **kw) -> object:
-    try:
-        return simulate(ts, hw, **kw).to_dict()
-    except ChakraPipeError as exc:  # a chunk-queue deadlock stops both paths alike
-        return type(exc).__name__
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_cases())
 def test_random_two_way_chunks_equal_the_message_path(case) -> None:
@@ -158,12 +136,4 @@ def test_random_two_way_chunks_equal_the_message_path(case) -> None:
     collective optimizations: every rank equals ``fast=False``, whether the run stayed on the
     recurrence or was redone."""
     ranks, system, network, queues = case
-    with tempfile.TemporaryDirectory() as tmp:
-        ts = write_set(Path(tmp), ranks)
-        hw = HardwareConfig(
-            SystemConfig.from_dict(system, source="sys"),
-            NetworkConfig.from_dict(network, source="net"),
-            backend="congestion_aware",
-            num_queues_per_dim=queues,
-        )
-        assert _outcome(ts, hw, symmetric=False) == _outcome(ts, hw, fast=False)
+    assert_random_case_equals_message_path(ranks, system, network, num_queues_per_dim=queues)
