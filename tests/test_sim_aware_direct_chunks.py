@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from sim_paths import (
     KIND_OF,
     KINDS,
+    RERUN,
     assert_collectives_all_fast,
     assert_random_case_equals_message_path,
     aware_exact,
@@ -89,6 +90,26 @@ def test_generated_steps_with_direct_gathers_and_chunks_take_the_fast_path(
     redone, every rank equal to the message path."""
     ts = steps[step]
     assert_collectives_all_fast(ts, _hw(len(ts.ranks), topology, active, direct=direct), caplog)
+
+
+@pytest.mark.parametrize("active", [4, 8])
+@pytest.mark.parametrize("topology", ["Switch", "FullyConnected"])
+@pytest.mark.parametrize("step", sorted(STEPS))
+def test_generated_steps_take_the_chunk_batch_in_the_symmetric_run(
+    steps, step: str, topology: str, active: int, caplog
+) -> None:
+    """The default run of a generated step is the proven-symmetric quotient (one representative per
+    class), whose direct phases take the same chunk batch over every member: every collective
+    message evaluated, nothing redone or declined, every rank equal to the full engine's fast and
+    message paths."""
+    ts = steps[step]
+    hw = _hw(len(ts.ranks), topology, active, direct=EVERY_KIND)
+    with caplog.at_level("INFO", logger="chakra_pipe.sim"):
+        quick = simulate(ts, hw)
+    assert "symmetric run of" in caplog.text and "declined" not in caplog.text and RERUN not in caplog.text
+    p2p = sum(int((g.types == schema.COMM_SEND_NODE).sum()) for g in ts.ranks)
+    assert quick.fast_messages > 0 and quick.messages - quick.fast_messages <= p2p
+    assert quick.to_dict() == simulate(ts, hw, symmetric=False).to_dict() == simulate(ts, hw, fast=False).to_dict()
 
 
 @pytest.mark.parametrize("p", [4, 16, 64])
