@@ -127,6 +127,25 @@ def test_chunk_windows_queue_behind_each_other(tmp_path: Path, kind: int, p: int
     assert fast.to_dict() == slow.to_dict()
 
 
+@pytest.mark.parametrize("kind", [schema.ALL_TO_ALL, schema.ALL_REDUCE])
+def test_a_chunk_batch_on_idle_links_is_kept_per_start_pattern(tmp_path: Path, monkeypatch, kind: int) -> None:
+    """Six collectives one after the other: each batch finds its links idle (every message of the one
+    before has left them), so its outcome and the links' end state are evaluated once and shifted to
+    each later start (``direct_aware._kept``); every rank equals the message path."""
+    from chakra_pipe.sim.system import direct_aware
+
+    evaluated = []
+    evaluate = direct_aware._outcome
+    monkeypatch.setattr(direct_aware, "_outcome", lambda *a: evaluated.append(1) or evaluate(*a))
+    chain = [coll(i, kind, size=1 << 20, **({"data": [i - 1]} if i else {})) for i in range(6)]
+    ts = write_set(tmp_path, [chain for _ in range(8)])
+    hw = _hw(8, direct=EVERY_KIND)
+    fast, slow = simulate(ts, hw, symmetric=False), simulate(ts, hw, fast=False)
+    assert fast.fast_messages == fast.messages == slow.messages
+    assert fast.to_dict() == slow.to_dict()
+    assert len(evaluated) == 1
+
+
 def test_what_the_batch_does_not_model_is_declined(tmp_path: Path) -> None:
     """Fewer active chunks than splits (chunks start apart), two queues (half the chunks run the other
     way), windows below P−1 and multi-hop rings go message by message from the start."""
