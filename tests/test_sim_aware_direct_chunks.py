@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from sim_paths import (
     KIND_OF,
     KINDS,
+    RERUN,
     assert_collectives_all_fast,
     assert_random_case_equals_message_path,
     aware_exact,
@@ -91,6 +92,26 @@ def test_generated_steps_with_direct_gathers_and_chunks_take_the_fast_path(
     assert_collectives_all_fast(ts, _hw(len(ts.ranks), topology, active, direct=direct), caplog)
 
 
+@pytest.mark.parametrize("active", [4, 8])
+@pytest.mark.parametrize("topology", ["Switch", "FullyConnected"])
+@pytest.mark.parametrize("step", sorted(STEPS))
+def test_generated_steps_take_the_chunk_batch_in_the_symmetric_run(
+    steps, step: str, topology: str, active: int, caplog
+) -> None:
+    """The default run of a generated step is the proven-symmetric quotient (one representative per
+    class), whose direct phases take the same chunk batch over every member: every collective
+    message evaluated, nothing redone or declined, every rank equal to the full engine's fast and
+    message paths."""
+    ts = steps[step]
+    hw = _hw(len(ts.ranks), topology, active, direct=EVERY_KIND)
+    with caplog.at_level("INFO", logger="chakra_pipe.sim"):
+        quick = simulate(ts, hw)
+    assert "symmetric run of" in caplog.text and "declined" not in caplog.text and RERUN not in caplog.text
+    p2p = sum(int((g.types == schema.COMM_SEND_NODE).sum()) for g in ts.ranks)
+    assert quick.fast_messages > 0 and quick.messages - quick.fast_messages <= p2p
+    assert quick.to_dict() == simulate(ts, hw, symmetric=False).to_dict() == simulate(ts, hw, fast=False).to_dict()
+
+
 @pytest.mark.parametrize("p", [4, 16, 64])
 @pytest.mark.parametrize("kind", [schema.ALL_TO_ALL, schema.REDUCE_SCATTER, schema.ALL_GATHER, schema.ALL_REDUCE])
 def test_chunk_windows_queue_behind_each_other(tmp_path: Path, kind: int, p: int) -> None:
@@ -104,6 +125,25 @@ def test_chunk_windows_queue_behind_each_other(tmp_path: Path, kind: int, p: int
     fast, slow = simulate(ts, hw, symmetric=False), simulate(ts, hw, fast=False)
     assert fast.fast_messages == fast.messages == slow.messages > 0
     assert fast.to_dict() == slow.to_dict()
+
+
+@pytest.mark.parametrize("kind", [schema.ALL_TO_ALL, schema.ALL_REDUCE])
+def test_a_chunk_batch_on_idle_links_is_kept_per_start_pattern(tmp_path: Path, monkeypatch, kind: int) -> None:
+    """Six collectives one after the other: each batch finds its links idle (every message of the one
+    before has left them), so its outcome and the links' end state are evaluated once and shifted to
+    each later start (``direct_aware._kept``); every rank equals the message path."""
+    from chakra_pipe.sim.system import direct_aware
+
+    evaluated = []
+    evaluate = direct_aware._outcome
+    monkeypatch.setattr(direct_aware, "_outcome", lambda *a: evaluated.append(1) or evaluate(*a))
+    chain = [coll(i, kind, size=1 << 20, **({"data": [i - 1]} if i else {})) for i in range(6)]
+    ts = write_set(tmp_path, [chain for _ in range(8)])
+    hw = _hw(8, direct=EVERY_KIND)
+    fast, slow = simulate(ts, hw, symmetric=False), simulate(ts, hw, fast=False)
+    assert fast.fast_messages == fast.messages == slow.messages
+    assert fast.to_dict() == slow.to_dict()
+    assert len(evaluated) == 1
 
 
 def test_what_the_batch_does_not_model_is_declined(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 from test_sim_symmetric import hardware
 from test_sim_symmetric_files import LOG, SETS, assert_full_engine_result, write_set
 
+from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import simulate, symmetric
 
@@ -99,3 +100,32 @@ def test_every_chunk_at_once_keeps_the_quotients_aware_ring_fast_path_and_equals
     assert "declined" not in caplog.text
     assert quick.fast_messages > 0 and ("pp" in layout or quick.fast_messages == quick.messages)
     assert_full_engine_result(quick, simulate(ts, hw, symmetric=False, fast=False), hw)
+
+
+CHUNK_CASES = [
+    ("tp+dp", (8,), "Switch"),
+    ("ep", (16,), "Switch"),
+    ("ep", (16,), "FullyConnected"),
+    ("tp+dp+pp zero", (64,), "Switch"),  # pipeline sends beside the batches
+    ("tp+dp+pp zero", (64,), "FullyConnected"),
+]
+
+
+@pytest.mark.parametrize("chunks", [4, 8])
+@pytest.mark.parametrize(("layout", "dims", "topology"), CHUNK_CASES, ids=[" ".join(map(str, c)) for c in CHUNK_CASES])
+def test_direct_phases_with_every_chunk_at_once_take_the_chunk_batch_in_the_quotient(
+    tmp_path, caplog, layout, dims, topology, chunks
+):
+    """Every collective direct, 4 or 8 of 4 chunks active, one queue, 1-D network: the quotient holds
+    a collective's chunks as the full engine does (``PhaseCoordinator.hold``, one batch,
+    ``direct_aware.outcome_chunks``) over every member's real links: every collective message
+    evaluated, nothing redone, every rank equal to the full engine's fast and message paths."""
+    ts = TraceSet.load(write_set(tmp_path, SETS[layout]))
+    hw = hardware(dims, topology=[topology], algo="direct", backend="congestion_aware", chunks=chunks)
+    with caplog.at_level(logging.INFO, logger="chakra_pipe.sim.symmetric"):
+        quick = _quotient(ts, hw, caplog)
+    assert "declined" not in caplog.text
+    p2p = sum(int((g.types == schema.COMM_SEND_NODE).sum()) for g in ts.ranks) if "pp" in layout else 0
+    assert quick.fast_messages > 0 and quick.messages - quick.fast_messages <= p2p
+    assert_full_engine_result(quick, simulate(ts, hw, symmetric=False, fast=False), hw)
+    assert_full_engine_result(quick, simulate(ts, hw, symmetric=False), hw)

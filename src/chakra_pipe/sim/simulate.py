@@ -166,7 +166,7 @@ def _batches_exact(hw: HardwareConfig) -> bool:
     the layout ``FifoBatchLinks`` evaluates; a ring's multi-hop routes are not), windows covering
     every peer (``direct<W>`` below that sends as receives come, message by message), and one chunk
     of a collective at a time (chunks at once would interleave their windows on each uplink; the
-    full engine batches them where ``_direct_chunks_batched`` holds, the symmetric quotient does not)."""
+    full engine and the symmetric quotient batch them where ``_direct_chunks_batched`` holds)."""
     net = hw.network
     windows = all(a.window == -1 or a.window >= net.npus - 1 for _, kind in hw.system.implementations for a in kind)
     return net.dims == 1 and net.topology[0] in ("Switch", "FullyConnected") and windows and not _chunks_at_once(hw)

@@ -100,7 +100,10 @@ its own. The argument, and what it needs:
 
 6. *Direct phases* take the full engine's fast path (``system/direct_fast.py``; on the aware
    backend only where ``simulate._batches_exact`` admits it there: a 1-D switch or fully-connected
-   network, windows covering every peer, one chunk of a collective at a time). :class:`_QuotientPhases`
+   network, windows covering every peer, one chunk of a collective at a time — or every chunk at
+   once with one queue, ``simulate._direct_chunks_batched``: the chunks' phases, each complete over
+   every member, are held and evaluated as one batch, ``PhaseCoordinator.hold`` and
+   ``direct_aware.outcome_chunks``, on the real links below as one phase is). :class:`_QuotientPhases`
    evaluates a phase once every representative in its group has started, over every member with its
    representative's start (by symmetry a member starts when its representative does), and registers
    each representative's exit once, checking that every member of its class exits alike (else
@@ -159,7 +162,7 @@ from .network.common import LinkConflict
 from .network.switch import SWITCH
 from .network.unaware import CongestionUnawareNetwork
 from .result import SimResult
-from .simulate import RunStats, _batches_exact, chunk_batching, rank_trace
+from .simulate import RunStats, _batches_exact, _direct_chunks_batched, chunk_batching, rank_trace
 from .system.phase_fast import FastPathDeclined, PhaseCoordinator
 from .system.ring_fast import RingCoordinator
 from .system.sys import Sys
@@ -651,23 +654,33 @@ class _QuotientPhases(PhaseCoordinator):
     docstring, *Direct phases*): the full engine's ``direct_fast.evaluate`` on the quotient's
     network, once every representative in the group has started."""
 
-    def __init__(self, network, queue, stats, rings: _QuotientRings, aware: bool):
-        super().__init__(network, queue, stats, aware)
+    def __init__(self, network, queue, stats, rings: _QuotientRings, aware: bool, chunks: bool = False):
+        super().__init__(network, queue, stats, aware, chunks)
         self._rings = rings  # their ring layouts (representatives, positions, each member's representative)
         self._exits: dict[int, tuple[int, int]] = {}
 
     def join(self, key: tuple, index: int, size: int, algo, evaluate) -> None:
         order, _, rep_of = self._rings.layout(algo.ring)
         present = _gather(self._waiting, key, algo, len(order))
-        if present is None:
-            return
+        if present is not None:
+            self._counted(len(order), size, evaluate, [present[r] for r in rep_of])
+
+    def hold(self, key: tuple, algos: list, evaluate) -> None:
+        """The full engine's chunk batch (every chunk of a collective at once: ``direct_fast.evaluate``
+        holds each complete phase until the ns ends, ``direct_aware.outcome_chunks``), over every
+        member as :meth:`join` hands it; its messages are counted when the batch is evaluated."""
+        reps = len(self._rings.layout(algos[0].ring)[0])
+        super().hold(key, algos, lambda chunks: self._counted(reps, len(algos), evaluate, chunks))
+
+    def _counted(self, reps: int, size: int, evaluate, members: list) -> None:
+        """``evaluate(members)``, counting the representatives' messages only, as on the message path
+        (``evaluate`` counts every member's of ``size``; a held phase counts none until released)."""
         self._exits = {}
         before = self.stats.messages, self.stats.fast_messages
-        evaluate([present[r] for r in rep_of])
-        # the representatives' messages only, as on the message path (``evaluate`` counts every member's)
+        evaluate(members)
         each = (self.stats.messages - before[0]) // size
-        self.stats.messages = before[0] + each * len(order)
-        self.stats.fast_messages = before[1] + each * len(order)
+        self.stats.messages = before[0] + each * reps
+        self.stats.fast_messages = before[1] + each * reps
 
     def exit_at(self, algo, registered: int, delay: int) -> None:
         """Register each representative's exit once: every member of its class must exit alike."""
@@ -855,12 +868,12 @@ def _run(
     else:
         network = _QuotientNetwork(hw.network, queue, sym)
     coordinator = None
+    chunks, stagger = chunk_batching(hw) if aware else (False, False)
     if ring_fast or not aware:
-        chunks, stagger = chunk_batching(hw) if aware else (False, False)
         coordinator = _QuotientRings(network, queue, stats, sym, aware, chunks, stagger)
     phases = None  # direct phases' fast path where the full engine takes it (simulate.py)
-    if coordinator is not None and phases_fast and (not aware or _batches_exact(hw)):
-        phases = _QuotientPhases(network, queue, stats, coordinator, aware)
+    if coordinator is not None and phases_fast and (not aware or _batches_exact(hw) or _direct_chunks_batched(hw)):
+        phases = _QuotientPhases(network, queue, stats, coordinator, aware, chunks)
     rep_set = set(reps)
     start = groups_at_start({g: m for g, m in groups.items() if not rep_set.isdisjoint(m)}, sym.world, reps)
     rings: dict = {}

@@ -25,42 +25,51 @@ from __future__ import annotations
 
 import numpy as np
 
-from .direct_fast import FastDirect, _Layout, _layout, _outcome
+from .direct_fast import FastDirect, _Layout, _layout, _outcome, _plan_key
 from .phase_fast import FastPathDeclined
 
 
 def outcome(coord, first: FastDirect, starts: list[int], plan_key: tuple) -> tuple[int, tuple[list, list]]:
-    """``(base, (times, delays))``: each member's exit registration at ``base + time``; the links advance.
+    """``(base, (times, delays))``: each member's exit registration at ``base + time``; the links advance."""
+    lay = _layout(coord, first)
+    base, (hit,) = _kept(coord, first, starts, FifoReceives.links_of(coord, first, lay), [lay.flat], plan_key)
+    return base, hit
 
-    When every link of the phase is idle by its first send (free, and its last message arrived
+
+def _kept(coord, first: FastDirect, starts: list[int], links, index: list[np.ndarray], plan_key: tuple):
+    """``(base, [(times, delays)] per chunk of index)``, times relative to ``base``; the links advance.
+
+    When every link of the batch is idle by its first send (free, and its last message arrived
     before it), the links' state changes nothing (each link's cumulative maximum starts at or after
     its free time, every order check passes) and the recurrence is max-plus: the outcome and the
-    state it leaves shift with the starts, so they are kept per ring, plan and relative start
-    pattern, as on the unaware network (an LLM step's phases repeat thousands of times)."""
+    state it leaves shift with the starts, so they are kept per ring, plan, number of chunks and
+    relative start pattern, as on the unaware network (an LLM step's phases repeat thousands of
+    times). An evaluation that declines or conflicts raises before anything is kept."""
     lay = _layout(coord, first)
-    links = FifoReceives.links_of(coord, first, lay)
     state = links.state()
     base = min(starts)
     e = int(coord.cached(plan_key, lambda: first.packet_plan(first.parallel_reduce + first.stream_count))[0][0])
     if not links.idle(state, base + e):
-        return 0, _outcome(coord, first, starts, FifoReceives(lay, links, state, [lay.flat]))[0]
-    key = ("direct-aware-outcome", first.ring.key, first.direction, plan_key, tuple(s - base for s in starts))
+        return 0, _outcome(coord, first, starts, FifoReceives(lay, links, state, index))
+    rel = tuple(s - base for s in starts)
+    key = ("direct-aware-outcome", first.ring.key, first.direction, plan_key, len(index), rel)
     hit = coord.cache.get(key)
     if hit is None:
-        receives = FifoReceives(lay, links, state, [lay.flat])
-        times, delays = _outcome(coord, first, starts, receives)[0]
+        receives = FifoReceives(lay, links, state, index)
+        out = [([t - base for t in times], delays) for times, delays in _outcome(coord, first, starts, receives)]
         end = links.shifted(receives.final, -base)
-        hit = coord.cached(key, lambda: ([t - base for t in times], delays, end))
+        hit = coord.cached(key, lambda: (out, end))
     else:
         hit = hit[0]
-        links.store(links.shifted(hit[2], base))
-    return base, (hit[0], hit[1])
+        links.store(links.shifted(hit[1], base))
+    return base, hit[0]
 
 
-def outcome_chunks(coord, chunks: list[list[FastDirect]]) -> list[tuple[list, list]]:
-    """Each chunk's ``(times, delays)`` (absolute) for the phases of several chunks of one collective
-    that start together (``coord.chunks``: every chunk in one pass, in the order of ``chunks``); the
-    links advance.
+def outcome_chunks(coord, chunks: list[list[FastDirect]]) -> tuple[int, list[tuple[list, list]]]:
+    """``(base, [(times, delays)] per chunk)``, exits at ``base + time``, for the phases of several
+    chunks of one collective that start together (``coord.chunks``: every chunk in one pass, in the
+    order of ``chunks``); the links advance, and on idle links the outcome is kept as one phase's
+    (``_kept``).
 
     Why it is exact. Each member starts the chunks' phases at one ns, one after the other, and each
     phase registers its window's memory-bus hops as it starts; so at start + E the member sends
@@ -90,7 +99,7 @@ def outcome_chunks(coord, chunks: list[list[FastDirect]]) -> list[tuple[list, li
         ("direct-links", ring.key, sign, size, k), lambda: _links(coord.network, ring.members, sign, size, k)
     )
     index = coord.cached(("direct-chunk-index", p, sign, k), lambda: _chunk_index(lay, k))
-    return _outcome(coord, first, starts, FifoReceives(lay, links, links.state(), index))
+    return _kept(coord, first, starts, links, index, _plan_key(first))
 
 
 def _chunk_index(lay: _Layout, k: int) -> list[np.ndarray]:

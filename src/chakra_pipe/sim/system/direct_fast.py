@@ -146,8 +146,9 @@ def _evaluate_chunks(coord, chunks: list[list[FastDirect]]) -> None:
     chunks.sort(key=lambda algos: algos[0].start_seq)
     from .direct_aware import outcome_chunks
 
-    for algos, (times, delays) in zip(chunks, outcome_chunks(coord, chunks)):
-        _schedule_exits(coord, algos, 0, times, delays)
+    base, out = outcome_chunks(coord, chunks)
+    for algos, (times, delays) in zip(chunks, out):
+        _schedule_exits(coord, algos, base, times, delays)
 
 
 def _evaluate_one(coord, algos: list[FastDirect]) -> None:
