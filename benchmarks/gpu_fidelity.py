@@ -20,22 +20,18 @@ runs the same on CPU).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import tempfile
 from pathlib import Path
 
-from fidelity import _conditions, _run
+from fidelity import _conditions, _run, _traced_pass_ns
 
 from chakra_pipe.et import TraceSet, read_trace, schema
+from chakra_pipe.link.kineto import load_kineto
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
 
 HERE = Path(__file__).resolve().parent
 SYSTEM = HERE.parent / "tests" / "data" / "capture" / "system_ring.json"
-
-
-def _kineto(cap: Path) -> list[dict]:
-    return json.loads(gzip.open(cap / "rank0.kineto.json.gz").read())["traceEvents"]
 
 
 def main() -> None:
@@ -77,14 +73,13 @@ def main() -> None:
                 ]
             )
             _run(["convert", "pytorch", "--ranks-dir", str(cap), "--out", prefix])
-            events = _kineto(cap)
-            steps = [e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
-            traced = max(e["ts"] + e["dur"] for e in steps) - min(e["ts"] for e in steps)
-            gpu = sum(e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+            kineto = load_kineto(cap / "rank0.kineto.json.gz")
+            n = sum(e.name.startswith("ProfilerStep#") for e in kineto.cpu)
+            traced = _traced_pass_ns(cap, 0) / 1e3
+            gpu = sum(e.dur for e in kineto.gpu)  # kernels, copies and memsets
             comm = sum(n.duration_micros for n in read_trace(prefix + ".0.et")[1] if n.type == schema.COMM_COLL_NODE)
             sim = simulate(TraceSet.load(prefix), hw).finish_ns[0] / 1e3
             untraced = json.loads((cap / "capture.json").read_text())["median_step_time_ms_untraced"]
-            n = len(steps)
             expected = traced - comm
             print(
                 f"{model:<12} {traced / n / 1e3:9.2f} {sim / n / 1e3:9.2f} {expected / n / 1e3:9.2f} "

@@ -168,8 +168,8 @@ def _batches_exact(hw: HardwareConfig) -> bool:
     of a collective at a time (chunks at once would interleave their windows on each uplink; the
     full engine and the symmetric quotient batch them where ``_direct_chunks_batched`` holds)."""
     net = hw.network
-    windows = all(a.window == -1 or a.window >= net.npus - 1 for _, kind in hw.system.implementations for a in kind)
-    return net.dims == 1 and net.topology[0] in ("Switch", "FullyConnected") and windows and not _chunks_at_once(hw)
+    one_batch = net.dims == 1 and net.topology[0] in ("Switch", "FullyConnected")
+    return one_batch and _windows_cover_every_peer(hw) and not _chunks_at_once(hw)
 
 
 def _direct_chunks_batched(hw: HardwareConfig) -> bool:
@@ -179,16 +179,17 @@ def _direct_chunks_batched(hw: HardwareConfig) -> bool:
     them as one batch, ``direct_aware.outcome_chunks``; an all-reduce's all-gather halves as a second
     batch, checked to reach every link after all chunks' reduce-scatter messages) and windows covering
     every peer; rings for the rest."""
-    sysc, net = hw.system, hw.network
-    if not (_chunks_evaluated_together(hw) and net.topology[0] in ("Switch", "FullyConnected")):
+    if not (_chunks_evaluated_together(hw) and hw.network.topology[0] in ("Switch", "FullyConnected")):
         return False
-    for _, impl in sysc.implementations:
-        for a in impl:
-            if a.base == "direct" and 0 <= a.window < net.npus - 1:
-                return False
-            if a.base not in ("ring", "direct"):
-                return False
-    return True
+    ring_or_direct = all(a.base in ("ring", "direct") for _, impl in hw.system.implementations for a in impl)
+    return ring_or_direct and _windows_cover_every_peer(hw)
+
+
+def _windows_cover_every_peer(hw: HardwareConfig) -> bool:
+    """Whether every ``direct<W>`` window covers all peers: a narrower one sends as its receives come,
+    which the batches do not model (message by message)."""
+    npus = hw.network.npus
+    return all(a.window == -1 or a.window >= npus - 1 for _, kind in hw.system.implementations for a in kind)
 
 
 def _all_reduces_in_sequence(trace_set) -> bool:

@@ -246,7 +246,6 @@ class FifoRingLinks:
         # the shortest member's path from send to arrival on idle links (a lower bound on every hop
         # of the phase: the held chunk batches' due time, ``RingCoordinator._earliest_exit``)
         self.transit = min(transit, default=0)
-        self._link_ids = {id(link) for hop in self._hops for link in hop}
         # per link: (member, ns from its send to reaching that link on idle links), for ``earliest``
         self._reach: dict[int, list[tuple[int, int]]] = {}
         for i, path in enumerate(paths):
@@ -302,10 +301,6 @@ class FifoRingLinks:
         canonical links: a DP ring whose members fall in ``q`` classes, ``i`` and ``i + q`` being images
         of each other (``sim/symmetric.py``)."""
         return smallest_period([(tuple(map(id, path)), tuple(s)) for path, s in zip(paths, hop_senders)])
-
-    def crosses(self, link: _Link) -> bool:
-        """Whether some member's path crosses ``link``."""
-        return id(link) in self._link_ids
 
     def earliest(self, link: _Link, sends: list[int]) -> int | None:
         """A lower bound on when a phase whose members send their first messages at ``sends`` (ring
