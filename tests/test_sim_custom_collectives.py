@@ -112,6 +112,18 @@ def test_positions_map_to_ranks_through_the_group(tmp_path):
     assert res.finish_ns == [ring_time(4, 2) if r % 2 else 1000 for r in range(8)]
 
 
+def test_groups_of_one_layout_run_on_the_full_engine(tmp_path, caplog):
+    """Four pairs, each its own group running a 2-position custom ring on an 8-NPU switch: a layout
+    the symmetric quotient would take (tp 2), declined because the traces' peers are positions."""
+    prefix = write_custom(tmp_path, "ring", [ring_all_reduce(2, p) for p in range(2)])
+    groups = tuple((str(g + 1), (2 * g, 2 * g + 1)) for g in range(4))
+    ts = workload(tmp_path, [[collective(0, pg=str(r // 2 + 1))] for r in range(8)], groups)
+    with caplog.at_level("INFO", logger="chakra_pipe.sim.symmetric_files"):
+        res = simulate(ts, hardware(8, "Switch", **{"all-reduce-implementation-custom": [prefix]}))
+    assert res.finish_ns == [ring_time(2, 2)] * 8
+    assert "custom (Chakra-defined) collectives" in caplog.text
+
+
 def test_lookup_priority_per_node_then_collective_wide_then_native(tmp_path, monkeypatch):
     """Node 5 is listed per node (a ring of M/2), node 6 takes the all-reduce prefix (a ring of M)
     though a native all-reduce is configured too, node 7 (an all-gather) has no custom entry and runs
@@ -164,20 +176,29 @@ def test_with_rendezvous_a_custom_send_waits_for_the_handshake(tmp_path):
     assert simulate(ts, hw).finish_ns == [both, both, both, 0]
 
 
+@pytest.mark.parametrize("stagger", [0, 3, 7])
 @pytest.mark.parametrize("backend", ["congestion_unaware", "congestion_aware"])
-def test_custom_beside_native_collectives_is_the_message_path(tmp_path, backend):
-    """A set mixing a custom all-reduce with native ring all-gathers gives the same records, times and
-    message counts with the fast paths on as message by message; the aware ring fast path is declined
-    (no message evaluated by its recurrence), the symmetric quotient too."""
+def test_custom_beside_native_collectives_is_the_message_path(tmp_path, backend, stagger):
+    """A set mixing a custom all-reduce with native ring all-gathers, rank r starting after
+    ``(r · stagger) mod 5`` µs of compute (so one rank's custom messages overlap another's native
+    phases), gives the same records, times and message counts with the fast paths on as message by
+    message. Unaware, the ring fast path still evaluates the native messages; aware, it is declined
+    (no message evaluated by a recurrence); the symmetric quotient is declined on both."""
     prefix = write_custom(tmp_path, "ring", [ring_all_reduce(4, p) for p in range(4)])
     ranks = [
-        [collective(0, S.ALL_GATHER, 1 << 18), collective(1, deps=[0]), collective(2, S.ALL_GATHER, 1 << 20, deps=[1])]
-    ] * 4
+        [
+            NodeSpec(9, S.COMP_NODE, duration=(r * stagger) % 5),
+            collective(10, S.ALL_GATHER, 1 << 18, deps=[9]),
+            collective(11, deps=[10]),
+            collective(12, S.ALL_GATHER, 1 << 20, deps=[11]),
+        ]
+        for r in range(4)
+    ]
     ts = workload(tmp_path, ranks)
     hw = hardware(4, "Switch", backend, **{"all-reduce-implementation-custom": [prefix]})
     assert_fast_equals_message_path(ts, hw)
-    if backend == "congestion_aware":
-        assert simulate(ts, hw).fast_messages == 0
+    fast = simulate(ts, hw).fast_messages
+    assert fast == 0 if backend == "congestion_aware" else fast > 0
 
 
 def test_a_custom_all_gather_is_not_chunked_so_any_size_runs(tmp_path):
@@ -281,3 +302,13 @@ def test_a_receive_with_no_send_is_a_deadlock_naming_the_custom_node(tmp_path, c
     assert out == "sys[0] finished, 0 cycles, exposed communication 0 cycles.\n"
     assert f"NPU 1: custom collective {prefix}.1.et waits for node 4 (RECV from NPU 0)" in err
     assert "Traceback" not in err
+
+
+def test_a_dependency_cycle_in_a_custom_trace_is_a_deadlock(tmp_path, capsys):
+    """Upstream would end the collective with the cycle's nodes never run; here the run stops, as a
+    workload cycle does (README difference 8)."""
+    cycle = [NodeSpec(1, S.COMP_NODE, data_deps=(2,)), NodeSpec(2, S.COMP_NODE, ctrl_deps=(1,))]
+    prefix = write_custom(tmp_path, "cycle", [cycle, []])
+    assert run_cli(tmp_path, [[collective(0)]] * 2, prefix) == EXIT_STUCK
+    err = capsys.readouterr().err
+    assert f"NPU 0: custom collective {prefix}.0.et waits for nodes that never become dependency-free" in err
