@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 SIM = Path(__file__).resolve().parents[1] / "src" / "chakra_pipe" / "sim"
-WORKLOAD = {"workload", "ready", "hardware", "roofline", "memory", "comm", "groups"}
+WORKLOAD = {"workload", "ready", "hardware", "roofline", "memory", "comm", "groups", "custom"}
 
 
 def _sim_imports(path: Path) -> set[str]:

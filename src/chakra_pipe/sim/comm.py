@@ -50,6 +50,10 @@ def _collective(w: Workload, i: int, size: int) -> None:
         sys.register_event(lambda: w.complete(i), runtime)
         return
     kind = SUPPORTED_COLLECTIVES[ctype]
+    prefix = w.cfg.custom_prefix(t.ids[i], kind)
+    if prefix is not None:
+        _custom(w, i, kind, size, prefix)
+        return
     # ASTRA-sim rewrites a chunk smaller than the NPU count (0 included) to the minimum chunk,
     # except for all-gather: size // preferred-dataset-splits = 0 divides by zero (spec §3.2).
     too_small = all_gather_too_small(size, w.cfg.preferred_dataset_splits) if ctype == S.ALL_GATHER else None
@@ -74,6 +78,25 @@ def _collective(w: Workload, i: int, size: int) -> None:
         w.complete(i)
 
     ds.notifier = finished
+
+
+def _custom(w: Workload, i: int, kind: str, size: int, prefix: str) -> None:
+    """A Chakra-defined custom collective (spec §3.5): this rank runs ``prefix.<its position in the
+    group>.et``; ``size`` (the node's ``comm_size``) is only recorded, the custom trace's sizes count."""
+    t, sys = w.t, w.sys
+    pg = t.pg_name.get(i, "")
+    group = group_of(w.groups, pg)  # involved_dim plays no part: a custom collective has no dimensions
+    if group is None:
+        raise t.error(i, f"pg_name {pg!r} names no communicator group (yet: its METADATA node has not run)")
+    members = group.members
+    program = w.custom.program(prefix, members.index(w.rank), len(members))
+    start = sys.now
+
+    def finished() -> None:
+        w.res.add_collective(w.rank, t.ids[i], kind, size, pg, start, sys.now)
+        w.complete(i)
+
+    sys.generate_custom(program, members).notifier = finished
 
 
 def _point_to_point(w: Workload, i: int, size: int) -> None:

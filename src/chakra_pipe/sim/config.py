@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,9 @@ TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
 MEMORY_TYPES = ("NO_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION", "MEMORY_POOL")
 # The four collective-algorithm keys, in the order ASTRA-sim's Sys reads them.
 IMPL_KEYS = {n: BY_NAME[n].impl_key for n in ("ALL_REDUCE", "REDUCE_SCATTER", "ALL_GATHER", "ALL_TO_ALL")}
+# Chakra-defined custom collectives (spec §3.5): one prefix per collective type, or per workload node.
+CUSTOM_KEYS = {kind: f"{key}-custom" for kind, key in IMPL_KEYS.items()}
+PER_NODE_CUSTOM_KEY = "per-node-custom-implementation"
 
 # System keys this simulator models (SystemConfig.from_dict reads them all).
 MODELLED_SYSTEM_KEYS = frozenset(
@@ -43,21 +47,21 @@ MODELLED_SYSTEM_KEYS = frozenset(
         "local-mem-trace-filename",
         "model-shared-bus",
         *IMPL_KEYS.values(),
+        *CUSTOM_KEYS.values(),
+        PER_NODE_CUSTOM_KEY,
     }
 )
 # Keys ASTRA-sim's examples carry that neither its analytical backends nor this simulator read, with the
 # values under which ignoring them changes nothing.
 IGNORED_SYSTEM_KEYS = {"boost-mode": 0, "intra-dimension-scheduling": "FIFO", "inter-dimension-scheduling": "ascending"}
 # Every system key ASTRA-sim reads (astra-sim-semantics.md §5.2): the modelled ones, those refused here
-# (LogGP parameters, custom collectives) and the ignored ones.
+# (LogGP parameters) and the ignored ones.
 ASTRA_SIM_SYSTEM_KEYS = MODELLED_SYSTEM_KEYS | {
     "L",
     "o",
     "g",
     "G",
     "local-reduction-delay",
-    *(f"{k}-custom" for k in IMPL_KEYS.values()),
-    "per-node-custom-implementation",
     *IGNORED_SYSTEM_KEYS,
 }
 
@@ -204,6 +208,39 @@ class SystemConfig:
     endpoint_delay_given: bool
     implementations: tuple[tuple[str, tuple[Algorithm, ...]], ...]
     source: str = "<dict>"
+    # Chakra-defined custom collectives (spec §3.5): (collective type, prefix) from the
+    # ``*-implementation-custom`` keys and (workload node id, prefix) from the per-node YAML file.
+    # Prefixes are kept as written: like upstream, they are paths relative to the working directory.
+    custom: tuple[tuple[str, str], ...] = ()
+    per_node_custom: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def uses_custom(self) -> bool:
+        """Whether some collective may run a custom (Chakra-defined) algorithm."""
+        return bool(self.custom or self.per_node_custom)
+
+    @property
+    def all_gather_splits(self) -> int:
+        """The ``preferred-dataset-splits`` the all-gather-too-small rule checks against: 1 when
+        every all-gather runs a custom algorithm, which is not chunked (spec §3.2 item 6); an
+        all-gather made custom per node only is still checked (the rule knows no node ids)."""
+        return 1 if "ALL_GATHER" in self._custom else self.preferred_dataset_splits
+
+    def custom_prefix(self, node_id: int, kind: str) -> str | None:
+        """The custom prefix of workload node ``node_id`` (a ``kind`` collective), or None for the
+        native algorithms: per-node custom > collective-wide custom > native (spec §3.5)."""
+        prefix = self._per_node_custom.get(node_id)
+        if prefix is None:
+            prefix = self._custom.get(kind)
+        return prefix
+
+    @cached_property
+    def _per_node_custom(self) -> dict[int, str]:
+        return dict(self.per_node_custom)
+
+    @cached_property
+    def _custom(self) -> dict[str, str]:
+        return dict(self.custom)
 
     def implementation(self, kind: str) -> tuple[Algorithm, ...]:
         for k, algos in self.implementations:
@@ -227,14 +264,8 @@ class SystemConfig:
                 if not isinstance(v, list) or not v:
                     raise r.err(key, f"expected a non-empty list of algorithm names, got {v!r}")
                 impls.append((kind, tuple(parse_algorithm(x, source, key) for x in v)))
-        for key in (k + "-custom" for k in IMPL_KEYS.values()):
-            if key in d:
-                raise r.err(key, "custom (Chakra-defined) collectives are not supported by this simulator")
-        if "per-node-custom-implementation" in d:
-            raise r.err(
-                "per-node-custom-implementation",
-                "custom (Chakra-defined) collectives are not supported by this simulator",
-            )
+        custom = tuple((kind, _custom_prefix(r, key)) for kind, key in CUSTOM_KEYS.items() if key in d)
+        per_node = _per_node_custom(r) if PER_NODE_CUSTOM_KEY in d else ()
         splits = r.number("preferred-dataset-splits", None, integer=True, minimum=1)
         if splits > MAX_DATASET_SPLITS:
             raise r.err(
@@ -262,7 +293,38 @@ class SystemConfig:
             endpoint_delay_given="endpoint-delay" in d,
             implementations=tuple(impls),
             source=source,
+            custom=custom,
+            per_node_custom=per_node,
         )
+
+
+def _custom_prefix(r: _Reader, key: str) -> str:
+    """The one prefix of an ``*-implementation-custom`` list (upstream reads exactly one entry)."""
+    v = r.d[key]
+    if not isinstance(v, list) or len(v) != 1 or not isinstance(v[0], str) or not v[0]:
+        raise r.err(key, f"expected a list of exactly one custom-collective prefix (a string), got {v!r}")
+    return v[0]
+
+
+def _per_node_custom(r: _Reader) -> tuple[tuple[int, str], ...]:
+    """``per-node-custom-implementation``: a YAML file ``{chakra_node_id: prefix}``, its path (and the
+    prefixes) relative to the working directory, as upstream opens them."""
+    path = r.d[PER_NODE_CUSTOM_KEY]
+    if not isinstance(path, str) or not path:
+        raise r.err(PER_NODE_CUSTOM_KEY, f"expected the path of a YAML file, got {path!r}")
+    table = read_yaml(path, error=ConfigError)
+    if not isinstance(table, dict):
+        raise ConfigError("expected a mapping {chakra_node_id: custom-collective prefix}", file=path)
+    out = []
+    for nid, prefix in table.items():
+        if isinstance(nid, bool) or not isinstance(nid, int) or nid < 0:
+            raise ConfigError(f"expected a node id (an integer >= 0), got {nid!r}", file=path, where=str(nid))
+        if not isinstance(prefix, str) or not prefix:
+            raise ConfigError(
+                f"expected a custom-collective prefix (a string), got {prefix!r}", file=path, where=str(nid)
+            )
+        out.append((nid, prefix))
+    return tuple(out)
 
 
 @dataclass(frozen=True)

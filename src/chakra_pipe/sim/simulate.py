@@ -25,6 +25,7 @@ from ..rankset.progress import STUCK_LIST_LIMIT
 from ..rankset.twins import Twins
 from .backends import AWARE, UNAWARE
 from .config import HardwareConfig
+from .custom import CustomCollectives
 from .engine import EventQueue
 from .groups import groups_at_start
 from .memory import remote_memories
@@ -134,7 +135,7 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
     system layer only receives the answer (a ``RingCoordinator`` or none).
     """
     sysc = hw.system
-    if hw.rendezvous:
+    if hw.rendezvous or sysc.uses_custom:  # custom collectives: message by message (``system/custom.py``)
         return False
     # chunks of one collective running both ways round at once (several queues per dimension)
     both_ways = _chunks_at_once(hw) and hw.num_queues_per_dim != 1
@@ -391,7 +392,7 @@ def _simulate(
             file=hw.network.source,
             where="npus_count",
         )
-    analysis = analyze(trace_set, comm_groups, groups_file, hw.system.preferred_dataset_splits)
+    analysis = analyze(trace_set, comm_groups, groups_file, hw.system.all_gather_splits)
     timed = analysis.refuse_input()  # input problems exit 2 with validate's problem lines
     fast = fast and not analysis.message_path_only
     if fast and symmetric:
@@ -425,11 +426,14 @@ def _simulate(
     start_groups = groups_at_start(table.from_file, npus)
     _prune_cache()
     twins: Twins[RankTrace] = Twins()
+    custom = CustomCollectives()  # the custom traces, each file loaded once for every rank
     for rank, graph in enumerate(trace_set.ranks):
         sys = Sys(rank, hw, queue, network, stats, coordinator, rings, phases if phases_fast else None)
         metadata = {i: [(g, list(table.members[g])) for g in names] for i, names in table.metadata[rank].items()}
         workloads.append(
-            Workload(rank, rank_trace(graph, twins), sys, hw, start_groups[rank], memories[rank], result, metadata)
+            Workload(
+                rank, rank_trace(graph, twins), sys, hw, start_groups[rank], memories[rank], result, metadata, custom
+            )
         )
     for w in workloads:
         w.fire()
@@ -446,6 +450,9 @@ def _simulate(
 
         cycle = queue_deadlock([w.sys for w in workloads])
         why = None if cycle is None else explain(cycle, workloads[0].sys.threshold, hw.system.preferred_dataset_splits)
+        waits = [run.pending() for w in workloads for run in w.sys.custom_runs]
+        if waits and why is None:  # name the custom trace nodes the stuck collectives wait on
+            why = "; ".join(sorted(waits)[:STUCK_LIST_LIMIT])
         done = (workloads[r] for r in result.finish_order)
         finished = {w.rank: (w.finish_ns, w.finish_ns - w.hardware.tics_gpu) for w in done}
         raise analysis.stuck_error(stuck, why, finished)  # exit 3, printed as set-deadlock problem lines

@@ -338,6 +338,8 @@ def _hardware_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
         return f"remote memory {hw.memory.memory_type} is shared between ranks"
     if hw.network.npus != sym.world:
         return f"the network has {hw.network.npus} NPUs, the layout {sym.world} ranks"
+    if hw.system.uses_custom:
+        return "custom (Chakra-defined) collectives (their traces' peers are not translated)"
     for kind in COLLECTIVES:
         algos = hw.system.implementation(kind)
         algo = algos[0] if len(algos) == 1 else None  # a sub-group collapses a list to "ring"

@@ -22,6 +22,7 @@ from ..et.graph import INT_ATTRS
 from ..et.rows import CsrRows
 from ..rankset.slots import slot_of
 from .comm import issue_comm
+from .custom import CustomCollectives
 from .hardware import HardwareResource
 from .memory import RemoteMemory
 from .ready import ReadySet
@@ -144,6 +145,7 @@ class Workload:
         memory: RemoteMemory,
         result,
         metadata_groups: dict[int, list[tuple[str, list[int]]]] | None = None,
+        custom: CustomCollectives | None = None,
     ):
         self.rank = rank
         self.t = trace
@@ -155,6 +157,8 @@ class Workload:
         # METADATA record -> the groups it creates, with members resolved by chakra_pipe.rankset
         self.metadata_groups = metadata_groups or {}
         self.res = result
+        # custom collectives' traces (``custom.py``): one cache per run when the caller shares it
+        self.custom = CustomCollectives() if custom is None else custom
         n = len(trace.ids)
         self.waiting = list(trace.n_parents)
         self.free = ReadySet(trace.pos, trace.index, trace.slot_of)

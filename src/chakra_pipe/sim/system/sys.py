@@ -16,6 +16,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from .algorithm import AG, AR
+from .custom import CustomProgram, CustomRun, run_custom
 from .decompose import FIRST, NEXT, phase_chain
 from .ring import Ring
 from .ring_fast import FastRing
@@ -108,6 +109,7 @@ class Sys:
         self.ring_coordinator = ring_coordinator  # set when ring phases may use the exact fast path
         self.shared_rings = {} if shared_rings is None else shared_rings
         self.phase_coordinator = phase_coordinator  # set when direct / tree phases may use their fast paths
+        self.custom_runs: set[CustomRun] = set()  # custom collectives still running (a stuck run's report)
 
     @property
     def now(self) -> int:
@@ -303,6 +305,11 @@ class Sys:
             phases.reverse()  # the first phase last: proceed_to_next_phase pops it
             proceed(stream)
         return dataset
+
+    def generate_custom(self, program: CustomProgram, members: list[int]) -> DataSet:
+        """Run a Chakra-defined custom collective over ``members`` (spec §3.5): one stream, no
+        chunks, dimensions, queues or memory-bus delay (``system/custom.py``)."""
+        return run_custom(self, program, members)
 
     # -- queues -------------------------------------------------------------------------------
     @staticmethod

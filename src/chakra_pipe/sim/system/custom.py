@@ -1,0 +1,114 @@
+"""Chakra-defined custom collectives (ASTRA-sim's ``CustomAlgorithm``, spec §3.5, §3.2 item 6).
+
+A custom collective replaces the native chunk streams with a small trace of its own per rank: SEND,
+RECV and COMP nodes with their own sizes (the workload node's ``comm_size`` is ignored, quirk 15).
+The trace runs as one stream over the whole collective: no chunking, no dimensions, no queues, no
+slots. Every dependency-free node issues at once (in ascending id, the order the feeder hands them
+out), a SEND or RECV goes straight to the network (no memory-bus ``E``) and completes at arrival as a
+workload point-to-point message does (§4.3, quirk 16), a COMP node takes ``duration_micros × 1000``
+ns (at least 1). The collective completes when every node of the trace has.
+
+The system layer never reads a trace file: the workload layer (``sim/custom.py``) loads and checks
+the ``.et`` file and hands over a :class:`CustomProgram` of plain data, whose peers are positions in
+the collective's group; they are mapped to NPUs here, through the group's member list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .stream import DataSet
+
+SEND, RECV, COMP = "SEND", "RECV", "COMP"
+
+
+@dataclass(frozen=True, slots=True)
+class CustomNode:
+    """One node of a custom trace: ``peer`` is a position in the group (-1 for COMP), ``children``
+    indices into the program's nodes."""
+
+    id: int
+    kind: str  # SEND, RECV or COMP
+    peer: int
+    size: int
+    tag: int  # already reduced modulo TAG_SPACE
+    runtime_ns: int
+    parents: int
+    children: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CustomProgram:
+    """One rank's custom trace (``prefix.<position>.et``), nodes in ascending id order."""
+
+    path: str
+    nodes: tuple[CustomNode, ...]
+
+
+class CustomRun:
+    """One issued custom collective on one NPU: dependency counts and the nodes still running."""
+
+    __slots__ = ("sys", "program", "members", "dataset", "waiting", "left", "running")
+
+    def __init__(self, sys, program: CustomProgram, members: Sequence[int], dataset: DataSet):
+        self.sys, self.program, self.members, self.dataset = sys, program, members, dataset
+        self.waiting = [n.parents for n in program.nodes]
+        self.left = len(program.nodes)
+        self.running: set[int] = set()  # for a stuck run's report (``pending``)
+
+    def start(self) -> None:
+        for i, n in enumerate(self.program.nodes):
+            if not n.parents:
+                self._issue(i)
+
+    def _issue(self, i: int) -> None:
+        n = self.program.nodes[i]
+        self.running.add(i)
+        done = lambda: self._done(i)  # noqa: E731
+        if n.kind == COMP:
+            self.sys.register_event(done, n.runtime_ns)
+        elif n.kind == SEND:
+            self.sys.send(self.members[n.peer], n.size, n.tag, done)
+        else:
+            self.sys.recv(self.members[n.peer], n.size, n.tag, done)
+
+    def _done(self, i: int) -> None:
+        self.running.discard(i)
+        self.left -= 1
+        freed = []
+        waiting = self.waiting
+        for c in self.program.nodes[i].children:
+            waiting[c] -= 1
+            if not waiting[c]:
+                freed.append(c)
+        for c in sorted(freed):  # node order is id order: the feeder's dependency-free queue
+            self._issue(c)
+        if not self.left:
+            self.sys.custom_runs.discard(self)
+            self.dataset.stream_finished()
+
+    def pending(self) -> str:
+        """What this run still waits for, naming the custom file and nodes (a stuck run's report)."""
+        nodes = self.program.nodes
+        waits = []
+        for i in sorted(self.running):
+            n = nodes[i]
+            peer = "" if n.kind == COMP else f" {'to' if n.kind == SEND else 'from'} NPU {self.members[n.peer]}"
+            waits.append(f"node {n.id} ({n.kind}{peer})")
+        if not waits:
+            waits.append("nodes that never become dependency-free (a cycle)")
+        return f"NPU {self.sys.id}: custom collective {self.program.path} waits for " + ", ".join(waits)
+
+
+def run_custom(sys, program: CustomProgram, members: Sequence[int]) -> DataSet:
+    """Start ``program`` on ``sys`` for a collective over ``members``; the data set notifies when
+    every node finished (at once, in this tick's pass, for a trace with no nodes)."""
+    dataset = DataSet(1, sys.now)
+    if not program.nodes:
+        sys.register_event(dataset.stream_finished, 0)
+        return dataset
+    run = CustomRun(sys, program, members, dataset)
+    sys.custom_runs.add(run)
+    run.start()
+    return dataset
