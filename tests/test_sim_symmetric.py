@@ -444,3 +444,24 @@ def test_symmetric_runs_count_the_messages_their_ring_recurrences_evaluate():
     assert_identical(sym, full)
     assert sym.fast_messages == sym.messages > 0
     assert full.fast_messages == full.messages
+
+
+def test_a_system_file_without_keys_for_collectives_the_set_never_uses_runs_symmetric():
+    """ASTRA-sim needs an ``*-implementation`` key only for the collectives a run issues; the
+    symmetry check used to ask for all four and failed on a file with the all-reduce key alone."""
+    base = {
+        "scheduling-policy": "LIFO",
+        "collective-optimization": "localBWAware",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4,
+        "all-reduce-implementation": ["ring"] * 3,
+        "local-mem-bw": 3350,
+        "peak-perf": 989,
+        "roofline-enabled": 0,
+    }
+    network = hardware((4, 2, 2)).network
+    only_all_reduce = HardwareConfig(system=SystemConfig.from_dict(base, source="sys.json"), network=network)
+    sym, how, full = both({**SMALL, "dp": 4, "tp": 2, "pp": 2, "microbatches": 2, "global_batch": 8}, only_all_reduce)
+    assert "symmetric" in how, how
+    assert_identical(sym, full)

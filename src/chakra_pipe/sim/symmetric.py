@@ -173,7 +173,6 @@ log = logger(__name__)
 SYMMETRIC_TOPOLOGIES = ("Switch", "FullyConnected")  # hop count independent of the two NPUs
 SYMMETRIC_ALGORITHMS = ("ring", "direct")  # peers by ring position, so rotations preserve them
 FULL_CHECK = 256  # groups up to this size: every member's translation checked, beyond: ring neighbours
-COLLECTIVES = ("ALL_REDUCE", "REDUCE_SCATTER", "ALL_GATHER", "ALL_TO_ALL")
 _CLOSED = "quotient closed form"  # a phase shape's ``_QuotientRings._alone`` in ``PacketAlgorithm.shape``
 
 
@@ -340,8 +339,7 @@ def _hardware_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
         return f"the network has {hw.network.npus} NPUs, the layout {sym.world} ranks"
     if hw.system.uses_custom:
         return "custom (Chakra-defined) collectives (their traces' peers are not translated)"
-    for kind in COLLECTIVES:
-        algos = hw.system.implementation(kind)
+    for kind, algos in hw.system.implementations:  # a collective without a key: the run reports it if used
         algo = algos[0] if len(algos) == 1 else None  # a sub-group collapses a list to "ring"
         if algo is not None and algo.base not in SYMMETRIC_ALGORITHMS:
             return f"{kind.lower()} uses {algo.base} (peers not preserved by rotating a group)"
