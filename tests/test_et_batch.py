@@ -174,3 +174,32 @@ def test_each_file_of_a_batch_keeps_its_own_column_widths(tmp_path, chunk):
             a, b = getattr(got, name), getattr(want, name)
             assert a.dtype == b.dtype and np.array_equal(a, b), name
         assert np.array_equal(got.data_ptr, want.data_ptr) and np.array_equal(got.data_ids, want.data_ids)
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 5])
+def test_attribute_decode_groups_are_equal_shares_of_the_batch(llm_set, parts):
+    """A batch's attributes are decoded in ``ceil(total / _ATTR_DECODE_GROUP)`` groups of about
+    equal shares (each file once, in order), not full groups and a small remainder: a group's
+    fixed cost is paid as few times as the bound allows. Each file still reads as its own load."""
+    files = sorted(llm_set.parent.glob("w.*.et"), key=lambda f: int(f.name.split(".")[1]))
+    graphs = graph_module.load_graphs(files)
+    sizes = [len(g.attr_parts.node) for g in graphs]
+    bound = -(-sum(sizes) // parts)  # exactly ``parts`` groups
+    seen: list[list[int]] = []
+    decode_group = graph_module._decode_group
+
+    def spy(group, arr, shared=None):
+        seen.append([graphs.index(g) for g, _ in group])
+        decode_group(group, arr, shared)
+
+    with (
+        mock.patch.object(graph_module, "_ATTR_DECODE_GROUP", bound),
+        mock.patch.object(graph_module, "_decode_group", spy),
+    ):
+        _ = graphs[0].attr_value  # the first use decodes the whole batch
+    assert [i for group in seen for i in group] == list(range(len(files)))
+    assert len(seen) == parts
+    for group in seen:
+        assert abs(sum(sizes[i] for i in group) - sum(sizes) / parts) <= max(sizes)
+    for got, f in zip(graphs, files):
+        assert_same_graph(got, load_graph(f))
