@@ -3,6 +3,12 @@
 Only complete (``ph == "X"``) events matter: CPU ops and annotations (linked to host nodes by
 ``Record function id``), runtime launches (``cuda_runtime``/``cuda_driver``, keyed by
 ``correlation``) and device work (kernels, memcpys and memsets, which upstream drops).
+
+Nesting on a thread is read from times: an event contains the later events that end inside it.
+Two events with the very same ``[ts, dur]`` (a ``record_function`` wrapping exactly one op, as
+zero-overhead wrappers and coarse clocks give) contain each other by times alone; as upstream's
+linker does, the op entered first is the outer one: smaller ``Record function id``, then smaller
+host ET id (both are taken at op entry), never the position in ``traceEvents`` (:func:`outer_first`).
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +26,8 @@ from ..readfile import read_json
 CPU_CATS = frozenset({"cpu_op", "user_annotation"})
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+RF_KEY = "Record function id"
+NO_HOST: Mapping[int, int] = {}
 
 
 @dataclass
@@ -67,7 +75,7 @@ class KinetoTrace:
         return base / 1e9 + min(e.ts for e in self.cpu) / 1e6
 
     def has_rf_ids(self) -> bool:
-        return any("Record function id" in e.args for e in self.cpu)
+        return any(RF_KEY in e.args for e in self.cpu)
 
 
 def _number(value: Any, default: float | None) -> float | None:
@@ -114,18 +122,35 @@ def load_kineto(path: str | os.PathLike) -> KinetoTrace:
     return parse_kineto(read_json(path, strict=False), str(path))  # machine-written: see parse_json
 
 
-def exclusive_durations(events: list[KEvent]) -> dict[int, float]:
+def outer_first(host_id: Mapping[int, int] = NO_HOST) -> Callable[[KEvent], tuple[Any, ...]]:
+    """Sort key putting every event of a thread before the events it contains.
+
+    By start, then longer first; equal spans by entry order: ``Record function id``, then the
+    host ET id of the node the event is linked to (``host_id``: event index -> ET id; old Kineto
+    has no rf ids), events without one after those with one; ``traceEvents`` position last, only
+    to make the order total (it says nothing about nesting).
+    """
+
+    def key(e: KEvent) -> tuple[Any, ...]:
+        rf, hid = e.arg_int(RF_KEY), host_id.get(e.index)
+        return (e.ts, -e.dur, rf is None, rf or 0, hid is None, hid or 0, e.index)
+
+    return key
+
+
+def exclusive_durations(events: list[KEvent], host_id: Mapping[int, int] = NO_HOST) -> dict[int, float]:
     """Exclusive time per event (by ``index``): its duration minus its direct children's, per thread.
 
-    Events of one thread nest (a stack); a child is an event that starts and ends inside its
-    parent. Iterative, so deep call stacks cannot overflow (chakra issue #189).
+    Events of one thread nest (a stack, in :func:`outer_first` order); a child is an event that
+    starts and ends inside its parent. Iterative, so deep call stacks cannot overflow (chakra
+    issue #189).
     """
     by_thread: dict[tuple[Any, Any], list[KEvent]] = {}
     for e in events:
         by_thread.setdefault((e.pid, e.tid), []).append(e)
     child_sum: dict[int, float] = {}
     for evs in by_thread.values():
-        evs.sort(key=lambda e: (e.ts, -e.dur, e.index))
+        evs.sort(key=outer_first(host_id))
         stack: list[KEvent] = []
         for e in evs:
             while stack and stack[-1].end <= e.ts:
@@ -136,13 +161,19 @@ def exclusive_durations(events: list[KEvent]) -> dict[int, float]:
     return {e.index: max(0.0, e.dur - child_sum.get(e.index, 0.0)) for e in events}
 
 
-def enclosing_ops(cpu: list[KEvent], launches: list[KEvent], accept: Callable[[KEvent], bool]) -> dict[int, KEvent]:
+def enclosing_ops(
+    cpu: list[KEvent],
+    launches: list[KEvent],
+    accept: Callable[[KEvent], bool],
+    host_id: Mapping[int, int] = NO_HOST,
+) -> dict[int, KEvent]:
     """For each launch (by ``index``), the innermost accepted CPU op on its thread that contains it.
 
     ``accept`` filters ops (the linker accepts those matched to a host node, so a launch inside an
     op the host trace lacks climbs to its nearest matched ancestor). An accepted enclosing op with
     the launch's ``External id`` wins over a more deeply nested one (older traces attach kernels to
-    the op that shares the External id). One sweep per thread with a stack of open ops.
+    the op that shares the External id). One sweep per thread with a stack of open ops, opened in
+    :func:`outer_first` order (``host_id`` as there).
     """
     threads: dict[tuple[Any, Any], list[tuple[float, int, KEvent]]] = {}
     for e in cpu:
@@ -150,8 +181,9 @@ def enclosing_ops(cpu: list[KEvent], launches: list[KEvent], accept: Callable[[K
     for e in launches:
         threads.setdefault((e.pid, e.tid), []).append((e.ts, 1, e))
     found: dict[int, KEvent] = {}
+    nest = outer_first(host_id)
     for items in threads.values():
-        items.sort(key=lambda t: (t[0], t[1], -t[2].dur, t[2].index))
+        items.sort(key=lambda t: (t[0], t[1], *nest(t[2])))
         stack: list[KEvent] = []
         for ts, kind, e in items:
             while stack and stack[-1].end < ts:
