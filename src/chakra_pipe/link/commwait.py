@@ -120,7 +120,7 @@ def _exclusive_intervals(evs: list[KEvent], host_id: Mapping[int, int]) -> dict[
             parent, _ = stack[-1]
             stack[-1] = (parent, min(e.end, parent.end))
 
-    for e in sorted(evs, key=outer_first(host_id)):
+    for e in outer_first(evs, host_id):
         # Close what ended before e, and what e sticks out of (not its parent: events should nest).
         while stack and (stack[-1][0].end <= e.ts or stack[-1][0].end < e.end):
             close(stack[-1][0].end)
