@@ -700,3 +700,55 @@ def test_network_wait_leaves_out_the_wait_for_a_slower_peer():
     # network: only after rank 1 reached the all-reduce (600) and rank 0 the all-gather (950):
     # rank 0 idle 600..900 (300) + 40, rank 1 idle 600..900 (300) + 40 (its 910..950 is waiting for rank 0)
     assert network_wait_us(ranks) == [340.0, 340.0]
+
+
+def labelled_step(allreduce_ts: int, et_parent: int = 4):
+    """A ``chakra_pipe.pg:1`` label (id 4, [1100, 1200]) around an ``aten::mm``, and an all-reduce
+    (id 6) the ET records below ``et_parent`` that starts at ``allreduce_ts``."""
+    host = _step_trace(
+        [
+            _node(4, "chakra_pipe.pg:1", 3, rf=3),
+            _node(5, "aten::mm", 4, rf=4),
+            _node(6, "c10d::allreduce_", et_parent, rf=5, values=ALLREDUCE_IN[0], types=ALLREDUCE_IN[1]),
+            _node(7, "gloo:all_reduce", 3, rf=6),
+        ]
+    )
+    events = [
+        _event("ProfilerStep#1", 1000, 1000, 2, cat="user_annotation"),
+        _event("chakra_pipe.pg:1", 1100, 100, 3, cat="user_annotation"),
+        _event("aten::mm", 1110, 50, 4),
+        _event("c10d::allreduce_", allreduce_ts, 20, 5),
+        _event("gloo:all_reduce", allreduce_ts + 20, 100, 6, tid=2, cat="user_annotation"),
+    ]
+    return host, {"traceEvents": events}
+
+
+def _converted(obj) -> dict[str, schema.Node]:
+    return {n.name: n for n in convert_trace(parse_host_trace(obj, "linked.json"), 0).nodes}
+
+
+@pytest.mark.parametrize(
+    ("allreduce_ts", "et_parent", "parent", "pg", "label_us"),
+    [
+        (1300, 4, 3, "0", 50),  # the ET says inside the label, which Kineto shows had ended: re-parented
+        (1300, 3, 3, "0", 50),  # the same op recorded where it ran
+        (1170, 4, 4, "1", 20),  # really inside the label: kept, on the label's group (10 us idle in it)
+    ],
+)
+def test_an_op_is_parented_by_the_et_ancestor_still_open_when_it_began(allreduce_ts, et_parent, parent, pg, label_us):
+    """Mis-nested host ops (issue #14): an ET parent that had ended before its child began (Kineto)
+    cannot be its caller. The op moves up to the nearest ET ancestor still open, for its ctrl_deps
+    and for what the call tree passes down (here the label's process group); durations stay the
+    Kineto ones either way."""
+    by_name = _converted(_linked(*labelled_step(allreduce_ts, et_parent)))
+    ar = by_name["c10d::allreduce_"]
+    assert list(ar.ctrl_deps) == [parent]
+    assert get_attr(ar, "pg_name") == pg
+    assert ar.duration_micros == 100  # its gloo range, wherever the ET put it
+    assert (by_name["aten::mm"].duration_micros, by_name["chakra_pipe.pg:1"].duration_micros) == (50, label_us)
+
+
+def test_a_host_only_trace_keeps_its_et_tree():
+    """Without Kineto times nothing shows a slip: the ET's parent (and so the label's group) stands."""
+    ar = _converted(labelled_step(1300, 4)[0])["c10d::allreduce_"]
+    assert (list(ar.ctrl_deps), get_attr(ar, "pg_name")) == ([4], "1")

@@ -332,3 +332,51 @@ def test_linear_kineto_fixture_launches_and_gpu_ops_correlate(fixtures_dir: Path
         op.tid == launch.tid and op.ts <= launch.ts <= op.end for launch in launches for op in [owner[launch.index]]
     )
     assert not any(owner[launch.index].arg_int("External id") == launch.arg_int("External id") for launch in launches)
+
+
+def wrapper_pair(wrapper_first: bool, rf: bool = True):
+    """A ``record_function`` label wrapping exactly one op (equal ``[ts, dur]``), a launch inside
+    them, and a gloo transfer on a worker thread during them; ``wrapper_first``: the label comes
+    first in ``traceEvents`` (Kineto's order for equal spans says nothing about nesting)."""
+    host = host_obj()
+    host["nodes"][:0] = [_node(7, "aten::add", 6, rf=14), _node(6, "Wrap", 2, rf=13)]
+    k = kineto_obj(rf=rf)
+    wrap, op = _cpu("Wrap", 111, 4, 13, 4, cat="user_annotation"), _cpu("aten::add", 111, 4, 14, 5)
+    launch = dict(k["traceEvents"][3], ts=112, args={"External id": 999, "correlation": 80})
+    kernel = dict(k["traceEvents"][6], name="add_kernel", ts=140, args={"correlation": 80, "stream": 7, "device": 0})
+    worker = _cpu("gloo:all_reduce", 110, 6, 15, 6, tid=9, cat="user_annotation")
+    k["traceEvents"][:0] = [wrap, op] if wrapper_first else [op, wrap]
+    k["traceEvents"] += [launch, kernel, worker]
+    if not rf:
+        for e in k["traceEvents"]:
+            e.get("args", {}).pop("Record function id", None)
+    return host, k
+
+
+@pytest.mark.parametrize("wrapper_first", [True, False])
+def test_equal_spans_nest_by_entry_order_not_event_position(wrapper_first):
+    # Upstream breaks the tie by Record function id: the label (rf 13, entered first) is the outer
+    # one, so the op keeps its time, the launch belongs to the op, and the label has no own time to
+    # count as idle while the worker thread's gloo transfer runs.
+    obj, _ = linked(*wrapper_pair(wrapper_first))
+    by_name = {n["name"]: n for n in obj["nodes"]}
+    assert (by_name["Wrap"]["exclusive_dur"], by_name["aten::add"]["exclusive_dur"]) == (0, 4)
+    assert by_name["sgemm"]["ctrl_deps"] == 4 and by_name["relu_kernel"]["ctrl_deps"] == 5
+    assert by_name["add_kernel"]["ctrl_deps"] == 7  # launched inside the pair: by the op
+    assert "comm_wait" not in by_name["Wrap"] and "comm_wait" not in by_name["aten::add"]
+
+
+@pytest.mark.parametrize("wrapper_first", [True, False])
+def test_equal_spans_without_rf_ids_nest_by_host_et_id(wrapper_first):
+    # Old Kineto (no Record function id) linked by External id == host rf_id: the ET id (taken at
+    # op entry, like rf_id) breaks the tie instead.
+    host, k = wrapper_pair(wrapper_first, rf=False)
+    for e in k["traceEvents"]:  # External id carries the host rf_id in these traces
+        if e.get("cat") in ("cpu_op", "user_annotation"):
+            e["args"]["External id"] = {"Outer": 10, "aten::mm": 11, "aten::relu": 12, "Wrap": 13, "aten::add": 14}.get(
+                e["name"], 15
+            )
+    obj, stats = linked(host, k)
+    assert stats.correlation == "External id"
+    by_name = {n["name"]: n for n in obj["nodes"]}
+    assert (by_name["Wrap"]["exclusive_dur"], by_name["aten::add"]["exclusive_dur"]) == (0, 4)

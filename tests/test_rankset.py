@@ -311,3 +311,16 @@ def test_ranks_sharing_a_dependency_structure_share_its_checks_but_each_reports_
     errors, sim, plan = verdicts(write_set(tmp_path, ranks))
     assert where(errors) == [("w.0.et", "self-dep", 3), ("w.1.et", "self-dep", 3)]
     assert where(sim.problems) == where(plan.problems) == where(errors)
+
+
+@pytest.mark.parametrize("pg", ["3", "03"])
+def test_a_zero_padded_pg_name_gets_one_verdict_from_every_stage(tmp_path, pg):
+    """ASTRA-sim reads a ``pg_name`` with ``std::stoi`` (``"03"`` is comm-group id 3); the
+    simulator's per-rank groups are keyed by the name as written, so until it looks names up
+    through the same rule, ``"03"`` stays refused by validate, simulate and replay alike (a
+    rankset-only change made validate and replay accept a set the run then stopped on)."""
+    prefix = write_set(tmp_path, [[coll(1, pg)], [coll(1, pg)]], {"3": [0, 1]})
+    if pg == "3":
+        assert verdicts(prefix) == ([], None, None)
+    else:
+        assert_same_refusal(prefix, SetRefused, [("w.0.et", "pg-name", 1), ("w.1.et", "pg-name", 1)])

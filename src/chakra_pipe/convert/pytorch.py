@@ -4,8 +4,9 @@ Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch
 * gloo collectives (``c10d::*``) and NCCL ``record_param_comms`` without device kernels become COMM
   nodes (upstream: COMP only); their implementation subtree (``nccl:*``/``gloo:*`` ranges, copies)
   is folded into them, and a gloo op lasts as long as its ``gloo:*`` worker range (paired by
-  ``rf_id``), not the enqueue; a host op the ET records inside a ``c10d::`` op that Kineto shows had
-  already ended is put back beside it (the ET observer's stack slips on gloo worker ranges);
+  ``rf_id``), not the enqueue; a host op the ET records inside an op that Kineto shows had already
+  ended is put back beside it (the ET observer's stack slips on gloo worker ranges; upstream
+  re-parents by Kineto containment for ``ctrl_deps`` only, here for the whole call tree);
 * p2p nodes get ``comm_src``/``comm_dst``/``comm_tag``; every comm node gets ``pg_name``;
 * a host op's COMP duration excludes the time it sat idle while a collective ran on a worker
   thread (linker ``comm_wait``): that was communication, which the simulated network models; and
@@ -154,20 +155,28 @@ class _Converter:
         self.groups = process_groups_of(trace, self.table)
 
     def _caller_side_parent(self, n: dict[str, Any], p: int) -> int:
-        """``p``, or above it while ``p`` is a ``c10d::`` op that had ended before host op ``n`` began.
+        """``p``, or its nearest ET ancestor still open when host op ``n`` began (Kineto times).
 
-        The ET observer's call stack slips when a gloo worker starts a ``gloo:*`` range while the
-        enqueueing ``c10d::`` op is still open (one in five several-bucket DDP captures): the op's
-        exit pops the range instead, and the rest of the step is recorded inside the op, so the
-        next bucket's all-reduce would be folded into it and the ranks' collectives no longer
-        match. Kineto times (linked traces) show the slip; worker-side ranges stay where they are.
+        A parent that had ended before its child began cannot be its caller: the ET observer's call
+        stack slipped. It does when a gloo worker starts a ``gloo:*`` range while the enqueueing
+        ``c10d::`` op is still open (one in five several-bucket DDP captures): the op's exit pops
+        the range instead, and the rest of the step is recorded inside the op, so the next bucket's
+        all-reduce would be folded into it and the ranks' collectives no longer match. It slips
+        below DDP's ``AccumulateGrad`` hooks too: in 2-rank ``gpt-tiny`` captures with small
+        buckets, 31-107 of 1,038 nodes a rank (the rest of backward) hung from a hook that had
+        ended. Upstream
+        re-parents such ops by Kineto containment too, for ``ctrl_deps`` only; here the corrected
+        parent decides everything the call tree decides (``ctrl_deps``, folding into a collective,
+        the process group a ``chakra_pipe.pg:`` label passes down); durations come from Kineto
+        either way. Only a timed op below a timed parent is judged (a host-only trace keeps its
+        ET tree); worker-side ranges stay where they are (their times are another thread's).
         """
         if "cat" in n or "ts" not in n or n["name"].startswith("gloo:"):
             return p
         ts = _num(n, "ts")
         while p in self.parent:
             up = self.trace.by_id[p]
-            if not up["name"].startswith("c10d::") or "cat" in up or "ts" not in up or "inclusive_dur" not in up:
+            if "cat" in up or "ts" not in up or "inclusive_dur" not in up:
                 break
             if _num(up, "ts") + _num(up, "inclusive_dur") >= ts:
                 break

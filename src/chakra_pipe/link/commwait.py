@@ -37,10 +37,11 @@ work. :func:`network_wait_us` separates the two when every rank's timeline is at
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .kineto import KEvent
+from .kineto import NO_HOST, KEvent, outer_first
 
 WORK_PREFIXES = ("gloo:", "nccl:")  # ranges of a backend's worker thread doing the transfer
 CALL_PREFIXES = ("c10d::",)
@@ -105,8 +106,10 @@ def _overlap(a: float, b: float, merged: list[tuple[float, float]], starts: list
     return total
 
 
-def _exclusive_intervals(evs: list[KEvent]) -> dict[int, list[tuple[float, float]]]:
-    """Each event's own time on its thread as intervals: its span minus its direct children's."""
+def _exclusive_intervals(evs: list[KEvent], host_id: Mapping[int, int]) -> dict[int, list[tuple[float, float]]]:
+    """Each event's own time on its thread as intervals: its span minus its direct children's
+    (nesting in :func:`~.kineto.outer_first` order: of a label and the one op it wraps exactly, the
+    label is the outer one, with no own time)."""
     out: dict[int, list[tuple[float, float]]] = {}
     stack: list[tuple[KEvent, float]] = []  # (event, start of its current own-time segment)
 
@@ -117,7 +120,7 @@ def _exclusive_intervals(evs: list[KEvent]) -> dict[int, list[tuple[float, float
             parent, _ = stack[-1]
             stack[-1] = (parent, min(e.end, parent.end))
 
-    for e in sorted(evs, key=lambda e: (e.ts, -e.dur, e.index)):
+    for e in outer_first(evs, host_id):
         # Close what ended before e, and what e sticks out of (not its parent: events should nest).
         while stack and (stack[-1][0].end <= e.ts or stack[-1][0].end < e.end):
             close(stack[-1][0].end)
@@ -130,16 +133,16 @@ def _exclusive_intervals(evs: list[KEvent]) -> dict[int, list[tuple[float, float
     return out
 
 
-def measure(events: list[KEvent]) -> CommWait:
+def measure(events: list[KEvent], host_id: Mapping[int, int] = NO_HOST) -> CommWait:
     """Idle-while-communicating, in-call and waiting-on-another-thread time per thread, and the
-    idle of each annotation event."""
+    idle of each annotation event (``host_id``: event index -> linked ET id, for nesting)."""
     threads: dict[tuple[Any, Any], list[KEvent]] = {}
     for e in events:
         threads.setdefault((e.pid, e.tid), []).append(e)
     work = {
         key: _merge([(e.ts, e.end) for e in evs if e.name.startswith(WORK_PREFIXES)]) for key, evs in threads.items()
     }
-    own_of = {key: _exclusive_intervals(evs) for key, evs in threads.items()}
+    own_of = {key: _exclusive_intervals(evs, host_id) for key, evs in threads.items()}
     # What a blocked thread can wait for on another thread: its recorded ops, and the own time of its
     # annotations (a label's Python, e.g. DDP's comm hook on the autograd thread) -- the latter only
     # when it began inside the waiting gap (see _waited).

@@ -3,6 +3,12 @@
 Only complete (``ph == "X"``) events matter: CPU ops and annotations (linked to host nodes by
 ``Record function id``), runtime launches (``cuda_runtime``/``cuda_driver``, keyed by
 ``correlation``) and device work (kernels, memcpys and memsets, which upstream drops).
+
+Nesting on a thread is read from times: an event contains the later events that end inside it.
+Two events with the very same ``[ts, dur]`` (a ``record_function`` wrapping exactly one op, as
+zero-overhead wrappers and coarse clocks give) contain each other by times alone; as upstream's
+linker does, the op entered first is the outer one: smaller ``Record function id``, then smaller
+host ET id (both are taken at op entry), never the position in ``traceEvents`` (:func:`outer_first`).
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +26,8 @@ from ..readfile import read_json
 CPU_CATS = frozenset({"cpu_op", "user_annotation"})
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+RF_KEY = "Record function id"
+NO_HOST: Mapping[int, int] = {}
 
 
 @dataclass
@@ -67,7 +75,7 @@ class KinetoTrace:
         return base / 1e9 + min(e.ts for e in self.cpu) / 1e6
 
     def has_rf_ids(self) -> bool:
-        return any("Record function id" in e.args for e in self.cpu)
+        return any(RF_KEY in e.args for e in self.cpu)
 
 
 def _number(value: Any, default: float | None) -> float | None:
@@ -114,20 +122,49 @@ def load_kineto(path: str | os.PathLike) -> KinetoTrace:
     return parse_kineto(read_json(path, strict=False), str(path))  # machine-written: see parse_json
 
 
-def exclusive_durations(events: list[KEvent]) -> dict[int, float]:
+def outer_first(events: list[KEvent], host_id: Mapping[int, int] = NO_HOST) -> list[KEvent]:
+    """One thread's events, each before the events it contains.
+
+    By start, then longer first; a run of equal spans by entry order: ``Record function id``,
+    then the host ET id of the node the event is linked to (``host_id``: event index -> ET id;
+    old Kineto has no rf ids), events without one after those with one; ``traceEvents`` position
+    last, only to make the order total (it says nothing about nesting). Ties are rare, so only
+    their runs pay for the entry key (a key for every event cost linking ~10% more CPU).
+    """
+    out = sorted(events, key=lambda e: (e.ts, -e.dur, e.index))
+    spans = [(e.ts, e.dur) for e in out]
+    if len(set(spans)) == len(spans):
+        return out
+    i = 0
+    while i < len(out):
+        j = i + 1
+        while j < len(out) and spans[j] == spans[i]:
+            j += 1
+        if j - i > 1:
+            out[i:j] = sorted(out[i:j], key=lambda e: _entry(e, host_id))
+        i = j
+    return out
+
+
+def _entry(e: KEvent, host_id: Mapping[int, int]) -> tuple[bool, int, bool, int, int]:
+    rf, hid = e.arg_int(RF_KEY), host_id.get(e.index)
+    return (rf is None, rf or 0, hid is None, hid or 0, e.index)
+
+
+def exclusive_durations(events: list[KEvent], host_id: Mapping[int, int] = NO_HOST) -> dict[int, float]:
     """Exclusive time per event (by ``index``): its duration minus its direct children's, per thread.
 
-    Events of one thread nest (a stack); a child is an event that starts and ends inside its
-    parent. Iterative, so deep call stacks cannot overflow (chakra issue #189).
+    Events of one thread nest (a stack, in :func:`outer_first` order); a child is an event that
+    starts and ends inside its parent. Iterative, so deep call stacks cannot overflow (chakra
+    issue #189).
     """
     by_thread: dict[tuple[Any, Any], list[KEvent]] = {}
     for e in events:
         by_thread.setdefault((e.pid, e.tid), []).append(e)
     child_sum: dict[int, float] = {}
     for evs in by_thread.values():
-        evs.sort(key=lambda e: (e.ts, -e.dur, e.index))
         stack: list[KEvent] = []
-        for e in evs:
+        for e in outer_first(evs, host_id):
             while stack and stack[-1].end <= e.ts:
                 stack.pop()
             if stack and e.end <= stack[-1].end:
@@ -136,24 +173,33 @@ def exclusive_durations(events: list[KEvent]) -> dict[int, float]:
     return {e.index: max(0.0, e.dur - child_sum.get(e.index, 0.0)) for e in events}
 
 
-def enclosing_ops(cpu: list[KEvent], launches: list[KEvent], accept: Callable[[KEvent], bool]) -> dict[int, KEvent]:
+def enclosing_ops(
+    cpu: list[KEvent],
+    launches: list[KEvent],
+    accept: Callable[[KEvent], bool],
+    host_id: Mapping[int, int] = NO_HOST,
+) -> dict[int, KEvent]:
     """For each launch (by ``index``), the innermost accepted CPU op on its thread that contains it.
 
     ``accept`` filters ops (the linker accepts those matched to a host node, so a launch inside an
     op the host trace lacks climbs to its nearest matched ancestor). An accepted enclosing op with
     the launch's ``External id`` wins over a more deeply nested one (older traces attach kernels to
-    the op that shares the External id). One sweep per thread with a stack of open ops.
+    the op that shares the External id). One sweep per thread with a stack of open ops, opened in
+    :func:`outer_first` order (``host_id`` as there).
     """
-    threads: dict[tuple[Any, Any], list[tuple[float, int, KEvent]]] = {}
+    ops: dict[tuple[Any, Any], list[KEvent]] = {}
     for e in cpu:
-        threads.setdefault((e.pid, e.tid), []).append((e.ts, 0, e))
-    for e in launches:
-        threads.setdefault((e.pid, e.tid), []).append((e.ts, 1, e))
+        ops.setdefault((e.pid, e.tid), []).append(e)
+    threads: dict[tuple[Any, Any], list[tuple[float, int, int, KEvent]]] = {}
+    for key, evs in ops.items():
+        threads[key] = [(e.ts, 0, k, e) for k, e in enumerate(outer_first(evs, host_id))]
+    for k, e in enumerate(sorted(launches, key=lambda e: (e.ts, -e.dur, e.index))):
+        threads.setdefault((e.pid, e.tid), []).append((e.ts, 1, k, e))
     found: dict[int, KEvent] = {}
     for items in threads.values():
-        items.sort(key=lambda t: (t[0], t[1], -t[2].dur, t[2].index))
+        items.sort()  # (ts, kind, position) is unique: the events are never compared
         stack: list[KEvent] = []
-        for ts, kind, e in items:
+        for ts, kind, _, e in items:
             while stack and stack[-1].end < ts:
                 stack.pop()
             if kind == 0:

@@ -3,7 +3,9 @@
 Differences from upstream ``chakra_trace_link`` (pytorch-traces.md §5, §6.4 item 10): no
 ``ProfilerStep`` needed (the whole trace is one step), gzip accepted on both inputs, original host
 ids kept (GPU nodes get fresh ids above them), memsets included, annotation durations kept, and
-a pair from different runs is refused instead of silently producing an unlinked file.
+a pair from different runs is refused instead of silently producing an unlinked file. Where
+times alone cannot say which of two events contains the other (equal ``[ts, dur]``), the one
+entered first (rf_id, then ET id) is the outer one, as upstream (``kineto.outer_first``).
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from ..atomic import atomic_open
 from ..errors import InputError
 from . import commwait
 from .hostet import HostTrace, attr, device_of, is_root, is_thread, load_host_trace
-from .kineto import KEvent, KinetoTrace, enclosing_ops, exclusive_durations, load_kineto
+from .kineto import RF_KEY, KEvent, KinetoTrace, enclosing_ops, exclusive_durations, load_kineto
 
 MIN_MATCHED = 0.5
-RF_KEY, EXTERNAL_KEY = "Record function id", "External id"
+EXTERNAL_KEY = "External id"
 # Kineto from torch < 2.1 has no rf ids; its External id equals the host rf_id in some traces
 # (HTA's simple-add pair: 36/36 names agree) and is unrelated in others (PARAM's DLRM: at most
 # 801/1,673, the linear fixture 218/928). Below this share of agreeing names the fallback refuses.
@@ -164,10 +166,10 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         rf = e.arg_int(key)
         if rf is not None:
             by_rf.setdefault(rf, e)
-    excl = exclusive_durations(kineto.cpu)
     host_of_event: dict[int, int] = {}
+    linked: list[tuple[dict[str, Any], KEvent]] = []
     linkable = [n for n in host.nodes if _linkable(n)]
-    matched = mismatch = 0
+    mismatch = 0
     for node in linkable:
         rf = attr(node, "rf_id")
         e = by_rf.get(rf) if isinstance(rf, int) else None  # type: ignore[assignment]
@@ -176,11 +178,14 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         if e.name != node["name"]:
             mismatch += 1
             continue
-        matched += 1
         host_of_event[e.index] = node["id"]
+        linked.append((node, e))
+    excl = exclusive_durations(kineto.cpu, host_of_event)  # equal spans nest by entry (kineto.outer_first)
+    for node, e in linked:
         node["ts"] = e.ts
         node["inclusive_dur"] = e.dur
         node["exclusive_dur"] = excl[e.index]
+    matched = len(linked)
     if key == EXTERNAL_KEY and matched < MIN_EXTERNAL_AGREEMENT * len(linkable):
         raise InputError(
             f"Kineto CPU events carry no '{RF_KEY}' (trace from torch < 2.1?) and correlating "
@@ -201,7 +206,9 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         corr = e.arg_int("correlation")
         if corr is not None:
             launch_by_corr.setdefault(corr, e)
-    owner = enclosing_ops(kineto.cpu, list(launch_by_corr.values()), lambda op: op.index in host_of_event)
+    owner = enclosing_ops(
+        kineto.cpu, list(launch_by_corr.values()), lambda op: op.index in host_of_event, host_of_event
+    )
     next_id = max((n["id"] for n in host.nodes), default=0) + 1
     gpu_nodes: list[dict[str, Any]] = []
     launched: list[tuple[KEvent, dict[str, Any]]] = []
@@ -221,7 +228,7 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
     waits = _sync_deps(kineto, launched, host_of_event)
     for hid, gpu_ids in waits.items():
         host.by_id[hid]["sync_dep"] = gpu_ids
-    wait = commwait.measure(kineto.cpu)
+    wait = commwait.measure(kineto.cpu, host_of_event)
     for field_name, by_event in (("comm_wait", wait.idle_by_event), ("thread_wait", wait.thread_by_event)):
         for index, idle in by_event.items():
             if index in host_of_event:
