@@ -164,15 +164,11 @@ class FifoReceives:
         return out, state
 
     def first(self, sent: np.ndarray) -> list[np.ndarray]:
-        """``sent``: each member's send time, or one row of them per chunk (a batch of chunks)."""
-        half = self.lay.flat.shape[1]
-        if sent.ndim == 1:
-            window = np.repeat(sent[:, None], len(self.index) * half, axis=1)
-            posted = [sent[:, None]] * len(self.index)
-        else:  # member i's row: chunk 0's window, then chunk 1's, ...
-            window = np.repeat(sent.T, half, axis=1)
-            posted = [row[:, None] for row in sent]
-        recv, self._state = self._sorted(window, posted, False)
+        """``sent``: each member's send time (one phase), or one row of them per chunk (a batch of
+        chunks: member i's row of the batch is chunk 0's window, then chunk 1's, ...)."""
+        rows = sent if sent.ndim == 2 else sent[None, :]
+        window = np.repeat(rows.T, self.lay.flat.shape[1], axis=1)
+        recv, self._state = self._sorted(window, [row[:, None] for row in rows], False)
         self.final = self._state
         self._recv1 = [r.copy() for r in recv]  # the all-reduce's fixed point may need them after consuming them
         return recv
