@@ -147,13 +147,14 @@ def test_a_chunk_batch_on_idle_links_is_kept_per_start_pattern(tmp_path: Path, m
 
 
 def test_what_the_batch_does_not_model_is_declined(tmp_path: Path) -> None:
-    """Fewer active chunks than splits (chunks start apart), two queues (half the chunks run the other
+    """Fewer active chunks than splits through a switch (chunks start apart), two queues (half the chunks run the other
     way), windows below P−1 and multi-hop rings go message by message from the start."""
     ts = write_set(tmp_path, [[coll(0, schema.ALL_TO_ALL, size=1 << 20)] for _ in range(8)])
     assert aware_exact(ts, _hw(8))
     assert aware_exact(ts, _hw(8, "FullyConnected", active=8))
     assert aware_exact(ts, _hw(8, window="direct7"))
     assert aware_exact(ts, _hw(8, direct=EVERY_KIND))
+    assert aware_exact(ts, _hw(8, "FullyConnected", active=2))
     assert not aware_exact(ts, _hw(8, active=2))
     assert not aware_exact(ts, _hw(8, queues=2))
     assert not aware_exact(ts, _hw(8, window="direct3"))

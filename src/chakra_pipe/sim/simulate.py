@@ -92,9 +92,11 @@ def aware_fast_path_is_exact(trace_set, hw, table: GroupTable, network) -> bool:
       FIFO links, the order checked on every link; trees only in runs whose collectives are
       all-reduces one after another on each rank, ``_all_reduces_in_sequence``) where ``_batches_exact``
       holds — a 1-D switch or fully-connected network, windows covering every peer, one chunk of a
-      collective at a time — or, for direct phases with every chunk of a collective at once,
-      ``_direct_chunks_batched`` (the chunks' windows evaluated as one batch,
-      ``direct_aware.outcome_chunks``), else the run goes message by message;
+      collective at a time — or, for direct phases with several chunks of a collective in flight
+      and one queue, ``_direct_chunks_batched`` (the chunks' windows evaluated as one batch,
+      ``direct_aware.outcome_chunks``: every chunk at once, or, on a fully-connected network, fewer
+      active chunks than splits, held until the ns before the batch's earliest exit), else the run
+      goes message by message;
     - several queues per dimension *and* ``preferred_dataset_splits`` > 1 (and several chunks in
       flight) where a ring's two directions share a link: half of a collective's chunks then run
       the other way round, over the same senders' links in another order (a switch's up- and
@@ -175,12 +177,24 @@ def _batches_exact(hw: HardwareConfig) -> bool:
 
 def _direct_chunks_batched(hw: HardwareConfig) -> bool:
     """Whether direct phases with several chunks of a collective in flight may take the aware fast
-    path: every chunk runs at once on a 1-D switch or fully-connected network with one queue
-    (``_chunks_evaluated_together``: they start in one pass, so ``PhaseCoordinator.hold`` evaluates
-    them as one batch, ``direct_aware.outcome_chunks``; an all-reduce's all-gather halves as a second
-    batch, checked to reach every link after all chunks' reduce-scatter messages) and windows covering
-    every peer; rings for the rest."""
-    if not (_chunks_evaluated_together(hw) and hw.network.topology[0] in ("Switch", "FullyConnected")):
+    path: a 1-D switch or fully-connected network with one queue (one direction, chunks admitted in
+    issue order), windows covering every peer, rings for the rest. Every chunk at once
+    (``_chunks_evaluated_together``) starts in one pass, so ``PhaseCoordinator.hold`` evaluates the
+    chunks as one batch at the end of that ns (``direct_aware.outcome_chunks``; an all-reduce's
+    all-gather halves as a second batch, checked to reach every link after all chunks' reduce-scatter
+    messages); fewer active chunks than splits (2026-12-04: chunk c+a starting when chunk c leaves)
+    are held until the ns before their earliest exit (``chunk_batching``'s ``stagger``,
+    ``direct_aware.earliest_exit``), the chunks completing meanwhile joining the batch, and every
+    batch's order is checked on its links as any two phases' are — on a fully-connected network only:
+    through a switch the check refused every generated step tried (llama3-8b t8d8 ZeRO-1, gpt3-13b
+    t8d4, mixtral t2d8 ep4; 2 of 4 chunks; on mixtral chunk 3's reduce-scatter send leaves a member's
+    uplink before chunk 2's all-gather sends, evaluated before it, since chunk 3 starts after chunk
+    2's batch is due), so those runs go message by message from the start instead of being tried and
+    redone."""
+    net = hw.network
+    if not (net.dims == 1 and hw.num_queues_per_dim == 1 and net.topology[0] in ("Switch", "FullyConnected")):
+        return False
+    if not _chunks_at_once(hw) or (not _chunks_evaluated_together(hw) and net.topology[0] != "FullyConnected"):
         return False
     ring_or_direct = all(a.base in ("ring", "direct") for _, impl in hw.system.implementations for a in impl)
     return ring_or_direct and _windows_cover_every_peer(hw)
@@ -419,7 +433,9 @@ def _simulate(
         network.check_order()  # pipeline sends share the links with the evaluated ring messages
     phases = None
     if coordinator is not None:
-        phases = PhaseCoordinator(network, queue, stats, aware=coordinator.aware, chunks=coordinator.chunks)
+        phases = PhaseCoordinator(
+            network, queue, stats, aware=coordinator.aware, chunks=coordinator.chunks, stagger=coordinator.stagger
+        )
     workloads = []
     rings: dict = {}
     table = analysis.groups

@@ -100,9 +100,10 @@ its own. The argument, and what it needs:
 
 6. *Direct phases* take the full engine's fast path (``system/direct_fast.py``; on the aware
    backend only where ``simulate._batches_exact`` admits it there: a 1-D switch or fully-connected
-   network, windows covering every peer, one chunk of a collective at a time — or every chunk at
-   once with one queue, ``simulate._direct_chunks_batched``: the chunks' phases, each complete over
-   every member, are held and evaluated as one batch, ``PhaseCoordinator.hold`` and
+   network, windows covering every peer, one chunk of a collective at a time — or several chunks
+   in flight with one queue, ``simulate._direct_chunks_batched``: the chunks' phases, each complete
+   over every member, are held (to the end of the ns, or, chunks admitted one by one, to the ns
+   before the earliest exit) and evaluated as one batch, ``PhaseCoordinator.hold`` and
    ``direct_aware.outcome_chunks``, on the real links below as one phase is). :class:`_QuotientPhases`
    evaluates a phase once every representative in its group has started, over every member with its
    representative's start (by symmetry a member starts when its representative does), and registers
@@ -654,8 +655,10 @@ class _QuotientPhases(PhaseCoordinator):
     docstring, *Direct phases*): the full engine's ``direct_fast.evaluate`` on the quotient's
     network, once every representative in the group has started."""
 
-    def __init__(self, network, queue, stats, rings: _QuotientRings, aware: bool, chunks: bool = False):
-        super().__init__(network, queue, stats, aware, chunks)
+    def __init__(
+        self, network, queue, stats, rings: _QuotientRings, aware: bool, chunks: bool = False, stagger: bool = False
+    ):
+        super().__init__(network, queue, stats, aware, chunks, stagger)
         self._rings = rings  # their ring layouts (representatives, positions, each member's representative)
         self._exits: dict[int, tuple[int, int]] = {}
 
@@ -665,12 +668,12 @@ class _QuotientPhases(PhaseCoordinator):
         if present is not None:
             self._counted(len(order), size, evaluate, [present[r] for r in rep_of])
 
-    def hold(self, key: tuple, algos: list, evaluate) -> None:
+    def hold(self, key: tuple, algos: list, evaluate, due: int = 0) -> None:
         """The full engine's chunk batch (every chunk of a collective at once: ``direct_fast.evaluate``
         holds each complete phase until the ns ends, ``direct_aware.outcome_chunks``), over every
         member as :meth:`join` hands it; its messages are counted when the batch is evaluated."""
         reps = len(self._rings.layout(algos[0].ring)[0])
-        super().hold(key, algos, lambda chunks: self._counted(reps, len(algos), evaluate, chunks))
+        super().hold(key, algos, lambda chunks: self._counted(reps, len(algos), evaluate, chunks), due)
 
     def _counted(self, reps: int, size: int, evaluate, members: list) -> None:
         """``evaluate(members)``, counting the representatives' messages only, as on the message path
@@ -873,7 +876,7 @@ def _run(
         coordinator = _QuotientRings(network, queue, stats, sym, aware, chunks, stagger)
     phases = None  # direct phases' fast path where the full engine takes it (simulate.py)
     if coordinator is not None and phases_fast and (not aware or _batches_exact(hw) or _direct_chunks_batched(hw)):
-        phases = _QuotientPhases(network, queue, stats, coordinator, aware, chunks)
+        phases = _QuotientPhases(network, queue, stats, coordinator, aware, chunks, stagger)
     rep_set = set(reps)
     start = groups_at_start({g: m for g, m in groups.items() if not rep_set.isdisjoint(m)}, sym.world, reps)
     rings: dict = {}

@@ -486,6 +486,12 @@ class FifoBatchLinks:
         # message's path on the links themselves, in plain Python
         self._single: dict[int, list[tuple[_Link, int, int]]] | None = {}
         self._senders = sender_of.tolist()
+        # the shortest time any message of the batch takes from its send to its destination, on idle
+        # links (waiting for a link only adds): a lower bound on every receive's distance from the
+        # earliest send (``direct_aware.earliest_exit``); hops some message skips count nothing
+        self.transit = sum(
+            min(link.times(size)[0] for link in links) for links, link_of in hops if links and (link_of >= 0).all()
+        )
         for j, (links, link_of) in enumerate(hops):
             for link in links:
                 if seen.setdefault(id(link), j) != j:

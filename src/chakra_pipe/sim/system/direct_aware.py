@@ -18,7 +18,10 @@ links must then take every all-gather message after every reduce-scatter one (``
 
 Several chunks of one collective started in one pass (every chunk active) send their windows back to
 back from each member: :func:`outcome_chunks` evaluates them as one batch (an all-reduce's all-gather
-halves as a second one).
+halves as a second one). With fewer active chunks than splits a queue admits chunks one by one, so
+they start apart: a complete phase is held until the ns before its earliest possible exit
+(:func:`earliest_exit`), the chunks completing meanwhile join it, and the batch is evaluated with each
+chunk's own starts, the links' order checks deciding as between any two phases.
 """
 
 from __future__ import annotations
@@ -47,11 +50,11 @@ def _kept(coord, first: FastDirect, starts: list[int], links, index: list[np.nda
     times). An evaluation that declines or conflicts raises before anything is kept."""
     lay = _layout(coord, first)
     state = links.state()
-    base = min(starts)
-    e = int(coord.cached(plan_key, lambda: first.packet_plan(first.parallel_reduce + first.stream_count))[0][0])
-    if not links.idle(state, base + e):
+    flat = np.asarray(starts, dtype=np.int64).ravel()  # one list per chunk for a batch of chunks
+    base = int(flat.min())
+    if not links.idle(state, base + _first_delay(coord, first, plan_key)):
         return 0, _outcome(coord, first, starts, FifoReceives(lay, links, state, index))
-    rel = tuple(s - base for s in starts)
+    rel = tuple((flat - base).tolist())
     key = ("direct-aware-outcome", first.ring.key, first.direction, plan_key, len(index), rel)
     hit = coord.cache.get(key)
     if hit is None:
@@ -65,33 +68,52 @@ def _kept(coord, first: FastDirect, starts: list[int], links, index: list[np.nda
     return base, hit[0]
 
 
+def _first_delay(coord, first: FastDirect, plan_key: tuple) -> int:
+    """``E``: the memory-bus delay of a phase's first packets, after which its window leaves."""
+    return int(coord.cached(plan_key, lambda: first.packet_plan(first.parallel_reduce + first.stream_count))[0][0])
+
+
+def earliest_exit(coord, algos: list[FastDirect]) -> int:
+    """A lower bound on the first ns the evaluation of this phase — alone or in a batch with chunks
+    that start later — schedules anything at: every exit is registered at (or after) one of the
+    member's receives, which come no earlier than its peer's send (start + E) plus the shortest
+    transit of a message over idle links (``FifoBatchLinks.transit``), so no earlier than
+    ``min(start) + E + transit``."""
+    first = algos[0]
+    links = FifoReceives.links_of(coord, first, _layout(coord, first))
+    return min(a.start_ns for a in algos) + _first_delay(coord, first, _plan_key(first)) + links.transit
+
+
 def outcome_chunks(coord, chunks: list[list[FastDirect]]) -> tuple[int, list[tuple[list, list]]]:
     """``(base, [(times, delays)] per chunk)``, exits at ``base + time``, for the phases of several
-    chunks of one collective that start together (``coord.chunks``: every chunk in one pass, in the
-    order of ``chunks``); the links advance, and on idle links the outcome is kept as one phase's
-    (``_kept``).
+    chunks of one collective evaluated together (``coord.chunks``: every chunk in one pass, or, with
+    ``coord.stagger``, the chunks completing while the first is held; in the order of ``chunks``,
+    member 0's start order); the links advance, and on idle links the outcome is kept as one phase's
+    (``_kept``, per relative start pattern of every chunk).
 
-    Why it is exact. Each member starts the chunks' phases at one ns, one after the other, and each
-    phase registers its window's memory-bus hops as it starts; so at start + E the member sends
-    chunk 0's window, receiver after receiver, then chunk 1's, … (same-tick callbacks run in
-    registration order): one row of ``K·(P−1)`` messages in program order, which is how
-    ``FifoBatchLinks`` orders a sender's messages at one ns on its links. Every other order on a link
-    is by arrival, and two senders' messages reaching a link at one ns raise ``LinkConflict`` as for
-    one window. The chunks' receives are matched by their own streams' tags, so once the batch's
-    arrivals are known each chunk is the one-window outcome of its own receives. An all-reduce's
+    Why it is exact. Each phase registers its window's memory-bus hops as it starts; so at its start
+    + E the member sends that chunk's window, receiver after receiver, and chunks it started at one ns
+    one after the other in their start order (same-tick callbacks run in registration order): one row
+    of ``K·(P−1)`` messages per member, chunk by chunk, each chunk's at its own start + E, which is how
+    ``FifoBatchLinks`` orders a sender's messages on its links (by time, at one ns in row order). So a
+    member that started two chunks at one ns in another order than member 0 declines below. Every
+    other order on a link is by arrival, and two senders' messages reaching a link at one ns raise
+    ``LinkConflict`` as for one window. The chunks' receives are matched by their own streams' tags
+    (each posted at its own chunk's send), so once the batch's arrivals are known each chunk is the
+    one-window outcome of its own receives. An all-reduce's
     all-gather halves are sent as each chunk's reduce-scatter receives come: they are one batch too
     (every chunk's sends in one row per member, by time), evaluated from the links' state after every
     chunk's reduce-scatter messages, which they must reach each link after (``after``, else
     ``LinkConflict``: on a switch each uplink sends them behind all of its reduce-scatter messages);
     their fixed point is joint (``direct_fast._all_gather``). Two chunks' all-gather sends leaving a
-    member at one ns go in the order of their generals' events, not modelled, as are chunks whose
-    members started them in another order or at other times: both decline (``FastPathDeclined``:
-    the run is redone with direct phases message by message)."""
+    member at one ns go in the order of their generals' events, not modelled: declined too
+    (``FastPathDeclined``: the run is redone with direct phases message by message)."""
     first = chunks[0][0]
-    starts = [a.start_ns for a in chunks[0]]
-    for before, algos in zip(chunks, chunks[1:]):
-        if any(a.start_ns != s or a.start_seq < b.start_seq for a, b, s in zip(algos, before, starts)):
-            raise FastPathDeclined("direct phases: chunks of one collective started apart")
+    starts = np.asarray([[a.start_ns for a in algos] for algos in chunks], dtype=np.int64)
+    seqs = np.asarray([[a.start_seq for a in algos] for algos in chunks], dtype=np.int64)
+    for c in range(1, len(chunks)):  # chunks c' < c sending at one ns from a member: in their start order
+        if ((starts[:c] == starts[c]) & (seqs[:c] > seqs[c])).any():
+            raise FastPathDeclined("direct phases: a member started two chunks of one collective in another order")
     lay = _layout(coord, first)
     k, p, sign = len(chunks), first.ring.size, int(lay.sign)
     ring, size = first.ring, first.msg_size
@@ -99,7 +121,7 @@ def outcome_chunks(coord, chunks: list[list[FastDirect]]) -> tuple[int, list[tup
         ("direct-links", ring.key, sign, size, k), lambda: _links(coord.network, ring.members, sign, size, k)
     )
     index = coord.cached(("direct-chunk-index", p, sign, k), lambda: _chunk_index(lay, k))
-    return _kept(coord, first, starts, links, index, _plan_key(first))
+    return _kept(coord, first, starts.tolist(), links, index, _plan_key(first))
 
 
 def _chunk_index(lay: _Layout, k: int) -> list[np.ndarray]:
@@ -142,8 +164,11 @@ class FifoReceives:
         return out, state
 
     def first(self, sent: np.ndarray) -> list[np.ndarray]:
-        window = np.repeat(sent[:, None], len(self.index) * self.lay.flat.shape[1], axis=1)
-        recv, self._state = self._sorted(window, [sent[:, None]] * len(self.index), False)
+        """``sent``: each member's send time (one phase), or one row of them per chunk (a batch of
+        chunks: member i's row of the batch is chunk 0's window, then chunk 1's, ...)."""
+        rows = sent if sent.ndim == 2 else sent[None, :]
+        window = np.repeat(rows.T, self.lay.flat.shape[1], axis=1)
+        recv, self._state = self._sorted(window, [row[:, None] for row in rows], False)
         self.final = self._state
         self._recv1 = [r.copy() for r in recv]  # the all-reduce's fixed point may need them after consuming them
         return recv

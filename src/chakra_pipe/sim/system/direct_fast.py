@@ -127,12 +127,19 @@ def evaluate(coord, algos: list[FastDirect]) -> None:
     start a group's phases in a few patterns, mostly all at once, thousands of times). On the aware
     network the links' state enters too: ``direct_aware.py``. With several chunks of a collective at
     once (aware, ``coord.chunks``) the phase waits for the other chunks completing in this ns, and
-    all are evaluated together (their windows share every uplink): :func:`_evaluate_chunks`."""
+    all are evaluated together (their windows share every uplink): :func:`_evaluate_chunks`; with
+    chunks starting at different times (``coord.stagger``) it waits until the ns before any member
+    could exit (``direct_aware.earliest_exit``), the chunks completing meanwhile joining it."""
     if coord.chunks:
         first = algos[0]
         stream = first.stream
         key = (id(stream.dataset), first.ring.key, stream.steps_finished, first.ctype, first.msg_size, first.direction)
-        coord.hold(key, algos, lambda chunks: _evaluate_chunks(coord, chunks))
+        due = 0
+        if coord.stagger:
+            from .direct_aware import earliest_exit
+
+            due = earliest_exit(coord, algos) - 1
+        coord.hold(key, algos, lambda chunks: _evaluate_chunks(coord, chunks), due)
         return
     _evaluate_one(coord, algos)
 
@@ -224,13 +231,14 @@ class _ClosedReceives:
 def _outcome(coord, first: FastDirect, starts: list[int], receives) -> list[tuple[list[int], list[int]]]:
     """Each member's exit registration ``(times, delays)``, for members starting at ``starts``: one
     per chunk of ``receives`` (one phase, or the chunks of one collective evaluated as one batch,
-    ``direct_aware.outcome_chunks``; every chunk has ``first``'s shape and starts)."""
+    ``direct_aware.outcome_chunks``, where ``starts`` holds one list per chunk; every chunk has
+    ``first``'s shape)."""
     p = first.ring.size
     w, half, total = first.parallel_reduce, p - 1, first.stream_count
     d, flags = coord.cached(_plan_key(first), lambda: first.packet_plan(w + total))
     rows = receives.lay.rows
     e = int(d[0])  # the first W packets never carry a reduction
-    sent = np.asarray(starts, dtype=np.int64) + e  # all W = P-1 first sends
+    sent = np.asarray(starts, dtype=np.int64) + e  # all W = P-1 first sends (per chunk: one row each)
     # each member exits in its last general: found half by half, the reduce-scatter half's before
     # its receives become the all-gather's sends (one P x (P-1) matrix fewer at a time)
     rs, ag = slice(w, w + half), slice(w + half, w + 2 * half)

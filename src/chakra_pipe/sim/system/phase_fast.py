@@ -29,16 +29,19 @@ class FastPathDeclined(Exception):
 class PhaseCoordinator:
     """Collects the members of direct / double-binary-tree phases and evaluates each when all started."""
 
-    def __init__(self, network, queue, stats, aware: bool = False, chunks: bool = False):
+    def __init__(self, network, queue, stats, aware: bool = False, chunks: bool = False, stagger: bool = False):
         """``aware``: the network is the congestion-aware one, whose FIFO links the direct phases
         cross (``direct_aware.py``; only direct phases get this coordinator there). ``chunks`` (aware
-        only): every chunk of a collective starts its phase in one pass, and the chunks' direct phases
-        are evaluated together (:meth:`hold`, ``direct_aware.outcome_chunks``)."""
+        only): several chunks of a collective may run their direct phase at once, and the chunks'
+        phases are evaluated together (:meth:`hold`, ``direct_aware.outcome_chunks``). ``stagger``
+        (with ``chunks``): they may also start it at different times (a queue admitting chunks one by
+        one), so a batch is held until just before its earliest possible exit."""
         self.network, self.queue, self.stats = network, queue, stats
         self.aware = aware
         self.chunks = chunks
+        self.stagger = stagger
         self._waiting: dict[tuple, dict[int, Any]] = {}
-        self._held: dict[tuple, list[list[Any]]] = {}  # complete phases of one collective, until the ns ends
+        self._held: dict[tuple, list[list[Any]]] = {}  # complete phases of one collective, until released
         self.cache: dict[tuple, tuple[Any, int]] = {}  # per-topology tables the evaluations build once
         self._cache_bytes = 0
 
@@ -49,19 +52,30 @@ class PhaseCoordinator:
             del self._waiting[key]
             evaluate([members[i] for i in range(size)])
 
-    def hold(self, key: tuple, algos: list, evaluate: Callable[[list[list]], None]) -> None:
-        """Keep a complete phase with the other chunks of its collective completing in this ns (``key``)
-        and hand them all to ``evaluate`` once the events already at this ns have run: they start in
-        one pass when every chunk runs at once, so they complete together, and nothing sees a phase
-        before its first send (the memory-bus hop after its start)."""
+    def hold(self, key: tuple, algos: list, evaluate: Callable[[list[list]], None], due: int = 0) -> None:
+        """Keep a complete phase with the other chunks of its collective (``key``) and hand them all to
+        ``evaluate`` once the events already at this ns have run — or, with ``stagger``, at ``due``
+        (the ns before the earliest exit any member of the phase could have) if that is later.
+
+        Every chunk at once: they start in one pass, so they complete together, and nothing sees a
+        phase before its first send (the memory-bus hop after its start). Chunks at different times
+        (a queue admitting chunks one by one): nothing sees a phase before its first exit either (its
+        exits are scheduled at receives; a message of the message path meeting its links before it is
+        evaluated is checked there, ``network/aware.py``), so the chunks completing until then join it
+        (``RingCoordinator._batch`` holds ring phases alike)."""
         batch = self._held.get(key)
         if batch is None:
             batch = self._held[key] = []
-            self.queue.schedule(self.queue.now, self._release, key, evaluate)
+            if not self.stagger:
+                self.queue.schedule(self.queue.now, self._release, key, batch, evaluate)
         batch.append(algos)
+        if self.stagger:
+            self.queue.schedule(max(self.queue.now, due), self._release, key, batch, evaluate)
 
-    def _release(self, key: tuple, evaluate: Callable[[list[list]], None]) -> None:
-        evaluate(self._held.pop(key))
+    def _release(self, key: tuple, batch: list[list], evaluate: Callable[[list[list]], None]) -> None:
+        """Evaluate a held batch (a no-op when an earlier due time of the same batch released it)."""
+        if self._held.get(key) is batch:
+            evaluate(self._held.pop(key))
 
     def delays(self, src: np.ndarray, dst: np.ndarray, size: int) -> np.ndarray:
         """Network delays of arrays of messages: the unaware network's closed form, elementwise."""

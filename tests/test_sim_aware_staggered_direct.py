@@ -1,0 +1,117 @@
+"""Direct phases with fewer active chunks than splits (chunks start at different times) on the
+congestion-aware fast path of a 1-D fully-connected network.
+
+A queue admits chunks one by one (chunk c+a starts when chunk c leaves), so a collective's chunks run
+their direct phase partly at once, starting at different times. ``PhaseCoordinator.hold`` (with
+``stagger``) keeps a complete phase until the ns before its earliest possible exit
+(``direct_aware.earliest_exit``), the chunks completing meanwhile joining it, and
+``direct_aware.outcome_chunks`` evaluates the batch over the FIFO links with each chunk's own starts,
+the order checked on every link (``LinkConflict``: redone message by message). Through a switch such
+runs go message by message from the start. Every case is compared on every rank with ``fast=False``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sim_paths import (
+    KIND_OF,
+    KINDS,
+    RERUN,
+    assert_collectives_all_fast,
+    assert_random_case_equals_message_path,
+    aware_exact,
+    generated_steps,
+    random_ranks,
+)
+from test_sim_aware_direct_chunks import EVERY_KIND, STEPS, _hw
+from test_sim_examples import coll, write_set
+
+from chakra_pipe.et import schema
+from chakra_pipe.et.traceset import TraceSet
+from chakra_pipe.sim import simulate
+
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory) -> dict[str, TraceSet]:
+    return generated_steps(tmp_path_factory, STEPS)
+
+
+@pytest.mark.parametrize("active", [1, 2, 3])
+@pytest.mark.parametrize("step", sorted(STEPS))
+def test_generated_steps_with_staggered_direct_chunks_take_the_fast_path(steps, step: str, active: int, caplog) -> None:
+    """Every collective direct, 1, 2 or 3 of 4 chunks active, fully connected: every collective
+    message evaluated (only pipeline sends one by one), nothing redone, every rank equal to the
+    message path; the default (symmetric) run equals both."""
+    ts = steps[step]
+    hw = _hw(len(ts.ranks), "FullyConnected", active, direct=EVERY_KIND)
+    assert_collectives_all_fast(ts, hw, caplog)
+    with caplog.at_level("INFO", logger="chakra_pipe.sim"):
+        quick = simulate(ts, hw)
+    assert "symmetric run of" in caplog.text and RERUN not in caplog.text
+    assert quick.to_dict() == simulate(ts, hw, fast=False).to_dict()
+
+
+@pytest.mark.parametrize("active", [2, 3])
+@pytest.mark.parametrize("step", sorted(STEPS))
+def test_staggered_direct_chunks_through_a_switch_go_message_by_message(steps, step: str, active: int) -> None:
+    """Through a switch a chunk's reduce-scatter sends leave a member's uplink ahead of the chunk
+    before's all-gather sends, which the batches evaluated one after the other refuse (every generated
+    step reran): the run is not tried on the fast path, and the default run equals the message path."""
+    ts = steps[step]
+    hw = _hw(len(ts.ranks), "Switch", active, direct=EVERY_KIND)
+    assert not aware_exact(ts, hw)
+    assert simulate(ts, hw).to_dict() == simulate(ts, hw, fast=False).to_dict()
+
+
+@pytest.mark.parametrize("kind", [schema.ALL_TO_ALL, schema.REDUCE_SCATTER, schema.ALL_GATHER, schema.ALL_REDUCE])
+def test_chunks_admitted_one_by_one_batch_as_they_complete(tmp_path: Path, kind: int) -> None:
+    """Two collectives on 8 NPUs, 2 of 4 chunks active: chunks 0 and 1 start in one pass, chunks 2
+    and 3 as they leave; every rank equals the message path, whichever path the run kept."""
+    ts = write_set(tmp_path, [[coll(0, kind, size=1 << 20), coll(1, kind, size=3 << 18, data=[0])] for _ in range(8)])
+    hw = _hw(8, "FullyConnected", 2, direct=EVERY_KIND)
+    assert aware_exact(ts, hw)
+    fast, slow = simulate(ts, hw, symmetric=False), simulate(ts, hw, fast=False)
+    assert fast.to_dict() == slow.to_dict()
+
+
+@st.composite
+def _cases(draw) -> tuple[list[list], dict, dict]:
+    p = draw(st.sampled_from([2, 3, 4, 6, 8, 16]))
+    splits = draw(st.sampled_from([2, 3, 4, 8]))
+    active = draw(st.integers(1, splits - 1))
+    kinds = draw(st.lists(st.sampled_from(sorted(KIND_OF)), min_size=1, max_size=3))
+    chunk = draw(st.sampled_from([1 << 10, 1 << 14, 3 << 16, 1 << 20]))
+    ranks = random_ranks(draw, p, [KIND_OF[k] for k in kinds], chunk * splits)
+    direct = draw(st.sets(st.sampled_from(EVERY_KIND), min_size=1))
+    system = {
+        "scheduling-policy": draw(st.sampled_from(["LIFO", "FIFO"])),
+        "endpoint-delay": draw(st.sampled_from([0, 1, 10, 20])),
+        "active-chunks-per-dimension": active,
+        "preferred-dataset-splits": splits,
+        "collective-optimization": draw(st.sampled_from(["baseline", "localBWAware"])),
+        "local-mem-bw": draw(st.sampled_from([1600, 3350])),
+        **{f"{k}-implementation": ["direct" if k in direct else "ring"] for k in KINDS},
+    }
+    network = {
+        "topology": [draw(st.sampled_from(["FullyConnected", "FullyConnected", "Switch"]))],
+        "npus_count": [p],
+        "bandwidth": [draw(st.sampled_from([25, 100, 400]))],
+        "latency": [draw(st.sampled_from([0, 1, 100, 500, 700]))],
+    }
+    return ranks, system, network
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_cases())
+def test_random_staggered_direct_chunks_equal_the_message_path(case) -> None:
+    """Random small sets: 2–16 NPUs, fully connected (a third on a switch), 2–8 splits with fewer
+    chunks active, direct all-reduces / reduce-scatters / all-gathers / all-to-alls beside rings,
+    overlapping or chained, staggered starts, sends beside them, 0–700 ns latency, endpoint delay
+    0–20 ns, both collective optimizations: every rank equals ``fast=False``, whether the run stayed
+    on the fast path or was redone."""
+    ranks, system, network = case
+    assert_random_case_equals_message_path(ranks, system, network)
