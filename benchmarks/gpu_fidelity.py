@@ -7,7 +7,9 @@ a one-member group cost nothing there) and print, per profiled step:
 * **traced** — the ``ProfilerStep`` span the trace holds (the profiler's per-op cost included),
 * **simulated** — the converted set simulated (CPU ops serial on one CPU slot, kernels on the
   GPU slot),
-* **expected** — traced less the recorded time of the COMM nodes (what one NPU takes away),
+* **expected** — the ``ProfilerStep`` ranges' own time (not the profiler's step transitions between
+  them, in no op) less the COMM nodes' time: their device work (NCCL's copies for a one-member
+  group), which one NPU takes away; their launch is host time and stays (``convert/pytorch.py``),
 * **GPU busy** — kernels + copies per step, and the **untraced** step from ``capture.json``
   (GPU-bound models: near GPU busy; the profiler slows the host, not the device).
 
@@ -74,13 +76,14 @@ def main() -> None:
             )
             _run(["convert", "pytorch", "--ranks-dir", str(cap), "--out", prefix])
             kineto = load_kineto(cap / "rank0.kineto.json.gz")
-            n = sum(e.name.startswith("ProfilerStep#") for e in kineto.cpu)
+            steps = [e.dur for e in kineto.cpu if e.name.startswith("ProfilerStep#")]
+            n = len(steps)
             traced = _traced_pass_ns(cap, 0) / 1e3
             gpu = sum(e.dur for e in kineto.gpu)  # kernels, copies and memsets
             comm = sum(n.duration_micros for n in read_trace(prefix + ".0.et")[1] if n.type == schema.COMM_COLL_NODE)
             sim = simulate(TraceSet.load(prefix), hw).finish_ns[0] / 1e3
             untraced = json.loads((cap / "capture.json").read_text())["median_step_time_ms_untraced"]
-            expected = traced - comm
+            expected = sum(steps) - comm
             print(
                 f"{model:<12} {traced / n / 1e3:9.2f} {sim / n / 1e3:9.2f} {expected / n / 1e3:9.2f} "
                 f"{100 * (sim / expected - 1):+6.1f}% {gpu / n / 1e3:9.2f} {untraced:9.2f}"

@@ -200,8 +200,10 @@ def test_implementation_nodes_and_roots_are_folded_and_deps_stay_inside():
     assert list(nodes[41].ctrl_deps) == [40] and list(nodes[4].ctrl_deps) == []
 
 
-def test_nccl_record_param_comms_with_attrs_and_linked_kernel():
-    """1.1.0-style NCCL record: the linked kernel carries the comm; host ops stay CPU COMP."""
+def _nccl_allreduce(device_op: dict) -> tuple[dict, dict]:
+    """A 1.1.0-style NCCL all-reduce on a 2-rank group, host ET + Kineto: ``c10d::allreduce_`` (own
+    10 us) > ``record_param_comms`` (10 us) > ``nccl:all_reduce`` (8 us), whose launch at 107 us
+    starts ``device_op`` (correlation 5), then ``aten::add_``."""
 
     def a(name, value):
         return {"name": name, "type": "string" if isinstance(value, str) else "uint64", "value": value}
@@ -237,6 +239,7 @@ def test_nccl_record_param_comms_with_attrs_and_linked_kernel():
             "args": {"Record function id": rf, "External id": rf},
         }
 
+    launch = "cudaLaunchKernel" if device_op["cat"] == "kernel" else "cudaMemcpyAsync"
     kineto = {
         "traceEvents": [
             ev("c10d::allreduce_", 5, 100, 20),
@@ -246,25 +249,23 @@ def test_nccl_record_param_comms_with_attrs_and_linked_kernel():
             {
                 "ph": "X",
                 "cat": "cuda_runtime",
-                "name": "cudaLaunchKernel",
+                "name": launch,
                 "pid": 9,
                 "tid": 1,
                 "ts": 107,
                 "dur": 1,
                 "args": {"correlation": 5, "External id": 7},
             },
-            {
-                "ph": "X",
-                "cat": "kernel",
-                "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
-                "pid": 0,
-                "tid": 20,
-                "ts": 150,
-                "dur": 40,
-                "args": {"correlation": 5, "stream": 20, "device": 0},
-            },
+            {"ph": "X", "pid": 0, "tid": 20, "ts": 150, "args": {"correlation": 5, "stream": 20, "device": 0}}
+            | device_op,
         ]
     }
+    return host, kineto
+
+
+def test_nccl_record_param_comms_with_attrs_and_linked_kernel():
+    """1.1.0-style NCCL record: the linked kernel carries the comm; host ops stay CPU COMP."""
+    host, kineto = _nccl_allreduce({"cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "dur": 40})
     obj, stats = link_traces(parse_host_trace(host, "h"), parse_kineto(kineto, "k"))
     assert stats.attached == 1
     conv, out = _convert(obj)
@@ -278,6 +279,21 @@ def test_nccl_record_param_comms_with_attrs_and_linked_kernel():
     assert kernel.duration_micros == 40 and kernel.start_time_micros == 150
     assert list(kernel.data_deps) == [7]  # after its launching op (nccl:all_reduce)
     assert out[5].type == out[6].type == out[7].type == schema.COMP_NODE
+    assert rank_problems(conv.nodes) == []
+
+
+def test_nccl_record_without_kernel_keeps_its_host_time_on_the_host():
+    """A linked NCCL record with no NCCL kernel below (a one-member group: NCCL copies or does nothing)
+    is the COMM node and lasts its device work; its host time (the launch) stays host compute on its
+    caller, as the host ops above a kernel do, so none of the traced host time is lost."""
+    host, kineto = _nccl_allreduce({"cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "dur": 3})
+    obj, _ = link_traces(parse_host_trace(host, "h"), parse_kineto(kineto, "k"))
+    conv, out = _convert(obj)
+    assert sorted(out) == [5, 6, 8]  # the range and the copy are the collective's own work
+    assert out[6].type == schema.COMM_COLL_NODE and get_attr(out[6], "comm_size") == 53120 * 4
+    assert out[6].duration_micros == 3  # the copy, not the record's 10 us on the host
+    assert out[5].duration_micros == 10 + 10  # c10d's own time and the record's launch
+    assert list(out[6].data_deps) == [5] and list(out[8].data_deps) == [6]
     assert rank_problems(conv.nodes) == []
 
 

@@ -7,6 +7,14 @@ Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch
   ``rf_id``), not the enqueue; a host op the ET records inside an op that Kineto shows had already
   ended is put back beside it (the ET observer's stack slips on gloo worker ranges; upstream
   re-parents by Kineto containment for ``ctrl_deps`` only, here for the whole call tree);
+* a kernel-less NCCL record (a one-member group: NCCL copies out of place and does nothing in
+  place; or a host-only trace) lasts its device work (the folded copies), while its host time,
+  the launch, is added to its caller's compute (the ``c10d::`` op). Above a kernel these host ops
+  are COMP nodes (here and upstream), since launching is host time on any number of GPUs. As the
+  COMM node's own time it was lost from a simulated step (the network models the transfer, not
+  the launch: -4..-25 % of the one-GPU captures' steps) or, for a broadcast, which ASTRA-sim
+  replays from its duration, ran as a transfer (+0.6..+3.4 %). A gloo op's enqueue is not split
+  off: its worker starts the transfer inside the call, so the two overlap;
 * p2p nodes get ``comm_src``/``comm_dst``/``comm_tag``; every comm node gets ``pg_name``;
 * a host op's COMP duration excludes the time it sat idle while a collective ran on a worker
   thread (linker ``comm_wait``): that was communication, which the simulated network models; and
@@ -232,7 +240,8 @@ class _Converter:
         self.paired, paired_records = self._kernels_beside_records(nccl_below)
         self.role: dict[int, int] = {}
         self.comm: dict[int, Comm] = {}
-        absorbed_by: dict[int, int] = {}
+        self.absorbed_by: dict[int, int] = {}  # folded node -> the COMM node it belongs to
+        self.records: set[int] = set()  # NCCL records that are COMM nodes (no kernel below)
         open_anchor: dict[int, int] = {}  # node -> nearest host anchor whose kernels carry the comm
         self.label: dict[int, str] = {}
         self.claimed: set[int] = set()
@@ -247,8 +256,8 @@ class _Converter:
                 if p is not None
                 else ""
             )
-            if p is not None and (p in absorbed_by or self.role.get(p) == COMM):
-                absorbed_by[nid] = absorbed_by.get(p, p)
+            if p is not None and (p in self.absorbed_by or self.role.get(p) == COMM):
+                self.absorbed_by[nid] = self.absorbed_by.get(p, p)
             anchor = open_anchor.get(p) if p is not None else None
             if anchor is not None:
                 open_anchor[nid] = anchor
@@ -257,7 +266,7 @@ class _Converter:
             elif name.startswith("gloo:"):
                 self.role[nid] = DROP
                 self.gloo_ranges.append(n)
-            elif nid in absorbed_by:
+            elif nid in self.absorbed_by:
                 self.role[nid] = ABSORB
             elif "cat" in n:
                 self.role[nid] = GPU
@@ -277,6 +286,8 @@ class _Converter:
                 else:
                     self.role[nid] = COMM
                     self.comm[nid] = comm
+                    if name == "record_param_comms":
+                        self.records.add(nid)
 
     def _claim_kernel(self, n: dict[str, Any], anchor: int | None) -> None:
         """The first NCCL kernel under an anchor carries its comm; unclaimed ones use their name."""
@@ -420,9 +431,28 @@ class _Converter:
             i = j
         return deps
 
+    def _records_device_and_launch(self, kept_anc: dict[int, int | None]) -> tuple[dict[int, float], dict[int, float]]:
+        """Per kernel-less NCCL record its device time (Σ of its folded GPU ops: NCCL's one-member
+        copies), and per caller the host time of the records it called (their launch; see the
+        module docstring). A record without a caller in the file keeps its host time as before."""
+        by_id = self.trace.by_id
+        device = dict.fromkeys(self.records, 0.0)
+        for nid, anchor in self.absorbed_by.items():
+            if anchor in device and "cat" in by_id[nid]:
+                device[anchor] += _num(by_id[nid], "inclusive_dur")
+        launch: dict[int, float] = {}
+        for nid in self.records:
+            caller = kept_anc[nid]
+            if caller is None:
+                del device[nid]
+            else:
+                launch[caller] = launch.get(caller, 0.0) + _num(by_id[nid], "inclusive_dur")
+        return device, launch
+
     def emit(self) -> RankConversion:
         gloo = self.gloo_durations()
         kept_anc, tid_of = self._threads()
+        device, launch = self._records_device_and_launch(kept_anc)
         cross = self._inter_thread_deps(tid_of)
         last_on_thread: dict[int, int] = {}
         last_on_stream: dict[tuple[Any, int], int] = {}
@@ -457,14 +487,14 @@ class _Converter:
             comm = self.comm.get(nid) if role in (COMM, GPU) else None
             if comm is not None:
                 out.type = comm.node_type
-                dur = gloo.get(nid) or _num(n, "inclusive_dur")
+                dur = device[nid] if nid in device else gloo.get(nid) or _num(n, "inclusive_dur")
                 pg_unknown += self._comm_attrs(out, n, comm, used)
             elif role == METADATA:
                 out.type = schema.METADATA_NODE
                 dur = 0.0
             else:
                 out.type = schema.COMP_NODE
-                dur = _num(n, "inclusive_dur") if role == GPU else _exclusive_work(n)
+                dur = _num(n, "inclusive_dur") if role == GPU else _exclusive_work(n) + launch.get(nid, 0.0)
             out.duration_micros = _micros(dur)
             if comm is None:
                 set_attr(out, "is_cpu_op", role != GPU)
