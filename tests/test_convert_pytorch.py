@@ -297,6 +297,17 @@ def test_nccl_record_without_kernel_keeps_its_host_time_on_the_host():
     assert rank_problems(conv.nodes) == []
 
 
+def test_nccl_record_without_kernel_or_caller_keeps_its_host_time():
+    """With no caller in the file to run the launch on, the record keeps its host time as its own."""
+    host, kineto = _nccl_allreduce({"cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "dur": 3})
+    host["nodes"] = [n for n in host["nodes"] if n["id"] != 5]
+    host["nodes"][2]["ctrl_deps"] = 2  # the record, called from the thread itself
+    kineto["traceEvents"] = [e for e in kineto["traceEvents"] if e["name"] != "c10d::allreduce_"]
+    obj, _ = link_traces(parse_host_trace(host, "h"), parse_kineto(kineto, "k"))
+    _, out = _convert(obj)
+    assert sorted(out) == [6, 8] and out[6].type == schema.COMM_COLL_NODE and out[6].duration_micros == 10
+
+
 def test_gpu_ops_follow_launcher_and_stream_and_sync_waits_become_deps():
     from test_link_traces import with_device_synchronize
 
