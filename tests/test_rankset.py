@@ -313,14 +313,69 @@ def test_ranks_sharing_a_dependency_structure_share_its_checks_but_each_reports_
     assert where(sim.problems) == where(plan.problems) == where(errors)
 
 
-@pytest.mark.parametrize("pg", ["3", "03"])
-def test_a_zero_padded_pg_name_gets_one_verdict_from_every_stage(tmp_path, pg):
-    """ASTRA-sim reads a ``pg_name`` with ``std::stoi`` (``"03"`` is comm-group id 3); the
-    simulator's per-rank groups are keyed by the name as written, so until it looks names up
-    through the same rule, ``"03"`` stays refused by validate, simulate and replay alike (a
-    rankset-only change made validate and replay accept a set the run then stopped on)."""
+# What ASTRA-sim's std::stoi reads as group 3: leading C white space, a sign, digits; the rest ignored.
+READ_AS_3 = ["3", "03", "0" * 5000 + "3", " 3", "\t3", "\v\f 3", "+3", "+03", "3abc", "3 ", "3.5", "3e9"]
+# What it cannot run: stoi throws (text, out of int range), or an id no group has (negative, 0).
+REFUSED = {
+    "-3": "as group id -3, and no group id is negative",
+    "00": "as group id 0, not the default group",
+    "+0": "as group id 0, not the default group",
+    "-0": "as group id 0, not the default group",
+    " 0": "as group id 0, not the default group",
+    "2147483648": "out of int range and it throws",
+    "-2147483649": "out of int range and it throws",
+    "99999999999999999999": "out of int range and it throws",
+    "1" * 5000: "out of int range and it throws",  # past int()'s 4,300 digits: no traceback
+    "abc": "finds no number in it and throws",
+    "+": "finds no number in it and throws",
+    " ": "finds no number in it and throws",
+    "\u0663": "finds no number in it and throws",  # Arabic-Indic 3: int() reads it, stoi does not
+}
+
+
+@pytest.mark.parametrize("pg", READ_AS_3, ids=lambda pg: repr(pg)[:20])
+def test_a_pg_name_std_stoi_reads_as_a_group_id_selects_that_group_in_every_stage(tmp_path, pg):
+    """ASTRA-sim reads a ``pg_name`` with ``std::stoi`` (``"03"``, ``" 3"``, ``"3abc"`` are comm-group
+    id 3): validate, simulate and replay all accept it, the run is the one of ``"3"`` (its record keeps
+    the name as written), and replay creates group 3."""
+    groups = {"3": [0, 1], "2": [2, 3]}
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    prefix = write_set(tmp_path / "a", [[coll(1, pg)]] * 2 + [[coll(1, "2")]] * 2, groups)
+    assert verdicts(prefix) == ([], None, None)
+    ref = write_set(tmp_path / "b", [[coll(1, "3")]] * 2 + [[coll(1, "2")]] * 2, groups)
+    runs = [simulate(TraceSet.load(p), hw(4), symmetric=False) for p in (prefix, ref)]
+    assert runs[0].finish_ns == runs[1].finish_ns
+    assert [c.group for c in runs[0].collectives] == [pg if c.rank < 2 else "2" for c in runs[0].collectives]
+    plan = build_plan(TraceSet.load(prefix))
+    assert plan.groups == build_plan(TraceSet.load(ref)).groups
+    assert plan.ranks[0].comm[0].group == "3"  # the process group replay creates and runs it on
+
+
+@pytest.mark.parametrize("pg", sorted(REFUSED), ids=lambda pg: repr(pg)[:20])
+def test_a_pg_name_astra_sim_cannot_read_as_a_group_id_is_refused_by_every_stage_saying_why(tmp_path, pg):
+    """Text, numbers out of int range (``std::stoi`` throws: ASTRA-sim crashes), negative ids and
+    spellings of 0 other than ``"0"`` (group 0, which no comm-group file has) are refused alike, the
+    message saying how ASTRA-sim reads the name."""
     prefix = write_set(tmp_path, [[coll(1, pg)], [coll(1, pg)]], {"3": [0, 1]})
-    if pg == "3":
-        assert verdicts(prefix) == ([], None, None)
-    else:
-        assert_same_refusal(prefix, SetRefused, [("w.0.et", "pg-name", 1), ("w.1.et", "pg-name", 1)])
+    assert_same_refusal(prefix, SetRefused, [("w.0.et", "pg-name", 1), ("w.1.et", "pg-name", 1)])
+    (first, _) = [f for f in validate_set(prefix).findings if f.rule == "pg-name"]
+    assert REFUSED[pg] in first.message
+
+
+def test_metadata_groups_are_keyed_by_the_number_too(tmp_path):
+    """A METADATA group ``"03"`` is ASTRA-sim's group 3 (``stoi``): ``"3"`` and ``"+3"`` select it,
+    and a comm-group file's group 3 with other members contradicts it."""
+    table = [{"pg_name": "03", "ranks": [0, 1]}]
+    ranks = [[metadata(0, table), coll(1, "+3", data=[0])], [metadata(0, table), coll(1, "3", data=[0])]]
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    assert verdicts(write_set(tmp_path / "a", ranks)) == ([], None, None)
+    prefix = write_set(tmp_path / "b", ranks, {"3": [1, 0]})
+    assert ("w.0.et", "group-members", 0) in where(verdicts(prefix)[0])
+
+
+def test_a_metadata_group_00_is_matched_as_written_as_before(tmp_path):
+    """Group 0 spelled otherwise than ``"0"`` exists only as a METADATA group ``"00"``; the name as
+    written still selects it (ASTRA-sim: ``comm_groups[0]``, internal id 1)."""
+    table = [{"pg_name": "00", "ranks": [0, 1]}]
+    ranks = [[metadata(0, table), coll(1, "00", data=[0])] for _ in range(2)]
+    assert verdicts(write_set(tmp_path, ranks)) == ([], None, None)

@@ -28,6 +28,7 @@ from chakra_pipe.sim import simulate
 from chakra_pipe.sim.config import SystemConfig
 from chakra_pipe.sim.result import finished_line
 from chakra_pipe.sim.stats import rank_statistics
+from chakra_pipe.sim.timeline import FLOW_CATEGORY
 
 TINY = {"model": "gpt3-13b", "layers": 2, "hidden": 128, "heads": 8, "ffn": 512, "vocab": 256, "seq": 64}
 MOE = {"model": "mixtral-8x7b", "layers": 2, "hidden": 128, "heads": 8, "ffn": 256, "vocab": 256, "seq": 64}
@@ -348,3 +349,38 @@ def test_a_rank_whose_pg_name_sits_on_other_records_is_not_its_representatives_t
 
     _edit(f"{prefix}.5.et", drop_first_pg_name)
     assert proof() == "rank 5 differs from its representative 4: which nodes carry a pg_name"
+
+
+def test_pg_names_written_as_std_stoi_reads_them_run_as_their_group_ids(tmp_path):
+    """Every named group's ``pg_name`` respelled (``"1"`` → ``"01"`` / ``"+1"``, as ASTRA-sim's
+    ``std::stoi`` reads both): the run is the one of the set as generated, on either engine, and each
+    collective record keeps its name as written."""
+    prefix = write_set(tmp_path, SETS["tp+dp+pp"])
+    hw = hardware((8,))
+    before = simulate(TraceSet.load(prefix), hw)
+    world = len(before.finish_ns)
+
+    def respell(rank: int):
+        def change(n) -> None:
+            for a in n.attr:
+                if a.name == "pg_name" and a.string_val not in ("", "0"):
+                    a.string_val = ("0" if rank % 2 else "+") + a.string_val
+
+        return change
+
+    for rank in range(world):
+        _edit(f"{prefix}.{rank}.et", respell(rank))
+    ts = TraceSet.load(prefix)
+    quick, full = simulate(ts, hw), simulate(ts, hw, symmetric=False)
+    assert_full_engine_result(quick, full, hw)
+    assert full.finish_ns == before.finish_ns and full.exposed_comm_ns == before.exposed_comm_ns
+    respelled = [c for c in full.collectives if c.group not in ("", "0")]
+    assert respelled and all(c.group[0] == ("0" if c.rank % 2 else "+") for c in respelled)
+    assert [dataclasses.replace(c, group="") for c in full.collectives] == [
+        dataclasses.replace(c, group="") for c in before.collectives
+    ]
+    # the per-collective rows size each group by its id, and the timeline joins ranks spelling it apart
+    rows = [simulated_rows(r, "c", "w", "p", hw.backend) for r in (full, before)]
+    assert [{**row, "group": ""} for row in rows[0]] == [{**row, "group": ""} for row in rows[1]]
+    flows = [[e for e in r.timeline()["traceEvents"] if e.get("cat") == FLOW_CATEGORY] for r in (full, before)]
+    assert len(flows[0]) == len(flows[1])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from chakra_pipe.cli import main
-from chakra_pipe.et import TraceSet, read_trace, schema
+from chakra_pipe.et import TraceSet, read_trace, schema, write_trace
 from chakra_pipe.et.attrs import get_attr, get_int
 from chakra_pipe.et.process_groups import parse_process_groups
 from chakra_pipe.generate import (
@@ -379,3 +379,23 @@ def test_factors_that_overflow_trace_fields_are_refused(tmp_path, capsys):
     assert "exceeds the int64 range of trace fields" in capsys.readouterr().err
     assert transform(src, tmp_path / "out", "comm", "--scale", "1e30") == 2
     assert "comm_size" in capsys.readouterr().err and not list(tmp_path.glob("out*"))
+
+
+def test_dp_widens_pg_names_written_as_std_stoi_reads_them(tmp_path):
+    """A set whose collectives name their groups ``"01"`` / ``" 1"`` (ASTRA-sim's ``std::stoi``
+    reads group 1) widens as the set spelled ``"1"`` does: the output names the new groups plainly."""
+    src = llm(tmp_path, "src", "llama3-8b", 2, tp=2)
+    ref = llm(tmp_path, "ref", "llama3-8b", 4, tp=2)
+    respelled = 0
+    for rank in range(rank_count(src)):
+        metadata, nodes = read_trace(f"{src}.{rank}.et")
+        for a in (a for n in nodes for a in n.attr if a.name == "pg_name" and a.string_val not in ("", "0")):
+            a.string_val = ("0" if rank % 2 else " ") + a.string_val
+            respelled += 1
+        write_trace(f"{src}.{rank}.et", metadata, nodes)
+    assert respelled
+    assert transform(src, tmp_path / "out", "dp", "--to", 4) == 0
+    out = str(tmp_path / "out")
+    assert rank_count(out) == rank_count(ref)
+    for rank in range(rank_count(ref)):
+        assert nodes_of(out, rank) == nodes_of(ref, rank), f"rank {rank}"

@@ -10,9 +10,11 @@ pair up in issue order, and a pair whose sizes differ is a mismatch on that chan
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
+from typing import TypeVar
 
 import numpy as np
 
@@ -27,6 +29,7 @@ KINDS = (KIND_COLL, KIND_SEND, KIND_RECV)  # by the kind codes of CommSpecs.kind
 COLL, SEND, RECV = range(len(KINDS))  # the kind codes
 NO_GROUP = -2  # group code of a collective whose pg_name names no group (it gets no spec)
 WORLD = ""  # canonical name of the default group ("" and "0" both select it, §2.5)
+_T = TypeVar("_T")
 
 INT_NUMBERS = frozenset(KIND_NUMBER[k] for k in INT_KINDS)
 INT_KIND = np.zeros(256, dtype=bool)  # by oneof field number: one of the integer kinds (TraceGraph.has_int's)
@@ -40,9 +43,66 @@ COMM_REQUIRED = {
 }
 
 
+# What std::stoi reads (base 10): C-locale white space, an optional sign, then ASCII digits; the rest
+# of the text is ignored. A pg_name it cannot read at all makes ASTRA-sim throw (a crash).
+_STOI = re.compile(r"[ \t\n\v\f\r]*([-+]?)0*([0-9]+)")
+INT_MAX = 2**31 - 1  # std::stoi throws std::out_of_range past the range of int
+_PAST_INT = 10**11  # what a number of more than 10 significant digits reads as (already out of range)
+
+
+def pg_number(pg_name: str) -> int | None:
+    """The number ASTRA-sim's ``std::stoi`` reads from ``pg_name``, None when it reads none.
+
+    ``"03"``, ``" 3"``, ``"+3"`` and ``"3abc"`` all read 3: its workload layer keys every
+    communicator group (comm-group file ids and METADATA ``pg_name`` s alike) by that int. A number
+    of more than 10 significant digits reads as ±10^11 — out of int range either way, and a name of
+    thousands of digits never reaches ``int()`` (which refuses over 4,300 digits)."""
+    m = _STOI.match(pg_name)
+    if m is None:
+        return None
+    digits = m.group(2)
+    value = _PAST_INT if len(digits) > 10 else int(digits)
+    return -value if m.group(1) == "-" else value
+
+
+@lru_cache(maxsize=4096)
 def canonical_group(pg_name: str) -> str:
-    """The group-table key a ``pg_name`` selects: ``""`` and ``"0"`` are both the world group."""
-    return WORLD if pg_name in WORLD_PG_NAMES else pg_name
+    """The group-table key a ``pg_name`` selects — the one rule of validate, simulate (both engines),
+    replay and transform, so a name one stage accepts no other refuses.
+
+    ``""`` and ``"0"`` (as written: ASTRA-sim compares the text first) are the world group. A name
+    ``std::stoi`` reads as a group id ASTRA-sim can have, 1..2^31-1, selects that id's group, keyed
+    ``str(id)`` as the comm-group file's groups and METADATA groups are (``"03"`` is group 3). Any
+    other name is kept as written and so selects no group: text (ASTRA-sim's ``stoi`` throws), a
+    number out of int range (``stoi`` throws), a negative one (no group id is negative) — refused with
+    :func:`pg_name_hint`'s reason. Spellings of 0 other than ``"0"`` (``"00"``, ``"+0"``) read group 0
+    upstream, which only a METADATA group ``"0"``/``"00"`` creates; they too match as written."""
+    if pg_name in WORLD_PG_NAMES:
+        return WORLD
+    number = pg_number(pg_name)
+    return str(number) if number is not None and 0 < number <= INT_MAX else pg_name
+
+
+def pg_name_hint(pg_name: str) -> str:
+    """Why ASTRA-sim could not run a collective on ``pg_name`` where no group has that key ("" when
+    the name is a plain unknown group id): its ``std::stoi`` throws, or the id is one no group has."""
+    number = pg_number(pg_name)
+    if number is None:
+        return "; ASTRA-sim reads pg_name with std::stoi, which finds no number in it and throws"
+    if number > INT_MAX or number < -INT_MAX - 1:
+        return "; ASTRA-sim reads pg_name with std::stoi: the number is out of int range and it throws"
+    if number < 0:
+        return f"; ASTRA-sim reads pg_name with std::stoi as group id {number}, and no group id is negative"
+    if number == 0:
+        return '; ASTRA-sim reads pg_name with std::stoi as group id 0, not the default group (only "" and "0" are)'
+    return ""
+
+
+def lookup_group(table: Mapping[str, _T], pg_name: str) -> _T | None:
+    """``table``'s entry (keyed by :func:`canonical_group` names) for the group ``pg_name`` selects;
+    a name as written is tried first, so the common case costs one dict lookup."""
+    hit = table.get(pg_name)
+    return hit if hit is not None else table.get(canonical_group(pg_name))
 
 
 @dataclass(frozen=True)
@@ -155,8 +215,7 @@ def comm_specs(
     key, named = memo.get("group-numbers", (groups,)) if memo is not None else (None, None)
     if named is None:
         names = tuple(groups)
-        number = {name: k for k, name in enumerate(names)}  # by pg_name: canonical_group's aliases too
-        number.update(dict.fromkeys(WORLD_PG_NAMES, number.get(WORLD, NO_GROUP)))
+        number = {name: k for k, name in enumerate(names)}  # by canonical name
         named = (names, tuple(groups.values()), number)
         if memo is not None and key is not None:
             memo.put(key, (groups,), named)
@@ -224,7 +283,7 @@ def _group_codes(g: TraceGraph, number: dict[str, int], coll: np.ndarray, memo: 
         sel = at[coll]
         if memo is not None and key is not None:
             memo.put(key, (coll,), (carriers, sel))
-    code = {name: number.get(name, NO_GROUP) for name in set(pg.values())}
+    code = {name: number.get(canonical_group(name), NO_GROUP) for name in set(pg.values())}
     codes = np.empty(len(carriers) + 1, dtype=np.int32)
     codes[:-1] = np.fromiter(map(code.__getitem__, pg.values()), dtype=np.int32, count=len(carriers))
     codes[-1] = world

@@ -24,7 +24,7 @@ from ..et.graph import TraceGraph
 from ..et.metadata import plain_node_inputs
 from ..et.process_groups import parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
-from .comm import COMM_REQUIRED, INT_KIND, INT_NUMBERS
+from .comm import COMM_REQUIRED, INT_KIND, INT_NUMBERS, WORLD, canonical_group, pg_name_hint
 from .graphalgo import Parents, find_cycle, issue_order, parents_of
 from .groups import SHOW_IDS, id_list
 from .problems import ERROR, WARNING, Finding
@@ -686,11 +686,17 @@ class FileChecker:
         known = self.comm_group_names | {name for table in self.metadata_tables.values() for name in table}
         if set(self.g.pg_name.values()) <= known | WORLD_PG_NAMES:  # the common case: nothing to report
             return
+        keys = {canonical_group(name) for name in known} | {WORLD}
         for i, name in sorted(self.g.pg_name.items()):
-            if name in WORLD_PG_NAMES or name in known:
+            if canonical_group(name) in keys:
                 continue
             listed = ", ".join(sorted(known, key=lambda s: (len(s), s))) or "none"
-            self.add(i, "pg-name", ERROR, f"pg_name {name!r} names no communicator group (known: {listed})")
+            self.add(
+                i,
+                "pg-name",
+                ERROR,
+                f"pg_name {name!r} names no communicator group (known: {listed}){pg_name_hint(name)}",
+            )
 
 
 def _inputs_of(node: Any) -> str:

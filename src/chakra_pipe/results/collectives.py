@@ -18,6 +18,7 @@ from typing import Any
 
 from ..atomic import write_bytes
 from ..et.collectives import BY_NAME
+from ..rankset.comm import lookup_group
 from .busbw import bandwidth
 
 COLUMNS = (
@@ -111,7 +112,10 @@ def simulated_rows(result, campaign: str, workload: str, point_id: str, backend:
     members = {w.rank: {name: len(g.members) for name, g in w.groups.items()} for w in result.workloads}
     rows = []
     for c in result.collectives:
-        n = 2 if c.kind in ("SEND", "RECV") else members.get(c.rank, {}).get(c.group, npus)
+        n = 2
+        if c.kind not in ("SEND", "RECV"):
+            size = lookup_group(members.get(c.rank, {}), c.group)  # "03" is group 3 (canonical_group)
+            n = npus if size is None else size
         rows.append(
             _row(
                 ident,

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING
 from ..et import schema
 from ..et.collectives import ASTRA_SIM
 from ..et.traceset import WORLD_PG_NAMES
+from ..rankset.comm import pg_name_hint
 from .config import all_gather_too_small
 from .groups import group_of
 from .system.sys import TAG_SPACE
 
 if TYPE_CHECKING:
-    from .workload import Workload
+    from ..errors import InputError
+    from .workload import RankTrace, Workload
 
 S = schema
 SUPPORTED_COLLECTIVES = {c.comm_type: c.name for c in ASTRA_SIM}
@@ -69,7 +71,7 @@ def _collective(w: Workload, i: int, size: int) -> None:
     if involved is None:
         group = group_of(w.groups, pg)
         if group is None:
-            raise t.error(i, f"pg_name {pg!r} names no communicator group (yet: its METADATA node has not run)")
+            raise _no_group(t, i, pg)
     start = sys.now
     ds = sys.generate_collective(kind, size, involved, group, t.attr(i, "comm_priority", 0))
 
@@ -87,7 +89,7 @@ def _custom(w: Workload, i: int, kind: str, size: int, prefix: str) -> None:
     pg = t.pg_name.get(i, "")
     group = group_of(w.groups, pg)  # involved_dim plays no part: a custom collective has no dimensions
     if group is None:
-        raise t.error(i, f"pg_name {pg!r} names no communicator group (yet: its METADATA node has not run)")
+        raise _no_group(t, i, pg)
     members = group.members
     program = w.custom.program(prefix, members.index(w.rank), len(members))
     start = sys.now
@@ -114,3 +116,10 @@ def _point_to_point(w: Workload, i: int, size: int) -> None:
         sys.send(t.attr(i, "comm_dst"), size, tag, arrived)
     else:
         sys.recv(t.attr(i, "comm_src"), size, tag, arrived)
+
+
+def _no_group(t: RankTrace, i: int, pg: str) -> InputError:
+    """The error of a collective whose ``pg_name`` selects no group (yet), saying why ASTRA-sim cannot
+    read it as a group id where that is the reason."""
+    why = pg_name_hint(pg) or " (yet: its METADATA node has not run)"
+    return t.error(i, f"pg_name {pg!r} names no communicator group{why}")

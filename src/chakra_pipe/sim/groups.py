@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..et.traceset import WORLD_PG_NAMES
+from ..rankset.comm import lookup_group
 from .system.sys import Group
 
 
@@ -34,9 +34,7 @@ def groups_at_start(
 
 
 def group_of(groups: dict[str, Group], pg_name: str) -> Group | None:
-    """The group ``pg_name`` selects: a known group, else the default group for the world names;
-    None when it names no group."""
-    group = groups.get(pg_name)
-    if group is None and pg_name in WORLD_PG_NAMES:
-        return groups[""]
-    return group
+    """The group ``pg_name`` selects (``groups`` is keyed by canonical names, the world's ``""``) by
+    the rule every stage uses (:func:`~chakra_pipe.rankset.comm.canonical_group`: ``"0"`` is the
+    world, ``"03"`` group 3); None when it names no group."""
+    return lookup_group(groups, pg_name)

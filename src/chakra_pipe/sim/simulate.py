@@ -18,8 +18,8 @@ import numpy as np
 from ..console import logger
 from ..errors import ConfigError, InputError
 from ..et import schema
-from ..et.traceset import WORLD_PG_NAMES
 from ..rankset import WARNING, Finding, analyze
+from ..rankset.comm import lookup_group
 from ..rankset.groups import GroupTable
 from ..rankset.progress import STUCK_LIST_LIMIT
 from ..rankset.twins import Twins
@@ -272,9 +272,9 @@ def _rings_used(trace_set, table: GroupTable, hw: HardwareConfig) -> set[tuple[i
     out: set[tuple[int, ...]] = set()
     named = table.members
 
-    def add(members: Sequence[int] | None) -> None:
+    def add(members: Sequence[int]) -> None:
         nonlocal world
-        if members is not None and len(members) != npus:  # a group of every NPU runs the global plan
+        if len(members) != npus:  # a group of every NPU runs the global plan
             out.add(tuple(members))
         elif world is None:
             world = _global_rings(hw)
@@ -286,13 +286,12 @@ def _rings_used(trace_set, table: GroupTable, hw: HardwareConfig) -> set[tuple[i
             for name in names:
                 add(named[name])
         for i in np.nonzero(types == schema.COMM_COLL_NODE)[0].tolist():
-            pg = g.pg_name.get(i, "")
-            if pg in named:  # a named group's ring, involved_dim or not (comm.py, Sys._plan)
-                add(named[pg])
-            elif pg in WORLD_PG_NAMES:  # the global plan, restricted or not by involved_dim
-                add(None)
-            else:
+            # a named group's ring, involved_dim or not (comm.py, Sys._plan); the world group (every
+            # NPU, "" or "0") runs the global plan, restricted or not by involved_dim
+            members = lookup_group(named, g.pg_name.get(i, ""))
+            if members is None:
                 return None
+            add(members)
     return out
 
 

@@ -12,6 +12,8 @@ microseconds, as the format requires; the simulator's integer ns divide exactly 
 from __future__ import annotations
 
 from ..et import schema
+from ..et.traceset import WORLD_PG_NAMES
+from ..rankset.comm import canonical_group
 from ..rankset.slots import SLOT_COMM, SLOT_CPU, SLOT_GPU, SLOT_NAMES, SLOT_NONE
 
 TIDS = {SLOT_CPU: 0, SLOT_GPU: 1, SLOT_COMM: 2, SLOT_NONE: 3}  # slot -> tid
@@ -73,9 +75,12 @@ def _flows(result) -> list[dict]:
     for c in sorted(result.collectives, key=lambda c: (c.rank, c.start_ns, c.node_id)):
         if c.kind in ("SEND", "RECV"):
             continue
-        k = seen.get((c.rank, c.group), 0)
-        seen[(c.rank, c.group)] = k + 1
-        instances.setdefault((c.group, k), []).append(c)
+        # ranks may spell one group differently ("3", "03": canonical_group); "" and "0" stay apart
+        # as they always were, so the flows of sets without respelled names are unchanged
+        group = c.group if c.group in WORLD_PG_NAMES else canonical_group(c.group)
+        k = seen.get((c.rank, group), 0)
+        seen[(c.rank, group)] = k + 1
+        instances.setdefault((group, k), []).append(c)
     out = []
     for flow_id, ((group, k), members) in enumerate(
         sorted(instances.items(), key=lambda x: (x[0][1], x[0][0])), start=1

@@ -25,6 +25,7 @@ from ..et import schema
 from ..et.attrs import get_attr, get_int
 from ..et.process_groups import format_process_groups, parse_process_groups
 from ..et.traceset import WORLD_PG_NAMES
+from ..rankset.comm import WORLD, canonical_group, lookup_group
 from .comm import set_int_attr
 from .dp_axis import DpAxis, GroupShape, shape_of, widen
 from .rankset import RankSet
@@ -46,11 +47,11 @@ def _one_rank_axis(rs: RankSet, group: str | None) -> DpAxis:
     if _generator_config(rs.metadata[0]) is not None:
         raise InputError(GENERATED_DP1)
     used = {get_attr(n, "pg_name", "") for n in rs.nodes[0] if n.type == schema.COMM_COLL_NODE}
-    labelled = sorted((pg for pg in used if rs.descs.get(pg) in DP_DESCS), key=str)
+    labelled = sorted((pg for pg in used if rs.descs.get(canonical_group(pg)) in DP_DESCS), key=str)
     if labelled:
         raise InputError(
             f"the one-rank set runs collectives on group {labelled[0]}, labelled data-parallel "
-            f"({rs.descs[labelled[0]]}): only its world group can be widened, and that group's "
+            f"({rs.descs[canonical_group(labelled[0])]}): only its world group can be widened, and that group's "
             "reductions would stay one-member copies"
         )
     if not used & WORLD_PG_NAMES:
@@ -89,7 +90,7 @@ def identify(rs: RankSet, group: str | None = None) -> DpAxis:
     if world == 1:
         return _one_rank_axis(rs, group)
     if group is not None:
-        members = list(range(world)) if group in WORLD_PG_NAMES else rs.groups().get(group)
+        members = list(range(world)) if group in WORLD_PG_NAMES else lookup_group(rs.groups(), group)
         if members is None:
             raise InputError(f"the set has no process group {group!r}", where="dp --group")
         return _axis_of(members, world, f"group {group}")
@@ -197,7 +198,7 @@ def _rewrite_table(node, p: _Plan, block: int, old_count: int) -> bool:
             if "group_size" in entry:
                 entry["group_size"] = p.world
         else:
-            name, members = p.group(entry["pg_name"], block)
+            name, members = p.group(canonical_group(entry["pg_name"]), block)
             # PyTorch's empty ``ranks`` means "every rank"; keep it where the group is still the world.
             whole = not entry.get("ranks") and len(members) == p.world
             entry.update(pg_name=name, ranks=[] if whole else list(members))
@@ -220,11 +221,12 @@ def _rewrite_node(node, p: _Plan, block: int, src: int, old_count: int) -> bool:
     if node.type == schema.COMM_COLL_NODE:
         pg = get_attr(node, "pg_name", "")
         pg = pg if isinstance(pg, str) else ""
-        if pg in WORLD_PG_NAMES:
+        key = canonical_group(pg)  # the group ASTRA-sim reads it as ("03" is group 3)
+        if key == WORLD:
             n, n_new = p.axis.world, p.world
-        elif pg in p.shapes:
-            name, members = p.group(pg, block)
-            n, n_new = len(p.shapes[pg].members), len(members)
+        elif key in p.shapes:
+            name, members = p.group(key, block)
+            n, n_new = len(p.shapes[key].members), len(members)
             for attr in node.attr:
                 if attr.name == "pg_name" and attr.WhichOneof("value") == "string_val" and attr.string_val != name:
                     attr.string_val, changed = name, True

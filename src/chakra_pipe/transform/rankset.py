@@ -26,7 +26,7 @@ from ..et.traceset import (
     write_comm_groups,
     write_order,
 )
-from ..rankset.comm import WORLD
+from ..rankset.comm import WORLD, canonical_group
 from ..rankset.groups import resolve_groups
 
 PROVENANCE_ATTR = "chakra_pipe.transform"
@@ -91,7 +91,7 @@ class RankSet:
                 per_node[k] = table
                 for entry in json.loads(node.inputs.values[2:-2]):
                     if isinstance(entry.get("pg_desc"), str):
-                        self.descs.setdefault(entry["pg_name"], entry["pg_desc"])
+                        self.descs.setdefault(canonical_group(entry["pg_name"]), entry["pg_desc"])
             self.metadata_tables.append(per_node)
         self.tables = self._resolve(None)
 
