@@ -52,6 +52,9 @@ class _Instant:
     def due(self, handle):
         return None
 
+    def idle(self, polls, timeout_ns):
+        pass
+
 
 def bench_plan_and_loop(nodes: int, repeat: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:

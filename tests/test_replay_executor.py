@@ -7,7 +7,7 @@ from test_replay_plan import coll, comp, p2p, write_set
 
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
-from chakra_pipe.replay.executor import NodeFailed, ReplayTimeout, run_iteration
+from chakra_pipe.replay.executor import BACKOFF_NS, NodeFailed, ReplayTimeout, run_iteration
 from chakra_pipe.replay.plan import build_plan
 from chakra_pipe.results.busbw import bandwidth, bus_factor, nccl_size
 
@@ -45,6 +45,9 @@ class FakeEngine:
 
     def finished_at(self, handle):
         return None
+
+    def idle(self, polls, timeout_ns):
+        pass  # the clock advances on every read
 
 
 def run_rank(tmp_path, per_rank, rank=0, **kw):
@@ -174,3 +177,28 @@ def test_status_board_round_trip(tmp_path):
     assert reader.get(1) == st.RankStatus("starting", 0, [])
     writer.set(2, st.DONE, 5)
     assert reader.get(2) == st.RankStatus("done", 5, [])
+
+
+class IdleRecorder(FakeEngine):
+    """Records how long the loop offered to sleep each time it found nothing finished."""
+
+    def __init__(self, plan, clock):
+        super().__init__(plan, clock)
+        self.offers: list[tuple[int, int]] = []  # (clock at the offer, timeout_ns)
+
+    def idle(self, polls, timeout_ns):
+        self.offers.append((self.clock.t, timeout_ns))
+
+
+@pytest.mark.parametrize("deadline", [10**12, 300_000])
+def test_idle_sleeps_end_before_a_busy_wait_ends_and_by_the_deadline(tmp_path, deadline):
+    plan = build_plan(TraceSet.load(write_set(tmp_path, [[comp(1, dur=1000)]]))).ranks[0]  # 1 ms busy-wait
+    clock = Clock()
+    engine = IdleRecorder(plan, clock)
+    try:
+        run_iteration(plan, engine, deadline, clock=clock)
+    except ReplayTimeout:
+        assert deadline == 300_000
+    assert engine.offers and all(t >= 0 for _, t in engine.offers)
+    due = 100 + 1_000_000  # the issue's clock read, plus the duration
+    assert all(now + t <= min(due - 2 * BACKOFF_NS, deadline) + 100 for now, t in engine.offers)

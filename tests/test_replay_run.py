@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -390,3 +391,59 @@ def test_gemm_sizing_for_num_ops():
     assert Gemm.for_ops(2 * 512**3) == Gemm(512, 1)
     big = Gemm.for_ops(8 * 2 * GEMM_MAX_N**3)  # too big for one GEMM: repeated at the cap
     assert big == Gemm(GEMM_MAX_N, 8) and big.ops == 8 * 2 * GEMM_MAX_N**3
+
+
+class _Work:
+    """A work whose ``wait`` returns (or raises ``error``) once released, as gloo's send/recv."""
+
+    def __init__(self, released=False, error=None):
+        self.go, self.error = threading.Event(), error
+        if released:
+            self.go.set()
+
+    def wait(self):
+        self.go.wait(60)
+        if self.error is not None:
+            raise self.error
+
+
+def test_wait_pool_reuses_its_threads_and_never_queues_behind_a_blocked_wait():
+    from chakra_pipe.replay.engine import _Waiter, _WaitPool
+
+    def pool_threads():
+        return sum(t.name == "replay-wait" for t in threading.enumerate())
+
+    before = pool_threads()
+    wake = threading.Event()
+    pool = _WaitPool(wake)
+    blocked = pool.submit(_Waiter(_Work()))  # a pre-posted receive whose message is yet to come
+    for k in range(5):  # sends, one after the other: each finishes while the receive still waits
+        error = RuntimeError("peer gone") if k == 3 else None
+        waiter = pool.submit(_Waiter(_Work(released=True, error=error)))
+        assert wake.wait(60)
+        wake.clear()
+        assert waiter.finished and waiter.error is error and waiter.finished_ns is not None
+    assert not blocked.finished
+    assert pool_threads() - before == 2  # the receive's thread and one reused by every send
+    blocked.work.go.set()
+    assert wake.wait(60) and blocked.finished
+
+
+def test_wait_pool_hands_each_waiter_of_a_burst_its_own_thread():
+    """Receives are posted in a burst at each iteration's start: every one must be waited on at
+    once (a shared ``SimpleQueue`` woke one idle thread per burst and stranded the rest)."""
+    from chakra_pipe.replay.engine import _Waiter, _WaitPool
+
+    class Meet(_Work):
+        def wait(self):  # returns only once all three waits are being waited on together
+            meet.wait()
+
+    pool = _WaitPool(threading.Event())
+    for burst in range(2):  # the first spawns three threads, the second reuses the three idle ones
+        meet = threading.Barrier(3, timeout=10)
+        waiters = [pool.submit(_Waiter(Meet())) for _ in range(3)]
+        deadline = time.monotonic() + 20
+        while not (all(w.finished for w in waiters) and len(pool._idle) == 3) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [w.error for w in waiters] == [None] * 3, burst
+        assert len(pool._idle) == 3

@@ -8,6 +8,7 @@ Imported only inside rank processes: it needs torch.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from ..et import schema
+from .executor import idle_poll
 from .plan import ACT_COLL, ACT_COMPUTE, ACT_RECV, ACT_SEND, SLOT_COMP, WORLD, CommSpec, RankPlan
 
 GEMM_MAX_N = 2048  # larger num_ops run as repeated GEMMs of this size (bounded memory)
@@ -42,18 +44,16 @@ class Gemm:
         return cls(n, max(1, round(num_ops / (2 * n**3))))
 
 
-class _Waiter(threading.Thread):
-    """Blocks in ``wait()`` for a work item that cannot be polled.
+class _Waiter:
+    """A work item that cannot be polled, waited for on a :class:`_WaitPool` thread.
 
     gloo's send/recv and reduce-scatter works have no future and never flip ``is_completed``
-    unless someone waits on them, so a daemon thread does the waiting and the loop polls the flag.
+    unless someone waits on them, so a pool thread does the waiting and the loop reads the flag.
     """
 
     def __init__(self, work):
-        super().__init__(daemon=True)
         self.work, self.error, self.finished = work, None, False
         self.finished_ns: int | None = None
-        self.start()
 
     def run(self) -> None:
         try:
@@ -64,24 +64,53 @@ class _Waiter(threading.Thread):
         self.finished = True
 
 
-class _Stamped:
-    """A work with a future, and when the future completed (stamped on the backend's thread)."""
+class _WaitPool:
+    """Daemon threads that block in ``wait()`` for :class:`_Waiter` s, reused from op to op.
 
-    def __init__(self, work, future):
-        self.work, self.finished_ns = work, None
+    A thread started per op cost a ping-pong's every send and receive a thread start on the
+    critical path (calibrate's round trip is its fitted latency). Every waiter must get a thread at
+    once, though, never queue behind a receive whose message is still to come (a send's completion
+    may be what lets the peer send it): a waiter takes an idle thread, else a new one, so a rank
+    holds as many as it ever had waits in flight. Each thread has its own hand-off queue: one
+    queue shared by all would strand jobs, as ``SimpleQueue.put`` wakes one blocked ``get`` per
+    burst of puts, not one per put (measured: a send's wait picked up 2-9 ms late, after the next
+    receive freed a thread). Daemons, because a wait on a dead peer may never return and must not
+    hold the process at exit. Only the issue loop's thread submits.
+    """
+
+    def __init__(self, wake: threading.Event):
+        self._idle: list[queue.SimpleQueue[_Waiter]] = []  # hand-offs of threads free for a waiter
+        self._wake = wake
+
+    def submit(self, waiter: _Waiter) -> _Waiter:
+        if self._idle:
+            handoff = self._idle.pop()
+        else:
+            handoff = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(handoff,), name="replay-wait", daemon=True).start()
+        handoff.put(waiter)
+        return waiter
+
+    def _serve(self, handoff: queue.SimpleQueue[_Waiter]) -> None:
+        while True:
+            waiter = handoff.get()
+            waiter.run()
+            self._idle.append(handoff)
+            self._wake.set()  # after the flag: the woken loop must see it
+
+
+class _Stamped:
+    """A work with a future, and when the future completed (stamped on the backend's thread, which
+    then wakes the issue loop)."""
+
+    def __init__(self, work, future, wake: threading.Event):
+        self.work, self._wake = work, wake
+        self.finished_ns: int | None = None
         future.add_done_callback(self._stamp)
 
     def _stamp(self, _future) -> None:
         self.finished_ns = time.monotonic_ns()
-
-
-def _track(work) -> tuple[str, object]:
-    """A pollable handle: the work (completion time-stamped) when it has a future, else a waiter thread."""
-    try:
-        future = work.get_future()
-    except RuntimeError:
-        return ("waiter", _Waiter(work))
-    return ("work", _Stamped(work, future))
+        self._wake.set()
 
 
 class TorchEngine:
@@ -93,6 +122,12 @@ class TorchEngine:
         self.gemm_ops: dict[int, int] = {}
         self._buffers: dict[tuple, torch.Tensor] = {}
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-compute")  # one compute slot
+        # On CPU every handle signals its end (waiter, future callback, compute future), so the idle
+        # loop sleeps on ``_wake`` instead of yielding and napping. CUDA events and NCCL works
+        # (whose future completes at enqueue) signal nothing: there the loop keeps polling.
+        self._wake = threading.Event()
+        self._signalled = device.type == "cpu"
+        self._waits = _WaitPool(self._wake)
         self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         # gloo: post every receive when the iteration starts, in channel order, so a send completes
         # once its data arrives even if the RECV node is not issued yet — ASTRA-sim's semantics
@@ -110,27 +145,37 @@ class TorchEngine:
             return self._compute(i)
         spec = self.plan.comm.get(i)
         if action == ACT_COLL:
-            return _track(self._collective(i, spec))  # type: ignore[arg-type]
+            return self._track(self._collective(i, spec))  # type: ignore[arg-type]
         if action == ACT_SEND:
             t = self._buffer("p2p", spec)  # type: ignore[arg-type]
             self._log(i, t)
-            return _track(dist.isend(t, dst=spec.peer, tag=spec.tag))  # type: ignore[union-attr]
+            return self._track(dist.isend(t, dst=spec.peer, tag=spec.tag))  # type: ignore[union-attr]
         if action == ACT_RECV:
             return self._posted.pop(i) if self._prepost else self._post_recv(i)
         return None
+
+    def _track(self, work) -> tuple[str, object]:
+        """A pollable handle: the work (completion time-stamped) when it has a future, else a waiter."""
+        try:
+            future = work.get_future()
+        except RuntimeError:
+            return ("waiter", self._waits.submit(_Waiter(work)))
+        return ("work", _Stamped(work, future, self._wake))
 
     def _post_recv(self, i: int) -> tuple[str, object]:
         spec = self.plan.comm[i]
         t = self._buffer(("recv", i), spec)  # receives may overlap: one buffer each
         self._log(i, t)
-        return _track(dist.irecv(t, src=spec.peer, tag=spec.tag))
+        return self._track(dist.irecv(t, src=spec.peer, tag=spec.tag))
 
     def poll(self, handle) -> bool:
         kind, obj = handle
         if kind == "until":
             return time.monotonic_ns() >= obj
         if kind == "work":
-            if not obj.work.is_completed():
+            # gloo completes the future (stamp, wake) just before the work's own flag: on CPU the
+            # stamp is the completion, or the woken loop would find nothing done and sleep on.
+            if not (obj.finished_ns is not None if self._signalled else obj.work.is_completed()):
                 return False
             obj.work.wait()  # surfaces the backend's error, if any
             return True
@@ -153,6 +198,13 @@ class TorchEngine:
     def finished_at(self, handle) -> int | None:
         kind, obj = handle
         return obj.finished_ns if kind in ("work", "waiter") else None
+
+    def idle(self, polls: int, timeout_ns: int) -> None:
+        if not self._signalled:
+            idle_poll(polls)
+            return
+        self._wake.wait(timeout_ns / 1e9)
+        self._wake.clear()  # before the loop polls again: a later completion sets it anew
 
     def new_iteration(self) -> None:
         self.calls = {}
@@ -195,6 +247,7 @@ class TorchEngine:
                 torch.mm(a, b, out=c)
 
         future: Future = self._pool.submit(run)
+        future.add_done_callback(lambda _: self._wake.set())
         return ("future", future)
 
     # -- communication ---------------------------------------------------------------------

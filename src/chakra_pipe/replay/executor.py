@@ -4,8 +4,9 @@ Mirrors astra-sim-semantics.md §2.2–2.3: a node issues once every data *and* 
 finished; the CPU, compute and comm slots hold one node each; a RECV needs no slot. The compute
 and CPU slots pick the ready node with the smallest id, as ASTRA-sim does; the comm slot walks the
 plan's static order (see ``plan`` for why). The loop never blocks in a device call: it issues
-asynchronous work and polls it, so compute busy-waits, communication progress and the deadline
-are all handled by the same spinning thread, and a stuck rank can always say which node it is on.
+asynchronous work and polls it, and between polls pauses only in ``Engine.idle``, bounded by the
+deadline and the next busy-wait's end, so compute busy-waits, communication progress and the
+deadline are all handled by the one thread, and a stuck rank can always say which node it is on.
 
 Torch-free on purpose: the device work lives behind :class:`Engine`, so the scheduling rules are
 unit-tested with a fake engine and no processes.
@@ -22,10 +23,11 @@ from typing import Protocol
 
 from .plan import SLOT_COMM, SLOT_COMP, SLOT_CPU, SLOT_NONE, RankPlan
 
-# Polling policy: spin (yielding) for a while after the last change, then nap briefly. Pure spinning
-# starves gloo's worker threads when ranks outnumber cores (8 ranks on 2 cores hung for minutes);
-# a nap bounds the added latency per completion to about one sleep quantum (~0.1 ms on Linux).
-# Busy-waits the engine can date (``Engine.due``) are neither napped nor yielded through.
+# Polling policy, for engines whose work cannot signal its end (CUDA events): spin (yielding) for a
+# while after the last change, then nap briefly. Pure spinning starves gloo's worker threads when
+# ranks outnumber cores (8 ranks on 2 cores hung for minutes); a nap bounds the added latency per
+# completion to about one sleep quantum (~0.1 ms on Linux). Busy-waits the engine can date
+# (``Engine.due``) are neither napped nor yielded through.
 SPIN_POLLS = 200
 BACKOFF_S = 50e-6
 BACKOFF_NS = int(BACKOFF_S * 1e9)
@@ -63,6 +65,13 @@ class Engine(Protocol):
 
     def due(self, handle: object) -> int | None:
         """When ``handle`` is known to finish (clock ns; a busy-wait's end), else None."""
+
+    def idle(self, polls: int, timeout_ns: int) -> None:
+        """Pause after the ``polls``-th poll in a row that found nothing finished: until some work
+        may have finished, at most ``timeout_ns`` (till the deadline or a busy-wait's end). An
+        engine whose work signals its end sleeps on that signal (a yield hands a 2-core host's
+        whole time slice to a busy thread, a nap adds its quantum to every completion); one whose
+        work cannot signal uses :func:`idle_poll`."""
 
     def finished_at(self, handle: object) -> int | None:
         """When the work behind a finished ``handle`` completed (clock ns), stamped by the backend's
@@ -206,20 +215,20 @@ def run_iteration(
             in_flight = [item[0] for item in busy.values() if item is not None] + [i for i, _ in recvs]
             raise ReplayTimeout(sorted(in_flight), [i for i in range(n) if start[i] < 0])
         idle += 1
-        if _due_soon(engine, busy, clock()):
+        now = clock()
+        due = _next_due(engine, busy)
+        if due is not None and due - now < 2 * BACKOFF_NS:
             continue  # a busy-wait is ending: hold the core (a yield can cost a whole time slice)
-        idle_poll(idle)
+        until = deadline_ns if due is None else min(deadline_ns, due - 2 * BACKOFF_NS)
+        engine.idle(idle, max(0, until - now))
     return IterationTiming(clock() - t0, start, end, t0)
 
 
-def _due_soon(engine: Engine, busy: dict, now: int) -> bool:
-    """A busy-wait ends within two naps: keep spinning so its end is not overshot."""
-    for item in busy.values():
-        if item is not None:
-            due = engine.due(item[1])
-            if due is not None and due - now < 2 * BACKOFF_NS:
-                return True
-    return False
+def _next_due(engine: Engine, busy: dict) -> int | None:
+    """When the first busy-wait in flight ends (None: none is): the loop spins through its last two
+    naps so its end is not overshot, and sleeps no longer than until then."""
+    dues = [engine.due(item[1]) for item in busy.values() if item is not None]
+    return min((d for d in dues if d is not None), default=None)
 
 
 def _one_line(exc: BaseException) -> str:
