@@ -144,13 +144,18 @@ def test_lookup_priority_per_node_then_collective_wide_then_native(tmp_path, mon
 
 
 def fan_out() -> list[list[NodeSpec]]:
-    """Position 0 sends M to positions 1 and 2 at once (node 1 before node 2); they receive."""
+    """Position 0 sends M to positions 1 and 2 at once (node 1 before node 2); they receive.
+    Position 3 has no file: rank 3 runs no custom collective (``fan_out_ranks``)."""
     return [
         [NodeSpec(1, S.COMM_SEND_NODE, comm_size=M, peer=1), NodeSpec(2, S.COMM_SEND_NODE, comm_size=M, peer=2)],
         [NodeSpec(1, S.COMM_RECV_NODE, comm_size=M, peer=0)],
         [NodeSpec(1, S.COMM_RECV_NODE, comm_size=M, peer=0)],
-        [],  # position 3 takes no part: its trace is empty and it completes at once
     ]
+
+
+def fan_out_ranks() -> list[list[NodeSpec]]:
+    """Ranks 0-2 issue the fan-out collective; rank 3 only computes for 0 µs (1 ns)."""
+    return [[collective(0)]] * 3 + [[NodeSpec(0, S.COMP_NODE, duration=0)]]
 
 
 def test_both_backends_two_messages_sharing_a_link(tmp_path):
@@ -158,22 +163,22 @@ def test_both_backends_two_messages_sharing_a_link(tmp_path):
     Aware (§4.2): they share NPU 0's uplink; the second starts when the first has been serialised
     (⌊M/B'⌋) and each hop takes ⌊L + M/B'⌋, so it arrives ⌊M/B'⌋ later than the first."""
     prefix = write_custom(tmp_path, "fan", fan_out())
-    ts = workload(tmp_path, [[collective(0)]] * 4)
+    ts = workload(tmp_path, fan_out_ranks())
     custom = {"all-reduce-implementation-custom": [prefix]}
     ser, hop = math.floor(M / PER_NS), math.floor(LAT + M / PER_NS)
     res = simulate(ts, hardware(4, "Switch", **custom))
-    assert res.finish_ns == [unaware(2, M), unaware(2, M), unaware(2, M), 0]
+    assert res.finish_ns == [unaware(2, M), unaware(2, M), unaware(2, M), 1]
     res = simulate(ts, hardware(4, "Switch", "congestion_aware", **custom))
-    assert res.finish_ns == [ser + 2 * hop, 2 * hop, ser + 2 * hop, 0]
+    assert res.finish_ns == [ser + 2 * hop, 2 * hop, ser + 2 * hop, 1]
 
 
 def test_with_rendezvous_a_custom_send_waits_for_the_handshake(tmp_path):
     """As a workload send: the receiver's 8,192-byte handshake first, then the data (§4.1 each)."""
     prefix = write_custom(tmp_path, "fan", fan_out())
-    ts = workload(tmp_path, [[collective(0)]] * 4)
+    ts = workload(tmp_path, fan_out_ranks())
     hw = replace(hardware(4, "Switch", **{"all-reduce-implementation-custom": [prefix]}), rendezvous=True)
     both = unaware(2, 8192) + unaware(2, M)
-    assert simulate(ts, hw).finish_ns == [both, both, both, 0]
+    assert simulate(ts, hw).finish_ns == [both, both, both, 1]
 
 
 @pytest.mark.parametrize("stagger", [0, 3, 7])
@@ -289,17 +294,19 @@ def test_a_missing_or_corrupt_custom_file_is_invalid_input(tmp_path, capsys):
     ],
 )
 def test_a_bad_custom_node_names_the_file_and_node(tmp_path, capsys, bad, what):
-    prefix = write_custom(tmp_path, "bad", [[bad], []])
+    prefix = write_custom(tmp_path, "bad", [[bad], [NodeSpec(1, S.COMP_NODE)]])
     assert run_cli(tmp_path, [[collective(0)]] * 2, prefix) == EXIT_INPUT
     err = capsys.readouterr().err
     assert f"{prefix}.0.et: {what}" in err and "Traceback" not in err
 
 
 def test_a_receive_with_no_send_is_a_deadlock_naming_the_custom_node(tmp_path, capsys):
-    prefix = write_custom(tmp_path, "lonely", [[], [NodeSpec(4, S.COMM_RECV_NODE, comm_size=8, peer=0)]])
+    prefix = write_custom(
+        tmp_path, "lonely", [[NodeSpec(1, S.COMP_NODE)], [NodeSpec(4, S.COMM_RECV_NODE, comm_size=8, peer=0)]]
+    )
     assert run_cli(tmp_path, [[collective(0)]] * 2, prefix) == EXIT_STUCK
     out, err = capsys.readouterr()
-    assert out == "sys[0] finished, 0 cycles, exposed communication 0 cycles.\n"
+    assert out == "sys[0] finished, 1 cycles, exposed communication 1 cycles.\n"
     assert f"NPU 1: custom collective {prefix}.1.et waits for node 4 (RECV from NPU 0)" in err
     assert "Traceback" not in err
 
@@ -307,8 +314,24 @@ def test_a_receive_with_no_send_is_a_deadlock_naming_the_custom_node(tmp_path, c
 def test_a_dependency_cycle_in_a_custom_trace_is_a_deadlock(tmp_path, capsys):
     """Upstream would end the collective with the cycle's nodes never run; here the run stops, as a
     workload cycle does (README difference 8)."""
-    cycle = [NodeSpec(1, S.COMP_NODE, data_deps=(2,)), NodeSpec(2, S.COMP_NODE, ctrl_deps=(1,))]
-    prefix = write_custom(tmp_path, "cycle", [cycle, []])
+    cycle = [
+        NodeSpec(1, S.COMP_NODE, data_deps=(2,)),
+        NodeSpec(2, S.COMP_NODE, ctrl_deps=(1,)),
+        NodeSpec(3, S.COMP_NODE),
+    ]
+    prefix = write_custom(tmp_path, "cycle", [cycle, [NodeSpec(1, S.COMP_NODE)]])
     assert run_cli(tmp_path, [[collective(0)]] * 2, prefix) == EXIT_STUCK
     err = capsys.readouterr().err
     assert f"NPU 0: custom collective {prefix}.0.et waits for nodes that never become dependency-free" in err
+
+
+@pytest.mark.parametrize(
+    "trace", [[], [NodeSpec(1, S.COMP_NODE, data_deps=(2,)), NodeSpec(2, S.COMP_NODE, ctrl_deps=(1,))]]
+)
+def test_a_custom_trace_with_no_dependency_free_node_is_invalid_input(tmp_path, capsys, trace):
+    """Upstream's feeder refuses such a trace when the collective is created ("No dependancy free
+    nodes found"; ``CustomAlgorithm`` then exits 1): an empty file or one whose every node waits."""
+    prefix = write_custom(tmp_path, "none", [trace, [NodeSpec(1, S.COMP_NODE)]])
+    assert run_cli(tmp_path, [[collective(0)]] * 2, prefix) == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert f"{prefix}.0.et: no dependency-free node" in err and "Traceback" not in err
