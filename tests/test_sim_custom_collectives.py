@@ -4,7 +4,9 @@ Our own custom traces (ring all-reduces of 4 and 8 ranks, a fan-out) are written
 ``et.framing.write_trace`` (through ``ranksets.RankSetSpec``), and every expected time is the spec's
 §4.1 / §4.2 formula per message, messages issued as soon as their dependencies end: no chunking, no
 memory-bus ``E``, no slots, COMP nodes ``duration_micros × 1000`` ns (at least 1), the workload
-node's ``comm_size`` ignored.
+node's ``comm_size`` ignored. The system files use ``preferred-dataset-splits`` 1: upstream's
+``Sys::generate_collective`` sizes the custom collective's data set by the native chunking and then
+creates one stream, so any other value never completes (refused here, tested below).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ranksets import NodeSpec, RankSetSpec
 from sim_paths import assert_fast_equals_message_path
 
 from chakra_pipe import cli
-from chakra_pipe.errors import EXIT_INPUT, EXIT_STUCK, ConfigError
+from chakra_pipe.errors import EXIT_INPUT, EXIT_STUCK, ConfigError, InputError
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
@@ -73,7 +75,7 @@ def hardware(npus: int, topology: str = "Ring", backend: str = "congestion_unawa
     sysd = {
         "scheduling-policy": "FIFO",
         "collective-optimization": "baseline",
-        "preferred-dataset-splits": 4,
+        "preferred-dataset-splits": 1,
         "local-mem-bw": 50,
         "all-reduce-implementation": ["ring"],
         "all-gather-implementation": ["ring"],
@@ -206,19 +208,35 @@ def test_custom_beside_native_collectives_is_the_message_path(tmp_path, backend,
     assert fast == 0 if backend == "congestion_aware" else fast > 0
 
 
-def test_a_custom_all_gather_is_not_chunked_so_any_size_runs(tmp_path):
-    """A native all-gather smaller than ``preferred-dataset-splits`` is invalid input (README
-    difference 15: upstream divides by zero); a custom one is not chunked, so simulate runs it and
-    validate, given the same system file, does not refuse it."""
+# size 123 in 4 splits: chunks of 30 B, ceil(123 / 30) = 5 streams (the remainder rounds up, §3.2)
+@pytest.mark.parametrize(
+    "ctype, size, streams", [(S.ALL_REDUCE, 123, 5), (S.ALL_REDUCE, 1 << 30, 4), (S.ALL_GATHER, M, 4)]
+)
+def test_a_custom_collective_needs_the_chunking_to_give_one_stream(tmp_path, ctype, size, streams):
+    """Upstream's ``Sys::generate_collective`` makes the data set wait for the ``ceil(size / chunk)``
+    streams of the native chunking (§3.2 item 1) before its custom branch creates one stream, so with
+    ``preferred-dataset-splits`` > 1 the collective never completes: invalid input naming the node
+    (exit 2). With 1 split every size gives one stream and the collective runs."""
     prefix = write_custom(tmp_path, "ring", [ring_all_reduce(4, p) for p in range(4)])
+    key = "all-gather-implementation-custom" if ctype == S.ALL_GATHER else "all-reduce-implementation-custom"
+    ranks = [[collective(3, ctype, size)]] * 4
+    assert simulate(workload(tmp_path, ranks), hardware(4, **{key: [prefix]})).finish_ns == [ring_time(4, 1)] * 4
+    with pytest.raises(InputError, match="never completes") as e:
+        simulate(workload(tmp_path, ranks), hardware(4, **{key: [prefix], "preferred-dataset-splits": 4}))
+    assert e.value.where == "node 3" and f"into {streams} streams" in str(e.value)
+
+
+def test_a_custom_all_gather_is_sized_as_a_native_one(tmp_path):
+    """The chunk is computed before the custom branch, so an all-gather smaller than
+    ``preferred-dataset-splits`` divides by zero upstream whether or not it is custom (README
+    difference 15): simulate and validate refuse it alike."""
+    prefix = write_custom(tmp_path, "ring", [ring_all_reduce(4, p) for p in range(4)])
+    custom = {"all-gather-implementation-custom": [prefix]}
     ranks = [[collective(0, S.ALL_GATHER, size=1)]] * 4
-    assert (
-        simulate(workload(tmp_path, ranks), hardware(4, **{"all-gather-implementation-custom": [prefix]})).finish_ns
-        == [ring_time(4, 1)] * 4
-    )
+    assert simulate(workload(tmp_path, ranks), hardware(4, **custom)).finish_ns == [ring_time(4, 1)] * 4
     sysd = {"scheduling-policy": "FIFO", "collective-optimization": "baseline", "local-mem-bw": 50}
-    for custom, code in (({"all-gather-implementation-custom": [prefix]}, 0), ({}, 1)):
-        (tmp_path / "sys.json").write_text(json.dumps({**sysd, "preferred-dataset-splits": 4, **custom}))
+    for splits, system, code in ((1, custom, 0), (4, custom, 1), (4, {}, 1)):
+        (tmp_path / "sys.json").write_text(json.dumps({**sysd, "preferred-dataset-splits": splits, **system}))
         assert cli.main(["validate", str(tmp_path / "w"), "--system-configuration", str(tmp_path / "sys.json")]) == code
 
 

@@ -22,7 +22,7 @@ from ..et.collectives import ASTRA_SIM
 from ..et.traceset import WORLD_PG_NAMES
 from .config import all_gather_too_small
 from .groups import group_of
-from .system.sys import TAG_SPACE
+from .system.sys import TAG_SPACE, chunking
 
 if TYPE_CHECKING:
     from .workload import Workload
@@ -50,15 +50,16 @@ def _collective(w: Workload, i: int, size: int) -> None:
         sys.register_event(lambda: w.complete(i), runtime)
         return
     kind = SUPPORTED_COLLECTIVES[ctype]
+    # ASTRA-sim rewrites a chunk smaller than the NPU count (0 included) to the minimum chunk,
+    # except for all-gather: size // preferred-dataset-splits = 0 divides by zero (spec §3.2), for a
+    # custom all-gather too (upstream chunks before it takes the custom branch).
+    too_small = all_gather_too_small(size, w.cfg.preferred_dataset_splits) if ctype == S.ALL_GATHER else None
+    if too_small:
+        raise t.error(i, too_small)
     prefix = w.cfg.custom_prefix(t.ids[i], kind)
     if prefix is not None:
         _custom(w, i, kind, size, prefix)
         return
-    # ASTRA-sim rewrites a chunk smaller than the NPU count (0 included) to the minimum chunk,
-    # except for all-gather: size // preferred-dataset-splits = 0 divides by zero (spec §3.2).
-    too_small = all_gather_too_small(size, w.cfg.preferred_dataset_splits) if ctype == S.ALL_GATHER else None
-    if too_small:
-        raise t.error(i, too_small)
     pg = t.pg_name.get(i, "")
     # ASTRA-sim's workload hands a named group (anything but "" / "0") to the system layer, whose
     # plan, dimensions included, replaces the node's involved_dim; involved_dim restricts the world
@@ -82,8 +83,19 @@ def _collective(w: Workload, i: int, size: int) -> None:
 
 def _custom(w: Workload, i: int, kind: str, size: int, prefix: str) -> None:
     """A Chakra-defined custom collective (spec §3.5): this rank runs ``prefix.<its position in the
-    group>.et``; ``size`` (the node's ``comm_size``) is only recorded, the custom trace's sizes count."""
+    group>.et``; the custom trace's sizes count, ``size`` (the node's ``comm_size``) only decides
+    whether upstream's data set ever completes: ``Sys::generate_collective`` creates it for the
+    native chunking's stream count and then runs the custom algorithm as one stream."""
     t, sys = w.t, w.sys
+    splits = w.cfg.preferred_dataset_splits
+    streams = chunking(kind, size, splits, sys.total_nodes)[2]
+    if streams != 1:
+        raise t.error(
+            i,
+            f"a custom collective never completes in ASTRA-sim unless the native chunking gives one stream: "
+            f"preferred-dataset-splits {splits} cuts comm_size {size} B into {streams} streams, and its "
+            "data set waits for all of them while the custom algorithm runs as one; use preferred-dataset-splits 1",
+        )
     pg = t.pg_name.get(i, "")
     group = group_of(w.groups, pg)  # involved_dim plays no part: a custom collective has no dimensions
     if group is None:

@@ -219,13 +219,6 @@ class SystemConfig:
         """Whether some collective may run a custom (Chakra-defined) algorithm."""
         return bool(self.custom or self.per_node_custom)
 
-    @property
-    def all_gather_splits(self) -> int:
-        """The ``preferred-dataset-splits`` the all-gather-too-small rule checks against: 1 when
-        every all-gather runs a custom algorithm, which is not chunked (spec §3.2 item 6); an
-        all-gather made custom per node only is still checked (the rule knows no node ids)."""
-        return 1 if "ALL_GATHER" in self._custom else self.preferred_dataset_splits
-
     def custom_prefix(self, node_id: int, kind: str) -> str | None:
         """The custom prefix of workload node ``node_id`` (a ``kind`` collective), or None for the
         native algorithms: per-node custom > collective-wide custom > native (spec §3.5)."""

@@ -31,6 +31,19 @@ RENDEZVOUS_BYTES = 8192
 TAG_SPACE = 500_000_000
 
 
+def chunking(ctype: str, size: int, splits: int, total_nodes: int) -> tuple[int, int, int]:
+    """ASTRA-sim's ``determine_chunk_size`` and stream count (spec §3.2 item 1): ``(chunk, size,
+    streams)``, ``size`` rewritten to ``splits × total_nodes`` when a non-all-gather chunk is below the
+    NPU count. ``generate_collective`` cuts native collectives with it; the workload layer checks a
+    custom collective against it, since upstream sizes the custom data set by these streams too. The
+    caller keeps all-gathers with ``size < splits`` (chunk 0) out (``all_gather_too_small``)."""
+    chunk = size // splits
+    if ctype != AG and total_nodes > chunk:
+        chunk = total_nodes
+        size = splits * total_nodes
+    return chunk, size, -(-size // chunk)
+
+
 class _QueueLevel:
     """Queues of one dimension and the three round-robin allocators ASTRA-sim keeps for them."""
 
@@ -267,12 +280,7 @@ class Sys:
     ) -> DataSet:
         """Cut a collective into chunk streams and queue them (spec §3.2)."""
         steps = self._chain(ctype, self._plan(ctype, group), involved, group)
-        splits = self.cfg.preferred_dataset_splits
-        chunk = size // splits
-        if ctype != AG and self.total_nodes > chunk:
-            chunk = self.total_nodes
-            size = splits * self.total_nodes
-        streams = -(-size // chunk)
+        chunk, size, streams = chunking(ctype, size, self.cfg.preferred_dataset_splits, self.total_nodes)
         dataset = DataSet(streams, self.queue.now)
         pri = self._priority(explicit_priority)
         if not steps or streams <= 0:
