@@ -145,6 +145,29 @@ def test_lookup_priority_per_node_then_collective_wide_then_native(tmp_path, mon
     assert spans == {5: ring_time(4, 1, M // 2), 6: ring_time(4, 1), 7: ag}
 
 
+@pytest.mark.parametrize("listed", [5, 6])
+def test_a_named_group_keeps_the_implementation_of_its_first_collective_of_a_type(tmp_path, monkeypatch, listed):
+    """Upstream's ``CommunicatorGroup::get_collective_plan`` caches its plan per collective type at the
+    group's first collective of that type, so on a ``pg_name`` group node 6 runs what node 5 ran:
+    node 5 listed per node makes both run its custom ring; node 6 listed runs native as node 5 did.
+    On the world group (no ``pg_name``) each node is looked up on its own."""
+    monkeypatch.chdir(tmp_path)
+    write_custom(tmp_path, "half", [ring_all_reduce(4, p, M // 2) for p in range(4)])
+    Path("per_node.yaml").write_text(f"{listed}: half\n")
+    hw = hardware(4, **{"per-node-custom-implementation": "per_node.yaml"})
+    half = ring_time(4, 1, M // 2)
+
+    def spans(pg, system) -> dict[int, int]:
+        ranks = [[collective(5, size=M, pg=pg), collective(6, size=M, pg=pg, deps=[5])]] * 4
+        res = simulate(workload(tmp_path, ranks, (("1", (0, 1, 2, 3)),)), system)
+        return {c.node_id: c.end_ns - c.start_ns for c in res.collectives if c.rank == 0}
+
+    native = spans("1", hardware(4))[5]
+    assert native != half
+    assert spans("1", hw) == ({5: half, 6: half} if listed == 5 else {5: native, 6: native})
+    assert spans(None, hw) == ({5: half, 6: native} if listed == 5 else {5: native, 6: half})
+
+
 def fan_out() -> list[list[NodeSpec]]:
     """Position 0 sends M to positions 1 and 2 at once (node 1 before node 2); they receive.
     Position 3 has no file: rank 3 runs no custom collective (``fan_out_ranks``)."""

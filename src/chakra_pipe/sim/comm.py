@@ -56,11 +56,11 @@ def _collective(w: Workload, i: int, size: int) -> None:
     too_small = all_gather_too_small(size, w.cfg.preferred_dataset_splits) if ctype == S.ALL_GATHER else None
     if too_small:
         raise t.error(i, too_small)
-    prefix = w.cfg.custom_prefix(t.ids[i], kind)
+    pg = t.pg_name.get(i, "")
+    prefix = _custom_prefix(w, i, kind, pg)
     if prefix is not None:
         _custom(w, i, kind, size, prefix)
         return
-    pg = t.pg_name.get(i, "")
     # ASTRA-sim's workload hands a named group (anything but "" / "0") to the system layer, whose
     # plan, dimensions included, replaces the node's involved_dim; involved_dim restricts the world
     # group's global plan only (a node may carry both: the legacy converter's [true], tools that
@@ -79,6 +79,20 @@ def _collective(w: Workload, i: int, size: int) -> None:
         w.complete(i)
 
     ds.notifier = finished
+
+
+def _custom_prefix(w: Workload, i: int, kind: str, pg: str) -> str | None:
+    """Node ``i``'s custom prefix, None for the native algorithms (spec §3.5 lookup). On a named
+    group the first collective of each type decides for all later ones: upstream's
+    ``CommunicatorGroup::get_collective_plan`` looks the implementation up for that node and caches
+    the plan per type; the world group (no group handed down) looks every node up."""
+    node_id = w.t.ids[i]
+    group = None if pg in WORLD_PG_NAMES else group_of(w.groups, pg)
+    if group is None:  # the world group, or no group yet (refused with the native path's error)
+        return w.cfg.custom_prefix(node_id, kind)
+    if kind not in group.custom:
+        group.custom[kind] = w.cfg.custom_prefix(node_id, kind)
+    return group.custom[kind]
 
 
 def _custom(w: Workload, i: int, kind: str, size: int, prefix: str) -> None:

@@ -86,6 +86,9 @@ class Group:
         self.gid, self.members, self.name = gid, members, name
         self.num_streams = gid * 1_000_000
         self.plans: dict[str, LogicalTopology] = {}
+        # collective type -> the custom prefix (None: native) its first collective on this group took;
+        # upstream's get_collective_plan caches the whole plan, implementation included, per type
+        self.custom: dict[str, str | None] = {}
 
 
 class Sys:
