@@ -21,7 +21,7 @@ from ranksets import NodeSpec, RankSetSpec
 from sim_paths import assert_fast_equals_message_path
 
 from chakra_pipe import cli
-from chakra_pipe.errors import EXIT_INPUT, EXIT_STUCK, ConfigError, InputError
+from chakra_pipe.errors import EXIT_INPUT, EXIT_STUCK, ConfigError, InputError, StuckError
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
@@ -166,6 +166,23 @@ def test_a_named_group_keeps_the_implementation_of_its_first_collective_of_a_typ
     assert native != half
     assert spans("1", hw) == ({5: half, 6: half} if listed == 5 else {5: native, 6: native})
     assert spans(None, hw) == ({5: half, 6: native} if listed == 5 else {5: native, 6: half})
+
+
+def test_a_custom_collective_takes_a_stream_id_as_a_native_one_does(tmp_path, monkeypatch):
+    """Upstream's custom branch of ``Sys::generate_collective`` numbers its one stream as a native
+    chunk (``num_streams++``), and native chunks use their stream id as the message tag. Rank 0 runs a
+    custom all-reduce (one COMP node) and then a native one; rank 1 only the native one. Upstream,
+    rank 0's native messages carry tag 1 and rank 1's tag 0, so they never match: the run stops (exit
+    3). Without the custom node, or with rank 1 running a custom one too, it completes."""
+    monkeypatch.chdir(tmp_path)
+    write_custom(tmp_path, "solo", [[NodeSpec(1, S.COMP_NODE, duration=1)], [NodeSpec(1, S.COMP_NODE, duration=1)]])
+    Path("per_node.yaml").write_text("5: solo\n")
+    hw = hardware(2, **{"per-node-custom-implementation": "per_node.yaml"})
+    both = [[collective(5), collective(6, deps=[5])]] * 2
+    assert len(simulate(workload(tmp_path, both), hw).collectives) == 4
+    one = [[collective(5), collective(6, deps=[5])], [collective(6)]]
+    with pytest.raises(StuckError):
+        simulate(workload(tmp_path, one), hw)
 
 
 def fan_out() -> list[list[NodeSpec]]:

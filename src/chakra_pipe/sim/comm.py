@@ -22,7 +22,7 @@ from ..et.collectives import ASTRA_SIM
 from ..et.traceset import WORLD_PG_NAMES
 from .config import all_gather_too_small
 from .groups import group_of
-from .system.sys import TAG_SPACE, chunking
+from .system.sys import TAG_SPACE, Group, chunking
 
 if TYPE_CHECKING:
     from .workload import Workload
@@ -57,10 +57,6 @@ def _collective(w: Workload, i: int, size: int) -> None:
     if too_small:
         raise t.error(i, too_small)
     pg = t.pg_name.get(i, "")
-    prefix = _custom_prefix(w, i, kind, pg)
-    if prefix is not None:
-        _custom(w, i, kind, size, prefix)
-        return
     # ASTRA-sim's workload hands a named group (anything but "" / "0") to the system layer, whose
     # plan, dimensions included, replaces the node's involved_dim; involved_dim restricts the world
     # group's global plan only (a node may carry both: the legacy converter's [true], tools that
@@ -71,6 +67,10 @@ def _collective(w: Workload, i: int, size: int) -> None:
         group = group_of(w.groups, pg)
         if group is None:
             raise t.error(i, f"pg_name {pg!r} names no communicator group (yet: its METADATA node has not run)")
+    prefix = _custom_prefix(w, i, kind, None if pg in WORLD_PG_NAMES else group)
+    if prefix is not None:
+        _custom(w, i, kind, size, prefix, group)
+        return
     start = sys.now
     ds = sys.generate_collective(kind, size, involved, group, t.attr(i, "comm_priority", 0))
 
@@ -81,25 +81,27 @@ def _collective(w: Workload, i: int, size: int) -> None:
     ds.notifier = finished
 
 
-def _custom_prefix(w: Workload, i: int, kind: str, pg: str) -> str | None:
+def _custom_prefix(w: Workload, i: int, kind: str, named: Group | None) -> str | None:
     """Node ``i``'s custom prefix, None for the native algorithms (spec §3.5 lookup). On a named
-    group the first collective of each type decides for all later ones: upstream's
+    group (``named``) the first collective of each type decides for all later ones: upstream's
     ``CommunicatorGroup::get_collective_plan`` looks the implementation up for that node and caches
-    the plan per type; the world group (no group handed down) looks every node up."""
+    the plan per type; on the world group (no group handed down) every node is looked up."""
     node_id = w.t.ids[i]
-    group = None if pg in WORLD_PG_NAMES else group_of(w.groups, pg)
-    if group is None:  # the world group, or no group yet (refused with the native path's error)
+    if named is None:
         return w.cfg.custom_prefix(node_id, kind)
-    if kind not in group.custom:
-        group.custom[kind] = w.cfg.custom_prefix(node_id, kind)
-    return group.custom[kind]
+    if kind not in named.custom:
+        named.custom[kind] = w.cfg.custom_prefix(node_id, kind)
+    return named.custom[kind]
 
 
-def _custom(w: Workload, i: int, kind: str, size: int, prefix: str) -> None:
+def _custom(w: Workload, i: int, kind: str, size: int, prefix: str, group: Group | None) -> None:
     """A Chakra-defined custom collective (spec §3.5): this rank runs ``prefix.<its position in the
     group>.et``; the custom trace's sizes count, ``size`` (the node's ``comm_size``) only decides
     whether upstream's data set ever completes: ``Sys::generate_collective`` creates it for the
-    native chunking's stream count and then runs the custom algorithm as one stream."""
+    native chunking's stream count and then runs the custom algorithm as one stream. ``group`` is
+    the one the native path would hand down (None: the world group's global plan); its stream
+    counter numbers the custom stream and its members map positions (``involved_dim`` plays no part:
+    a custom collective has no dimensions)."""
     t, sys = w.t, w.sys
     splits = w.cfg.preferred_dataset_splits
     streams = chunking(kind, size, splits, sys.total_nodes)[2]
@@ -111,10 +113,7 @@ def _custom(w: Workload, i: int, kind: str, size: int, prefix: str) -> None:
             "data set waits for all of them while the custom algorithm runs as one; use preferred-dataset-splits 1",
         )
     pg = t.pg_name.get(i, "")
-    group = group_of(w.groups, pg)  # involved_dim plays no part: a custom collective has no dimensions
-    if group is None:
-        raise t.error(i, f"pg_name {pg!r} names no communicator group (yet: its METADATA node has not run)")
-    members = group.members
+    members = (group or w.groups[""]).members
     program = w.custom.program(prefix, members.index(w.rank), len(members))
     start = sys.now
 
@@ -122,7 +121,7 @@ def _custom(w: Workload, i: int, kind: str, size: int, prefix: str) -> None:
         w.res.add_collective(w.rank, t.ids[i], kind, size, pg, start, sys.now)
         w.complete(i)
 
-    sys.generate_custom(program, members).notifier = finished
+    sys.generate_custom(program, members, group).notifier = finished
 
 
 def _point_to_point(w: Workload, i: int, size: int) -> None:

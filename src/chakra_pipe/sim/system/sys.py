@@ -317,9 +317,13 @@ class Sys:
             proceed(stream)
         return dataset
 
-    def generate_custom(self, program: CustomProgram, members: list[int]) -> DataSet:
+    def generate_custom(self, program: CustomProgram, members: list[int], group: Group | None) -> DataSet:
         """Run a Chakra-defined custom collective over ``members`` (spec §3.5): one stream, no
-        chunks, dimensions, queues or memory-bus delay (``system/custom.py``)."""
+        chunks, dimensions, queues or memory-bus delay (``system/custom.py``). The stream takes a
+        stream id from ``group``'s counter (this NPU's for the world group) as upstream's custom branch
+        does: native chunks use theirs as message tags, so later collectives' tags depend on it."""
+        ids = self if group is None else group
+        ids.num_streams += 1
         return run_custom(self, program, members)
 
     # -- queues -------------------------------------------------------------------------------
