@@ -292,12 +292,33 @@ def test_a_custom_key_takes_a_list_of_exactly_one_prefix(value):
 def test_the_per_node_file_must_map_node_ids_to_prefixes(tmp_path):
     with pytest.raises(ConfigError, match="cannot read|No such file"):
         hardware(4, **{"per-node-custom-implementation": str(tmp_path / "missing.yaml")})
-    for text, what in (("[1, 2]", "expected a mapping"), ("x: p", "node id"), ("3: 4", "prefix")):
+    for text, what in (
+        ("[1, 2]", "expected a mapping"),
+        ("x: p", "node id"),
+        ("3: 4", "prefix"),
+        ("true: p", "node id"),
+    ):
         path = tmp_path / "per_node.yaml"
         path.write_text(text)
         with pytest.raises(ConfigError, match=what) as e:
             hardware(4, **{"per-node-custom-implementation": str(path)})
         assert e.value.file == str(path)
+
+
+def test_per_node_keys_are_c_ints_and_node_ids_are_cast_to_them(tmp_path):
+    """Upstream's ``parse_per_node_yaml_file`` reads each key ``as<int>()`` (a 32-bit int; anything
+    else throws "YAML mapping keys must be integers.") and ``get_collective_impl`` looks a node up as
+    ``static_cast<int>(workload_node_id)``: negative keys are accepted, and node ids 2^32 apart
+    select the same entry."""
+    path = tmp_path / "per_node.yaml"
+    path.write_text("-1: neg\n2147483647: top\n5: five\n")
+    hw = hardware(4, **{"per-node-custom-implementation": str(path)})
+    lookups = {n: hw.system.custom_prefix(n, "ALL_REDUCE") for n in (5, (1 << 32) + 5, (1 << 32) - 1, (1 << 31) - 1)}
+    assert lookups == {5: "five", (1 << 32) + 5: "five", (1 << 32) - 1: "neg", (1 << 31) - 1: "top"}
+    for key in (1 << 31, -(1 << 31) - 1):
+        path.write_text(f"{key}: p\n")
+        with pytest.raises(ConfigError, match="32-bit"):
+            hardware(4, **{"per-node-custom-implementation": str(path)})
 
 
 def test_custom_keys_are_modelled_not_reported_unknown():
