@@ -4,7 +4,9 @@ Our own custom traces (ring all-reduces of 4 and 8 ranks, a fan-out) are written
 ``et.framing.write_trace`` (through ``ranksets.RankSetSpec``), and every expected time is the spec's
 §4.1 / §4.2 formula per message, messages issued as soon as their dependencies end: no chunking, no
 memory-bus ``E``, no slots, COMP nodes ``duration_micros × 1000`` ns (at least 1), the workload
-node's ``comm_size`` ignored.
+node's ``comm_size`` ignored. The system files use ``preferred-dataset-splits`` 1: upstream's
+``Sys::generate_collective`` sizes the custom collective's data set by the native chunking and then
+creates one stream, so any other value never completes (refused here, tested below).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ranksets import NodeSpec, RankSetSpec
 from sim_paths import assert_fast_equals_message_path
 
 from chakra_pipe import cli
-from chakra_pipe.errors import EXIT_INPUT, EXIT_STUCK, ConfigError
+from chakra_pipe.errors import EXIT_INPUT, EXIT_STUCK, ConfigError, InputError, StuckError
 from chakra_pipe.et import schema
 from chakra_pipe.et.traceset import TraceSet
 from chakra_pipe.sim import HardwareConfig, NetworkConfig, SystemConfig, simulate
@@ -73,7 +75,7 @@ def hardware(npus: int, topology: str = "Ring", backend: str = "congestion_unawa
     sysd = {
         "scheduling-policy": "FIFO",
         "collective-optimization": "baseline",
-        "preferred-dataset-splits": 4,
+        "preferred-dataset-splits": 1,
         "local-mem-bw": 50,
         "all-reduce-implementation": ["ring"],
         "all-gather-implementation": ["ring"],
@@ -143,14 +145,59 @@ def test_lookup_priority_per_node_then_collective_wide_then_native(tmp_path, mon
     assert spans == {5: ring_time(4, 1, M // 2), 6: ring_time(4, 1), 7: ag}
 
 
+@pytest.mark.parametrize("listed", [5, 6])
+def test_a_named_group_keeps_the_implementation_of_its_first_collective_of_a_type(tmp_path, monkeypatch, listed):
+    """Upstream's ``CommunicatorGroup::get_collective_plan`` caches its plan per collective type at the
+    group's first collective of that type, so on a ``pg_name`` group node 6 runs what node 5 ran:
+    node 5 listed per node makes both run its custom ring; node 6 listed runs native as node 5 did.
+    On the world group (no ``pg_name``) each node is looked up on its own."""
+    monkeypatch.chdir(tmp_path)
+    write_custom(tmp_path, "half", [ring_all_reduce(4, p, M // 2) for p in range(4)])
+    Path("per_node.yaml").write_text(f"{listed}: half\n")
+    hw = hardware(4, **{"per-node-custom-implementation": "per_node.yaml"})
+    half = ring_time(4, 1, M // 2)
+
+    def spans(pg, system) -> dict[int, int]:
+        ranks = [[collective(5, size=M, pg=pg), collective(6, size=M, pg=pg, deps=[5])]] * 4
+        res = simulate(workload(tmp_path, ranks, (("1", (0, 1, 2, 3)),)), system)
+        return {c.node_id: c.end_ns - c.start_ns for c in res.collectives if c.rank == 0}
+
+    native = spans("1", hardware(4))[5]
+    assert native != half
+    assert spans("1", hw) == ({5: half, 6: half} if listed == 5 else {5: native, 6: native})
+    assert spans(None, hw) == ({5: half, 6: native} if listed == 5 else {5: native, 6: half})
+
+
+def test_a_custom_collective_takes_a_stream_id_as_a_native_one_does(tmp_path, monkeypatch):
+    """Upstream's custom branch of ``Sys::generate_collective`` numbers its one stream as a native
+    chunk (``num_streams++``), and native chunks use their stream id as the message tag. Rank 0 runs a
+    custom all-reduce (one COMP node) and then a native one; rank 1 only the native one. Upstream,
+    rank 0's native messages carry tag 1 and rank 1's tag 0, so they never match: the run stops (exit
+    3). Without the custom node, or with rank 1 running a custom one too, it completes."""
+    monkeypatch.chdir(tmp_path)
+    write_custom(tmp_path, "solo", [[NodeSpec(1, S.COMP_NODE, duration=1)], [NodeSpec(1, S.COMP_NODE, duration=1)]])
+    Path("per_node.yaml").write_text("5: solo\n")
+    hw = hardware(2, **{"per-node-custom-implementation": "per_node.yaml"})
+    both = [[collective(5), collective(6, deps=[5])]] * 2
+    assert len(simulate(workload(tmp_path, both), hw).collectives) == 4
+    one = [[collective(5), collective(6, deps=[5])], [collective(6)]]
+    with pytest.raises(StuckError):
+        simulate(workload(tmp_path, one), hw)
+
+
 def fan_out() -> list[list[NodeSpec]]:
-    """Position 0 sends M to positions 1 and 2 at once (node 1 before node 2); they receive."""
+    """Position 0 sends M to positions 1 and 2 at once (node 1 before node 2); they receive.
+    Position 3 has no file: rank 3 runs no custom collective (``fan_out_ranks``)."""
     return [
         [NodeSpec(1, S.COMM_SEND_NODE, comm_size=M, peer=1), NodeSpec(2, S.COMM_SEND_NODE, comm_size=M, peer=2)],
         [NodeSpec(1, S.COMM_RECV_NODE, comm_size=M, peer=0)],
         [NodeSpec(1, S.COMM_RECV_NODE, comm_size=M, peer=0)],
-        [],  # position 3 takes no part: its trace is empty and it completes at once
     ]
+
+
+def fan_out_ranks() -> list[list[NodeSpec]]:
+    """Ranks 0-2 issue the fan-out collective; rank 3 only computes for 0 µs (1 ns)."""
+    return [[collective(0)]] * 3 + [[NodeSpec(0, S.COMP_NODE, duration=0)]]
 
 
 def test_both_backends_two_messages_sharing_a_link(tmp_path):
@@ -158,22 +205,22 @@ def test_both_backends_two_messages_sharing_a_link(tmp_path):
     Aware (§4.2): they share NPU 0's uplink; the second starts when the first has been serialised
     (⌊M/B'⌋) and each hop takes ⌊L + M/B'⌋, so it arrives ⌊M/B'⌋ later than the first."""
     prefix = write_custom(tmp_path, "fan", fan_out())
-    ts = workload(tmp_path, [[collective(0)]] * 4)
+    ts = workload(tmp_path, fan_out_ranks())
     custom = {"all-reduce-implementation-custom": [prefix]}
     ser, hop = math.floor(M / PER_NS), math.floor(LAT + M / PER_NS)
     res = simulate(ts, hardware(4, "Switch", **custom))
-    assert res.finish_ns == [unaware(2, M), unaware(2, M), unaware(2, M), 0]
+    assert res.finish_ns == [unaware(2, M), unaware(2, M), unaware(2, M), 1]
     res = simulate(ts, hardware(4, "Switch", "congestion_aware", **custom))
-    assert res.finish_ns == [ser + 2 * hop, 2 * hop, ser + 2 * hop, 0]
+    assert res.finish_ns == [ser + 2 * hop, 2 * hop, ser + 2 * hop, 1]
 
 
 def test_with_rendezvous_a_custom_send_waits_for_the_handshake(tmp_path):
     """As a workload send: the receiver's 8,192-byte handshake first, then the data (§4.1 each)."""
     prefix = write_custom(tmp_path, "fan", fan_out())
-    ts = workload(tmp_path, [[collective(0)]] * 4)
+    ts = workload(tmp_path, fan_out_ranks())
     hw = replace(hardware(4, "Switch", **{"all-reduce-implementation-custom": [prefix]}), rendezvous=True)
     both = unaware(2, 8192) + unaware(2, M)
-    assert simulate(ts, hw).finish_ns == [both, both, both, 0]
+    assert simulate(ts, hw).finish_ns == [both, both, both, 1]
 
 
 @pytest.mark.parametrize("stagger", [0, 3, 7])
@@ -201,19 +248,35 @@ def test_custom_beside_native_collectives_is_the_message_path(tmp_path, backend,
     assert fast == 0 if backend == "congestion_aware" else fast > 0
 
 
-def test_a_custom_all_gather_is_not_chunked_so_any_size_runs(tmp_path):
-    """A native all-gather smaller than ``preferred-dataset-splits`` is invalid input (README
-    difference 15: upstream divides by zero); a custom one is not chunked, so simulate runs it and
-    validate, given the same system file, does not refuse it."""
+# size 123 in 4 splits: chunks of 30 B, ceil(123 / 30) = 5 streams (the remainder rounds up, §3.2)
+@pytest.mark.parametrize(
+    "ctype, size, streams", [(S.ALL_REDUCE, 123, 5), (S.ALL_REDUCE, 1 << 30, 4), (S.ALL_GATHER, M, 4)]
+)
+def test_a_custom_collective_needs_the_chunking_to_give_one_stream(tmp_path, ctype, size, streams):
+    """Upstream's ``Sys::generate_collective`` makes the data set wait for the ``ceil(size / chunk)``
+    streams of the native chunking (§3.2 item 1) before its custom branch creates one stream, so with
+    ``preferred-dataset-splits`` > 1 the collective never completes: invalid input naming the node
+    (exit 2). With 1 split every size gives one stream and the collective runs."""
     prefix = write_custom(tmp_path, "ring", [ring_all_reduce(4, p) for p in range(4)])
+    key = "all-gather-implementation-custom" if ctype == S.ALL_GATHER else "all-reduce-implementation-custom"
+    ranks = [[collective(3, ctype, size)]] * 4
+    assert simulate(workload(tmp_path, ranks), hardware(4, **{key: [prefix]})).finish_ns == [ring_time(4, 1)] * 4
+    with pytest.raises(InputError, match="never completes") as e:
+        simulate(workload(tmp_path, ranks), hardware(4, **{key: [prefix], "preferred-dataset-splits": 4}))
+    assert e.value.where == "node 3" and f"into {streams} streams" in str(e.value)
+
+
+def test_a_custom_all_gather_is_sized_as_a_native_one(tmp_path):
+    """The chunk is computed before the custom branch, so an all-gather smaller than
+    ``preferred-dataset-splits`` divides by zero upstream whether or not it is custom (README
+    difference 15): simulate and validate refuse it alike."""
+    prefix = write_custom(tmp_path, "ring", [ring_all_reduce(4, p) for p in range(4)])
+    custom = {"all-gather-implementation-custom": [prefix]}
     ranks = [[collective(0, S.ALL_GATHER, size=1)]] * 4
-    assert (
-        simulate(workload(tmp_path, ranks), hardware(4, **{"all-gather-implementation-custom": [prefix]})).finish_ns
-        == [ring_time(4, 1)] * 4
-    )
+    assert simulate(workload(tmp_path, ranks), hardware(4, **custom)).finish_ns == [ring_time(4, 1)] * 4
     sysd = {"scheduling-policy": "FIFO", "collective-optimization": "baseline", "local-mem-bw": 50}
-    for custom, code in (({"all-gather-implementation-custom": [prefix]}, 0), ({}, 1)):
-        (tmp_path / "sys.json").write_text(json.dumps({**sysd, "preferred-dataset-splits": 4, **custom}))
+    for splits, system, code in ((1, custom, 0), (4, custom, 1), (4, {}, 1)):
+        (tmp_path / "sys.json").write_text(json.dumps({**sysd, "preferred-dataset-splits": splits, **system}))
         assert cli.main(["validate", str(tmp_path / "w"), "--system-configuration", str(tmp_path / "sys.json")]) == code
 
 
@@ -229,12 +292,33 @@ def test_a_custom_key_takes_a_list_of_exactly_one_prefix(value):
 def test_the_per_node_file_must_map_node_ids_to_prefixes(tmp_path):
     with pytest.raises(ConfigError, match="cannot read|No such file"):
         hardware(4, **{"per-node-custom-implementation": str(tmp_path / "missing.yaml")})
-    for text, what in (("[1, 2]", "expected a mapping"), ("x: p", "node id"), ("3: 4", "prefix")):
+    for text, what in (
+        ("[1, 2]", "expected a mapping"),
+        ("x: p", "node id"),
+        ("3: 4", "prefix"),
+        ("true: p", "node id"),
+    ):
         path = tmp_path / "per_node.yaml"
         path.write_text(text)
         with pytest.raises(ConfigError, match=what) as e:
             hardware(4, **{"per-node-custom-implementation": str(path)})
         assert e.value.file == str(path)
+
+
+def test_per_node_keys_are_c_ints_and_node_ids_are_cast_to_them(tmp_path):
+    """Upstream's ``parse_per_node_yaml_file`` reads each key ``as<int>()`` (a 32-bit int; anything
+    else throws "YAML mapping keys must be integers.") and ``get_collective_impl`` looks a node up as
+    ``static_cast<int>(workload_node_id)``: negative keys are accepted, and node ids 2^32 apart
+    select the same entry."""
+    path = tmp_path / "per_node.yaml"
+    path.write_text("-1: neg\n2147483647: top\n5: five\n")
+    hw = hardware(4, **{"per-node-custom-implementation": str(path)})
+    lookups = {n: hw.system.custom_prefix(n, "ALL_REDUCE") for n in (5, (1 << 32) + 5, (1 << 32) - 1, (1 << 31) - 1)}
+    assert lookups == {5: "five", (1 << 32) + 5: "five", (1 << 32) - 1: "neg", (1 << 31) - 1: "top"}
+    for key in (1 << 31, -(1 << 31) - 1):
+        path.write_text(f"{key}: p\n")
+        with pytest.raises(ConfigError, match="32-bit"):
+            hardware(4, **{"per-node-custom-implementation": str(path)})
 
 
 def test_custom_keys_are_modelled_not_reported_unknown():
@@ -289,17 +373,19 @@ def test_a_missing_or_corrupt_custom_file_is_invalid_input(tmp_path, capsys):
     ],
 )
 def test_a_bad_custom_node_names_the_file_and_node(tmp_path, capsys, bad, what):
-    prefix = write_custom(tmp_path, "bad", [[bad], []])
+    prefix = write_custom(tmp_path, "bad", [[bad], [NodeSpec(1, S.COMP_NODE)]])
     assert run_cli(tmp_path, [[collective(0)]] * 2, prefix) == EXIT_INPUT
     err = capsys.readouterr().err
     assert f"{prefix}.0.et: {what}" in err and "Traceback" not in err
 
 
 def test_a_receive_with_no_send_is_a_deadlock_naming_the_custom_node(tmp_path, capsys):
-    prefix = write_custom(tmp_path, "lonely", [[], [NodeSpec(4, S.COMM_RECV_NODE, comm_size=8, peer=0)]])
+    prefix = write_custom(
+        tmp_path, "lonely", [[NodeSpec(1, S.COMP_NODE)], [NodeSpec(4, S.COMM_RECV_NODE, comm_size=8, peer=0)]]
+    )
     assert run_cli(tmp_path, [[collective(0)]] * 2, prefix) == EXIT_STUCK
     out, err = capsys.readouterr()
-    assert out == "sys[0] finished, 0 cycles, exposed communication 0 cycles.\n"
+    assert out == "sys[0] finished, 1 cycles, exposed communication 1 cycles.\n"
     assert f"NPU 1: custom collective {prefix}.1.et waits for node 4 (RECV from NPU 0)" in err
     assert "Traceback" not in err
 
@@ -307,8 +393,24 @@ def test_a_receive_with_no_send_is_a_deadlock_naming_the_custom_node(tmp_path, c
 def test_a_dependency_cycle_in_a_custom_trace_is_a_deadlock(tmp_path, capsys):
     """Upstream would end the collective with the cycle's nodes never run; here the run stops, as a
     workload cycle does (README difference 8)."""
-    cycle = [NodeSpec(1, S.COMP_NODE, data_deps=(2,)), NodeSpec(2, S.COMP_NODE, ctrl_deps=(1,))]
-    prefix = write_custom(tmp_path, "cycle", [cycle, []])
+    cycle = [
+        NodeSpec(1, S.COMP_NODE, data_deps=(2,)),
+        NodeSpec(2, S.COMP_NODE, ctrl_deps=(1,)),
+        NodeSpec(3, S.COMP_NODE),
+    ]
+    prefix = write_custom(tmp_path, "cycle", [cycle, [NodeSpec(1, S.COMP_NODE)]])
     assert run_cli(tmp_path, [[collective(0)]] * 2, prefix) == EXIT_STUCK
     err = capsys.readouterr().err
     assert f"NPU 0: custom collective {prefix}.0.et waits for nodes that never become dependency-free" in err
+
+
+@pytest.mark.parametrize(
+    "trace", [[], [NodeSpec(1, S.COMP_NODE, data_deps=(2,)), NodeSpec(2, S.COMP_NODE, ctrl_deps=(1,))]]
+)
+def test_a_custom_trace_with_no_dependency_free_node_is_invalid_input(tmp_path, capsys, trace):
+    """Upstream's feeder refuses such a trace when the collective is created ("No dependancy free
+    nodes found"; ``CustomAlgorithm`` then exits 1): an empty file or one whose every node waits."""
+    prefix = write_custom(tmp_path, "none", [trace, [NodeSpec(1, S.COMP_NODE)]])
+    assert run_cli(tmp_path, [[collective(0)]] * 2, prefix) == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert f"{prefix}.0.et: no dependency-free node" in err and "Traceback" not in err

@@ -23,7 +23,7 @@ from ..et.traceset import WORLD_PG_NAMES
 from ..rankset.comm import pg_name_hint
 from .config import all_gather_too_small
 from .groups import group_of
-from .system.sys import TAG_SPACE
+from .system.sys import TAG_SPACE, Group, chunking
 
 if TYPE_CHECKING:
     from ..errors import InputError
@@ -52,12 +52,9 @@ def _collective(w: Workload, i: int, size: int) -> None:
         sys.register_event(lambda: w.complete(i), runtime)
         return
     kind = SUPPORTED_COLLECTIVES[ctype]
-    prefix = w.cfg.custom_prefix(t.ids[i], kind)
-    if prefix is not None:
-        _custom(w, i, kind, size, prefix)
-        return
     # ASTRA-sim rewrites a chunk smaller than the NPU count (0 included) to the minimum chunk,
-    # except for all-gather: size // preferred-dataset-splits = 0 divides by zero (spec §3.2).
+    # except for all-gather: size // preferred-dataset-splits = 0 divides by zero (spec §3.2), for a
+    # custom all-gather too (upstream chunks before it takes the custom branch).
     too_small = all_gather_too_small(size, w.cfg.preferred_dataset_splits) if ctype == S.ALL_GATHER else None
     if too_small:
         raise t.error(i, too_small)
@@ -72,6 +69,10 @@ def _collective(w: Workload, i: int, size: int) -> None:
         group = group_of(w.groups, pg)
         if group is None:
             raise _no_group(t, i, pg)
+    prefix = _custom_prefix(w, i, kind, None if pg in WORLD_PG_NAMES else group)
+    if prefix is not None:
+        _custom(w, i, kind, size, prefix, group)
+        return
     start = sys.now
     ds = sys.generate_collective(kind, size, involved, group, t.attr(i, "comm_priority", 0))
 
@@ -82,15 +83,39 @@ def _collective(w: Workload, i: int, size: int) -> None:
     ds.notifier = finished
 
 
-def _custom(w: Workload, i: int, kind: str, size: int, prefix: str) -> None:
+def _custom_prefix(w: Workload, i: int, kind: str, named: Group | None) -> str | None:
+    """Node ``i``'s custom prefix, None for the native algorithms (spec §3.5 lookup). On a named
+    group (``named``) the first collective of each type decides for all later ones: upstream's
+    ``CommunicatorGroup::get_collective_plan`` looks the implementation up for that node and caches
+    the plan per type; on the world group (no group handed down) every node is looked up."""
+    node_id = w.t.ids[i]
+    if named is None:
+        return w.cfg.custom_prefix(node_id, kind)
+    if kind not in named.custom:
+        named.custom[kind] = w.cfg.custom_prefix(node_id, kind)
+    return named.custom[kind]
+
+
+def _custom(w: Workload, i: int, kind: str, size: int, prefix: str, group: Group | None) -> None:
     """A Chakra-defined custom collective (spec §3.5): this rank runs ``prefix.<its position in the
-    group>.et``; ``size`` (the node's ``comm_size``) is only recorded, the custom trace's sizes count."""
+    group>.et``; the custom trace's sizes count, ``size`` (the node's ``comm_size``) only decides
+    whether upstream's data set ever completes: ``Sys::generate_collective`` creates it for the
+    native chunking's stream count and then runs the custom algorithm as one stream. ``group`` is
+    the one the native path would hand down (None: the world group's global plan); its stream
+    counter numbers the custom stream and its members map positions (``involved_dim`` plays no part:
+    a custom collective has no dimensions)."""
     t, sys = w.t, w.sys
+    splits = w.cfg.preferred_dataset_splits
+    streams = chunking(kind, size, splits, sys.total_nodes)[2]
+    if streams != 1:
+        raise t.error(
+            i,
+            f"a custom collective never completes in ASTRA-sim unless the native chunking gives one stream: "
+            f"preferred-dataset-splits {splits} cuts comm_size {size} B into {streams} streams, and its "
+            "data set waits for all of them while the custom algorithm runs as one; use preferred-dataset-splits 1",
+        )
     pg = t.pg_name.get(i, "")
-    group = group_of(w.groups, pg)  # involved_dim plays no part: a custom collective has no dimensions
-    if group is None:
-        raise _no_group(t, i, pg)
-    members = group.members
+    members = (group or w.groups[""]).members
     program = w.custom.program(prefix, members.index(w.rank), len(members))
     start = sys.now
 
@@ -98,7 +123,7 @@ def _custom(w: Workload, i: int, kind: str, size: int, prefix: str) -> None:
         w.res.add_collective(w.rank, t.ids[i], kind, size, pg, start, sys.now)
         w.complete(i)
 
-    sys.generate_custom(program, members).notifier = finished
+    sys.generate_custom(program, members, group).notifier = finished
 
 
 def _point_to_point(w: Workload, i: int, size: int) -> None:

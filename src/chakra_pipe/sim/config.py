@@ -219,17 +219,11 @@ class SystemConfig:
         """Whether some collective may run a custom (Chakra-defined) algorithm."""
         return bool(self.custom or self.per_node_custom)
 
-    @property
-    def all_gather_splits(self) -> int:
-        """The ``preferred-dataset-splits`` the all-gather-too-small rule checks against: 1 when
-        every all-gather runs a custom algorithm, which is not chunked (spec §3.2 item 6); an
-        all-gather made custom per node only is still checked (the rule knows no node ids)."""
-        return 1 if "ALL_GATHER" in self._custom else self.preferred_dataset_splits
-
     def custom_prefix(self, node_id: int, kind: str) -> str | None:
         """The custom prefix of workload node ``node_id`` (a ``kind`` collective), or None for the
-        native algorithms: per-node custom > collective-wide custom > native (spec §3.5)."""
-        prefix = self._per_node_custom.get(node_id)
+        native algorithms: per-node custom > collective-wide custom > native (spec §3.5). The node id
+        is looked up as upstream's ``static_cast<int>``: its low 32 bits, signed."""
+        prefix = self._per_node_custom.get((node_id + (1 << 31)) % (1 << 32) - (1 << 31))
         if prefix is None:
             prefix = self._custom.get(kind)
         return prefix
@@ -317,8 +311,13 @@ def _per_node_custom(r: _Reader) -> tuple[tuple[int, str], ...]:
         raise ConfigError("expected a mapping {chakra_node_id: custom-collective prefix}", file=path)
     out = []
     for nid, prefix in table.items():
-        if isinstance(nid, bool) or not isinstance(nid, int) or nid < 0:
-            raise ConfigError(f"expected a node id (an integer >= 0), got {nid!r}", file=path, where=str(nid))
+        # upstream reads keys as a C int (parse_per_node_yaml_file: as<int>(), which throws otherwise)
+        if isinstance(nid, bool) or not isinstance(nid, int) or not -(1 << 31) <= nid < 1 << 31:
+            raise ConfigError(
+                f"expected a node id (a 32-bit signed integer, as upstream reads it), got {nid!r}",
+                file=path,
+                where=str(nid),
+            )
         if not isinstance(prefix, str) or not prefix:
             raise ConfigError(
                 f"expected a custom-collective prefix (a string), got {prefix!r}", file=path, where=str(nid)

@@ -98,6 +98,12 @@ def _load(path: str, position: int) -> tuple[CustomProgram, int, int]:
         parents[k] = len(deps)
         runtime = int(g.duration_micros[i]) * 1000 or 1
         nodes_raw.append((nid, kind, peer, size, tag, runtime))
+    if 0 not in parents:  # upstream's feeder throws "No dependancy free nodes found" (exit 1)
+        raise InputError(
+            "no dependency-free node: the custom collective trace is empty or every node waits for another "
+            "(ASTRA-sim's feeder refuses it when the collective starts)",
+            file=path,
+        )
     nodes = tuple(
         CustomNode(nid, kind, peer, size, tag, runtime, parents[k], tuple(children[k]))
         for k, (nid, kind, peer, size, tag, runtime) in enumerate(nodes_raw)

@@ -405,7 +405,7 @@ def _simulate(
             file=hw.network.source,
             where="npus_count",
         )
-    analysis = analyze(trace_set, comm_groups, groups_file, hw.system.all_gather_splits)
+    analysis = analyze(trace_set, comm_groups, groups_file, hw.system.preferred_dataset_splits)
     timed = analysis.refuse_input()  # input problems exit 2 with validate's problem lines
     fast = fast and not analysis.message_path_only
     if fast and symmetric:

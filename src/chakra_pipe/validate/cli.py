@@ -59,7 +59,7 @@ def _validate(args: argparse.Namespace) -> int:
     if args.system_configuration:
         from ..sim.config import SystemConfig
 
-        splits = SystemConfig.from_file(args.system_configuration).all_gather_splits
+        splits = SystemConfig.from_file(args.system_configuration).preferred_dataset_splits
     report = validate_set(args.trace, comm_groups=args.comm_groups, dataset_splits=splits)
     if args.json:
         write_json(args.json, report.to_json())

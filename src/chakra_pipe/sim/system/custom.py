@@ -103,11 +103,8 @@ class CustomRun:
 
 def run_custom(sys, program: CustomProgram, members: Sequence[int]) -> DataSet:
     """Start ``program`` on ``sys`` for a collective over ``members``; the data set notifies when
-    every node finished (at once, in this tick's pass, for a trace with no nodes)."""
+    every node finished (the workload layer hands over programs with a dependency-free node only)."""
     dataset = DataSet(1, sys.now)
-    if not program.nodes:
-        sys.register_event(dataset.stream_finished, 0)
-        return dataset
     run = CustomRun(sys, program, members, dataset)
     sys.custom_runs.add(run)
     run.start()

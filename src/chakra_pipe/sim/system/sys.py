@@ -31,6 +31,19 @@ RENDEZVOUS_BYTES = 8192
 TAG_SPACE = 500_000_000
 
 
+def chunking(ctype: str, size: int, splits: int, total_nodes: int) -> tuple[int, int, int]:
+    """ASTRA-sim's ``determine_chunk_size`` and stream count (spec §3.2 item 1): ``(chunk, size,
+    streams)``, ``size`` rewritten to ``splits × total_nodes`` when a non-all-gather chunk is below the
+    NPU count. ``generate_collective`` cuts native collectives with it; the workload layer checks a
+    custom collective against it, since upstream sizes the custom data set by these streams too. The
+    caller keeps all-gathers with ``size < splits`` (chunk 0) out (``all_gather_too_small``)."""
+    chunk = size // splits
+    if ctype != AG and total_nodes > chunk:
+        chunk = total_nodes
+        size = splits * total_nodes
+    return chunk, size, -(-size // chunk)
+
+
 class _QueueLevel:
     """Queues of one dimension and the three round-robin allocators ASTRA-sim keeps for them."""
 
@@ -73,6 +86,9 @@ class Group:
         self.gid, self.members, self.name = gid, members, name
         self.num_streams = gid * 1_000_000
         self.plans: dict[str, LogicalTopology] = {}
+        # collective type -> the custom prefix (None: native) its first collective on this group took;
+        # upstream's get_collective_plan caches the whole plan, implementation included, per type
+        self.custom: dict[str, str | None] = {}
 
 
 class Sys:
@@ -267,12 +283,7 @@ class Sys:
     ) -> DataSet:
         """Cut a collective into chunk streams and queue them (spec §3.2)."""
         steps = self._chain(ctype, self._plan(ctype, group), involved, group)
-        splits = self.cfg.preferred_dataset_splits
-        chunk = size // splits
-        if ctype != AG and self.total_nodes > chunk:
-            chunk = self.total_nodes
-            size = splits * self.total_nodes
-        streams = -(-size // chunk)
+        chunk, size, streams = chunking(ctype, size, self.cfg.preferred_dataset_splits, self.total_nodes)
         dataset = DataSet(streams, self.queue.now)
         pri = self._priority(explicit_priority)
         if not steps or streams <= 0:
@@ -306,9 +317,13 @@ class Sys:
             proceed(stream)
         return dataset
 
-    def generate_custom(self, program: CustomProgram, members: list[int]) -> DataSet:
+    def generate_custom(self, program: CustomProgram, members: list[int], group: Group | None) -> DataSet:
         """Run a Chakra-defined custom collective over ``members`` (spec §3.5): one stream, no
-        chunks, dimensions, queues or memory-bus delay (``system/custom.py``)."""
+        chunks, dimensions, queues or memory-bus delay (``system/custom.py``). The stream takes a
+        stream id from ``group``'s counter (this NPU's for the world group) as upstream's custom branch
+        does: native chunks use theirs as message tags, so later collectives' tags depend on it."""
+        ids = self if group is None else group
+        ids.num_streams += 1
         return run_custom(self, program, members)
 
     # -- queues -------------------------------------------------------------------------------
