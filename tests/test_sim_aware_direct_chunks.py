@@ -163,10 +163,12 @@ def test_what_the_batch_does_not_model_is_declined(tmp_path: Path) -> None:
 
 
 @st.composite
-def _cases(draw) -> tuple[list[list], dict, dict]:
+def direct_cases(draw, staggered: bool, topologies: tuple[str, ...]) -> tuple[list[list], dict, dict]:
+    """Random small sets of direct and ring collectives: with ``staggered`` fewer chunks active than
+    splits (a queue admits them one by one), else every chunk (or more) in flight at once."""
     p = draw(st.sampled_from([2, 3, 4, 6, 8, 16]))
     splits = draw(st.sampled_from([2, 3, 4, 8]))
-    active = draw(st.sampled_from([splits, splits + 1, 2 * splits]))
+    active = draw(st.integers(1, splits - 1) if staggered else st.sampled_from([splits, splits + 1, 2 * splits]))
     kinds = draw(st.lists(st.sampled_from(sorted(KIND_OF)), min_size=1, max_size=3))
     chunk = draw(st.sampled_from([1 << 10, 1 << 14, 3 << 16, 1 << 20]))
     ranks = random_ranks(draw, p, [KIND_OF[k] for k in kinds], chunk * splits)
@@ -181,7 +183,7 @@ def _cases(draw) -> tuple[list[list], dict, dict]:
         **{f"{k}-implementation": ["direct" if k in direct else "ring"] for k in KINDS},
     }
     network = {
-        "topology": [draw(st.sampled_from(["Switch", "FullyConnected"]))],
+        "topology": [draw(st.sampled_from(topologies))],
         "npus_count": [p],
         "bandwidth": [draw(st.sampled_from([25, 100, 400]))],
         "latency": [draw(st.sampled_from([0, 1, 100, 500, 700]))],
@@ -190,7 +192,7 @@ def _cases(draw) -> tuple[list[list], dict, dict]:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_cases())
+@given(direct_cases(False, ("Switch", "FullyConnected")))
 def test_random_direct_chunks_equal_the_message_path(case) -> None:
     """Random small sets: 2–16 NPUs on a switch or fully-connected network, 2–8 splits with every
     chunk active, direct all-reduces / reduce-scatters / all-gathers / all-to-alls beside rings,

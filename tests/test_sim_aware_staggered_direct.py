@@ -16,18 +16,14 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from sim_paths import (
-    KIND_OF,
-    KINDS,
     RERUN,
     assert_collectives_all_fast,
     assert_random_case_equals_message_path,
     aware_exact,
     generated_steps,
-    random_ranks,
 )
-from test_sim_aware_direct_chunks import EVERY_KIND, STEPS, _hw
+from test_sim_aware_direct_chunks import EVERY_KIND, STEPS, _hw, direct_cases
 from test_sim_examples import coll, write_set
 
 from chakra_pipe.et import schema
@@ -78,35 +74,8 @@ def test_chunks_admitted_one_by_one_batch_as_they_complete(tmp_path: Path, kind:
     assert fast.to_dict() == slow.to_dict()
 
 
-@st.composite
-def _cases(draw) -> tuple[list[list], dict, dict]:
-    p = draw(st.sampled_from([2, 3, 4, 6, 8, 16]))
-    splits = draw(st.sampled_from([2, 3, 4, 8]))
-    active = draw(st.integers(1, splits - 1))
-    kinds = draw(st.lists(st.sampled_from(sorted(KIND_OF)), min_size=1, max_size=3))
-    chunk = draw(st.sampled_from([1 << 10, 1 << 14, 3 << 16, 1 << 20]))
-    ranks = random_ranks(draw, p, [KIND_OF[k] for k in kinds], chunk * splits)
-    direct = draw(st.sets(st.sampled_from(EVERY_KIND), min_size=1))
-    system = {
-        "scheduling-policy": draw(st.sampled_from(["LIFO", "FIFO"])),
-        "endpoint-delay": draw(st.sampled_from([0, 1, 10, 20])),
-        "active-chunks-per-dimension": active,
-        "preferred-dataset-splits": splits,
-        "collective-optimization": draw(st.sampled_from(["baseline", "localBWAware"])),
-        "local-mem-bw": draw(st.sampled_from([1600, 3350])),
-        **{f"{k}-implementation": ["direct" if k in direct else "ring"] for k in KINDS},
-    }
-    network = {
-        "topology": [draw(st.sampled_from(["FullyConnected", "FullyConnected", "Switch"]))],
-        "npus_count": [p],
-        "bandwidth": [draw(st.sampled_from([25, 100, 400]))],
-        "latency": [draw(st.sampled_from([0, 1, 100, 500, 700]))],
-    }
-    return ranks, system, network
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_cases())
+@given(direct_cases(True, ("FullyConnected", "FullyConnected", "Switch")))  # a third on a switch
 def test_random_staggered_direct_chunks_equal_the_message_path(case) -> None:
     """Random small sets: 2–16 NPUs, fully connected (a third on a switch), 2–8 splits with fewer
     chunks active, direct all-reduces / reduce-scatters / all-gathers / all-to-alls beside rings,

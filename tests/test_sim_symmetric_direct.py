@@ -111,36 +111,27 @@ CHUNK_CASES = [
 ]
 
 
-@pytest.mark.parametrize("chunks", [4, 8])
-@pytest.mark.parametrize(("layout", "dims", "topology"), CHUNK_CASES, ids=[" ".join(map(str, c)) for c in CHUNK_CASES])
-def test_direct_phases_with_every_chunk_at_once_take_the_chunk_batch_in_the_quotient(
-    tmp_path, caplog, layout, dims, topology, chunks
-):
-    """Every collective direct, 4 or 8 of 4 chunks active, one queue, 1-D network: the quotient holds
-    a collective's chunks as the full engine does (``PhaseCoordinator.hold``, one batch,
-    ``direct_aware.outcome_chunks``) over every member's real links: every collective message
-    evaluated, nothing redone, every rank equal to the full engine's fast and message paths."""
+STAGGERED_CASES = [("ep", (16,), "FullyConnected"), ("tp+dp+pp zero", (64,), "FullyConnected")]
+QUOTIENT_CHUNK_CASES = [
+    *((layout, dims, topology, chunks) for chunks in (4, 8) for layout, dims, topology in CHUNK_CASES),
+    *((layout, dims, topology, chunks) for chunks in (2, 3) for layout, dims, topology in STAGGERED_CASES),
+]
+
+
+@pytest.mark.parametrize(
+    ("layout", "dims", "topology", "chunks"),
+    QUOTIENT_CHUNK_CASES,
+    ids=[" ".join(map(str, c)) for c in QUOTIENT_CHUNK_CASES],
+)
+def test_direct_chunks_take_the_chunk_batch_in_the_quotient(tmp_path, caplog, layout, dims, topology, chunks):
+    """Every collective direct, one queue, 1-D network, 4 splits: with 4 or 8 chunks active the
+    quotient holds a collective's chunks as the full engine does (``PhaseCoordinator.hold``, one
+    batch, ``direct_aware.outcome_chunks``); with 2 or 3 active (a queue admitting them one by one,
+    fully connected) it holds each direct phase until the ns before its earliest exit (``stagger``),
+    the chunks completing meanwhile joining it. Over every member's real links: every collective
+    message evaluated, nothing redone, every rank equal to the full engine's fast and message paths."""
     ts = TraceSet.load(write_set(tmp_path, SETS[layout]))
     hw = hardware(dims, topology=[topology], algo="direct", backend="congestion_aware", chunks=chunks)
-    with caplog.at_level(logging.INFO, logger="chakra_pipe.sim.symmetric"):
-        quick = _quotient(ts, hw, caplog)
-    assert "declined" not in caplog.text
-    p2p = sum(int((g.types == schema.COMM_SEND_NODE).sum()) for g in ts.ranks) if "pp" in layout else 0
-    assert quick.fast_messages > 0 and quick.messages - quick.fast_messages <= p2p
-    assert_full_engine_result(quick, simulate(ts, hw, symmetric=False, fast=False), hw)
-    assert_full_engine_result(quick, simulate(ts, hw, symmetric=False), hw)
-
-
-@pytest.mark.parametrize("chunks", [2, 3])
-@pytest.mark.parametrize(("layout", "dims"), [("ep", (16,)), ("tp+dp+pp zero", (64,))])
-def test_staggered_direct_chunks_take_the_held_batch_in_the_quotient(tmp_path, caplog, layout, dims, chunks):
-    """Every collective direct, 2 or 3 of 4 chunks active (a queue admitting them one by one), one
-    queue, 1-D fully-connected network: the quotient holds each direct phase until the ns before its
-    earliest exit as the full engine does (``PhaseCoordinator.hold`` with ``stagger``), the chunks
-    completing meanwhile joining it, over every member's real links: every collective message
-    evaluated, every rank equal to the full engine's fast and message paths."""
-    ts = TraceSet.load(write_set(tmp_path, SETS[layout]))
-    hw = hardware(dims, topology=["FullyConnected"], algo="direct", backend="congestion_aware", chunks=chunks)
     with caplog.at_level(logging.INFO, logger="chakra_pipe.sim.symmetric"):
         quick = _quotient(ts, hw, caplog)
     assert "declined" not in caplog.text
