@@ -71,8 +71,7 @@ class _WaitPool:
     critical path (calibrate's round trip is its fitted latency). Every waiter must get a thread at
     once, though, never queue behind a receive whose message is still to come (a send's completion
     may be what lets the peer send it): a waiter takes an idle thread, else a new one, so a rank
-    holds as many as it ever had waits in flight (counting threads still freeing their last work,
-    which rejoin the idle ones only then). Each thread has its own hand-off queue: one
+    holds as many as it ever had waits in flight. Each thread has its own hand-off queue: one
     queue shared by all would strand jobs, as ``SimpleQueue.put`` wakes one blocked ``get`` per
     burst of puts, not one per put (measured: a send's wait picked up 2-9 ms late, after the next
     receive freed a thread). Daemons, because a wait on a dead peer may never return and must not
@@ -96,13 +95,8 @@ class _WaitPool:
         while True:
             waiter = handoff.get()
             waiter.run()
-            self._wake.set()  # after the flag: the woken loop must see it
-            # Free the work here, after the wake and before going idle: gloo's reduce-scatter work
-            # owns a temporary the size of its input (64 MiB: 4-15 ms of munmap, GIL released).
-            # Held until the next hand-off, it was freed on the next wait's path (a send after a
-            # big collective waited on ~5 ms late); freed before the wake, it would delay that.
-            waiter.work = None
             self._idle.append(handoff)
+            self._wake.set()  # after the flag: the woken loop must see it
 
 
 class _Stamped:
