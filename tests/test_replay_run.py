@@ -429,6 +429,25 @@ def test_wait_pool_reuses_its_threads_and_never_queues_behind_a_blocked_wait():
     assert wake.wait(60) and blocked.finished
 
 
+def test_a_works_future_stamp_is_its_end_on_cpu_only(monkeypatch):
+    """NCCL marks a work's future completed once the work is enqueued (a CUDA-aware future), so on
+    a GPU the done-callback stamps the issue, not the end: there the end must be the poll's."""
+    import types
+
+    import torch
+
+    from chakra_pipe.replay.engine import TorchEngine, _Stamped
+
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device: None)  # no GPU needed to build one
+    plan = types.SimpleNamespace(order=[], actions=[])
+    for device, stamped in (("cpu", True), ("cuda", False)):
+        engine = TorchEngine(plan, {}, torch.device(device), "skip")  # type: ignore[arg-type]
+        future = torch.futures.Future()
+        future.set_result(None)  # completed at enqueue, as NCCL's
+        assert (engine.finished_at(("work", _Stamped(None, future, engine._wake))) is not None) is stamped, device
+        engine.close()
+
+
 def test_wait_pool_hands_each_waiter_of_a_burst_its_own_thread():
     """Receives are posted in a burst at each iteration's start: every one must be waited on at
     once (a shared ``SimpleQueue`` woke one idle thread per burst and stranded the rest)."""

@@ -197,6 +197,8 @@ class TorchEngine:
 
     def finished_at(self, handle) -> int | None:
         kind, obj = handle
+        if kind == "work" and not self._signalled:
+            return None  # NCCL completes a work's future once it is enqueued: that stamp is the issue
         return obj.finished_ns if kind in ("work", "waiter") else None
 
     def idle(self, polls: int, timeout_ns: int) -> None:
