@@ -752,3 +752,21 @@ def test_a_host_only_trace_keeps_its_et_tree():
     """Without Kineto times nothing shows a slip: the ET's parent (and so the label's group) stands."""
     ar = _converted(labelled_step(1300, 4)[0])["c10d::allreduce_"]
     assert (list(ar.ctrl_deps), get_attr(ar, "pg_name")) == ([4], "1")
+
+
+def test_an_op_starting_at_its_parents_last_ns_stays_below_it_whatever_the_float_sums_give():
+    """Kineto's epoch-sized µs times with ns decimals: the label's ``ts + dur`` rounds one ulp below
+    the all-reduce's start at that very ns; it had not ended before the op began, so the op keeps its
+    ET parent (and the label's group)."""
+    label_ts, label_dur, at = 1780074612430.827, 108.307, 1780074612539.134
+    assert label_ts + label_dur < at  # the float sum says "ended"; the ns say "at its last ns"
+    host, _ = labelled_step(1300)
+    events = [
+        _event("ProfilerStep#1", label_ts - 100, 1000, 2, cat="user_annotation"),
+        _event("chakra_pipe.pg:1", label_ts, label_dur, 3, cat="user_annotation"),
+        _event("aten::mm", label_ts + 10, 50, 4),
+        _event("c10d::allreduce_", at, 20, 5),
+        _event("gloo:all_reduce", at + 20, 100, 6, tid=2, cat="user_annotation"),
+    ]
+    ar = _converted(_linked(host, {"traceEvents": events}))["c10d::allreduce_"]
+    assert (list(ar.ctrl_deps), get_attr(ar, "pg_name")) == ([4], "1")

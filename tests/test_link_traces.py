@@ -13,7 +13,7 @@ import pytest
 
 from chakra_pipe.errors import InputError
 from chakra_pipe.link.hostet import load_host_trace, parse_host_trace
-from chakra_pipe.link.kineto import enclosing_ops, load_kineto, parse_kineto
+from chakra_pipe.link.kineto import KEvent, enclosing_ops, exclusive_durations, load_kineto, parse_kineto
 from chakra_pipe.link.linker import link_files, link_traces
 
 PID = 4242
@@ -380,3 +380,17 @@ def test_equal_spans_without_rf_ids_nest_by_host_et_id(wrapper_first):
     assert stats.correlation == "External id"
     by_name = {n["name"]: n for n in obj["nodes"]}
     assert (by_name["Wrap"]["exclusive_dur"], by_name["aten::add"]["exclusive_dur"]) == (0, 4)
+
+
+def test_a_child_ending_at_its_parents_ns_nests_whatever_the_float_sums_give():
+    """Kineto times are µs with ns decimals, often epoch-sized: ``ts + dur`` of a child that ends at
+    the very ns its parent ends can round one ulp past the parent's sum (about 1 pair in 6 at these
+    magnitudes), and such a child was left out of its parent, whose own time then held it."""
+    p_ts, p_dur, c_ts, c_dur = 1780106012127.733, 9.271, 1780106012131.913, 5.091
+    assert c_ts + c_dur > p_ts + p_dur  # the float sums disagree; the ns do not
+    parent = KEvent(0, "cpu_op", "aten::linear", 1, 7, p_ts, p_dur, {})
+    child = KEvent(1, "cpu_op", "aten::addmm", 1, 7, c_ts, c_dur, {})
+    own = exclusive_durations([parent, child])
+    assert own[1] == c_dur and own[0] == pytest.approx(p_dur - c_dur, abs=1e-6)
+    launch = KEvent(2, "cuda_runtime", "cudaLaunchKernel", 1, 7, 1780106012137.004, 0.0, {})  # at that ns
+    assert enclosing_ops([parent, child], [launch], lambda op: True)[2] is child

@@ -137,6 +137,11 @@ def _num(node: dict[str, Any], key: str) -> float:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
 
 
+def _ns(us: float) -> int:
+    """A Kineto time (µs with ns decimals) in whole ns: sums of epoch-sized µs round by an ulp."""
+    return round(us * 1000)
+
+
 def _exclusive_work(node: dict[str, Any]) -> float:
     """A host op's own time less what the linker measured as waiting (on a collective or a thread)."""
     return _num(node, "exclusive_dur") - _num(node, "comm_wait") - _num(node, "thread_wait")
@@ -186,7 +191,7 @@ class _Converter:
             up = self.trace.by_id[p]
             if "cat" in up or "ts" not in up or "inclusive_dur" not in up:
                 break
-            if _num(up, "ts") + _num(up, "inclusive_dur") >= ts:
+            if _ns(_num(up, "ts")) + _ns(_num(up, "inclusive_dur")) >= _ns(ts):  # in whole ns: no float ulps
                 break
             p = self.parent[p]
         return p
