@@ -177,11 +177,10 @@ class _Converter:
         all-reduce would be folded into it and the ranks' collectives no longer match. It slips
         below DDP's ``AccumulateGrad`` hooks too: in 2-rank ``gpt-tiny`` captures with small
         buckets, 31-107 of 1,038 nodes a rank (the rest of backward) hung from a hook that had
-        ended. Upstream
-        re-parents such ops by Kineto containment too, for ``ctrl_deps`` only; here the corrected
-        parent decides everything the call tree decides (``ctrl_deps``, folding into a collective,
-        the process group a ``chakra_pipe.pg:`` label passes down); durations come from Kineto
-        either way. Only a timed op below a timed parent is judged (a host-only trace keeps its
+        ended. Upstream re-parents such ops by Kineto containment too, for ``ctrl_deps`` only; here
+        the corrected parent decides everything the call tree decides (``ctrl_deps``, folding into
+        a collective, the process group a ``chakra_pipe.pg:`` label passes down); durations come
+        from Kineto either way. Only a timed op below a timed parent is judged (a host-only trace keeps its
         ET tree); worker-side ranges stay where they are (their times are another thread's).
         """
         if "cat" in n or "ts" not in n or n["name"].startswith("gloo:"):
