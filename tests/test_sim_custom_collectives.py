@@ -414,3 +414,113 @@ def test_a_custom_trace_with_no_dependency_free_node_is_invalid_input(tmp_path, 
     assert run_cli(tmp_path, [[collective(0)]] * 2, prefix) == EXIT_INPUT
     err = capsys.readouterr().err
     assert f"{prefix}.0.et: no dependency-free node" in err and "Traceback" not in err
+
+
+# -- the custom stream's queue (dimension 0's queue 0) ------------------------------------------
+
+H = 8192  # the rendezvous handshake (§2.4)
+
+
+def hop(size: int) -> int:
+    """§4.2: one FullyConnected hop of a message starting on a free link."""
+    return math.floor(LAT + size / PER_NS)
+
+
+def ser(size: int) -> int:
+    """§4.2: how long a message keeps its link busy."""
+    return math.floor(size / PER_NS)
+
+
+def queued_pair(
+    tmp_path: Path,
+    first: list[list[NodeSpec]] | None,
+    pgs: tuple[str | None, str | None] = (None, None),
+    groups=None,
+    npus: int = 2,
+    lead: bool = False,
+):
+    """Ranks 0 and 1 (ranks 2… only compute 1 ns). Node 1: the first collective (a custom one,
+    ``first`` per position, or native when None; after a native all-reduce, node 0, when ``lead``);
+    node 2: a custom all-reduce in which position 1 (rank 1) sends M to position 0 (rank 0); nodes 1
+    and 2 on the groups ``pgs`` names. Node 3: on rank 0 a workload receive of M from rank 1 issued
+    in the same pass as node 2, on rank 1 its send, after node 2. Returns the trace set and the
+    per-node file naming the custom nodes."""
+    recv = NodeSpec(1, S.COMM_RECV_NODE, comm_size=M, peer=1, tag=1)
+    entries = {2: write_custom(tmp_path, "two", [[recv], [NodeSpec(1, S.COMM_SEND_NODE, comm_size=M, peer=0, tag=1)]])}
+    if first is not None:
+        entries[1] = write_custom(tmp_path, "one", first)
+    per_node = tmp_path / "per_node.yaml"
+    per_node.write_text("".join(f"{k}: {v}\n" for k, v in entries.items()))
+    head = [collective(0, size=M)] if lead else []
+    head += [collective(1, size=M, pg=pgs[0], deps=[0] if lead else []), collective(2, size=M, pg=pgs[1], deps=[1])]
+    ranks = [
+        [*head, NodeSpec(3, S.COMM_RECV_NODE, data_deps=(1,), comm_size=M, peer=1, tag=7)],
+        [*head, NodeSpec(3, S.COMM_SEND_NODE, data_deps=(2,), comm_size=M, peer=0, tag=7)],
+    ] + [[NodeSpec(0, S.COMP_NODE, duration=0)]] * (npus - 2)
+    return workload(tmp_path, ranks, groups), str(per_node)
+
+
+@pytest.mark.parametrize("backend", ["congestion_aware", "congestion_unaware"])
+@pytest.mark.parametrize("first", ["custom", "native", "native on a group", "native on another sub-group"])
+def test_a_custom_collective_waits_in_queue_0_behind_the_stream_that_just_finished(tmp_path, first, backend):
+    """Upstream's custom branch of ``Sys::generate_collective`` queues its stream as a native first
+    phase: ``CollectivePhase(0, CustomAlgorithm)`` goes to the ready list and from there into
+    dimension 0's queue 0 (``proceed_to_next_vnet_baseline``), where it starts only while fewer than
+    ``ceil(active-chunks / queues)`` streams run (spec §3.3). The workload hears of a collective's
+    end (``DataSet::notify_stream_finished``) before the finished stream leaves its queue, so a
+    custom collective issued by that completion waits behind it, and starts in the same ns once
+    the workload's issue pass is over and the old stream left (``notify_stream_removed``).
+
+    Rank 0 ends node 1 at T — a custom COMP of 1 µs (T = 1000), a native all-reduce on the world
+    group, on group "1" of both NPUs, or on sub-group "1" = (0, 1) of three NPUs with node 2 on
+    group "2" = (0, 1) (a sub-group ring runs in dimension 0's queue too) — and issues node 2
+    (custom: its one RECV sends an 8,192-byte rendezvous handshake to rank 1) and node 3 (a workload
+    RECV: its handshake too) in ascending id. Upstream node 2 starts after node 3 was issued, so on
+    link 0→1 (aware, §4.2, one queue, one active chunk) node 3's handshake goes first: it leaves at
+    T + ser(H), and node 2's arrives at T + ser(H) + hop(H). Rank 1's custom send, posted at T,
+    then sends M: node 2 ends on both ranks at T + ser(H) + hop(H) + hop(M) (starting node 2 at
+    once would end it ser(H) earlier). Rank 1's node 3 then finds its handshake arrived and sends M
+    on the free link: both ranks finish hop(M) later. On the unaware network (§4.1, no link state)
+    the order of the two handshakes changes nothing: node 2 ends at T + hop(H) + hop(M)."""
+    one = [[NodeSpec(1, S.COMP_NODE, duration=1)]] * 2
+    npus, pgs, groups = 2, (None, None), None
+    if first == "native on a group":
+        pgs, groups = ("1", None), (("1", (0, 1)),)
+    elif first == "native on another sub-group":
+        npus, pgs, groups = 3, ("1", "2"), (("1", (0, 1)), ("2", (0, 1)))
+    ts, per_node = queued_pair(tmp_path, one if first == "custom" else None, pgs, groups, npus)
+    hw = hardware(npus, "FullyConnected", backend, **{"per-node-custom-implementation": per_node})
+    res = simulate(ts, replace(hw, rendezvous=True))
+    end = {(c.rank, c.node_id): c.end_ns for c in res.collectives}
+    t = end[0, 1]
+    if first == "custom":
+        assert t == end[1, 1] == 1000
+    two = t + (ser(H) if backend == "congestion_aware" else 0) + hop(H) + hop(M)
+    assert (end[0, 2], end[1, 2]) == (two, two)
+    assert res.finish_ns[:2] == [two + hop(M)] * 2
+
+
+@pytest.mark.parametrize(
+    "queues, active, waits",
+    [(1, 1, True), (2, 1, False), (1, 2, False)],
+    ids=["queue 0 busy", "queue 1 busy", "two active chunks"],
+)
+@pytest.mark.parametrize("scheduling", ["LIFO", "FIFO"])
+def test_a_custom_collective_starts_at_once_when_queue_0_has_room(tmp_path, queues, active, waits, scheduling):
+    """The same pair after a lead native all-reduce (node 0), node 1 native. With one queue and one
+    active chunk node 1's chunk runs in queue 0 and node 2 waits behind it (as above: node 3's
+    handshake first). With two queues per dimension the round-robin allocator put node 0's chunk
+    in queue 0 and node 1's in queue 1 (§3.3), and with two active chunks per dimension queue 0 runs
+    two streams: either way node 2 starts at once, inside the issue pass before node 3, so its
+    handshake leaves first and node 2 ends at T + hop(H) + hop(M) on both ranks; node 3's handshake
+    arrives ser(H) after it, long before rank 1 sends. The scheduling policy (the priority counter
+    a custom collective steps as a native one) changes neither."""
+    ts, per_node = queued_pair(tmp_path, None, lead=True)
+    system = {"per-node-custom-implementation": per_node, "active-chunks-per-dimension": active}
+    hw = hardware(2, "FullyConnected", "congestion_aware", **system, **{"scheduling-policy": scheduling})
+    res = simulate(ts, replace(hw, rendezvous=True, num_queues_per_dim=queues))
+    end = {(c.rank, c.node_id): c.end_ns for c in res.collectives}
+    t = end[0, 1]
+    two = t + (ser(H) if waits else 0) + hop(H) + hop(M)
+    assert (end[0, 2], end[1, 2]) == (two, two)
+    assert res.finish_ns == [two + hop(M)] * 2

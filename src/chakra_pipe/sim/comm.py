@@ -123,7 +123,7 @@ def _custom(w: Workload, i: int, kind: str, size: int, prefix: str, group: Group
         w.res.add_collective(w.rank, t.ids[i], kind, size, pg, start, sys.now)
         w.complete(i)
 
-    sys.generate_custom(program, members, group).notifier = finished
+    sys.generate_custom(program, members, group, t.attr(i, "comm_priority", 0)).notifier = finished
 
 
 def _point_to_point(w: Workload, i: int, size: int) -> None:

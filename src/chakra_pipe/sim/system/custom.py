@@ -2,11 +2,18 @@
 
 A custom collective replaces the native chunk streams with a small trace of its own per rank: SEND,
 RECV and COMP nodes with their own sizes (the workload node's ``comm_size`` is ignored, quirk 15).
-The trace runs as one stream over the whole collective: no chunking, no dimensions, no queues, no
-slots. Every dependency-free node issues at once (in ascending id, the order the feeder hands them
-out), a SEND or RECV goes straight to the network (no memory-bus ``E``) and completes at arrival as a
-workload point-to-point message does (§4.3, quirk 16), a COMP node takes ``duration_micros × 1000``
-ns (at least 1). The collective completes when every node of the trace has.
+The trace runs as one stream over the whole collective: no chunking, no dimensions, no slots. Every
+dependency-free node issues at once (in ascending id, the order the feeder hands them out), a SEND or
+RECV goes straight to the network (no memory-bus ``E``) and completes at arrival as a workload
+point-to-point message does (§4.3, quirk 16), a COMP node takes ``duration_micros × 1000`` ns (at
+least 1). The collective completes when every node of the trace has.
+
+The stream is queued as a native chunk's first phase: upstream's custom branch of
+``Sys::generate_collective`` builds ``CollectivePhase(0, CustomAlgorithm)``, i.e. a phase in
+dimension 0's queue 0, so ``Sys.generate_custom`` hands the stream to ``proceed_to_next_phase``
+with a :class:`CustomRun` as the phase's algorithm: it starts when the queue lets it (§3.3; it counts
+against ``active-chunks-per-dimension``) and leaves the queue through ``proceed_to_next_phase`` when
+its last node ends (``Algorithm::exit``).
 
 The system layer never reads a trace file: the workload layer (``sim/custom.py``) loads and checks
 the ``.et`` file and hands over a :class:`CustomProgram` of plain data, whose peers are positions in
@@ -18,9 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .stream import DataSet
+from .stream import Stream
 
 SEND, RECV, COMP = "SEND", "RECV", "COMP"
+CUSTOM_QUEUE = 0  # upstream's CollectivePhase(0, CustomAlgorithm): dimension 0's first queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,17 +55,19 @@ class CustomProgram:
 
 
 class CustomRun:
-    """One issued custom collective on one NPU: dependency counts and the nodes still running."""
+    """One issued custom collective on one NPU, the algorithm of its stream's one phase: dependency
+    counts and the nodes still running."""
 
-    __slots__ = ("sys", "program", "members", "dataset", "waiting", "left", "running")
+    __slots__ = ("sys", "program", "members", "stream", "waiting", "left", "running")
 
-    def __init__(self, sys, program: CustomProgram, members: Sequence[int], dataset: DataSet):
-        self.sys, self.program, self.members, self.dataset = sys, program, members, dataset
+    def __init__(self, sys, program: CustomProgram, members: Sequence[int], stream: Stream):
+        self.sys, self.program, self.members, self.stream = sys, program, members, stream
         self.waiting = [n.parents for n in program.nodes]
         self.left = len(program.nodes)
         self.running: set[int] = set()  # for a stuck run's report (``pending``)
 
     def start(self) -> None:
+        """The stream's ``init``: issue the dependency-free nodes (``CustomAlgorithm::run``)."""
         for i, n in enumerate(self.program.nodes):
             if not n.parents:
                 self._issue(i)
@@ -84,9 +94,9 @@ class CustomRun:
                 freed.append(c)
         for c in sorted(freed):  # node order is id order: the feeder's dependency-free queue
             self._issue(c)
-        if not self.left:
+        if not self.left:  # upstream's Algorithm::exit: the workload hears of it, then the stream leaves queue 0
             self.sys.custom_runs.discard(self)
-            self.dataset.stream_finished()
+            self.sys.proceed_to_next_phase(self.stream)
 
     def pending(self) -> str:
         """What this run still waits for, naming the custom file and nodes (a stuck run's report)."""
@@ -99,13 +109,3 @@ class CustomRun:
         if not waits:
             waits.append("nodes that never become dependency-free (a cycle)")
         return f"NPU {self.sys.id}: custom collective {self.program.path} waits for " + ", ".join(waits)
-
-
-def run_custom(sys, program: CustomProgram, members: Sequence[int]) -> DataSet:
-    """Start ``program`` on ``sys`` for a collective over ``members``; the data set notifies when
-    every node finished (the workload layer hands over programs with a dependency-free node only)."""
-    dataset = DataSet(1, sys.now)
-    run = CustomRun(sys, program, members, dataset)
-    sys.custom_runs.add(run)
-    run.start()
-    return dataset

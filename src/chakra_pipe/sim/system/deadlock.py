@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .custom import CustomRun
 from .stream import Stream
 
 CYCLE_LIST_LIMIT = 4  # waits spelled out in the message; longer cycles end with "..."
@@ -61,6 +62,11 @@ def _phase_name(stream: Stream) -> str:
 def _peers(stream: Stream, me: int) -> list[int]:
     """The NPUs whose messages the stream's current phase needs (its ring, or its tree neighbours)."""
     algo = stream.phase.algorithm  # type: ignore[union-attr]
+    if isinstance(algo, CustomRun):
+        # Its one phase waits in queue 0 only within the ns it was issued in (behind the stream that
+        # just ended there), so no peer's copy of it is ever left queued: no queue wait to explain
+        # (``CustomRun.pending`` names the nodes a stuck one waits for).
+        return []
     ring = getattr(algo, "ring", None)
     if ring is not None:
         return [m for m in ring.members if m != me]

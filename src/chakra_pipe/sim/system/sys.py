@@ -4,7 +4,8 @@ Event batching matters for exact same-time ordering: each NPU keeps a map tick -
 the first callback for a tick schedules a backend event; callbacks registered for the tick being
 processed (delay 0) run in the same pass. A collective is cut into chunk streams (§3.2), each stream
 is a chain of phases, and each phase waits in its dimension's queue where only the first
-``ceil(active-chunks / queues)`` streams run (§3.3).
+``ceil(active-chunks / queues)`` streams run (§3.3). A custom collective is one stream of one phase
+in dimension 0's queue 0 (``generate_custom``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from .algorithm import AG, AR
-from .custom import CustomProgram, CustomRun, run_custom
+from .custom import CUSTOM_QUEUE, CustomProgram, CustomRun
 from .decompose import FIRST, NEXT, phase_chain
 from .ring import Ring
 from .ring_fast import FastRing
@@ -317,14 +318,27 @@ class Sys:
             proceed(stream)
         return dataset
 
-    def generate_custom(self, program: CustomProgram, members: list[int], group: Group | None) -> DataSet:
-        """Run a Chakra-defined custom collective over ``members`` (spec §3.5): one stream, no
-        chunks, dimensions, queues or memory-bus delay (``system/custom.py``). The stream takes a
-        stream id from ``group``'s counter (this NPU's for the world group) as upstream's custom branch
-        does: native chunks use theirs as message tags, so later collectives' tags depend on it."""
+    def generate_custom(
+        self, program: CustomProgram, members: list[int], group: Group | None, explicit_priority: int
+    ) -> DataSet:
+        """Run a Chakra-defined custom collective over ``members`` (spec §3.5): one stream, no chunks,
+        dimensions or memory-bus delay (``system/custom.py``), built as upstream's custom branch of
+        ``Sys::generate_collective`` builds it: a priority step (LIFO / FIFO counter), a stream id
+        from ``group``'s counter (this NPU's for the world group; native chunks use theirs as
+        message tags, so later collectives' tags depend on it) and one phase in dimension 0's queue
+        0, entered as a native chunk's first phase: it starts now unless the queue already runs its
+        ``ceil(active-chunks / queues)`` streams (the previous collective's last stream, which
+        leaves its queue after the workload heard of its end and issued this one)."""
+        dataset = DataSet(1, self.queue.now)
+        pri = self._priority(explicit_priority)
         ids = self if group is None else group
+        stream = Stream(dataset, ids.num_streams, pri)
         ids.num_streams += 1
-        return run_custom(self, program, members)
+        run = CustomRun(self, program, members, stream)
+        stream.phases.append(Phase(CUSTOM_QUEUE, run))
+        self.custom_runs.add(run)
+        self.proceed_to_next_phase(stream)
+        return dataset
 
     # -- queues -------------------------------------------------------------------------------
     @staticmethod
