@@ -214,7 +214,8 @@ def main() -> None:
             traced_r = [_traced_pass_ns(cap, r) for r in range(args.ranks)]
             traced = max(traced_r)
             no_wait = max(t - w for t, w in zip(traced_r, waits + [0.0] * args.ranks))
-            net_waits = network_wait_us([load_kineto(cap / f"rank{r}.kineto.json.gz").cpu for r in range(args.ranks)])
+            kinetos = [load_kineto(cap / f"rank{r}.kineto.json.gz") for r in range(args.ranks)]
+            net_waits = network_wait_us([k.events() for k in kinetos])  # NCCL: syncs and kernels too
             no_net = max(t - 1e3 * w for t, w in zip(traced_r, net_waits))
             untraced = json.loads((cap / "capture.json").read_text())["median_step_time_ms_untraced"] * 1e6 * args.steps
             print(

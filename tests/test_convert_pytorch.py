@@ -293,7 +293,9 @@ def test_nccl_record_without_kernel_keeps_its_host_time_on_the_host():
     assert out[6].type == schema.COMM_COLL_NODE and get_attr(out[6], "comm_size") == 53120 * 4
     assert out[6].duration_micros == 3  # the copy, not the record's 10 us on the host
     assert out[5].duration_micros == 10 + 10  # c10d's own time and the record's launch
-    assert list(out[6].data_deps) == [5] and list(out[8].data_deps) == [6]
+    # The record is device work hung off its launch; aten::add_ reads no collective tensor, so the
+    # host goes on after the enqueue (tests/test_convert_nccl_async.py; before: add_ after the record).
+    assert list(out[6].data_deps) == [5] and list(out[8].data_deps) == [5]
     assert rank_problems(conv.nodes) == []
 
 
@@ -306,6 +308,7 @@ def test_nccl_record_without_kernel_or_caller_keeps_its_host_time():
     obj, _ = link_traces(parse_host_trace(host, "h"), parse_kineto(kineto, "k"))
     _, out = _convert(obj)
     assert sorted(out) == [6, 8] and out[6].type == schema.COMM_COLL_NODE and out[6].duration_micros == 10
+    assert list(out[8].data_deps) == [6]  # that host time is the thread's: it stays in the chain
 
 
 def test_gpu_ops_follow_launcher_and_stream_and_sync_waits_become_deps():

@@ -129,6 +129,38 @@ def tensor_bytes(value: Any) -> int:
     return 0
 
 
+def tensor_storages(value: Any) -> set[int]:
+    """Storage ids of a tensor tuple or of (nested) lists of them (0, an absent tensor's, left out)."""
+    if _is_tensor(value):
+        return {value[1]} if value[1] else set()
+    if isinstance(value, list):
+        return set().union(*(tensor_storages(v) for v in value))
+    return set()
+
+
+def record_seq(node: dict[str, Any]) -> tuple[tuple[int, bool], bool] | None:
+    """A NCCL record's sequence key ``(seq, is_p2p)`` and whether it is a ``wait`` record, or None.
+
+    A collective's record has its tensor list first and the sequence number second; a ``wait``
+    record (``WorkNCCL::wait``) has no tensor list, so its number comes first
+    (pytorch-traces.md §2.4): ``[[tensors], seq, …, "allreduce", …]`` vs ``[seq, …, "wait", …]``.
+    From schema 1.1.x the number may be ``[seq, isP2P]`` (separate counters for p2p).
+    """
+    if node["name"] != "record_param_comms":
+        return None
+    values = node["inputs"].get("values") or []
+    cname = attr(node, "collective_name")
+    wait = cname == "wait" or not isinstance(cname, str) and len(values) > 3 and values[3] == "wait"
+    raw = values[0 if wait else 1] if len(values) > (0 if wait else 1) else None
+    if isinstance(raw, list) and len(raw) == 2 and isinstance(raw[1], bool):
+        raw, p2p = raw[0], raw[1]
+    else:
+        p2p = False
+    if not isinstance(raw, int) or isinstance(raw, bool):
+        return None
+    return (raw, p2p), wait
+
+
 _TENSOR_TYPE = re.compile(r"Tensor\((?:c10::)?(\w+)\)")
 
 

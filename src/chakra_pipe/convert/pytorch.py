@@ -23,10 +23,12 @@ Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch
 * ``start_time_micros`` from Kineto ``ts``; ``Optimizer.step`` keeps its duration;
 * dependencies: one chain per host thread in call (pre-)order, GPU ops after their launching op and
   after the previous op of their stream, host ops after the GPU ops a ``*Synchronize`` made them
-  wait for (linker ``sync_dep``); ctrl deps only to nodes that are in the file. Every edge except
-  the GPU waits points to a smaller id (host ids are assigned at op entry, GPU ids follow in time
-  order); GPU waits go to strictly earlier starts and are dropped as a whole if they still close
-  a cycle, so the output is always acyclic;
+  wait for (linker ``sync_dep``); a kernel-less NCCL COMM node off the chain, as its kernel would be
+  (after its launch and its group's previous one; its ``wait`` record and the ops reading its
+  tensor after it: NCCL is asynchronous to the host); ctrl deps only to nodes that are in the
+  file. Every edge except the GPU waits points to a smaller id (host ids are assigned at op entry,
+  GPU ids follow in time order); GPU waits go to strictly earlier starts and are dropped as a whole
+  if they still close a cycle, so the output is always acyclic;
 * the process root and thread roots are not emitted (they have no time of their own).
 """
 
@@ -55,7 +57,9 @@ from .collectives import (
     from_record_param_comms,
     kernel_kind,
     normalise_collective,
+    record_seq,
     tensor_bytes,
+    tensor_storages,
 )
 
 # Roles of a host/ET+ node in the output.
@@ -383,7 +387,7 @@ class _Converter:
             tid_of[nid] = tid if isinstance(tid, int) else tid_of.get(p, 0) if p is not None else 0
         return kept_anc, tid_of
 
-    def _inter_thread_deps(self, tid_of: dict[int, int]) -> dict[int, int]:
+    def _inter_thread_deps(self, tid_of: dict[int, int], off_chain: set[int]) -> dict[int, int]:
         """Cross-thread order for timed host ops (upstream's ``inter_thread_dep``, without its bugs).
 
         When a thread resumes after an idle gap (or starts), its op waits for the latest op that
@@ -391,7 +395,8 @@ class _Converter:
         called backward, and the main thread resumes after the last backward op. Only edges to
         smaller ids are kept, so the graph stays acyclic.
         """
-        host = [n for n in self.order if self.role[n["id"]] in (CPU, COMM, METADATA)]
+        # A kernel-less NCCL record stands for device work, which no thread waits for by going on.
+        host = [n for n in self.order if self.role[n["id"]] in (CPU, COMM, METADATA) and n["id"] not in off_chain]
         timed = [n for n in host if "ts" in n]
         if not timed:
             return _entry_order_deps(host, tid_of)
@@ -453,13 +458,67 @@ class _Converter:
                 launch[caller] = launch.get(caller, 0.0) + _num(by_id[nid], "inclusive_dur")
         return device, launch
 
+    def _nccl_stream(self, nid: int) -> str:
+        """The process group of a NCCL record (its name, else the inherited label): one NCCL stream."""
+        return self.comm[nid].pg_name or self.label[nid]
+
+    def _record_consumers(self, tid_of: dict[int, int], off_chain: set[int]) -> dict[int, list[int]]:
+        """Per host op, the kernel-less NCCL records it must wait for (see :meth:`emit`).
+
+        NCCL runs a collective asynchronously to the host: the host goes on right after the
+        enqueue, and only what uses the result waits for it -- the ``wait`` record of the same
+        sequence number (``work.wait()``), and the first later op of each thread that reads one of
+        the record's tensors (its outputs, which for an in-place collective are its inputs; by
+        storage, so views count). Later ops of that thread follow in the thread's chain. Per storage
+        only a group's latest record is kept: the group's earlier ones precede it on its stream.
+        """
+        out: dict[int, list[int]] = {}
+        if not off_chain:
+            return out
+        by_seq: dict[tuple[int, bool], int] = {}
+        by_storage: dict[int, dict[str, int]] = {}  # storage -> {group: its latest record}
+        done: set[tuple[int, int]] = set()  # (record, thread) already waited for
+        for n in self.order:
+            nid = n["id"]
+            seq = record_seq(n)
+            if nid in off_chain:
+                if seq is not None:
+                    by_seq[seq[0]] = nid
+                for storage in tensor_storages((n.get("outputs") or {}).get("values") or []):
+                    by_storage.setdefault(storage, {})[self._nccl_stream(nid)] = nid
+                continue
+            if self.role[nid] not in (CPU, COMM):
+                continue
+            tid = tid_of[nid]
+            found = [by_seq.pop(seq[0])] if seq is not None and seq[1] and seq[0] in by_seq else []
+            for storage in tensor_storages((n.get("inputs") or {}).get("values") or []):
+                found.extend(by_storage.get(storage, {}).values())
+            for rid in found:
+                if (rid, tid) not in done:
+                    done.add((rid, tid))
+                    out.setdefault(nid, []).append(rid)
+        return out
+
     def emit(self) -> RankConversion:
+        """The Chakra nodes in id order.
+
+        A kernel-less NCCL record (a one-member group, or a host-only trace) with a caller in the
+        file is the collective's device work (its launch is the caller's), so it is ordered as a
+        NCCL kernel would be: after its launch (the op before it
+        on its thread, normally its ``c10d::`` caller) and after the previous such record of its
+        process group (one NCCL stream per group runs them in order), and the thread's next op does
+        not wait for it; its consumers do (:meth:`_record_consumers`). Before, the thread's chain ran
+        through it, so the host sat out every collective, blocking or not.
+        """
         gloo = self.gloo_durations()
         kept_anc, tid_of = self._threads()
         device, launch = self._records_device_and_launch(kept_anc)
-        cross = self._inter_thread_deps(tid_of)
+        off_chain = set(device)  # a record without a caller lasts its host time: it stays on the chain
+        cross = self._inter_thread_deps(tid_of, off_chain)
+        consumers = self._record_consumers(tid_of, off_chain)
         last_on_thread: dict[int, int] = {}
         last_on_stream: dict[tuple[Any, int], int] = {}
+        last_on_group: dict[str, int] = {}
         nodes: list = []
         counts: Counter = Counter()
         used: set = set()
@@ -472,15 +531,20 @@ class _Converter:
             if role in (DROP, ABSORB):
                 continue
             out = schema.Node(id=nid, name=n["name"])
+            candidates: tuple[int | None, ...]
             if role == GPU:
                 key = (device_of(n), n.get("stream", 0))
                 candidates = (kept_anc[nid], last_on_stream.get(key))
                 last_on_stream[key] = nid
+            elif nid in off_chain:
+                group = self._nccl_stream(nid)
+                candidates = (last_on_thread.get(tid_of[nid]), last_on_group.get(group))
+                last_on_group[group] = nid
             else:
                 waits = self._sync_waits(n)
                 if waits:
                     sync_added[nid] = waits
-                candidates = (last_on_thread.get(tid_of[nid]), cross.get(nid), *waits)  # type: ignore[assignment]
+                candidates = (last_on_thread.get(tid_of[nid]), cross.get(nid), *waits, *consumers.get(nid, ()))
                 last_on_thread[tid_of[nid]] = nid
             data = [d for i, d in enumerate(candidates) if d is not None and d not in candidates[:i]]
             out.data_deps.extend(data)

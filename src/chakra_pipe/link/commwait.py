@@ -1,18 +1,29 @@
 """How long each thread waited for communication, measured on the Kineto timeline.
 
-A collective issued asynchronously (DDP's bucketed all-reduce, ``async_op=True``) runs on a gloo
-worker thread (``gloo:*`` ranges) or a NCCL progress thread (``nccl:*``); the issuing thread later
-sits in ``work.wait()``, which is no recorded op. That idle time therefore lands in the exclusive
-time of whatever encloses it (``ProfilerStep#N``, a ``record_function`` label) and conversion would
-freeze it into compute, hiding it from any network what-if. Two figures per thread are measured:
+A gloo collective issued asynchronously (DDP's bucketed all-reduce, ``async_op=True``) runs on a
+gloo worker thread (``gloo:*`` ranges); the issuing thread later sits in ``work.wait()``, which is
+no recorded op. That idle time therefore lands in the exclusive time of whatever encloses it
+(``ProfilerStep#N``, a ``record_function`` label) and conversion would freeze it into compute,
+hiding it from any network what-if. A NCCL collective runs as a kernel on the device. Three
+figures per thread are measured:
 
 * **idle** — exclusive time of a *user annotation* (``ProfilerStep#N``, ``record_function``
   labels: their own time is the gaps between recorded ops, never a kernel) that overlaps
   collective work running on another thread of the process; it is credited to the annotation so
   conversion can take it out of that node's duration;
-* **in calls** — time spent inside the communication calls themselves (``c10d::*``,
-  ``record_param_comms``): these become COMM nodes, whose time the simulator models from the
-  network, so it is not compute either.
+* **in calls** — time spent inside gloo's communication calls (``c10d::*``): these become COMM
+  nodes, whose time the simulator models from the network, so it is not compute either;
+* **in syncs** (NCCL) — time a thread sat blocked in a device synchronisation
+  (``cuda{Stream,Event,Device}Synchronize``: ``work.wait()`` of a barrier, ``.item()``, ``.cpu()``,
+  an explicit sync) while a NCCL kernel (``ncclDevKernel_*``, ``ncclKernel_*``) ran on the device
+  and no other device work did (time the host waited for a kernel is the kernel's, as leaf ops
+  below). A NCCL call (``record_param_comms``, or a ``c10d::`` op around one or around a ``nccl:*``
+  range) only enqueues the collective on the NCCL stream and returns: its microseconds are host
+  launch time, not a wait, and its ``nccl:*`` range runs on the calling thread, so it is no
+  collective work another thread could idle on either (a thread blocked on it is in *thread wait*).
+  A one-member group launches no NCCL kernel and so waits for none. Told apart per call, so a
+  trace mixing gloo and NCCL groups gets each rule where it applies; a trace without NCCL events
+  measures as before.
 
 Their sum is the thread's *communication wait*: the part of the measured step that a simulated
 network replaces. Leaf ``cpu_op`` time is never counted, even when a collective runs alongside:
@@ -41,16 +52,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .kineto import NO_HOST, KEvent, outer_first
+from .kineto import CPU_CATS, GPU_CATS, LAUNCH_CATS, NO_HOST, KEvent, outer_first
 
-WORK_PREFIXES = ("gloo:", "nccl:")  # ranges of a backend's worker thread doing the transfer
+WORK_PREFIXES = ("gloo:",)  # ranges of gloo's worker thread doing the transfer
+NCCL_RANGE_PREFIXES = ("nccl:",)  # ProcessGroupNCCL's range around the enqueue, on the calling thread
+NCCL_RECORD = "record_param_comms"  # written by NCCL (and XCCL) process groups only, never by gloo
 CALL_PREFIXES = ("c10d::",)
-CALL_NAMES = frozenset({"record_param_comms"})
+CALL_NAMES = frozenset({NCCL_RECORD})
 IDLE_CAT = "user_annotation"
+NCCL_KERNEL_MARKS = ("ncclDevKernel", "ncclKernel")  # as upstream's converter tests a kernel name
 
 
 def is_call(e: KEvent) -> bool:
     return e.name.startswith(CALL_PREFIXES) or e.name in CALL_NAMES
+
+
+def is_nccl_kernel(e: KEvent) -> bool:
+    return e.cat == "kernel" and any(mark in e.name for mark in NCCL_KERNEL_MARKS)
+
+
+def is_sync(e: KEvent) -> bool:
+    """A runtime call that blocks the host until device work ends (the linker's sync points too)."""
+    return e.cat in LAUNCH_CATS and "synchronize" in e.name.lower()
 
 
 @dataclass
@@ -63,9 +86,10 @@ class CommWait:
     in_calls_us: dict[Any, float] = field(default_factory=dict)
     thread_by_event: dict[int, float] = field(default_factory=dict)
     thread_us: dict[Any, float] = field(default_factory=dict)
+    in_syncs_us: dict[Any, float] = field(default_factory=dict)  # NCCL: blocked on a collective's kernel
 
     def total_us(self, tid: Any) -> float:
-        return self.idle_us.get(tid, 0.0) + self.in_calls_us.get(tid, 0.0)
+        return self.idle_us.get(tid, 0.0) + self.in_calls_us.get(tid, 0.0) + self.in_syncs_us.get(tid, 0.0)
 
 
 def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -133,12 +157,54 @@ def _exclusive_intervals(evs: list[KEvent], host_id: Mapping[int, int]) -> dict[
     return out
 
 
+def _nccl_calls(evs: list[KEvent]) -> list[KEvent]:
+    """The calls of one thread that enqueue a NCCL collective: ``record_param_comms`` and the
+    ``c10d::`` ops containing one or a ``nccl:*`` range (gloo's calls contain neither)."""
+    marks = sorted(e.ts for e in evs if e.name == NCCL_RECORD or e.name.startswith(NCCL_RANGE_PREFIXES))
+    if not marks:
+        return []
+    out = []
+    for e in evs:
+        if e.name == NCCL_RECORD:
+            out.append(e)
+        elif is_call(e):
+            i = bisect.bisect_left(marks, e.ts)
+            if i < len(marks) and marks[i] <= e.end:
+                out.append(e)
+    return out
+
+
+def _in_syncs(device: list[KEvent], syncs: dict[Any, list[tuple[float, float]]]) -> dict[Any, float]:
+    """Per thread, the time its sync calls overlap NCCL kernels while no other device work ran."""
+    nccl = _merge([(e.ts, e.end) for e in device if is_nccl_kernel(e)])
+    if not nccl:
+        return {}
+    alone = _subtract(nccl, _merge([(e.ts, e.end) for e in device if e.cat in GPU_CATS and not is_nccl_kernel(e)]))
+    starts = [a for a, _ in alone]
+    out: dict[Any, float] = {}
+    for tid, blocked in syncs.items():
+        wait = sum(_overlap(a, b, alone, starts) for a, b in _merge(blocked))
+        if wait > 0:
+            out[tid] = out.get(tid, 0.0) + wait
+    return out
+
+
 def measure(events: list[KEvent], host_id: Mapping[int, int] = NO_HOST) -> CommWait:
-    """Idle-while-communicating, in-call and waiting-on-another-thread time per thread, and the
-    idle of each annotation event (``host_id``: event index -> linked ET id, for nesting)."""
+    """Idle-while-communicating, in-call, in-sync and waiting-on-another-thread time per thread, and
+    the idle of each annotation event (``host_id``: event index -> linked ET id, for nesting).
+
+    ``events`` may hold any Kineto events: CPU ops and annotations are measured, runtime syncs and
+    device ops only serve the NCCL rule (a list of CPU events alone measures no NCCL wait)."""
     threads: dict[tuple[Any, Any], list[KEvent]] = {}
+    syncs: dict[Any, list[tuple[float, float]]] = {}
+    device: list[KEvent] = []
     for e in events:
-        threads.setdefault((e.pid, e.tid), []).append(e)
+        if e.cat in CPU_CATS:
+            threads.setdefault((e.pid, e.tid), []).append(e)
+        elif e.cat in GPU_CATS:
+            device.append(e)
+        elif is_sync(e):
+            syncs.setdefault(e.tid, []).append((e.ts, e.end))
     work = {
         key: _merge([(e.ts, e.end) for e in evs if e.name.startswith(WORK_PREFIXES)]) for key, evs in threads.items()
     }
@@ -150,15 +216,17 @@ def measure(events: list[KEvent], host_id: Mapping[int, int] = NO_HOST) -> CommW
     labels = {
         key: [seg for e in evs if _is_label(e) for seg in own_of[key].get(e.index, ())] for key, evs in threads.items()
     }
-    result = CommWait()
+    result = CommWait(in_syncs_us=_in_syncs(device, syncs))
     for key, evs in threads.items():
         siblings = [k for k in threads if k != key and k[0] == key[0]]
         others = _merge([iv for k in siblings for iv in work[k]])
         ops = _merge([iv for k in siblings for iv in recorded[k]])
         their_labels = sorted(seg for k in siblings for seg in labels[k])
         calls = _merge([(e.ts, e.end) for e in evs if is_call(e)])
-        if calls:
-            result.in_calls_us[key[1]] = sum(b - a for a, b in calls)
+        nccl = {e.index for e in _nccl_calls(evs)}
+        blocking = _merge([(e.ts, e.end) for e in evs if is_call(e) and e.index not in nccl])
+        if blocking:
+            result.in_calls_us[key[1]] = sum(b - a for a, b in blocking)
         if not others and not ops and not their_labels:
             continue
         for e in evs:
@@ -178,8 +246,9 @@ def measure(events: list[KEvent], host_id: Mapping[int, int] = NO_HOST) -> CommW
 
 
 def _is_label(e: KEvent) -> bool:
-    """A user annotation whose own time is a gap between recorded ops (a worker's range is the work itself)."""
-    return e.cat == IDLE_CAT and not e.name.startswith(WORK_PREFIXES)
+    """A user annotation whose own time is a gap between recorded ops (a worker's range is the work
+    itself, a ``nccl:*`` range part of its enqueueing call)."""
+    return e.cat == IDLE_CAT and not e.name.startswith(WORK_PREFIXES + NCCL_RANGE_PREFIXES)
 
 
 def _waited(
@@ -237,17 +306,18 @@ def _overlap_in(a: float, b: float, others, starts, calls, call_starts) -> float
 def network_wait_us(ranks: list[list[KEvent]]) -> list[float]:
     """Per rank, the part of its communication wait (µs) after the last rank reached each collective.
 
-    Every collective's work range and call is clipped to start when the *last* rank started the same
-    one — the n-th event of that name on each rank, in time order (collectives of a group run in the
-    same order on every member; Kineto's clocks agree across the processes of one host) — and the
-    wait is measured again on the clipped timeline. What is left is the network's part: an infinite
-    network removes that much, while the skew stays.
+    Every collective's work range, call and NCCL kernel is clipped to start when the *last* rank
+    started the same one — the n-th event of that name on each rank, in time order (collectives of
+    a group run in the same order on every member; Kineto's clocks agree across the processes of one
+    host) — and the wait is measured again on the clipped timeline. What is left is the network's
+    part: an infinite network removes that much, while the skew stays. NCCL waits are measured only
+    when the ranks' lists hold their runtime and device events too (``KinetoTrace.events()``).
     """
     paired: dict[tuple[str, int], list[KEvent]] = {}
     for events in ranks:
         seen: dict[str, int] = {}
         for e in sorted(events, key=lambda e: (e.ts, e.index)):
-            if e.name.startswith(WORK_PREFIXES) or is_call(e):
+            if e.name.startswith(WORK_PREFIXES) or is_call(e) or is_nccl_kernel(e):
                 n = seen[e.name] = seen.get(e.name, -1) + 1
                 paired.setdefault((e.name, n), []).append(e)
     last = {id(e): max(x.ts for x in group) for group in paired.values() if len(group) == len(ranks) for e in group}
@@ -260,5 +330,5 @@ def network_wait_us(ranks: list[list[KEvent]]) -> list[float]:
             for e in events
         ]
         w = measure(clipped)
-        out.append(sum(w.idle_us.values()) + sum(w.in_calls_us.values()))
+        out.append(sum(w.idle_us.values()) + sum(w.in_calls_us.values()) + sum(w.in_syncs_us.values()))
     return out

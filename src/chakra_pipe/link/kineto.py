@@ -78,6 +78,10 @@ class KinetoTrace:
             return None
         return base / 1e9 + min(e.ts for e in self.cpu) / 1e6
 
+    def events(self) -> list[KEvent]:
+        """Every complete event kept: CPU ops, runtime calls and device ops (what commwait reads)."""
+        return self.cpu + self.launches + self.gpu
+
     def has_rf_ids(self) -> bool:
         return any(RF_KEY in e.args for e in self.cpu)
 

@@ -65,14 +65,16 @@ class LinkStats:
     no_launch: int
     sync_deps: int = 0
     comm_idle_us: float = 0.0  # idle while a collective ran on another thread (taken out of compute)
-    comm_call_us: float = 0.0  # inside communication calls (modelled by the network, not compute)
+    comm_call_us: float = 0.0  # inside gloo communication calls (modelled by the network, not compute)
     thread_wait_us: float = 0.0  # blocked while another thread's ops ran (a dependency, not compute)
     correlation: str = RF_KEY  # the Kineto arg matched against the host rf_id
+    # NCCL: blocked in a device sync while a NCCL kernel ran alone (a NCCL call only enqueues)
+    comm_sync_us: float = 0.0
 
     @property
     def comm_wait_us(self) -> float:
         """The measured communication wait: what a simulated network replaces."""
-        return self.comm_idle_us + self.comm_call_us
+        return self.comm_idle_us + self.comm_call_us + self.comm_sync_us
 
     def line(self) -> str:
         pct = 100.0 * self.matched / self.host_ops if self.host_ops else 0.0
@@ -90,7 +92,9 @@ class LinkStats:
         """The measured communication wait: a result (what a network what-if can shorten), not a diagnostic."""
         return (
             f"communication wait {self.comm_wait_us / 1e3:.3f} ms ({self.comm_idle_us / 1e3:.3f} ms idle "
-            f"while a collective ran, {self.comm_call_us / 1e3:.3f} ms in collective calls)"
+            f"while a collective ran, {self.comm_call_us / 1e3:.3f} ms in collective calls"
+            + (f", {self.comm_sync_us / 1e3:.3f} ms in device syncs on a NCCL kernel" if self.comm_sync_us else "")
+            + ")"
         )
 
     def result_lines(self) -> list[str]:
@@ -228,7 +232,7 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
     waits = _sync_deps(kineto, launched, host_of_event)
     for hid, gpu_ids in waits.items():
         host.by_id[hid]["sync_dep"] = gpu_ids
-    wait = commwait.measure(kineto.cpu, host_of_event)
+    wait = commwait.measure(kineto.events(), host_of_event)
     for field_name, by_event in (("comm_wait", wait.idle_by_event), ("thread_wait", wait.thread_by_event)):
         for index, idle in by_event.items():
             if index in host_of_event:
@@ -245,6 +249,7 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         sum(wait.in_calls_us.values()),
         sum(wait.thread_us.values()),
         correlation=key,
+        comm_sync_us=sum(wait.in_syncs_us.values()),
     )
     out = dict(host.header)
     if "distributedInfo" in kineto.header:

@@ -1,0 +1,180 @@
+"""A NCCL collective is asynchronous to the host: a kernel-less COMM node blocks only what uses it.
+
+``record_param_comms`` without a NCCL kernel below (a host-only multi-rank NCCL trace, or a
+one-member group) is the COMM node. The thread goes on right after the enqueue (its ``c10d::``
+caller); the ``wait`` record of the same sequence number and the first later op of each thread
+reading the collective's tensor depend on the COMM node, and the next collective of the group
+follows it (one NCCL stream per group). Above a linked NCCL kernel nothing changes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from chakra_pipe.convert.pytorch import convert_trace
+from chakra_pipe.convert.rankset import write_rank_set
+from chakra_pipe.et import TraceSet, schema
+from chakra_pipe.link.hostet import parse_host_trace
+from chakra_pipe.link.kineto import parse_kineto
+from chakra_pipe.link.linker import link_traces
+from chakra_pipe.sim import simulate
+from chakra_pipe.sim.config import HardwareConfig, NetworkConfig, SystemConfig
+
+DATA = Path(__file__).parent / "data" / "capture"
+EMPTY = {"values": [], "shapes": [], "types": []}
+NUMEL = 1 << 20  # a 4 MiB all-reduce
+PG_INIT = json.dumps(
+    [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "ranks": [], "group_size": 2}]
+)
+
+
+def _t(tid: int, numel: int) -> list:
+    return [tid, tid + 1, 0, numel, 4, "cuda:0"]
+
+
+def _n(nid, name, parent, values=None, outputs=None, **extra) -> dict:
+    node = {
+        "id": nid,
+        "name": name,
+        "ctrl_deps": parent,
+        "inputs": {"values": values or [], "shapes": [], "types": []},
+        "outputs": {"values": outputs or [], "shapes": [], "types": []},
+        "attrs": [{"name": "tid", "type": "uint64", "value": 1}, {"name": "rf_id", "type": "uint64", "value": nid}],
+    }
+    node.update(extra)
+    return node
+
+
+def _record(nid, parent, tensors, seq, name, out=None) -> dict:
+    """A 1.1.x ``record_param_comms``: ``[tensors, [seq, isP2P], [pg, desc], rank, name, …, group size]``."""
+    values = [tensors, [seq, False], ["0", "default_pg"], 0, name, [], [], 0, 1, 2]
+    return _n(nid, "record_param_comms", parent, values, out if out is not None else tensors)
+
+
+def host_only_rank(relu_us: float = 0.0) -> dict:
+    """One rank of a host-only 2-rank NCCL step: an async all-reduce of ``x`` (storage 201), an
+    independent ``relu`` (lasting ``relu_us`` when given), ``add_`` reading ``x``, then a blocking
+    all-gather waited on with ``work.wait()`` and a last op."""
+    x, gathered, part = _t(200, NUMEL), _t(300, 2), _t(310, 1)
+    nodes = [
+        _n(1, "[pytorch|profiler|execution_trace|process]", 1),
+        _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        _n(3, "## process_group:init ##", 2, [PG_INIT]),
+        _n(4, "aten::mm", 2, outputs=[x]),
+        _n(5, "c10d::allreduce_", 2, [[x], "<Object>", "<Object>", "<None>", True, -1]),
+        _record(6, 5, [x], 28, "allreduce"),
+        _n(7, "nccl:all_reduce", 6, [x]),
+        _n(8, "aten::relu", 2, [_t(400, 8)], **({"exclusive_dur": relu_us} if relu_us else {})),
+        _n(9, "aten::add_", 2, [x, _t(410, 8)]),
+        _n(10, "c10d::_allgather_base_", 2, [gathered, part, "<Object>", False, -1]),
+        _record(11, 10, [part], 29, "_allgather_base", out=[gathered]),
+        _n(12, "nccl:_all_gather_base", 11, [part]),
+        _n(13, "record_param_comms", 2, [[29, False], ["", ""], 0, "wait", [], [], -1, -1, 1]),
+        _n(14, "aten::mul", 2, [_t(420, 8)]),
+    ]
+    return {"schema": "1.1.1-chakra.0.0.4", "pid": 1, "time": "t", "start_ts": 0, "nodes": nodes, "finish_ts": 1}
+
+
+def _convert(obj: dict, rank: int = 0):
+    conv = convert_trace(parse_host_trace(obj, f"rank{rank}.json"), rank)
+    return conv, {n.id: n for n in conv.nodes}
+
+
+def test_host_only_nccl_collective_blocks_only_its_consumers():
+    _, out = _convert(host_only_rank())
+    assert out[6].type == out[11].type == schema.COMM_COLL_NODE
+    deps = {nid: list(out[nid].data_deps) for nid in (5, 6, 8, 9, 10, 11, 13, 14)}
+    assert deps == {
+        5: [4],
+        6: [5],  # after its launch
+        8: [5],  # the host goes on right after the enqueue (before: [6])
+        9: [8, 6],  # add_ reads the all-reduced tensor
+        10: [9],
+        11: [10, 6],  # after its launch and the group's previous collective (one NCCL stream)
+        13: [10, 11],  # work.wait() of seq 29
+        14: [13],
+    }
+
+
+def _hw(npus: int) -> HardwareConfig:
+    network = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [npus], "bandwidth": [10.0], "latency": [0]})
+    return HardwareConfig(system=SystemConfig.from_file(DATA / "system_ring.json"), network=network)
+
+
+def _finish_us(tmp_path: Path, relu_us: float) -> float:
+    prefix = str(tmp_path / f"r{relu_us:g}")
+    write_rank_set(prefix, [convert_trace(parse_host_trace(host_only_rank(relu_us), "h"), r) for r in range(2)])
+    return max(simulate(TraceSet.load(prefix), _hw(2)).finish_ns) / 1e3
+
+
+def test_host_only_nccl_all_reduce_overlaps_independent_host_work(tmp_path):
+    """A 2-rank simulation: the 4 MiB all-reduce (~395 us) runs under the independent 1 ms ``relu``
+    and only the 8-byte all-gather's 0.09 us follow it. Before, the thread sat out the all-reduce
+    first: 1394.754 us, the step without the relu (394.755 us) plus 1 ms."""
+    without = _finish_us(tmp_path, 0.0)
+    with_relu = _finish_us(tmp_path, 1000.0)
+    assert without > 300  # the all-reduce takes network time
+    assert 1000 <= with_relu < 1001
+
+
+def _linked_allreduce(kernel: bool) -> tuple[dict, dict]:
+    """One linked NCCL all-reduce, ``c10d`` > record > ``nccl:all_reduce`` launching a NCCL kernel
+    (or, for a one-member group, a copy), then ``aten::add_`` reading the tensor."""
+    x = _t(200, NUMEL)
+    nodes = [
+        _n(1, "[pytorch|profiler|execution_trace|process]", 1),
+        _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        _n(5, "c10d::allreduce_", 2, [[x], "<Object>", "<Object>", "<None>", False, -1]),
+        _record(6, 5, [x], 3, "allreduce"),
+        _n(7, "nccl:all_reduce", 6, [x]),
+        _n(8, "aten::relu", 2),
+        _n(9, "aten::add_", 2, [x]),
+    ]
+    host = {"schema": "1.1.1-chakra.0.0.4", "pid": 9, "nodes": nodes}
+
+    def ev(name, rf, ts, dur, cat="cpu_op", **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 9, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+    device = (
+        {"cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "dur": 40}
+        if kernel
+        else {"cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "dur": 3}
+    )
+    kineto = {
+        "traceEvents": [
+            ev("c10d::allreduce_", 5, 100, 20, **{"Record function id": 5}),
+            ev("record_param_comms", 6, 105, 10, **{"Record function id": 6}),
+            ev("nccl:all_reduce", 7, 106, 8, **{"Record function id": 7}),
+            ev("aten::relu", 8, 125, 5, **{"Record function id": 8}),
+            ev("aten::add_", 9, 135, 5, **{"Record function id": 9}),
+            ev("cudaLaunchKernel", 0, 107, 1, "cuda_runtime", correlation=5),
+            {"ph": "X", "pid": 0, "tid": 20, "ts": 150, "args": {"correlation": 5, "stream": 20, "device": 0}} | device,
+        ]
+    }
+    return host, kineto
+
+
+def test_linked_nccl_kernel_graph_is_unchanged():
+    """Above a linked NCCL kernel the kernel is the COMM node, hung off its launch, as before."""
+    host, kineto = _linked_allreduce(kernel=True)
+    obj, _ = link_traces(parse_host_trace(host, "h"), parse_kineto(kineto, "k"))
+    _, out = _convert(obj)
+    assert out[10].type == schema.COMM_COLL_NODE and out[6].type == schema.COMP_NODE
+    assert {nid: list(n.data_deps) for nid, n in out.items()} == {
+        5: [],
+        6: [5],
+        7: [6],
+        8: [7],
+        9: [8],
+        10: [7],
+    }
+
+
+def test_linked_kernel_less_record_blocks_only_its_consumer():
+    """A one-member group's record (no NCCL kernel) with Kineto times: same rule as host-only."""
+    host, kineto = _linked_allreduce(kernel=False)
+    obj, _ = link_traces(parse_host_trace(host, "h"), parse_kineto(kineto, "k"))
+    _, out = _convert(obj)
+    assert out[6].type == schema.COMM_COLL_NODE
+    assert {nid: list(n.data_deps) for nid, n in out.items()} == {5: [], 6: [5], 8: [5], 9: [8, 6]}
