@@ -203,3 +203,59 @@ def test_attribute_decode_groups_are_equal_shares_of_the_batch(llm_set, parts):
         assert abs(sum(sizes[i] for i in group) - sum(sizes) / parts) <= max(sizes)
     for got, f in zip(graphs, files):
         assert_same_graph(got, load_graph(f))
+
+
+class _RecordingLibc:
+    """Stands in for glibc in :mod:`chakra_pipe.heap`: records the heap-policy calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append(("mallopt", param, value))
+        return 1
+
+    def malloc_trim(self, pad: int) -> int:
+        self.calls.append(("malloc_trim", pad))
+        return 1
+
+
+@pytest.mark.parametrize("bad", [False, True])
+def test_large_load_keeps_freed_heap_until_it_ends(llm_set, tmp_path, bad):
+    """A batch of _KEEP_HEAP_BYTES or more sets glibc's thresholds once before it is decoded, and the
+    load ends the keeping (trim threshold down, free pages released) also when a file is refused,
+    so the phases after a load do not run with 16 MiB kept free (L8's command peak 78 -> 88 MB)."""
+    from chakra_pipe import heap
+
+    prefix = llm_set
+    if bad:
+        _copy_with_bad_name(llm_set, tmp_path / "w", rank=9, node=10)
+        prefix = tmp_path / "w"
+    libc = _RecordingLibc()
+    with (
+        mock.patch.object(heap, "_LIBC", [libc]),
+        mock.patch.object(heap, "_KEPT", []),
+        mock.patch.object(graph_module, "_BATCH_BYTES", 1 << 16),  # several batches of a few files
+        mock.patch.object(graph_module, "_KEEP_HEAP_BYTES", 1 << 14),
+    ):
+        if bad:
+            with pytest.raises(TraceFormatError):
+                TraceSet.load(prefix)
+        else:
+            TraceSet.load(prefix)
+    mmap, trim = heap._M_MMAP_THRESHOLD, heap._M_TRIM_THRESHOLD
+    assert libc.calls == [
+        ("mallopt", mmap, 1 << 16),
+        ("mallopt", trim, 1 << 17),
+        ("malloc_trim", 0),
+        ("mallopt", trim, 1 << 15),
+    ]
+
+
+def test_small_load_leaves_the_heap_policy_alone(llm_set):
+    from chakra_pipe import heap
+
+    libc = _RecordingLibc()
+    with mock.patch.object(heap, "_LIBC", [libc]), mock.patch.object(heap, "_KEPT", []):
+        TraceSet.load(llm_set)  # 16 files of ~10 KB: below _KEEP_HEAP_BYTES
+    assert libc.calls == []
