@@ -467,31 +467,34 @@ class _Converter:
 
         NCCL runs a collective asynchronously to the host: the host goes on right after the
         enqueue, and only what uses the result waits for it -- the ``wait`` record of the same
-        sequence number (``work.wait()``), and the first later op of each thread that reads one of
-        the record's tensors (its outputs, which for an in-place collective are its inputs; by
-        storage, so views count). Later ops of that thread follow in the thread's chain. Per storage
-        only a group's latest record is kept: the group's earlier ones precede it on its stream.
+        group and sequence number (``work.wait()``), and the first later op of each thread that
+        reads one of the record's tensors (its outputs, which for an in-place collective are its
+        inputs; by storage, so views count). Later ops of that thread follow in the thread's chain.
+        Per storage only a group's latest record is kept: the group's earlier ones precede it on its
+        stream.
         """
         out: dict[int, list[int]] = {}
         if not off_chain:
             return out
-        by_seq: dict[tuple[int, bool], int] = {}
-        by_storage: dict[int, dict[str, int]] = {}  # storage -> {group: its latest record}
+        pending: dict[tuple[int, bool], dict[str, int]] = {}  # (seq, p2p) -> {group name: record}
+        by_storage: dict[int, dict[str, int]] = {}  # storage -> {NCCL stream: its latest record}
         done: set[tuple[int, int]] = set()  # (record, thread) already waited for
         for n in self.order:
             nid = n["id"]
             seq = record_seq(n)
             if nid in off_chain:
+                stream = self._nccl_stream(nid)
                 if seq is not None:
-                    by_seq[seq[0]] = nid
-                for storage in tensor_storages((n.get("outputs") or {}).get("values") or []):
-                    by_storage.setdefault(storage, {})[self._nccl_stream(nid)] = nid
+                    pending.setdefault((seq.seq, seq.p2p), {})[seq.pg] = nid
+                for storage in _storages(n, "outputs"):
+                    by_storage.setdefault(storage, {})[stream] = nid
                 continue
             if self.role[nid] not in (CPU, COMM):
                 continue
             tid = tid_of[nid]
-            found = [by_seq.pop(seq[0])] if seq is not None and seq[1] and seq[0] in by_seq else []
-            for storage in tensor_storages((n.get("inputs") or {}).get("values") or []):
+            waited = _waited_record(pending.get((seq.seq, seq.p2p), {}), seq.pg) if seq and seq.wait else None
+            found = [] if waited is None else [waited]
+            for storage in _storages(n, "inputs"):
                 found.extend(by_storage.get(storage, {}).values())
             for rid in found:
                 if (rid, tid) not in done:
@@ -661,6 +664,21 @@ class _Converter:
                 set_attr(md, key, v, kind)
         set_attr(md, "converter", "chakra_pipe.convert.pytorch", "string_val")
         return md
+
+
+def _storages(n: dict[str, Any], key: str) -> set[int]:
+    """Storage ids of a node's ``inputs`` or ``outputs`` tensors."""
+    return tensor_storages((n.get(key) or {}).get("values") or [])
+
+
+def _waited_record(pending: dict[str, int], pg: str) -> int | None:
+    """The record a ``wait`` of group ``pg`` waits for, taken out of ``pending`` (its sequence
+    number's records by group): its group's; the latest one where the wait or the records name no
+    group (waits before torch 2.4 record ``["", ""]``; one group is then all a trace can tell)."""
+    if pg in pending:
+        return pending.pop(pg)
+    loose = [g for g in pending if not pg or not g]
+    return pending.pop(max(loose, key=pending.__getitem__)) if loose else None
 
 
 def _entry_order_deps(host: list[dict[str, Any]], tid_of: dict[int, int]) -> dict[int, int]:
