@@ -247,3 +247,61 @@ def test_record_seq_reads_every_layout():
     barrier = [[8, False], ["0", "default_pg"], 0, "barrier", [], [], 0, 1, 2]
     assert rec(barrier, collective_name="barrier", pg_name="0") == RecordSeq(8, False, False, "0")
     assert rec([[t], "x"]) is None and record_seq(_n(9, "aten::mm", 2, [t])) is None
+
+
+def test_enqueueing_another_collective_on_the_tensor_does_not_block_the_host():
+    """Two in-place all-reduces of one bucket: the second ``c10d::`` call only enqueues, so the
+    thread goes on without waiting for the first; the second collective follows the first on
+    the group's stream (before: the second call, reading the bucket, waited for the first)."""
+    x = _t(200, NUMEL)
+    _, out = _convert(
+        _two_groups_rank(
+            [
+                _n(10, "c10d::allreduce_", 2, [[x]]),
+                _grouped(11, 10, [x], 1, "0"),
+                _n(12, "c10d::allreduce_", 2, [[x]]),
+                _grouped(13, 12, [x], 2, "0"),
+                _n(14, "aten::relu", 2),
+                _n(15, "aten::add_", 2, [x]),
+            ]
+        )
+    )
+    deps = {nid: list(out[nid].data_deps) for nid in (10, 11, 12, 13, 14, 15)}
+    assert deps == {10: [3], 11: [10], 12: [10], 13: [12, 11], 14: [12], 15: [14, 13]}
+
+
+def test_a_collective_of_another_group_on_the_tensor_follows_the_first_on_the_device():
+    """The same chain across two groups (two NCCL streams): the host still goes on, and the second
+    collective, reading the tensor, waits for the first on the device, as its readers do."""
+    x = _t(200, NUMEL)
+    _, out = _convert(
+        _two_groups_rank(
+            [
+                _n(10, "c10d::allreduce_", 2, [[x]]),
+                _grouped(11, 10, [x], 1, "0"),
+                _n(12, "c10d::allreduce_", 2, [[x]]),
+                _grouped(13, 12, [x], 1, "1"),
+                _n(14, "aten::relu", 2),
+                _n(15, "aten::add_", 2, [x]),
+            ]
+        )
+    )
+    deps = {nid: list(out[nid].data_deps) for nid in (12, 13, 14, 15)}
+    assert deps == {12: [10], 13: [12, 11], 14: [12], 15: [14, 11, 13]}
+
+
+def test_ops_inside_the_enqueueing_call_do_not_wait_for_its_collective():
+    """Work ``ProcessGroupNCCL`` issues inside the ``c10d::`` call after the collective (the
+    copy-out of a list all-gather) runs on the NCCL stream: the host does not wait there (before:
+    the copy, reading the gathered tensor, waited for the all-gather); the result's reader does."""
+    flat, out_t = _t(200, 2), _t(300, 1)
+    nodes = [
+        _n(10, "c10d::allgather_", 2, [[[out_t]], [_t(400, 1)]]),
+        _grouped(11, 10, [_t(400, 1)], 1, "0") | {"outputs": {"values": [[[out_t]]], "shapes": [], "types": []}},
+        _n(12, "aten::copy_", 10, [out_t, flat]),
+        _n(13, "aten::relu", 2),
+        _n(14, "aten::mul", 2, [out_t]),
+    ]
+    _, out = _convert(_two_groups_rank(nodes))
+    deps = {nid: list(out[nid].data_deps) for nid in (11, 12, 13, 14)}
+    assert deps == {11: [10], 12: [10], 13: [12], 14: [13, 11]}
