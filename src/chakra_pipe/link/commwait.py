@@ -306,17 +306,27 @@ def _overlap_in(a: float, b: float, others, starts, calls, call_starts) -> float
 def network_wait_us(ranks: list[list[KEvent]]) -> list[float]:
     """Per rank, the part of its communication wait (µs) after the last rank reached each collective.
 
-    Every collective's work range, call and NCCL kernel is clipped to start when the *last* rank
+    Every gloo work range and call and every NCCL kernel is clipped to start when the *last* rank
     started the same one — the n-th event of that name on each rank, in time order (collectives of
     a group run in the same order on every member; Kineto's clocks agree across the processes of one
-    host) — and the wait is measured again on the clipped timeline. What is left is the network's
-    part: an infinite network removes that much, while the skew stays. NCCL waits are measured only
-    when the ranks' lists hold their runtime and device events too (``KinetoTrace.events()``).
+    host) — and the wait is measured again on the clipped timeline (NCCL calls stay whole). What is
+    left is the network's part: an infinite network removes that much, while the skew stays. NCCL
+    waits are measured only when the ranks' lists hold their runtime and device events too
+    (``KinetoTrace.events()``).
     """
     paired: dict[tuple[str, int], list[KEvent]] = {}
     for events in ranks:
+        threads: dict[tuple[Any, Any], list[KEvent]] = {}
+        for e in events:
+            if e.cat in CPU_CATS:
+                threads.setdefault((e.pid, e.tid), []).append(e)
+        # A NCCL call is no wait, clipped or not; clipping it could cut it off the record or range
+        # that marks it as NCCL, and what was left would count as a blocking (gloo) call.
+        nccl = {e.index for evs in threads.values() for e in _nccl_calls(evs)}
         seen: dict[str, int] = {}
         for e in sorted(events, key=lambda e: (e.ts, e.index)):
+            if e.index in nccl:
+                continue
             if e.name.startswith(WORK_PREFIXES) or is_call(e) or is_nccl_kernel(e):
                 n = seen[e.name] = seen.get(e.name, -1) + 1
                 paired.setdefault((e.name, n), []).append(e)
