@@ -305,3 +305,14 @@ def test_ops_inside_the_enqueueing_call_do_not_wait_for_its_collective():
     _, out = _convert(_two_groups_rank(nodes))
     deps = {nid: list(out[nid].data_deps) for nid in (11, 12, 13, 14)}
     assert deps == {11: [10], 12: [10], 13: [12], 14: [13, 11]}
+
+
+def test_an_int_list_is_no_tensor_read():
+    """Only tensor-typed inputs are read by storage: a five-int list (a permutation, a 5-D shape)
+    has a tensor tuple's form, and its second int named the all-reduced storage (before: the
+    ``permute`` waited for the all-reduce)."""
+    x, y = _t(200, NUMEL), _t(500, 8)
+    permute = _n(12, "aten::permute", 2, [y, [0, 201, 2, 3, 4]])
+    permute["inputs"]["types"] = ["Tensor(float)", "GenericList[Int,Int,Int,Int,Int]"]
+    _, out = _convert(_two_groups_rank([_n(10, "c10d::allreduce_", 2, [[x]]), _grouped(11, 10, [x], 1, "0"), permute]))
+    assert list(out[12].data_deps) == [10]

@@ -682,8 +682,13 @@ class _Converter:
 
 
 def _storages(n: dict[str, Any], key: str) -> set[int]:
-    """Storage ids of a node's ``inputs`` or ``outputs`` tensors."""
-    return tensor_storages((n.get(key) or {}).get("values") or [])
+    """Storage ids of a node's ``inputs`` or ``outputs`` tensors: of its tensor-typed values where
+    the types are recorded (a list of five ints, a 5-D shape, has a tensor tuple's form)."""
+    io = n.get(key) or {}
+    values, types = io.get("values") or [], io.get("types") or []
+    if len(types) == len(values):
+        values = [v for v, t in zip(values, types, strict=True) if not isinstance(t, str) or "Tensor" in t]
+    return tensor_storages(values)
 
 
 def _waited_record(pending: dict[str, int], pg: str) -> int | None:
