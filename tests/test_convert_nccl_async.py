@@ -316,3 +316,29 @@ def test_an_int_list_is_no_tensor_read():
     permute["inputs"]["types"] = ["Tensor(float)", "GenericList[Int,Int,Int,Int,Int]"]
     _, out = _convert(_two_groups_rank([_n(10, "c10d::allreduce_", 2, [[x]]), _grouped(11, 10, [x], 1, "0"), permute]))
     assert list(out[12].data_deps) == [10]
+
+
+def test_a_sync_blocked_on_a_nccl_kernel_is_no_compute():
+    """``.item()`` blocks in ``cudaStreamSynchronize`` 210..560 while the NCCL kernel runs alone
+    150..550: those 340 us are communication wait (the link reports them), so conversion takes them
+    out of the op's time, and the next op waits for the kernel's COMM node instead (before: the op
+    kept its 400 us, freezing the measured network time into compute for every what-if)."""
+    host, kineto = _linked_allreduce(kernel=True)
+    host["nodes"] = host["nodes"][:-1] + [_n(9, "aten::item", 2), _n(11, "aten::mul", 2)]
+
+    def ev(name, ts, dur, cat="cpu_op", **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 9, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+    events = [e for e in kineto["traceEvents"] if e["name"] != "aten::add_"]
+    events[-1] |= {"ts": 150, "dur": 400}  # the NCCL kernel
+    events += [
+        ev("aten::item", 200, 400, **{"Record function id": 9}),
+        ev("cudaStreamSynchronize", 210, 350, "cuda_runtime"),
+        ev("aten::mul", 610, 5, **{"Record function id": 11}),
+    ]
+    obj, stats = link_traces(parse_host_trace(host, "h"), parse_kineto({"traceEvents": events}, "k"))
+    assert stats.comm_sync_us == 340.0
+    _, out = _convert(obj)
+    kernel = next(nid for nid, n in out.items() if n.type == schema.COMM_COLL_NODE)
+    assert out[9].duration_micros == 400 - 340
+    assert kernel in out[11].data_deps

@@ -132,3 +132,20 @@ def test_network_wait_never_turns_a_nccl_call_into_a_wait():
         )
     assert [measure(r).total_us(1) for r in ranks] == [0.0, 0.0]
     assert network_wait_us(ranks) == [0.0, 0.0]
+
+
+def test_each_sync_call_holds_its_own_part_of_the_wait():
+    """Per sync call, for the op around it to give up: two overlapping calls count their common
+    time once, for the earlier (200..500 and 500..600 of the kernel's 130..600 alone)."""
+    events = _events(
+        [
+            *_nccl_allreduce(100),
+            _dev("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 130, 470, 20),
+            _ev("cudaStreamSynchronize", 200, 300, cat="cuda_runtime"),
+            _ev("cudaDeviceSynchronize", 300, 400, cat="cuda_runtime"),
+        ]
+    )
+    wait = measure(events)
+    syncs = [e.index for e in events if "Synchronize" in e.name]
+    assert wait.sync_by_event == {syncs[0]: 300.0, syncs[1]: 100.0}
+    assert wait.in_syncs_us == {1: 400.0}
