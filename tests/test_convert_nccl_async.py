@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from chakra_pipe.convert.collectives import RecordSeq, record_seq
 from chakra_pipe.convert.pytorch import convert_trace
 from chakra_pipe.convert.rankset import write_rank_set
 from chakra_pipe.et import TraceSet, schema
@@ -178,3 +179,166 @@ def test_linked_kernel_less_record_blocks_only_its_consumer():
     _, out = _convert(obj)
     assert out[6].type == schema.COMM_COLL_NODE
     assert {nid: list(n.data_deps) for nid, n in out.items()} == {5: [], 6: [5], 8: [5], 9: [8, 6]}
+
+
+def _two_groups_rank(nodes: list[dict]) -> dict:
+    """A rank with the default group "0" and a sub-group "1" around ``nodes``."""
+    table = json.loads(PG_INIT) + [
+        {"pg_name": "1", "pg_desc": "sub", "backend_config": "cuda:nccl", "ranks": [0, 1], "group_size": 2}
+    ]
+    head = [
+        _n(1, "[pytorch|profiler|execution_trace|process]", 1),
+        _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        _n(3, "## process_group:init ##", 2, [json.dumps(table)]),
+    ]
+    return {"schema": "1.1.1-chakra.0.0.4", "pid": 1, "time": "t", "start_ts": 0, "nodes": head + nodes, "finish_ts": 1}
+
+
+def _grouped(nid, parent, tensors, seq, pg) -> dict:
+    values = [tensors, [seq, False], [pg, "sub"], 0, "allreduce", [], [], 0, 1, 2]
+    return _n(nid, "record_param_comms", parent, values, tensors)
+
+
+def _wait(nid, seq, pg) -> dict:
+    """``WorkNCCL::wait`` as torch >= 2.4 records it: its work's sequence number and group."""
+    return _n(nid, "record_param_comms", 2, [[seq, False], [pg, "sub"], 0, "wait", [], [], -1, -1, 1])
+
+
+def test_a_wait_depends_on_its_own_groups_collective():
+    """Each process group counts its own sequence numbers, so two groups' collectives can share
+    one: a wait naming its group waits for that group's (before: the latest of either, so the
+    wait of group "0" waited for group "1"'s all-reduce and group "1"'s wait for none)."""
+    x, y = _t(200, NUMEL), _t(300, NUMEL)
+    _, out = _convert(
+        _two_groups_rank(
+            [
+                _n(10, "c10d::allreduce_", 2, [[x]]),
+                _grouped(11, 10, [x], 5, "0"),
+                _n(12, "c10d::allreduce_", 2, [[y]]),
+                _grouped(13, 12, [y], 5, "1"),
+                _wait(14, 5, "0"),
+                _n(15, "aten::relu", 2),
+                _wait(16, 5, "1"),
+            ]
+        )
+    )
+    assert list(out[14].data_deps) == [12, 11]
+    assert list(out[16].data_deps) == [15, 13]
+
+
+def test_record_seq_reads_every_layout():
+    """pytorch-traces.md §2.4: a collective leads with its tensor list, a ``wait`` or ``barrier``
+    record (no data) with its number; the number is ``seq`` or ``[seq, isP2P]``; the group's name
+    is a tuple from 1.1.0 (empty in waits before torch 2.4), a backend id in 1.0.2."""
+    t = [_t(14, 1)]
+
+    def rec(values, **attrs):
+        node = _n(9, "record_param_comms", 2, values)
+        node["attrs"] += [{"name": k, "type": "string", "value": v} for k, v in attrs.items()]
+        return record_seq(node)
+
+    assert rec([t, 12, 82149104, 0, "all_gather", [], [], 2]) == RecordSeq(12, False, False, "")  # 1.0.2
+    assert rec([12, 0, 0, "wait", [], [], 1]) == RecordSeq(12, False, True, "")  # 1.0.2 wait
+    assert rec([t, 49, ["0", "default_pg"], 0, "allreduce", [], [], 0, 1, 1]) == RecordSeq(49, False, False, "0")
+    assert rec([47, ["", ""], 0, "wait", [], [], -1, -1, 1], collective_name="wait") == RecordSeq(47, False, True, "")
+    assert rec([t, [3, True], ["2", "pp"], 1, "send", [], [], 0, 1, 2]) == RecordSeq(3, True, False, "2")
+    assert rec([[3, True], ["2", "pp"], 0, "wait", [], [], -1, -1, 1]) == RecordSeq(3, True, True, "2")
+    # ProcessGroupNCCL::barrier records no tensors (its all-reduce, same number, follows)
+    barrier = [[8, False], ["0", "default_pg"], 0, "barrier", [], [], 0, 1, 2]
+    assert rec(barrier, collective_name="barrier", pg_name="0") == RecordSeq(8, False, False, "0")
+    assert rec([[t], "x"]) is None and record_seq(_n(9, "aten::mm", 2, [t])) is None
+
+
+def test_enqueueing_another_collective_on_the_tensor_does_not_block_the_host():
+    """Two in-place all-reduces of one bucket: the second ``c10d::`` call only enqueues, so the
+    thread goes on without waiting for the first; the second collective follows the first on
+    the group's stream (before: the second call, reading the bucket, waited for the first)."""
+    x = _t(200, NUMEL)
+    _, out = _convert(
+        _two_groups_rank(
+            [
+                _n(10, "c10d::allreduce_", 2, [[x]]),
+                _grouped(11, 10, [x], 1, "0"),
+                _n(12, "c10d::allreduce_", 2, [[x]]),
+                _grouped(13, 12, [x], 2, "0"),
+                _n(14, "aten::relu", 2),
+                _n(15, "aten::add_", 2, [x]),
+            ]
+        )
+    )
+    deps = {nid: list(out[nid].data_deps) for nid in (10, 11, 12, 13, 14, 15)}
+    assert deps == {10: [3], 11: [10], 12: [10], 13: [12, 11], 14: [12], 15: [14, 13]}
+
+
+def test_a_collective_of_another_group_on_the_tensor_follows_the_first_on_the_device():
+    """The same chain across two groups (two NCCL streams): the host still goes on, and the second
+    collective, reading the tensor, waits for the first on the device, as its readers do."""
+    x = _t(200, NUMEL)
+    _, out = _convert(
+        _two_groups_rank(
+            [
+                _n(10, "c10d::allreduce_", 2, [[x]]),
+                _grouped(11, 10, [x], 1, "0"),
+                _n(12, "c10d::allreduce_", 2, [[x]]),
+                _grouped(13, 12, [x], 1, "1"),
+                _n(14, "aten::relu", 2),
+                _n(15, "aten::add_", 2, [x]),
+            ]
+        )
+    )
+    deps = {nid: list(out[nid].data_deps) for nid in (12, 13, 14, 15)}
+    assert deps == {12: [10], 13: [12, 11], 14: [12], 15: [14, 11, 13]}
+
+
+def test_ops_inside_the_enqueueing_call_do_not_wait_for_its_collective():
+    """Work ``ProcessGroupNCCL`` issues inside the ``c10d::`` call after the collective (the
+    copy-out of a list all-gather) runs on the NCCL stream: the host does not wait there (before:
+    the copy, reading the gathered tensor, waited for the all-gather); the result's reader does."""
+    flat, out_t = _t(200, 2), _t(300, 1)
+    nodes = [
+        _n(10, "c10d::allgather_", 2, [[[out_t]], [_t(400, 1)]]),
+        _grouped(11, 10, [_t(400, 1)], 1, "0") | {"outputs": {"values": [[[out_t]]], "shapes": [], "types": []}},
+        _n(12, "aten::copy_", 10, [out_t, flat]),
+        _n(13, "aten::relu", 2),
+        _n(14, "aten::mul", 2, [out_t]),
+    ]
+    _, out = _convert(_two_groups_rank(nodes))
+    deps = {nid: list(out[nid].data_deps) for nid in (11, 12, 13, 14)}
+    assert deps == {11: [10], 12: [10], 13: [12], 14: [13, 11]}
+
+
+def test_an_int_list_is_no_tensor_read():
+    """Only tensor-typed inputs are read by storage: a five-int list (a permutation, a 5-D shape)
+    has a tensor tuple's form, and its second int named the all-reduced storage (before: the
+    ``permute`` waited for the all-reduce)."""
+    x, y = _t(200, NUMEL), _t(500, 8)
+    permute = _n(12, "aten::permute", 2, [y, [0, 201, 2, 3, 4]])
+    permute["inputs"]["types"] = ["Tensor(float)", "GenericList[Int,Int,Int,Int,Int]"]
+    _, out = _convert(_two_groups_rank([_n(10, "c10d::allreduce_", 2, [[x]]), _grouped(11, 10, [x], 1, "0"), permute]))
+    assert list(out[12].data_deps) == [10]
+
+
+def test_a_sync_blocked_on_a_nccl_kernel_is_no_compute():
+    """``.item()`` blocks in ``cudaStreamSynchronize`` 210..560 while the NCCL kernel runs alone
+    150..550: those 340 us are communication wait (the link reports them), so conversion takes them
+    out of the op's time, and the next op waits for the kernel's COMM node instead (before: the op
+    kept its 400 us, freezing the measured network time into compute for every what-if)."""
+    host, kineto = _linked_allreduce(kernel=True)
+    host["nodes"] = host["nodes"][:-1] + [_n(9, "aten::item", 2), _n(11, "aten::mul", 2)]
+
+    def ev(name, ts, dur, cat="cpu_op", **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 9, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+    events = [e for e in kineto["traceEvents"] if e["name"] != "aten::add_"]
+    events[-1] |= {"ts": 150, "dur": 400}  # the NCCL kernel
+    events += [
+        ev("aten::item", 200, 400, **{"Record function id": 9}),
+        ev("cudaStreamSynchronize", 210, 350, "cuda_runtime"),
+        ev("aten::mul", 610, 5, **{"Record function id": 11}),
+    ]
+    obj, stats = link_traces(parse_host_trace(host, "h"), parse_kineto({"traceEvents": events}, "k"))
+    assert stats.comm_sync_us == 340.0
+    _, out = _convert(obj)
+    kernel = next(nid for nid, n in out.items() if n.type == schema.COMM_COLL_NODE)
+    assert out[9].duration_micros == 400 - 340
+    assert kernel in out[11].data_deps

@@ -112,3 +112,40 @@ def test_network_wait_of_nccl_leaves_out_the_wait_for_a_slower_peer():
     ]
     assert [measure(r).total_us(1) for r in ranks] == [500.0, 200.0]
     assert network_wait_us(ranks) == [200.0, 200.0]
+
+
+def test_network_wait_never_turns_a_nccl_call_into_a_wait():
+    """Clipping to the last rank's start must not cut a NCCL ``c10d::`` call off its record: rank 0's
+    call runs 100..200 with its record at 105..125, rank 1 calls at 150. Before, rank 0's call was
+    clipped to 150..200, held no record any more and counted 50 us as a blocking (gloo) call."""
+    ranks = []
+    for issue in (100, 150):
+        ranks.append(
+            _events(
+                [
+                    _ev("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+                    _ev("c10d::allreduce_", issue, 100 if issue == 100 else 30),
+                    _ev("record_param_comms", issue + 5, 20),
+                    _ev("nccl:all_reduce", issue + 10, 10, cat="user_annotation"),
+                ]
+            )
+        )
+    assert [measure(r).total_us(1) for r in ranks] == [0.0, 0.0]
+    assert network_wait_us(ranks) == [0.0, 0.0]
+
+
+def test_each_sync_call_holds_its_own_part_of_the_wait():
+    """Per sync call, for the op around it to give up: two overlapping calls count their common
+    time once, for the earlier (200..500 and 500..600 of the kernel's 130..600 alone)."""
+    events = _events(
+        [
+            *_nccl_allreduce(100),
+            _dev("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 130, 470, 20),
+            _ev("cudaStreamSynchronize", 200, 300, cat="cuda_runtime"),
+            _ev("cudaDeviceSynchronize", 300, 400, cat="cuda_runtime"),
+        ]
+    )
+    wait = measure(events)
+    syncs = [e.index for e in events if "Synchronize" in e.name]
+    assert wait.sync_by_event == {syncs[0]: 300.0, syncs[1]: 100.0}
+    assert wait.in_syncs_us == {1: 400.0}

@@ -138,27 +138,48 @@ def tensor_storages(value: Any) -> set[int]:
     return set()
 
 
-def record_seq(node: dict[str, Any]) -> tuple[tuple[int, bool], bool] | None:
-    """A NCCL record's sequence key ``(seq, is_p2p)`` and whether it is a ``wait`` record, or None.
+@dataclass(frozen=True)
+class RecordSeq:
+    """Where a NCCL record sits in its process group's sequence (``WorkNCCL``'s ``seq_``)."""
 
-    A collective's record has its tensor list first and the sequence number second; a ``wait``
-    record (``WorkNCCL::wait``) has no tensor list, so its number comes first
-    (pytorch-traces.md §2.4): ``[[tensors], seq, …, "allreduce", …]`` vs ``[seq, …, "wait", …]``.
-    From schema 1.1.x the number may be ``[seq, isP2P]`` (separate counters for p2p).
+    seq: int
+    p2p: bool  # p2p ops count on a counter of their own
+    wait: bool  # a ``wait`` record (``work.wait()``), not the collective itself
+    pg: str  # the group's name; "" when the record names none (1.0.x, waits before torch 2.4)
+
+
+def _seq_value(value: Any) -> tuple[int, bool] | None:
+    """``seq`` or ``[seq, isP2P]`` as ``(seq, is_p2p)``; None for anything else (a tensor list)."""
+    if isinstance(value, list) and len(value) == 2 and isinstance(value[1], bool):
+        value, p2p = value
+    else:
+        p2p = False
+    return (value, p2p) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def record_seq(node: dict[str, Any]) -> RecordSeq | None:
+    """A NCCL record's place in its group's sequence, or None when it records none.
+
+    ``RECORD_PARAM_COMMS_DATA`` (a collective) leads with its tensor list, ``RECORD_PARAM_COMMS``
+    (``wait``, ``barrier``) has none, so the rest shifts by one (pytorch-traces.md §2.4):
+    ``[[tensors], seq, [pg, desc], rank, name, …]`` vs ``[seq, [pg, desc], rank, name, …]``; told
+    apart by the first value, as the name is an attr only from schema 1.1.0. The number may be
+    ``[seq, isP2P]`` (torch >= 2.4); 1.0.2 has a backend id instead of the group's name.
     """
     if node["name"] != "record_param_comms":
         return None
     values = node["inputs"].get("values") or []
-    cname = attr(node, "collective_name")
-    wait = cname == "wait" or not isinstance(cname, str) and len(values) > 3 and values[3] == "wait"
-    raw = values[0 if wait else 1] if len(values) > (0 if wait else 1) else None
-    if isinstance(raw, list) and len(raw) == 2 and isinstance(raw[1], bool):
-        raw, p2p = raw[0], raw[1]
-    else:
-        p2p = False
-    if not isinstance(raw, int) or isinstance(raw, bool):
+    at = 0 if values and _seq_value(values[0]) is not None else 1
+    found = _seq_value(values[at]) if len(values) > at else None
+    if found is None:
         return None
-    return (raw, p2p), wait
+    cname = attr(node, "collective_name")
+    if not isinstance(cname, str) and len(values) > at + 3:
+        cname = values[at + 3]
+    pg = attr(node, "pg_name")
+    if not isinstance(pg, str) and len(values) > at + 1 and isinstance(values[at + 1], list) and values[at + 1]:
+        pg = values[at + 1][0]
+    return RecordSeq(found[0], found[1], cname == "wait", pg if isinstance(pg, str) else "")
 
 
 _TENSOR_TYPE = re.compile(r"Tensor\((?:c10::)?(\w+)\)")

@@ -24,11 +24,11 @@ Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch
 * dependencies: one chain per host thread in call (pre-)order, GPU ops after their launching op and
   after the previous op of their stream, host ops after the GPU ops a ``*Synchronize`` made them
   wait for (linker ``sync_dep``); a kernel-less NCCL COMM node off the chain, as its kernel would be
-  (after its launch and its group's previous one; its ``wait`` record and the ops reading its
-  tensor after it: NCCL is asynchronous to the host); ctrl deps only to nodes that are in the
-  file. Every edge except the GPU waits points to a smaller id (host ids are assigned at op entry,
-  GPU ids follow in time order); GPU waits go to strictly earlier starts and are dropped as a whole
-  if they still close a cycle, so the output is always acyclic;
+  (after its launch, its group's previous one and other groups' on its tensors; its ``wait``
+  record and the ops reading its tensor after it: NCCL is asynchronous to the host); ctrl deps
+  only to nodes that are in the file. Every edge except the GPU waits points to a smaller id (host
+  ids are assigned at op entry, GPU ids follow in time order); GPU waits go to strictly earlier
+  starts and are dropped as a whole if they still close a cycle, so the output is always acyclic;
 * the process root and thread roots are not emitted (they have no time of their own).
 """
 
@@ -462,36 +462,54 @@ class _Converter:
         """The process group of a NCCL record (its name, else the inherited label): one NCCL stream."""
         return self.comm[nid].pg_name or self.label[nid]
 
-    def _record_consumers(self, tid_of: dict[int, int], off_chain: set[int]) -> dict[int, list[int]]:
-        """Per host op, the kernel-less NCCL records it must wait for (see :meth:`emit`).
+    def _record_consumers(
+        self, tid_of: dict[int, int], off_chain: set[int], kept_anc: dict[int, int | None]
+    ) -> dict[int, list[int]]:
+        """Per node, the kernel-less NCCL records it must wait for (see :meth:`emit`).
 
         NCCL runs a collective asynchronously to the host: the host goes on right after the
         enqueue, and only what uses the result waits for it -- the ``wait`` record of the same
-        sequence number (``work.wait()``), and the first later op of each thread that reads one of
-        the record's tensors (its outputs, which for an in-place collective are its inputs; by
-        storage, so views count). Later ops of that thread follow in the thread's chain. Per storage
-        only a group's latest record is kept: the group's earlier ones precede it on its stream.
+        group and sequence number (``work.wait()``), and the first later op of each thread that
+        reads one of the record's tensors (its outputs, which for an in-place collective are its
+        inputs; by storage, so views count). Later ops of that thread follow in the thread's chain.
+        Per storage only a group's latest record is kept: the group's earlier ones precede it on its
+        stream. A ``c10d::`` call enqueueing a collective, and what it runs inside, only enqueue
+        device work, so they wait for none (an in-place chain of all-reduces on one bucket does
+        not block the host); the collective itself, which reads its tensors on the device, waits
+        for the records of other groups on them (another NCCL stream).
         """
         out: dict[int, list[int]] = {}
         if not off_chain:
             return out
-        by_seq: dict[tuple[int, bool], int] = {}
-        by_storage: dict[int, dict[str, int]] = {}  # storage -> {group: its latest record}
+        pending: dict[tuple[int, bool], dict[str, int]] = {}  # (seq, p2p) -> {group name: record}
+        by_storage: dict[int, dict[str, int]] = {}  # storage -> {NCCL stream: its latest record}
         done: set[tuple[int, int]] = set()  # (record, thread) already waited for
+        calls = {
+            c for r in off_chain if (c := kept_anc[r]) is not None and self.trace.by_id[c]["name"].startswith("c10d::")
+        }
+        inside: set[int] = set()  # enqueueing calls and their descendants
         for n in self.order:
             nid = n["id"]
+            if nid in calls or self.parent.get(nid) in inside:
+                inside.add(nid)
             seq = record_seq(n)
             if nid in off_chain:
+                stream = self._nccl_stream(nid)
+                storages = _storages(n, "inputs") | _storages(n, "outputs")
+                before = {rid for s in storages for g, rid in by_storage.get(s, {}).items() if g != stream}
+                if before:
+                    out[nid] = sorted(before)
                 if seq is not None:
-                    by_seq[seq[0]] = nid
-                for storage in tensor_storages((n.get("outputs") or {}).get("values") or []):
-                    by_storage.setdefault(storage, {})[self._nccl_stream(nid)] = nid
+                    pending.setdefault((seq.seq, seq.p2p), {})[seq.pg] = nid
+                for storage in _storages(n, "outputs"):
+                    by_storage.setdefault(storage, {})[stream] = nid
                 continue
-            if self.role[nid] not in (CPU, COMM):
+            if self.role[nid] not in (CPU, COMM) or nid in inside:
                 continue
             tid = tid_of[nid]
-            found = [by_seq.pop(seq[0])] if seq is not None and seq[1] and seq[0] in by_seq else []
-            for storage in tensor_storages((n.get("inputs") or {}).get("values") or []):
+            waited = _waited_record(pending.get((seq.seq, seq.p2p), {}), seq.pg) if seq and seq.wait else None
+            found = [] if waited is None else [waited]
+            for storage in _storages(n, "inputs"):
                 found.extend(by_storage.get(storage, {}).values())
             for rid in found:
                 if (rid, tid) not in done:
@@ -504,18 +522,18 @@ class _Converter:
 
         A kernel-less NCCL record (a one-member group, or a host-only trace) with a caller in the
         file is the collective's device work (its launch is the caller's), so it is ordered as a
-        NCCL kernel would be: after its launch (the op before it
-        on its thread, normally its ``c10d::`` caller) and after the previous such record of its
-        process group (one NCCL stream per group runs them in order), and the thread's next op does
-        not wait for it; its consumers do (:meth:`_record_consumers`). Before, the thread's chain ran
-        through it, so the host sat out every collective, blocking or not.
+        NCCL kernel would be: after its launch (the op before it on its thread, normally its
+        ``c10d::`` caller), after the previous such record of its process group (one NCCL stream
+        per group runs them in order) and after other groups' records on its tensors; the thread's
+        next op does not wait for it, its consumers do (:meth:`_record_consumers`). Before, the
+        thread's chain ran through it, so the host sat out every collective, blocking or not.
         """
         gloo = self.gloo_durations()
         kept_anc, tid_of = self._threads()
         device, launch = self._records_device_and_launch(kept_anc)
         off_chain = set(device)  # a record without a caller lasts its host time: it stays on the chain
         cross = self._inter_thread_deps(tid_of, off_chain)
-        consumers = self._record_consumers(tid_of, off_chain)
+        consumers = self._record_consumers(tid_of, off_chain, kept_anc)
         last_on_thread: dict[int, int] = {}
         last_on_stream: dict[tuple[Any, int], int] = {}
         last_on_group: dict[str, int] = {}
@@ -538,7 +556,7 @@ class _Converter:
                 last_on_stream[key] = nid
             elif nid in off_chain:
                 group = self._nccl_stream(nid)
-                candidates = (last_on_thread.get(tid_of[nid]), last_on_group.get(group))
+                candidates = (last_on_thread.get(tid_of[nid]), last_on_group.get(group), *consumers.get(nid, ()))
                 last_on_group[group] = nid
             else:
                 waits = self._sync_waits(n)
@@ -661,6 +679,26 @@ class _Converter:
                 set_attr(md, key, v, kind)
         set_attr(md, "converter", "chakra_pipe.convert.pytorch", "string_val")
         return md
+
+
+def _storages(n: dict[str, Any], key: str) -> set[int]:
+    """Storage ids of a node's ``inputs`` or ``outputs`` tensors: of its tensor-typed values where
+    the types are recorded (a list of five ints, a 5-D shape, has a tensor tuple's form)."""
+    io = n.get(key) or {}
+    values, types = io.get("values") or [], io.get("types") or []
+    if len(types) == len(values):
+        values = [v for v, t in zip(values, types, strict=True) if not isinstance(t, str) or "Tensor" in t]
+    return tensor_storages(values)
+
+
+def _waited_record(pending: dict[str, int], pg: str) -> int | None:
+    """The record a ``wait`` of group ``pg`` waits for, taken out of ``pending`` (its sequence
+    number's records by group): its group's; the latest one where the wait or the records name no
+    group (waits before torch 2.4 record ``["", ""]``; one group is then all a trace can tell)."""
+    if pg in pending:
+        return pending.pop(pg)
+    loose = [g for g in pending if not pg or not g]
+    return pending.pop(max(loose, key=pending.__getitem__)) if loose else None
 
 
 def _entry_order_deps(host: list[dict[str, Any]], tid_of: dict[int, int]) -> dict[int, int]:

@@ -17,17 +17,18 @@ figures per thread are measured:
   (``cuda{Stream,Event,Device}Synchronize``: ``work.wait()`` of a barrier, ``.item()``, ``.cpu()``,
   an explicit sync) while a NCCL kernel (``ncclDevKernel_*``, ``ncclKernel_*``) ran on the device
   and no other device work did (time the host waited for a kernel is the kernel's, as leaf ops
-  below). A NCCL call (``record_param_comms``, or a ``c10d::`` op around one or around a ``nccl:*``
-  range) only enqueues the collective on the NCCL stream and returns: its microseconds are host
-  launch time, not a wait, and its ``nccl:*`` range runs on the calling thread, so it is no
-  collective work another thread could idle on either (a thread blocked on it is in *thread wait*).
-  A one-member group launches no NCCL kernel and so waits for none. Told apart per call, so a
-  trace mixing gloo and NCCL groups gets each rule where it applies; a trace without NCCL events
-  measures as before.
+  below); credited per sync call, for the linker to take out of the op around it (the next op waits
+  for the kernel: ``sync_dep``). A NCCL call (``record_param_comms``, or a ``c10d::`` op around one
+  or around a ``nccl:*`` range) only enqueues the collective on the NCCL stream and returns: its
+  microseconds are host launch time, not a wait, and its ``nccl:*`` range runs on the calling
+  thread, so it is no collective work another thread could idle on either (a thread blocked on it
+  is in *thread wait*). A one-member group launches no NCCL kernel and so waits for none. Told
+  apart per call, so a trace mixing gloo and NCCL groups gets each rule where it applies; a trace
+  without NCCL events measures as before.
 
 Their sum is the thread's *communication wait*: the part of the measured step that a simulated
-network replaces. Leaf ``cpu_op`` time is never counted, even when a collective runs alongside:
-that is real computation overlapping communication.
+network replaces. Leaf ``cpu_op`` time outside such a sync is never counted, even when a
+collective runs alongside: that is real computation overlapping communication.
 
 A third figure, **thread wait**, is the rest of an annotation's own time that overlaps work of
 *another* thread of the process (no collective work, no call of its own): its recorded ops, and the
@@ -48,6 +49,7 @@ work. :func:`network_wait_us` separates the two when every rank's timeline is at
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -78,8 +80,9 @@ def is_sync(e: KEvent) -> bool:
 
 @dataclass
 class CommWait:
-    """Per event index: µs of idle overlapping collective work (``idle``) or another thread's ops
-    (``thread``); per thread: totals (µs)."""
+    """Per event index: µs of idle overlapping collective work (``idle``), another thread's ops
+    (``thread``) or a NCCL kernel (``sync``: the index of a runtime sync call); per thread: totals
+    (µs)."""
 
     idle_by_event: dict[int, float] = field(default_factory=dict)
     idle_us: dict[Any, float] = field(default_factory=dict)
@@ -87,6 +90,7 @@ class CommWait:
     thread_by_event: dict[int, float] = field(default_factory=dict)
     thread_us: dict[Any, float] = field(default_factory=dict)
     in_syncs_us: dict[Any, float] = field(default_factory=dict)  # NCCL: blocked on a collective's kernel
+    sync_by_event: dict[int, float] = field(default_factory=dict)
 
     def total_us(self, tid: Any) -> float:
         return self.idle_us.get(tid, 0.0) + self.in_calls_us.get(tid, 0.0) + self.in_syncs_us.get(tid, 0.0)
@@ -174,18 +178,22 @@ def _nccl_calls(evs: list[KEvent]) -> list[KEvent]:
     return out
 
 
-def _in_syncs(device: list[KEvent], syncs: dict[Any, list[tuple[float, float]]]) -> dict[Any, float]:
-    """Per thread, the time its sync calls overlap NCCL kernels while no other device work ran."""
+def _in_syncs(device: list[KEvent], syncs: dict[Any, list[KEvent]]) -> dict[int, float]:
+    """Per sync call (event index), the time it overlaps NCCL kernels while no other device work
+    ran; a thread's overlapping calls count their common time once (for the earliest)."""
     nccl = _merge([(e.ts, e.end) for e in device if is_nccl_kernel(e)])
     if not nccl:
         return {}
     alone = _subtract(nccl, _merge([(e.ts, e.end) for e in device if e.cat in GPU_CATS and not is_nccl_kernel(e)]))
     starts = [a for a, _ in alone]
-    out: dict[Any, float] = {}
-    for tid, blocked in syncs.items():
-        wait = sum(_overlap(a, b, alone, starts) for a, b in _merge(blocked))
-        if wait > 0:
-            out[tid] = out.get(tid, 0.0) + wait
+    out: dict[int, float] = {}
+    for calls in syncs.values():
+        reached = -math.inf
+        for e in sorted(calls, key=lambda e: (e.ts, e.index)):
+            wait = _overlap(max(e.ts, reached), e.end, alone, starts) if e.end > reached else 0.0
+            reached = max(reached, e.end)
+            if wait > 0:
+                out[e.index] = wait
     return out
 
 
@@ -196,7 +204,7 @@ def measure(events: list[KEvent], host_id: Mapping[int, int] = NO_HOST) -> CommW
     ``events`` may hold any Kineto events: CPU ops and annotations are measured, runtime syncs and
     device ops only serve the NCCL rule (a list of CPU events alone measures no NCCL wait)."""
     threads: dict[tuple[Any, Any], list[KEvent]] = {}
-    syncs: dict[Any, list[tuple[float, float]]] = {}
+    syncs: dict[Any, list[KEvent]] = {}
     device: list[KEvent] = []
     for e in events:
         if e.cat in CPU_CATS:
@@ -204,7 +212,7 @@ def measure(events: list[KEvent], host_id: Mapping[int, int] = NO_HOST) -> CommW
         elif e.cat in GPU_CATS:
             device.append(e)
         elif is_sync(e):
-            syncs.setdefault(e.tid, []).append((e.ts, e.end))
+            syncs.setdefault(e.tid, []).append(e)
     work = {
         key: _merge([(e.ts, e.end) for e in evs if e.name.startswith(WORK_PREFIXES)]) for key, evs in threads.items()
     }
@@ -216,7 +224,11 @@ def measure(events: list[KEvent], host_id: Mapping[int, int] = NO_HOST) -> CommW
     labels = {
         key: [seg for e in evs if _is_label(e) for seg in own_of[key].get(e.index, ())] for key, evs in threads.items()
     }
-    result = CommWait(in_syncs_us=_in_syncs(device, syncs))
+    result = CommWait(sync_by_event=_in_syncs(device, syncs))
+    for tid, sync_calls in syncs.items():
+        waits = [result.sync_by_event[e.index] for e in sync_calls if e.index in result.sync_by_event]
+        if waits:
+            result.in_syncs_us[tid] = sum(waits)
     for key, evs in threads.items():
         siblings = [k for k in threads if k != key and k[0] == key[0]]
         others = _merge([iv for k in siblings for iv in work[k]])
@@ -306,17 +318,27 @@ def _overlap_in(a: float, b: float, others, starts, calls, call_starts) -> float
 def network_wait_us(ranks: list[list[KEvent]]) -> list[float]:
     """Per rank, the part of its communication wait (µs) after the last rank reached each collective.
 
-    Every collective's work range, call and NCCL kernel is clipped to start when the *last* rank
+    Every gloo work range and call and every NCCL kernel is clipped to start when the *last* rank
     started the same one — the n-th event of that name on each rank, in time order (collectives of
     a group run in the same order on every member; Kineto's clocks agree across the processes of one
-    host) — and the wait is measured again on the clipped timeline. What is left is the network's
-    part: an infinite network removes that much, while the skew stays. NCCL waits are measured only
-    when the ranks' lists hold their runtime and device events too (``KinetoTrace.events()``).
+    host) — and the wait is measured again on the clipped timeline (NCCL calls stay whole). What is
+    left is the network's part: an infinite network removes that much, while the skew stays. NCCL
+    waits are measured only when the ranks' lists hold their runtime and device events too
+    (``KinetoTrace.events()``).
     """
     paired: dict[tuple[str, int], list[KEvent]] = {}
     for events in ranks:
+        threads: dict[tuple[Any, Any], list[KEvent]] = {}
+        for e in events:
+            if e.cat in CPU_CATS:
+                threads.setdefault((e.pid, e.tid), []).append(e)
+        # A NCCL call is no wait, clipped or not; clipping it could cut it off the record or range
+        # that marks it as NCCL, and what was left would count as a blocking (gloo) call.
+        nccl = {e.index for evs in threads.values() for e in _nccl_calls(evs)}
         seen: dict[str, int] = {}
         for e in sorted(events, key=lambda e: (e.ts, e.index)):
+            if e.index in nccl:
+                continue
             if e.name.startswith(WORK_PREFIXES) or is_call(e) or is_nccl_kernel(e):
                 n = seen[e.name] = seen.get(e.name, -1) + 1
                 paired.setdefault((e.name, n), []).append(e)

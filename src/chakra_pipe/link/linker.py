@@ -237,6 +237,12 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         for index, idle in by_event.items():
             if index in host_of_event:
                 host.by_id[host_of_event[index]][field_name] = idle
+    # A sync blocked on a NCCL kernel is no runtime event of the host trace: its op (the innermost
+    # matched one around it, as for a launch) holds that time, which is communication, not compute.
+    syncs = [e for e in kineto.launches if e.index in wait.sync_by_event]
+    for index, op in enclosing_ops(kineto.cpu, syncs, lambda op: op.index in host_of_event, host_of_event).items():
+        node = host.by_id[host_of_event[op.index]]
+        node["comm_wait"] = node.get("comm_wait", 0.0) + wait.sync_by_event[index]
     stats = LinkStats(
         len(linkable),
         matched,
