@@ -214,7 +214,7 @@ class _Converter:
                 rpc_below.add(p)
         return nccl_below, rpc_below
 
-    def _kernels_beside_records(self, nccl_below: set[int]) -> tuple[dict[int, Comm], set[int]]:
+    def _kernels_beside_records(self, nccl_below: set[int]) -> dict[int, tuple[int, Comm]]:
         """NCCL kernels a linker attached to a record's caller, with that record's collective.
 
         Upstream ``chakra_trace_link`` attaches a launch to the op sharing its ``External id``
@@ -223,7 +223,7 @@ class _Converter:
         converter makes that kernel the one COMM node (pytorch-traces.md §6.2); without this
         pairing the record became a second COMM node for the same collective and the kernel one
         of 0 bytes. The k-th NCCL kernel child of an op takes its k-th collective record child
-        that has no device work of its own. Returns {kernel id: comm} and the paired record ids.
+        that has no device work of its own. Returns {kernel id: (record id, comm)}.
         """
         kernels: dict[int, list[int]] = {}
         records: dict[int, list[tuple[int, Comm]]] = {}
@@ -235,24 +235,22 @@ class _Converter:
                 kernels.setdefault(p, []).append(n["id"])
             elif n["id"] not in nccl_below and (comm := from_record_param_comms(n)) is not None:
                 records.setdefault(p, []).append((n["id"], comm))
-        pairs: dict[int, Comm] = {}
-        paired: set[int] = set()
+        pairs: dict[int, tuple[int, Comm]] = {}
         for p, kernel_ids in kernels.items():
-            for kid, (rid, comm) in zip(kernel_ids, records.get(p, ()), strict=False):
-                pairs[kid] = comm
-                paired.add(rid)
-        return pairs, paired
+            pairs.update(zip(kernel_ids, records.get(p, ()), strict=False))
+        return pairs
 
     def classify(self) -> None:
         nccl_below, rpc_below = self._subtree_flags()
-        self.paired, paired_records = self._kernels_beside_records(nccl_below)
+        self.paired = self._kernels_beside_records(nccl_below)
+        paired_records = {rid for rid, _ in self.paired.values()}
+        self.kernel_of: dict[int, int] = {}  # a collective's host op (anchor, record) -> its NCCL kernel
         self.role: dict[int, int] = {}
         self.comm: dict[int, Comm] = {}
         self.absorbed_by: dict[int, int] = {}  # folded node -> the COMM node it belongs to
         self.records: set[int] = set()  # NCCL records that are COMM nodes (no kernel below)
         open_anchor: dict[int, int] = {}  # node -> nearest host anchor whose kernels carry the comm
         self.label: dict[int, str] = {}
-        self.claimed: set[int] = set()
         self.gloo_ranges: list[dict[str, Any]] = []
         for n in self.order:
             nid, name = n["id"], n["name"]
@@ -303,11 +301,12 @@ class _Converter:
             return
         paired = self.paired.get(n["id"])
         if paired is not None:  # attached beside its record (see _kernels_beside_records)
-            self.comm[n["id"]] = paired
+            self.kernel_of[paired[0]] = n["id"]
+            self.comm[n["id"]] = paired[1]
             return
         if anchor is not None:  # further kernels of an already claimed anchor stay COMP
-            if anchor not in self.claimed:
-                self.claimed.add(anchor)
+            if anchor not in self.kernel_of:
+                self.kernel_of[anchor] = n["id"]
                 self.comm[n["id"]] = self.comm[anchor]
             return
         args = n.get("args") or {}
@@ -462,8 +461,64 @@ class _Converter:
         """The process group of a NCCL record (its name, else the inherited label): one NCCL stream."""
         return self.comm[nid].pg_name or self.label[nid]
 
+    def _waits(self, records: set[int]) -> dict[int, int]:
+        """Per ``wait`` record (``work.wait()``) on a host thread, the collective record of ``records``
+        it waits for: same sequence number, p2p counter and group (:func:`_waited_record`); the
+        collective precedes its wait in id order (ids are taken at op entry)."""
+        out: dict[int, int] = {}
+        pending: dict[tuple[int, bool], dict[str, int]] = {}  # (seq, p2p) -> {group name: record}
+        for n in self.order:
+            seq = record_seq(n)
+            if seq is None:
+                continue
+            nid = n["id"]
+            if nid in records:
+                pending.setdefault((seq.seq, seq.p2p), {})[seq.pg] = nid
+            elif seq.wait and self.role[nid] in (CPU, COMM):
+                waited = _waited_record(pending.get((seq.seq, seq.p2p), {}), seq.pg)
+                if waited is not None:
+                    out[nid] = waited
+        return out
+
+    def _device_waits(self, tid_of: dict[int, int], waits: dict[int, int]) -> dict[int, list[int]]:
+        """Per GPU op, the NCCL kernels (COMM nodes) a ``work.wait()`` before its launch made it follow.
+
+        ``WorkNCCL::wait`` does not block the host: it makes the thread's current stream wait for
+        the collective's end event (``cudaStreamWaitEvent``). So the first GPU op the same thread
+        launches after the wait returns (by its runtime call's time, ``launch_ts``; the launching
+        op's start in an ET+ without it), other than a NCCL kernel (those run on NCCL streams),
+        runs on the waiting stream and follows the kernel; later ops of that stream follow it in
+        the stream chain. Without this edge the optimizer's kernels started before the gradient
+        all-reduce ended, and a slower network did not lengthen the step. Only edges to a smaller
+        id are kept (GPU ids follow device start times), so the graph stays acyclic.
+        """
+        kernel_waits = [(w, self.kernel_of[r]) for w, r in waits.items() if r in self.kernel_of]
+        if not kernel_waits:
+            return {}
+        by_id = self.trace.by_id
+        launches: dict[int, list[tuple[int, int, int]]] = {}  # thread -> [(launch ns, correlation, GPU id)]
+        for n in self.order:
+            nid = n["id"]
+            if self.role[nid] != GPU or "nccl" in n["name"].lower():
+                continue
+            p = self.parent.get(nid)
+            at = n.get("launch_ts", by_id[p].get("ts") if p is not None else None)
+            if isinstance(at, (int, float)) and not isinstance(at, bool):
+                corr = (n.get("args") or {}).get("correlation")
+                launches.setdefault(tid_of[nid], []).append((_ns(at), corr if type(corr) is int else 0, nid))
+        for ops in launches.values():
+            ops.sort()
+        out: dict[int, list[int]] = {}
+        for wid, kernel in kernel_waits:
+            w = by_id[wid]
+            ops = launches.get(tid_of[wid], [])
+            i = bisect.bisect_left(ops, (_ns(_num(w, "ts")) + _ns(_num(w, "inclusive_dur")),))
+            if "ts" in w and i < len(ops) and kernel < ops[i][2] and kernel not in out.get(ops[i][2], ()):
+                out.setdefault(ops[i][2], []).append(kernel)
+        return out
+
     def _record_consumers(
-        self, tid_of: dict[int, int], off_chain: set[int], kept_anc: dict[int, int | None]
+        self, tid_of: dict[int, int], off_chain: set[int], kept_anc: dict[int, int | None], waits: dict[int, int]
     ) -> dict[int, list[int]]:
         """Per node, the kernel-less NCCL records it must wait for (see :meth:`emit`).
 
@@ -481,7 +536,6 @@ class _Converter:
         out: dict[int, list[int]] = {}
         if not off_chain:
             return out
-        pending: dict[tuple[int, bool], dict[str, int]] = {}  # (seq, p2p) -> {group name: record}
         by_storage: dict[int, dict[str, int]] = {}  # storage -> {NCCL stream: its latest record}
         done: set[tuple[int, int]] = set()  # (record, thread) already waited for
         calls = {
@@ -492,23 +546,20 @@ class _Converter:
             nid = n["id"]
             if nid in calls or self.parent.get(nid) in inside:
                 inside.add(nid)
-            seq = record_seq(n)
             if nid in off_chain:
                 stream = self._nccl_stream(nid)
                 storages = _storages(n, "inputs") | _storages(n, "outputs")
                 before = {rid for s in storages for g, rid in by_storage.get(s, {}).items() if g != stream}
                 if before:
                     out[nid] = sorted(before)
-                if seq is not None:
-                    pending.setdefault((seq.seq, seq.p2p), {})[seq.pg] = nid
                 for storage in _storages(n, "outputs"):
                     by_storage.setdefault(storage, {})[stream] = nid
                 continue
             if self.role[nid] not in (CPU, COMM) or nid in inside:
                 continue
             tid = tid_of[nid]
-            waited = _waited_record(pending.get((seq.seq, seq.p2p), {}), seq.pg) if seq and seq.wait else None
-            found = [] if waited is None else [waited]
+            waited = waits.get(nid)
+            found = [waited] if waited in off_chain else []
             for storage in _storages(n, "inputs"):
                 found.extend(by_storage.get(storage, {}).values())
             for rid in found:
@@ -533,7 +584,9 @@ class _Converter:
         device, launch = self._records_device_and_launch(kept_anc)
         off_chain = set(device)  # a record without a caller lasts its host time: it stays on the chain
         cross = self._inter_thread_deps(tid_of, off_chain)
-        consumers = self._record_consumers(tid_of, off_chain, kept_anc)
+        waited = self._waits(off_chain | self.kernel_of.keys())
+        consumers = self._record_consumers(tid_of, off_chain, kept_anc, waited)
+        device_waits = self._device_waits(tid_of, waited)
         last_on_thread: dict[int, int] = {}
         last_on_stream: dict[tuple[Any, int], int] = {}
         last_on_group: dict[str, int] = {}
@@ -552,7 +605,7 @@ class _Converter:
             candidates: tuple[int | None, ...]
             if role == GPU:
                 key = (device_of(n), n.get("stream", 0))
-                candidates = (kept_anc[nid], last_on_stream.get(key))
+                candidates = (kept_anc[nid], last_on_stream.get(key), *device_waits.get(nid, ()))
                 last_on_stream[key] = nid
             elif nid in off_chain:
                 group = self._nccl_stream(nid)

@@ -90,6 +90,7 @@ def _check_io(node: dict[str, Any], key: str, path: str) -> None:
 # Keys the linker adds (ET+), with the JSON types they must have when present.
 _LINKED_KEYS: dict[str, tuple[type, ...]] = {
     "ts": (int, float),
+    "launch_ts": (int, float),
     "inclusive_dur": (int, float),
     "exclusive_dur": (int, float),
     "cat": (str,),
@@ -107,7 +108,7 @@ def _check_linked(node: dict[str, Any], path: str) -> None:
                 raise InputError(
                     f"'{key}' has the wrong type ({type(value).__name__})", file=path, where=f"node {node['id']}"
                 )
-            if key in ("ts", "inclusive_dur", "exclusive_dur", "stream") and not 0 <= value < 1e15:  # type: ignore[operator]
+            if key in ("ts", "launch_ts", "inclusive_dur", "exclusive_dur", "stream") and not 0 <= value < 1e15:  # type: ignore[operator]
                 raise InputError(f"'{key}' = {value} is out of range", file=path, where=f"node {node['id']}")
     if not all(isinstance(d, int) and not isinstance(d, bool) for d in node.get("sync_dep", ())):
         raise InputError("'sync_dep' must list node ids", file=path, where=f"node {node['id']}")

@@ -143,7 +143,9 @@ def _host_wall_s(host: HostTrace) -> float | None:
         return None
 
 
-def _gpu_node(e: KEvent, nid: int, parent: int) -> dict[str, Any]:
+def _gpu_node(e: KEvent, nid: int, parent: int, launch: KEvent) -> dict[str, Any]:
+    """A device op as an ET+ node; ``launch_ts`` is when its runtime call launched it (µs), which
+    orders a thread's launches (convert's device-side ``work.wait()``); ``ts`` is the device start."""
     return {
         "id": nid,
         "name": e.name,
@@ -154,6 +156,7 @@ def _gpu_node(e: KEvent, nid: int, parent: int) -> dict[str, Any]:
         "cat": e.cat,
         "ph": "X",
         "ts": e.ts,
+        "launch_ts": launch.ts,
         "inclusive_dur": e.dur,
         "exclusive_dur": e.dur,
         "stream": max(0, e.arg_int("stream") or 0),
@@ -226,7 +229,7 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         op = owner.get(launch.index)
         if op is None:
             continue
-        gpu_nodes.append(_gpu_node(e, next_id, host_of_event[op.index]))
+        gpu_nodes.append(_gpu_node(e, next_id, host_of_event[op.index], launch))
         launched.append((launch, gpu_nodes[-1]))
         next_id += 1
     waits = _sync_deps(kineto, launched, host_of_event)

@@ -1,0 +1,158 @@
+"""``work.wait()`` on a linked NCCL collective makes the compute stream, not the host, wait.
+
+``WorkNCCL::wait`` records a ``wait`` record and calls ``cudaStreamWaitEvent``: the thread goes on,
+and the first kernel it launches afterwards (on the waiting stream) starts only when the NCCL kernel
+has ended. DDP's finalize waits for every bucket's all-reduce so, and the optimizer's kernels follow.
+Before, nothing ordered them after the NCCL kernel (its COMM node), so a slower network did not
+lengthen the simulated step.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chakra_pipe.convert.pytorch import convert_trace
+from chakra_pipe.convert.rankset import write_rank_set
+from chakra_pipe.et import TraceSet, schema
+from chakra_pipe.link.hostet import parse_host_trace
+from chakra_pipe.link.kineto import parse_kineto
+from chakra_pipe.link.linker import link_traces
+from chakra_pipe.sim import simulate
+from chakra_pipe.sim.config import HardwareConfig, NetworkConfig, SystemConfig
+
+DATA = Path(__file__).parent / "data" / "capture"
+NUMEL = 1 << 20  # a 4 MiB all-reduce
+PG_INIT = json.dumps(
+    [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "ranks": [], "group_size": 2}]
+)
+COMPUTE, NCCL = 7, 20  # streams
+OPT_US = 1000.0  # the optimizer kernel: longer than the all-reduce, so it hid the network before
+
+
+def _n(nid: int, name: str, parent: int, values: list | None = None) -> dict:
+    return {
+        "id": nid,
+        "name": name,
+        "ctrl_deps": parent,
+        "inputs": {"values": values or [], "shapes": [], "types": []},
+        "outputs": {"values": values or [], "shapes": [], "types": []},
+        "attrs": [{"name": "tid", "type": "uint64", "value": 1}, {"name": "rf_id", "type": "uint64", "value": nid}],
+    }
+
+
+def _cpu(name: str, rf: int, ts: float, dur: float) -> dict:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 9, "tid": 1, "ts": ts, "dur": dur, "args": {"Record function id": rf}}
+
+
+def _launch(ts: float, corr: int) -> dict:
+    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 1, "ts": ts, "dur": 1, "args": {"correlation": corr}}
+
+
+def _kernel(name: str, ts: float, dur: float, stream: int, corr: int) -> dict:
+    args = {"correlation": corr, "stream": stream, "device": 0}
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": args}
+
+
+def linked_step(wait_inside_launcher: bool = False) -> dict:
+    """One rank of a 2-rank DDP-like step, linked: a GEMM on the compute stream, a bucket's
+    all-reduce (``c10d`` > record > ``nccl:all_reduce`` launching a NCCL kernel on its stream),
+    ``work.wait()`` (a ``wait`` record of seq 1), then the optimizer's ``add_`` and a ``mul``.
+    With ``wait_inside_launcher`` the wait runs inside ``add_``, which launches its kernel after it
+    (an op that began before the wait launched after it: the launch's own time decides)."""
+    x = [200, 201, 0, NUMEL, 4, "cuda:0"]
+    wait_id, wait_parent = (10, 9) if wait_inside_launcher else (8, 2)  # ids are taken at op entry
+    host = [
+        _n(1, "[pytorch|profiler|execution_trace|process]", 1),
+        _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        _n(3, "## process_group:init ##", 2, [PG_INIT]),
+        _n(4, "aten::mm", 2),
+        _n(5, "c10d::allreduce_", 2, [[x], "<Object>", "<Object>", "<None>", False, -1]),
+        _n(6, "record_param_comms", 5, [[x], [1, False], ["0", "default_pg"], 0, "allreduce", [], [], 0, 1, 2]),
+        _n(7, "nccl:all_reduce", 6, [x]),
+        _n(9, "aten::add_", 2, [x]),
+        _n(wait_id, "record_param_comms", wait_parent, [[1, False], ["0", "default_pg"], 0, "wait", [], [], -1, -1, 1]),
+        _n(11, "aten::mul", 2),
+    ]
+    wait_ts, add_ts = (163.0, 160.0) if wait_inside_launcher else (150.0, 160.0)
+    events = [
+        _cpu("aten::mm", 4, 100, 10),
+        _launch(105, 1),
+        _cpu("c10d::allreduce_", 5, 120, 20),
+        _cpu("record_param_comms", 6, 121, 18),
+        _cpu("nccl:all_reduce", 7, 122, 16),
+        _launch(125, 2),
+        _cpu("aten::add_", 9, add_ts, 10),
+        _cpu("record_param_comms", wait_id, wait_ts, 2),
+        _launch(167, 3),
+        _cpu("aten::mul", 11, 175, 5),
+        _launch(176, 4),
+        _kernel("ampere_sgemm_128x64_nn", 110, 100, COMPUTE, 1),
+        _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 210, 400, NCCL, 2),
+        _kernel("vectorized_elementwise_kernel<add>", 610, OPT_US, COMPUTE, 3),
+        _kernel("vectorized_elementwise_kernel<mul>", 1610, 10, COMPUTE, 4),
+    ]
+    obj, _ = link_traces(
+        parse_host_trace({"schema": "1.1.1-chakra.0.0.4", "pid": 9, "nodes": host}, "h"),
+        parse_kineto({"traceEvents": events}, "k"),
+    )
+    return obj
+
+
+def _convert(obj: dict, rank: int = 0):
+    conv = convert_trace(parse_host_trace(obj, f"rank{rank}.json"), rank)
+    return conv, {n.id: n for n in conv.nodes}
+
+
+@pytest.mark.parametrize("wait_inside_launcher", [False, True])
+def test_the_first_kernel_launched_after_a_wait_follows_the_nccl_kernel(wait_inside_launcher):
+    _, out = _convert(linked_step(wait_inside_launcher))
+    gemm, nccl, add, mul = sorted(nid for nid in out if nid > 11)  # GPU ids follow device start times
+    assert out[nccl].type == schema.COMM_COLL_NODE and out[6].type == schema.COMP_NODE
+    assert list(out[add].data_deps) == [9, gemm, nccl]  # before: [9, gemm]
+    assert list(out[mul].data_deps) == [11, add]  # later ops follow through the stream chain
+    assert list(out[gemm].data_deps) == [4]  # launched before the wait: unchanged
+    assert list(out[nccl].data_deps) == [7]
+    # the host does not block: the thread's chain runs through the wait as before
+    assert list(out[9].data_deps) == ([7] if wait_inside_launcher else [8])
+    assert list(out[11].data_deps) == ([10] if wait_inside_launcher else [9])
+    assert all(d < nid for nid, n in out.items() for d in n.data_deps)
+
+
+def test_an_et_plus_without_launch_times_orders_by_the_launching_op():
+    """Upstream's ET+ records no launch time: the launching op's start stands for it."""
+    obj = linked_step()
+    for n in obj["nodes"]:
+        n.pop("launch_ts", None)
+    _, out = _convert(obj)
+    _, nccl, add, _ = sorted(nid for nid in out if nid > 11)
+    assert nccl in out[add].data_deps
+
+
+def test_a_wait_on_another_thread_does_not_hold_this_threads_kernels():
+    obj = linked_step()
+    wait = next(n for n in obj["nodes"] if n["id"] == 8)
+    wait["attrs"][0]["value"] = 2  # the wait ran on thread 2, which launches nothing after it
+    _, out = _convert(obj)
+    _, nccl, add, _ = sorted(nid for nid in out if nid > 11)
+    assert nccl not in out[add].data_deps
+
+
+def _hw(gbps: float) -> HardwareConfig:
+    network = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [2], "bandwidth": [gbps], "latency": [0]})
+    return HardwareConfig(system=SystemConfig.from_file(DATA / "system_ring.json"), network=network)
+
+
+def test_half_the_bandwidth_lengthens_the_step_by_the_all_reduces_extra_time(tmp_path):
+    """The optimizer kernel (1 ms) waits for the all-reduce, so the step grows by exactly what the
+    all-reduce gains at half the bandwidth (~395 -> ~790 us). Before, the kernel ran beside the
+    all-reduce and both bandwidths gave the same step."""
+    prefix = str(tmp_path / "s")
+    obj = linked_step()
+    write_rank_set(prefix, [convert_trace(parse_host_trace(obj, f"r{r}"), r) for r in range(2)])
+    fast, slow = (simulate(TraceSet.load(prefix), _hw(gbps)) for gbps in (10.0, 5.0))
+    extra = [s.end_ns - s.start_ns - (f.end_ns - f.start_ns) for f, s in zip(fast.collectives, slow.collectives, strict=True)]
+    assert len(extra) == 2 and extra[0] == extra[1] > 300_000
+    assert [s - f for f, s in zip(fast.finish_ns, slow.finish_ns, strict=True)] == [extra[0]] * 2
