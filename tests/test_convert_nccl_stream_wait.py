@@ -44,11 +44,29 @@ def _n(nid: int, name: str, parent: int, values: list | None = None) -> dict:
 
 
 def _cpu(name: str, rf: int, ts: float, dur: float) -> dict:
-    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 9, "tid": 1, "ts": ts, "dur": dur, "args": {"Record function id": rf}}
+    return {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": name,
+        "pid": 9,
+        "tid": 1,
+        "ts": ts,
+        "dur": dur,
+        "args": {"Record function id": rf},
+    }
 
 
 def _launch(ts: float, corr: int) -> dict:
-    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 1, "ts": ts, "dur": 1, "args": {"correlation": corr}}
+    return {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaLaunchKernel",
+        "pid": 9,
+        "tid": 1,
+        "ts": ts,
+        "dur": 1,
+        "args": {"correlation": corr},
+    }
 
 
 def _kernel(name: str, ts: float, dur: float, stream: int, corr: int) -> dict:
@@ -153,6 +171,8 @@ def test_half_the_bandwidth_lengthens_the_step_by_the_all_reduces_extra_time(tmp
     obj = linked_step()
     write_rank_set(prefix, [convert_trace(parse_host_trace(obj, f"r{r}"), r) for r in range(2)])
     fast, slow = (simulate(TraceSet.load(prefix), _hw(gbps)) for gbps in (10.0, 5.0))
-    extra = [s.end_ns - s.start_ns - (f.end_ns - f.start_ns) for f, s in zip(fast.collectives, slow.collectives, strict=True)]
+    extra = [
+        s.end_ns - s.start_ns - (f.end_ns - f.start_ns) for f, s in zip(fast.collectives, slow.collectives, strict=True)
+    ]
     assert len(extra) == 2 and extra[0] == extra[1] > 300_000
     assert [s - f for f, s in zip(fast.finish_ns, slow.finish_ns, strict=True)] == [extra[0]] * 2

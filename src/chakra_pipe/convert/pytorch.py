@@ -22,12 +22,14 @@ Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch
   on a GPU waits for the autograd device thread), which the cross-thread dependency reproduces;
 * ``start_time_micros`` from Kineto ``ts``; ``Optimizer.step`` keeps its duration;
 * dependencies: one chain per host thread in call (pre-)order, GPU ops after their launching op and
-  after the previous op of their stream, host ops after the GPU ops a ``*Synchronize`` made them
-  wait for (linker ``sync_dep``); a kernel-less NCCL COMM node off the chain, as its kernel would be
-  (after its launch, its group's previous one and other groups' on its tensors; its ``wait``
-  record and the ops reading its tensor after it: NCCL is asynchronous to the host); ctrl deps
-  only to nodes that are in the file. Every edge except the GPU waits points to a smaller id (host
-  ids are assigned at op entry, GPU ids follow in time order); GPU waits go to strictly earlier
+  after the previous op of their stream, the first GPU op a thread launches after a ``work.wait()``
+  on a linked NCCL kernel after that kernel (the wait holds the stream, not the host), host ops
+  after the GPU ops a ``*Synchronize`` made them wait for (linker ``sync_dep``); a kernel-less NCCL
+  COMM node off the chain, as its kernel would be (after its launch, its group's previous one and
+  other groups' on its tensors; its ``wait`` record and the ops reading its tensor after it: NCCL
+  is asynchronous to the host); ctrl deps only to nodes that are in the file. Every edge except
+  the GPU waits points to a smaller id (host ids are assigned at op entry, GPU ids follow in time
+  order; a stream's wait for a NCCL kernel is kept only so); GPU waits go to strictly earlier
   starts and are dropped as a whole if they still close a cycle, so the output is always acyclic;
 * the process root and thread roots are not emitted (they have no time of their own).
 """
@@ -510,10 +512,11 @@ class _Converter:
             ops.sort()
         out: dict[int, list[int]] = {}
         for wid, kernel in kernel_waits:
-            w = by_id[wid]
-            ops = launches.get(tid_of[wid], [])
-            i = bisect.bisect_left(ops, (_ns(_num(w, "ts")) + _ns(_num(w, "inclusive_dur")),))
-            if "ts" in w and i < len(ops) and kernel < ops[i][2] and kernel not in out.get(ops[i][2], ()):
+            w, ops = by_id[wid], launches.get(tid_of[wid], [])
+            if "ts" not in w:  # an unlinked wait: no time to place it among the launches
+                continue
+            i = bisect.bisect_left(ops, (_ns(_num(w, "ts")) + _ns(_num(w, "inclusive_dur")),))  # after it returns
+            if i < len(ops) and kernel < ops[i][2] and kernel not in out.get(ops[i][2], ()):
                 out.setdefault(ops[i][2], []).append(kernel)
         return out
 
