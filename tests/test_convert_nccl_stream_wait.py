@@ -74,12 +74,23 @@ def _kernel(name: str, ts: float, dur: float, stream: int, corr: int) -> dict:
     return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": args}
 
 
-def linked_step(wait_inside_launcher: bool = False) -> dict:
+def _stream_wait(stream: int, corr: int, on_stream: int, record_corr: int) -> dict:
+    """Kineto's record of ``cudaStreamWaitEvent`` (call ``corr``) on the device: ``stream`` waits for the
+    event recorded on ``on_stream`` by the ``cudaEventRecord`` call ``record_corr``."""
+    args = {"stream": stream, "device": 0, "correlation": corr, "wait_on_stream": on_stream}
+    args["wait_on_cuda_event_record_corr_id"] = record_corr
+    return {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": stream, "ts": 1, "args": args}
+
+
+def linked_step(wait_inside_launcher: bool = False, sync_events: tuple[str, ...] = ()) -> dict:
     """One rank of a 2-rank DDP-like step, linked: a GEMM on the compute stream, a bucket's
     all-reduce (``c10d`` > record > ``nccl:all_reduce`` launching a NCCL kernel on its stream),
     ``work.wait()`` (a ``wait`` record of seq 1), then the optimizer's ``add_`` and a ``mul``.
     With ``wait_inside_launcher`` the wait runs inside ``add_``, which launches its kernel after it
-    (an op that began before the wait launched after it: the launch's own time decides)."""
+    (an op that began before the wait launched after it: the launch's own time decides).
+    ``sync_events`` adds Kineto's "Stream Wait Event"s (runtime calls numbered in issue order):
+    ``"enqueue"``, the NCCL stream waiting for the compute stream before the kernel (correlations
+    2, 3), ``"wait"``, ``work.wait()``'s compute stream waiting for the NCCL end event (5, 6)."""
     x = [200, 201, 0, NUMEL, 4, "cuda:0"]
     wait_id, wait_parent = (10, 9) if wait_inside_launcher else (8, 2)  # ids are taken at op entry
     host = [
@@ -101,17 +112,21 @@ def linked_step(wait_inside_launcher: bool = False) -> dict:
         _cpu("c10d::allreduce_", 5, 120, 20),
         _cpu("record_param_comms", 6, 121, 18),
         _cpu("nccl:all_reduce", 7, 122, 16),
-        _launch(125, 2),
+        _launch(125, 4),
         _cpu("aten::add_", 9, add_ts, 10),
         _cpu("record_param_comms", wait_id, wait_ts, 2),
-        _launch(167, 3),
+        _launch(167, 7),
         _cpu("aten::mul", 11, 175, 5),
-        _launch(176, 4),
+        _launch(176, 8),
         _kernel("ampere_sgemm_128x64_nn", 110, 100, COMPUTE, 1),
-        _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 210, 400, NCCL, 2),
-        _kernel("vectorized_elementwise_kernel<add>", 610, OPT_US, COMPUTE, 3),
-        _kernel("vectorized_elementwise_kernel<mul>", 1610, 10, COMPUTE, 4),
+        _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 210, 400, NCCL, 4),
+        _kernel("vectorized_elementwise_kernel<add>", 610, OPT_US, COMPUTE, 7),
+        _kernel("vectorized_elementwise_kernel<mul>", 1610, 10, COMPUTE, 8),
     ]
+    if "enqueue" in sync_events:
+        events.append(_stream_wait(NCCL, 3, COMPUTE, 2))
+    if "wait" in sync_events:
+        events.append(_stream_wait(COMPUTE, 6, NCCL, 5))
     obj, _ = link_traces(
         parse_host_trace({"schema": "1.1.1-chakra.0.0.4", "pid": 9, "nodes": host}, "h"),
         parse_kineto({"traceEvents": events}, "k"),
@@ -158,17 +173,33 @@ def test_a_wait_on_another_thread_does_not_hold_this_threads_kernels():
     assert nccl not in out[add].data_deps
 
 
+def test_kineto_stream_waits_are_taken_as_recorded():
+    """With Kineto's "Stream Wait Event"s the streams' waits are read, not inferred: the NCCL
+    kernel also waits for the GEMM its stream waited for at the enqueue, and where Kineto saw no
+    wait after ``work.wait()`` (here: left out) no kernel is held."""
+    obj = linked_step(sync_events=("enqueue", "wait"))
+    assert obj["link"]["stream_wait_events"] == 2
+    _, out = _convert(obj)
+    gemm, nccl, add, mul = sorted(nid for nid in out if nid > 11)
+    assert list(out[nccl].data_deps) == [7, gemm]  # before: [7]
+    assert list(out[add].data_deps) == [9, gemm, nccl]
+    assert list(out[mul].data_deps) == [11, add]
+    _, out = _convert(linked_step(sync_events=("enqueue",)))
+    assert list(out[add].data_deps) == [9, gemm]
+
+
 def _hw(gbps: float) -> HardwareConfig:
     network = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [2], "bandwidth": [gbps], "latency": [0]})
     return HardwareConfig(system=SystemConfig.from_file(DATA / "system_ring.json"), network=network)
 
 
-def test_half_the_bandwidth_lengthens_the_step_by_the_all_reduces_extra_time(tmp_path):
+@pytest.mark.parametrize("sync_events", [(), ("enqueue", "wait")])
+def test_half_the_bandwidth_lengthens_the_step_by_the_all_reduces_extra_time(tmp_path, sync_events):
     """The optimizer kernel (1 ms) waits for the all-reduce, so the step grows by exactly what the
     all-reduce gains at half the bandwidth (~395 -> ~790 us). Before, the kernel ran beside the
     all-reduce and both bandwidths gave the same step."""
     prefix = str(tmp_path / "s")
-    obj = linked_step()
+    obj = linked_step(sync_events=sync_events)
     write_rank_set(prefix, [convert_trace(parse_host_trace(obj, f"r{r}"), r) for r in range(2)])
     fast, slow = (simulate(TraceSet.load(prefix), _hw(gbps)) for gbps in (10.0, 5.0))
     extra = [

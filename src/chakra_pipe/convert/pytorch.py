@@ -492,8 +492,12 @@ class _Converter:
         runs on the waiting stream and follows the kernel; later ops of that stream follow it in
         the stream chain. Without this edge the optimizer's kernels started before the gradient
         all-reduce ended, and a slower network did not lengthen the step. Only edges to a smaller
-        id are kept (GPU ids follow device start times), so the graph stays acyclic.
+        id are kept (GPU ids follow device start times), so the graph stays acyclic. Where Kineto
+        recorded the streams' waits (``cuda_sync`` events), those are taken instead.
         """
+        link = self.trace.header.get("link")
+        if isinstance(link, dict) and link.get("stream_wait_events"):
+            return self._recorded_stream_waits()
         kernel_waits = [(w, self.kernel_of[r]) for w, r in waits.items() if r in self.kernel_of]
         if not kernel_waits:
             return {}
@@ -518,6 +522,19 @@ class _Converter:
             i = bisect.bisect_left(ops, (_ns(_num(w, "ts")) + _ns(_num(w, "inclusive_dur")),))  # after it returns
             if i < len(ops) and kernel < ops[i][2] and kernel not in out.get(ops[i][2], ()):
                 out.setdefault(ops[i][2], []).append(kernel)
+        return out
+
+    def _recorded_stream_waits(self) -> dict[int, list[int]]:
+        """The streams' waits Kineto recorded (linker ``stream_wait``), where Kineto recorded them at
+        all: they need no inference and also hold a NCCL stream back until the compute it follows.
+        Kept, like the inferred ones, when they point to a smaller id."""
+        out: dict[int, list[int]] = {}
+        for n in self.order:
+            nid = n["id"]
+            if self.role[nid] == GPU and n.get("stream_wait"):
+                found = [g for g in n["stream_wait"] if g < nid and self.role.get(g) == GPU]
+                if found:
+                    out[nid] = found
         return out
 
     def _record_consumers(

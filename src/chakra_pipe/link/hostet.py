@@ -97,6 +97,7 @@ _LINKED_KEYS: dict[str, tuple[type, ...]] = {
     "stream": (int,),
     "args": (dict,),
     "sync_dep": (list,),
+    "stream_wait": (list,),
 }
 
 
@@ -110,8 +111,9 @@ def _check_linked(node: dict[str, Any], path: str) -> None:
                 )
             if key in ("ts", "launch_ts", "inclusive_dur", "exclusive_dur", "stream") and not 0 <= value < 1e15:  # type: ignore[operator]
                 raise InputError(f"'{key}' = {value} is out of range", file=path, where=f"node {node['id']}")
-    if not all(isinstance(d, int) and not isinstance(d, bool) for d in node.get("sync_dep", ())):
-        raise InputError("'sync_dep' must list node ids", file=path, where=f"node {node['id']}")
+    for key in ("sync_dep", "stream_wait"):
+        if not all(isinstance(d, int) and not isinstance(d, bool) for d in node.get(key, ())):
+            raise InputError(f"'{key}' must list node ids", file=path, where=f"node {node['id']}")
 
 
 def parse_host_trace(obj: Any, path: str) -> HostTrace:

@@ -27,6 +27,7 @@ CPU_CATS = frozenset({"cpu_op", "user_annotation"})
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 RF_KEY = "Record function id"
+SYNC_CAT, STREAM_WAIT = "cuda_sync", "Stream Wait Event"  # with _ExperimentalConfig(enable_cuda_sync_events=True)
 NO_HOST: Mapping[int, int] = {}
 
 
@@ -65,6 +66,8 @@ class KinetoTrace:
     cpu: list[KEvent] = field(default_factory=list)
     launches: list[KEvent] = field(default_factory=list)
     gpu: list[KEvent] = field(default_factory=list)
+    # a stream's cudaStreamWaitEvent on the device (recorded only on request; see SYNC_CAT)
+    stream_waits: list[KEvent] = field(default_factory=list)
 
     def main_pid(self) -> int | None:
         """The process id most CPU events carry (the traced process)."""
@@ -111,6 +114,8 @@ def parse_kineto(obj: Any, path: str) -> KinetoTrace:
             if cat in LAUNCH_CATS
             else trace.gpu
             if cat in GPU_CATS
+            else trace.stream_waits
+            if cat == SYNC_CAT and ev.get("name") == STREAM_WAIT
             else None
         )
         if role is None:

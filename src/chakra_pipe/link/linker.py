@@ -70,6 +70,7 @@ class LinkStats:
     correlation: str = RF_KEY  # the Kineto arg matched against the host rf_id
     # NCCL: blocked in a device sync while a NCCL kernel ran alone (a NCCL call only enqueues)
     comm_sync_us: float = 0.0
+    stream_wait_events: int = 0  # Kineto "Stream Wait Event"s (then convert takes the streams' waits from them)
 
     @property
     def comm_wait_us(self) -> float:
@@ -232,6 +233,9 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         gpu_nodes.append(_gpu_node(e, next_id, host_of_event[op.index], launch))
         launched.append((launch, gpu_nodes[-1]))
         next_id += 1
+    gpu_by_id = {node["id"]: node for node in gpu_nodes}
+    for gid, producers in _stream_waits(kineto, launched).items():
+        gpu_by_id[gid]["stream_wait"] = producers
     waits = _sync_deps(kineto, launched, host_of_event)
     for hid, gpu_ids in waits.items():
         host.by_id[hid]["sync_dep"] = gpu_ids
@@ -259,6 +263,7 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         sum(wait.thread_us.values()),
         correlation=key,
         comm_sync_us=sum(wait.in_syncs_us.values()),
+        stream_wait_events=len(kineto.stream_waits),
     )
     out = dict(host.header)
     if "distributedInfo" in kineto.header:
@@ -304,6 +309,39 @@ def _sync_deps(
             waits.setdefault(evs[j][1], set()).update(n["id"] for n in pending.values())
             pending.clear()
     return {hid: sorted(ids) for hid, ids in sorted(waits.items())}
+
+
+def _stream_waits(kineto: KinetoTrace, launched: list[tuple[KEvent, dict[str, Any]]]) -> dict[int, list[int]]:
+    """GPU node id -> the GPU nodes a ``cudaStreamWaitEvent`` made its stream wait for.
+
+    A Kineto "Stream Wait Event" (``cuda_sync``) names the waiting ``stream``, the wait call's
+    ``correlation``, and the stream and correlation of the ``cudaEventRecord`` it waits for
+    (``wait_on_stream``, ``wait_on_cuda_event_record_corr_id``). CUPTI numbers runtime calls in
+    issue order, so the event marks the last op launched on ``wait_on_stream`` before the record,
+    and the wait holds the first op launched on ``stream`` after the wait call (later ones follow
+    it in the stream's order). So NCCL's ``work.wait()`` holds the compute stream, a collective's
+    NCCL stream waits for the compute stream before its kernel, and FSDP orders its streams.
+    """
+    by_stream: dict[tuple[Any, int], list[tuple[int, int]]] = {}  # (device, stream) -> [(correlation, id)]
+    for launch, node in launched:
+        corr = launch.arg_int("correlation")
+        if corr is not None:
+            by_stream.setdefault((device_of(node), node["stream"]), []).append((corr, node["id"]))
+    for ops in by_stream.values():
+        ops.sort()
+    out: dict[int, set[int]] = {}
+    for e in kineto.stream_waits:
+        device = device_of({"args": e.args})
+        stream, wait_corr = e.arg_int("stream"), e.arg_int("correlation")
+        source, record_corr = e.arg_int("wait_on_stream"), e.arg_int("wait_on_cuda_event_record_corr_id")
+        if stream is None or wait_corr is None or source is None or record_corr is None or source == stream:
+            continue
+        before, after = by_stream.get((device, source), []), by_stream.get((device, stream), [])
+        i = bisect.bisect_left(before, (record_corr,)) - 1
+        j = bisect.bisect_left(after, (wait_corr + 1,))
+        if i >= 0 and j < len(after):
+            out.setdefault(after[j][1], set()).add(before[i][1])
+    return {gid: sorted(ids) for gid, ids in sorted(out.items())}
 
 
 def write_linked(obj: dict[str, Any], path: str | os.PathLike) -> None:
