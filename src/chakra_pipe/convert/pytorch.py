@@ -468,6 +468,8 @@ class _Converter:
         it waits for: same sequence number, p2p counter and group (:func:`_waited_record`); the
         collective precedes its wait in id order (ids are taken at op entry)."""
         out: dict[int, int] = {}
+        if not records:
+            return out
         pending: dict[tuple[int, bool], dict[str, int]] = {}  # (seq, p2p) -> {group name: record}
         for n in self.order:
             seq = record_seq(n)
