@@ -82,7 +82,7 @@ def _stream_wait(stream: int, corr: int, on_stream: int, record_corr: int) -> di
     return {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": stream, "ts": 1, "args": args}
 
 
-def linked_step(wait_inside_launcher: bool = False, sync_events: tuple[str, ...] = ()) -> dict:
+def linked_step(wait_inside_launcher: bool = False, sync_events: tuple[str, ...] = (), gemm_us: float = 100.0) -> dict:
     """One rank of a 2-rank DDP-like step, linked: a GEMM on the compute stream, a bucket's
     all-reduce (``c10d`` > record > ``nccl:all_reduce`` launching a NCCL kernel on its stream),
     ``work.wait()`` (a ``wait`` record of seq 1), then the optimizer's ``add_`` and a ``mul``.
@@ -90,7 +90,8 @@ def linked_step(wait_inside_launcher: bool = False, sync_events: tuple[str, ...]
     (an op that began before the wait launched after it: the launch's own time decides).
     ``sync_events`` adds Kineto's "Stream Wait Event"s (runtime calls numbered in issue order):
     ``"enqueue"``, the NCCL stream waiting for the compute stream before the kernel (correlations
-    2, 3), ``"wait"``, ``work.wait()``'s compute stream waiting for the NCCL end event (5, 6)."""
+    2, 3), ``"wait"``, ``work.wait()``'s compute stream waiting for the NCCL end event (5, 6).
+    ``gemm_us``: the GEMM's device time (a long one still runs when the all-reduce is called)."""
     x = [200, 201, 0, NUMEL, 4, "cuda:0"]
     wait_id, wait_parent = (10, 9) if wait_inside_launcher else (8, 2)  # ids are taken at op entry
     host = [
@@ -118,7 +119,7 @@ def linked_step(wait_inside_launcher: bool = False, sync_events: tuple[str, ...]
         _launch(167, 7),
         _cpu("aten::mul", 11, 175, 5),
         _launch(176, 8),
-        _kernel("ampere_sgemm_128x64_nn", 110, 100, COMPUTE, 1),
+        _kernel("ampere_sgemm_128x64_nn", 110, gemm_us, COMPUTE, 1),
         _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 210, 400, NCCL, 4),
         _kernel("vectorized_elementwise_kernel<add>", 610, OPT_US, COMPUTE, 7),
         _kernel("vectorized_elementwise_kernel<mul>", 1610, 10, COMPUTE, 8),
@@ -147,7 +148,7 @@ def test_the_first_kernel_launched_after_a_wait_follows_the_nccl_kernel(wait_ins
     assert list(out[add].data_deps) == [9, gemm, nccl]  # before: [9, gemm]
     assert list(out[mul].data_deps) == [11, add]  # later ops follow through the stream chain
     assert list(out[gemm].data_deps) == [4]  # launched before the wait: unchanged
-    assert list(out[nccl].data_deps) == [7]
+    assert list(out[nccl].data_deps) == [7, gemm]  # the enqueue's syncStream
     # the host does not block: the thread's chain runs through the wait as before
     assert list(out[9].data_deps) == ([7] if wait_inside_launcher else [8])
     assert list(out[11].data_deps) == ([10] if wait_inside_launcher else [9])
@@ -173,6 +174,42 @@ def test_a_wait_on_another_thread_does_not_hold_this_threads_kernels():
     assert nccl not in out[add].data_deps
 
 
+def _on_device(obj: dict, kernel: str, device: int) -> dict:
+    """``obj`` with the GPU op named ``kernel`` moved to ``device`` (one process driving two GPUs)."""
+    next(n for n in obj["nodes"] if n["name"] == kernel)["args"]["device"] = device
+    return obj
+
+
+def test_a_wait_holds_the_collectives_device_only():
+    """``WorkNCCL::wait`` holds the current stream of the collective's device: a kernel the thread
+    launches on another device first is not held, the next one on the collective's device is.
+    Before, the first launch on any device took the wait (and ``mul`` ran beside the all-reduce)."""
+    _, out = _convert(_on_device(linked_step(), "vectorized_elementwise_kernel<add>", 1))
+    gemm, nccl, add, mul = sorted(nid for nid in out if nid > 11)
+    assert list(out[add].data_deps) == [9]
+    assert list(out[mul].data_deps) == [11, gemm, nccl]
+
+
+def test_a_wait_holds_no_op_launched_on_a_nccl_stream():
+    """The waiting (current) stream is never a NCCL stream: an op the thread puts on one right
+    after the wait (a next collective's copy-in) is not the one held; the next compute op is.
+    Before, any op not named ``nccl`` took the wait, and ``mul`` ran beside the all-reduce."""
+    obj = linked_step()
+    next(n for n in obj["nodes"] if n["name"] == "vectorized_elementwise_kernel<add>")["stream"] = NCCL
+    _, out = _convert(obj)
+    gemm, nccl, add, mul = sorted(nid for nid in out if nid > 11)
+    assert list(out[add].data_deps) == [9, nccl]  # the NCCL stream's order, not the wait
+    assert list(out[mul].data_deps) == [11, gemm, nccl]
+
+
+def test_the_enqueue_waits_for_the_collectives_device_only():
+    """``syncStream`` makes the NCCL stream wait for the current stream of its own device: a GEMM
+    launched on another device before the all-reduce does not hold its NCCL kernel."""
+    _, out = _convert(_on_device(linked_step(), "ampere_sgemm_128x64_nn", 1))
+    _, nccl, _, _ = sorted(nid for nid in out if nid > 11)
+    assert list(out[nccl].data_deps) == [7]
+
+
 def test_kineto_stream_waits_are_taken_as_recorded():
     """With Kineto's "Stream Wait Event"s the streams' waits are read, not inferred: the NCCL
     kernel also waits for the GEMM its stream waited for at the enqueue, and where Kineto saw no
@@ -186,6 +223,33 @@ def test_kineto_stream_waits_are_taken_as_recorded():
     assert list(out[mul].data_deps) == [11, add]
     _, out = _convert(linked_step(sync_events=("enqueue",)))
     assert list(out[add].data_deps) == [9, gemm]
+
+
+def test_a_nccl_kernel_follows_the_compute_its_stream_waited_for_at_the_enqueue():
+    """Without Kineto's sync events the enqueue's ``syncStream`` is inferred: the NCCL kernel
+    depends on the last GPU op its thread launched (on that device, off NCCL streams) before it."""
+    _, out = _convert(linked_step())
+    gemm, nccl, _, _ = sorted(nid for nid in out if nid > 11)
+    assert list(out[nccl].data_deps) == [7, gemm]  # before: [7]
+
+
+def _simulate(tmp_path, obj: dict, gbps: float = 10.0):
+    prefix = str(tmp_path / "s")
+    write_rank_set(prefix, [convert_trace(parse_host_trace(obj, f"r{r}"), r) for r in range(2)])
+    return simulate(TraceSet.load(prefix), _hw(gbps))
+
+
+@pytest.mark.parametrize("sync_events", [(), ("enqueue", "wait")])
+def test_the_simulated_all_reduce_starts_when_the_backward_gemm_ends(tmp_path, sync_events):
+    """DDP's bucket all-reduce reduces what the backward GEMM wrote: a 5 ms GEMM still runs when
+    the all-reduce is called, and the all-reduce starts exactly at its end. Before, it started
+    right after its launching host op, beside the GEMM."""
+    result = _simulate(tmp_path, linked_step(sync_events=sync_events, gemm_us=5000.0))
+    for rank, w in enumerate(result.workloads):
+        gemm = min(nid for nid in w.t.ids if nid > 11)
+        gemm_end = w.end[list(w.t.ids).index(gemm)]
+        assert gemm_end > 5_000_000
+        assert [c.start_ns for c in result.collectives if c.rank == rank] == [gemm_end]
 
 
 def _hw(gbps: float) -> HardwareConfig:

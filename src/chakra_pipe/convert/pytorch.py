@@ -22,14 +22,15 @@ Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch
   on a GPU waits for the autograd device thread), which the cross-thread dependency reproduces;
 * ``start_time_micros`` from Kineto ``ts``; ``Optimizer.step`` keeps its duration;
 * dependencies: one chain per host thread in call (pre-)order, GPU ops after their launching op and
-  after the previous op of their stream, the first GPU op a thread launches after a ``work.wait()``
-  on a linked NCCL kernel after that kernel (the wait holds the stream, not the host), host ops
-  after the GPU ops a ``*Synchronize`` made them wait for (linker ``sync_dep``); a kernel-less NCCL
-  COMM node off the chain, as its kernel would be (after its launch, its group's previous one and
-  other groups' on its tensors; its ``wait`` record and the ops reading its tensor after it: NCCL
-  is asynchronous to the host); ctrl deps only to nodes that are in the file. Every edge except
-  the GPU waits points to a smaller id (host ids are assigned at op entry, GPU ids follow in time
-  order; a stream's wait for a NCCL kernel is kept only so); GPU waits go to strictly earlier
+  after the previous op of their stream, a linked NCCL kernel after the last compute op its thread
+  launched on its device before it (the enqueue's ``syncStream``), the first compute op a thread
+  launches after a ``work.wait()`` on it after the kernel (the wait holds the stream, not the
+  host), host ops after the GPU ops a ``*Synchronize`` made them wait for (linker ``sync_dep``);
+  a kernel-less NCCL COMM node off the chain, as its kernel would be (after its launch, its
+  group's previous one and other groups' on its tensors; its ``wait`` record and the ops reading
+  its tensor after it: NCCL is asynchronous to the host); ctrl deps only to nodes that are in the
+  file. Every edge except the GPU waits points to a smaller id (host ids are assigned at op entry,
+  GPU ids follow in time order; a stream's wait on another is kept only so); GPU waits go to strictly earlier
   starts and are dropped as a whole if they still close a cycle, so the output is always acyclic;
 * the process root and thread roots are not emitted (they have no time of their own).
 """
@@ -485,46 +486,79 @@ class _Converter:
         return out
 
     def _device_waits(self, tid_of: dict[int, int], waits: dict[int, int]) -> dict[int, list[int]]:
-        """Per GPU op, the NCCL kernels (COMM nodes) a ``work.wait()`` before its launch made it follow.
+        """Per GPU op, the GPU ops a stream's wait on the device makes it follow, other than its stream's.
 
-        ``WorkNCCL::wait`` does not block the host: it makes the thread's current stream wait for
-        the collective's end event (``cudaStreamWaitEvent``). So the first GPU op the same thread
-        launches after the wait returns (by its runtime call's time, ``launch_ts``; the launching
-        op's start in an ET+ without it), other than a NCCL kernel (those run on NCCL streams),
-        runs on the waiting stream and follows the kernel; later ops of that stream follow it in
-        the stream chain. Without this edge the optimizer's kernels started before the gradient
-        all-reduce ended, and a slower network did not lengthen the step. Only edges to a smaller
-        id are kept (GPU ids follow device start times), so the graph stays acyclic. Where Kineto
-        recorded the streams' waits (``cuda_sync`` events), those are taken instead.
+        ProcessGroupNCCL orders its NCCL streams against the thread's current (compute) stream of the
+        collective's device on the device, never on the host, at both ends of a collective:
+
+        * the enqueue (``syncStream``: an event recorded on the current stream, the NCCL stream
+          waits for it): the NCCL kernel follows the last GPU op its thread launched on that
+          device before it, off NCCL streams (DDP's bucket all-reduce reduces the gradients the
+          backward kernels wrote). Without it the kernel started right after its launching host
+          op, beside the compute, and the simulated step was too short;
+        * ``work.wait()`` (``WorkNCCL::wait``, ``cudaStreamWaitEvent`` on the collective's end
+          event): the first GPU op the waiting thread launches on that device after the wait
+          returns, off NCCL streams, follows the NCCL kernel (the optimizer's kernels follow the
+          gradient all-reduce: a slower network lengthens the step).
+
+        Launches are ordered by their runtime call's time (``launch_ts``; the launching op's start
+        in an ET+ without it). Later ops of the waiting stream follow through the stream chain.
+        Only edges to a smaller id are kept (GPU ids follow device start times), so the graph stays
+        acyclic. Where Kineto recorded the streams' waits (``cuda_sync`` events), those are taken
+        instead of inferred.
         """
         link = self.trace.header.get("link")
         if isinstance(link, dict) and link.get("stream_wait_events"):
             return self._recorded_stream_waits()
-        kernel_waits = [(w, self.kernel_of[r]) for w, r in waits.items() if r in self.kernel_of]
-        if not kernel_waits:
+        nccl_kernels = [n for n in self.order if self.role[n["id"]] == GPU and n["id"] in self.comm]
+        if not nccl_kernels:
             return {}
         by_id = self.trace.by_id
-        launches: dict[int, list[tuple[int, int, int]]] = {}  # thread -> [(launch ns, correlation, GPU id)]
-        for n in self.order:
-            nid = n["id"]
-            if self.role[nid] != GPU or "nccl" in n["name"].lower():
+        launches = self._compute_launches(tid_of)
+        out: dict[int, list[int]] = {}
+
+        def add(gpu_op: int, waited: int) -> None:
+            if waited < gpu_op and waited not in out.get(gpu_op, ()):
+                out.setdefault(gpu_op, []).append(waited)
+
+        for k in nccl_kernels:  # the enqueue
+            at = self._launch_ns(k)
+            ops = launches.get((tid_of[k["id"]], device_of(k)), [])
+            if at is not None and (i := bisect.bisect_left(ops, (at,))) > 0:
+                add(k["id"], ops[i - 1][2])
+        for wid, record in waits.items():  # work.wait()
+            kernel = self.kernel_of.get(record)
+            w = by_id[wid]
+            if kernel is None or "ts" not in w:  # an unlinked wait: no time to place it among the launches
                 continue
-            p = self.parent.get(nid)
-            at = n.get("launch_ts", by_id[p].get("ts") if p is not None else None)
-            if isinstance(at, (int, float)) and not isinstance(at, bool):
-                corr = (n.get("args") or {}).get("correlation")
-                launches.setdefault(tid_of[nid], []).append((_ns(at), corr if type(corr) is int else 0, nid))
+            ops = launches.get((tid_of[wid], device_of(by_id[kernel])), [])
+            i = bisect.bisect_left(ops, (_ns(_num(w, "ts")) + _ns(_num(w, "inclusive_dur")),))  # after it returns
+            if i < len(ops):
+                add(ops[i][2], kernel)
+        return out
+
+    def _launch_ns(self, n: dict[str, Any]) -> int | None:
+        """When a GPU op was launched (ns): its runtime call's ``launch_ts``, else its launching op's start."""
+        p = self.parent.get(n["id"])
+        at = n.get("launch_ts", self.trace.by_id[p].get("ts") if p is not None else None)
+        return _ns(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
+
+    def _compute_launches(self, tid_of: dict[int, int]) -> dict[tuple[int, Any], list[tuple[int, int, int]]]:
+        """Per (host thread, device), the GPU ops it launched off NCCL streams (a NCCL stream is never
+        the current stream), in launch order: [(launch ns, correlation, GPU id)]."""
+        gpu = [n for n in self.order if self.role[n["id"]] == GPU]
+        nccl_streams = {(device_of(n), n.get("stream", 0)) for n in gpu if "nccl" in n["name"].lower()}
+        launches: dict[tuple[int, Any], list[tuple[int, int, int]]] = {}
+        for n in gpu:
+            if (device_of(n), n.get("stream", 0)) in nccl_streams or (at := self._launch_ns(n)) is None:
+                continue
+            corr = (n.get("args") or {}).get("correlation")
+            launches.setdefault((tid_of[n["id"]], device_of(n)), []).append(
+                (at, corr if type(corr) is int else 0, n["id"])
+            )
         for ops in launches.values():
             ops.sort()
-        out: dict[int, list[int]] = {}
-        for wid, kernel in kernel_waits:
-            w, ops = by_id[wid], launches.get(tid_of[wid], [])
-            if "ts" not in w:  # an unlinked wait: no time to place it among the launches
-                continue
-            i = bisect.bisect_left(ops, (_ns(_num(w, "ts")) + _ns(_num(w, "inclusive_dur")),))  # after it returns
-            if i < len(ops) and kernel < ops[i][2] and kernel not in out.get(ops[i][2], ()):
-                out.setdefault(ops[i][2], []).append(kernel)
-        return out
+        return launches
 
     def _recorded_stream_waits(self) -> dict[int, list[int]]:
         """The streams' waits Kineto recorded (linker ``stream_wait``), where Kineto recorded them at
