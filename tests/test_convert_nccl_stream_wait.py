@@ -165,13 +165,31 @@ def test_an_et_plus_without_launch_times_orders_by_the_launching_op():
     assert nccl in out[add].data_deps
 
 
-def test_a_wait_on_another_thread_does_not_hold_this_threads_kernels():
+def test_a_wait_on_a_thread_that_never_used_the_device_holds_nothing():
+    """Its current stream is unknown (it launched nothing there): no op is taken for it."""
     obj = linked_step()
     wait = next(n for n in obj["nodes"] if n["id"] == 8)
     wait["attrs"][0]["value"] = 2  # the wait ran on thread 2, which launches nothing after it
     _, out = _convert(obj)
     _, nccl, add, _ = sorted(nid for nid in out if nid > 11)
     assert nccl not in out[add].data_deps
+
+
+def test_a_stream_wait_holds_the_ops_other_threads_launch_on_that_stream():
+    """A stream's wait holds every later op of the stream, whoever launches it, and the default
+    stream is every thread's current stream: DDP's backward and its finalize ``work.wait()`` run on
+    the autograd thread (here thread 2, which launches nothing after the wait), the optimizer's
+    ``add_`` on the main thread. The NCCL stream likewise waits for the GEMM another thread put on
+    the stream the enqueueing thread uses. Before, neither edge was found."""
+    obj = linked_step()
+    for n in obj["nodes"]:
+        if n["id"] in (4, 8):  # aten::mm and the wait
+            n["attrs"][0]["value"] = 2
+    _, out = _convert(obj)
+    gemm, nccl, add, mul = sorted(nid for nid in out if nid > 11)
+    assert list(out[nccl].data_deps) == [7, gemm]
+    assert list(out[add].data_deps) == [9, gemm, nccl]
+    assert list(out[mul].data_deps) == [11, add]
 
 
 def _on_device(obj: dict, kernel: str, device: int) -> dict:

@@ -22,9 +22,9 @@ Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch
   on a GPU waits for the autograd device thread), which the cross-thread dependency reproduces;
 * ``start_time_micros`` from Kineto ``ts``; ``Optimizer.step`` keeps its duration;
 * dependencies: one chain per host thread in call (pre-)order, GPU ops after their launching op and
-  after the previous op of their stream, a linked NCCL kernel after the last compute op its thread
-  launched on its device before it (the enqueue's ``syncStream``), the first compute op a thread
-  launches after a ``work.wait()`` on it after the kernel (the wait holds the stream, not the
+  after the previous op of their stream, a linked NCCL kernel after the last op launched before it on
+  its thread's current stream of its device (the enqueue's ``syncStream``), the first op launched
+  on that stream after a ``work.wait()`` on it after the kernel (the wait holds the stream, not the
   host), host ops after the GPU ops a ``*Synchronize`` made them wait for (linker ``sync_dep``);
   a kernel-less NCCL COMM node off the chain, as its kernel would be (after its launch, its
   group's previous one and other groups' on its tensors; its ``wait`` record and the ops reading
@@ -488,24 +488,28 @@ class _Converter:
     def _device_waits(self, tid_of: dict[int, int], waits: dict[int, int]) -> dict[int, list[int]]:
         """Per GPU op, the GPU ops a stream's wait on the device makes it follow, other than its stream's.
 
-        ProcessGroupNCCL orders its NCCL streams against the thread's current (compute) stream of the
+        ProcessGroupNCCL orders its NCCL stream against the calling thread's current stream of the
         collective's device on the device, never on the host, at both ends of a collective:
 
         * the enqueue (``syncStream``: an event recorded on the current stream, the NCCL stream
-          waits for it): the NCCL kernel follows the last GPU op its thread launched on that
-          device before it, off NCCL streams (DDP's bucket all-reduce reduces the gradients the
-          backward kernels wrote). Without it the kernel started right after its launching host
-          op, beside the compute, and the simulated step was too short;
+          waits for it): the NCCL kernel follows the last op launched on the current stream before
+          it (DDP's bucket all-reduce reduces the gradients the backward kernels wrote). Without
+          it the kernel started right after its launching host op, beside the compute, and the
+          simulated step was too short;
         * ``work.wait()`` (``WorkNCCL::wait``, ``cudaStreamWaitEvent`` on the collective's end
-          event): the first GPU op the waiting thread launches on that device after the wait
-          returns, off NCCL streams, follows the NCCL kernel (the optimizer's kernels follow the
-          gradient all-reduce: a slower network lengthens the step).
+          event): the first op launched on the current stream after the wait returns follows the
+          NCCL kernel (the optimizer's kernels follow the gradient all-reduce: a slower network
+          lengthens the step).
 
-        Launches are ordered by their runtime call's time (``launch_ts``; the launching op's start
-        in an ET+ without it). Later ops of the waiting stream follow through the stream chain.
-        Only edges to a smaller id are kept (GPU ids follow device start times), so the graph stays
-        acyclic. Where Kineto recorded the streams' waits (``cuda_sync`` events), those are taken
-        instead of inferred.
+        A wait holds the stream, whoever launches on it (the default stream is every thread's
+        current stream: DDP waits on the autograd thread, the optimizer launches from the main
+        one). The current stream is the one of the thread's nearest launch on that device off NCCL
+        streams: the last before the point, else the first after (the first after, else the last
+        before, for a wait: it may have switched streams since). Launches are ordered by their
+        runtime call's time (``launch_ts``; the launching op's start in an ET+ without it); later
+        ops of the waiting stream follow through the stream chain. Only edges to a smaller id are
+        kept (GPU ids follow device start times), so the graph stays acyclic. Where Kineto recorded
+        the streams' waits (``cuda_sync`` events), those are taken instead of inferred.
         """
         link = self.trace.header.get("link")
         if isinstance(link, dict) and link.get("stream_wait_events"):
@@ -514,27 +518,24 @@ class _Converter:
         if not nccl_kernels:
             return {}
         by_id = self.trace.by_id
-        launches = self._compute_launches(tid_of)
+        launches = _ComputeLaunches.of(self, tid_of)
         out: dict[int, list[int]] = {}
 
-        def add(gpu_op: int, waited: int) -> None:
-            if waited < gpu_op and waited not in out.get(gpu_op, ()):
+        def add(gpu_op: int | None, waited: int | None) -> None:
+            if gpu_op is not None and waited is not None and waited < gpu_op and waited not in out.get(gpu_op, ()):
                 out.setdefault(gpu_op, []).append(waited)
 
         for k in nccl_kernels:  # the enqueue
             at = self._launch_ns(k)
-            ops = launches.get((tid_of[k["id"]], device_of(k)), [])
-            if at is not None and (i := bisect.bisect_left(ops, (at,))) > 0:
-                add(k["id"], ops[i - 1][2])
+            if at is not None:
+                add(k["id"], launches.last_before(tid_of[k["id"]], device_of(k), at))
         for wid, record in waits.items():  # work.wait()
             kernel = self.kernel_of.get(record)
             w = by_id[wid]
             if kernel is None or "ts" not in w:  # an unlinked wait: no time to place it among the launches
                 continue
-            ops = launches.get((tid_of[wid], device_of(by_id[kernel])), [])
-            i = bisect.bisect_left(ops, (_ns(_num(w, "ts")) + _ns(_num(w, "inclusive_dur")),))  # after it returns
-            if i < len(ops):
-                add(ops[i][2], kernel)
+            returned = _ns(_num(w, "ts")) + _ns(_num(w, "inclusive_dur"))
+            add(launches.first_after(tid_of[wid], device_of(by_id[kernel]), returned), kernel)
         return out
 
     def _launch_ns(self, n: dict[str, Any]) -> int | None:
@@ -542,23 +543,6 @@ class _Converter:
         p = self.parent.get(n["id"])
         at = n.get("launch_ts", self.trace.by_id[p].get("ts") if p is not None else None)
         return _ns(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
-
-    def _compute_launches(self, tid_of: dict[int, int]) -> dict[tuple[int, Any], list[tuple[int, int, int]]]:
-        """Per (host thread, device), the GPU ops it launched off NCCL streams (a NCCL stream is never
-        the current stream), in launch order: [(launch ns, correlation, GPU id)]."""
-        gpu = [n for n in self.order if self.role[n["id"]] == GPU]
-        nccl_streams = {(device_of(n), n.get("stream", 0)) for n in gpu if "nccl" in n["name"].lower()}
-        launches: dict[tuple[int, Any], list[tuple[int, int, int]]] = {}
-        for n in gpu:
-            if (device_of(n), n.get("stream", 0)) in nccl_streams or (at := self._launch_ns(n)) is None:
-                continue
-            corr = (n.get("args") or {}).get("correlation")
-            launches.setdefault((tid_of[n["id"]], device_of(n)), []).append(
-                (at, corr if type(corr) is int else 0, n["id"])
-            )
-        for ops in launches.values():
-            ops.sort()
-        return launches
 
     def _recorded_stream_waits(self) -> dict[int, list[int]]:
         """The streams' waits Kineto recorded (linker ``stream_wait``), where Kineto recorded them at
@@ -798,6 +782,57 @@ def _storages(n: dict[str, Any], key: str) -> set[int]:
     if len(types) == len(values):
         values = [v for v, t in zip(values, types, strict=True) if not isinstance(t, str) or "Tensor" in t]
     return tensor_storages(values)
+
+
+@dataclass
+class _ComputeLaunches:
+    """The GPU ops launched off NCCL streams (a NCCL stream is never a thread's current stream), in
+    launch order (launch ns, correlation, id), per (host thread, device) to tell a thread's current
+    stream and per (device, stream) to find the ops a stream's wait holds or waits for."""
+
+    by_thread: dict[tuple[int, Any], list[tuple[int, int, int, int]]]  # -> [(ns, corr, id, stream)]
+    by_stream: dict[tuple[Any, int], list[tuple[int, int, int]]]  # -> [(ns, corr, id)]
+
+    @classmethod
+    def of(cls, conv: _Converter, tid_of: dict[int, int]) -> _ComputeLaunches:
+        gpu = [n for n in conv.order if conv.role[n["id"]] == GPU]
+        nccl_streams = {(device_of(n), n.get("stream", 0)) for n in gpu if "nccl" in n["name"].lower()}
+        out = cls({}, {})
+        for n in gpu:
+            key = (device_of(n), n.get("stream", 0))
+            if key in nccl_streams or (at := conv._launch_ns(n)) is None:
+                continue
+            corr = (n.get("args") or {}).get("correlation")
+            op = (at, corr if type(corr) is int else 0, n["id"])
+            out.by_thread.setdefault((tid_of[n["id"]], key[0]), []).append((*op, key[1]))
+            out.by_stream.setdefault(key, []).append(op)
+        for mine in out.by_thread.values():
+            mine.sort()
+        for ops in out.by_stream.values():
+            ops.sort()
+        return out
+
+    def last_before(self, thread: int, device: Any, at: int) -> int | None:
+        """The last op launched before ``at`` on the thread's current stream of ``device`` (the stream
+        of its last launch there before ``at``, else of its first after; None if it launched none there)."""
+        mine = self.by_thread.get((thread, device))
+        if not mine:
+            return None
+        i = bisect.bisect_left(mine, (at,))
+        on = self.by_stream[device, mine[i - 1 if i else 0][3]]
+        j = bisect.bisect_left(on, (at,))
+        return on[j - 1][2] if j else None
+
+    def first_after(self, thread: int, device: Any, at: int) -> int | None:
+        """The first op launched at or after ``at`` on the thread's current stream of ``device`` (the
+        stream of its first launch there from ``at`` on, else of its last before; None if it launched none there)."""
+        mine = self.by_thread.get((thread, device))
+        if not mine:
+            return None
+        i = bisect.bisect_left(mine, (at,))
+        on = self.by_stream[device, mine[i if i < len(mine) else -1][3]]
+        j = bisect.bisect_left(on, (at,))
+        return on[j][2] if j < len(on) else None
 
 
 def _waited_record(pending: dict[str, int], pg: str) -> int | None:
