@@ -90,7 +90,8 @@ def linked_step(wait_inside_launcher: bool = False, sync_events: tuple[str, ...]
     (an op that began before the wait launched after it: the launch's own time decides).
     ``sync_events`` adds Kineto's "Stream Wait Event"s (runtime calls numbered in issue order):
     ``"enqueue"``, the NCCL stream waiting for the compute stream before the kernel (correlations
-    2, 3), ``"wait"``, ``work.wait()``'s compute stream waiting for the NCCL end event (5, 6).
+    2, 3), ``"wait"``, ``work.wait()``'s compute stream waiting for the NCCL end event (5, 6),
+    ``"unknown"``, both waits naming no event record (Kineto did not see the records).
     ``gemm_us``: the GEMM's device time (a long one still runs when the all-reduce is called)."""
     x = [200, 201, 0, NUMEL, 4, "cuda:0"]
     wait_id, wait_parent = (10, 9) if wait_inside_launcher else (8, 2)  # ids are taken at op entry
@@ -128,6 +129,8 @@ def linked_step(wait_inside_launcher: bool = False, sync_events: tuple[str, ...]
         events.append(_stream_wait(NCCL, 3, COMPUTE, 2))
     if "wait" in sync_events:
         events.append(_stream_wait(COMPUTE, 6, NCCL, 5))
+    if "unknown" in sync_events:  # both waits, on events whose record Kineto did not see (-1)
+        events += [_stream_wait(NCCL, 3, -1, -1), _stream_wait(COMPUTE, 6, -1, -1)]
     obj, _ = link_traces(
         parse_host_trace({"schema": "1.1.1-chakra.0.0.4", "pid": 9, "nodes": host}, "h"),
         parse_kineto({"traceEvents": events}, "k"),
@@ -241,6 +244,19 @@ def test_kineto_stream_waits_are_taken_as_recorded():
     assert list(out[mul].data_deps) == [11, add]
     _, out = _convert(linked_step(sync_events=("enqueue",)))
     assert list(out[add].data_deps) == [9, gemm]
+
+
+def test_stream_waits_on_unseen_event_records_leave_the_waits_inferred():
+    """Kineto writes -1 for the stream and record of an event it did not see recorded (the record
+    before the profiler started, or CUDA event activities not collected): such waits name no op,
+    so they do not count as recorded waits. Before, their mere presence switched the inference
+    off and the graph lost both ends of the all-reduce."""
+    obj = linked_step(sync_events=("unknown",))
+    assert obj["link"]["stream_wait_events"] == 0
+    _, out = _convert(obj)
+    gemm, nccl, add, _ = sorted(nid for nid in out if nid > 11)
+    assert list(out[nccl].data_deps) == [7, gemm]
+    assert list(out[add].data_deps) == [9, gemm, nccl]
 
 
 def test_a_nccl_kernel_follows_the_compute_its_stream_waited_for_at_the_enqueue():

@@ -15,7 +15,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from datetime import UTC
-from typing import Any
+from typing import Any, cast
 
 from ..atomic import atomic_open
 from ..errors import InputError
@@ -70,7 +70,8 @@ class LinkStats:
     correlation: str = RF_KEY  # the Kineto arg matched against the host rf_id
     # NCCL: blocked in a device sync while a NCCL kernel ran alone (a NCCL call only enqueues)
     comm_sync_us: float = 0.0
-    stream_wait_events: int = 0  # Kineto "Stream Wait Event"s (then convert takes the streams' waits from them)
+    # Kineto "Stream Wait Event"s naming their event's record (then convert takes the streams' waits from them)
+    stream_wait_events: int = 0
 
     @property
     def comm_wait_us(self) -> float:
@@ -263,7 +264,7 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         sum(wait.thread_us.values()),
         correlation=key,
         comm_sync_us=sum(wait.in_syncs_us.values()),
-        stream_wait_events=len(kineto.stream_waits),
+        stream_wait_events=sum(_wait_ends(e) is not None for e in kineto.stream_waits),
     )
     out = dict(host.header)
     if "distributedInfo" in kineto.header:
@@ -311,6 +312,17 @@ def _sync_deps(
     return {hid: sorted(ids) for hid, ids in sorted(waits.items())}
 
 
+def _wait_ends(e: KEvent) -> tuple[Any, int, int, int, int] | None:
+    """A "Stream Wait Event"'s (device, stream, wait call's correlation, ``wait_on_stream``, the
+    record's correlation), or None when it names no event record: Kineto writes -1 for a record it
+    did not see (made before the profiler started, or CUDA event activities not collected)."""
+    ends = [e.arg_int(k) for k in ("stream", "correlation", "wait_on_stream", "wait_on_cuda_event_record_corr_id")]
+    if any(v is None or v < 0 for v in ends):
+        return None
+    stream, wait_corr, source, record_corr = cast(list[int], ends)
+    return device_of({"args": e.args}), stream, wait_corr, source, record_corr
+
+
 def _stream_waits(kineto: KinetoTrace, launched: list[tuple[KEvent, dict[str, Any]]]) -> dict[int, list[int]]:
     """GPU node id -> the GPU nodes a ``cudaStreamWaitEvent`` made its stream wait for.
 
@@ -331,11 +343,10 @@ def _stream_waits(kineto: KinetoTrace, launched: list[tuple[KEvent, dict[str, An
         ops.sort()
     out: dict[int, set[int]] = {}
     for e in kineto.stream_waits:
-        device = device_of({"args": e.args})
-        stream, wait_corr = e.arg_int("stream"), e.arg_int("correlation")
-        source, record_corr = e.arg_int("wait_on_stream"), e.arg_int("wait_on_cuda_event_record_corr_id")
-        if stream is None or wait_corr is None or source is None or record_corr is None or source == stream:
+        ends = _wait_ends(e)
+        if ends is None or ends[1] == ends[3]:
             continue
+        device, stream, wait_corr, source, record_corr = ends
         before, after = by_stream.get((device, source), []), by_stream.get((device, stream), [])
         i = bisect.bisect_left(before, (record_corr,)) - 1
         j = bisect.bisect_left(after, (wait_corr + 1,))
