@@ -82,7 +82,12 @@ def _stream_wait(stream: int, corr: int, on_stream: int, record_corr: int) -> di
     return {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": stream, "ts": 1, "args": args}
 
 
-def linked_step(wait_inside_launcher: bool = False, sync_events: tuple[str, ...] = (), gemm_us: float = 100.0) -> dict:
+def linked_step(
+    wait_inside_launcher: bool = False,
+    sync_events: tuple[str, ...] = (),
+    gemm_us: float = 100.0,
+    sync_all_reduce: bool = False,
+) -> dict:
     """One rank of a 2-rank DDP-like step, linked: a GEMM on the compute stream, a bucket's
     all-reduce (``c10d`` > record > ``nccl:all_reduce`` launching a NCCL kernel on its stream),
     ``work.wait()`` (a ``wait`` record of seq 1), then the optimizer's ``add_`` and a ``mul``.
@@ -92,7 +97,9 @@ def linked_step(wait_inside_launcher: bool = False, sync_events: tuple[str, ...]
     ``"enqueue"``, the NCCL stream waiting for the compute stream before the kernel (correlations
     2, 3), ``"wait"``, ``work.wait()``'s compute stream waiting for the NCCL end event (5, 6),
     ``"unknown"``, both waits naming no event record (Kineto did not see the records).
-    ``gemm_us``: the GEMM's device time (a long one still runs when the all-reduce is called)."""
+    ``gemm_us``: the GEMM's device time (a long one still runs when the all-reduce is called).
+    ``sync_all_reduce`` adds, after ``mul``, an ``async_op=False`` all-reduce (seq 2), whose NCCL
+    kernel ProcessGroupNCCL puts on the current (compute) stream."""
     x = [200, 201, 0, NUMEL, 4, "cuda:0"]
     wait_id, wait_parent = (10, 9) if wait_inside_launcher else (8, 2)  # ids are taken at op entry
     host = [
@@ -125,6 +132,20 @@ def linked_step(wait_inside_launcher: bool = False, sync_events: tuple[str, ...]
         _kernel("vectorized_elementwise_kernel<add>", 610, OPT_US, COMPUTE, 7),
         _kernel("vectorized_elementwise_kernel<mul>", 1610, 10, COMPUTE, 8),
     ]
+    if sync_all_reduce:  # ids 12-14 (host ids are taken at op entry; the linker numbers GPU ops after them)
+        y = [202, 203, 0, NUMEL, 4, "cuda:0"]
+        host += [
+            _n(12, "c10d::allreduce_", 2, [[y], "<Object>", "<Object>", "<None>", False, -1]),
+            _n(13, "record_param_comms", 12, [[y], [2, False], ["0", "default_pg"], 0, "allreduce", [], [], 0, 1, 2]),
+            _n(14, "nccl:all_reduce", 13, [y]),
+        ]
+        events += [
+            _cpu("c10d::allreduce_", 12, 185, 10),
+            _cpu("record_param_comms", 13, 186, 8),
+            _cpu("nccl:all_reduce", 14, 187, 6),
+            _launch(190, 9),
+            _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1620, 400, COMPUTE, 9),
+        ]
     if "enqueue" in sync_events:
         events.append(_stream_wait(NCCL, 3, COMPUTE, 2))
     if "wait" in sync_events:
@@ -221,6 +242,22 @@ def test_a_wait_holds_no_op_launched_on_a_nccl_stream():
     gemm, nccl, add, mul = sorted(nid for nid in out if nid > 11)
     assert list(out[add].data_deps) == [9, nccl]  # the NCCL stream's order, not the wait
     assert list(out[mul].data_deps) == [11, gemm, nccl]
+
+
+def test_a_synchronous_collective_on_the_compute_stream_leaves_it_a_compute_stream():
+    """Since PyTorch 2.x an ``async_op=False`` collective (the default: a loss or flag all-reduce)
+    runs its NCCL kernel on the current stream, not on ProcessGroupNCCL's own. That stream stays
+    the threads' compute stream: the async all-reduce's enqueue and ``work.wait()`` still find
+    their ops on it. Before, one NCCL kernel on it made every op on it count as NCCL work, and both
+    edges were lost (the optimizer ran beside the bucket all-reduce)."""
+    _, out = _convert(linked_step(sync_all_reduce=True))
+    gemm, nccl, add, mul, sync_nccl = sorted(nid for nid in out if nid > 14)
+    assert out[sync_nccl].type == schema.COMM_COLL_NODE
+    assert list(out[nccl].data_deps) == [7, gemm]  # before: [7]
+    assert list(out[add].data_deps) == [9, gemm, nccl]  # before: [9, gemm]
+    assert list(out[mul].data_deps) == [11, add]
+    assert list(out[sync_nccl].data_deps) == [14, mul]  # the compute stream's order
+    assert all(d < nid for nid, n in out.items() for d in n.data_deps)
 
 
 def test_the_enqueue_waits_for_the_collectives_device_only():
