@@ -788,7 +788,13 @@ def _storages(n: dict[str, Any], key: str) -> set[int]:
 class _ComputeLaunches:
     """The GPU ops launched off NCCL streams (a NCCL stream is never a thread's current stream), in
     launch order (launch ns, correlation, id), per (host thread, device) to tell a thread's current
-    stream and per (device, stream) to find the ops a stream's wait holds or waits for."""
+    stream and per (device, stream) to find the ops a stream's wait holds or waits for.
+
+    A NCCL stream is one whose first op (in id order: device start order) is a NCCL kernel:
+    ProcessGroupNCCL makes its own streams for a communicator's first collective, while a current
+    stream also carries the NCCL kernels of synchronous (``async_op=False``) collectives, which
+    PyTorch runs on it, after the compute that came first. Taking any stream with a NCCL kernel for
+    a NCCL stream lost every op of a compute stream that had one such kernel."""
 
     by_thread: dict[tuple[int, Any], list[tuple[int, int, int, int]]]  # -> [(ns, corr, id, stream)]
     by_stream: dict[tuple[Any, int], list[tuple[int, int, int]]]  # -> [(ns, corr, id)]
@@ -796,7 +802,10 @@ class _ComputeLaunches:
     @classmethod
     def of(cls, conv: _Converter, tid_of: dict[int, int]) -> _ComputeLaunches:
         gpu = [n for n in conv.order if conv.role[n["id"]] == GPU]
-        nccl_streams = {(device_of(n), n.get("stream", 0)) for n in gpu if "nccl" in n["name"].lower()}
+        first: dict[tuple[Any, int], str] = {}
+        for n in gpu:
+            first.setdefault((device_of(n), n.get("stream", 0)), n["name"])
+        nccl_streams = {key for key, name in first.items() if "nccl" in name.lower()}
         out = cls({}, {})
         for n in gpu:
             key = (device_of(n), n.get("stream", 0))
