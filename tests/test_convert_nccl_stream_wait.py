@@ -10,6 +10,7 @@ lengthen the simulated step.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,7 @@ def linked_step(
     sync_events: tuple[str, ...] = (),
     gemm_us: float = 100.0,
     sync_all_reduce: bool = False,
+    edit: Callable[[list[dict], list[dict]], object] | None = None,
 ) -> dict:
     """One rank of a 2-rank DDP-like step, linked: a GEMM on the compute stream, a bucket's
     all-reduce (``c10d`` > record > ``nccl:all_reduce`` launching a NCCL kernel on its stream),
@@ -99,7 +101,8 @@ def linked_step(
     ``"unknown"``, both waits naming no event record (Kineto did not see the records).
     ``gemm_us``: the GEMM's device time (a long one still runs when the all-reduce is called).
     ``sync_all_reduce`` adds, after ``mul``, an ``async_op=False`` all-reduce (seq 2), whose NCCL
-    kernel ProcessGroupNCCL puts on the current (compute) stream."""
+    kernel ProcessGroupNCCL puts on the current (compute) stream. ``edit(host nodes, Kineto
+    events)`` changes the inputs before they are linked (odd or broken traces)."""
     x = [200, 201, 0, NUMEL, 4, "cuda:0"]
     wait_id, wait_parent = (10, 9) if wait_inside_launcher else (8, 2)  # ids are taken at op entry
     host = [
@@ -152,6 +155,8 @@ def linked_step(
         events.append(_stream_wait(COMPUTE, 6, NCCL, 5))
     if "unknown" in sync_events:  # both waits, on events whose record Kineto did not see (-1)
         events += [_stream_wait(NCCL, 3, -1, -1), _stream_wait(COMPUTE, 6, -1, -1)]
+    if edit is not None:
+        edit(host, events)
     obj, _ = link_traces(
         parse_host_trace({"schema": "1.1.1-chakra.0.0.4", "pid": 9, "nodes": host}, "h"),
         parse_kineto({"traceEvents": events}, "k"),
