@@ -347,3 +347,34 @@ def test_half_the_bandwidth_lengthens_the_step_by_the_all_reduces_extra_time(tmp
     ]
     assert len(extra) == 2 and extra[0] == extra[1] > 300_000
     assert [s - f for f, s in zip(fast.finish_ns, slow.finish_ns, strict=True)] == [extra[0]] * 2
+
+
+def _copy_in_before_the_nccl_kernel(_host: list[dict], events: list[dict]) -> None:
+    """``nccl:all_reduce`` copies its input in on the NCCL stream before the kernel, as
+    ProcessGroupNCCL's pre-processing does for a list of tensors (a device-to-device memcpy)."""
+    args = {"correlation": 10, "stream": NCCL, "device": 0}
+    events.append(dict(_launch(124, 10), name="cudaMemcpyAsync"))
+    events.append(
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "Memcpy DtoD",
+            "pid": 0,
+            "tid": NCCL,
+            "ts": 205,
+            "dur": 2,
+            "args": args,
+        }
+    )
+
+
+def test_a_copy_in_on_the_nccl_stream_before_its_kernel_leaves_it_a_nccl_stream():
+    """The NCCL stream's first op is a collective's copy-in, not a NCCL kernel: it is still
+    ProcessGroupNCCL's stream (its first kernel is a NCCL one), never the thread's current stream,
+    and the enqueue still waits for the GEMM on the compute stream."""
+    _, out = _convert(linked_step(edit=_copy_in_before_the_nccl_kernel))
+    gemm, copy_in, nccl, add, mul = sorted(nid for nid in out if nid > 11)
+    assert list(out[copy_in].data_deps) == [7]
+    assert list(out[nccl].data_deps) == [7, copy_in, gemm]
+    assert list(out[add].data_deps) == [9, gemm, nccl]
+    assert list(out[mul].data_deps) == [11, add]
