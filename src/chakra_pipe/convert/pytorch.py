@@ -784,13 +784,17 @@ def _storages(n: dict[str, Any], key: str) -> set[int]:
     return tensor_storages(values)
 
 
+_COPIES = frozenset({"gpu_memcpy", "gpu_memset"})  # Kineto's device copies and fills (not kernels)
+
+
 @dataclass
 class _ComputeLaunches:
     """The GPU ops launched off NCCL streams (a NCCL stream is never a thread's current stream), in
     launch order (launch ns, correlation, id), per (host thread, device) to tell a thread's current
     stream and per (device, stream) to find the ops a stream's wait holds or waits for.
 
-    A NCCL stream is one whose first op (in id order: device start order) is a NCCL kernel:
+    A NCCL stream is one whose first kernel (in id order: device start order; copies skipped, as a
+    collective copies its inputs in on its NCCL stream before its kernel) is a NCCL kernel:
     ProcessGroupNCCL makes its own streams for a communicator's first collective, while a current
     stream also carries the NCCL kernels of synchronous (``async_op=False``) collectives, which
     PyTorch runs on it, after the compute that came first. Taking any stream with a NCCL kernel for
@@ -804,7 +808,8 @@ class _ComputeLaunches:
         gpu = [n for n in conv.order if conv.role[n["id"]] == GPU]
         first: dict[tuple[Any, int], str] = {}
         for n in gpu:
-            first.setdefault((device_of(n), n.get("stream", 0)), n["name"])
+            if n.get("cat") not in _COPIES:
+                first.setdefault((device_of(n), n.get("stream", 0)), n["name"])
         nccl_streams = {key for key, name in first.items() if "nccl" in name.lower()}
         out = cls({}, {})
         for n in gpu:
