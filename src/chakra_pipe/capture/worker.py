@@ -16,6 +16,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from ..atomic import atomic_open, write_json
 from ..errors import InputError
@@ -110,6 +111,7 @@ def _capture(run: Path, job: dict, rank: int, local_rank: int) -> None:
         activities=activities,
         schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
         record_shapes=True,
+        experimental_config=sync_event_config(torch, device),
         execution_trace_observer=observer,
         on_trace_ready=lambda p: p.export_chrome_trace(str(kineto_tmp)),
     ) as prof:
@@ -122,6 +124,16 @@ def _capture(run: Path, job: dict, rank: int, local_rank: int) -> None:
     _gzip_into(host_tmp, host_path(run, rank))
     _gzip_into(kineto_tmp, kineto_path(run, rank))
     write_json(times_path(run, rank), {"untraced": untraced, "traced": traced[1:]})
+
+
+def sync_event_config(torch: Any, device: Any) -> Any:
+    """On a GPU, ask Kineto for its CUDA synchronization events (``cuda_sync``, among them each
+    "Stream Wait Event"): DDP's Reducer waits for its gradient buckets through futures, which leave
+    no ``wait`` record in the host trace, so only these events tell convert that the optimizer's
+    kernels follow the bucket all-reduces (``capture/README.md``). None on CPU (no device streams)."""
+    if device.type != "cuda":
+        return None
+    return torch.profiler._ExperimentalConfig(enable_cuda_sync_events=True)
 
 
 if __name__ == "__main__":
