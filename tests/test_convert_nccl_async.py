@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from nccl_traces import NUMEL, PG_INIT, host_op, ring_hardware
+
 from chakra_pipe.convert.collectives import RecordSeq, record_seq
 from chakra_pipe.convert.pytorch import convert_trace
 from chakra_pipe.convert.rankset import write_rank_set
@@ -20,37 +23,18 @@ from chakra_pipe.link.hostet import parse_host_trace
 from chakra_pipe.link.kineto import parse_kineto
 from chakra_pipe.link.linker import link_traces
 from chakra_pipe.sim import simulate
-from chakra_pipe.sim.config import HardwareConfig, NetworkConfig, SystemConfig
 
-DATA = Path(__file__).parent / "data" / "capture"
 EMPTY = {"values": [], "shapes": [], "types": []}
-NUMEL = 1 << 20  # a 4 MiB all-reduce
-PG_INIT = json.dumps(
-    [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "ranks": [], "group_size": 2}]
-)
 
 
 def _t(tid: int, numel: int) -> list:
     return [tid, tid + 1, 0, numel, 4, "cuda:0"]
 
 
-def _n(nid, name, parent, values=None, outputs=None, **extra) -> dict:
-    node = {
-        "id": nid,
-        "name": name,
-        "ctrl_deps": parent,
-        "inputs": {"values": values or [], "shapes": [], "types": []},
-        "outputs": {"values": outputs or [], "shapes": [], "types": []},
-        "attrs": [{"name": "tid", "type": "uint64", "value": 1}, {"name": "rf_id", "type": "uint64", "value": nid}],
-    }
-    node.update(extra)
-    return node
-
-
 def _record(nid, parent, tensors, seq, name, out=None) -> dict:
     """A 1.1.x ``record_param_comms``: ``[tensors, [seq, isP2P], [pg, desc], rank, name, …, group size]``."""
     values = [tensors, [seq, False], ["0", "default_pg"], 0, name, [], [], 0, 1, 2]
-    return _n(nid, "record_param_comms", parent, values, out if out is not None else tensors)
+    return host_op(nid, "record_param_comms", parent, values, out if out is not None else tensors)
 
 
 def host_only_rank(relu_us: float = 0.0) -> dict:
@@ -59,20 +43,20 @@ def host_only_rank(relu_us: float = 0.0) -> dict:
     all-gather waited on with ``work.wait()`` and a last op."""
     x, gathered, part = _t(200, NUMEL), _t(300, 2), _t(310, 1)
     nodes = [
-        _n(1, "[pytorch|profiler|execution_trace|process]", 1),
-        _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
-        _n(3, "## process_group:init ##", 2, [PG_INIT]),
-        _n(4, "aten::mm", 2, outputs=[x]),
-        _n(5, "c10d::allreduce_", 2, [[x], "<Object>", "<Object>", "<None>", True, -1]),
+        host_op(1, "[pytorch|profiler|execution_trace|process]", 1),
+        host_op(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        host_op(3, "## process_group:init ##", 2, [PG_INIT]),
+        host_op(4, "aten::mm", 2, outputs=[x]),
+        host_op(5, "c10d::allreduce_", 2, [[x], "<Object>", "<Object>", "<None>", True, -1]),
         _record(6, 5, [x], 28, "allreduce"),
-        _n(7, "nccl:all_reduce", 6, [x]),
-        _n(8, "aten::relu", 2, [_t(400, 8)], **({"exclusive_dur": relu_us} if relu_us else {})),
-        _n(9, "aten::add_", 2, [x, _t(410, 8)]),
-        _n(10, "c10d::_allgather_base_", 2, [gathered, part, "<Object>", False, -1]),
+        host_op(7, "nccl:all_reduce", 6, [x]),
+        host_op(8, "aten::relu", 2, [_t(400, 8)], **({"exclusive_dur": relu_us} if relu_us else {})),
+        host_op(9, "aten::add_", 2, [x, _t(410, 8)]),
+        host_op(10, "c10d::_allgather_base_", 2, [gathered, part, "<Object>", False, -1]),
         _record(11, 10, [part], 29, "_allgather_base", out=[gathered]),
-        _n(12, "nccl:_all_gather_base", 11, [part]),
-        _n(13, "record_param_comms", 2, [[29, False], ["", ""], 0, "wait", [], [], -1, -1, 1]),
-        _n(14, "aten::mul", 2, [_t(420, 8)]),
+        host_op(12, "nccl:_all_gather_base", 11, [part]),
+        host_op(13, "record_param_comms", 2, [[29, False], ["", ""], 0, "wait", [], [], -1, -1, 1]),
+        host_op(14, "aten::mul", 2, [_t(420, 8)]),
     ]
     return {"schema": "1.1.1-chakra.0.0.4", "pid": 1, "time": "t", "start_ts": 0, "nodes": nodes, "finish_ts": 1}
 
@@ -98,15 +82,10 @@ def test_host_only_nccl_collective_blocks_only_its_consumers():
     }
 
 
-def _hw(npus: int) -> HardwareConfig:
-    network = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [npus], "bandwidth": [10.0], "latency": [0]})
-    return HardwareConfig(system=SystemConfig.from_file(DATA / "system_ring.json"), network=network)
-
-
 def _finish_us(tmp_path: Path, relu_us: float) -> float:
     prefix = str(tmp_path / f"r{relu_us:g}")
     write_rank_set(prefix, [convert_trace(parse_host_trace(host_only_rank(relu_us), "h"), r) for r in range(2)])
-    return max(simulate(TraceSet.load(prefix), _hw(2)).finish_ns) / 1e3
+    return max(simulate(TraceSet.load(prefix), ring_hardware(10.0)).finish_ns) / 1e3
 
 
 def test_host_only_nccl_all_reduce_overlaps_independent_host_work(tmp_path):
@@ -124,13 +103,13 @@ def _linked_allreduce(kernel: bool) -> tuple[dict, dict]:
     (or, for a one-member group, a copy), then ``aten::add_`` reading the tensor."""
     x = _t(200, NUMEL)
     nodes = [
-        _n(1, "[pytorch|profiler|execution_trace|process]", 1),
-        _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
-        _n(5, "c10d::allreduce_", 2, [[x], "<Object>", "<Object>", "<None>", False, -1]),
+        host_op(1, "[pytorch|profiler|execution_trace|process]", 1),
+        host_op(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        host_op(5, "c10d::allreduce_", 2, [[x], "<Object>", "<Object>", "<None>", False, -1]),
         _record(6, 5, [x], 3, "allreduce"),
-        _n(7, "nccl:all_reduce", 6, [x]),
-        _n(8, "aten::relu", 2),
-        _n(9, "aten::add_", 2, [x]),
+        host_op(7, "nccl:all_reduce", 6, [x]),
+        host_op(8, "aten::relu", 2),
+        host_op(9, "aten::add_", 2, [x]),
     ]
     host = {"schema": "1.1.1-chakra.0.0.4", "pid": 9, "nodes": nodes}
 
@@ -187,21 +166,21 @@ def _two_groups_rank(nodes: list[dict]) -> dict:
         {"pg_name": "1", "pg_desc": "sub", "backend_config": "cuda:nccl", "ranks": [0, 1], "group_size": 2}
     ]
     head = [
-        _n(1, "[pytorch|profiler|execution_trace|process]", 1),
-        _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
-        _n(3, "## process_group:init ##", 2, [json.dumps(table)]),
+        host_op(1, "[pytorch|profiler|execution_trace|process]", 1),
+        host_op(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        host_op(3, "## process_group:init ##", 2, [json.dumps(table)]),
     ]
     return {"schema": "1.1.1-chakra.0.0.4", "pid": 1, "time": "t", "start_ts": 0, "nodes": head + nodes, "finish_ts": 1}
 
 
 def _grouped(nid, parent, tensors, seq, pg) -> dict:
     values = [tensors, [seq, False], [pg, "sub"], 0, "allreduce", [], [], 0, 1, 2]
-    return _n(nid, "record_param_comms", parent, values, tensors)
+    return host_op(nid, "record_param_comms", parent, values, tensors)
 
 
 def _wait(nid, seq, pg) -> dict:
     """``WorkNCCL::wait`` as torch >= 2.4 records it: its work's sequence number and group."""
-    return _n(nid, "record_param_comms", 2, [[seq, False], [pg, "sub"], 0, "wait", [], [], -1, -1, 1])
+    return host_op(nid, "record_param_comms", 2, [[seq, False], [pg, "sub"], 0, "wait", [], [], -1, -1, 1])
 
 
 def test_a_wait_depends_on_its_own_groups_collective():
@@ -212,12 +191,12 @@ def test_a_wait_depends_on_its_own_groups_collective():
     _, out = _convert(
         _two_groups_rank(
             [
-                _n(10, "c10d::allreduce_", 2, [[x]]),
+                host_op(10, "c10d::allreduce_", 2, [[x]]),
                 _grouped(11, 10, [x], 5, "0"),
-                _n(12, "c10d::allreduce_", 2, [[y]]),
+                host_op(12, "c10d::allreduce_", 2, [[y]]),
                 _grouped(13, 12, [y], 5, "1"),
                 _wait(14, 5, "0"),
-                _n(15, "aten::relu", 2),
+                host_op(15, "aten::relu", 2),
                 _wait(16, 5, "1"),
             ]
         )
@@ -233,7 +212,7 @@ def test_record_seq_reads_every_layout():
     t = [_t(14, 1)]
 
     def rec(values, **attrs):
-        node = _n(9, "record_param_comms", 2, values)
+        node = host_op(9, "record_param_comms", 2, values)
         node["attrs"] += [{"name": k, "type": "string", "value": v} for k, v in attrs.items()]
         return record_seq(node)
 
@@ -246,48 +225,39 @@ def test_record_seq_reads_every_layout():
     # ProcessGroupNCCL::barrier records no tensors (its all-reduce, same number, follows)
     barrier = [[8, False], ["0", "default_pg"], 0, "barrier", [], [], 0, 1, 2]
     assert rec(barrier, collective_name="barrier", pg_name="0") == RecordSeq(8, False, False, "0")
-    assert rec([[t], "x"]) is None and record_seq(_n(9, "aten::mm", 2, [t])) is None
+    assert rec([[t], "x"]) is None and record_seq(host_op(9, "aten::mm", 2, [t])) is None
 
 
-def test_enqueueing_another_collective_on_the_tensor_does_not_block_the_host():
+@pytest.mark.parametrize(
+    ("second", "expected"),
+    [
+        # one group: the second collective follows the first on the group's NCCL stream
+        ((2, "0"), {12: [10], 13: [12, 11], 14: [12], 15: [14, 13]}),
+        # two groups (two NCCL streams): the second, reading the tensor, waits for the first on the
+        # device, as its readers do
+        ((1, "1"), {12: [10], 13: [12, 11], 14: [12], 15: [14, 11, 13]}),
+    ],
+)
+def test_enqueueing_another_collective_on_the_tensor_does_not_block_the_host(second, expected):
     """Two in-place all-reduces of one bucket: the second ``c10d::`` call only enqueues, so the
-    thread goes on without waiting for the first; the second collective follows the first on
-    the group's stream (before: the second call, reading the bucket, waited for the first)."""
+    thread goes on without waiting for the first (before: the second call, reading the bucket,
+    waited for the first); the second collective follows the first on the device."""
     x = _t(200, NUMEL)
+    seq, pg = second
     _, out = _convert(
         _two_groups_rank(
             [
-                _n(10, "c10d::allreduce_", 2, [[x]]),
+                host_op(10, "c10d::allreduce_", 2, [[x]]),
                 _grouped(11, 10, [x], 1, "0"),
-                _n(12, "c10d::allreduce_", 2, [[x]]),
-                _grouped(13, 12, [x], 2, "0"),
-                _n(14, "aten::relu", 2),
-                _n(15, "aten::add_", 2, [x]),
+                host_op(12, "c10d::allreduce_", 2, [[x]]),
+                _grouped(13, 12, [x], seq, pg),
+                host_op(14, "aten::relu", 2),
+                host_op(15, "aten::add_", 2, [x]),
             ]
         )
     )
-    deps = {nid: list(out[nid].data_deps) for nid in (10, 11, 12, 13, 14, 15)}
-    assert deps == {10: [3], 11: [10], 12: [10], 13: [12, 11], 14: [12], 15: [14, 13]}
-
-
-def test_a_collective_of_another_group_on_the_tensor_follows_the_first_on_the_device():
-    """The same chain across two groups (two NCCL streams): the host still goes on, and the second
-    collective, reading the tensor, waits for the first on the device, as its readers do."""
-    x = _t(200, NUMEL)
-    _, out = _convert(
-        _two_groups_rank(
-            [
-                _n(10, "c10d::allreduce_", 2, [[x]]),
-                _grouped(11, 10, [x], 1, "0"),
-                _n(12, "c10d::allreduce_", 2, [[x]]),
-                _grouped(13, 12, [x], 1, "1"),
-                _n(14, "aten::relu", 2),
-                _n(15, "aten::add_", 2, [x]),
-            ]
-        )
-    )
-    deps = {nid: list(out[nid].data_deps) for nid in (12, 13, 14, 15)}
-    assert deps == {12: [10], 13: [12, 11], 14: [12], 15: [14, 11, 13]}
+    assert list(out[10].data_deps) == [3] and list(out[11].data_deps) == [10]
+    assert {nid: list(out[nid].data_deps) for nid in expected} == expected
 
 
 def test_ops_inside_the_enqueueing_call_do_not_wait_for_its_collective():
@@ -296,11 +266,11 @@ def test_ops_inside_the_enqueueing_call_do_not_wait_for_its_collective():
     the copy, reading the gathered tensor, waited for the all-gather); the result's reader does."""
     flat, out_t = _t(200, 2), _t(300, 1)
     nodes = [
-        _n(10, "c10d::allgather_", 2, [[[out_t]], [_t(400, 1)]]),
+        host_op(10, "c10d::allgather_", 2, [[[out_t]], [_t(400, 1)]]),
         _grouped(11, 10, [_t(400, 1)], 1, "0") | {"outputs": {"values": [[[out_t]]], "shapes": [], "types": []}},
-        _n(12, "aten::copy_", 10, [out_t, flat]),
-        _n(13, "aten::relu", 2),
-        _n(14, "aten::mul", 2, [out_t]),
+        host_op(12, "aten::copy_", 10, [out_t, flat]),
+        host_op(13, "aten::relu", 2),
+        host_op(14, "aten::mul", 2, [out_t]),
     ]
     _, out = _convert(_two_groups_rank(nodes))
     deps = {nid: list(out[nid].data_deps) for nid in (11, 12, 13, 14)}
@@ -312,9 +282,11 @@ def test_an_int_list_is_no_tensor_read():
     has a tensor tuple's form, and its second int named the all-reduced storage (before: the
     ``permute`` waited for the all-reduce)."""
     x, y = _t(200, NUMEL), _t(500, 8)
-    permute = _n(12, "aten::permute", 2, [y, [0, 201, 2, 3, 4]])
+    permute = host_op(12, "aten::permute", 2, [y, [0, 201, 2, 3, 4]])
     permute["inputs"]["types"] = ["Tensor(float)", "GenericList[Int,Int,Int,Int,Int]"]
-    _, out = _convert(_two_groups_rank([_n(10, "c10d::allreduce_", 2, [[x]]), _grouped(11, 10, [x], 1, "0"), permute]))
+    _, out = _convert(
+        _two_groups_rank([host_op(10, "c10d::allreduce_", 2, [[x]]), _grouped(11, 10, [x], 1, "0"), permute])
+    )
     assert list(out[12].data_deps) == [10]
 
 
@@ -324,7 +296,7 @@ def test_a_sync_blocked_on_a_nccl_kernel_is_no_compute():
     out of the op's time, and the next op waits for the kernel's COMM node instead (before: the op
     kept its 400 us, freezing the measured network time into compute for every what-if)."""
     host, kineto = _linked_allreduce(kernel=True)
-    host["nodes"] = host["nodes"][:-1] + [_n(9, "aten::item", 2), _n(11, "aten::mul", 2)]
+    host["nodes"] = host["nodes"][:-1] + [host_op(9, "aten::item", 2), host_op(11, "aten::mul", 2)]
 
     def ev(name, ts, dur, cat="cpu_op", **args):
         return {"ph": "X", "cat": cat, "name": name, "pid": 9, "tid": 1, "ts": ts, "dur": dur, "args": args}

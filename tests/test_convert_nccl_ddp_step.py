@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_convert_nccl_stream_wait import COMPUTE, NCCL, NUMEL, PG_INIT, _cpu, _hw, _kernel, _launch, _n, _stream_wait
+from nccl_traces import COMPUTE, NCCL, NUMEL, PG_INIT, cpu_event, inplace_op, kernel, launch, ring_hardware, stream_wait
 
 from chakra_pipe.convert.pytorch import convert_trace
 from chakra_pipe.convert.rankset import write_rank_set
@@ -45,20 +45,20 @@ def _tensor(b: int) -> list:
 def _all_reduce(nid: int, parent: int, seq: int, b: int) -> list[dict]:
     x = _tensor(b)
     return [
-        _n(nid, "c10d::allreduce_", parent, [[x], "<Object>", "<Object>", "<None>", False, -1]),
-        _n(
+        inplace_op(nid, "c10d::allreduce_", parent, [[x], "<Object>", "<Object>", "<None>", False, -1]),
+        inplace_op(
             nid + 1,
             "record_param_comms",
             nid,
             [[x], [seq, False], ["0", "default_pg"], 0, "allreduce", [], [], 0, 1, 2],
         ),
-        _n(nid + 2, "nccl:all_reduce", nid + 1, [x]),
+        inplace_op(nid + 2, "nccl:all_reduce", nid + 1, [x]),
     ]
 
 
 def _all_reduce_events(nid: int, ts: float, corr: int) -> list[dict]:
     names = ("c10d::allreduce_", "record_param_comms", "nccl:all_reduce")
-    return [_cpu(name, nid + i, ts + i, 20 - 2 * i) for i, name in enumerate(names)] + [_launch(ts + 10, corr)]
+    return [cpu_event(name, nid + i, ts + i, 20 - 2 * i) for i, name in enumerate(names)] + [launch(ts + 10, corr)]
 
 
 def ddp_step(recorded: bool = False) -> dict:
@@ -68,60 +68,66 @@ def ddp_step(recorded: bool = False) -> dict:
     issue order (``recorded``: each enqueue records an event on stream 7 that stream 20 waits for;
     each ``work.wait()`` makes stream 7 wait for an event recorded after the bucket's kernel)."""
     host = [
-        _n(1, "[pytorch|profiler|execution_trace|process]", 1),
-        _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
-        _n(3, "## process_group:init ##", 2, [PG_INIT]),
-        _n(4, "aten::mm", 2),
-        _on(_n(5, "[pytorch|profiler|execution_trace|thread]", 1), AUTOGRAD),
-        _n(6, "MmBackward0", 5),
-        _n(7, "MmBackward0", 5),
+        inplace_op(1, "[pytorch|profiler|execution_trace|process]", 1),
+        inplace_op(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        inplace_op(3, "## process_group:init ##", 2, [PG_INIT]),
+        inplace_op(4, "aten::mm", 2),
+        _on(inplace_op(5, "[pytorch|profiler|execution_trace|thread]", 1), AUTOGRAD),
+        inplace_op(6, "MmBackward0", 5),
+        inplace_op(7, "MmBackward0", 5),
         *_all_reduce(8, 5, 1, 0),
-        _n(11, "MmBackward0", 5),
+        inplace_op(11, "MmBackward0", 5),
         *_all_reduce(12, 5, 2, 1),
-        _n(15, "MmBackward0", 5),
+        inplace_op(15, "MmBackward0", 5),
         *_all_reduce(16, 5, 3, 2),
     ]
     for n in host[5:]:
         _on(n, AUTOGRAD)
     for nid, seq in ((19, 1), (20, 2), (21, 3)):
-        host.append(_n(nid, "record_param_comms", 2, [[seq, False], ["0", "default_pg"], 0, "wait", [], [], -1, -1, 1]))
-    host += [_n(22, "aten::_foreach_add_", 2, [_tensor(0)]), _n(23, "aten::mul", 2), *_all_reduce(24, 2, 4, 3)]
+        host.append(
+            inplace_op(nid, "record_param_comms", 2, [[seq, False], ["0", "default_pg"], 0, "wait", [], [], -1, -1, 1])
+        )
+    host += [
+        inplace_op(22, "aten::_foreach_add_", 2, [_tensor(0)]),
+        inplace_op(23, "aten::mul", 2),
+        *_all_reduce(24, 2, 4, 3),
+    ]
     c = 10  # correlations 10 apart leave room for the recorded event records and waits
     autograd = [
-        _cpu("MmBackward0", 6, 198, 5),
-        _launch(200, 2 * c),
-        _cpu("MmBackward0", 7, 208, 5),
-        _launch(210, 3 * c),
+        cpu_event("MmBackward0", 6, 198, 5),
+        launch(200, 2 * c),
+        cpu_event("MmBackward0", 7, 208, 5),
+        launch(210, 3 * c),
         *_all_reduce_events(8, 220, 4 * c),
-        _cpu("MmBackward0", 11, 248, 5),
-        _launch(250, 5 * c),
+        cpu_event("MmBackward0", 11, 248, 5),
+        launch(250, 5 * c),
         *_all_reduce_events(12, 260, 6 * c),
-        _cpu("MmBackward0", 15, 288, 5),
-        _launch(290, 7 * c),
+        cpu_event("MmBackward0", 15, 288, 5),
+        launch(290, 7 * c),
         *_all_reduce_events(16, 300, 8 * c),
     ]
-    events = [_cpu("aten::mm", 4, 100, 10), _launch(105, c), *(_on(e, AUTOGRAD) for e in autograd)]
-    events += [_cpu("record_param_comms", nid, 330 + 2 * i, 1) for i, nid in enumerate((19, 20, 21))]
-    events += [_cpu("aten::_foreach_add_", 22, 340, 10), _launch(345, 9 * c), _cpu("aten::mul", 23, 360, 5)]
-    events += [_launch(365, 10 * c), *_all_reduce_events(24, 370, 11 * c)]
+    events = [cpu_event("aten::mm", 4, 100, 10), launch(105, c), *(_on(e, AUTOGRAD) for e in autograd)]
+    events += [cpu_event("record_param_comms", nid, 330 + 2 * i, 1) for i, nid in enumerate((19, 20, 21))]
+    events += [cpu_event("aten::_foreach_add_", 22, 340, 10), launch(345, 9 * c), cpu_event("aten::mul", 23, 360, 5)]
+    events += [launch(365, 10 * c), *_all_reduce_events(24, 370, 11 * c)]
     events += [
-        _kernel("fwd_gemm", 110, 190, COMPUTE, c),
-        _kernel("bwd_gemm_a", 300, 200, COMPUTE, 2 * c),
-        _kernel("bwd_gemm_b", 500, 200, COMPUTE, 3 * c),
-        _kernel(ALL_REDUCE, 700, 400, NCCL, 4 * c),
-        _kernel("bwd_gemm_c", 700, 200, COMPUTE, 5 * c),
-        _kernel("bwd_gemm_d", 900, 200, COMPUTE, 7 * c),
-        _kernel(ALL_REDUCE, 1100, 400, NCCL, 6 * c),
-        _kernel(ALL_REDUCE, 1500, 400, NCCL, 8 * c),
-        _kernel("multi_tensor_apply_kernel", 1900, 1000, COMPUTE, 9 * c),
-        _kernel("vectorized_elementwise_kernel<mul>", 2900, 10, COMPUTE, 10 * c),
-        _kernel(ALL_REDUCE, 2910, 400, COMPUTE, 11 * c),
+        kernel("fwd_gemm", 110, 190, COMPUTE, c),
+        kernel("bwd_gemm_a", 300, 200, COMPUTE, 2 * c),
+        kernel("bwd_gemm_b", 500, 200, COMPUTE, 3 * c),
+        kernel(ALL_REDUCE, 700, 400, NCCL, 4 * c),
+        kernel("bwd_gemm_c", 700, 200, COMPUTE, 5 * c),
+        kernel("bwd_gemm_d", 900, 200, COMPUTE, 7 * c),
+        kernel(ALL_REDUCE, 1100, 400, NCCL, 6 * c),
+        kernel(ALL_REDUCE, 1500, 400, NCCL, 8 * c),
+        kernel("multi_tensor_apply_kernel", 1900, 1000, COMPUTE, 9 * c),
+        kernel("vectorized_elementwise_kernel<mul>", 2900, 10, COMPUTE, 10 * c),
+        kernel(ALL_REDUCE, 2910, 400, COMPUTE, 11 * c),
     ]
     if recorded:
         for bucket in (4, 6, 8):
-            events.append(_stream_wait(NCCL, bucket * c - 1, COMPUTE, bucket * c - 2))
+            events.append(stream_wait(NCCL, bucket * c - 1, COMPUTE, bucket * c - 2))
         for i, bucket in enumerate((4, 6, 8)):
-            events.append(_stream_wait(COMPUTE, 85 + i, NCCL, bucket * c + 1))
+            events.append(stream_wait(COMPUTE, 85 + i, NCCL, bucket * c + 1))
     obj, stats = link_traces(
         parse_host_trace({"schema": "1.1.1-chakra.0.0.4", "pid": 9, "nodes": host}, "h"),
         parse_kineto({"traceEvents": events}, "k"),
@@ -160,7 +166,7 @@ def test_the_step_grows_by_every_all_reduces_extra_time(tmp_path, recorded):
     obj = ddp_step(recorded)
     prefix = str(tmp_path / "s")
     write_rank_set(prefix, [convert_trace(parse_host_trace(obj, f"r{r}"), r) for r in range(2)])
-    fast, slow = (simulate(TraceSet.load(prefix), _hw(gbps)) for gbps in (10.0, 2.5))
+    fast, slow = (simulate(TraceSet.load(prefix), ring_hardware(gbps)) for gbps in (10.0, 2.5))
     for rank in (0, 1):
         spans = [[c.end_ns - c.start_ns for c in result.collectives if c.rank == rank] for result in (fast, slow)]
         assert len(spans[0]) == 4

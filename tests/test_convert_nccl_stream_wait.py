@@ -9,159 +9,19 @@ lengthen the simulated step.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from pathlib import Path
-
 import pytest
+from nccl_traces import (
+    NCCL,
+    launch,
+    linked_step,
+    ring_hardware,
+)
 
 from chakra_pipe.convert.pytorch import convert_trace
 from chakra_pipe.convert.rankset import write_rank_set
 from chakra_pipe.et import TraceSet, schema
 from chakra_pipe.link.hostet import parse_host_trace
-from chakra_pipe.link.kineto import parse_kineto
-from chakra_pipe.link.linker import link_traces
 from chakra_pipe.sim import simulate
-from chakra_pipe.sim.config import HardwareConfig, NetworkConfig, SystemConfig
-
-DATA = Path(__file__).parent / "data" / "capture"
-NUMEL = 1 << 20  # a 4 MiB all-reduce
-PG_INIT = json.dumps(
-    [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "ranks": [], "group_size": 2}]
-)
-COMPUTE, NCCL = 7, 20  # streams
-OPT_US = 1000.0  # the optimizer kernel: longer than the all-reduce, so it hid the network before
-
-
-def _n(nid: int, name: str, parent: int, values: list | None = None) -> dict:
-    return {
-        "id": nid,
-        "name": name,
-        "ctrl_deps": parent,
-        "inputs": {"values": values or [], "shapes": [], "types": []},
-        "outputs": {"values": values or [], "shapes": [], "types": []},
-        "attrs": [{"name": "tid", "type": "uint64", "value": 1}, {"name": "rf_id", "type": "uint64", "value": nid}],
-    }
-
-
-def _cpu(name: str, rf: int, ts: float, dur: float) -> dict:
-    return {
-        "ph": "X",
-        "cat": "cpu_op",
-        "name": name,
-        "pid": 9,
-        "tid": 1,
-        "ts": ts,
-        "dur": dur,
-        "args": {"Record function id": rf},
-    }
-
-
-def _launch(ts: float, corr: int) -> dict:
-    return {
-        "ph": "X",
-        "cat": "cuda_runtime",
-        "name": "cudaLaunchKernel",
-        "pid": 9,
-        "tid": 1,
-        "ts": ts,
-        "dur": 1,
-        "args": {"correlation": corr},
-    }
-
-
-def _kernel(name: str, ts: float, dur: float, stream: int, corr: int) -> dict:
-    args = {"correlation": corr, "stream": stream, "device": 0}
-    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": args}
-
-
-def _stream_wait(stream: int, corr: int, on_stream: int, record_corr: int) -> dict:
-    """Kineto's record of ``cudaStreamWaitEvent`` (call ``corr``) on the device: ``stream`` waits for the
-    event recorded on ``on_stream`` by the ``cudaEventRecord`` call ``record_corr``."""
-    args = {"stream": stream, "device": 0, "correlation": corr, "wait_on_stream": on_stream}
-    args["wait_on_cuda_event_record_corr_id"] = record_corr
-    return {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": stream, "ts": 1, "args": args}
-
-
-def linked_step(
-    wait_inside_launcher: bool = False,
-    sync_events: tuple[str, ...] = (),
-    gemm_us: float = 100.0,
-    sync_all_reduce: bool = False,
-    edit: Callable[[list[dict], list[dict]], object] | None = None,
-) -> dict:
-    """One rank of a 2-rank DDP-like step, linked: a GEMM on the compute stream, a bucket's
-    all-reduce (``c10d`` > record > ``nccl:all_reduce`` launching a NCCL kernel on its stream),
-    ``work.wait()`` (a ``wait`` record of seq 1), then the optimizer's ``add_`` and a ``mul``.
-    With ``wait_inside_launcher`` the wait runs inside ``add_``, which launches its kernel after it
-    (an op that began before the wait launched after it: the launch's own time decides).
-    ``sync_events`` adds Kineto's "Stream Wait Event"s (runtime calls numbered in issue order):
-    ``"enqueue"``, the NCCL stream waiting for the compute stream before the kernel (correlations
-    2, 3), ``"wait"``, ``work.wait()``'s compute stream waiting for the NCCL end event (5, 6),
-    ``"unknown"``, both waits naming no event record (Kineto did not see the records).
-    ``gemm_us``: the GEMM's device time (a long one still runs when the all-reduce is called).
-    ``sync_all_reduce`` adds, after ``mul``, an ``async_op=False`` all-reduce (seq 2), whose NCCL
-    kernel ProcessGroupNCCL puts on the current (compute) stream. ``edit(host nodes, Kineto
-    events)`` changes the inputs before they are linked (odd or broken traces)."""
-    x = [200, 201, 0, NUMEL, 4, "cuda:0"]
-    wait_id, wait_parent = (10, 9) if wait_inside_launcher else (8, 2)  # ids are taken at op entry
-    host = [
-        _n(1, "[pytorch|profiler|execution_trace|process]", 1),
-        _n(2, "[pytorch|profiler|execution_trace|thread]", 1),
-        _n(3, "## process_group:init ##", 2, [PG_INIT]),
-        _n(4, "aten::mm", 2),
-        _n(5, "c10d::allreduce_", 2, [[x], "<Object>", "<Object>", "<None>", False, -1]),
-        _n(6, "record_param_comms", 5, [[x], [1, False], ["0", "default_pg"], 0, "allreduce", [], [], 0, 1, 2]),
-        _n(7, "nccl:all_reduce", 6, [x]),
-        _n(9, "aten::add_", 2, [x]),
-        _n(wait_id, "record_param_comms", wait_parent, [[1, False], ["0", "default_pg"], 0, "wait", [], [], -1, -1, 1]),
-        _n(11, "aten::mul", 2),
-    ]
-    wait_ts, add_ts = (163.0, 160.0) if wait_inside_launcher else (150.0, 160.0)
-    events = [
-        _cpu("aten::mm", 4, 100, 10),
-        _launch(105, 1),
-        _cpu("c10d::allreduce_", 5, 120, 20),
-        _cpu("record_param_comms", 6, 121, 18),
-        _cpu("nccl:all_reduce", 7, 122, 16),
-        _launch(125, 4),
-        _cpu("aten::add_", 9, add_ts, 10),
-        _cpu("record_param_comms", wait_id, wait_ts, 2),
-        _launch(167, 7),
-        _cpu("aten::mul", 11, 175, 5),
-        _launch(176, 8),
-        _kernel("ampere_sgemm_128x64_nn", 110, gemm_us, COMPUTE, 1),
-        _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 210, 400, NCCL, 4),
-        _kernel("vectorized_elementwise_kernel<add>", 610, OPT_US, COMPUTE, 7),
-        _kernel("vectorized_elementwise_kernel<mul>", 1610, 10, COMPUTE, 8),
-    ]
-    if sync_all_reduce:  # ids 12-14 (host ids are taken at op entry; the linker numbers GPU ops after them)
-        y = [202, 203, 0, NUMEL, 4, "cuda:0"]
-        host += [
-            _n(12, "c10d::allreduce_", 2, [[y], "<Object>", "<Object>", "<None>", False, -1]),
-            _n(13, "record_param_comms", 12, [[y], [2, False], ["0", "default_pg"], 0, "allreduce", [], [], 0, 1, 2]),
-            _n(14, "nccl:all_reduce", 13, [y]),
-        ]
-        events += [
-            _cpu("c10d::allreduce_", 12, 185, 10),
-            _cpu("record_param_comms", 13, 186, 8),
-            _cpu("nccl:all_reduce", 14, 187, 6),
-            _launch(190, 9),
-            _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1620, 400, COMPUTE, 9),
-        ]
-    if "enqueue" in sync_events:
-        events.append(_stream_wait(NCCL, 3, COMPUTE, 2))
-    if "wait" in sync_events:
-        events.append(_stream_wait(COMPUTE, 6, NCCL, 5))
-    if "unknown" in sync_events:  # both waits, on events whose record Kineto did not see (-1)
-        events += [_stream_wait(NCCL, 3, -1, -1), _stream_wait(COMPUTE, 6, -1, -1)]
-    if edit is not None:
-        edit(host, events)
-    obj, _ = link_traces(
-        parse_host_trace({"schema": "1.1.1-chakra.0.0.4", "pid": 9, "nodes": host}, "h"),
-        parse_kineto({"traceEvents": events}, "k"),
-    )
-    return obj
 
 
 def _convert(obj: dict, rank: int = 0):
@@ -312,7 +172,7 @@ def test_a_nccl_kernel_follows_the_compute_its_stream_waited_for_at_the_enqueue(
 def _simulate(tmp_path, obj: dict, gbps: float = 10.0):
     prefix = str(tmp_path / "s")
     write_rank_set(prefix, [convert_trace(parse_host_trace(obj, f"r{r}"), r) for r in range(2)])
-    return simulate(TraceSet.load(prefix), _hw(gbps))
+    return simulate(TraceSet.load(prefix), ring_hardware(gbps))
 
 
 @pytest.mark.parametrize("sync_events", [(), ("enqueue", "wait")])
@@ -328,11 +188,6 @@ def test_the_simulated_all_reduce_starts_when_the_backward_gemm_ends(tmp_path, s
         assert [c.start_ns for c in result.collectives if c.rank == rank] == [gemm_end]
 
 
-def _hw(gbps: float) -> HardwareConfig:
-    network = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [2], "bandwidth": [gbps], "latency": [0]})
-    return HardwareConfig(system=SystemConfig.from_file(DATA / "system_ring.json"), network=network)
-
-
 @pytest.mark.parametrize("sync_events", [(), ("enqueue", "wait")])
 def test_half_the_bandwidth_lengthens_the_step_by_the_all_reduces_extra_time(tmp_path, sync_events):
     """The optimizer kernel (1 ms) waits for the all-reduce, so the step grows by exactly what the
@@ -341,7 +196,7 @@ def test_half_the_bandwidth_lengthens_the_step_by_the_all_reduces_extra_time(tmp
     prefix = str(tmp_path / "s")
     obj = linked_step(sync_events=sync_events)
     write_rank_set(prefix, [convert_trace(parse_host_trace(obj, f"r{r}"), r) for r in range(2)])
-    fast, slow = (simulate(TraceSet.load(prefix), _hw(gbps)) for gbps in (10.0, 5.0))
+    fast, slow = (simulate(TraceSet.load(prefix), ring_hardware(gbps)) for gbps in (10.0, 5.0))
     extra = [
         s.end_ns - s.start_ns - (f.end_ns - f.start_ns) for f, s in zip(fast.collectives, slow.collectives, strict=True)
     ]
@@ -353,7 +208,7 @@ def _copy_in_before_the_nccl_kernel(_host: list[dict], events: list[dict]) -> No
     """``nccl:all_reduce`` copies its input in on the NCCL stream before the kernel, as
     ProcessGroupNCCL's pre-processing does for a list of tensors (a device-to-device memcpy)."""
     args = {"correlation": 10, "stream": NCCL, "device": 0}
-    events.append(dict(_launch(124, 10), name="cudaMemcpyAsync"))
+    events.append(dict(launch(124, 10), name="cudaMemcpyAsync"))
     events.append(
         {
             "ph": "X",

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from nccl_traces import cpu_event
 
 from chakra_pipe.convert.check import rank_problems, set_problems
 from chakra_pipe.convert.pytorch import convert_trace
@@ -228,16 +229,7 @@ def _nccl_allreduce(device_op: dict) -> tuple[dict, dict]:
     host = {"schema": "1.1.0-chakra.0.0.4", "pid": 9, "nodes": nodes}
 
     def ev(name, rf, ts, dur):
-        return {
-            "ph": "X",
-            "cat": "cpu_op",
-            "name": name,
-            "pid": 9,
-            "tid": 1,
-            "ts": ts,
-            "dur": dur,
-            "args": {"Record function id": rf, "External id": rf},
-        }
+        return cpu_event(name, rf, ts, dur, **{"External id": rf})
 
     launch = "cudaLaunchKernel" if device_op["cat"] == "kernel" else "cudaMemcpyAsync"
     kineto = {

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from test_convert_nccl_stream_wait import COMPUTE, NCCL, linked_step
+from nccl_traces import COMPUTE, NCCL, linked_step
 
 from chakra_pipe.convert.pytorch import convert_trace
 from chakra_pipe.convert.rankset import write_rank_set
