@@ -15,8 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Match host ops to Kineto CPU events by rf_id (Kineto without 'Record function "
         "id': by External id, when >= 90% of names agree), attach GPU kernels/memcpys via "
         "correlation to their launching op, add inclusive/exclusive durations and "
-        "start timestamps, and measure the communication wait (idle while a collective "
-        "ran on a worker thread, time in collective calls). Plain or gzip inputs; no "
+        "start timestamps, and measure the communication wait (gloo: idle while a collective "
+        "ran on a worker thread, time in its blocking calls; NCCL: time blocked in a device sync "
+        "while an NCCL kernel ran alone, as an NCCL call only enqueues). Plain or gzip inputs; no "
         "ProfilerStep required.",
     )
     p.add_argument(
