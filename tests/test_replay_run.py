@@ -448,6 +448,38 @@ def test_a_works_future_stamp_is_its_end_on_cpu_only(monkeypatch):
         engine.close()
 
 
+def test_wait_pool_frees_a_large_finished_work_before_going_idle_and_a_small_one_at_its_next_job():
+    """gloo's reduce-scatter work owns a temporary the size of its input, freed when the work dies
+    (64 MiB: 4-18 ms of munmap). Kept by its pool thread until the next hand-off, that free fell on
+    the next wait's path (calibrate's first send after a 64 MiB collective: ~5 ms late), so a large
+    work is dropped once the loop is woken, before the thread is idle again. A small one is dropped
+    at the next hand-off: freeing it at once cost a 256 B ping-pong ~45 us."""
+    import weakref
+
+    from chakra_pipe.replay.engine import EARLY_FREE_BYTES, _Waiter, _WaitPool
+
+    wake = threading.Event()
+    pool = _WaitPool(wake)
+
+    def finish(nbytes: int) -> tuple[_Waiter, weakref.ref]:
+        work = _Work(released=True)
+        waiter = pool.submit(_Waiter(work, nbytes))
+        deadline = time.monotonic() + 20  # the thread rejoins the idle ones once done with the work
+        while not pool._idle and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert pool._idle and wake.is_set() and waiter.finished and waiter.error is None
+        wake.clear()
+        return waiter, weakref.ref(work)
+
+    large, large_work = finish(EARLY_FREE_BYTES)
+    assert large_work() is None  # freed although the loop still holds its finished waiter
+    small, small_work = finish(EARLY_FREE_BYTES - 1)
+    del small  # as the loop drops a finished handle
+    assert small_work() is not None  # deferred: the idle thread still holds it
+    finish(0)  # the same thread's next job
+    assert small_work() is None
+
+
 def test_wait_pool_hands_each_waiter_of_a_burst_its_own_thread():
     """Receives are posted in a burst at each iteration's start: every one must be waited on at
     once (a shared ``SimpleQueue`` woke one idle thread per burst and stranded the rest)."""

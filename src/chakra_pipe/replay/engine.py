@@ -44,15 +44,28 @@ class Gemm:
         return cls(n, max(1, round(num_ops / (2 * n**3))))
 
 
+# A waiter thread frees a finished work of at least this many bytes as soon as it has woken the
+# loop, smaller ones when it takes its next job. gloo's reduce-scatter work owns a temporary the
+# size of its input; freeing one that glibc mmapped is an munmap of ~70 µs per MiB (2-core machine,
+# 64 MiB: 4-18 ms), which, deferred, fell on the next wait's path (calibrate's first send after
+# its 64 MiB collectives: ~5 ms late). Freeing every work at once cost a 256 B ping-pong ~45 µs,
+# more than a deferred free below 1 MiB costs (measured: 256 KiB <= 5 µs; 1 MiB 78 µs when
+# unmapped). Figures: benchmarks/RESULTS.md, calibrate_harness.py.
+EARLY_FREE_BYTES = 1 << 20
+
+
 class _Waiter:
     """A work item that cannot be polled, waited for on a :class:`_WaitPool` thread.
 
     gloo's send/recv and reduce-scatter works have no future and never flip ``is_completed``
     unless someone waits on them, so a pool thread does the waiting and the loop reads the flag.
+    ``nbytes`` is what the node handed to ``torch.distributed``: it decides when the work is freed
+    (:data:`EARLY_FREE_BYTES`).
     """
 
-    def __init__(self, work):
-        self.work, self.error, self.finished = work, None, False
+    def __init__(self, work, nbytes: int = 0):
+        self.work, self.nbytes, self.finished = work, nbytes, False
+        self.error: BaseException | None = None
         self.finished_ns: int | None = None
 
     def run(self) -> None:
@@ -71,7 +84,8 @@ class _WaitPool:
     critical path (calibrate's round trip is its fitted latency). Every waiter must get a thread at
     once, though, never queue behind a receive whose message is still to come (a send's completion
     may be what lets the peer send it): a waiter takes an idle thread, else a new one, so a rank
-    holds as many as it ever had waits in flight. Each thread has its own hand-off queue: one
+    holds as many as it ever had waits in flight (counting threads still freeing a large work,
+    which rejoin the idle ones only then). Each thread has its own hand-off queue: one
     queue shared by all would strand jobs, as ``SimpleQueue.put`` wakes one blocked ``get`` per
     burst of puts, not one per put (measured: a send's wait picked up 2-9 ms late, after the next
     receive freed a thread). Daemons, because a wait on a dead peer may never return and must not
@@ -95,8 +109,15 @@ class _WaitPool:
         while True:
             waiter = handoff.get()
             waiter.run()
+            if waiter.nbytes < EARLY_FREE_BYTES:
+                self._idle.append(handoff)
+                self._wake.set()  # after the flag: the woken loop must see it
+                continue  # ``waiter`` (and its work) dies at the next hand-off
+            # A large work: free it after the wake (before, it would delay the wake) and before
+            # going idle, so no wait is handed to this thread while it frees.
+            self._wake.set()
+            waiter.work = None
             self._idle.append(handoff)
-            self._wake.set()  # after the flag: the woken loop must see it
 
 
 class _Stamped:
@@ -145,28 +166,29 @@ class TorchEngine:
             return self._compute(i)
         spec = self.plan.comm.get(i)
         if action == ACT_COLL:
-            return self._track(self._collective(i, spec))  # type: ignore[arg-type]
+            return self._track(i, self._collective(i, spec))  # type: ignore[arg-type]
         if action == ACT_SEND:
             t = self._buffer("p2p", spec)  # type: ignore[arg-type]
             self._log(i, t)
-            return self._track(dist.isend(t, dst=spec.peer, tag=spec.tag))  # type: ignore[union-attr]
+            return self._track(i, dist.isend(t, dst=spec.peer, tag=spec.tag))  # type: ignore[union-attr]
         if action == ACT_RECV:
             return self._posted.pop(i) if self._prepost else self._post_recv(i)
         return None
 
-    def _track(self, work) -> tuple[str, object]:
-        """A pollable handle: the work (completion time-stamped) when it has a future, else a waiter."""
+    def _track(self, i: int, work) -> tuple[str, object]:
+        """A pollable handle for node ``i``'s work: the work (completion time-stamped) when it has a
+        future, else a waiter, sized by the bytes node ``i`` handed over (logged by ``_log``)."""
         try:
             future = work.get_future()
         except RuntimeError:
-            return ("waiter", self._waits.submit(_Waiter(work)))
+            return ("waiter", self._waits.submit(_Waiter(work, self.calls[i][-1])))
         return ("work", _Stamped(work, future, self._wake))
 
     def _post_recv(self, i: int) -> tuple[str, object]:
         spec = self.plan.comm[i]
         t = self._buffer(("recv", i), spec)  # receives may overlap: one buffer each
         self._log(i, t)
-        return self._track(dist.irecv(t, src=spec.peer, tag=spec.tag))
+        return self._track(i, dist.irecv(t, src=spec.peer, tag=spec.tag))
 
     def poll(self, handle) -> bool:
         kind, obj = handle
