@@ -826,26 +826,27 @@ class _ComputeLaunches:
             ops.sort()
         return out
 
-    def last_before(self, thread: int, device: Any, at: int) -> int | None:
-        """The last op launched before ``at`` on the thread's current stream of ``device`` (the stream
-        of its last launch there before ``at``, else of its first after; None if it launched none there)."""
+    def _current(self, thread: int, device: Any, at: int, after: bool) -> tuple[list[tuple[int, int, int]], int]:
+        """The thread's current stream of ``device`` at ``at`` (the stream of its nearest launch there:
+        the last before ``at``, else the first after; with ``after``, the first from ``at`` on, else
+        the last before) as its ops and the insertion point of ``at`` among them; ([], 0) if the
+        thread launched nothing there."""
         mine = self.by_thread.get((thread, device))
         if not mine:
-            return None
+            return [], 0
         i = bisect.bisect_left(mine, (at,))
-        on = self.by_stream[device, mine[i - 1 if i else 0][3]]
-        j = bisect.bisect_left(on, (at,))
+        nearest = (i if i < len(mine) else -1) if after else (i - 1 if i else 0)
+        on = self.by_stream[device, mine[nearest][3]]
+        return on, bisect.bisect_left(on, (at,))
+
+    def last_before(self, thread: int, device: Any, at: int) -> int | None:
+        """The last op launched before ``at`` on the thread's current stream of ``device``."""
+        on, j = self._current(thread, device, at, after=False)
         return on[j - 1][2] if j else None
 
     def first_after(self, thread: int, device: Any, at: int) -> int | None:
-        """The first op launched at or after ``at`` on the thread's current stream of ``device`` (the
-        stream of its first launch there from ``at`` on, else of its last before; None if it launched none there)."""
-        mine = self.by_thread.get((thread, device))
-        if not mine:
-            return None
-        i = bisect.bisect_left(mine, (at,))
-        on = self.by_stream[device, mine[i if i < len(mine) else -1][3]]
-        j = bisect.bisect_left(on, (at,))
+        """The first op launched at or after ``at`` on the thread's current stream of ``device``."""
+        on, j = self._current(thread, device, at, after=True)
         return on[j][2] if j < len(on) else None
 
 

@@ -161,6 +161,15 @@ def _exclusive_intervals(evs: list[KEvent], host_id: Mapping[int, int]) -> dict[
     return out
 
 
+def _cpu_threads(events: list[KEvent]) -> dict[tuple[Any, Any], list[KEvent]]:
+    """The CPU ops and annotations of each (process, thread), in the order given."""
+    threads: dict[tuple[Any, Any], list[KEvent]] = {}
+    for e in events:
+        if e.cat in CPU_CATS:
+            threads.setdefault((e.pid, e.tid), []).append(e)
+    return threads
+
+
 def _nccl_calls(evs: list[KEvent]) -> list[KEvent]:
     """The calls of one thread that enqueue a NCCL collective: ``record_param_comms`` and the
     ``c10d::`` ops containing one or a ``nccl:*`` range (gloo's calls contain neither)."""
@@ -203,16 +212,12 @@ def measure(events: list[KEvent], host_id: Mapping[int, int] = NO_HOST) -> CommW
 
     ``events`` may hold any Kineto events: CPU ops and annotations are measured, runtime syncs and
     device ops only serve the NCCL rule (a list of CPU events alone measures no NCCL wait)."""
-    threads: dict[tuple[Any, Any], list[KEvent]] = {}
+    threads = _cpu_threads(events)
     syncs: dict[Any, list[KEvent]] = {}
-    device: list[KEvent] = []
     for e in events:
-        if e.cat in CPU_CATS:
-            threads.setdefault((e.pid, e.tid), []).append(e)
-        elif e.cat in GPU_CATS:
-            device.append(e)
-        elif is_sync(e):
+        if is_sync(e):
             syncs.setdefault(e.tid, []).append(e)
+    device = [e for e in events if e.cat in GPU_CATS]
     work = {
         key: _merge([(e.ts, e.end) for e in evs if e.name.startswith(WORK_PREFIXES)]) for key, evs in threads.items()
     }
@@ -328,10 +333,7 @@ def network_wait_us(ranks: list[list[KEvent]]) -> list[float]:
     """
     paired: dict[tuple[str, int], list[KEvent]] = {}
     for events in ranks:
-        threads: dict[tuple[Any, Any], list[KEvent]] = {}
-        for e in events:
-            if e.cat in CPU_CATS:
-                threads.setdefault((e.pid, e.tid), []).append(e)
+        threads = _cpu_threads(events)
         # A NCCL call is no wait, clipped or not; clipping it could cut it off the record or range
         # that marks it as NCCL, and what was left would count as a blocking (gloo) call.
         nccl = {e.index for evs in threads.values() for e in _nccl_calls(evs)}
