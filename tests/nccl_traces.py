@@ -58,11 +58,12 @@ def cpu_event(name: str, rf: int, ts: float, dur: float, **args) -> dict:
     }
 
 
-def launch(ts: float, corr: int) -> dict:
+def launch(ts: float, corr: int, name: str = "cudaLaunchKernel") -> dict:
+    """A runtime call on thread 1: a launch, or ``name`` (``cudaEventRecord``, ``cudaStreamWaitEvent``)."""
     return {
         "ph": "X",
         "cat": "cuda_runtime",
-        "name": "cudaLaunchKernel",
+        "name": name,
         "pid": 9,
         "tid": 1,
         "ts": ts,
@@ -173,3 +174,135 @@ def ring_hardware(gbps: float, npus: int = 2) -> HardwareConfig:
     """A Ring of ``npus`` at ``gbps``, no latency, with the capture tests' ring system file."""
     network = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [npus], "bandwidth": [gbps], "latency": [0]})
     return HardwareConfig(system=SystemConfig.from_file(DATA / "system_ring.json"), network=network)
+
+
+MAIN, AUTOGRAD = 1, 2
+ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+
+
+def on_thread(node_or_event: dict, tid: int) -> dict:
+    """A host node or Kineto event moved to thread ``tid``."""
+    if "attrs" in node_or_event:
+        node_or_event["attrs"][0]["value"] = tid
+    else:
+        node_or_event["tid"] = tid
+    return node_or_event
+
+
+def _tensor(b: int) -> list:
+    return [300 + b, 400 + b, 0, NUMEL, 4, "cuda:0"]
+
+
+def _all_reduce(nid: int, parent: int, seq: int, b: int) -> list[dict]:
+    x = _tensor(b)
+    return [
+        inplace_op(nid, "c10d::allreduce_", parent, [[x], "<Object>", "<Object>", "<None>", False, -1]),
+        inplace_op(
+            nid + 1,
+            "record_param_comms",
+            nid,
+            [[x], [seq, False], ["0", "default_pg"], 0, "allreduce", [], [], 0, 1, 2],
+        ),
+        inplace_op(nid + 2, "nccl:all_reduce", nid + 1, [x]),
+    ]
+
+
+def _all_reduce_events(nid: int, ts: float, corr: int) -> list[dict]:
+    names = ("c10d::allreduce_", "record_param_comms", "nccl:all_reduce")
+    return [cpu_event(name, nid + i, ts + i, 20 - 2 * i) for i, name in enumerate(names)] + [launch(ts + 10, corr)]
+
+
+def ddp_step(recorded: bool = False, wait_calls: bool = False) -> dict:
+    """One rank of a 2-rank DDP step, linked. Host ids (op entry order): 4 forward mm; 5 the autograd
+    thread; 6, 7, 11, 15 backward GEMMs; 8-10, 12-14, 16-18 the buckets' all-reduces (seq 1-3);
+    19-21 the waits; 22 the optimizer, 23 ``mul``; 24-26 the loss all-reduce (seq 4). Runtime calls
+    are numbered in issue order (``recorded``: each enqueue records an event on stream 7 that
+    stream 20 waits for; each ``work.wait()`` makes stream 7 wait for an event recorded after the
+    bucket's kernel). ``wait_calls``: as DDP's Reducer really waits, through futures, so without
+    the ``wait`` records 19-21 and only with the runtime calls Kineto records: in each enqueue
+    ``syncStream``'s ``cudaEventRecord`` + ``cudaStreamWaitEvent``; after it, inside the autograd
+    hook that called it (a Kineto op the host trace lacks), the comm hook's ``Future.then`` callback
+    waiting on a pool stream and recording its result's event; at 330-335 on the autograd thread,
+    outside any op, ``finalize_backward``'s ``future.wait()``s (an event record, then the wait)."""
+    host = [
+        inplace_op(1, "[pytorch|profiler|execution_trace|process]", 1),
+        inplace_op(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        inplace_op(3, "## process_group:init ##", 2, [PG_INIT]),
+        inplace_op(4, "aten::mm", 2),
+        on_thread(inplace_op(5, "[pytorch|profiler|execution_trace|thread]", 1), AUTOGRAD),
+        inplace_op(6, "MmBackward0", 5),
+        inplace_op(7, "MmBackward0", 5),
+        *_all_reduce(8, 5, 1, 0),
+        inplace_op(11, "MmBackward0", 5),
+        *_all_reduce(12, 5, 2, 1),
+        inplace_op(15, "MmBackward0", 5),
+        *_all_reduce(16, 5, 3, 2),
+    ]
+    for n in host[5:]:
+        on_thread(n, AUTOGRAD)
+    for nid, seq in () if wait_calls else ((19, 1), (20, 2), (21, 3)):
+        host.append(
+            inplace_op(nid, "record_param_comms", 2, [[seq, False], ["0", "default_pg"], 0, "wait", [], [], -1, -1, 1])
+        )
+    host += [
+        inplace_op(22, "aten::_foreach_add_", 2, [_tensor(0)]),
+        inplace_op(23, "aten::mul", 2),
+        *_all_reduce(24, 2, 4, 3),
+    ]
+    c = 10  # correlations 10 apart leave room for the recorded event records and waits
+    autograd = [
+        cpu_event("MmBackward0", 6, 198, 5),
+        launch(200, 2 * c),
+        cpu_event("MmBackward0", 7, 208, 5),
+        launch(210, 3 * c),
+        *_all_reduce_events(8, 220, 4 * c),
+        cpu_event("MmBackward0", 11, 248, 5),
+        launch(250, 5 * c),
+        *_all_reduce_events(12, 260, 6 * c),
+        cpu_event("MmBackward0", 15, 288, 5),
+        launch(290, 7 * c),
+        *_all_reduce_events(16, 300, 8 * c),
+    ]
+    if wait_calls:
+        for bucket, ts in ((4, 220), (6, 260), (8, 300)):
+            autograd += [
+                cpu_event("autograd::engine::evaluate_function: AccumulateGrad", 900 + bucket, ts - 1, 28),
+                launch(ts + 2, bucket * c - 2, "cudaEventRecord"),
+                launch(ts + 3, bucket * c - 1, "cudaStreamWaitEvent"),
+                launch(ts + 22, bucket * c + 2, "cudaStreamWaitEvent"),
+                launch(ts + 24, bucket * c + 3, "cudaEventRecord"),
+            ]
+        for i in range(3):
+            autograd += [
+                launch(330 + 2 * i, 81 + i, "cudaEventRecord"),
+                launch(330.5 + 2 * i, 85 + i, "cudaStreamWaitEvent"),
+            ]
+    events = [cpu_event("aten::mm", 4, 100, 10), launch(105, c), *(on_thread(e, AUTOGRAD) for e in autograd)]
+    if not wait_calls:
+        events += [cpu_event("record_param_comms", nid, 330 + 2 * i, 1) for i, nid in enumerate((19, 20, 21))]
+    events += [cpu_event("aten::_foreach_add_", 22, 340, 10), launch(345, 9 * c), cpu_event("aten::mul", 23, 360, 5)]
+    events += [launch(365, 10 * c), *_all_reduce_events(24, 370, 11 * c)]
+    events += [
+        kernel("fwd_gemm", 110, 190, COMPUTE, c),
+        kernel("bwd_gemm_a", 300, 200, COMPUTE, 2 * c),
+        kernel("bwd_gemm_b", 500, 200, COMPUTE, 3 * c),
+        kernel(ALL_REDUCE, 700, 400, NCCL, 4 * c),
+        kernel("bwd_gemm_c", 700, 200, COMPUTE, 5 * c),
+        kernel("bwd_gemm_d", 900, 200, COMPUTE, 7 * c),
+        kernel(ALL_REDUCE, 1100, 400, NCCL, 6 * c),
+        kernel(ALL_REDUCE, 1500, 400, NCCL, 8 * c),
+        kernel("multi_tensor_apply_kernel", 1900, 1000, COMPUTE, 9 * c),
+        kernel("vectorized_elementwise_kernel<mul>", 2900, 10, COMPUTE, 10 * c),
+        kernel(ALL_REDUCE, 2910, 400, COMPUTE, 11 * c),
+    ]
+    if recorded:
+        for bucket in (4, 6, 8):
+            events.append(stream_wait(NCCL, bucket * c - 1, COMPUTE, bucket * c - 2))
+        for i, bucket in enumerate((4, 6, 8)):
+            events.append(stream_wait(COMPUTE, 85 + i, NCCL, bucket * c + 1))
+    obj, stats = link_traces(
+        parse_host_trace({"schema": "1.1.1-chakra.0.0.4", "pid": 9, "nodes": host}, "h"),
+        parse_kineto({"traceEvents": events}, "k"),
+    )
+    assert stats.stream_wait_events == (6 if recorded else 0)
+    return json.loads(json.dumps(obj))

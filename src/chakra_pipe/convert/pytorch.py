@@ -38,6 +38,7 @@ Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch
 from __future__ import annotations
 
 import bisect
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -536,7 +537,71 @@ class _Converter:
                 continue
             returned = _ns(_num(w, "ts")) + _ns(_num(w, "inclusive_dur"))
             add(launches.first_after(tid_of[wid], device_of(by_id[kernel]), returned), kernel)
+        for gpu_op, kernel_id in self._wait_call_holds(launches, nccl_kernels):
+            add(gpu_op, kernel_id)
         return out
+
+    def _wait_call_holds(self, launches: _ComputeLaunches, nccl_kernels: list[dict[str, Any]]) -> list[tuple[int, int]]:
+        """(held GPU op, NCCL kernel) for the linker's ``stream_wait_calls``: ``cudaStreamWaitEvent``
+        calls outside any enqueue, which a future's wait makes (DDP's Reducer waits for its bucket
+        all-reduces so in ``finalize_backward``; no ``wait`` record says so).
+
+        A call carries no event handle, so it is assumed to wait for every NCCL kernel of the device
+        launched before it (by any thread, on another stream) that the waiting stream -- the
+        thread's current stream of the device, as for ``work.wait()`` -- has not waited for yet:
+        the first op launched on that stream from the call on follows them. That is safe: a wait
+        only adds an edge from a later launch to an earlier one, so it can lengthen a step (where
+        the real wait was for fewer collectives) but never reorder one, and the waits a future
+        chain passes on (its callback's) meet the same kernels at the final wait. A thread that
+        launched on several devices is taken to wait on each (a one-process multi-GPU future holds
+        an event per device).
+        """
+        calls = self._wait_calls()
+        if not calls:
+            return []
+        kernels: dict[Any, list[tuple[int, int, int]]] = {}  # device -> [(launch ns, id, stream)]
+        for k in nccl_kernels:
+            at = self._launch_ns(k)
+            if at is not None:
+                kernels.setdefault(device_of(k), []).append((at, k["id"], k.get("stream", 0)))
+        for ks in kernels.values():
+            ks.sort()
+        devices: dict[int, list[Any]] = {}
+        for thread, device in launches.by_thread:
+            devices.setdefault(thread, []).append(device)
+        seen: dict[tuple[Any, int], int] = {}  # waiting (device, stream) -> kernels it has waited for
+        holds: list[tuple[int, int]] = []
+        for thread, at in calls:
+            for device in devices.get(thread, ()):
+                held = launches.first_after(thread, device, at)
+                ks = kernels.get(device, [])
+                if held is None or not ks:
+                    continue
+                stream = (device, self.trace.by_id[held].get("stream", 0))
+                end = bisect.bisect_left(ks, (at,))
+                holds.extend((held, kid) for _, kid, s in ks[seen.get(stream, 0) : end] if s != stream[1])
+                seen[stream] = max(seen.get(stream, 0), end)
+        return holds
+
+    def _wait_calls(self) -> list[tuple[int, int]]:
+        """The ET+'s ``stream_wait_calls`` as (ET thread, ns) in time order; one line naming the
+        file and entry for a malformed one."""
+        raw = self.trace.header.get("stream_wait_calls")
+        if raw is None:
+            return []
+        if not isinstance(raw, list):
+            raise InputError("'stream_wait_calls' must be a list", file=self.trace.path, where="stream_wait_calls")
+        calls: list[tuple[int, int]] = []
+        for i, call in enumerate(raw):
+            ok = isinstance(call, list) and len(call) == 2 and all(type(v) in (int, float) for v in call)
+            if not ok or type(call[0]) is not int or not math.isfinite(call[1]):
+                raise InputError(
+                    "a stream wait call must be [ET thread id, ts]",
+                    file=self.trace.path,
+                    where=f"stream_wait_calls[{i}]",
+                )
+            calls.append((call[0], _ns(call[1])))
+        return sorted(calls, key=lambda c: (c[1], c[0]))
 
     def _launch_ns(self, n: dict[str, Any]) -> int | None:
         """When a GPU op was launched (ns): its runtime call's ``launch_ts``, else its launching op's start."""

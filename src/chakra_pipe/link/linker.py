@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import UTC
 from typing import Any, cast
@@ -72,6 +73,8 @@ class LinkStats:
     comm_sync_us: float = 0.0
     # Kineto "Stream Wait Event"s naming their event's record (then convert takes the streams' waits from them)
     stream_wait_events: int = 0
+    # cudaStreamWaitEvent calls that hold their thread's current stream (ET+ "stream_wait_calls")
+    stream_wait_calls: int = 0
 
     @property
     def comm_wait_us(self) -> float:
@@ -237,6 +240,7 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
     gpu_by_id = {node["id"]: node for node in gpu_nodes}
     for gid, producers in _stream_waits(kineto, launched).items():
         gpu_by_id[gid]["stream_wait"] = producers
+    wait_calls = _stream_wait_calls(kineto, host, host_of_event)
     waits = _sync_deps(kineto, launched, host_of_event)
     for hid, gpu_ids in waits.items():
         host.by_id[hid]["sync_dep"] = gpu_ids
@@ -265,11 +269,14 @@ def link_traces(host: HostTrace, kineto: KinetoTrace) -> tuple[dict[str, Any], L
         correlation=key,
         comm_sync_us=sum(wait.in_syncs_us.values()),
         stream_wait_events=sum(_wait_ends(e) is not None for e in kineto.stream_waits),
+        stream_wait_calls=len(wait_calls),
     )
     out = dict(host.header)
     if "distributedInfo" in kineto.header:
         out["distributedInfo"] = kineto.header["distributedInfo"]
     out["link"] = dict(asdict(stats), comm_wait_us=stats.comm_wait_us)
+    if wait_calls:
+        out["stream_wait_calls"] = wait_calls
     out["nodes"] = sorted(host.nodes, key=lambda n: n["id"]) + gpu_nodes
     return out, stats
 
@@ -353,6 +360,80 @@ def _stream_waits(kineto: KinetoTrace, launched: list[tuple[KEvent, dict[str, An
         if i >= 0 and j < len(after):
             out.setdefault(after[j][1], set()).add(before[i][1])
     return {gid: sorted(ids) for gid, ids in sorted(out.items())}
+
+
+def _is_enqueue(e: KEvent) -> bool:
+    """A collective's enqueue call (its ``syncStream`` makes the NCCL stream wait, not the caller's)."""
+    return e.name.startswith("c10d::") or e.name == "record_param_comms"
+
+
+def _et_threads(host: HostTrace, host_of_event: dict[int, int], kineto: KinetoTrace) -> dict[tuple[Any, Any], int]:
+    """Kineto (pid, tid) -> the ET thread id (``tid`` attr, inherited down the call tree) most of its
+    linked ops carry (the smallest on a tie); threads without a linked op are left out."""
+    tid_of: dict[int, int] = {}
+    for n in sorted(host.nodes, key=lambda n: n["id"]):
+        tid = attr(n, "tid")
+        tid_of[n["id"]] = tid if isinstance(tid, int) else tid_of.get(n["ctrl_deps"], 0)
+    votes: dict[tuple[Any, Any], Counter[int]] = {}
+    for e in kineto.cpu:
+        if e.index in host_of_event:
+            votes.setdefault((e.pid, e.tid), Counter())[tid_of[host_of_event[e.index]]] += 1
+    return {key: min(c, key=lambda t: (-c[t], t)) for key, c in votes.items()}
+
+
+def _stream_wait_calls(kineto: KinetoTrace, host: HostTrace, host_of_event: dict[int, int]) -> list[list[Any]]:
+    """``[ET thread id, ts (µs)]`` of the ``cudaStreamWaitEvent`` calls that hold the calling thread's
+    current stream, in time order: what convert makes the stream wait for NCCL kernels with where
+    Kineto recorded no "Stream Wait Event"s (DDP's Reducer waits for its buckets through futures,
+    which write no ``wait`` record in the host trace).
+
+    The runtime call carries no event handle nor stream, so which calls wait on the current stream
+    for a collective is read from where they are made; left out are the calls
+
+    * inside a collective's enqueue (``c10d::*``, ``record_param_comms``): ``syncStream`` makes the
+      NCCL stream wait for the current one, and ``work.wait()`` has its own ``wait`` record;
+    * of a future callback: ``Future.then`` on a completed CUDA future (ProcessGroupNCCL's are
+      complete at the enqueue) runs the callback inline, in the op that called the collective, on a
+      pool stream that waits for the future's events, and then records the child future's events
+      there. A wait whose innermost enclosing op holds an earlier enqueue and whose thread next
+      records an event before it launches device work is that: it holds nothing launched (the
+      callback launched nothing; a DDP default hook's), and what waits for the recorded event (the
+      Reducer's ``future.wait()`` in ``finalize_backward``) is kept. Taken as a wait on the current
+      stream, it would hold the next backward kernel behind the bucket's all-reduce.
+    """
+    calls = [e for e in kineto.launches if "streamwaitevent" in e.name.lower()]
+    if not calls:
+        return []
+    inside_enqueue = enclosing_ops(kineto.cpu, calls, _is_enqueue, host_of_event)
+    innermost = enclosing_ops(kineto.cpu, calls, lambda op: True, host_of_event)
+    enqueues: dict[tuple[Any, Any], list[float]] = {}
+    for e in kineto.cpu:
+        if _is_enqueue(e):
+            enqueues.setdefault((e.pid, e.tid), []).append(e.ts)
+    device_corrs = {c for e in kineto.gpu if (c := e.arg_int("correlation")) is not None}
+    marks: dict[tuple[Any, Any], list[tuple[float, int, bool]]] = {}  # -> [(ts, index, is a record)]
+    for e in kineto.launches:
+        record = "eventrecord" in e.name.lower()
+        if record or e.arg_int("correlation") in device_corrs:
+            marks.setdefault((e.pid, e.tid), []).append((e.ts, e.index, record))
+    for ts_list in (*enqueues.values(), *marks.values()):
+        ts_list.sort()
+    threads = _et_threads(host, host_of_event, kineto)
+    out: list[list[Any]] = []
+    for call in calls:
+        key = (call.pid, call.tid)
+        if call.index in inside_enqueue or key not in threads:
+            continue
+        op = innermost.get(call.index)
+        if op is not None:
+            starts = enqueues.get(key, [])
+            mine = marks.get(key, [])
+            after = bisect.bisect_right(mine, (call.ts, call.index, True))
+            next_is_record = after < len(mine) and mine[after][2]
+            if next_is_record and bisect.bisect_left(starts, op.ts) < bisect.bisect_left(starts, call.ts):
+                continue
+        out.append([threads[key], call.ts])
+    return sorted(out, key=lambda c: (c[1], c[0]))
 
 
 def write_linked(obj: dict[str, Any], path: str | os.PathLike) -> None:
