@@ -1,7 +1,8 @@
 """Synthetic NCCL host ET + Kineto traces for the convert tests: one rank of a 2-rank DDP-like step.
 
 Host nodes, Kineto events (cpu ops, runtime launches, kernels, "Stream Wait Event"s) and the linked
-step ``linked_step`` that tests/test_convert_nccl_*.py and test_robust_nccl_stream_wait.py build on.
+step ``linked_step`` (one bucket) and ``ddp_step`` (three buckets on the autograd thread) that
+tests/test_convert_nccl_*.py and test_robust_nccl_stream_wait.py build on.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ PG_INIT = json.dumps(
 )
 COMPUTE, NCCL = 7, 20  # streams
 OPT_US = 1000.0  # the optimizer kernel: longer than the all-reduce, so it hid the network before
+MAIN, AUTOGRAD = 1, 2  # ddp_step's host threads
+ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 
 
 def host_op(nid: int, name: str, parent: int, values: list | None = None, outputs: list | None = None, **extra) -> dict:
@@ -170,14 +173,35 @@ def linked_step(
     return obj
 
 
+POOL = 30  # a stream from PyTorch's pool: a CUDA future's callback runs on it
+
+
+def future_wait(callback: str = "") -> Callable[[list[dict], list[dict]], None]:
+    """A ``linked_step`` edit: the add kernel waits for the all-reduce through a future, as DDP's
+    Reducer does, so the ``wait`` record (8, at 150) gives way to a ``cudaStreamWaitEvent`` call at
+    150 outside any op. ``callback``: ``"noop"`` adds, inside the autograd hook that called the
+    all-reduce (a Kineto op the host trace lacks, 119-146), ``Future.then``'s callback waiting on a
+    pool stream (142) and recording its result's event (144); ``"copy"`` has that callback launch
+    a copy on the pool stream (``aten::copy_``, host id 8, launched at 143) between the two."""
+
+    def edit(host: list[dict], events: list[dict]) -> None:
+        host[:] = [h for h in host if h["id"] != 8]
+        events[:] = [e for e in events if (e.get("args") or {}).get("Record function id") != 8]
+        events.append(launch(150, 6, "cudaStreamWaitEvent"))
+        if callback:
+            events.append(cpu_event("autograd::engine::evaluate_function: AccumulateGrad", 900, 119, 27))
+            events += [launch(142, 5, "cudaStreamWaitEvent"), launch(144, 12, "cudaEventRecord")]
+        if callback == "copy":
+            host.append(inplace_op(8, "aten::copy_", 2))
+            events += [cpu_event("aten::copy_", 8, 142.5, 1), launch(143, 11), kernel("copy_kernel", 612, 5, POOL, 11)]
+
+    return edit
+
+
 def ring_hardware(gbps: float, npus: int = 2) -> HardwareConfig:
     """A Ring of ``npus`` at ``gbps``, no latency, with the capture tests' ring system file."""
     network = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [npus], "bandwidth": [gbps], "latency": [0]})
     return HardwareConfig(system=SystemConfig.from_file(DATA / "system_ring.json"), network=network)
-
-
-MAIN, AUTOGRAD = 1, 2
-ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 
 
 def on_thread(node_or_event: dict, tid: int) -> dict:
@@ -212,7 +236,9 @@ def _all_reduce_events(nid: int, ts: float, corr: int) -> list[dict]:
     return [cpu_event(name, nid + i, ts + i, 20 - 2 * i) for i, name in enumerate(names)] + [launch(ts + 10, corr)]
 
 
-def ddp_step(recorded: bool = False, wait_calls: bool = False) -> dict:
+def ddp_step(
+    recorded: bool = False, wait_calls: bool = False, edit: Callable[[list[dict], list[dict]], object] | None = None
+) -> dict:
     """One rank of a 2-rank DDP step, linked. Host ids (op entry order): 4 forward mm; 5 the autograd
     thread; 6, 7, 11, 15 backward GEMMs; 8-10, 12-14, 16-18 the buckets' all-reduces (seq 1-3);
     19-21 the waits; 22 the optimizer, 23 ``mul``; 24-26 the loss all-reduce (seq 4). Runtime calls
@@ -223,7 +249,8 @@ def ddp_step(recorded: bool = False, wait_calls: bool = False) -> dict:
     ``syncStream``'s ``cudaEventRecord`` + ``cudaStreamWaitEvent``; after it, inside the autograd
     hook that called it (a Kineto op the host trace lacks), the comm hook's ``Future.then`` callback
     waiting on a pool stream and recording its result's event; at 330-335 on the autograd thread,
-    outside any op, ``finalize_backward``'s ``future.wait()``s (an event record, then the wait)."""
+    outside any op, ``finalize_backward``'s ``future.wait()``s (an event record, then the wait).
+    ``edit(host nodes, Kineto events)`` as in ``linked_step``."""
     host = [
         inplace_op(1, "[pytorch|profiler|execution_trace|process]", 1),
         inplace_op(2, "[pytorch|profiler|execution_trace|thread]", 1),
@@ -300,6 +327,8 @@ def ddp_step(recorded: bool = False, wait_calls: bool = False) -> dict:
             events.append(stream_wait(NCCL, bucket * c - 1, COMPUTE, bucket * c - 2))
         for i, bucket in enumerate((4, 6, 8)):
             events.append(stream_wait(COMPUTE, 85 + i, NCCL, bucket * c + 1))
+    if edit is not None:
+        edit(host, events)
     obj, stats = link_traces(
         parse_host_trace({"schema": "1.1.1-chakra.0.0.4", "pid": 9, "nodes": host}, "h"),
         parse_kineto({"traceEvents": events}, "k"),

@@ -25,7 +25,9 @@ Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch
   after the previous op of their stream, a linked NCCL kernel after the last op launched before it on
   its thread's current stream of its device (the enqueue's ``syncStream``), the first op launched
   on that stream after a ``work.wait()`` on it after the kernel (the wait holds the stream, not the
-  host), host ops after the GPU ops a ``*Synchronize`` made them wait for (linker ``sync_dep``);
+  host) or after a future's ``cudaStreamWaitEvent`` (linker ``stream_wait_calls``: DDP's bucket
+  waits, which leave no ``wait`` record) after the NCCL kernels that stream had not waited for,
+  host ops after the GPU ops a ``*Synchronize`` made them wait for (linker ``sync_dep``);
   a kernel-less NCCL COMM node off the chain, as its kernel would be (after its launch, its
   group's previous one and other groups' on its tensors; its ``wait`` record and the ops reading
   its tensor after it: NCCL is asynchronous to the host); ctrl deps only to nodes that are in the
@@ -509,8 +511,10 @@ class _Converter:
         before, for a wait: it may have switched streams since). Launches are ordered by their
         runtime call's time (``launch_ts``; the launching op's start in an ET+ without it); later
         ops of the waiting stream follow through the stream chain. Only edges to a smaller id are
-        kept (GPU ids follow device start times), so the graph stays acyclic. Where Kineto recorded
-        the streams' waits (``cuda_sync`` events), those are taken instead of inferred.
+        kept (GPU ids follow device start times), so the graph stays acyclic. A future's wait
+        (DDP's ``finalize_backward``) leaves no ``wait`` record, only its runtime call
+        (:meth:`_wait_call_holds`). Where Kineto recorded the streams' waits (``cuda_sync`` events),
+        those are taken instead of inferred.
         """
         link = self.trace.header.get("link")
         if isinstance(link, dict) and link.get("stream_wait_events"):

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import os
-from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import UTC
+from itertools import accumulate
 from typing import Any, cast
 
 from ..atomic import atomic_open
@@ -367,18 +368,24 @@ def _is_enqueue(e: KEvent) -> bool:
     return e.name.startswith("c10d::") or e.name == "record_param_comms"
 
 
-def _et_threads(host: HostTrace, host_of_event: dict[int, int], kineto: KinetoTrace) -> dict[tuple[Any, Any], int]:
-    """Kineto (pid, tid) -> the ET thread id (``tid`` attr, inherited down the call tree) most of its
-    linked ops carry (the smallest on a tie); threads without a linked op are left out."""
-    tid_of: dict[int, int] = {}
-    for n in sorted(host.nodes, key=lambda n: n["id"]):
-        tid = attr(n, "tid")
-        tid_of[n["id"]] = tid if isinstance(tid, int) else tid_of.get(n["ctrl_deps"], 0)
-    votes: dict[tuple[Any, Any], Counter[int]] = {}
-    for e in kineto.cpu:
-        if e.index in host_of_event:
-            votes.setdefault((e.pid, e.tid), Counter())[tid_of[host_of_event[e.index]]] += 1
-    return {key: min(c, key=lambda t: (-c[t], t)) for key, c in votes.items()}
+def _et_threads(host: HostTrace, host_of_event: dict[int, int], cpu: list[KEvent]) -> dict[tuple[Any, Any], int]:
+    """Kineto (pid, tid) -> the ET thread id of the first linked op of ``cpu`` on it (its ``tid``
+    attr, else its nearest ancestor's: the ET observer names one thread for all of a thread's ops);
+    threads without a linked op are left out."""
+    found: dict[tuple[Any, Any], int] = {}
+    for e in cpu:
+        nid = host_of_event.get(e.index)
+        if nid is None or (e.pid, e.tid) in found:
+            continue
+        seen: set[int] = set()
+        while nid in host.by_id and nid not in seen:
+            tid = attr(host.by_id[nid], "tid")
+            if isinstance(tid, int):
+                found[e.pid, e.tid] = tid
+                break
+            seen.add(nid)
+            nid = host.by_id[nid]["ctrl_deps"]
+    return found
 
 
 def _stream_wait_calls(kineto: KinetoTrace, host: HostTrace, host_of_event: dict[int, int]) -> list[list[Any]]:
@@ -402,35 +409,41 @@ def _stream_wait_calls(kineto: KinetoTrace, host: HostTrace, host_of_event: dict
       stream, it would hold the next backward kernel behind the bucket's all-reduce.
     """
     calls = [e for e in kineto.launches if "streamwaitevent" in e.name.lower()]
-    if not calls:
+    keys = {(e.pid, e.tid) for e in calls}
+    cpu = [e for e in kineto.cpu if (e.pid, e.tid) in keys]
+    threads = _et_threads(host, host_of_event, cpu)
+    if not threads:
         return []
-    inside_enqueue = enclosing_ops(kineto.cpu, calls, _is_enqueue, host_of_event)
-    innermost = enclosing_ops(kineto.cpu, calls, lambda op: True, host_of_event)
-    enqueues: dict[tuple[Any, Any], list[float]] = {}
-    for e in kineto.cpu:
+    innermost = enclosing_ops(cpu, calls, lambda op: True, host_of_event)
+    enqueues: dict[tuple[Any, Any], list[tuple[float, float]]] = {}  # -> [(start, end)] by start
+    for e in cpu:
         if _is_enqueue(e):
-            enqueues.setdefault((e.pid, e.tid), []).append(e.ts)
+            enqueues.setdefault((e.pid, e.tid), []).append((e.ts, e.end))
+    reach: dict[tuple[Any, Any], list[float]] = {}  # the latest end of the enqueues started so far
+    for key, spans in enqueues.items():
+        spans.sort()
+        reach[key] = list(accumulate((end for _, end in spans), max))
     device_corrs = {c for e in kineto.gpu if (c := e.arg_int("correlation")) is not None}
     marks: dict[tuple[Any, Any], list[tuple[float, int, bool]]] = {}  # -> [(ts, index, is a record)]
     for e in kineto.launches:
         record = "eventrecord" in e.name.lower()
-        if record or e.arg_int("correlation") in device_corrs:
+        if (e.pid, e.tid) in keys and (record or e.arg_int("correlation") in device_corrs):
             marks.setdefault((e.pid, e.tid), []).append((e.ts, e.index, record))
-    for ts_list in (*enqueues.values(), *marks.values()):
-        ts_list.sort()
-    threads = _et_threads(host, host_of_event, kineto)
+    for mine in marks.values():
+        mine.sort()
     out: list[list[Any]] = []
     for call in calls:
         key = (call.pid, call.tid)
-        if call.index in inside_enqueue or key not in threads:
+        spans = enqueues.get(key, [])
+        begun = bisect.bisect_right(spans, (call.ts, math.inf))  # enqueues started by the call
+        if key not in threads or begun and reach[key][begun - 1] >= call.end:  # inside one
             continue
         op = innermost.get(call.index)
         if op is not None:
-            starts = enqueues.get(key, [])
             mine = marks.get(key, [])
             after = bisect.bisect_right(mine, (call.ts, call.index, True))
             next_is_record = after < len(mine) and mine[after][2]
-            if next_is_record and bisect.bisect_left(starts, op.ts) < bisect.bisect_left(starts, call.ts):
+            if next_is_record and bisect.bisect_left(spans, (op.ts, -math.inf)) < begun:
                 continue
         out.append([threads[key], call.ts])
     return sorted(out, key=lambda c: (c[1], c[0]))
