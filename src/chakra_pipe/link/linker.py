@@ -409,16 +409,25 @@ def _stream_wait_calls(kineto: KinetoTrace, host: HostTrace, host_of_event: dict
       stream, it would hold the next backward kernel behind the bucket's all-reduce.
     """
     calls = [e for e in kineto.launches if "streamwaitevent" in e.name.lower()]
-    keys = {(e.pid, e.tid) for e in calls}
-    cpu = [e for e in kineto.cpu if (e.pid, e.tid) in keys]
+    spans_of_calls: dict[tuple[Any, Any], list[tuple[float, float]]] = {}  # one thread's calls never overlap
+    for e in calls:
+        spans_of_calls.setdefault((e.pid, e.tid), []).append((e.ts, e.end))
+    for at in spans_of_calls.values():
+        at.sort()
+    cpu = [e for e in kineto.cpu if (e.pid, e.tid) in spans_of_calls]
     threads = _et_threads(host, host_of_event, cpu)
     if not threads:
         return []
-    innermost = enclosing_ops(cpu, calls, lambda op: True, host_of_event)
     enqueues: dict[tuple[Any, Any], list[tuple[float, float]]] = {}  # -> [(start, end)] by start
+    around: list[KEvent] = []  # the ops that hold a call (the first call from their start on ends in them)
     for e in cpu:
         if _is_enqueue(e):
             enqueues.setdefault((e.pid, e.tid), []).append((e.ts, e.end))
+        at = spans_of_calls[e.pid, e.tid]
+        i = bisect.bisect_left(at, (e.ts, -math.inf))
+        if i < len(at) and at[i][1] <= e.end:
+            around.append(e)
+    innermost = enclosing_ops(around, calls, lambda op: True, host_of_event)
     reach: dict[tuple[Any, Any], list[float]] = {}  # the latest end of the enqueues started so far
     for key, spans in enqueues.items():
         spans.sort()
@@ -427,7 +436,7 @@ def _stream_wait_calls(kineto: KinetoTrace, host: HostTrace, host_of_event: dict
     marks: dict[tuple[Any, Any], list[tuple[float, int, bool]]] = {}  # -> [(ts, index, is a record)]
     for e in kineto.launches:
         record = "eventrecord" in e.name.lower()
-        if (e.pid, e.tid) in keys and (record or e.arg_int("correlation") in device_corrs):
+        if (e.pid, e.tid) in spans_of_calls and (record or e.arg_int("correlation") in device_corrs):
             marks.setdefault((e.pid, e.tid), []).append((e.ts, e.index, record))
     for mine in marks.values():
         mine.sort()
