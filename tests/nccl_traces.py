@@ -335,3 +335,31 @@ def ddp_step(
     )
     assert stats.stream_wait_events == (6 if recorded else 0)
     return json.loads(json.dumps(obj))
+
+
+def batch_p2p_rank(rank: int, ops: tuple[str, ...] = ("recv", "send")) -> dict:
+    """One rank of a host-only 2-rank NCCL exchange, ``batch_isend_irecv`` of ``ops`` with the peer
+    (``c10d::send``/``c10d::recv_`` > their ``record_param_comms``, 4 MiB each, ids 4-7), coalesced:
+    every record carries the batch's one p2p sequence number [3, True]; then the one work's
+    ``wait`` (8), ``aten::relu`` (9) and a last ``send`` of seq 4 (10-11)."""
+    peer = 1 - rank
+
+    def p2p(nid: int, op: str, storage: int, seq: int) -> list[dict]:
+        x = [storage, storage + 1, 0, NUMEL, 4, "cuda:0"]
+        values = [[x], [seq, True], ["0", "default_pg"], peer, op, [], [], 0, 1, 2]
+        caller = "c10d::send" if op == "send" else "c10d::recv_"
+        return [host_op(nid, caller, 2, [[x], peer, 0]), host_op(nid + 1, "record_param_comms", nid, values, [x])]
+
+    nodes = [
+        host_op(1, "[pytorch|profiler|execution_trace|process]", 1),
+        host_op(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        host_op(3, "## process_group:init ##", 2, [PG_INIT]),
+        *(n for i, op in enumerate(ops) for n in p2p(4 + 2 * i, op, 200 + 100 * i, 3)),
+    ]
+    nid = 4 + 2 * len(ops)
+    nodes += [
+        host_op(nid, "record_param_comms", 2, [[3, True], ["0", "default_pg"], 0, "wait", [], [], -1, -1, 1]),
+        host_op(nid + 1, "aten::relu", 2),
+        *p2p(nid + 2, "send" if rank == 0 else "recv", 500, 4),
+    ]
+    return {"schema": "1.1.1-chakra.0.0.4", "pid": 1, "time": "t", "start_ts": 0, "nodes": nodes, "finish_ts": 1}

@@ -29,7 +29,8 @@ Where we deliberately differ from upstream ``chakra_converter PyTorch`` (pytorch
   waits, which leave no ``wait`` record) after the NCCL kernels that stream had not waited for,
   host ops after the GPU ops a ``*Synchronize`` made them wait for (linker ``sync_dep``);
   a kernel-less NCCL COMM node off the chain, as its kernel would be (after its launch, its
-  group's previous one and other groups' on its tensors; its ``wait`` record and the ops reading
+  group's previous NCCL group -- records sharing a sequence number were coalesced and run
+  together -- and other groups' on its tensors; its ``wait`` record and the ops reading
   its tensor after it: NCCL is asynchronous to the host); ctrl deps only to nodes that are in the
   file. Every edge except the GPU waits points to a smaller id (host ids are assigned at op entry,
   GPU ids follow in time order; a stream's wait on another is kept only so); GPU waits go to strictly earlier
@@ -59,6 +60,7 @@ from .collectives import (
     C10D_OPS,
     DTYPE_BYTES,
     Comm,
+    RecordSeq,
     from_c10d,
     from_record_param_comms,
     kernel_kind,
@@ -467,28 +469,30 @@ class _Converter:
         """The process group of a NCCL record (its name, else the inherited label): one NCCL stream."""
         return self.comm[nid].pg_name or self.label[nid]
 
-    def _waits(self, records: set[int]) -> dict[int, int]:
-        """Per ``wait`` record (``work.wait()``) on a host thread, the collective record of ``records``
+    def _waits(self, records: set[int]) -> dict[int, list[int]]:
+        """Per ``wait`` record (``work.wait()``) on a host thread, the collective records of ``records``
         it waits for: same sequence number, p2p counter and group (:func:`_waited_record`); the
-        collective precedes its wait in id order (ids are taken at op entry)."""
-        out: dict[int, int] = {}
+        collectives precede their wait in id order (ids are taken at op entry). Several records
+        share a number when they were coalesced into one NCCL group (``batch_isend_irecv``): its
+        one work's wait waits for all of them."""
+        out: dict[int, list[int]] = {}
         if not records:
             return out
-        pending: dict[tuple[int, bool], dict[str, int]] = {}  # (seq, p2p) -> {group name: record}
+        pending: dict[tuple[int, bool], dict[str, list[int]]] = {}  # (seq, p2p) -> {group name: records}
         for n in self.order:
             seq = record_seq(n)
             if seq is None:
                 continue
             nid = n["id"]
             if nid in records:
-                pending.setdefault((seq.seq, seq.p2p), {})[seq.pg] = nid
+                pending.setdefault((seq.seq, seq.p2p), {}).setdefault(seq.pg, []).append(nid)
             elif seq.wait and self.role[nid] in (CPU, COMM):
                 waited = _waited_record(pending.get((seq.seq, seq.p2p), {}), seq.pg)
-                if waited is not None:
+                if waited:
                     out[nid] = waited
         return out
 
-    def _device_waits(self, tid_of: dict[int, int], waits: dict[int, int]) -> dict[int, list[int]]:
+    def _device_waits(self, tid_of: dict[int, int], waits: dict[int, list[int]]) -> dict[int, list[int]]:
         """Per GPU op, the GPU ops a stream's wait on the device makes it follow, other than its stream's.
 
         ProcessGroupNCCL orders its NCCL stream against the calling thread's current stream of the
@@ -534,13 +538,13 @@ class _Converter:
             at = self._launch_ns(k)
             if at is not None:
                 add(k["id"], launches.last_before(tid_of[k["id"]], device_of(k), at))
-        for wid, record in waits.items():  # work.wait()
-            kernel = self.kernel_of.get(record)
+        for wid, records in waits.items():  # work.wait()
             w = by_id[wid]
-            if kernel is None or "ts" not in w:  # an unlinked wait: no time to place it among the launches
+            if "ts" not in w:  # an unlinked wait: no time to place it among the launches
                 continue
             returned = _ns(_num(w, "ts")) + _ns(_num(w, "inclusive_dur"))
-            add(launches.first_after(tid_of[wid], device_of(by_id[kernel]), returned), kernel)
+            for kernel in (kid for r in records if (kid := self.kernel_of.get(r)) is not None):
+                add(launches.first_after(tid_of[wid], device_of(by_id[kernel]), returned), kernel)
         for gpu_op, kernel_id in self._wait_call_holds(launches, nccl_kernels):
             add(gpu_op, kernel_id)
         return out
@@ -627,7 +631,7 @@ class _Converter:
         return out
 
     def _record_consumers(
-        self, tid_of: dict[int, int], off_chain: set[int], kept_anc: dict[int, int | None], waits: dict[int, int]
+        self, tid_of: dict[int, int], off_chain: set[int], kept_anc: dict[int, int | None], waits: dict[int, list[int]]
     ) -> dict[int, list[int]]:
         """Per node, the kernel-less NCCL records it must wait for (see :meth:`emit`).
 
@@ -667,8 +671,7 @@ class _Converter:
             if self.role[nid] not in (CPU, COMM) or nid in inside:
                 continue
             tid = tid_of[nid]
-            waited = waits.get(nid)
-            found = [waited] if waited in off_chain else []
+            found = [r for r in waits.get(nid, ()) if r in off_chain]
             for storage in _storages(n, "inputs"):
                 found.extend(by_storage.get(storage, {}).values())
             for rid in found:
@@ -683,10 +686,11 @@ class _Converter:
         A kernel-less NCCL record (a one-member group, or a host-only trace) with a caller in the
         file is the collective's device work (its launch is the caller's), so it is ordered as a
         NCCL kernel would be: after its launch (the op before it on its thread, normally its
-        ``c10d::`` caller), after the previous such record of its process group (one NCCL stream
-        per group runs them in order) and after other groups' records on its tensors; the thread's
-        next op does not wait for it, its consumers do (:meth:`_record_consumers`). Before, the
-        thread's chain ran through it, so the host sat out every collective, blocking or not.
+        ``c10d::`` caller), after the previous such records of its process group (one NCCL stream
+        per group runs them in order; :class:`_GroupBatch`) and after other groups' records on its
+        tensors; the thread's next op does not wait for it, its consumers do
+        (:meth:`_record_consumers`). Before, the thread's chain ran through it, so the host sat out
+        every collective, blocking or not.
         """
         gloo = self.gloo_durations()
         kept_anc, tid_of = self._threads()
@@ -698,7 +702,7 @@ class _Converter:
         device_waits = self._device_waits(tid_of, waited)
         last_on_thread: dict[int, int] = {}
         last_on_stream: dict[tuple[Any, int], int] = {}
-        last_on_group: dict[str, int] = {}
+        on_group: dict[str, _GroupBatch] = {}
         nodes: list = []
         counts: Counter = Counter()
         used: set = set()
@@ -718,8 +722,9 @@ class _Converter:
                 last_on_stream[key] = nid
             elif nid in off_chain:
                 group = self._nccl_stream(nid)
-                candidates = (last_on_thread.get(tid_of[nid]), last_on_group.get(group), *consumers.get(nid, ()))
-                last_on_group[group] = nid
+                batch = on_group.setdefault(group, _GroupBatch())
+                after = batch.add(nid, record_seq(n))
+                candidates = (last_on_thread.get(tid_of[nid]), *after, *consumers.get(nid, ()))
             else:
                 waits = self._sync_waits(n)
                 if waits:
@@ -853,6 +858,30 @@ def _storages(n: dict[str, Any], key: str) -> set[int]:
     return tensor_storages(values)
 
 
+@dataclass
+class _GroupBatch:
+    """A process group's NCCL stream as kernel-less records fill it: the records of its last NCCL
+    group (those sharing a sequence number: ``batch_isend_irecv``'s sends and receives, coalesced
+    collectives; one kernel runs them together) and of the group before it.
+
+    A record follows the whole previous group, not the records of its own: chained, a batch whose
+    receive comes before its send (``[irecv(prev), isend(next)]``) made every rank's send wait for
+    its receive, which waits for the peer's send -- a rank set that cannot finish.
+    """
+
+    key: tuple[int, bool] | None = None
+    members: list[int] = field(default_factory=list)
+    before: list[int] = field(default_factory=list)
+
+    def add(self, nid: int, seq: RecordSeq | None) -> list[int]:
+        """Put record ``nid`` on the stream; return the records it follows."""
+        key = None if seq is None else (seq.seq, seq.p2p)
+        if key is None or key != self.key or not self.members:
+            self.key, self.before, self.members = key, self.members, []
+        self.members.append(nid)
+        return self.before
+
+
 _COPIES = frozenset({"gpu_memcpy", "gpu_memset"})  # Kineto's device copies and fills (not kernels)
 
 
@@ -919,14 +948,14 @@ class _ComputeLaunches:
         return on[j][2] if j < len(on) else None
 
 
-def _waited_record(pending: dict[str, int], pg: str) -> int | None:
-    """The record a ``wait`` of group ``pg`` waits for, taken out of ``pending`` (its sequence
-    number's records by group): its group's; the latest one where the wait or the records name no
-    group (waits before torch 2.4 record ``["", ""]``; one group is then all a trace can tell)."""
+def _waited_record(pending: dict[str, list[int]], pg: str) -> list[int]:
+    """The records a ``wait`` of group ``pg`` waits for, taken out of ``pending`` (its sequence
+    number's records by group): its group's; the latest group's where the wait or the records name
+    no group (waits before torch 2.4 record ``["", ""]``; one group is then all a trace can tell)."""
     if pg in pending:
         return pending.pop(pg)
     loose = [g for g in pending if not pg or not g]
-    return pending.pop(max(loose, key=pending.__getitem__)) if loose else None
+    return pending.pop(max(loose, key=lambda g: pending[g][-1])) if loose else []
 
 
 def _entry_order_deps(host: list[dict[str, Any]], tid_of: dict[int, int]) -> dict[int, int]:
