@@ -83,6 +83,20 @@ def test_recorded_stream_wait_events_take_precedence():
     assert edges[gpu["vectorized_elementwise_kernel<add>"]] == [9, gpu["ampere_sgemm_128x64_nn"]]
 
 
+@pytest.mark.parametrize("args", [None, {}, {"correlation": "6"}, "odd"])
+def test_a_call_without_usable_args_still_counts(args):
+    """A wait call needs only its thread and time (no handle, no correlation)."""
+
+    def edit(host: list[dict], events: list[dict]) -> None:
+        future_wait()(host, events)
+        if args is None:
+            del events[-1]["args"]
+        else:
+            events[-1]["args"] = args
+
+    assert linked_step(edit=edit)["stream_wait_calls"] == [[1, 150]]
+
+
 def test_a_call_on_a_thread_without_a_linked_op_is_left_out():
     def edit(host: list[dict], events: list[dict]) -> None:
         future_wait()(host, events)
