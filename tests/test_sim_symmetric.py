@@ -358,6 +358,33 @@ def test_simultaneous_messages_of_two_senders_on_one_link_decline(caplog):
         queue.run()
 
 
+@pytest.mark.parametrize("dims", [(8, 2), (2, 8)])
+def test_two_queues_over_a_dimension_of_two_run_on_the_full_engine(dims):
+    """Chunks running both ways round meet on links both directions share (a dimension of two NPUs),
+    and the ring recurrence declines: the full engine's ranks of one class then finish apart (rank 0
+    53 µs after rank 8 on 8 x 2), so the symmetric run must decline rather than rerun its quotient
+    message by message, which gave every member its representative's time."""
+    system = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": 137,
+        "active-chunks-per-dimension": 2,
+        "preferred-dataset-splits": 4,
+        "collective-optimization": "baseline",
+        "local-mem-bw": 3350,
+        **{f"{k}-implementation": ["ring"] * 2 for k in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
+    }
+    network = {"topology": ["FullyConnected"] * 2, "npus_count": list(dims), "bandwidth": [100] * 2, "latency": [0] * 2}
+    hw = HardwareConfig(
+        SystemConfig.from_dict(system, source="sys.json"),
+        NetworkConfig.from_dict(network, source="net.yml"),
+        backend="congestion_aware",
+        num_queues_per_dim=2,
+    )
+    sym, how, full = both({**SMALL, "dp": 4, "tp": 4, "pp": 1, "microbatches": 1, "global_batch": 4}, hw)
+    assert how.startswith("full engine: not symmetric (declined: chunks running both ways round would go message by")
+    assert sym.finish_ns == full.finish_ns
+
+
 def test_a_declined_symmetric_run_reruns_on_the_full_engine_and_says_why(monkeypatch, caplog):
     """Wiring of the decline: whatever the quotient network declines, the layout still gets the full
     engine's result and the reason in its log line (here every first offer declines)."""
