@@ -47,15 +47,19 @@ def _kept(coord, first: FastDirect, starts: list[int], links, index: list[np.nda
     its free time, every order check passes) and the recurrence is max-plus: the outcome and the
     state it leaves shift with the starts, so they are kept per ring, plan, number of chunks and
     relative start pattern, as on the unaware network (an LLM step's phases repeat thousands of
-    times). An evaluation that declines or conflicts raises before anything is kept."""
+    times). Links still busy (a staggered chunk sent while an earlier chunk's messages hold them)
+    enter the same max-plus recurrence through their state, every time of which shifts with the
+    starts too: such an outcome is kept per relative start pattern and state relative to the
+    earliest start (mixtral t2d8 ep4 with 2 of 4 chunks active: 802 busy batches, 11 distinct). An
+    evaluation that declines or conflicts raises before anything is kept."""
     lay = _layout(coord, first)
     state = links.state()
     flat = np.asarray(starts, dtype=np.int64).ravel()  # one list per chunk for a batch of chunks
     base = int(flat.min())
-    if not links.idle(state, base + _first_delay(coord, first, plan_key)):
-        return 0, _outcome(coord, first, starts, FifoReceives(lay, links, state, index))
     rel = tuple((flat - base).tolist())
-    key = ("direct-aware-outcome", first.ring.key, first.direction, plan_key, len(index), rel)
+    key: tuple = ("direct-aware-outcome", first.ring.key, first.direction, plan_key, len(index), rel)
+    if not links.idle(state, base + _first_delay(coord, first, plan_key)):
+        key += (b"".join(np.concatenate((free - base, offered - base, last)).tobytes() for free, offered, last in state),)
     hit = coord.cache.get(key)
     if hit is None:
         receives = FifoReceives(lay, links, state, index)
