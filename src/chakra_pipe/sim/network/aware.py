@@ -435,6 +435,24 @@ class FifoRingLinks:
                 t[i] = ready + latency[n]
         return t
 
+    def relative_state(self, base: int) -> tuple[int, ...] | None:
+        """Every link's (free time, last arrival) less ``base`` and last sender, hop by hop; None when
+        one has messages queued on the message path (``RingCoordinator._kept_aware``)."""
+        out: list[int] = []
+        for hop in self._hops:
+            for link in hop:
+                if link.pending:
+                    return None
+                out += (link.free_at - base, link.offered - base, link.sender)
+        return tuple(out)
+
+    def restore(self, state: tuple[int, ...], base: int) -> None:
+        """Leave the links as :meth:`relative_state` read them, shifted by ``base``."""
+        values = iter(state)
+        for hop in self._hops:
+            for link, free, offered, sender in zip(hop, values, values, values):
+                link.free_at, link.offered, link.sender = free + base, offered + base, sender
+
     def end(self) -> None:
         for hop, free, ready, senders in zip(self._hops, self._free, self._ready, self._senders):
             if self._arrays:
