@@ -86,9 +86,9 @@ def test_a_chunk_batch_on_busy_links_is_kept_per_start_pattern_and_state(
     from chakra_pipe.sim.system import direct_aware
 
     evaluated, busy = [], []
-    evaluate, idle = direct_aware._outcome, FifoBatchLinks.idle
+    evaluate, idle = direct_aware._outcome, FifoBatchLinks.idle_at
     monkeypatch.setattr(direct_aware, "_outcome", lambda *a: evaluated.append(1) or evaluate(*a))
-    monkeypatch.setattr(FifoBatchLinks, "idle", staticmethod(lambda *a: idle(*a) or busy.append(1) or False))
+    monkeypatch.setattr(FifoBatchLinks, "idle_at", lambda *a: idle(*a) or busy.append(1) or False)
     ts = write_set(tmp_path, [[coll(i, kind, size=64 << 20) for i in range(6)] for _ in range(8)])
     hw = _hw(8, "FullyConnected", 2, direct=EVERY_KIND)
     fast, slow = simulate(ts, hw, symmetric=False), simulate(ts, hw, fast=False)

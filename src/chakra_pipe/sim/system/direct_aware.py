@@ -52,23 +52,23 @@ def _kept(coord, first: FastDirect, starts: list[int], links, index: list[np.nda
     starts too: such an outcome is kept per relative start pattern and state relative to the
     earliest start (mixtral t2d8 ep4 with 2 of 4 chunks active: 802 busy batches, 11 distinct). An
     evaluation that declines or conflicts raises before anything is kept."""
-    lay = _layout(coord, first)
-    state = links.state()
     flat = np.asarray(starts, dtype=np.int64).ravel()  # one list per chunk for a batch of chunks
     base = int(flat.min())
     rel = tuple((flat - base).tolist())
     key: tuple = ("direct-aware-outcome", first.ring.key, first.direction, plan_key, len(index), rel)
-    if not links.idle(state, base + _first_delay(coord, first, plan_key)):
-        key += (b"".join(np.concatenate((free - base, offered - base, last)).tobytes() for free, offered, last in state),)
+    state = None
+    if not links.idle_at(base + _first_delay(coord, first, plan_key)):
+        state = links.state()
+        key += (b"".join(np.concatenate((f - base, o - base, last)).tobytes() for f, o, last in state),)
     hit = coord.cache.get(key)
     if hit is None:
-        receives = FifoReceives(lay, links, state, index)
+        receives = FifoReceives(_layout(coord, first), links, links.state() if state is None else state, index)
         out = [([t - base for t in times], delays) for times, delays in _outcome(coord, first, starts, receives)]
-        end = links.shifted(receives.final, -base)
+        end = links.kept(receives.final, -base)
         hit = coord.cached(key, lambda: (out, end))
     else:
         hit = hit[0]
-        links.store(links.shifted(hit[1], base))
+        links.restore(hit[1], base)
     return base, hit[0]
 
 

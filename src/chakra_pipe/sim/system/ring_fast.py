@@ -50,6 +50,12 @@ START_ORDER = itertools.count()
 OUTCOME_MEMBERS = 1 << 17  # members of the ring outcomes kept: ~70 bytes each (key and times; aware: + links)
 
 
+def _weight(outcome: tuple) -> int:
+    """What a kept outcome counts against ``OUTCOME_MEMBERS``: its members, and on the aware network
+    one more per value of the links' state it keeps (its key holds as many again)."""
+    return len(outcome[0]) + (len(outcome[3]) if len(outcome) > 3 else 0)
+
+
 class RingCoordinator:
     """Collects the members' start times of each ring phase and evaluates it when all have started."""
 
@@ -247,9 +253,9 @@ class RingCoordinator:
 
     def _keep(self, key: tuple, outcome: tuple) -> tuple:
         """Keep ``outcome`` (relative times first) under ``key``, at most ``OUTCOME_MEMBERS`` members in all."""
-        self._outcome_members += len(outcome[0])
+        self._outcome_members += _weight(outcome)
         while self._outcomes and self._outcome_members > OUTCOME_MEMBERS:
-            self._outcome_members -= len(self._outcomes.pop(next(iter(self._outcomes)))[0])
+            self._outcome_members -= _weight(self._outcomes.pop(next(iter(self._outcomes))))
         self._outcomes[key] = outcome
         return outcome
 
