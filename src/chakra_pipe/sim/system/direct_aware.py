@@ -52,9 +52,11 @@ def _kept(coord, first: FastDirect, starts: list[int], links, index: list[np.nda
     starts too: such an outcome is kept per relative start pattern and state relative to the
     earliest start (mixtral t2d8 ep4 with 2 of 4 chunks active: 802 busy batches, 11 distinct). An
     evaluation that declines or conflicts raises before anything is kept."""
-    flat = np.asarray(starts, dtype=np.int64).ravel()  # one list per chunk for a batch of chunks
-    base = int(flat.min())
-    rel = tuple((flat - base).tolist())
+    # one list per chunk for a batch of chunks; plain ints: a phase has a few members, and a kept
+    # outcome is looked up thousands of times a step
+    flat = [t for chunk in starts for t in chunk] if isinstance(starts[0], list) else starts
+    base = min(flat)
+    rel = tuple(t - base for t in flat)
     key: tuple = ("direct-aware-outcome", first.ring.key, first.direction, plan_key, len(index), rel)
     state = None
     if not links.idle_at(base + _first_delay(coord, first, plan_key)):
