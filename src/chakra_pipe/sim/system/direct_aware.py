@@ -39,7 +39,7 @@ def outcome(coord, first: FastDirect, starts: list[int], plan_key: tuple) -> tup
     return base, hit
 
 
-def _kept(coord, first: FastDirect, starts: list[int], links, index: list[np.ndarray], plan_key: tuple):
+def _kept(coord, first: FastDirect, starts: list, links, index: list[np.ndarray], plan_key: tuple):
     """``(base, [(times, delays)] per chunk of index)``, times relative to ``base``; the links advance.
 
     When every link of the batch is idle by its first send (free, and its last message arrived
@@ -115,11 +115,12 @@ def outcome_chunks(coord, chunks: list[list[FastDirect]]) -> tuple[int, list[tup
     member at one ns go in the order of their generals' events, not modelled: declined too
     (``FastPathDeclined``: the run is redone with direct phases message by message)."""
     first = chunks[0][0]
-    starts = np.asarray([[a.start_ns for a in algos] for algos in chunks], dtype=np.int64)
-    seqs = np.asarray([[a.start_seq for a in algos] for algos in chunks], dtype=np.int64)
+    starts = [[a.start_ns for a in algos] for algos in chunks]  # plain ints: a few chunks of a few members
     for c in range(1, len(chunks)):  # chunks c' < c sending at one ns from a member: in their start order
-        if ((starts[:c] == starts[c]) & (seqs[:c] > seqs[c])).any():
-            raise FastPathDeclined("direct phases: a member started two chunks of one collective in another order")
+        later = chunks[c]
+        for earlier in chunks[:c]:
+            if any(a.start_ns == b.start_ns and a.start_seq > b.start_seq for a, b in zip(earlier, later)):
+                raise FastPathDeclined("direct phases: a member started two chunks of one collective in another order")
     lay = _layout(coord, first)
     k, p, sign = len(chunks), first.ring.size, int(lay.sign)
     ring, size = first.ring, first.msg_size
@@ -127,7 +128,7 @@ def outcome_chunks(coord, chunks: list[list[FastDirect]]) -> tuple[int, list[tup
         ("direct-links", ring.key, sign, size, k), lambda: _links(coord.network, ring.members, sign, size, k)
     )
     index = coord.cached(("direct-chunk-index", p, sign, k), lambda: _chunk_index(lay, k))
-    return _kept(coord, first, starts.tolist(), links, index, _plan_key(first))
+    return _kept(coord, first, starts, links, index, _plan_key(first))
 
 
 def _chunk_index(lay: _Layout, k: int) -> list[np.ndarray]:
