@@ -103,3 +103,30 @@ def test_two_messages_or_queued_messages_on_one_link_decline() -> None:
     link.pending = deque([[SIZE, [link], 0, None]])
     with pytest.raises(LinkConflict, match="queued"):
         links.begin()
+
+
+@pytest.mark.parametrize("topology", ["Switch", "FullyConnected"])
+@pytest.mark.parametrize("size", [1 << 20, 64 << 20])
+def test_a_small_ring_phase_is_kept_per_start_pattern_and_link_state(
+    tmp_path, monkeypatch, topology: str, size: int
+) -> None:
+    """Six all-reduces one after the other on 8 NPUs, 1 of 4 chunks active: 24 ring phases whose
+    starts and links' state, relative to their earliest start, repeat, so the recurrence is evaluated
+    for two of them and the rest are shifted (``RingCoordinator._kept_aware``); every rank equals the
+    message path."""
+    from test_sim_aware_direct_chunks import _hw
+    from test_sim_examples import coll, write_set
+
+    from chakra_pipe.et import schema
+    from chakra_pipe.sim import simulate
+
+    evaluated = []
+    begin = FifoRingLinks.begin
+    monkeypatch.setattr(FifoRingLinks, "begin", lambda self, *a, **k: evaluated.append(1) or begin(self, *a, **k))
+    chain = [coll(i, schema.ALL_REDUCE, size=size, **({"data": [i - 1]} if i else {})) for i in range(6)]
+    ts = write_set(tmp_path, [chain for _ in range(8)])
+    hw = _hw(8, topology, 1, direct=())
+    fast, slow = simulate(ts, hw, symmetric=False), simulate(ts, hw, fast=False)
+    assert fast.fast_messages == fast.messages == slow.messages
+    assert fast.to_dict() == slow.to_dict()
+    assert len(evaluated) == 2  # 24 without keeping (one per chunk and collective)

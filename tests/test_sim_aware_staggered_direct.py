@@ -74,6 +74,29 @@ def test_chunks_admitted_one_by_one_batch_as_they_complete(tmp_path: Path, kind:
     assert fast.to_dict() == slow.to_dict()
 
 
+@pytest.mark.parametrize("kind", [schema.ALL_TO_ALL, schema.REDUCE_SCATTER, schema.ALL_REDUCE])
+def test_a_chunk_batch_on_busy_links_is_kept_per_start_pattern_and_state(
+    tmp_path: Path, monkeypatch, kind: int
+) -> None:
+    """Six independent 64 MiB collectives, 2 of 4 chunks active: each collective's chunks 2 and 3
+    start while chunks 0 and 1 still hold the links, so that batch depends on the links' state; the
+    state relative to the starts repeats, so only the first collective's two batches are evaluated
+    and the rest shifted (``direct_aware._kept``); every rank equals the message path."""
+    from chakra_pipe.sim.network.aware import FifoBatchLinks
+    from chakra_pipe.sim.system import direct_aware
+
+    evaluated, busy = [], []
+    evaluate, idle = direct_aware._outcome, FifoBatchLinks.idle_at
+    monkeypatch.setattr(direct_aware, "_outcome", lambda *a: evaluated.append(1) or evaluate(*a))
+    monkeypatch.setattr(FifoBatchLinks, "idle_at", lambda *a: idle(*a) or busy.append(1) or False)
+    ts = write_set(tmp_path, [[coll(i, kind, size=64 << 20) for i in range(6)] for _ in range(8)])
+    hw = _hw(8, "FullyConnected", 2, direct=EVERY_KIND)
+    fast, slow = simulate(ts, hw, symmetric=False), simulate(ts, hw, fast=False)
+    assert fast.fast_messages == fast.messages == slow.messages
+    assert fast.to_dict() == slow.to_dict()
+    assert len(busy) == 6 and len(evaluated) == 2
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(direct_cases(True, ("FullyConnected", "FullyConnected", "Switch")))  # a third on a switch
 def test_random_staggered_direct_chunks_equal_the_message_path(case) -> None:

@@ -627,6 +627,15 @@ class _CanonicalBatch(FifoBatchLinks):
             )
         return out
 
+    def _stored(self) -> list[list[Any]]:
+        return [links for links, *_ in self._canonical]
+
+    def kept(self, state: list, c: int) -> list[tuple[list[int], list[int], list[int]]]:
+        return [
+            ((free[first] + c).tolist(), (offered[first] + c).tolist(), last[first].tolist())
+            for (_, _, first, _), (free, offered, last) in zip(self._canonical, state)
+        ]
+
     def store(self, state: list) -> None:
         for (links, _, first, orbit), hop_state in zip(self._canonical, state):
             if orbit is not None and any((values != values[orbit]).any() for values in hop_state):

@@ -435,6 +435,24 @@ class FifoRingLinks:
                 t[i] = ready + latency[n]
         return t
 
+    def relative_state(self, base: int) -> tuple[int, ...] | None:
+        """Every link's (free time, last arrival) less ``base`` and last sender, hop by hop; None when
+        one has messages queued on the message path (``RingCoordinator._kept_aware``)."""
+        out: list[int] = []
+        for hop in self._hops:
+            for link in hop:
+                if link.pending:
+                    return None
+                out += (link.free_at - base, link.offered - base, link.sender)
+        return tuple(out)
+
+    def restore(self, state: tuple[int, ...], base: int) -> None:
+        """Leave the links as :meth:`relative_state` read them, shifted by ``base``."""
+        values = iter(state)
+        for hop in self._hops:
+            for link, free, offered, sender in zip(hop, values, values, values):
+                link.free_at, link.offered, link.sender = free + base, offered + base, sender
+
     def end(self) -> None:
         for hop, free, ready, senders in zip(self._hops, self._free, self._ready, self._senders):
             if self._arrays:
@@ -574,16 +592,35 @@ class FifoBatchLinks:
             out.append(t)
         return out
 
-    @staticmethod
-    def idle(state: list, t: int) -> bool:
-        """Whether every link is free by ``t`` and took its last message before ``t``: then a batch
-        whose messages all reach their links from ``t`` on does not depend on ``state``."""
-        return all(int(free.max()) <= t and int(offered.max()) < t for free, offered, _ in state)
+    def _stored(self) -> list[list[_Link]]:
+        """Per hop, the links :meth:`state` reads and :meth:`store` writes, in their order."""
+        return [links for links, *_ in self._hops]
 
-    @staticmethod
-    def shifted(state: list, c: int) -> list:
-        """``state`` with every time moved by ``c`` ns (an outcome kept relative to its starts)."""
-        return [(free + c, offered + c, last) for free, offered, last in state]
+    def idle_at(self, t: int) -> bool:
+        """Whether every link is free by ``t`` and took its last message before ``t``: then a batch
+        whose messages all reach their links from ``t`` on does not depend on their state. Read from
+        the links themselves (a kept outcome needs no :meth:`state` arrays), raising as :meth:`state`
+        does when one has messages queued on the message path."""
+        idle = True
+        for links in self._stored():
+            for link in links:
+                if link.pending:
+                    raise LinkConflict("a batch of messages reaches a link with messages queued on the message path")
+                if link.free_at > t or link.offered >= t:
+                    idle = False
+        return idle
+
+    def kept(self, state: list, c: int) -> list[tuple[list[int], list[int], list[int]]]:
+        """What :meth:`store` would write of ``state``, every time moved by ``c`` ns, as lists for
+        :meth:`restore` (an outcome kept relative to its starts, stored again at each reuse)."""
+        return [((free + c).tolist(), (offered + c).tolist(), last.tolist()) for free, offered, last in state]
+
+    def restore(self, kept: list[tuple[list[int], list[int], list[int]]], c: int) -> None:
+        """Leave the links as :meth:`kept` recorded them, every time moved by ``c`` ns: what
+        :meth:`store` of that state did (its checks passed then, on the same relative values)."""
+        for links, (free, offered, last) in zip(self._stored(), kept):
+            for link, f, o, s in zip(links, free, offered, last):
+                link.free_at, link.offered, link.sender = f + c, o + c, s
 
     def arrive(self, sent: np.ndarray, state: list, after: bool = False) -> tuple[np.ndarray, list]:
         """Arrival at its destination of every message of the batch (``sent``: rows × K send times, in

@@ -39,7 +39,7 @@ def outcome(coord, first: FastDirect, starts: list[int], plan_key: tuple) -> tup
     return base, hit
 
 
-def _kept(coord, first: FastDirect, starts: list[int], links, index: list[np.ndarray], plan_key: tuple):
+def _kept(coord, first: FastDirect, starts: list, links, index: list[np.ndarray], plan_key: tuple):
     """``(base, [(times, delays)] per chunk of index)``, times relative to ``base``; the links advance.
 
     When every link of the batch is idle by its first send (free, and its last message arrived
@@ -47,24 +47,30 @@ def _kept(coord, first: FastDirect, starts: list[int], links, index: list[np.nda
     its free time, every order check passes) and the recurrence is max-plus: the outcome and the
     state it leaves shift with the starts, so they are kept per ring, plan, number of chunks and
     relative start pattern, as on the unaware network (an LLM step's phases repeat thousands of
-    times). An evaluation that declines or conflicts raises before anything is kept."""
-    lay = _layout(coord, first)
-    state = links.state()
-    flat = np.asarray(starts, dtype=np.int64).ravel()  # one list per chunk for a batch of chunks
-    base = int(flat.min())
-    if not links.idle(state, base + _first_delay(coord, first, plan_key)):
-        return 0, _outcome(coord, first, starts, FifoReceives(lay, links, state, index))
-    rel = tuple((flat - base).tolist())
-    key = ("direct-aware-outcome", first.ring.key, first.direction, plan_key, len(index), rel)
+    times). Links still busy (a staggered chunk sent while an earlier chunk's messages hold them)
+    enter the same max-plus recurrence through their state, every time of which shifts with the
+    starts too: such an outcome is kept per relative start pattern and state relative to the
+    earliest start (mixtral t2d8 ep4 with 2 of 4 chunks active: 802 busy batches, 11 distinct). An
+    evaluation that declines or conflicts raises before anything is kept."""
+    # one list per chunk for a batch of chunks; plain ints: a phase has a few members, and a kept
+    # outcome is looked up thousands of times a step
+    flat = [t for chunk in starts for t in chunk] if isinstance(starts[0], list) else starts
+    base = min(flat)
+    rel = tuple(t - base for t in flat)
+    key: tuple = ("direct-aware-outcome", first.ring.key, first.direction, plan_key, len(index), rel)
+    state = None
+    if not links.idle_at(base + _first_delay(coord, first, plan_key)):
+        state = links.state()
+        key += (b"".join(np.concatenate((f - base, o - base, last)).tobytes() for f, o, last in state),)
     hit = coord.cache.get(key)
     if hit is None:
-        receives = FifoReceives(lay, links, state, index)
+        receives = FifoReceives(_layout(coord, first), links, links.state() if state is None else state, index)
         out = [([t - base for t in times], delays) for times, delays in _outcome(coord, first, starts, receives)]
-        end = links.shifted(receives.final, -base)
+        end = links.kept(receives.final, -base)
         hit = coord.cached(key, lambda: (out, end))
     else:
         hit = hit[0]
-        links.store(links.shifted(hit[1], base))
+        links.restore(hit[1], base)
     return base, hit[0]
 
 
@@ -109,11 +115,12 @@ def outcome_chunks(coord, chunks: list[list[FastDirect]]) -> tuple[int, list[tup
     member at one ns go in the order of their generals' events, not modelled: declined too
     (``FastPathDeclined``: the run is redone with direct phases message by message)."""
     first = chunks[0][0]
-    starts = np.asarray([[a.start_ns for a in algos] for algos in chunks], dtype=np.int64)
-    seqs = np.asarray([[a.start_seq for a in algos] for algos in chunks], dtype=np.int64)
+    starts = [[a.start_ns for a in algos] for algos in chunks]  # plain ints: a few chunks of a few members
     for c in range(1, len(chunks)):  # chunks c' < c sending at one ns from a member: in their start order
-        if ((starts[:c] == starts[c]) & (seqs[:c] > seqs[c])).any():
-            raise FastPathDeclined("direct phases: a member started two chunks of one collective in another order")
+        later = chunks[c]
+        for earlier in chunks[:c]:
+            if any(a.start_ns == b.start_ns and a.start_seq > b.start_seq for a, b in zip(earlier, later)):
+                raise FastPathDeclined("direct phases: a member started two chunks of one collective in another order")
     lay = _layout(coord, first)
     k, p, sign = len(chunks), first.ring.size, int(lay.sign)
     ring, size = first.ring, first.msg_size
@@ -121,7 +128,7 @@ def outcome_chunks(coord, chunks: list[list[FastDirect]]) -> tuple[int, list[tup
         ("direct-links", ring.key, sign, size, k), lambda: _links(coord.network, ring.members, sign, size, k)
     )
     index = coord.cached(("direct-chunk-index", p, sign, k), lambda: _chunk_index(lay, k))
-    return _kept(coord, first, starts.tolist(), links, index, _plan_key(first))
+    return _kept(coord, first, starts, links, index, _plan_key(first))
 
 
 def _chunk_index(lay: _Layout, k: int) -> list[np.ndarray]:

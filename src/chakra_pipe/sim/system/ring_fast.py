@@ -47,7 +47,13 @@ NUMPY_FROM = 48  # ring size from which array steps beat plain Python
 # the order in which ring phases start: two chunks' first sends at one ns go in this order (their sends
 # are registered with the same delay when they start, and same-tick callbacks run in registration order)
 START_ORDER = itertools.count()
-OUTCOME_MEMBERS = 1 << 17  # members of the unaware ring outcomes kept: ~70 bytes each (key and times)
+OUTCOME_MEMBERS = 1 << 17  # members of the ring outcomes kept: ~70 bytes each (key and times; aware: + links)
+
+
+def _weight(outcome: tuple) -> int:
+    """What a kept outcome counts against ``OUTCOME_MEMBERS``: its members, and on the aware network
+    one more per value of the links' state it keeps (its key holds as many again)."""
+    return len(outcome[0]) + (len(outcome[3]) if len(outcome) > 3 else 0)
 
 
 class RingCoordinator:
@@ -68,7 +74,7 @@ class RingCoordinator:
         self._batches: dict[tuple, list[list[FastRing]]] = {}  # complete phases held, per collective and shape
         self._waiting: dict[tuple, dict[int, FastRing]] = {}
         self._ring_links: dict[tuple, Any] = {}  # network.ring_links results
-        self._outcomes: dict[tuple, tuple[list[int], int, int]] = {}  # unaware phases, see _shifted
+        self._outcomes: dict[tuple, tuple] = {}  # phases' outcomes, see _shifted and _kept_aware
         self._outcome_members = 0
         self._preds: dict[tuple, tuple[list[int], bool]] = {}  # ring predecessors per ring and direction (``_pred``)
         self.aware = aware
@@ -242,10 +248,40 @@ class RingCoordinator:
         hit = self._outcomes.get(key)
         if hit is None:
             last, tail, steps = self.recurrence(algos)
-            self._outcome_members += len(algos)
-            while self._outcomes and self._outcome_members > OUTCOME_MEMBERS:
-                self._outcome_members -= len(self._outcomes.pop(next(iter(self._outcomes)))[0])
-            hit = self._outcomes[key] = ([t - base for t in last], tail, steps)
+            hit = self._keep(key, ([t - base for t in last], tail, steps))
+        return [base + t for t in hit[0]], hit[1], hit[2]
+
+    def _keep(self, key: tuple, outcome: tuple) -> tuple:
+        """Keep ``outcome`` (relative times first) under ``key``, at most ``OUTCOME_MEMBERS`` members in all."""
+        self._outcome_members += _weight(outcome)
+        while self._outcomes and self._outcome_members > OUTCOME_MEMBERS:
+            self._outcome_members -= _weight(self._outcomes.pop(next(iter(self._outcomes))))
+        self._outcomes[key] = outcome
+        return outcome
+
+    def _kept_aware(self, algos: list[FastRing]) -> tuple[list[int], int, int]:
+        """:meth:`recurrence` of a small ring on the aware network, kept like :meth:`_shifted`'s: every
+        step there is a maximum or a sum of the starts and the links' free and arrival times, so the
+        outcome and the state the links are left in shift with the starts and those times together
+        (an unused link's bound, 0, is met by any start either way). Kept per ring shape, relative start
+        pattern and links' state relative to the earliest start (llama3-8b t8 on an 8-NPU switch: 512
+        phases, 7 distinct); a link with messages queued on the message path evaluates as it did."""
+        first = algos[0]
+        links = self.links(first.ring, first.msg_size, first.direction)
+        starts = [a.start_ns for a in algos]
+        base = min(starts)
+        before = links.relative_state(base)
+        if before is None:
+            return self._recurrence(algos)
+        key = (first.ring.key, first.direction, first.ctype, first.msg_size, tuple(s - base for s in starts), before)
+        hit = self._outcomes.get(key)
+        if hit is None:
+            last, tail, steps = self._recurrence(algos)
+            after = links.relative_state(base)
+            assert after is not None  # nothing queued on the links before: nothing queued after
+            hit = self._keep(key, ([t - base for t in last], tail, steps, after))
+        else:
+            links.restore(hit[3], base)
         return [base + t for t in hit[0]], hit[1], hit[2]
 
     def links(self, ring, size: int, direction: int):
@@ -271,8 +307,15 @@ class RingCoordinator:
         same times (a ring's predecessor ``i ∓ 1`` commutes with ``mod q`` since ``q`` divides the
         size), so their copies of a link's state, loaded equal, get equal arrivals
         and stay equal, and the links end as the whole ring would leave them, after the same
-        ``LinkConflict`` checks. ``q = 1`` has a closed form (``FifoRingLinks.copies``).
+        ``LinkConflict`` checks. ``q = 1`` has a closed form (``FifoRingLinks.copies``). A small ring's outcome is kept
+        (:meth:`_kept_aware`).
         """
+        if self.aware and algos[0].ring.size < NUMPY_FROM:
+            return self._kept_aware(algos)
+        return self._recurrence(algos)
+
+    def _recurrence(self, algos: list[FastRing]) -> tuple[list[int], int, int]:
+        """:meth:`recurrence`, evaluated."""
         first = algos[0]
         ring, p, steps = first.ring, first.ring.size, first.stream_count
         d = first.packet_delays()
