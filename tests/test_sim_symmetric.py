@@ -385,6 +385,34 @@ def test_two_queues_over_a_dimension_of_two_run_on_the_full_engine(dims):
     assert sym.finish_ns == full.finish_ns
 
 
+def test_direct_phases_beside_chunks_running_both_ways_round_run_on_the_full_engine():
+    """Two queues on a 1-D FullyConnected network keep the ring recurrence (the two directions cross
+    different links), but direct phases then go message by message, and the quotient's answer was
+    20 ns early on every rank at zero latency: the run is declined up front."""
+    system = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": 0,
+        "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 8,
+        "collective-optimization": "baseline",
+        "local-mem-bw": 3350,
+        "all-reduce-implementation": ["direct"],
+        "all-gather-implementation": ["direct"],
+        "reduce-scatter-implementation": ["ring"],
+        "all-to-all-implementation": ["ring"],
+    }
+    network = {"topology": ["FullyConnected"], "npus_count": [16], "bandwidth": [25], "latency": [0]}
+    hw = HardwareConfig(
+        SystemConfig.from_dict(system, source="sys.json"),
+        NetworkConfig.from_dict(network, source="net.yml"),
+        backend="congestion_aware",
+        num_queues_per_dim=2,
+    )
+    sym, how, full = both({"model": "llama3-8b", "layers": 1, "tp": 2, "dp": 8, "zero": 1}, hw)
+    assert how.startswith("full engine: not symmetric (all_reduce uses direct with chunks running both ways round")
+    assert sym.finish_ns == full.finish_ns
+
+
 def test_a_declined_symmetric_run_reruns_on_the_full_engine_and_says_why(monkeypatch, caplog):
     """Wiring of the decline: whatever the quotient network declines, the layout still gets the full
     engine's result and the reason in its log line (here every first offer declines)."""

@@ -65,7 +65,8 @@ its own. The argument, and what it needs:
    recurrence: message by message the quotient's members of a class came out alike where the full
    engine's finish apart (FullyConnected 8 × 2, two queues: rank 0 53 µs after rank 8, its two
    directions' chunks meeting on the dimension of two), so there the run declines instead of
-   rerunning. By induction on events the full run stays
+   rerunning; so does, from the start, a run whose direct phases would go message by message
+   beside them (FullyConnected 16, two queues, direct all-reduces: 20 ns off). By induction on events the full run stays
    symmetric, and each representative's timeline is its own in the full run.
 
 5. *Ring phases.* As on the unaware backend, :class:`_QuotientRings` evaluates each ring phase with
@@ -345,10 +346,13 @@ def _hardware_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
         return f"the network has {hw.network.npus} NPUs, the layout {sym.world} ranks"
     if hw.system.uses_custom:
         return "custom (Chakra-defined) collectives (their traces' peers are not translated)"
+    both_ways = hw.backend == "congestion_aware" and hw.num_queues_per_dim != 1 and chunk_batching(hw)[0]
     for kind, algos in hw.system.implementations:  # a collective without a key: the run reports it if used
         algo = algos[0] if len(algos) == 1 else None  # a sub-group collapses a list to "ring"
         if algo is not None and algo.base not in SYMMETRIC_ALGORITHMS:
             return f"{kind.lower()} uses {algo.base} (peers not preserved by rotating a group)"
+        if algo is not None and algo.base != "ring" and both_ways:  # see simulate_symmetric's LinkConflict
+            return f"{kind.lower()} uses {algo.base} with chunks running both ways round: message by message"
     return _network_problem(sym, hw)
 
 
