@@ -690,6 +690,7 @@ def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> _SharedE
         )
         chunk.decode()
         cols.take(lo, chunk)
+        del chunk  # its temporaries freed before the next chunk allocates its own
     cols.split(tables, first, bases)
     return None
 
@@ -721,6 +722,7 @@ def _decode_distinct(
         chunk = _Decoder(arr, ds[lo:hi], dl[lo:hi], memo, held[lo:hi])
         chunk.decode()
         cols.take(lo, chunk)
+        del chunk  # as in _decode
     if cols.wide[4] or cols.wide[5]:
         return None
     if schema.built():
