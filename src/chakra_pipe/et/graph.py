@@ -53,9 +53,10 @@ _SMALL = 48  # files with at most this many nodes are decoded record by record
 # cover (~290 bytes a generated record at the peak): 2^13 generated records (~0.75 MB) still
 # amortise the ~500 numpy calls a chunk. Since a chunk's decoder is freed before the next one is
 # built, 2^13 loads as fast as 2^14 within 1-5 % (40k and 200k generated nodes, the 1,024-file
-# sets; 2^12 was 10 % slower) and peaks lower: a 40k-node generated file at 2.34x its size instead
-# of 3.08x, 200k nodes 2.05x instead of 2.34x. Converted records (~810 bytes, a dozen distinct
-# attributes each) are held to ~8 MiB a chunk, as before.
+# sets; 2^12 was 10 % slower) and peaks lower: a 40k-node generated file at 2.3-2.7x its size
+# instead of 3.1-3.25x, 200k nodes 2.05-2.25x instead of 2.34-2.37x (resident peaks move with the
+# allocation history). Converted records (~810 bytes, a dozen distinct attributes each) are held
+# to ~8 MiB a chunk, as before.
 _CHUNK_BYTES = 1 << 23
 _CHUNK_RECORDS = 1 << 13  # records decoded at a time: bounds the decoding temporaries, amortises numpy calls
 _BATCH_BYTES = 1 << 23  # files decoded together up to this many bytes (a larger file is decoded alone, uncopied)
