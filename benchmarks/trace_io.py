@@ -21,7 +21,11 @@ baseline file by file.
 For each it prints best-of-N CPU times (``--wall``: wall-clock), MB/s, the ratio to the protobuf
 baseline (> 1 = we are faster), the time of ``RankTrace.build`` (the simulator's columns) on the
 loaded graph, and the peak memory a fresh process adds while loading (as a multiple of the file
-size; target <= 2x). Each load is timed in a fresh process, as a command loads its trace.
+size; target <= 2x). Each load is timed in a fresh process, as a command loads its trace: with
+``OPENBLAS_NUM_THREADS=1``, as the CLI sets it for the verbs that load traces to simulate or check
+them (``cli.SINGLE_THREADED_BLAS``). With numpy's default pool, OpenBLAS's worker thread spins on
+the other core for ~0.1 s after numpy's import, and a process's CPU time of a load in that window
+counted it: a 40k-node generated load read 55-65 ms of CPU for ~30 ms of its own.
 The default run is short (~40k nodes each); ``--full`` measures the 1 M-node traces of issue 15
 (several minutes, ~1 GB of temporary files; the baseline is then timed once).
 
@@ -145,8 +149,14 @@ def generated(nodes: int, folder: str) -> str:
     return os.path.join(folder, "gen.0.et")
 
 
+def fresh_env(**extra: str) -> dict[str, str]:
+    """The environment of a fresh measuring process: single-threaded OpenBLAS as the trace-loading
+    verbs run (see the module docstring; a value the user set wins)."""
+    return {"OPENBLAS_NUM_THREADS": "1", **os.environ, **extra}
+
+
 def load_memory_kib(path: str) -> int:
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    env = fresh_env(PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
     with open(path, "rb") as f:
         head = f.read(1 << 20)
     _, _, warm = walk_records(head, path, 61)
@@ -185,7 +195,7 @@ def fresh_load_pair(path: str, repeat: int) -> tuple[float, float]:
             cmd = [sys.executable, __file__, "--time-one", which, path]
             if CLOCK is time.perf_counter:
                 cmd.append("--wall")
-            done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            done = subprocess.run(cmd, env=fresh_env(), capture_output=True, text=True, check=True)
             times.append(float(done.stdout))
     return min(ta), min(tb)
 

@@ -889,3 +889,40 @@ def test_a_column_filled_by_chunks_holds_their_concatenation(sizes, capacity, wi
     expected = np.concatenate(pieces)
     assert column.result().dtype == expected.dtype
     np.testing.assert_array_equal(column.result(), expected)
+
+
+@pytest.mark.parametrize("copies", [1, 4])
+def test_a_chunks_decoder_is_freed_before_the_next_one_is_built(tmp_path, copies):
+    """One chunk's decoding temporaries (~25 int64 a record) are gone before the next chunk
+    allocates its own: held until the next decoder was built, a 40k-node generated load peaked at
+    3.25x its file instead of 2.57x. Checked for a file alone and for a batch of equal files, whose
+    distinct records are decoded once (``_decode_distinct``)."""
+    md = schema.GlobalMetadata(version="1.0.0")
+    nodes = [
+        schema.Node(id=i, name=f"op{i % 5}", type=schema.COMP_NODE, data_deps=[i - 1] if i else []) for i in range(300)
+    ]
+    blob = frame_all(md, [n.SerializeToString() for n in nodes])
+    files = [tmp_path / f"w.{r}.et" for r in range(copies)]
+    for f in files:
+        f.write_bytes(blob)
+    built: list[weakref.ref] = []
+    alive_when_built: list[int] = []
+    records: list[int] = []
+    real_init = graph_module._Decoder.__init__
+
+    def spy(self, arr, rec_start, *rest):
+        alive_when_built.append(sum(ref() is not None for ref in built))
+        built.append(weakref.ref(self))
+        records.append(len(rec_start))
+        real_init(self, arr, rec_start, *rest)
+
+    with (
+        mock.patch.object(graph_module, "_CHUNK_RECORDS", 64),
+        mock.patch.object(graph_module, "_SMALL", 0),
+        mock.patch.object(graph_module._Decoder, "__init__", spy),
+    ):
+        graphs = graph_module.load_graphs(files)
+    assert sum(records) < copies * len(nodes) or copies == 1  # a batch: its distinct records only
+    assert len(alive_when_built) >= 5 and not any(alive_when_built)
+    for g in graphs:
+        assert_graph_matches(g, nodes)

@@ -50,12 +50,15 @@ _KNOWN = INT_ATTRS + STR_ATTRS + LIST_ATTRS
 _PAD = 16  # bytes of zero padding after the buffer so vectorised reads never go out of range
 _SMALL = 48  # files with at most this many nodes are decoded record by record
 # A chunk's temporaries are ~25 int64 a record plus ~100 bytes an attribute the tails do not
-# cover: 2^14 generated records (~1.5 MB) still amortise the ~500 numpy calls a chunk (2^15 was
-# no faster, and a 40k-node file's load peaked at 3.7x its size, not 3.15x; 2^13 cost ~10 % more
-# time for 0.1x), and converted records (~810 bytes, a dozen distinct attributes each) are held to
-# ~8 MiB a chunk, as before.
+# cover (~290 bytes a generated record at the peak): 2^13 generated records (~0.75 MB) still
+# amortise the ~500 numpy calls a chunk. Since a chunk's decoder is freed before the next one is
+# built, 2^13 loads as fast as 2^14 within 1-5 % (40k and 200k generated nodes, the 1,024-file
+# sets; 2^12 was 10 % slower) and peaks lower: a 40k-node generated file at 2.3-2.7x its size
+# instead of 3.1-3.25x, 200k nodes 2.05-2.25x instead of 2.34-2.37x (resident peaks move with the
+# allocation history). Converted records (~810 bytes, a dozen distinct attributes each) are held
+# to ~8 MiB a chunk, as before.
 _CHUNK_BYTES = 1 << 23
-_CHUNK_RECORDS = 1 << 14  # records decoded at a time: bounds the decoding temporaries, amortises numpy calls
+_CHUNK_RECORDS = 1 << 13  # records decoded at a time: bounds the decoding temporaries, amortises numpy calls
 _BATCH_BYTES = 1 << 23  # files decoded together up to this many bytes (a larger file is decoded alone, uncopied)
 # From a batch of this many bytes on, a load keeps freed heap memory below _BATCH_BYTES for reuse
 # until it ends (heap.keep_freed_heap; a batch's block is still mapped whole, with huge pages): the
@@ -690,6 +693,7 @@ def _decode(arr: np.ndarray, tables: list[_Table], bases: list[int]) -> _SharedE
         )
         chunk.decode()
         cols.take(lo, chunk)
+        del chunk  # its temporaries freed before the next chunk allocates its own
     cols.split(tables, first, bases)
     return None
 
@@ -721,6 +725,7 @@ def _decode_distinct(
         chunk = _Decoder(arr, ds[lo:hi], dl[lo:hi], memo, held[lo:hi])
         chunk.decode()
         cols.take(lo, chunk)
+        del chunk  # as in _decode
     if cols.wide[4] or cols.wide[5]:
         return None
     if schema.built():
