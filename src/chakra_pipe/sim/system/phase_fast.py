@@ -104,11 +104,17 @@ def _nbytes(value: Any) -> int:
     """Approximate memory of a cached table or key: arrays by their buffers, bytes by their length,
     Python sequences at 8 B a slot plus what their items hold. A kept aware direct outcome is lists
     of lists (``direct_aware._kept``): counted by its outer slots alone, one of 32 members came to
-    24 B for ~110 KB, so the bound held millions of them."""
+    24 B for ~110 KB, so the bound held millions of them. A sequence whose first item is an int is
+    taken for all ints (times, members: not walked, a miss would pay for every member)."""
+    kind = type(value)
+    if kind is tuple or kind is list:
+        if not value or type(value[0]) is int:
+            return 8 * len(value)
+        return 8 * len(value) + sum(map(_nbytes, value))
+    if kind is int:
+        return 0
+    if kind is bytes or kind is str:
+        return len(value)
     if isinstance(value, np.ndarray):
         return value.nbytes
-    if isinstance(value, bytes | str):
-        return len(value)
-    if isinstance(value, tuple | list):
-        return 8 * len(value) + sum(_nbytes(v) for v in value if not isinstance(v, int))
     return 64 * len(getattr(value, "members", ()))
