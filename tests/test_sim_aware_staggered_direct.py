@@ -97,6 +97,41 @@ def test_a_chunk_batch_on_busy_links_is_kept_per_start_pattern_and_state(
     assert len(busy) == 6 and len(evaluated) == 2
 
 
+def _slots(value) -> int:
+    """Every slot of nested lists and tuples (what ``PhaseCoordinator.cached`` counts at 8 B)."""
+    return (
+        len(value) + sum(_slots(v) for v in value if isinstance(v, list | tuple))
+        if isinstance(value, list | tuple)
+        else 0
+    )
+
+
+def test_a_kept_chunk_batch_counts_all_it_holds_against_the_cache_bound(tmp_path: Path, monkeypatch) -> None:
+    """A kept direct-aware outcome (lists of lists; on busy links keyed by the links' state as
+    bytes) counts every slot it holds and its key's state against ``CACHE_BYTES``: counted by its
+    outer list's slots alone, 32 members' came to 24 B for ~110 KB, and the bound let millions of
+    distinct busy states pile up."""
+    from chakra_pipe.sim.system.phase_fast import PhaseCoordinator
+
+    kept = []
+    cached = PhaseCoordinator.cached
+
+    def spy(self, key, build):
+        value = cached(self, key, build)
+        if key[0] == "direct-aware-outcome":
+            kept.append((key, value, self.cache[key][1]))
+        return value
+
+    monkeypatch.setattr(PhaseCoordinator, "cached", spy)
+    ts = write_set(tmp_path, [[coll(i, schema.ALL_TO_ALL, size=64 << 20) for i in range(6)] for _ in range(8)])
+    simulate(ts, _hw(8, "FullyConnected", 2, direct=EVERY_KIND), symmetric=False)
+    busy = [entry for entry in kept if isinstance(entry[0][-1], bytes)]
+    assert busy and len(kept) > len(busy)
+    for key, value, counted in kept:
+        state = key[-1] if isinstance(key[-1], bytes) else b""
+        assert counted >= 8 * _slots(value) + len(state)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(direct_cases(True, ("FullyConnected", "FullyConnected", "Switch")))  # a third on a switch
 def test_random_staggered_direct_chunks_equal_the_message_path(case) -> None:

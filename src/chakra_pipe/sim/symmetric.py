@@ -66,7 +66,8 @@ its own. The argument, and what it needs:
    engine's finish apart (FullyConnected 8 × 2, two queues: rank 0 53 µs after rank 8, its two
    directions' chunks meeting on the dimension of two), so there the run declines instead of
    rerunning; so does, from the start, a run whose direct phases would go message by message
-   beside them (FullyConnected 16, two queues, direct all-reduces: 20 ns off). By induction on events the full run stays
+   beside them (FullyConnected 16, two queues, direct all-reduces: 20 ns off; why the quotient's
+   message path differs there is not established). By induction on events the full run stays
    symmetric, and each representative's timeline is its own in the full run.
 
 5. *Ring phases.* As on the unaware backend, :class:`_QuotientRings` evaluates each ring phase with
@@ -346,7 +347,7 @@ def _hardware_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
         return f"the network has {hw.network.npus} NPUs, the layout {sym.world} ranks"
     if hw.system.uses_custom:
         return "custom (Chakra-defined) collectives (their traces' peers are not translated)"
-    both_ways = hw.backend == "congestion_aware" and hw.num_queues_per_dim != 1 and chunk_batching(hw)[0]
+    both_ways = hw.backend == "congestion_aware" and _chunks_both_ways(hw)
     for kind, algos in hw.system.implementations:  # a collective without a key: the run reports it if used
         algo = algos[0] if len(algos) == 1 else None  # a sub-group collapses a list to "ring"
         if algo is not None and algo.base not in SYMMETRIC_ALGORITHMS:
@@ -354,6 +355,15 @@ def _hardware_problem(sym: RankSymmetry, hw: HardwareConfig) -> str | None:
         if algo is not None and algo.base != "ring" and both_ways:  # see simulate_symmetric's LinkConflict
             return f"{kind.lower()} uses {algo.base} with chunks running both ways round: message by message"
     return _network_problem(sym, hw)
+
+
+def _chunks_both_ways(hw: HardwareConfig) -> bool:
+    """Whether a collective's chunks run its rings both ways round at once (several queues per
+    dimension alternate the directions, and the chunks are batched): the quotient is then exact only
+    while every phase stays on a fast path (module docstring, point 4), so :func:`_hardware_problem`
+    declines direct phases, which would go message by message, and :func:`simulate_symmetric`
+    declines where the ring recurrence does."""
+    return hw.num_queues_per_dim != 1 and chunk_batching(hw)[0]
 
 
 def _pairs(groups: Mapping[Any, list[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -862,7 +872,7 @@ def simulate_symmetric(
                 log.info("symmetric run: direct fast path declined (%s); rerunning it message by message", tie)
                 phases_fast = False
             except LinkConflict as conflict:  # the aware recurrences met an order they cannot time
-                if hw.num_queues_per_dim != 1 and chunk_batching(hw)[0]:
+                if _chunks_both_ways(hw):
                     raise SymmetryDeclined(
                         f"chunks running both ways round would go message by message ({conflict})"
                     ) from None

@@ -88,7 +88,7 @@ class PhaseCoordinator:
         if hit is not None:
             return hit[0]
         value = build()
-        size = _nbytes(value)
+        size = _nbytes(value) + _nbytes(key)  # a kept aware outcome's key holds the links' state
         while self.cache and self._cache_bytes + size > CACHE_BYTES:  # oldest first
             self._cache_bytes -= self.cache.pop(next(iter(self.cache)))[1]
         self.cache[key] = (value, size)
@@ -101,9 +101,20 @@ class PhaseCoordinator:
 
 
 def _nbytes(value: Any) -> int:
-    """Approximate memory of a cached table: arrays by their buffers, Python sequences at 8 B a slot."""
+    """Approximate memory of a cached table or key: arrays by their buffers, bytes by their length,
+    Python sequences at 8 B a slot plus what their items hold. A kept aware direct outcome is lists
+    of lists (``direct_aware._kept``): counted by its outer slots alone, one of 32 members came to
+    24 B for ~110 KB, so the bound held millions of them. A sequence whose first item is an int is
+    taken for all ints (times, members: not walked, a miss would pay for every member)."""
+    kind = type(value)
+    if kind is tuple or kind is list:
+        if not value or type(value[0]) is int:
+            return 8 * len(value)
+        return 8 * len(value) + sum(map(_nbytes, value))
+    if kind is int:
+        return 0
+    if kind is bytes or kind is str:
+        return len(value)
     if isinstance(value, np.ndarray):
         return value.nbytes
-    if isinstance(value, tuple):
-        return sum(_nbytes(v) for v in value)
-    return 8 * len(value) if isinstance(value, list) else 64 * len(getattr(value, "members", ()))
+    return 64 * len(getattr(value, "members", ()))

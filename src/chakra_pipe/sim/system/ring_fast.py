@@ -265,7 +265,17 @@ class RingCoordinator:
         outcome and the state the links are left in shift with the starts and those times together
         (an unused link's bound, 0, is met by any start either way). Kept per ring shape, relative start
         pattern and links' state relative to the earliest start (llama3-8b t8 on an 8-NPU switch: 512
-        phases, 7 distinct); a link with messages queued on the message path evaluates as it did."""
+        phases, 7 distinct); a link with messages queued on the message path evaluates as it did.
+
+        Why the key is the whole input: the evaluation reads of a link only ``free_at``,
+        ``offered`` (as times: compared with arrivals, or the max-plus terms), ``sender`` (compared
+        with the phase's senders and ``POINT_TO_POINT``, never with times) and ``pending``; hold and
+        latency are fixed per link and size (``_Link.times``: no rounding that depends on a time),
+        and the delays per ring shape, type and size, as for :meth:`_shifted`. Every conflict check
+        compares two such times, so it raises or not alike at any shift. It writes only those three
+        fields (``end``, ``copies``), which :meth:`FifoRingLinks.restore` writes back; what the
+        message path and the tree fast path keep beside them (``free_seq``, ``past``, the symmetric
+        engine's last offers) neither path touches."""
         first = algos[0]
         links = self.links(first.ring, first.msg_size, first.direction)
         starts = [a.start_ns for a in algos]
