@@ -8,7 +8,7 @@ message count. Run it on two trees (``PYTHONPATH=<tree>/src``) and diff the dige
 change to the message path or the engine keeps every result and event order; compare the CPU
 columns (alternating the trees) for its speed.
 
-    python benchmarks/message_path.py WORKDIR [--digest | --timing] [--only NAME]
+    python benchmarks/message_path.py WORKDIR [--digest] [--only NAME]
 
 ``WORKDIR`` receives the generated sets (made once, reused).
 """
