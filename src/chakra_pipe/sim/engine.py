@@ -14,6 +14,8 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
+_heappush = heapq.heappush  # a module global: one lookup less per new time
+
 
 class EventQueue:
     __slots__ = ("now", "seq", "_times", "_buckets", "_seq")
@@ -27,13 +29,13 @@ class EventQueue:
 
     def schedule(self, time: int, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` at absolute ``time`` (>= now)."""
-        self._seq += 1
+        seq = self._seq = self._seq + 1
         bucket = self._buckets.get(time)
         if bucket is None:
-            self._buckets[time] = [(self._seq, fn, args)]
-            heapq.heappush(self._times, time)
+            self._buckets[time] = [(seq, fn, args)]
+            _heappush(self._times, time)
         else:
-            bucket.append((self._seq, fn, args))  # the newest sequence: the end keeps the order
+            bucket.append((seq, fn, args))  # the newest sequence: the end keeps the order
 
     def reserve(self) -> int:
         """Take the next place in the same-time order for an event that may never be needed.
@@ -49,7 +51,7 @@ class EventQueue:
         bucket = self._buckets.get(time)
         if bucket is None:
             self._buckets[time] = [(seq, fn, args)]
-            heapq.heappush(self._times, time)
+            _heappush(self._times, time)
         else:  # after every event of a smaller sequence (those already run included)
             bucket.insert(bisect.bisect(bucket, seq, key=_sequence), (seq, fn, args))
 

@@ -26,7 +26,7 @@ POINT_TO_POINT = -3
 class _Link:
     """One directed link: FIFO, store-and-forward. ``times`` is the link model, used by both paths."""
 
-    __slots__ = ("latency", "bw", "pending", "free_at", "free_seq", "sender", "offered", "past")
+    __slots__ = ("latency", "bw", "pending", "free_at", "free_seq", "sender", "offered", "past", "sized")
 
     def __init__(self, latency: float, bw: float):
         self.latency, self.bw = latency, bw
@@ -36,6 +36,8 @@ class _Link:
         self.sender = -1  # ring fast path: the NPU whose message the link carried last (-1: none yet)
         self.offered = 0  # ring fast path: when that message reached the link
         self.past: list[tuple[int, int | None, int, int]] | None = None  # tree fast path: see take_kept
+        # message path: ``times`` per message size (a link carries a few sizes, each thousands of times)
+        self.sized: dict[int, tuple[int, int]] = {}
 
     def times(self, size: int) -> tuple[int, int]:
         """(ns until a message of ``size`` bytes reaches the next device, ns it holds the link)."""
@@ -821,9 +823,12 @@ class CongestionAwareNetwork(Network):
 
     def _start(self, link: _Link, msg: list) -> None:
         q = self.queue
-        arrive, hold = link.times(msg[0])
-        q.schedule(q.now + arrive, self._hop_done, msg)
-        link.free_at = q.now + hold
+        now, size = q.now, msg[0]
+        times = link.sized.get(size)
+        if times is None:
+            times = link.sized[size] = link.times(size)
+        q.schedule(now + times[0], self._hop_done, msg)
+        link.free_at = now + times[1]
         link.free_seq = q.reserve()
 
     def _free(self, link: _Link) -> None:
@@ -833,9 +838,9 @@ class CongestionAwareNetwork(Network):
             self.queue.schedule_reserved(link.free_at, link.free_seq, self._free, link)
 
     def _hop_done(self, msg: list) -> None:
-        msg[2] += 1
+        hop = msg[2] = msg[2] + 1
         path = msg[1]
-        if msg[2] == len(path):
+        if hop == len(path):
             self._arrive(msg[3])
         else:
-            self._offer(path[msg[2]], msg)
+            self._offer(path[hop], msg)

@@ -59,9 +59,9 @@ class Network:
 
     def send(self, src: int, dst: int, size: int, tag: int, on_arrival: Callable[[], None] | None) -> None:
         key = (tag, src, dst, size)
-        k = self._send_seq.get(key, 0)
-        self._send_seq[key] = k + 1
-        full = key + (k,)
+        seq = self._send_seq
+        k = seq[key] = seq.get(key, -1) + 1
+        full = (tag, src, dst, size, k)
         entry = self._entries.get(full)
         if entry is None:
             entry = self._entries[full] = _Entry()
@@ -70,9 +70,9 @@ class Network:
 
     def recv(self, dst: int, src: int, size: int, tag: int, on_arrival: Callable[[], None]) -> None:
         key = (tag, src, dst, size)
-        k = self._recv_seq.get(key, 0)
-        self._recv_seq[key] = k + 1
-        full = key + (k,)
+        seq = self._recv_seq
+        k = seq[key] = seq.get(key, -1) + 1
+        full = (tag, src, dst, size, k)
         entry = self._entries.get(full)
         if entry is not None and entry.arrived:
             del self._entries[full]

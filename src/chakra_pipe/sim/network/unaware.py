@@ -33,14 +33,19 @@ class CongestionUnawareNetwork(Network):
         super().__init__(cfg, queue)
         self._bw = [bytes_per_ns(b) for b in cfg.bandwidth]
         self._lat = [float(x) for x in cfg.latency]
+        # hops per dimension by ``(dst - src) mod p`` (every topology kind here depends only on that): a
+        # message's delay reads them instead of decoding both addresses and dispatching on the kind
+        self._hop_rows = [[hops(kind, p, 0, k) for k in range(p)] for kind, p in zip(cfg.topology, self.dims)]
         self._hops: list[np.ndarray] | None = None
 
     def delay(self, src: int, dst: int, size: int) -> int:
-        cs, cd = self.coords(src), self.coords(dst)
-        for d, (a, b) in enumerate(zip(cs, cd)):
+        """The closed form on the lowest dimension where the addresses differ (dimension 0 varies fastest)."""
+        for d, p in enumerate(self.dims):
+            a, b = src % p, dst % p
             if a != b:
-                h = hops(self.cfg.topology[d], self.dims[d], a, b)
-                return int(h * self.cfg.latency[d] + size / self._bw[d])
+                return int(self._hop_rows[d][(b - a) % p] * self.cfg.latency[d] + size / self._bw[d])
+            src //= p
+            dst //= p
         return 0
 
     def delays(self, src: np.ndarray, dst: np.ndarray, size: int) -> np.ndarray:
@@ -60,13 +65,9 @@ class CongestionUnawareNetwork(Network):
         return out
 
     def _hop_tables(self) -> list[np.ndarray]:
-        """Hops per dimension by ``(dst - src) mod p`` (every topology kind here depends only on that),
-        built on first use."""
+        """``_hop_rows`` as arrays, built on first use."""
         if self._hops is None:
-            self._hops = [
-                np.asarray([hops(kind, p, 0, k) for k in range(p)], dtype=np.int64)
-                for kind, p in zip(self.cfg.topology, self.dims)
-            ]
+            self._hops = [np.asarray(row, dtype=np.int64) for row in self._hop_rows]
         return self._hops
 
     def ring_links(self, senders: list[int], receivers: list[int], size: int) -> FixedRingLinks:

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any, Self
 
-from .stream import PacketBundle, bus_delay
+from .stream import bus_delay, release_packet
 
 AR, RS, AG, A2A = "ALL_REDUCE", "REDUCE_SCATTER", "ALL_GATHER", "ALL_TO_ALL"
 
@@ -98,9 +98,6 @@ class PacketAlgorithm:
     def after_release(self) -> None:
         """Called after each packet is released (direct rotates peers, HD moves to the next step)."""
 
-    def packet_size(self) -> int:
-        return self.msg_size
-
     # -- events --------------------------------------------------------------------------------
     def start(self) -> None:
         for _ in range(self.parallel_reduce):
@@ -117,12 +114,12 @@ class PacketAlgorithm:
 
     # -- mechanics -----------------------------------------------------------------------------
     def insert_packet(self) -> None:
-        size = self.packet_size()
-        if self.packets is None:
-            self.packets = deque()
-        self.packets.append((self.receiver, self.sender, size))
-        processed = self.counters.take(self)
-        PacketBundle(self.sys, self.stream, processed, size, self.local).send()
+        size = self.msg_size
+        packets = self.packets
+        if packets is None:
+            packets = self.packets = deque()
+        packets.append((self.receiver, self.sender, size))
+        release_packet(self.sys, self.stream, self.counters.take(self), size, self.local)
         self.after_release()
 
     def replay_packets(self, count: int) -> Iterator[tuple[int, int, int]]:
@@ -133,21 +130,22 @@ class PacketAlgorithm:
         """
         bus = bus_delay(self.sys, self.local)
         for _ in range(count):
-            size = self.packet_size()
+            size = self.msg_size
             sender = self.sender
             processed = self.counters.take(self)
             yield sender, size, bus + self.sys.reduction_delay(size) if processed else bus
             self.after_release()
 
     def ready(self) -> bool:
-        if not self.packets or self.stream_count == 0 or self.free_packets == 0:
+        packets = self.packets
+        if not packets or self.stream_count == 0 or self.free_packets == 0:
             return False
-        dest, src, size = self.packets[0]
-        stream = self.stream
-        self.sys.send(dest, size, stream.stream_id, None)
-        self.sys.recv(src, size, stream.stream_id, stream.consume)
+        dest, src, size = packets[0]
+        stream, sys = self.stream, self.sys
+        sys.send(dest, size, stream.stream_id, None)
+        sys.recv(src, size, stream.stream_id, stream.consume)
         self.stream_count -= 1
-        self.packets.popleft()
+        packets.popleft()
         self.free_packets -= 1
         return True
 

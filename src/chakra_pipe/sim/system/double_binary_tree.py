@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .stream import PacketBundle
+from .stream import release_packet
 from .topology import INTERMEDIATE, LEAF, ROOT
 
 BEGIN, TO_PARENT, FROM_PARENT, END, TWO_CHILD, ONE_CHILD, TO_CHILDREN = range(7)
@@ -40,7 +40,7 @@ class DoubleBinaryTree:
         self.run(RECEIVED)
 
     def _bundle(self, processed: bool) -> None:
-        PacketBundle(self.sys, self.stream, processed, self.data_size, False).send()
+        release_packet(self.sys, self.stream, processed, self.data_size, False)
 
     def _send(self, dst: int) -> None:
         self.sys.send(dst, self.data_size, self.stream.stream_id, None)

@@ -1,4 +1,4 @@
-"""Streams (one per chunk), their data sets (one per collective) and the memory-bus packet bundles.
+"""Streams (one per chunk), their data sets (one per collective) and packets' memory-bus hop.
 
 A collective becomes a :class:`DataSet` of chunk streams; each stream walks its chain of phases, each
 phase run by one algorithm object. Packets pass the local memory bus (``E`` ns, 10 on sub-group
@@ -83,21 +83,25 @@ class Stream:
         self.phase.algorithm.on_received()  # type: ignore[union-attr]
 
 
-class PacketBundle:
-    """Packets released together: memory-bus hop, then the optional reduction delay."""
+def release_packet(sys, stream: Stream, processed: bool, size: int, local: bool) -> None:
+    """Packets released together cross the memory bus (both directions cost the same fixed delay when
+    the shared bus is not modelled), then, when they carry a reduction, ``Pd`` more ns; then the
+    stream's algorithm is called back (:meth:`Stream.general`, read at that ns). A packet without a
+    reduction registers the callback itself: no bundle object, one call less per message."""
+    bus = bus_delay(sys, local)
+    if processed:
+        sys.register_event(_Reduction(sys, stream, size).call, bus)
+    else:
+        sys.register_event(stream.general, bus)
 
-    __slots__ = ("sys", "stream", "processed", "size", "local")
 
-    def __init__(self, sys, stream: Stream, processed: bool, size: int, local: bool):
-        self.sys, self.stream, self.processed, self.size, self.local = sys, stream, processed, size, local
+class _Reduction:
+    """A packet back from the memory bus that still carries its reduction (``Pd``)."""
 
-    def send(self) -> None:
-        """Both bus directions cost the same fixed delay when the shared bus is not modelled."""
-        self.sys.register_event(self.call, bus_delay(self.sys, self.local))
+    __slots__ = ("sys", "stream", "size")
+
+    def __init__(self, sys, stream: Stream, size: int):
+        self.sys, self.stream, self.size = sys, stream, size
 
     def call(self) -> None:
-        if self.processed:
-            self.processed = False
-            self.sys.register_event(self.call, self.sys.reduction_delay(self.size))
-            return
-        self.stream.general()
+        self.sys.register_event(self.stream.general, self.sys.reduction_delay(self.size))
