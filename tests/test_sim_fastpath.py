@@ -9,8 +9,10 @@ message-by-message ``fast=False`` must give identical per-rank finish times and 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
-from sim_paths import assert_fast_equals_message_path, tiered_network
+from sim_paths import assert_fast_equals_message_path, aware_hardware, tiered_network
 
 from chakra_pipe import cli
 from chakra_pipe.et import schema
@@ -140,17 +142,6 @@ def test_ranks_leave_a_fast_phase_in_the_event_paths_order(tmp_path, backend: st
     from test_sim_examples import write_set
 
     ts = write_set(tmp_path, _exchange_after_reduce_scatter())
-    system = {
-        "scheduling-policy": "LIFO",
-        "endpoint-delay": 0,
-        "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": 1,
-        "collective-optimization": "localBWAware",
-        "local-mem-bw": 3350,
-        **{f"{k}-implementation": ["ring"] for k in ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")},
-    }
-    net = {"topology": ["FullyConnected"], "npus_count": [2], "bandwidth": [100], "latency": [0]}
-    hw = HardwareConfig(
-        SystemConfig.from_dict(system, source="sys"), NetworkConfig.from_dict(net, source="net"), backend=backend
-    )
+    net = {"topology": ["FullyConnected"], "npus_count": [2], "bandwidth": [100], "latency": [500]}
+    hw = dataclasses.replace(aware_hardware(net, "ring", chunks=1, splits=1), backend=backend)
     assert_fast_equals_message_path(ts, hw)
