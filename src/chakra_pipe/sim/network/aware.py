@@ -36,12 +36,15 @@ class _Link:
         self.sender = -1  # ring fast path: the NPU whose message the link carried last (-1: none yet)
         self.offered = 0  # ring fast path: when that message reached the link
         self.past: list[tuple[int, int | None, int, int]] | None = None  # tree fast path: see take_kept
-        # message path: ``times`` per message size (a link carries a few sizes, each thousands of times)
-        self.sized: dict[int, tuple[int, int]] = {}
+        self.sized: dict[int, tuple[int, int]] = {}  # ``times`` per message size
 
     def times(self, size: int) -> tuple[int, int]:
-        """(ns until a message of ``size`` bytes reaches the next device, ns it holds the link)."""
-        return int(self.latency + size / self.bw), int(size / self.bw)
+        """(ns until a message of ``size`` bytes reaches the next device, ns it holds the link); kept
+        per size: a link carries a few sizes, each thousands of times."""
+        hit = self.sized.get(size)
+        if hit is None:
+            hit = self.sized[size] = (int(self.latency + size / self.bw), int(size / self.bw))
+        return hit
 
 
 def smallest_period(seq: list, step: int = 1) -> int:
@@ -824,9 +827,7 @@ class CongestionAwareNetwork(Network):
     def _start(self, link: _Link, msg: list) -> None:
         q = self.queue
         now, size = q.now, msg[0]
-        times = link.sized.get(size)
-        if times is None:
-            times = link.sized[size] = link.times(size)
+        times = link.sized.get(size) or link.times(size)  # the kept times read in place: one call less a hop
         q.schedule(now + times[0], self._hop_done, msg)
         link.free_at = now + times[1]
         link.free_seq = q.reserve()
